@@ -1,0 +1,44 @@
+//! Every way a lock command can fail, with the exact error reply.
+
+/// Largest lease, wait or latch TTL accepted: ten years in milliseconds.
+pub const MAX_MILLIS: i64 = 10 * 365 * 24 * 3600 * 1000;
+
+pub const ERR_LEASE: &str =
+    "ERR lease must be an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_TIMEOUT: &str =
+    "ERR timeout must be an integer number of milliseconds from 0 to 315360000000";
+pub const ERR_TTL: &str =
+    "ERR request ttl must be an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_OWNER: &str = "ERR owner must be non-empty, not 'mode', and not end in ':write'";
+pub const ERR_REQUEST_ID: &str = "ERR request id must be non-empty";
+pub const ERR_SPREAD_NAME: &str =
+    "ERR lock name must be non-empty with balanced braces: its derived keys would leave its hash slot";
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const ERR_CORRUPT: &str =
+    "ERR corrupt lock: the hash's mode is not read or write, or a hold count is not a positive integer";
+pub const ERR_LATCH: &str = "ERR corrupt unlock latch: its value is not an integer";
+pub const ERR_OVERFLOW: &str = "ERR hold count or deadline would overflow";
+pub const ERR_SYNTAX: &str = "ERR syntax error";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockError {
+    SpreadName,
+    BadOwner,
+    WrongType,
+    Corrupt,
+    BadLatch,
+    Overflow,
+}
+
+impl LockError {
+    pub fn message(self) -> &'static str {
+        match self {
+            LockError::SpreadName => ERR_SPREAD_NAME,
+            LockError::BadOwner => ERR_OWNER,
+            LockError::WrongType => ERR_WRONGTYPE,
+            LockError::Corrupt => ERR_CORRUPT,
+            LockError::BadLatch => ERR_LATCH,
+            LockError::Overflow => ERR_OVERFLOW,
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! Redisson's read-write lock as a state machine over a [`Store`] (SPEC
+//! sections 3.1–3.6). Every command reads and checks what it needs first and
+//! only then writes, so a refused or failing call changes nothing.
+
+use std::collections::BTreeMap;
+
+use super::error::LockError;
+use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
+use super::store::{KeyKind, Store};
+
+/// Payload published when a read hold ends the lock.
+pub const READ_RELEASED: &[u8] = b"0";
+/// Payload published when a write hold (or a forced unlock) ends the lock.
+pub const WRITE_RELEASED: &[u8] = b"1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+impl Mode {
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Mode::Read => b"read",
+            Mode::Write => b"write",
+        }
+    }
+}
+
+/// Outcome of an acquisition: Redisson replies nil, or the lock's PTTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquire {
+    Acquired,
+    Refused { pttl: i64 },
+}
+
+/// Outcome of an unlock, before it is mapped to Redisson's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The lock hash did not exist.
+    NotLocked,
+    /// The caller held nothing of the kind it released.
+    NotHeld,
+    /// One hold released, the lock is still held.
+    StillHeld,
+    /// The caller's last hold of the kind released.
+    Released,
+}
+
+impl Release {
+    /// Redisson's reply: nil, 0 or 1.
+    pub fn reply(self) -> Option<i64> {
+        match self {
+            Release::NotLocked | Release::NotHeld => None,
+            Release::StillHeld => Some(0),
+            Release::Released => Some(1),
+        }
+    }
+
+    /// What an idempotent unlock remembers in its latch (nothing when the
+    /// caller held nothing, so a retry sees the lock as it is then).
+    fn latch_value(self) -> Option<i64> {
+        match self {
+            Release::NotLocked | Release::Released => Some(1),
+            Release::StillHeld => Some(0),
+            Release::NotHeld => None,
+        }
+    }
+}
+
+/// An idempotent unlock's request id and how long its latch lives.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub id: &'a [u8],
+    pub ttl: i64,
+}
+
+/// One owner's holds, for `RWLOCK.INFO`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerInfo {
+    pub owner: Vec<u8>,
+    pub reads: i64,
+    pub writes: i64,
+    /// PTTL of each read acquisition's timeout key, first acquisition first.
+    pub leases: Vec<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    pub mode: Option<Mode>,
+    pub pttl: i64,
+    pub owners: Vec<OwnerInfo>,
+}
+
+/// Parses a hold count: a positive integer written the way Redis writes it.
+pub fn parse_count(value: &[u8]) -> Result<i64, LockError> {
+    match parse_i64(value) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(LockError::Corrupt),
+    }
+}
+
+/// Strict decimal parsing, as Redis's `string2ll`: no sign but `-`, no
+/// leading zeros, no spaces.
+pub fn parse_i64(value: &[u8]) -> Option<i64> {
+    let digits = value.strip_prefix(b"-").unwrap_or(value);
+    let canonical = match digits {
+        [] => false,
+        [b'0'] => value.len() == 1,
+        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
+    };
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {
+    now.checked_add(ms).ok_or(LockError::Overflow)
+}
+
+fn mode_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Option<Mode>, LockError> {
+    match s.kind(hash) {
+        KeyKind::Missing => Ok(None),
+        KeyKind::Hash => match s.hget(hash, MODE_FIELD).as_deref() {
+            Some(b"read") => Ok(Some(Mode::Read)),
+            Some(b"write") => Ok(Some(Mode::Write)),
+            _ => Err(LockError::Corrupt),
+        },
+        KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
+    }
+}
+
+fn count_of<S: Store>(s: &mut S, hash: &[u8], field: &[u8]) -> Result<Option<i64>, LockError> {
+    s.hget(hash, field).map(|v| parse_count(&v)).transpose()
+}
+
+/// Every hold field of the hash with its count; fails on any corrupt count.
+fn holds_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Vec<(Vec<u8>, i64)>, LockError> {
+    s.hgetall(hash)
+        .into_iter()
+        .filter(|(field, _)| field != MODE_FIELD)
+        .map(|(field, value)| Ok((field, parse_count(&value)?)))
+        .collect()
+}
+
+/// `RWLOCK.READ` (SPEC 3.1).
+pub fn read_lock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<Acquire, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    let now = s.now_ms();
+    let lease_deadline = deadline(now, lease)?;
+    let Some(mode) = mode_of(s, hash)? else {
+        s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
+        s.hset(hash, owner, b"1");
+        s.set_until(&names.timeout_key(owner, 1), b"1", lease_deadline);
+        s.expire_at(hash, lease_deadline);
+        return Ok(Acquire::Acquired);
+    };
+    let admitted = mode == Mode::Read || count_of(s, hash, &write_field(owner))?.is_some();
+    if !admitted {
+        return Ok(Acquire::Refused { pttl: s.pttl(hash) });
+    }
+    let held = count_of(s, hash, owner)?.unwrap_or(0);
+    let n = held.checked_add(1).ok_or(LockError::Overflow)?;
+    let hash_deadline = deadline(now, s.pttl(hash).max(lease))?;
+    s.hincrby(hash, owner, 1);
+    s.set_until(&names.timeout_key(owner, n), b"1", lease_deadline);
+    s.expire_at(hash, hash_deadline);
+    Ok(Acquire::Acquired)
+}
+
+/// `RWLOCK.WRITE` (SPEC 3.2).
+pub fn write_lock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<Acquire, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    let now = s.now_ms();
+    let field = write_field(owner);
+    match mode_of(s, hash)? {
+        None => {
+            let lease_deadline = deadline(now, lease)?;
+            s.hset(hash, MODE_FIELD, Mode::Write.as_bytes());
+            s.hset(hash, &field, b"1");
+            s.expire_at(hash, lease_deadline);
+            Ok(Acquire::Acquired)
+        }
+        Some(Mode::Write) => {
+            let Some(held) = count_of(s, hash, &field)? else {
+                return Ok(Acquire::Refused { pttl: s.pttl(hash) });
+            };
+            held.checked_add(1).ok_or(LockError::Overflow)?;
+            // Redisson adds the lease to what is left: a persistent hash (PTTL -1)
+            // gets lease - 1, and a 1 ms lease on it expires the lock at once.
+            let extended = s.pttl(hash).checked_add(lease).ok_or(LockError::Overflow)?;
+            let hash_deadline = deadline(now, extended)?;
+            s.hincrby(hash, &field, 1);
+            s.expire_at(hash, hash_deadline);
+            Ok(Acquire::Acquired)
+        }
+        Some(Mode::Read) => Ok(Acquire::Refused { pttl: s.pttl(hash) }),
+    }
+}
+
+/// `RWLOCK.UNLOCK` (SPEC 3.3): releases one hold of `mode`, idempotently when
+/// a request is given.
+pub fn unlock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    mode: Mode,
+    lease: i64,
+    request: Option<Request<'_>>,
+) -> Result<Option<i64>, LockError> {
+    check_owner(owner)?;
+    let latch = match request {
+        None => None,
+        Some(request) => {
+            let key = names.latch_key(request.id);
+            match s.kind(&key) {
+                KeyKind::Missing => {}
+                KeyKind::String => {
+                    let value = s.get(&key).unwrap_or_default();
+                    return parse_i64(&value).map(Some).ok_or(LockError::BadLatch);
+                }
+                KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
+            }
+            let now = s.now_ms();
+            Some((key, deadline(now, request.ttl)?))
+        }
+    };
+    let release = match mode {
+        Mode::Read => unlock_read(s, names, owner)?,
+        Mode::Write => unlock_write(s, names, owner, lease)?,
+    };
+    if let (Some((key, until)), Some(value)) = (latch, release.latch_value()) {
+        s.set_until(&key, value.to_string().as_bytes(), until);
+    }
+    Ok(release.reply())
+}
+
+fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<Release, LockError> {
+    let hash = names.hash();
+    let Some(mode) = mode_of(s, hash)? else {
+        s.publish(names.channel(), READ_RELEASED);
+        return Ok(Release::NotLocked);
+    };
+    let Some(held) = count_of(s, hash, owner)? else {
+        return Ok(Release::NotHeld);
+    };
+    let now = s.now_ms();
+    let left = held - 1;
+    let holds = holds_of(s, hash)?;
+    // `mode` plus the hold fields that survive this release.
+    let fields_after = 1 + holds.len() - usize::from(left == 0);
+    // The lock lives as long as the longest read lease still running, the
+    // released acquisition's own key excluded.
+    let mut longest = -3;
+    if fields_after > 1 {
+        for (field, count) in &holds {
+            let count = if field == owner { left } else { *count };
+            for i in (1..=count).rev() {
+                longest = longest.max(s.pttl(&names.timeout_key(field, i)));
+            }
+        }
+    }
+    s.hincrby(hash, owner, -1);
+    if left == 0 {
+        s.hdel(hash, owner);
+    }
+    s.del(&names.timeout_key(owner, held));
+    if fields_after > 1 {
+        if longest > 0 {
+            s.expire_at(hash, now + longest);
+            return Ok(Release::StillHeld);
+        }
+        if mode == Mode::Write {
+            return Ok(Release::StillHeld);
+        }
+    }
+    s.del(hash);
+    s.publish(names.channel(), READ_RELEASED);
+    Ok(Release::Released)
+}
+
+fn unlock_write<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<Release, LockError> {
+    let hash = names.hash();
+    match mode_of(s, hash)? {
+        None => {
+            s.publish(names.channel(), WRITE_RELEASED);
+            return Ok(Release::NotLocked);
+        }
+        Some(Mode::Read) => return Ok(Release::NotHeld),
+        Some(Mode::Write) => {}
+    }
+    let field = write_field(owner);
+    let Some(held) = count_of(s, hash, &field)? else {
+        return Ok(Release::NotHeld);
+    };
+    if held > 1 {
+        let now = s.now_ms();
+        let lease_deadline = deadline(now, lease)?;
+        s.hincrby(hash, &field, -1);
+        s.expire_at(hash, lease_deadline);
+        return Ok(Release::StillHeld);
+    }
+    s.hincrby(hash, &field, -1);
+    s.hdel(hash, &field);
+    if s.hlen(hash) == 1 {
+        s.del(hash);
+        s.publish(names.channel(), WRITE_RELEASED);
+    } else {
+        // The writer still holds reads: downgrade, keeping the TTL.
+        s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
+    }
+    Ok(Release::Released)
+}
+
+/// `RWLOCK.RENEW` (SPEC 3.4): the watchdog's call. True when the owner held
+/// anything.
+pub fn renew<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<bool, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    if mode_of(s, hash)?.is_none() {
+        return Ok(false);
+    }
+    let writes = count_of(s, hash, &write_field(owner))?;
+    let reads = count_of(s, hash, owner)?;
+    if writes.is_none() && reads.is_none() {
+        return Ok(false);
+    }
+    let now = s.now_ms();
+    let lease_deadline = deadline(now, lease)?;
+    s.expire_at(hash, lease_deadline);
+    for i in (1..=reads.unwrap_or(0)).rev() {
+        s.expire_at(&names.timeout_key(owner, i), lease_deadline);
+    }
+    Ok(true)
+}
+
+/// `RWLOCK.FORCEUNLOCK` (SPEC 3.5): deletes the lock if it is in `only` mode
+/// (any mode when `None`), with its readers' timeout keys.
+pub fn force_unlock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    only: Option<Mode>,
+) -> Result<bool, LockError> {
+    let hash = names.hash();
+    let Some(mode) = mode_of(s, hash)? else {
+        return Ok(false);
+    };
+    if only.is_some_and(|wanted| wanted != mode) {
+        return Ok(false);
+    }
+    let holds = holds_of(s, hash)?;
+    s.del(hash);
+    for (field, count) in &holds {
+        if !field_owner(field).1 {
+            for i in 1..=*count {
+                s.del(&names.timeout_key(field, i));
+            }
+        }
+    }
+    let message = match only {
+        Some(Mode::Read) => READ_RELEASED,
+        _ => WRITE_RELEASED,
+    };
+    s.publish(names.channel(), message);
+    Ok(true)
+}
+
+/// `RWLOCK.INFO` (SPEC 3.6): read-only view, owners in byte order.
+pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockError> {
+    let hash = names.hash();
+    let mode = mode_of(s, hash)?;
+    let holds = if mode.is_some() {
+        holds_of(s, hash)?
+    } else {
+        Vec::new()
+    };
+    let mut owners: BTreeMap<Vec<u8>, OwnerInfo> = BTreeMap::new();
+    for (field, count) in holds {
+        let (owner, is_write) = field_owner(&field);
+        let entry = owners.entry(owner.to_vec()).or_insert_with(|| OwnerInfo {
+            owner: owner.to_vec(),
+            reads: 0,
+            writes: 0,
+            leases: Vec::new(),
+        });
+        if is_write {
+            entry.writes = count;
+        } else {
+            entry.reads = count;
+            entry.leases = (1..=count)
+                .map(|i| s.pttl(&names.timeout_key(&field, i)))
+                .collect();
+        }
+    }
+    Ok(LockInfo {
+        mode,
+        pttl: s.pttl(hash),
+        owners: owners.into_values().collect(),
+    })
+}

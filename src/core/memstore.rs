@@ -1,0 +1,200 @@
+//! An in-memory [`Store`] with a simulated clock, recording the keyspace
+//! events and messages a real server would emit.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::store::{KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    Str(Vec<u8>),
+    List,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MemStore {
+    pub now: i64,
+    entries: HashMap<Vec<u8>, (Value, Option<i64>)>,
+    /// `(event, key)` in the order a server would notify them.
+    pub events: Vec<(&'static str, Vec<u8>)>,
+    /// `(channel, message)` in publishing order.
+    pub published: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl MemStore {
+    pub fn new(now: i64) -> Self {
+        MemStore {
+            now,
+            ..Default::default()
+        }
+    }
+
+    pub fn advance(&mut self, ms: i64) {
+        self.now += ms;
+    }
+
+    /// Redis's rule: a key is gone once the clock is past its deadline.
+    fn live(&mut self, key: &[u8]) -> Option<&mut (Value, Option<i64>)> {
+        let now = self.now;
+        if matches!(self.entries.get(key), Some((_, Some(at))) if now > *at) {
+            self.entries.remove(key);
+        }
+        self.entries.get_mut(key)
+    }
+
+    fn hash_mut(&mut self, key: &[u8]) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        if self.live(key).is_none() {
+            self.entries
+                .insert(key.to_vec(), (Value::Hash(BTreeMap::new()), None));
+        }
+        match self.entries.get_mut(key) {
+            Some((Value::Hash(h), _)) => h,
+            _ => panic!("the lock machine wrote a hash field into a non-hash key"),
+        }
+    }
+
+    /// Puts a raw value, as a test's setup or another client would.
+    pub fn put(&mut self, key: &[u8], value: Value, deadline: Option<i64>) {
+        self.entries.insert(key.to_vec(), (value, deadline));
+    }
+
+    /// Every live key with its value and deadline, sorted, for comparisons.
+    pub fn dump(&mut self) -> Vec<(Vec<u8>, Value, Option<i64>)> {
+        let now = self.now;
+        self.entries
+            .retain(|_, (_, at)| at.is_none_or(|at| now <= at));
+        let mut all: Vec<_> = self
+            .entries
+            .iter()
+            .map(|(k, (v, at))| (k.clone(), v.clone(), *at))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    pub fn take_events(&mut self) -> Vec<(&'static str, Vec<u8>)> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn event(&mut self, name: &'static str, key: &[u8]) {
+        self.events.push((name, key.to_vec()));
+    }
+}
+
+impl Store for MemStore {
+    fn now_ms(&mut self) -> i64 {
+        self.now
+    }
+
+    fn kind(&mut self, key: &[u8]) -> KeyKind {
+        match self.live(key) {
+            None => KeyKind::Missing,
+            Some((Value::Hash(_), _)) => KeyKind::Hash,
+            Some((Value::Str(_), _)) => KeyKind::String,
+            Some((Value::List, _)) => KeyKind::Other,
+        }
+    }
+
+    fn hget(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+        match self.live(key) {
+            Some((Value::Hash(h), _)) => h.get(field).cloned(),
+            _ => None,
+        }
+    }
+
+    fn hgetall(&mut self, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        match self.live(key) {
+            Some((Value::Hash(h), _)) => h.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn hlen(&mut self, key: &[u8]) -> usize {
+        match self.live(key) {
+            Some((Value::Hash(h), _)) => h.len(),
+            _ => 0,
+        }
+    }
+
+    fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]) {
+        self.hash_mut(key).insert(field.to_vec(), value.to_vec());
+        self.event("hset", key);
+    }
+
+    fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64 {
+        let h = self.hash_mut(key);
+        let current: i64 = h
+            .get(field)
+            .map(|v| String::from_utf8_lossy(v).parse().expect("integer field"))
+            .unwrap_or(0);
+        let next = current + delta;
+        h.insert(field.to_vec(), next.to_string().into_bytes());
+        self.event("hincrby", key);
+        next
+    }
+
+    fn hdel(&mut self, key: &[u8], field: &[u8]) {
+        let h = self.hash_mut(key);
+        h.remove(field);
+        let emptied = h.is_empty();
+        self.event("hdel", key);
+        if emptied {
+            self.entries.remove(key);
+            self.event("del", key);
+        }
+    }
+
+    fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        match self.live(key) {
+            Some((Value::Str(v), _)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
+        self.entries
+            .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
+        self.event("set", key);
+        self.expire_at(key, deadline);
+    }
+
+    fn pttl(&mut self, key: &[u8]) -> i64 {
+        let now = self.now;
+        match self.live(key) {
+            None => PTTL_MISSING,
+            Some((_, None)) => PTTL_PERSISTENT,
+            Some((_, Some(at))) => (*at - now).max(0),
+        }
+    }
+
+    fn expire_at(&mut self, key: &[u8], deadline: i64) -> bool {
+        let now = self.now;
+        match self.live(key) {
+            None => false,
+            Some(_) if deadline <= now => {
+                self.entries.remove(key);
+                self.event("del", key);
+                true
+            }
+            Some(entry) => {
+                entry.1 = Some(deadline);
+                self.event("expire", key);
+                true
+            }
+        }
+    }
+
+    fn del(&mut self, key: &[u8]) -> bool {
+        let existed = self.live(key).is_some();
+        if existed {
+            self.entries.remove(key);
+            self.event("del", key);
+        }
+        existed
+    }
+
+    fn publish(&mut self, channel: &[u8], message: &[u8]) {
+        self.published.push((channel.to_vec(), message.to_vec()));
+    }
+}

@@ -1,0 +1,48 @@
+//! The storage the lock machine runs on: the few Redis operations Redisson's
+//! scripts use, each with the side effects (keyspace event, replication) the
+//! same command would have when a script runs it.
+
+/// What a key holds, as far as the lock cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Missing,
+    Hash,
+    String,
+    Other,
+}
+
+/// TTL reply of a missing key, as `PTTL` gives it.
+pub const PTTL_MISSING: i64 = -2;
+/// TTL reply of a key without expiry, as `PTTL` gives it.
+pub const PTTL_PERSISTENT: i64 = -1;
+
+pub trait Store {
+    /// The clock deadlines are computed from, in Unix milliseconds.
+    fn now_ms(&mut self) -> i64;
+    fn kind(&mut self, key: &[u8]) -> KeyKind;
+    /// A hash field; `None` when the field or the hash is missing.
+    fn hget(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>>;
+    /// Every field and value of a hash (empty when missing).
+    fn hgetall(&mut self, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)>;
+    fn hlen(&mut self, key: &[u8]) -> usize;
+    /// `HSET`: event `hset`.
+    fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]);
+    /// `HINCRBY`, the caller having checked the field is an integer that does
+    /// not overflow: event `hincrby`.
+    fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64;
+    /// `HDEL` of one existing field: event `hdel` (and `del` if the hash empties).
+    fn hdel(&mut self, key: &[u8], field: &[u8]);
+    /// A string value, `None` when missing (the caller checked the kind).
+    fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
+    /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
+    fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64);
+    /// `PTTL`: remaining milliseconds, `PTTL_MISSING` or `PTTL_PERSISTENT`.
+    fn pttl(&mut self, key: &[u8]) -> i64;
+    /// `PEXPIREAT`: event `expire`, or `del` when the deadline has passed.
+    /// Does nothing and returns false when the key is missing.
+    fn expire_at(&mut self, key: &[u8], deadline: i64) -> bool;
+    /// `DEL`: event `del` when the key existed.
+    fn del(&mut self, key: &[u8]) -> bool;
+    /// Publishes a lock message (the payload `0` or `1`).
+    fn publish(&mut self, channel: &[u8], message: &[u8]);
+}

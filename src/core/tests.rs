@@ -1,0 +1,746 @@
+//! Unit tests of the lock machine, one or more per row of SPEC 3.1–3.6.
+
+use super::error::LockError;
+use super::lock::*;
+use super::memstore::{MemStore, Value};
+use super::names::LockNames;
+use super::store::Store;
+
+const T0: i64 = 1_700_000_000_000;
+const U: &[u8] = b"u1:57";
+const V: &[u8] = b"u2:9";
+
+fn setup() -> (MemStore, LockNames) {
+    (MemStore::new(T0), LockNames::new(b"L").expect("name"))
+}
+
+fn tk(n: &LockNames, owner: &[u8], i: i64) -> Vec<u8> {
+    n.timeout_key(owner, i)
+}
+
+fn ev(list: &[(&'static str, &str)]) -> Vec<(&'static str, Vec<u8>)> {
+    list.iter()
+        .map(|(e, k)| (*e, k.as_bytes().to_vec()))
+        .collect()
+}
+
+fn field(s: &mut MemStore, key: &[u8], f: &[u8]) -> Option<String> {
+    s.hget(key, f).map(|v| String::from_utf8(v).expect("utf8"))
+}
+
+const ACQUIRED: Result<Acquire, LockError> = Ok(Acquire::Acquired);
+
+// --- 3.1 RWLOCK.READ ---
+
+#[test]
+fn read_on_unlocked_creates_hash_and_timeout_key() {
+    let (mut s, n) = setup();
+    assert_eq!(read_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
+    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(s.pttl(b"L"), 30_000);
+    assert_eq!(s.get(&tk(&n, U, 1)), Some(b"1".to_vec()));
+    assert_eq!(s.pttl(&tk(&n, U, 1)), 30_000);
+    assert_eq!(
+        s.take_events(),
+        ev(&[
+            ("hset", "L"),
+            ("hset", "L"),
+            ("set", "{L}:u1:57:rwlock_timeout:1"),
+            ("expire", "{L}:u1:57:rwlock_timeout:1"),
+            ("expire", "L"),
+        ])
+    );
+    assert!(s.published.is_empty());
+}
+
+#[test]
+fn read_joins_read_mode_and_keeps_the_longer_ttl() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("first");
+    s.advance(1_000);
+    s.take_events();
+    // A shorter lease keeps the hash's longer TTL.
+    assert_eq!(read_lock(&mut s, &n, V, 5_000), ACQUIRED);
+    assert_eq!(field(&mut s, b"L", V).as_deref(), Some("1"));
+    assert_eq!(s.pttl(b"L"), 29_000);
+    assert_eq!(s.pttl(&tk(&n, V, 1)), 5_000);
+    assert_eq!(
+        s.take_events(),
+        ev(&[
+            ("hincrby", "L"),
+            ("set", "{L}:u2:9:rwlock_timeout:1"),
+            ("expire", "{L}:u2:9:rwlock_timeout:1"),
+            ("expire", "L"),
+        ])
+    );
+    // A longer lease extends it.
+    assert_eq!(read_lock(&mut s, &n, V, 60_000), ACQUIRED);
+    assert_eq!(s.pttl(b"L"), 60_000);
+}
+
+#[test]
+fn read_reentry_counts_and_adds_a_timeout_key() {
+    let (mut s, n) = setup();
+    for _ in 0..3 {
+        assert_eq!(read_lock(&mut s, &n, U, 10_000), ACQUIRED);
+    }
+    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("3"));
+    for i in 1..=3 {
+        assert_eq!(s.pttl(&tk(&n, U, i)), 10_000);
+    }
+}
+
+#[test]
+fn read_on_persistent_read_hash_sets_the_lease() {
+    let (mut s, n) = setup();
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"read".to_vec());
+    h.insert(V.to_vec(), b"1".to_vec());
+    s.put(b"L", Value::Hash(h), None);
+    assert_eq!(read_lock(&mut s, &n, U, 7_000), ACQUIRED);
+    assert_eq!(s.pttl(b"L"), 7_000);
+}
+
+#[test]
+fn writer_may_take_reads_of_its_own_lock() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("write");
+    assert_eq!(read_lock(&mut s, &n, U, 10_000), ACQUIRED);
+    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
+    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(s.pttl(&tk(&n, U, 1)), 10_000);
+    assert_eq!(s.pttl(b"L"), 30_000);
+}
+
+#[test]
+fn read_is_refused_with_pttl_when_another_owner_writes() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, V, 30_000).expect("write");
+    s.advance(500);
+    let before = s.dump();
+    s.take_events();
+    assert_eq!(
+        read_lock(&mut s, &n, U, 10_000),
+        Ok(Acquire::Refused { pttl: 29_500 })
+    );
+    assert_eq!(s.dump(), before);
+    assert!(s.take_events().is_empty());
+}
+
+// --- 3.2 RWLOCK.WRITE ---
+
+#[test]
+fn write_on_unlocked_creates_hash() {
+    let (mut s, n) = setup();
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
+    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
+    assert_eq!(s.pttl(b"L"), 30_000);
+    assert_eq!(
+        s.take_events(),
+        ev(&[("hset", "L"), ("hset", "L"), ("expire", "L")])
+    );
+    assert_eq!(s.dump().len(), 1, "a write hold has no side keys");
+}
+
+#[test]
+fn write_reentry_adds_the_lease_to_the_remaining_ttl() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("write");
+    s.advance(10_000);
+    s.take_events();
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("2"));
+    assert_eq!(s.pttl(b"L"), 50_000);
+    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
+}
+
+#[test]
+fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("write");
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"write".to_vec());
+    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
+    s.put(b"L", Value::Hash(h.clone()), None);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(s.pttl(b"L"), 29_999);
+    // With a 1 ms lease the deadline is now: Redis deletes the key at once.
+    s.put(b"L", Value::Hash(h), None);
+    s.take_events();
+    assert_eq!(write_lock(&mut s, &n, U, 1), ACQUIRED);
+    assert_eq!(s.pttl(b"L"), -2);
+    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("del", "L")]));
+}
+
+#[test]
+fn write_is_refused_in_read_mode_even_for_the_only_reader() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("read");
+    s.advance(100);
+    let before = s.dump();
+    assert_eq!(
+        write_lock(&mut s, &n, U, 10_000),
+        Ok(Acquire::Refused { pttl: 29_900 })
+    );
+    assert_eq!(
+        write_lock(&mut s, &n, V, 10_000),
+        Ok(Acquire::Refused { pttl: 29_900 })
+    );
+    assert_eq!(s.dump(), before);
+}
+
+#[test]
+fn write_is_refused_when_another_owner_writes() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, V, 30_000).expect("write");
+    assert_eq!(
+        write_lock(&mut s, &n, U, 10_000),
+        Ok(Acquire::Refused { pttl: 30_000 })
+    );
+}
+
+#[test]
+fn write_acquires_after_the_lease_runs_out() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, V, 1_000).expect("read");
+    s.advance(1_001);
+    assert_eq!(write_lock(&mut s, &n, U, 1_000), ACQUIRED);
+}
+
+// --- 3.3 RWLOCK.UNLOCK ... READ ---
+
+#[test]
+fn read_unlock_of_absent_lock_publishes_and_replies_nil() {
+    let (mut s, n) = setup();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(None));
+    assert_eq!(
+        s.published,
+        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
+    );
+    assert!(s.dump().is_empty());
+}
+
+#[test]
+fn read_unlock_by_non_holder_changes_nothing() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, V, 30_000).expect("read");
+    let before = s.dump();
+    s.take_events();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(None));
+    assert_eq!(s.dump(), before);
+    assert!(s.take_events().is_empty());
+    assert!(s.published.is_empty());
+}
+
+#[test]
+fn read_unlock_of_last_hold_deletes_and_publishes() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("read");
+    s.take_events();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(1)));
+    assert!(s.dump().is_empty());
+    assert_eq!(
+        s.take_events(),
+        ev(&[
+            ("hincrby", "L"),
+            ("hdel", "L"),
+            ("del", "{L}:u1:57:rwlock_timeout:1"),
+            ("del", "L"),
+        ])
+    );
+    assert_eq!(
+        s.published,
+        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
+    );
+}
+
+#[test]
+fn read_unlock_with_other_readers_sets_ttl_to_longest_remaining_lease() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("u");
+    read_lock(&mut s, &n, V, 10_000).expect("v1");
+    s.advance(1_000);
+    read_lock(&mut s, &n, V, 20_000).expect("v2");
+    s.take_events();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    // U's key is gone; V's longest lease (20 000 from t+1000) rules.
+    assert_eq!(s.pttl(b"L"), 20_000);
+    assert_eq!(s.hget(b"L", U), None);
+    assert_eq!(s.pttl(&tk(&n, U, 1)), -2);
+    assert_eq!(
+        s.take_events(),
+        ev(&[
+            ("hincrby", "L"),
+            ("hdel", "L"),
+            ("del", "{L}:u1:57:rwlock_timeout:1"),
+            ("expire", "L"),
+        ])
+    );
+    assert!(s.published.is_empty());
+}
+
+#[test]
+fn read_unlock_of_reentered_hold_drops_the_newest_key() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("1");
+    s.advance(100);
+    read_lock(&mut s, &n, U, 5_000).expect("2");
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(s.pttl(&tk(&n, U, 2)), -2);
+    assert_eq!(s.pttl(b"L"), 29_900);
+}
+
+#[test]
+fn read_unlock_deletes_when_remaining_readers_leases_are_gone() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, V, 1_000).expect("v");
+    read_lock(&mut s, &n, U, 30_000).expect("u");
+    read_lock(&mut s, &n, U, 30_000).expect("u2");
+    s.advance(2_000);
+    // V crashed: its field remains but its timeout key expired. U releases
+    // one hold: its other key still runs, so the lock lives.
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(s.pttl(b"L"), 28_000);
+    // U releases its last hold: only V's dead field is left, so the lock ends.
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(1)));
+    assert!(s.dump().is_empty());
+    assert_eq!(s.published.len(), 1);
+}
+
+#[test]
+fn read_unlock_under_own_write_keeps_ttl() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    read_lock(&mut s, &n, U, 10_000).expect("r");
+    s.advance(10_000);
+    // Reader's key expired exactly now (PTTL 0): no positive lease is left,
+    // and in write mode the TTL stays.
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(s.pttl(b"L"), 20_000);
+    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
+    assert!(s.published.is_empty());
+}
+
+#[test]
+fn read_unlock_under_own_write_with_other_read_hold_uses_its_lease() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    read_lock(&mut s, &n, U, 50_000).expect("r1");
+    read_lock(&mut s, &n, U, 50_000).expect("r2");
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(s.pttl(b"L"), 50_000);
+}
+
+// --- 3.3 RWLOCK.UNLOCK ... WRITE ---
+
+#[test]
+fn write_unlock_of_absent_lock_publishes_one_and_replies_nil() {
+    let (mut s, n) = setup();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(
+        s.published,
+        vec![(b"redisson_rwlock:{L}".to_vec(), b"1".to_vec())]
+    );
+}
+
+#[test]
+fn write_unlock_in_read_mode_or_by_non_holder_replies_nil() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("r");
+    let before = s.dump();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(s.dump(), before);
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, V, 30_000).expect("w");
+    let before = s.dump();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(s.dump(), before);
+    assert!(s.published.is_empty());
+}
+
+#[test]
+fn write_unlock_of_reentered_hold_rearms_with_the_lease() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("1");
+    write_lock(&mut s, &n, U, 30_000).expect("2");
+    s.take_events();
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 7_000, None), Ok(Some(0)));
+    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
+    assert_eq!(s.pttl(b"L"), 7_000);
+    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
+}
+
+#[test]
+fn write_unlock_of_last_hold_deletes_and_publishes_one() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    s.take_events();
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 30_000, None),
+        Ok(Some(1))
+    );
+    assert!(s.dump().is_empty());
+    assert_eq!(
+        s.take_events(),
+        ev(&[("hincrby", "L"), ("hdel", "L"), ("del", "L")])
+    );
+    assert_eq!(
+        s.published,
+        vec![(b"redisson_rwlock:{L}".to_vec(), b"1".to_vec())]
+    );
+}
+
+#[test]
+fn write_unlock_with_own_reads_downgrades() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    read_lock(&mut s, &n, U, 10_000).expect("r");
+    s.advance(1_000);
+    s.take_events();
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 30_000, None),
+        Ok(Some(1))
+    );
+    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
+    assert_eq!(s.pttl(b"L"), 29_000, "TTL unchanged");
+    assert!(s.published.is_empty());
+    assert_eq!(
+        s.take_events(),
+        ev(&[("hincrby", "L"), ("hdel", "L"), ("hset", "L")])
+    );
+    // Another reader may now join.
+    assert_eq!(read_lock(&mut s, &n, V, 1_000), ACQUIRED);
+}
+
+// --- 3.3 REQUEST id ttl ---
+
+#[test]
+fn request_latch_makes_a_retried_unlock_idempotent() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("1");
+    write_lock(&mut s, &n, U, 30_000).expect("2");
+    let req = Some(Request {
+        id: b"r1",
+        ttl: 5_000,
+    });
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, req), Ok(Some(0)));
+    let latch = n.latch_key(b"r1");
+    assert_eq!(s.get(&latch), Some(b"0".to_vec()));
+    assert_eq!(s.pttl(&latch), 5_000);
+    // The retry replies the stored value and releases nothing more.
+    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, req), Ok(Some(0)));
+    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
+    let req2 = Some(Request {
+        id: b"r2",
+        ttl: 5_000,
+    });
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 30_000, req2),
+        Ok(Some(1))
+    );
+    assert_eq!(s.get(&n.latch_key(b"r2")), Some(b"1".to_vec()));
+    s.advance(5_001);
+    assert_eq!(s.get(&latch), None, "the latch expires");
+}
+
+#[test]
+fn request_latch_stores_one_for_absent_lock_and_nothing_for_non_holder() {
+    let (mut s, n) = setup();
+    let req = Some(Request {
+        id: b"a",
+        ttl: 5_000,
+    });
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(None));
+    assert_eq!(s.get(&n.latch_key(b"a")), Some(b"1".to_vec()));
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(Some(1)));
+    read_lock(&mut s, &n, V, 30_000).expect("v");
+    let req = Some(Request {
+        id: b"b",
+        ttl: 5_000,
+    });
+    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(None));
+    assert_eq!(s.get(&n.latch_key(b"b")), None);
+}
+
+#[test]
+fn request_latch_of_wrong_type_or_value_is_an_error() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("r");
+    s.put(&n.latch_key(b"h"), Value::List, None);
+    s.put(&n.latch_key(b"x"), Value::Str(b"x".to_vec()), None);
+    let before = s.dump();
+    let h = Some(Request {
+        id: b"h",
+        ttl: 5_000,
+    });
+    let x = Some(Request {
+        id: b"x",
+        ttl: 5_000,
+    });
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Read, 1, h),
+        Err(LockError::WrongType)
+    );
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Read, 1, x),
+        Err(LockError::BadLatch)
+    );
+    assert_eq!(s.dump(), before);
+}
+
+// --- 3.4 RWLOCK.RENEW ---
+
+#[test]
+fn renew_of_writer_extends_the_hash() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    s.advance(20_000);
+    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(true));
+    assert_eq!(s.pttl(b"L"), 30_000);
+}
+
+#[test]
+fn renew_of_reader_extends_only_its_own_keys() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 10_000).expect("u1");
+    read_lock(&mut s, &n, U, 10_000).expect("u2");
+    read_lock(&mut s, &n, V, 10_000).expect("v");
+    s.advance(5_000);
+    s.take_events();
+    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(true));
+    assert_eq!(s.pttl(b"L"), 30_000);
+    assert_eq!(s.pttl(&tk(&n, U, 1)), 30_000);
+    assert_eq!(s.pttl(&tk(&n, U, 2)), 30_000);
+    assert_eq!(s.pttl(&tk(&n, V, 1)), 5_000, "other readers are untouched");
+    assert_eq!(
+        s.take_events(),
+        ev(&[
+            ("expire", "L"),
+            ("expire", "{L}:u1:57:rwlock_timeout:2"),
+            ("expire", "{L}:u1:57:rwlock_timeout:1"),
+        ])
+    );
+}
+
+#[test]
+fn renew_of_non_holder_replies_false_and_changes_nothing() {
+    let (mut s, n) = setup();
+    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
+    read_lock(&mut s, &n, V, 10_000).expect("v");
+    let before = s.dump();
+    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
+    assert_eq!(s.dump(), before);
+}
+
+// --- 3.5 RWLOCK.FORCEUNLOCK ---
+
+#[test]
+fn force_unlock_read_only_when_in_read_mode() {
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    assert_eq!(force_unlock(&mut s, &n, Some(Mode::Read)), Ok(false));
+    assert!(s.published.is_empty());
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("u");
+    read_lock(&mut s, &n, V, 30_000).expect("v");
+    read_lock(&mut s, &n, V, 30_000).expect("v2");
+    assert_eq!(force_unlock(&mut s, &n, Some(Mode::Read)), Ok(true));
+    assert!(s.dump().is_empty(), "hash and every timeout key are gone");
+    assert_eq!(
+        s.published,
+        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
+    );
+}
+
+#[test]
+fn force_unlock_write_only_when_in_write_mode() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("r");
+    assert_eq!(force_unlock(&mut s, &n, Some(Mode::Write)), Ok(false));
+    let (mut s, n) = setup();
+    write_lock(&mut s, &n, U, 30_000).expect("w");
+    read_lock(&mut s, &n, U, 30_000).expect("r");
+    assert_eq!(force_unlock(&mut s, &n, Some(Mode::Write)), Ok(true));
+    assert!(s.dump().is_empty());
+    assert_eq!(s.published[0].1, b"1");
+}
+
+#[test]
+fn force_unlock_any_mode() {
+    let (mut s, n) = setup();
+    assert_eq!(force_unlock(&mut s, &n, None), Ok(false));
+    assert!(s.published.is_empty());
+    read_lock(&mut s, &n, U, 30_000).expect("r");
+    assert_eq!(force_unlock(&mut s, &n, None), Ok(true));
+    assert!(s.dump().is_empty());
+    assert_eq!(s.published[0].1, b"1");
+}
+
+// --- 3.6 RWLOCK.INFO ---
+
+#[test]
+fn info_lists_owners_with_counts_and_leases() {
+    let (mut s, n) = setup();
+    assert_eq!(
+        info(&mut s, &n),
+        Ok(LockInfo {
+            mode: None,
+            pttl: -2,
+            owners: vec![]
+        })
+    );
+    write_lock(&mut s, &n, V, 30_000).expect("w");
+    read_lock(&mut s, &n, V, 10_000).expect("r1");
+    s.advance(1_000);
+    read_lock(&mut s, &n, V, 20_000).expect("r2");
+    assert_eq!(
+        info(&mut s, &n),
+        Ok(LockInfo {
+            mode: Some(Mode::Write),
+            pttl: 29_000,
+            owners: vec![OwnerInfo {
+                owner: V.to_vec(),
+                reads: 2,
+                writes: 1,
+                leases: vec![9_000, 20_000],
+            }]
+        })
+    );
+}
+
+// --- SPEC 7: bad state and input change nothing ---
+
+#[test]
+fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
+    let names = LockNames::new(b"L").expect("name");
+    let mut corrupt_mode = std::collections::BTreeMap::new();
+    corrupt_mode.insert(b"mode".to_vec(), b"banana".to_vec());
+    let mut no_mode = std::collections::BTreeMap::new();
+    no_mode.insert(U.to_vec(), b"1".to_vec());
+    let mut bad_count = std::collections::BTreeMap::new();
+    bad_count.insert(b"mode".to_vec(), b"read".to_vec());
+    bad_count.insert(U.to_vec(), b"x1".to_vec());
+    bad_count.insert(b"u1:57:write".to_vec(), b"-1".to_vec());
+    bad_count.insert(V.to_vec(), b"01".to_vec());
+    let cases = [
+        (Value::Str(b"x".to_vec()), LockError::WrongType),
+        (Value::List, LockError::WrongType),
+        (Value::Hash(corrupt_mode), LockError::Corrupt),
+        (Value::Hash(no_mode), LockError::Corrupt),
+    ];
+    for (value, err) in cases {
+        let mut s = MemStore::new(T0);
+        s.put(b"L", value, Some(T0 + 1000));
+        let before = s.dump();
+        assert_eq!(read_lock(&mut s, &names, U, 1), Err(err));
+        assert_eq!(write_lock(&mut s, &names, U, 1), Err(err));
+        assert_eq!(unlock(&mut s, &names, U, Mode::Read, 1, None), Err(err));
+        assert_eq!(unlock(&mut s, &names, U, Mode::Write, 1, None), Err(err));
+        assert_eq!(renew(&mut s, &names, U, 1), Err(err));
+        assert_eq!(force_unlock(&mut s, &names, None), Err(err));
+        assert_eq!(info(&mut s, &names), Err(err));
+        assert_eq!(s.dump(), before);
+        assert!(s.events.is_empty() && s.published.is_empty());
+    }
+    let mut s = MemStore::new(T0);
+    s.put(b"L", Value::Hash(bad_count), Some(T0 + 1000));
+    let before = s.dump();
+    let c = Err(LockError::Corrupt);
+    assert_eq!(read_lock(&mut s, &names, U, 1).map(|_| ()), c);
+    assert_eq!(read_lock(&mut s, &names, V, 1).map(|_| ()), c);
+    assert_eq!(
+        unlock(&mut s, &names, U, Mode::Read, 1, None).map(|_| ()),
+        c
+    );
+    // A write unlock in read mode replies nil without reading any count.
+    assert_eq!(unlock(&mut s, &names, U, Mode::Write, 1, None), Ok(None));
+    assert_eq!(renew(&mut s, &names, U, 1).map(|_| ()), c);
+    assert_eq!(force_unlock(&mut s, &names, None).map(|_| ()), c);
+    assert_eq!(info(&mut s, &names).map(|_| ()), c);
+    assert_eq!(s.dump(), before);
+}
+
+#[test]
+fn read_unlock_checks_every_count_before_writing() {
+    let (mut s, n) = setup();
+    read_lock(&mut s, &n, U, 30_000).expect("u");
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"read".to_vec());
+    h.insert(U.to_vec(), b"1".to_vec());
+    h.insert(V.to_vec(), b"one".to_vec());
+    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
+    let before = s.dump();
+    s.take_events();
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Read, 1, None),
+        Err(LockError::Corrupt)
+    );
+    assert_eq!(s.dump(), before);
+    assert!(s.take_events().is_empty());
+}
+
+#[test]
+fn counts_and_deadlines_that_would_overflow_are_refused() {
+    let (mut s, n) = setup();
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"write".to_vec());
+    h.insert(b"u1:57:write".to_vec(), i64::MAX.to_string().into_bytes());
+    h.insert(U.to_vec(), i64::MAX.to_string().into_bytes());
+    s.put(b"L", Value::Hash(h), None);
+    let before = s.dump();
+    assert_eq!(write_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
+    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
+    assert_eq!(s.dump(), before);
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"write".to_vec());
+    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
+    s.put(b"L", Value::Hash(h), Some(i64::MAX - 5));
+    assert_eq!(write_lock(&mut s, &n, U, 10), Err(LockError::Overflow));
+}
+
+#[test]
+fn reserved_owners_are_refused_by_every_owner_command() {
+    let (mut s, n) = setup();
+    for owner in [&b""[..], b"mode", b"x:write"] {
+        let e = Err(LockError::BadOwner);
+        assert_eq!(read_lock(&mut s, &n, owner, 1).map(|_| ()), e);
+        assert_eq!(write_lock(&mut s, &n, owner, 1).map(|_| ()), e);
+        assert_eq!(
+            unlock(&mut s, &n, owner, Mode::Read, 1, None).map(|_| ()),
+            e
+        );
+        assert_eq!(renew(&mut s, &n, owner, 1).map(|_| ()), e);
+    }
+    assert!(s.dump().is_empty());
+}
+
+#[test]
+fn parse_i64_is_as_strict_as_redis() {
+    for ok in [
+        "0",
+        "1",
+        "-1",
+        "42",
+        "9223372036854775807",
+        "-9223372036854775808",
+    ] {
+        assert_eq!(parse_i64(ok.as_bytes()), ok.parse().ok(), "{ok}");
+    }
+    for bad in [
+        "",
+        "-",
+        "01",
+        "-0",
+        "+1",
+        " 1",
+        "1 ",
+        "1.0",
+        "9223372036854775808",
+        "x",
+    ] {
+        assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?}");
+    }
+}
