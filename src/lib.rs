@@ -1,1 +1,75 @@
+//! rwlock: Redisson's reentrant read-write lock as native Redis commands.
+//!
+//! `core` is the pure lock engine; the other modules are the thin shell that
+//! binds it to a live server.
+
 pub mod core;
+
+mod alloc;
+mod args;
+mod commands;
+mod config;
+mod keyspace;
+mod notify;
+mod publish;
+mod replicate;
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, Context, RedisString, Status};
+
+use crate::core::error::MAX_MILLIS;
+
+/// `MODULE LIST`'s version: major * 10000 + minor * 100 + patch.
+const MODULE_VERSION: i32 = {
+    const fn number(s: &str) -> i32 {
+        let bytes = s.as_bytes();
+        let mut i = 0;
+        let mut n = 0;
+        while i < bytes.len() {
+            n = n * 10 + (bytes[i] - b'0') as i32;
+            i += 1;
+        }
+        n
+    }
+    number(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"))
+};
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    match config::apply_module_args(args) {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("rwlock: {e}"));
+            Status::Err
+        }
+    }
+}
+
+redis_module! {
+    name: "rwlock",
+    version: MODULE_VERSION,
+    allocator: (alloc::ModuleAlloc, alloc::ModuleAlloc),
+    data_types: [],
+    init: init,
+    commands: [
+        ["rwlock.read", commands::read, "write deny-oom", 1, 1, 1, ""],
+        ["rwlock.write", commands::write, "write deny-oom", 1, 1, 1, ""],
+        ["rwlock.unlock", commands::unlock, "write", 1, 1, 1, ""],
+        ["rwlock.renew", commands::renew, "write", 1, 1, 1, ""],
+        ["rwlock.forceunlock", commands::force_unlock, "write", 1, 1, 1, ""],
+        ["rwlock.info", commands::info, "readonly", 1, 1, 1, ""],
+    ],
+    configurations: [
+        i64: [
+            ["default-lease", &config::DEFAULT_LEASE, config::DEFAULT_LEASE_MS, 1, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [
+            ["publish", &config::PUBLISH, config::PublishMode::auto, ConfigurationFlags::DEFAULT, None],
+            ["fairness", &config::FAIRNESS, config::Fairness::none, ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: false,
+    ]
+}

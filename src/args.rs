@@ -1,0 +1,115 @@
+//! Argument parsing for every command: arity, options, ranges and names are
+//! checked here, before any key is touched.
+
+use redis_module::{RedisError, RedisString};
+
+use crate::core::error::{LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TTL, MAX_MILLIS};
+use crate::core::lock::{parse_i64, Mode, Request};
+use crate::core::names::LockNames;
+
+pub fn lock_error(e: LockError) -> RedisError {
+    RedisError::Str(e.message())
+}
+
+fn millis(arg: &RedisString, min: i64, err: &'static str) -> Result<i64, RedisError> {
+    parse_i64(arg.as_slice())
+        .filter(|ms| (min..=MAX_MILLIS).contains(ms))
+        .ok_or(RedisError::Str(err))
+}
+
+pub fn lease(arg: &RedisString) -> Result<i64, RedisError> {
+    millis(arg, 1, ERR_LEASE)
+}
+
+pub fn names(arg: &RedisString) -> Result<LockNames, RedisError> {
+    LockNames::new(arg.as_slice()).map_err(lock_error)
+}
+
+fn is(arg: &RedisString, word: &str) -> bool {
+    arg.as_slice().eq_ignore_ascii_case(word.as_bytes())
+}
+
+fn mode(arg: &RedisString) -> Result<Mode, RedisError> {
+    if is(arg, "READ") {
+        Ok(Mode::Read)
+    } else if is(arg, "WRITE") {
+        Ok(Mode::Write)
+    } else {
+        Err(RedisError::Str(ERR_SYNTAX))
+    }
+}
+
+/// `lock owner lease`: READ, WRITE and RENEW.
+pub struct OwnerLease<'a> {
+    pub names: LockNames,
+    pub owner: &'a [u8],
+    pub lease: i64,
+}
+
+pub fn owner_lease(args: &[RedisString]) -> Result<OwnerLease<'_>, RedisError> {
+    let [_, lock, owner, lease_arg] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    Ok(OwnerLease {
+        names: names(lock)?,
+        owner: owner.as_slice(),
+        lease: lease(lease_arg)?,
+    })
+}
+
+/// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
+pub struct Unlock<'a> {
+    pub names: LockNames,
+    pub owner: &'a [u8],
+    pub mode: Mode,
+    pub lease: Option<i64>,
+    pub request: Option<Request<'a>>,
+}
+
+pub fn unlock(args: &[RedisString]) -> Result<Unlock<'_>, RedisError> {
+    if args.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let mut parsed = Unlock {
+        names: names(&args[1])?,
+        owner: args[2].as_slice(),
+        mode: mode(&args[3])?,
+        lease: None,
+        request: None,
+    };
+    let mut rest = &args[4..];
+    while let Some(option) = rest.first() {
+        if is(option, "LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
+            parsed.lease = Some(lease(&rest[1])?);
+            rest = &rest[2..];
+        } else if is(option, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
+            let id = rest[1].as_slice();
+            if id.is_empty() {
+                return Err(RedisError::Str(ERR_REQUEST_ID));
+            }
+            let ttl = millis(&rest[2], 1, ERR_TTL)?;
+            parsed.request = Some(Request { id, ttl });
+            rest = &rest[3..];
+        } else {
+            return Err(RedisError::Str(ERR_SYNTAX));
+        }
+    }
+    Ok(parsed)
+}
+
+/// `lock [READ|WRITE]`.
+pub fn force_unlock(args: &[RedisString]) -> Result<(LockNames, Option<Mode>), RedisError> {
+    match args {
+        [_, lock] => Ok((names(lock)?, None)),
+        [_, lock, m] => Ok((names(lock)?, Some(mode(m)?))),
+        _ => Err(RedisError::WrongArity),
+    }
+}
+
+/// `lock`.
+pub fn lock_only(args: &[RedisString]) -> Result<LockNames, RedisError> {
+    let [_, lock] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    names(lock)
+}

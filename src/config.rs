@@ -1,0 +1,107 @@
+//! Module configuration (SPEC section 5): `rwlock.publish`,
+//! `rwlock.fairness` and `rwlock.default-lease`, settable as module arguments
+//! at load time and with CONFIG SET.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+use redis_module::RedisString;
+
+use crate::core::error::MAX_MILLIS;
+use crate::core::lock::parse_i64;
+
+pub use fairness::Fairness;
+pub use publish::PublishMode;
+
+// The enum names are the values users type, hence lower case.
+mod publish {
+    redis_module::enum_configuration! {
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, PartialEq, Eq, Copy)]
+        pub enum PublishMode {
+            auto = 0,
+            publish = 1,
+            spublish = 2,
+        }
+    }
+}
+
+mod fairness {
+    redis_module::enum_configuration! {
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, PartialEq, Eq, Copy)]
+        pub enum Fairness {
+            none = 0,
+        }
+    }
+}
+
+pub const DEFAULT_LEASE_MS: i64 = 30_000;
+
+pub static PUBLISH: Mutex<PublishMode> = Mutex::new(PublishMode::auto);
+pub static FAIRNESS: Mutex<Fairness> = Mutex::new(Fairness::none);
+pub static DEFAULT_LEASE: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
+
+pub fn publish_mode() -> PublishMode {
+    *PUBLISH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn default_lease() -> i64 {
+    DEFAULT_LEASE.load(Ordering::Relaxed)
+}
+
+fn pick<T: Copy>(options: &[(&str, T)], value: &[u8]) -> Option<T> {
+    options
+        .iter()
+        .find(|(name, _)| name.as_bytes().eq_ignore_ascii_case(value))
+        .map(|(_, v)| *v)
+}
+
+/// Applies `name value …` module arguments (names with or without the
+/// `rwlock.` prefix). Any unknown name or bad value fails the load, so a typo
+/// never runs silently with defaults.
+pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
+    if !args.len().is_multiple_of(2) {
+        return Err("module arguments must be 'name value' pairs".into());
+    }
+    for pair in args.chunks(2) {
+        let raw_name = pair[0].as_slice();
+        let name = raw_name.strip_prefix(b"rwlock.").unwrap_or(raw_name);
+        let value = pair[1].as_slice();
+        let bad = || {
+            format!(
+                "bad value '{}' for {}",
+                String::from_utf8_lossy(value),
+                String::from_utf8_lossy(raw_name)
+            )
+        };
+        match name {
+            b"publish" => {
+                let options = [
+                    ("auto", PublishMode::auto),
+                    ("publish", PublishMode::publish),
+                    ("spublish", PublishMode::spublish),
+                ];
+                let mode = pick(&options, value).ok_or_else(bad)?;
+                *PUBLISH.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+            }
+            b"fairness" => {
+                let mode = pick(&[("none", Fairness::none)], value).ok_or_else(bad)?;
+                *FAIRNESS.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+            }
+            b"default-lease" => {
+                let lease = parse_i64(value)
+                    .filter(|ms| (1..=MAX_MILLIS).contains(ms))
+                    .ok_or_else(bad)?;
+                DEFAULT_LEASE.store(lease, Ordering::Relaxed);
+            }
+            _ => {
+                return Err(format!(
+                    "unknown module argument '{}'",
+                    String::from_utf8_lossy(raw_name)
+                ))
+            }
+        }
+    }
+    Ok(())
+}

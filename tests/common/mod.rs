@@ -1,0 +1,761 @@
+//! Shared harness for the integration tests.
+//!
+//! Every test file that needs it does `mod common;`. Not every file uses every
+//! helper, hence the `dead_code` allowance.
+//!
+//! Environment:
+//! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
+//! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
+//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
+//! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a server may take to answer PING after it was started.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read/write timeout of connections returned by [`Server::conn`].
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server may take to exit after SIGTERM before it gets SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`Collector::sync`] waits for its marker.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+
+const LOG_FILE: &str = "redis.log";
+const START_ATTEMPTS: usize = 5;
+
+/// One pub/sub message: (channel, payload).
+pub type Event = (Vec<u8>, Vec<u8>);
+
+// ---------------------------------------------------------------------------
+// Paths
+// ---------------------------------------------------------------------------
+
+/// Path of the module under test: `$RWLOCK_MODULE`, else
+/// `<crate>/target/release/librwlock.so`. Panics when the file does not exist.
+pub fn module_path() -> PathBuf {
+    let path = match std::env::var_os("RWLOCK_MODULE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/librwlock.so"),
+    };
+    if !path.is_file() {
+        panic!(
+            "module not found at {}: build the module first: cargo build --release \
+             (or point RWLOCK_MODULE at librwlock.so)",
+            path.display()
+        );
+    }
+    // redis-server resolves relative paths against its own cwd/--dir; make it absolute.
+    fs::canonicalize(&path).expect("canonicalize module path")
+}
+
+/// The `redis-server` binary: `$RWLOCK_REDIS_SERVER`, else `redis-server`.
+pub fn redis_server_bin() -> String {
+    match std::env::var("RWLOCK_REDIS_SERVER") {
+        Ok(s) if !s.is_empty() => s,
+        _ => "redis-server".to_string(),
+    }
+}
+
+/// Directory of Redisson's seed Lua scripts (`$RWLOCK_REDISSON_LUA`), or None
+/// when the variable is unset or not a directory.
+pub fn lua_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("RWLOCK_REDISSON_LUA")?);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        None
+    }
+}
+
+/// Text of `<lua_dir>/<name>.lua`. Panics when the directory is not configured
+/// or the file cannot be read.
+pub fn lua_script(name: &str) -> String {
+    let dir = lua_dir().expect("RWLOCK_REDISSON_LUA is not set to a directory of Lua scripts");
+    let path = dir.join(format!("{name}.lua"));
+    fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read Lua script {}: {e}", path.display()))
+}
+
+/// `EVAL <lua_script(name)> numkeys keys... args...`, returning the raw reply.
+pub fn eval_lua(
+    conn: &mut redis::Connection,
+    name: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(lua_script(name))
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    cmd.query(conn)
+}
+
+/// A name unique to this process and call, e.g. for lock names or owners.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// `CONFIG SET notify-keyspace-events KEA`.
+pub fn enable_keyspace_events(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KEA")
+        .query(conn)
+        .expect("CONFIG SET notify-keyspace-events KEA");
+}
+
+// ---------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------
+
+static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!(
+        "rwlock-test-{}-{}-{}",
+        std::process::id(),
+        n,
+        nanos
+    ));
+    fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create test dir {}: {e}", dir.display()));
+    dir
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
+    listener
+        .local_addr()
+        .expect("local_addr of the port probe")
+        .port()
+    // listener dropped here: the port is free again (small race, handled by retries)
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Command::new("kill")
+        .arg("-0")
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn send_signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Wait until the child exits, at most `timeout`. True when it exited.
+fn wait_exit(child: &mut Child, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) => {}
+            Err(_) => return true,
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+enum StartError {
+    /// The port was taken (by someone else): try another one.
+    PortInUse(String),
+    /// Anything else: fatal, with the explanation.
+    Fatal(String),
+}
+
+/// A `redis-server` child process bound to 127.0.0.1 on a free port, with its
+/// own directory. Stopped (SIGTERM, then SIGKILL) and its directory removed on drop.
+pub struct Server {
+    pub port: u16,
+    child: Child,
+    dir: PathBuf,
+    /// Arguments after `--port P --bind 127.0.0.1 --dir D`.
+    args: Vec<String>,
+    running: bool,
+}
+
+impl Server {
+    /// Start a server with the module loaded (no module arguments).
+    pub fn start(extra_args: &[&str]) -> Server {
+        Self::start_with_module_args(&[], extra_args)
+    }
+
+    /// Start a server with the module loaded as
+    /// `--loadmodule <so> <module_args...>`, then `extra_args`.
+    pub fn start_with_module_args(module_args: &[&str], extra_args: &[&str]) -> Server {
+        let module = module_path();
+        let mut args = vec![
+            "--loadmodule".to_string(),
+            module.to_string_lossy().into_owned(),
+        ];
+        args.extend(module_args.iter().map(|s| s.to_string()));
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        Self::start_args(args)
+    }
+
+    /// Start a server without the module (e.g. the Lua oracle of differential tests).
+    pub fn start_plain(extra_args: &[&str]) -> Server {
+        Self::start_args(extra_args.iter().map(|s| s.to_string()).collect())
+    }
+
+    fn start_args(user_args: Vec<String>) -> Server {
+        // Defaults first: later options win in redis-server, so the caller's
+        // arguments override them.
+        let mut args: Vec<String> = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(user_args);
+        let dir = fresh_dir();
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            match Self::spawn_and_wait(port, &dir, &args) {
+                Ok(child) => {
+                    return Server {
+                        port,
+                        child,
+                        dir,
+                        args,
+                        running: true,
+                    }
+                }
+                Err(StartError::PortInUse(msg)) => last = msg,
+                Err(StartError::Fatal(msg)) => {
+                    let _ = fs::remove_dir_all(&dir);
+                    panic!("{msg}");
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+        panic!("redis-server did not start after {START_ATTEMPTS} attempts; last: {last}");
+    }
+
+    fn command_line(port: u16, dir: &Path, args: &[String]) -> Vec<String> {
+        let mut v = vec![
+            "--port".to_string(),
+            port.to_string(),
+            "--bind".to_string(),
+            "127.0.0.1".to_string(),
+            "--dir".to_string(),
+            dir.to_string_lossy().into_owned(),
+        ];
+        // --dir must come first for relative paths, but user args may still override
+        // anything (including --dir) since they come later.
+        v.extend(args.iter().cloned());
+        v
+    }
+
+    fn spawn_and_wait(port: u16, dir: &Path, args: &[String]) -> Result<Child, StartError> {
+        let log_path = dir.join(LOG_FILE);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| StartError::Fatal(format!("open {}: {e}", log_path.display())))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| StartError::Fatal(format!("dup log file: {e}")))?;
+        let bin = redis_server_bin();
+        let argv = Self::command_line(port, dir, args);
+        let mut child = Command::new(&bin)
+            .args(&argv)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .spawn()
+            .map_err(|e| StartError::Fatal(format!("cannot run {bin}: {e}")))?;
+        let pid = child.id();
+        let deadline = Instant::now() + START_TIMEOUT;
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url.as_str())
+            .map_err(|e| StartError::Fatal(format!("bad url {url}: {e}")))?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let text = fs::read_to_string(&log_path).unwrap_or_default();
+                let msg = format!(
+                    "redis-server exited during startup ({status}); command: {bin} {}\n\
+                     ---- log {} ----\n{text}",
+                    shell_join(&argv),
+                    log_path.display()
+                );
+                return Err(if text.contains("Address already in use") {
+                    StartError::PortInUse(msg)
+                } else {
+                    StartError::Fatal(msg)
+                });
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = wait_exit(&mut child, STOP_TIMEOUT);
+                let text = fs::read_to_string(&log_path).unwrap_or_default();
+                return Err(StartError::Fatal(format!(
+                    "redis-server did not answer PING within {START_TIMEOUT:?}; command: \
+                     {bin} {}\n---- log {} ----\n{text}",
+                    shell_join(&argv),
+                    log_path.display()
+                )));
+            }
+            if let Some(server_pid) = ping_pid(&client) {
+                if server_pid == pid {
+                    return Ok(child);
+                }
+                // Another server answers on this port: ours will fail to bind.
+                let _ = child.kill();
+                let _ = wait_exit(&mut child, STOP_TIMEOUT);
+                return Err(StartError::PortInUse(format!(
+                    "port {port} is served by another process (pid {server_pid})"
+                )));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stop the process if running (SIGTERM, wait, SIGKILL) and start it again
+    /// with the same arguments, port and directory. Data survives when the
+    /// arguments enable persistence (e.g. `--appendonly yes`).
+    pub fn restart(&mut self) {
+        self.stop();
+        let mut last = String::new();
+        // The port was ours a moment ago; retry briefly in case the kernel lags.
+        for _ in 0..START_ATTEMPTS {
+            match Self::spawn_and_wait(self.port, &self.dir, &self.args) {
+                Ok(child) => {
+                    self.child = child;
+                    self.running = true;
+                    return;
+                }
+                Err(StartError::PortInUse(msg)) => {
+                    last = msg;
+                    thread::sleep(Duration::from_millis(200));
+                }
+                Err(StartError::Fatal(msg)) => panic!("restart failed: {msg}"),
+            }
+        }
+        panic!(
+            "restart failed: port {} stayed busy; last: {last}",
+            self.port
+        );
+    }
+
+    /// SIGKILL the server and reap it (simulates a crash; `restart` brings it back).
+    pub fn kill9(&mut self) {
+        if self.running {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.running = false;
+        }
+    }
+
+    /// Graceful stop: SIGTERM, wait up to [`STOP_TIMEOUT`], then SIGKILL.
+    pub fn stop(&mut self) {
+        if !self.running {
+            return;
+        }
+        send_signal(self.child.id(), "TERM");
+        if !wait_exit(&mut self.child, STOP_TIMEOUT) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.running = false;
+    }
+
+    /// True while the child process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.running && matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Full arguments after `--port/--bind/--dir`.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Contents of the server's stdout/stderr log (all runs, appended).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join(LOG_FILE)).unwrap_or_default()
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url().as_str()).expect("redis::Client::open")
+    }
+
+    /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.
+    pub fn conn(&self) -> redis::Connection {
+        let conn = self
+            .client()
+            .get_connection_with_timeout(IO_TIMEOUT)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connect to {}: {e}\n---- log ----\n{}",
+                    self.url(),
+                    self.log()
+                )
+            });
+        conn.set_read_timeout(Some(IO_TIMEOUT))
+            .expect("set_read_timeout");
+        conn.set_write_timeout(Some(IO_TIMEOUT))
+            .expect("set_write_timeout");
+        conn
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(60)..];
+            eprintln!(
+                "---- redis-server log (port {}, last {} lines) ----\n{}",
+                self.port,
+                tail.len(),
+                tail.join("\n")
+            );
+        }
+        if std::env::var_os("RWLOCK_KEEP_TEST_DIRS").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// PING the server and return its `process_id`, or None if it does not answer.
+fn ping_pid(client: &redis::Client) -> Option<u32> {
+    let conn = client
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    conn.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut conn = conn;
+    let pong: String = redis::cmd("PING").query(&mut conn).ok()?;
+    if pong != "PONG" {
+        return None;
+    }
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn shell_join(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.is_empty() {
+                "\"\"".to_string()
+            } else if a.contains(char::is_whitespace) {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------------------
+// Event collector
+// ---------------------------------------------------------------------------
+
+/// Collects pub/sub messages (keyspace notifications, lock channels, ...) on
+/// its own connection in a background thread.
+///
+/// [`Collector::sync`] publishes a unique marker on a private channel and
+/// returns everything received before it: since Redis delivers messages to one
+/// subscriber in order, that is every message caused by commands that were
+/// acknowledged before `sync` was called, with no sleeps.
+pub struct Collector {
+    events: Arc<Mutex<Vec<Event>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    marker_channel: String,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl Collector {
+    /// PSUBSCRIBE to `patterns` (e.g. `__keyspace@0__:*`, `__keyevent@0__:*`,
+    /// `redisson_rwlock:*`). Returns once the subscriptions are active.
+    pub fn start(server: &Server, patterns: &[&str]) -> Collector {
+        let marker_channel = format!("__rwlock_test_marker:{}", uuid::Uuid::new_v4().simple());
+        let events: Arc<Mutex<Vec<Event>>> = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let conn = server
+            .client()
+            .get_connection_with_timeout(IO_TIMEOUT)
+            .expect("collector: connect");
+        conn.set_write_timeout(Some(IO_TIMEOUT))
+            .expect("collector: set_write_timeout");
+        conn.set_read_timeout(Some(IO_TIMEOUT))
+            .expect("collector: set_read_timeout");
+        let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let thread = {
+            let events = Arc::clone(&events);
+            let stop = Arc::clone(&stop);
+            let error = Arc::clone(&error);
+            let marker_channel = marker_channel.clone();
+            thread::Builder::new()
+                .name("rwlock-test-collector".into())
+                .spawn(move || {
+                    collector_loop(
+                        conn,
+                        patterns,
+                        marker_channel,
+                        events,
+                        stop,
+                        error,
+                        ready_tx,
+                    )
+                })
+                .expect("spawn collector thread")
+        };
+        match ready_rx.recv_timeout(IO_TIMEOUT) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("collector: subscribe failed: {e}"),
+            Err(_) => panic!("collector: subscriptions not confirmed within {IO_TIMEOUT:?}"),
+        }
+        Collector {
+            events,
+            stop,
+            thread: Some(thread),
+            marker_channel,
+            error,
+        }
+    }
+
+    /// Publish a unique marker through `conn` and wait (at most [`SYNC_TIMEOUT`])
+    /// until the collector receives it. Returns and removes every message that
+    /// arrived before the marker; marker messages are never returned.
+    pub fn sync(&self, conn: &mut redis::Connection) -> Vec<Event> {
+        let token = uuid::Uuid::new_v4().simple().to_string().into_bytes();
+        let receivers: i64 = redis::cmd("PUBLISH")
+            .arg(&self.marker_channel)
+            .arg(&token)
+            .query(conn)
+            .expect("collector: PUBLISH marker");
+        assert!(
+            receivers >= 1,
+            "collector: marker had no subscriber (collector thread gone? {:?})",
+            self.error()
+        );
+        let marker = self.marker_channel.as_bytes();
+        let deadline = Instant::now() + SYNC_TIMEOUT;
+        loop {
+            {
+                let mut ev = self.events.lock().expect("collector mutex poisoned");
+                if let Some(pos) = ev.iter().position(|(c, p)| c == marker && *p == token) {
+                    let mut before: Vec<Event> = ev.drain(..=pos).collect();
+                    before.retain(|(c, _)| c != marker);
+                    return before;
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "collector: marker not received within {SYNC_TIMEOUT:?} (error: {:?})",
+                    self.error()
+                );
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Wait (at most `timeout`) until a message satisfying `pred` has been
+    /// collected; returns a copy of it without removing anything. For events
+    /// that happen on their own, such as expirations.
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&[u8], &[u8]) -> bool,
+    ) -> Option<Event> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let ev = self.events.lock().expect("collector mutex poisoned");
+                if let Some(e) = ev.iter().find(|(c, p)| pred(c, p)) {
+                    return Some(e.clone());
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Copy of everything collected so far (markers excluded), without clearing.
+    pub fn snapshot(&self) -> Vec<Event> {
+        let marker = self.marker_channel.as_bytes();
+        self.events
+            .lock()
+            .expect("collector mutex poisoned")
+            .iter()
+            .filter(|(c, _)| c != marker)
+            .cloned()
+            .collect()
+    }
+
+    /// Remove and return everything collected so far (markers excluded),
+    /// without synchronising.
+    pub fn take(&self) -> Vec<Event> {
+        let marker = self.marker_channel.as_bytes();
+        let mut all = std::mem::take(&mut *self.events.lock().expect("collector mutex poisoned"));
+        all.retain(|(c, _)| c != marker);
+        all
+    }
+
+    /// The error that ended the background thread, if any.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            // The thread polls `stop` at least every POLL_TIMEOUT; it also ends
+            // when the server goes away. Don't hang a test on a stuck thread.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !t.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn collector_loop(
+    mut conn: redis::Connection,
+    patterns: Vec<String>,
+    marker_channel: String,
+    events: Arc<Mutex<Vec<Event>>>,
+    stop: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+    ready: mpsc::Sender<Result<(), String>>,
+) {
+    let mut pubsub = conn.as_pubsub();
+    let subscribed = (|| -> redis::RedisResult<()> {
+        pubsub.subscribe(&marker_channel)?;
+        for p in &patterns {
+            pubsub.psubscribe(p)?;
+        }
+        pubsub.set_read_timeout(Some(POLL_TIMEOUT))?;
+        Ok(())
+    })();
+    if let Err(e) = subscribed {
+        let _ = ready.send(Err(e.to_string()));
+        return;
+    }
+    let _ = ready.send(Ok(()));
+    while !stop.load(Ordering::SeqCst) {
+        match pubsub.get_message() {
+            Ok(msg) => {
+                let channel: Vec<u8> = msg
+                    .get_channel()
+                    .unwrap_or_else(|_| msg.get_channel_name().as_bytes().to_vec());
+                let payload = msg.get_payload_bytes().to_vec();
+                events
+                    .lock()
+                    .expect("collector mutex poisoned")
+                    .push((channel, payload));
+            }
+            Err(e) if e.is_timeout() => continue,
+            Err(e) => {
+                if let Ok(mut slot) = error.lock() {
+                    *slot = Some(e.to_string());
+                }
+                break;
+            }
+        }
+    }
+    // Leaving pub/sub mode on drop waits for replies; keep that bounded too.
+    let _ = pubsub.set_read_timeout(Some(Duration::from_millis(500)));
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers for assertions
+// ---------------------------------------------------------------------------
+
+/// Events as lossy UTF-8 strings, for readable assertions and messages.
+pub fn events_str(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|(c, p)| {
+            (
+                String::from_utf8_lossy(c).into_owned(),
+                String::from_utf8_lossy(p).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Only the events whose channel starts with `prefix`.
+pub fn events_on(events: &[Event], prefix: &str) -> Vec<(String, String)> {
+    events_str(events)
+        .into_iter()
+        .filter(|(c, _)| c.starts_with(prefix))
+        .collect()
+}
+
+/// Set of key names in the database (SCAN, bounded by the reply).
+pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(conn)
+            .expect("SCAN");
+        out.extend(keys);
+        if next == 0 {
+            return out;
+        }
+        cursor = next;
+    }
+}
