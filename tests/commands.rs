@@ -1,0 +1,569 @@
+//! Integration tests of every command, reply, message, keyspace event and
+//! config against a real redis-server with the module loaded.
+
+mod common;
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use common::{all_keys, enable_keyspace_events, events_str, Collector, Server};
+use redis::{Connection, Value};
+
+fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(conn)
+}
+
+fn ok(conn: &mut Connection, args: &[&str]) -> Value {
+    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+fn int(conn: &mut Connection, args: &[&str]) -> i64 {
+    match ok(conn, args) {
+        Value::Int(n) => n,
+        other => panic!("{args:?}: expected an integer, got {other:?}"),
+    }
+}
+
+fn err(conn: &mut Connection, args: &[&str]) -> String {
+    match call(conn, args) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{args:?}: expected an error, got {v:?}"),
+    }
+}
+
+fn pttl(conn: &mut Connection, key: &str) -> i64 {
+    int(conn, &["PTTL", key])
+}
+
+fn hash(conn: &mut Connection, key: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query::<std::collections::HashMap<String, String>>(conn)
+        .expect("HGETALL")
+        .into_iter()
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn near(value: i64, expected: i64) -> bool {
+    value <= expected && value > expected - 1_000
+}
+
+#[test]
+fn read_reentry_refused_write_and_release() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"]),
+        Value::Nil
+    );
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"]),
+        Value::Nil
+    );
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "L", "u2:1", "10000"]),
+        Value::Nil
+    );
+    assert_eq!(
+        hash(&mut c, "L"),
+        pairs(&[("mode", "read"), ("u1:1", "2"), ("u2:1", "1")])
+    );
+    for key in [
+        "{L}:u1:1:rwlock_timeout:1",
+        "{L}:u1:1:rwlock_timeout:2",
+        "{L}:u2:1:rwlock_timeout:1",
+    ] {
+        let value: String = redis::cmd("GET").arg(key).query(&mut c).expect("GET");
+        assert_eq!(value, "1");
+        assert!(pttl(&mut c, key) > 0, "{key} has a lease");
+    }
+    let refused = int(&mut c, &["RWLOCK.WRITE", "L", "u3:1", "1000"]);
+    assert!(
+        near(refused, 30_000),
+        "refused with the PTTL, got {refused}"
+    );
+    // No upgrade, even for a reader.
+    assert!(near(
+        int(&mut c, &["RWLOCK.WRITE", "L", "u1:1", "1000"]),
+        30_000
+    ));
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "u1:1", "READ"]), 0);
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "u1:1", "READ"]), 0);
+    // Only u2's 10 s lease is left: the hash follows it.
+    assert!(near(pttl(&mut c, "L"), 10_000));
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "read"]), 1);
+    assert!(all_keys(&mut c).is_empty());
+    // Unlocking what does not exist replies nil (SPEC 9.1).
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "READ"]),
+        Value::Nil
+    );
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "WRITE"]),
+        Value::Nil
+    );
+}
+
+#[test]
+fn write_reentry_unlock_lease_and_downgrade() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"]),
+        Value::Nil
+    );
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"]),
+        Value::Nil
+    );
+    // Additive: the remaining TTL plus the new lease.
+    assert!(near(pttl(&mut c, "W"), 20_000));
+    assert_eq!(
+        hash(&mut c, "W"),
+        pairs(&[("mode", "write"), ("u1:1:write", "2")])
+    );
+    assert!(near(
+        int(&mut c, &["RWLOCK.READ", "W", "u2:1", "1000"]),
+        20_000
+    ));
+    assert!(near(
+        int(&mut c, &["RWLOCK.WRITE", "W", "u2:1", "1000"]),
+        20_000
+    ));
+    assert_eq!(
+        int(
+            &mut c,
+            &["RWLOCK.UNLOCK", "W", "u1:1", "WRITE", "LEASE", "5000"]
+        ),
+        0
+    );
+    assert!(near(pttl(&mut c, "W"), 5_000));
+    // The writer takes a read, then releases the write: downgrade to read.
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "W", "u1:1", "60000"]),
+        Value::Nil
+    );
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "W", "u1:1", "WRITE"]), 1);
+    assert_eq!(hash(&mut c, "W"), pairs(&[("mode", "read"), ("u1:1", "1")]));
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "W", "u2:1", "1000"]),
+        Value::Nil
+    );
+    // A write unlock by a non-holder, or in read mode, replies nil.
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.UNLOCK", "W", "u2:1", "WRITE"]),
+        Value::Nil
+    );
+}
+
+#[test]
+fn default_lease_config_rearms_partial_write_unlocks() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        ok(&mut c, &["CONFIG", "GET", "rwlock.default-lease"]),
+        Value::Array(vec![
+            Value::BulkString(b"rwlock.default-lease".to_vec()),
+            Value::BulkString(b"30000".to_vec()),
+        ])
+    );
+    ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "D", "u:1", "WRITE"]), 0);
+    assert!(near(pttl(&mut c, "D"), 30_000));
+    ok(&mut c, &["CONFIG", "SET", "rwlock.default-lease", "7000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "D", "u:1", "WRITE"]), 0);
+    assert!(near(pttl(&mut c, "D"), 7_000));
+}
+
+#[test]
+fn renew_extends_only_the_callers_holds() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "R", "u1:1", "5000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "u1:1", "5000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "u2:1", "5000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.RENEW", "R", "u1:1", "60000"]), 1);
+    assert!(near(pttl(&mut c, "R"), 60_000));
+    assert!(near(pttl(&mut c, "{R}:u1:1:rwlock_timeout:1"), 60_000));
+    assert!(near(pttl(&mut c, "{R}:u1:1:rwlock_timeout:2"), 60_000));
+    assert!(near(pttl(&mut c, "{R}:u2:1:rwlock_timeout:1"), 5_000));
+    assert_eq!(int(&mut c, &["RWLOCK.RENEW", "R", "u9:1", "60000"]), 0);
+    assert_eq!(
+        int(&mut c, &["RWLOCK.RENEW", "nothing", "u1:1", "60000"]),
+        0
+    );
+    ok(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "5000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.RENEW", "W", "u1:1", "60000"]), 1);
+    assert!(near(pttl(&mut c, "W"), 60_000));
+}
+
+#[test]
+fn force_unlock_by_mode_removes_hash_and_timeout_keys() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "F", "u1:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "F", "u2:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "F", "u2:1", "60000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F", "WRITE"]), 0);
+    assert_eq!(all_keys(&mut c).len(), 4);
+    assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F", "READ"]), 1);
+    assert!(all_keys(&mut c).is_empty());
+    assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F"]), 0);
+    ok(&mut c, &["RWLOCK.WRITE", "F", "u1:1", "60000"]);
+    assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F", "READ"]), 0);
+    assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F"]), 1);
+    assert!(all_keys(&mut c).is_empty());
+}
+
+#[test]
+fn request_latch_answers_retries() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "Q", "u:1", "60000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "Q", "u:1", "60000"]);
+    let unlock = [
+        "RWLOCK.UNLOCK",
+        "Q",
+        "u:1",
+        "WRITE",
+        "REQUEST",
+        "req-1",
+        "5000",
+    ];
+    assert_eq!(int(&mut c, &unlock), 0);
+    assert_eq!(
+        int(&mut c, &unlock),
+        0,
+        "the retry replies the first answer"
+    );
+    assert_eq!(
+        hash(&mut c, "Q"),
+        pairs(&[("mode", "write"), ("u:1:write", "1")])
+    );
+    let latch = "redisson_unlock_latch:{Q}:req-1";
+    assert!(near(pttl(&mut c, latch), 5_000));
+    let last = [
+        "RWLOCK.UNLOCK",
+        "Q",
+        "u:1",
+        "WRITE",
+        "REQUEST",
+        "req-2",
+        "5000",
+    ];
+    assert_eq!(int(&mut c, &last), 1);
+    assert_eq!(int(&mut c, &last), 1);
+    let absent = [
+        "RWLOCK.UNLOCK",
+        "Q",
+        "u:1",
+        "READ",
+        "REQUEST",
+        "req-3",
+        "5000",
+    ];
+    assert_eq!(ok(&mut c, &absent), Value::Nil);
+    assert_eq!(int(&mut c, &absent), 1, "case 1 stores 1");
+}
+
+#[test]
+fn info_shows_mode_ttl_owners_and_leases_in_resp2_and_resp3() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    let none = ok(&mut c, &["RWLOCK.INFO", "I"]);
+    let expected_none = Value::Array(vec![
+        Value::SimpleString("mode".into()),
+        Value::BulkString(b"none".to_vec()),
+        Value::SimpleString("ttl".into()),
+        Value::Int(-2),
+        Value::SimpleString("owners".into()),
+        Value::Array(vec![]),
+    ]);
+    assert_eq!(none, expected_none);
+    ok(&mut c, &["RWLOCK.WRITE", "I", "u2:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "I", "u2:1", "30000"]);
+    for protocol in ["2", "3"] {
+        ok(&mut c, &["HELLO", protocol]);
+        let Value::Array(top) = ok(&mut c, &["RWLOCK.INFO", "I"]) else {
+            panic!("INFO is an array in RESP{protocol}");
+        };
+        assert_eq!(top.len(), 6);
+        assert_eq!(top[1], Value::BulkString(b"write".to_vec()));
+        assert!(matches!(top[3], Value::Int(t) if near(t, 60_000)));
+        let Value::Array(owners) = &top[5] else {
+            panic!("owners is an array")
+        };
+        let Value::Array(owner) = &owners[0] else {
+            panic!("an owner is an array")
+        };
+        assert_eq!(owner[1], Value::BulkString(b"u2:1".to_vec()));
+        assert_eq!(owner[3], Value::Int(1), "reads");
+        assert_eq!(owner[5], Value::Int(1), "writes");
+        let Value::Array(leases) = &owner[7] else {
+            panic!("leases is an array")
+        };
+        assert!(matches!(leases[..], [Value::Int(l)] if near(l, 30_000)));
+    }
+}
+
+#[test]
+fn events_and_messages_match_redissons_scripts() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    enable_keyspace_events(&mut c);
+    let events = Collector::start(&server, &["__keyevent@0__:*", "redisson_rwlock*"]);
+    events.sync(&mut c);
+    ok(&mut c, &["RWLOCK.READ", "E", "u:1", "30000"]);
+    let tk = "{E}:u:1:rwlock_timeout:1";
+    let ke = |e: &str, k: &str| (format!("__keyevent@0__:{e}"), k.to_string());
+    assert_eq!(
+        events_str(&events.sync(&mut c)),
+        vec![
+            ke("hset", "E"),
+            ke("hset", "E"),
+            ke("set", tk),
+            ke("expire", tk),
+            ke("expire", "E"),
+        ]
+    );
+    ok(&mut c, &["RWLOCK.UNLOCK", "E", "u:1", "READ"]);
+    assert_eq!(
+        events_str(&events.sync(&mut c)),
+        vec![
+            ke("hincrby", "E"),
+            ke("hdel", "E"),
+            ke("del", tk),
+            ke("del", "E"),
+            ("redisson_rwlock:{E}".to_string(), "0".to_string()),
+        ]
+    );
+    ok(&mut c, &["RWLOCK.WRITE", "E", "u:1", "30000"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "E", "u:1", "WRITE"]);
+    assert_eq!(
+        events_str(&events.sync(&mut c)),
+        vec![
+            ke("hset", "E"),
+            ke("hset", "E"),
+            ke("expire", "E"),
+            ke("hincrby", "E"),
+            ke("hdel", "E"),
+            ke("del", "E"),
+            ("redisson_rwlock:{E}".to_string(), "1".to_string()),
+        ]
+    );
+    // A refused attempt raises nothing.
+    ok(&mut c, &["RWLOCK.WRITE", "E", "u:1", "30000"]);
+    events.sync(&mut c);
+    ok(&mut c, &["RWLOCK.READ", "E", "u:2", "30000"]);
+    assert!(events.sync(&mut c).is_empty());
+}
+
+/// Reads one pushed message from a connection that ran SSUBSCRIBE.
+fn next_push(conn: &mut Connection) -> Vec<Value> {
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    match conn.recv_response().expect("a pushed message") {
+        Value::Array(items) => items,
+        Value::Push { data, .. } => data,
+        other => panic!("unexpected push {other:?}"),
+    }
+}
+
+#[test]
+fn publish_config_chooses_publish_or_spublish() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    let mut sharded = server.conn();
+    ok(&mut sharded, &["SSUBSCRIBE", "redisson_rwlock:{P}"]);
+    let plain = Collector::start(&server, &["redisson_rwlock*"]);
+    assert_eq!(
+        ok(&mut c, &["CONFIG", "GET", "rwlock.publish"]),
+        Value::Array(vec![
+            Value::BulkString(b"rwlock.publish".to_vec()),
+            Value::BulkString(b"auto".to_vec()),
+        ])
+    );
+    // auto without cluster mode: PUBLISH.
+    ok(&mut c, &["RWLOCK.WRITE", "P", "u:1", "30000"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "WRITE"]);
+    assert_eq!(
+        events_str(&plain.sync(&mut c)),
+        vec![("redisson_rwlock:{P}".to_string(), "1".to_string())]
+    );
+    ok(&mut c, &["CONFIG", "SET", "rwlock.publish", "spublish"]);
+    ok(&mut c, &["RWLOCK.READ", "P", "u:1", "30000"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "READ"]);
+    let push = next_push(&mut sharded);
+    assert_eq!(push[0], Value::BulkString(b"smessage".to_vec()));
+    assert_eq!(push[1], Value::BulkString(b"redisson_rwlock:{P}".to_vec()));
+    assert_eq!(push[2], Value::BulkString(b"0".to_vec()));
+    assert!(
+        plain.sync(&mut c).is_empty(),
+        "no plain PUBLISH in spublish mode"
+    );
+    ok(&mut c, &["CONFIG", "SET", "rwlock.publish", "publish"]);
+    ok(&mut c, &["RWLOCK.FORCEUNLOCK", "P"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "READ"]);
+    assert_eq!(
+        events_str(&plain.sync(&mut c)),
+        vec![("redisson_rwlock:{P}".to_string(), "0".to_string())]
+    );
+    let err = err(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
+    assert!(err.contains("fairness"), "{err}");
+    assert_eq!(
+        ok(&mut c, &["CONFIG", "GET", "rwlock.fairness"]),
+        Value::Array(vec![
+            Value::BulkString(b"rwlock.fairness".to_vec()),
+            Value::BulkString(b"none".to_vec()),
+        ])
+    );
+}
+
+#[test]
+fn module_arguments_set_configs_at_load() {
+    let server = Server::start_with_module_args(
+        &[
+            "publish",
+            "spublish",
+            "rwlock.default-lease",
+            "1234",
+            "fairness",
+            "none",
+        ],
+        &[],
+    );
+    let mut c = server.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("rwlock.*")
+        .query(&mut c)
+        .expect("CONFIG GET");
+    let mut got: Vec<(String, String)> = got
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        pairs(&[
+            ("rwlock.default-lease", "1234"),
+            ("rwlock.fairness", "none"),
+            ("rwlock.publish", "spublish"),
+        ])
+    );
+}
+
+#[test]
+fn leases_run_out_without_unlock() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "X", "u1:1", "50"]);
+    assert!(int(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]) > 0);
+    sleep(Duration::from_millis(80));
+    assert_eq!(ok(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]), Value::Nil);
+}
+
+#[test]
+fn commands_work_in_multi_and_scripts_and_declare_their_key() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("RWLOCK.READ")
+        .arg("M")
+        .arg("u:1")
+        .arg("30000")
+        .cmd("RWLOCK.WRITE")
+        .arg("M")
+        .arg("u:2")
+        .arg("30000")
+        .query(&mut c)
+        .expect("MULTI/EXEC");
+    assert_eq!(replies[0], Value::Nil);
+    assert!(matches!(replies[1], Value::Int(t) if near(t, 30_000)));
+    let script = "return redis.call('rwlock.unlock', KEYS[1], ARGV[1], 'READ')";
+    assert_eq!(int(&mut c, &["EVAL", script, "1", "M", "u:1"]), 1);
+    let info = ok(&mut c, &["COMMAND", "INFO", "rwlock.read", "rwlock.info"]);
+    let Value::Array(commands) = info else {
+        panic!("COMMAND INFO is an array")
+    };
+    for (command, flag) in commands.iter().zip(["write", "readonly"]) {
+        let Value::Array(fields) = command else {
+            panic!("an entry is an array")
+        };
+        let Value::Array(flags) = &fields[2] else {
+            panic!("flags")
+        };
+        assert!(
+            flags.contains(&Value::SimpleString(flag.into())),
+            "{fields:?}"
+        );
+        assert_eq!(
+            &fields[3..6],
+            &[Value::Int(1), Value::Int(1), Value::Int(1)]
+        );
+    }
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("RWLOCK.WRITE")
+        .arg("lock-key")
+        .arg("u")
+        .arg("1")
+        .query(&mut c)
+        .expect("GETKEYS");
+    assert_eq!(keys, vec!["lock-key"]);
+}
+
+#[test]
+fn braced_lock_names_keep_their_hash_tag() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "{t}:a", "u:1", "30000"]);
+    let mut keys: Vec<String> = all_keys(&mut c).into_iter().collect();
+    keys.sort();
+    assert_eq!(keys, vec!["{t}:a", "{t}:a:u:1:rwlock_timeout:1"]);
+    assert_eq!(slot("{t}:a"), slot("{t}:a:u:1:rwlock_timeout:1"));
+    assert_eq!(slot("{t}:a"), slot("redisson_rwlock:{t}:a"));
+    assert_eq!(slot("L"), slot("{L}:u:1:rwlock_timeout:1"));
+    assert_eq!(slot("L"), slot("redisson_unlock_latch:{L}:r"));
+    assert_ne!(
+        slot("{t}:a"),
+        slot("{u}:a"),
+        "the slot function distinguishes keys"
+    );
+}
+
+/// Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, modulo 16384.
+fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let len = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &bytes[open + 1..open + 1 + len])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
