@@ -25,6 +25,10 @@ struct OpenKey {
 pub struct RedisStore<'c> {
     ctx: &'c Context,
     open: Vec<OpenKey>,
+    /// One clock reading per command: deadlines computed from it are also
+    /// checked against it, so a millisecond ticking over mid-command cannot
+    /// turn a 1 ms lease into a deletion.
+    now: Option<i64>,
 }
 
 impl<'c> RedisStore<'c> {
@@ -32,6 +36,7 @@ impl<'c> RedisStore<'c> {
         RedisStore {
             ctx,
             open: Vec::with_capacity(4),
+            now: None,
         }
     }
 
@@ -168,7 +173,9 @@ impl Drop for RedisStore<'_> {
 impl Store for RedisStore<'_> {
     fn now_ms(&mut self) -> i64 {
         // SAFETY: a plain clock read.
-        unsafe { raw::RedisModule_Milliseconds.expect("Milliseconds")() }
+        *self.now.get_or_insert_with(|| unsafe {
+            raw::RedisModule_Milliseconds.expect("Milliseconds")()
+        })
     }
 
     fn kind(&mut self, key: &[u8]) -> KeyKind {
