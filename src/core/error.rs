@@ -13,9 +13,10 @@ pub const ERR_SPREAD_NAME: &str =
     "ERR lock name must be non-empty with balanced braces: its derived keys would leave its hash slot";
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const ERR_CORRUPT: &str =
-    "ERR corrupt lock: the hash's mode is not read or write, or a hold count is not a positive integer";
+    "ERR corrupt lock: the hash's mode is not read or write, or a hold count is not an integer from 1 to 100000";
 pub const ERR_LATCH: &str = "ERR corrupt unlock latch: its value is not an integer";
-pub const ERR_OVERFLOW: &str = "ERR hold count or deadline would overflow";
+pub const ERR_OVERFLOW: &str =
+    "ERR overflow: the hold count would pass 100000 or the deadline would pass the clock's range";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

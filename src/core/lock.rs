@@ -93,12 +93,25 @@ pub struct LockInfo {
     pub owners: Vec<OwnerInfo>,
 }
 
-/// Parses a hold count: a positive integer written the way Redis writes it.
+/// Most holds one owner may stack on one lock. Commands loop over a reader's
+/// acquisitions (one timeout key each), so a bound keeps a bogus count from
+/// stalling the server; no real client re-enters this deep.
+pub const MAX_HOLDS: i64 = 100_000;
+
+/// Parses a hold count: an integer from 1 to `MAX_HOLDS`, written the way
+/// Redis writes integers.
 pub fn parse_count(value: &[u8]) -> Result<i64, LockError> {
     match parse_i64(value) {
-        Some(n) if n > 0 => Ok(n),
+        Some(n) if (1..=MAX_HOLDS).contains(&n) => Ok(n),
         _ => Err(LockError::Corrupt),
     }
+}
+
+/// One more hold, refused past `MAX_HOLDS`.
+fn one_more(held: i64) -> Result<i64, LockError> {
+    Some(held + 1)
+        .filter(|n| *n <= MAX_HOLDS)
+        .ok_or(LockError::Overflow)
 }
 
 /// Strict decimal parsing, as Redis's `string2ll`: no sign but `-`, no
@@ -167,8 +180,7 @@ pub fn read_lock<S: Store>(
     if !admitted {
         return Ok(Acquire::Refused { pttl: s.pttl(hash) });
     }
-    let held = count_of(s, hash, owner)?.unwrap_or(0);
-    let n = held.checked_add(1).ok_or(LockError::Overflow)?;
+    let n = one_more(count_of(s, hash, owner)?.unwrap_or(0))?;
     let hash_deadline = deadline(now, s.pttl(hash).max(lease))?;
     s.hincrby(hash, owner, 1);
     s.set_until(&names.timeout_key(owner, n), b"1", lease_deadline);
@@ -199,7 +211,7 @@ pub fn write_lock<S: Store>(
             let Some(held) = count_of(s, hash, &field)? else {
                 return Ok(Acquire::Refused { pttl: s.pttl(hash) });
             };
-            held.checked_add(1).ok_or(LockError::Overflow)?;
+            one_more(held)?;
             // Redisson adds the lease to what is left: a persistent hash (PTTL -1)
             // gets lease - 1, and a 1 ms lease on it expires the lock at once.
             let extended = s.pttl(hash).checked_add(lease).ok_or(LockError::Overflow)?;
@@ -319,9 +331,11 @@ fn unlock_write<S: Store>(
         s.expire_at(hash, lease_deadline);
         return Ok(Release::StillHeld);
     }
+    // Checked before writing: a downgrade must not leave a corrupt read lock.
+    let others = holds_of(s, hash)?.len() - 1;
     s.hincrby(hash, &field, -1);
     s.hdel(hash, &field);
-    if s.hlen(hash) == 1 {
+    if others == 0 {
         s.del(hash);
         s.publish(names.channel(), WRITE_RELEASED);
     } else {

@@ -664,6 +664,22 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
 }
 
 #[test]
+fn a_downgrade_checks_the_remaining_counts_before_writing() {
+    let (mut s, n) = setup();
+    let mut h = std::collections::BTreeMap::new();
+    h.insert(b"mode".to_vec(), b"write".to_vec());
+    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
+    h.insert(U.to_vec(), b"x".to_vec());
+    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
+    let before = s.dump();
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 1, None),
+        Err(LockError::Corrupt)
+    );
+    assert_eq!(s.dump(), before);
+}
+
+#[test]
 fn read_unlock_checks_every_count_before_writing() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("u");
@@ -687,12 +703,21 @@ fn counts_and_deadlines_that_would_overflow_are_refused() {
     let (mut s, n) = setup();
     let mut h = std::collections::BTreeMap::new();
     h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), i64::MAX.to_string().into_bytes());
-    h.insert(U.to_vec(), i64::MAX.to_string().into_bytes());
-    s.put(b"L", Value::Hash(h), None);
+    h.insert(b"u1:57:write".to_vec(), MAX_HOLDS.to_string().into_bytes());
+    h.insert(U.to_vec(), MAX_HOLDS.to_string().into_bytes());
+    s.put(b"L", Value::Hash(h.clone()), None);
     let before = s.dump();
     assert_eq!(write_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
     assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
+    assert_eq!(s.dump(), before);
+    // Past the bound a count is corrupt: no command loops over it.
+    h.insert(U.to_vec(), i64::MAX.to_string().into_bytes());
+    s.put(b"L", Value::Hash(h), None);
+    let before = s.dump();
+    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Corrupt));
+    assert_eq!(renew(&mut s, &n, U, 1), Err(LockError::Corrupt));
+    assert_eq!(info(&mut s, &n).map(|_| ()), Err(LockError::Corrupt));
+    assert_eq!(force_unlock(&mut s, &n, None), Err(LockError::Corrupt));
     assert_eq!(s.dump(), before);
     let mut h = std::collections::BTreeMap::new();
     h.insert(b"mode".to_vec(), b"write".to_vec());

@@ -1,0 +1,707 @@
+//! Replication and persistence of the module's effects (SPEC section 6).
+//!
+//! Each command must propagate its effects (HSET, HINCRBY, HDEL, SET … PXAT,
+//! PEXPIREAT, DEL, PUBLISH) with absolute deadlines, never itself, so that a
+//! replica and an AOF reload reproduce the same keys, the same contents and
+//! the same deadlines, and so that neither needs the module to apply them.
+//!
+//! The workloads are random but seeded (`RWLOCK_TEST_SEED` overrides the seed;
+//! the seed is printed so that a failure can be replayed).
+
+mod common;
+
+use common::{Collector, Server};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------
+// Local helpers
+// ---------------------------------------------------------------------------
+
+/// How long a replica may take to report `master_link_status:up`.
+const LINK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Leases of the workloads: long enough that nothing expires during a test.
+const MIN_LEASE: i64 = 60_000;
+const MAX_LEASE: i64 = 600_000;
+/// Lease of the owners that always use the same one (a watchdog's default).
+const FIXED_LEASE: i64 = 120_000;
+
+const LOCKS: &[&str] = &["L0", "L1", "{t}:a", "x{t}y"];
+const OWNERS: &[&str] = &["c1:1", "c1:2", "c2:7", "fixed:1", "fixed:2"];
+const REQUEST_IDS: &[&str] = &["r1", "r2", "r3", "r4"];
+
+/// SplitMix64: a small seeded generator, enough for workloads.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn seed(default: u64) -> u64 {
+    let seed = std::env::var("RWLOCK_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("seed {seed} (set RWLOCK_TEST_SEED to replay)");
+    seed
+}
+
+/// Bytes shown as escaped ASCII in assertion messages.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Bytes(Vec<u8>);
+
+impl fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", self.0.escape_ascii())
+    }
+}
+
+/// One key as a test sees it: type, contents (canonical order) and
+/// absolute deadline (PEXPIRETIME, -1 when persistent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeyState {
+    kind: String,
+    content: Vec<Bytes>,
+    expire_at: i64,
+}
+
+type Snapshot = BTreeMap<Bytes, KeyState>;
+
+fn scan_keys(conn: &mut redis::Connection) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(conn)
+            .expect("SCAN");
+        out.extend(keys);
+        if next == 0 {
+            out.sort();
+            out.dedup();
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+/// Every key with its type, contents and PEXPIRETIME.
+fn snapshot(conn: &mut redis::Connection) -> Snapshot {
+    let keys = scan_keys(conn);
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
+    }
+    let meta: Vec<redis::Value> = pipe.query(conn).expect("TYPE/PEXPIRETIME pipeline");
+    let mut kinds = Vec::with_capacity(keys.len());
+    let mut pipe = redis::pipe();
+    for (i, k) in keys.iter().enumerate() {
+        let kind = match &meta[2 * i] {
+            redis::Value::SimpleString(s) => s.clone(),
+            redis::Value::Okay => "OK".to_string(),
+            other => panic!("TYPE reply {other:?}"),
+        };
+        match kind.as_str() {
+            "string" => pipe.cmd("GET").arg(k),
+            "hash" => pipe.cmd("HGETALL").arg(k),
+            "list" => pipe.cmd("LRANGE").arg(k).arg(0).arg(-1),
+            "set" => pipe.cmd("SMEMBERS").arg(k),
+            "zset" => pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES"),
+            // Gone between SCAN and TYPE, or a type no test creates.
+            _ => pipe.cmd("DUMP").arg(k),
+        };
+        kinds.push(kind);
+    }
+    let contents: Vec<redis::Value> = pipe.query(conn).expect("contents pipeline");
+    let mut out = Snapshot::new();
+    for (i, k) in keys.into_iter().enumerate() {
+        let expire_at = match &meta[2 * i + 1] {
+            redis::Value::Int(n) => *n,
+            other => panic!("PEXPIRETIME reply {other:?}"),
+        };
+        let mut content: Vec<Bytes> = flatten(&contents[i]);
+        match kinds[i].as_str() {
+            "hash" => {
+                let mut pairs: Vec<(Bytes, Bytes)> = content
+                    .chunks(2)
+                    .map(|c| (c[0].clone(), c[1].clone()))
+                    .collect();
+                pairs.sort();
+                content = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
+            }
+            "set" => content.sort(),
+            _ => {}
+        }
+        out.insert(
+            Bytes(k),
+            KeyState {
+                kind: kinds[i].clone(),
+                content,
+                expire_at,
+            },
+        );
+    }
+    out
+}
+
+fn flatten(v: &redis::Value) -> Vec<Bytes> {
+    match v {
+        redis::Value::Nil => Vec::new(),
+        redis::Value::BulkString(b) => vec![Bytes(b.clone())],
+        redis::Value::SimpleString(s) => vec![Bytes(s.as_bytes().to_vec())],
+        redis::Value::Int(n) => vec![Bytes(n.to_string().into_bytes())],
+        redis::Value::Double(d) => vec![Bytes(d.to_string().into_bytes())],
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            items.iter().flat_map(flatten).collect()
+        }
+        redis::Value::Map(pairs) => pairs
+            .iter()
+            .flat_map(|(a, b)| {
+                let mut x = flatten(a);
+                x.extend(flatten(b));
+                x
+            })
+            .collect(),
+        other => panic!("unexpected value {other:?}"),
+    }
+}
+
+/// Readable difference of two snapshots (empty when equal).
+fn diff(left: &Snapshot, right: &Snapshot, lname: &str, rname: &str) -> String {
+    let mut out = String::new();
+    for (k, l) in left {
+        match right.get(k) {
+            None => out.push_str(&format!("{k:?}: only on {lname}: {l:?}\n")),
+            Some(r) if r != l => {
+                out.push_str(&format!("{k:?}:\n  {lname}: {l:?}\n  {rname}: {r:?}\n"))
+            }
+            _ => {}
+        }
+    }
+    for (k, r) in right {
+        if !left.contains_key(k) {
+            out.push_str(&format!("{k:?}: only on {rname}: {r:?}\n"));
+        }
+    }
+    out
+}
+
+fn assert_same(left: &Snapshot, right: &Snapshot, lname: &str, rname: &str) {
+    let d = diff(left, right, lname, rname);
+    assert!(d.is_empty(), "{lname} and {rname} differ:\n{d}");
+}
+
+/// What the workload's commands replied, to show that it did something.
+#[derive(Debug, Default)]
+struct Stats {
+    acquired: u32,
+    refused: u32,
+    unlock_nil: u32,
+    unlock_0: u32,
+    unlock_1: u32,
+    renewed: u32,
+    not_renewed: u32,
+    forced: u32,
+    infos: u32,
+    with_lease: u32,
+    with_request: u32,
+}
+
+fn lease_for(rng: &mut Rng, owner: &str) -> i64 {
+    if owner.starts_with("fixed:") {
+        FIXED_LEASE
+    } else {
+        rng.range(MIN_LEASE, MAX_LEASE)
+    }
+}
+
+/// `ops` random well-formed commands over [`LOCKS`] and [`OWNERS`]; panics on
+/// any error reply (none is malformed).
+fn workload(conn: &mut redis::Connection, rng: &mut Rng, ops: usize) -> Stats {
+    let mut stats = Stats::default();
+    for _ in 0..ops {
+        let lock = *rng.pick(LOCKS);
+        let owner = *rng.pick(OWNERS);
+        let lease = lease_for(rng, owner);
+        let mut cmd;
+        let kind = rng.below(100);
+        let label = match kind {
+            0..=29 => {
+                cmd = redis::cmd("RWLOCK.READ");
+                cmd.arg(lock).arg(owner).arg(lease);
+                "acquire"
+            }
+            30..=47 => {
+                cmd = redis::cmd("RWLOCK.WRITE");
+                cmd.arg(lock).arg(owner).arg(lease);
+                "acquire"
+            }
+            48..=77 => {
+                cmd = redis::cmd("RWLOCK.UNLOCK");
+                cmd.arg(lock)
+                    .arg(owner)
+                    .arg(if kind < 63 { "READ" } else { "WRITE" });
+                let lease_opt = rng.chance(40);
+                let request_opt = rng.chance(40);
+                let lease_first = rng.chance(50);
+                let request_id = *rng.pick(REQUEST_IDS);
+                let request_ttl = rng.range(MIN_LEASE, MAX_LEASE);
+                let add_lease = |cmd: &mut redis::Cmd| {
+                    if lease_opt {
+                        cmd.arg("LEASE").arg(lease);
+                    }
+                };
+                if lease_first {
+                    add_lease(&mut cmd);
+                }
+                if request_opt {
+                    cmd.arg("REQUEST").arg(request_id).arg(request_ttl);
+                }
+                if !lease_first {
+                    add_lease(&mut cmd);
+                }
+                stats.with_lease += u32::from(lease_opt);
+                stats.with_request += u32::from(request_opt);
+                "unlock"
+            }
+            78..=89 => {
+                cmd = redis::cmd("RWLOCK.RENEW");
+                cmd.arg(lock).arg(owner).arg(lease);
+                "renew"
+            }
+            90..=94 => {
+                cmd = redis::cmd("RWLOCK.FORCEUNLOCK");
+                cmd.arg(lock);
+                match rng.below(3) {
+                    0 => {}
+                    1 => {
+                        cmd.arg("READ");
+                    }
+                    _ => {
+                        cmd.arg("WRITE");
+                    }
+                }
+                "force"
+            }
+            _ => {
+                cmd = redis::cmd("RWLOCK.INFO");
+                cmd.arg(lock);
+                "info"
+            }
+        };
+        let reply: redis::Value = cmd
+            .query(conn)
+            .unwrap_or_else(|e| panic!("{label} command {:?} failed: {e}", cmd_text(&cmd)));
+        match (label, &reply) {
+            ("acquire", redis::Value::Nil) => stats.acquired += 1,
+            ("acquire", redis::Value::Int(_)) => stats.refused += 1,
+            ("unlock", redis::Value::Nil) => stats.unlock_nil += 1,
+            ("unlock", redis::Value::Int(0)) => stats.unlock_0 += 1,
+            ("unlock", redis::Value::Int(1)) => stats.unlock_1 += 1,
+            ("renew", redis::Value::Int(1)) => stats.renewed += 1,
+            ("renew", redis::Value::Int(0)) => stats.not_renewed += 1,
+            ("force", redis::Value::Int(1)) => stats.forced += 1,
+            ("force", redis::Value::Int(0)) => {}
+            ("info", redis::Value::Array(_)) => stats.infos += 1,
+            _ => panic!("unexpected reply {reply:?} to {:?}", cmd_text(&cmd)),
+        }
+    }
+    eprintln!("workload: {stats:?}");
+    assert!(
+        stats.acquired >= 20,
+        "workload acquired too little: {stats:?}"
+    );
+    assert!(stats.refused >= 1, "workload was never refused: {stats:?}");
+    assert!(
+        stats.unlock_0 + stats.unlock_1 >= 10,
+        "workload released too little: {stats:?}"
+    );
+    assert!(stats.renewed >= 1, "workload never renewed: {stats:?}");
+    stats
+}
+
+fn cmd_text(cmd: &redis::Cmd) -> String {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+            _ => "<arg>".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits (bounded) until the replica reports its link to the master up.
+fn wait_link_up(replica: &Server) {
+    let mut conn = replica.conn();
+    let deadline = Instant::now() + LINK_TIMEOUT;
+    loop {
+        let status = info_field(&mut conn, "replication", "master_link_status");
+        if status.as_deref() == Some("up") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica link not up within {LINK_TIMEOUT:?} (status {status:?})\n---- replica log ----\n{}",
+            replica.log()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `WAIT 1 5000` on the master: the replica has processed everything so far.
+fn wait_replica(master: &mut redis::Connection) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(master)
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica did not acknowledge within 5 s");
+}
+
+fn digest(conn: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(conn)
+        .expect("DEBUG DIGEST")
+}
+
+/// The master and the replica hold the same data and the same deadlines.
+fn assert_replica_matches(master: &mut redis::Connection, replica: &mut redis::Connection) {
+    wait_replica(master);
+    let (dm, dr) = (digest(master), digest(replica));
+    assert!(
+        dm.chars().any(|c| c != '0'),
+        "the master's dataset is empty (digest {dm})"
+    );
+    let m = snapshot(master);
+    let r = snapshot(replica);
+    let mkeys: Vec<&Bytes> = m.keys().collect();
+    let rkeys: Vec<&Bytes> = r.keys().collect();
+    assert_eq!(mkeys, rkeys, "key sets differ");
+    // Deadlines key by key (DEBUG DIGEST does not cover them), exactly.
+    for (k, ms) in &m {
+        assert_eq!(
+            ms.expire_at, r[k].expire_at,
+            "PEXPIRETIME of {k:?} differs: master {ms:?}, replica {:?}",
+            r[k]
+        );
+    }
+    assert_same(&m, &r, "master", "replica");
+    assert_eq!(dm, dr, "DEBUG DIGEST differs between master and replica");
+    assert!(
+        m.values().any(|s| s.expire_at > 0),
+        "no key with a deadline: the comparison proves little"
+    );
+}
+
+fn start_replica_pair(plain_replica: bool) -> (Server, Server) {
+    // No diskless-sync delay: the replica's first sync starts at once.
+    let master = Server::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let port = master.port.to_string();
+    let args = [
+        "--replicaof",
+        "127.0.0.1",
+        port.as_str(),
+        "--enable-debug-command",
+        "yes",
+    ];
+    let replica = if plain_replica {
+        Server::start_plain(&args)
+    } else {
+        Server::start(&args)
+    };
+    wait_link_up(&replica);
+    (master, replica)
+}
+
+fn expect_readonly(conn: &mut redis::Connection, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<redis::Value>(conn) {
+        Ok(v) => panic!("{args:?} on the replica replied {v:?}, expected a READONLY error"),
+        Err(e) => assert_eq!(
+            e.code(),
+            Some("READONLY"),
+            "{args:?} on the replica: expected READONLY, got {e}"
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Master and replica
+// ---------------------------------------------------------------------------
+
+#[test]
+fn replica_with_module_reproduces_state_and_deadlines() {
+    let (master, replica) = start_replica_pair(false);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let mut rng = Rng(seed(0x5EED_0001));
+
+    workload(&mut m, &mut rng, 400);
+    assert_replica_matches(&mut m, &mut r);
+
+    // A second round on top of the first: same again.
+    workload(&mut m, &mut rng, 200);
+    assert_replica_matches(&mut m, &mut r);
+
+    // The replica refuses the module's writes, and serves INFO.
+    let before = snapshot(&mut r);
+    for args in [
+        &["RWLOCK.READ", "L0", "c9:1", "60000"][..],
+        &["RWLOCK.WRITE", "L0", "c9:1", "60000"],
+        &["RWLOCK.WRITE", "Lnew", "c9:1", "60000"],
+        &["RWLOCK.UNLOCK", "L0", "c1:1", "READ"],
+        &["RWLOCK.UNLOCK", "L0", "c1:1", "WRITE", "LEASE", "60000"],
+        &["RWLOCK.UNLOCK", "Lnew", "c1:1", "WRITE"],
+        &["RWLOCK.RENEW", "L0", "c1:1", "60000"],
+        &["RWLOCK.FORCEUNLOCK", "L0"],
+        &["RWLOCK.FORCEUNLOCK", "L1", "READ"],
+    ] {
+        expect_readonly(&mut r, args);
+    }
+    assert_same(
+        &before,
+        &snapshot(&mut r),
+        "replica before",
+        "replica after",
+    );
+    for lock in LOCKS {
+        let info_r: redis::Value = redis::cmd("RWLOCK.INFO")
+            .arg(*lock)
+            .query(&mut r)
+            .expect("RWLOCK.INFO on the replica");
+        let info_m: redis::Value = redis::cmd("RWLOCK.INFO")
+            .arg(*lock)
+            .query(&mut m)
+            .expect("RWLOCK.INFO on the master");
+        // Same mode (the TTLs are relative, hence not compared).
+        let mode = |v: &redis::Value| match v {
+            redis::Value::Array(items) => items.get(1).cloned(),
+            _ => None,
+        };
+        assert!(mode(&info_r).is_some(), "INFO on the replica: {info_r:?}");
+        assert_eq!(mode(&info_r), mode(&info_m), "INFO {lock} mode differs");
+    }
+}
+
+#[test]
+fn replica_without_module_applies_the_stream() {
+    // SPEC 6: a replica never needs the module to apply the stream.
+    let (master, replica) = start_replica_pair(true);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let mut rng = Rng(seed(0x5EED_0002));
+    workload(&mut m, &mut rng, 400);
+    assert_replica_matches(&mut m, &mut r);
+}
+
+#[test]
+fn lock_messages_reach_subscribers_on_the_replica() {
+    let (master, replica) = start_replica_pair(false);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let on_replica = Collector::start(&replica, &["redisson_rwlock:{R}", "redisson_rwlock:{Q}"]);
+    let on_master = Collector::start(&master, &["redisson_rwlock:{R}", "redisson_rwlock:{Q}"]);
+
+    let run = |conn: &mut redis::Connection, args: &[&str]| -> redis::Value {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(conn)
+            .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+    };
+    use redis::Value::{Int, Nil};
+    // Write lock taken and released: message `1`.
+    assert_eq!(run(&mut m, &["RWLOCK.WRITE", "R", "w:1", "60000"]), Nil);
+    assert_eq!(run(&mut m, &["RWLOCK.UNLOCK", "R", "w:1", "WRITE"]), Int(1));
+    // Two readers; only the last release publishes `0`.
+    assert_eq!(run(&mut m, &["RWLOCK.READ", "Q", "a:1", "60000"]), Nil);
+    assert_eq!(run(&mut m, &["RWLOCK.READ", "Q", "b:1", "60000"]), Nil);
+    assert_eq!(run(&mut m, &["RWLOCK.UNLOCK", "Q", "a:1", "READ"]), Int(0));
+    assert_eq!(run(&mut m, &["RWLOCK.UNLOCK", "Q", "b:1", "READ"]), Int(1));
+    // A forced unlock of a write lock: `1` again.
+    assert_eq!(run(&mut m, &["RWLOCK.WRITE", "R", "w:2", "60000"]), Nil);
+    assert_eq!(run(&mut m, &["RWLOCK.FORCEUNLOCK", "R"]), Int(1));
+
+    let expected = vec![
+        ("redisson_rwlock:{R}".to_string(), "1".to_string()),
+        ("redisson_rwlock:{Q}".to_string(), "0".to_string()),
+        ("redisson_rwlock:{R}".to_string(), "1".to_string()),
+    ];
+    // WAIT: the replica has applied the stream, PUBLISH included; its
+    // subscriber then has the messages before the collector's marker.
+    wait_replica(&mut m);
+    let got = common::events_str(&on_replica.sync(&mut r));
+    assert_eq!(got, expected, "messages received on the replica");
+    let got = common::events_str(&on_master.sync(&mut m));
+    assert_eq!(got, expected, "messages received on the master");
+}
+
+// ---------------------------------------------------------------------------
+// AOF
+// ---------------------------------------------------------------------------
+
+fn aof_files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let aof_dir = dir.join("appendonlydir");
+    let mut files: Vec<PathBuf> = fs::read_dir(&aof_dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", aof_dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Records, lets time pass (a relative TTL replayed would then land on
+/// another deadline), restarts with `restart`, and compares.
+fn check_reload(server: &mut Server, what: &str, restart: impl FnOnce(&mut Server)) -> Snapshot {
+    let before = snapshot(&mut server.conn());
+    assert!(
+        before.values().any(|s| s.expire_at > 0),
+        "nothing with a deadline to compare"
+    );
+    thread::sleep(Duration::from_millis(300));
+    restart(server);
+    let after = snapshot(&mut server.conn());
+    assert_same(&before, &after, "before", what);
+    before
+}
+
+#[test]
+fn aof_reload_reproduces_state_and_deadlines() {
+    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut rng = Rng(seed(0x5EED_0003));
+
+    // Graceful restart.
+    workload(&mut server.conn(), &mut rng, 400);
+    check_reload(&mut server, "after graceful restart", |s| s.restart());
+
+    // Crash: every acknowledged write survives with appendfsync always.
+    workload(&mut server.conn(), &mut rng, 300);
+    let last = check_reload(&mut server, "after kill -9 and restart", |s| {
+        s.kill9();
+        s.restart();
+    });
+
+    // The AOF holds the effects, with absolute deadlines, never the commands.
+    let incr = aof_files(server.dir(), ".incr.aof");
+    assert!(
+        !incr.is_empty(),
+        "no *.incr.aof in {}",
+        server.dir().display()
+    );
+    let mut text = Vec::new();
+    for f in &incr {
+        text.extend(fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display())));
+    }
+    let lower = text.to_ascii_lowercase();
+    for needle in [
+        &b"$9\r\npexpireat\r\n"[..],
+        b"$7\r\nhincrby\r\n",
+        b"$4\r\nhset\r\n",
+        b"$4\r\npxat\r\n",
+        b"$4\r\nhdel\r\n",
+        b"$3\r\ndel\r\n",
+    ] {
+        assert!(
+            contains(&lower, needle),
+            "the AOF has no {:?}",
+            needle.escape_ascii().to_string()
+        );
+    }
+    for command in [
+        "rwlock.read",
+        "rwlock.write",
+        "rwlock.unlock",
+        "rwlock.renew",
+        "rwlock.forceunlock",
+        "rwlock.info",
+        "rwlock.",
+    ] {
+        assert!(
+            !contains(&lower, command.as_bytes()),
+            "the AOF contains the module command {command}"
+        );
+    }
+    // No relative deadline: neither PEXPIRE/EXPIRE nor SET … PX/EX.
+    for relative in [
+        &b"$7\r\npexpire\r\n"[..],
+        b"$6\r\nexpire\r\n",
+        b"$2\r\npx\r\n",
+        b"$2\r\nex\r\n",
+    ] {
+        assert!(
+            !contains(&lower, relative),
+            "the AOF has a relative deadline: {:?}",
+            relative.escape_ascii().to_string()
+        );
+    }
+
+    // The AOF loads without the module (a copy, on a plain server).
+    server.stop();
+    let copy = std::env::temp_dir().join(format!(
+        "rwlock-aof-copy-{}-{}",
+        std::process::id(),
+        common::unique("d")
+    ));
+    fs::create_dir_all(copy.join("appendonlydir")).expect("create copy dir");
+    for f in aof_files(server.dir(), "") {
+        let name = f.file_name().expect("file name");
+        fs::copy(&f, copy.join("appendonlydir").join(name)).expect("copy AOF file");
+    }
+    let copy_str = copy.to_string_lossy().into_owned();
+    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", copy_str.as_str()]);
+    let loaded = snapshot(&mut plain.conn());
+    drop(plain);
+    let _ = fs::remove_dir_all(&copy);
+    assert_same(&last, &loaded, "before", "AOF loaded without the module");
+}
