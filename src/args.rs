@@ -3,9 +3,11 @@
 
 use redis_module::{RedisError, RedisString};
 
-use crate::core::error::{LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TTL, MAX_MILLIS};
+use crate::core::error::{
+    LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, MAX_MILLIS,
+};
 use crate::core::lock::{parse_i64, Mode, Request};
-use crate::core::names::LockNames;
+use crate::core::names::{check_owner, LockNames};
 
 pub fn lock_error(e: LockError) -> RedisError {
     RedisError::Str(e.message())
@@ -39,7 +41,12 @@ fn mode(arg: &RedisString) -> Result<Mode, RedisError> {
     }
 }
 
-/// `lock owner lease`: READ, WRITE and RENEW.
+fn owner(arg: &RedisString) -> Result<&[u8], RedisError> {
+    check_owner(arg.as_slice()).map_err(lock_error)?;
+    Ok(arg.as_slice())
+}
+
+/// `lock owner lease`: RENEW, and the start of READ and WRITE.
 pub struct OwnerLease<'a> {
     pub names: LockNames,
     pub owner: &'a [u8],
@@ -47,14 +54,42 @@ pub struct OwnerLease<'a> {
 }
 
 pub fn owner_lease(args: &[RedisString]) -> Result<OwnerLease<'_>, RedisError> {
-    let [_, lock, owner, lease_arg] = args else {
+    let [_, lock, owner_arg, lease_arg] = args else {
         return Err(RedisError::WrongArity);
     };
     Ok(OwnerLease {
         names: names(lock)?,
-        owner: owner.as_slice(),
+        owner: owner(owner_arg)?,
         lease: lease(lease_arg)?,
     })
+}
+
+/// `lock owner lease [BLOCK ms]`: READ and WRITE.
+pub struct Acquire<'a> {
+    pub lock: OwnerLease<'a>,
+    /// How long to wait on the server; 0 waits without limit.
+    pub block: Option<i64>,
+}
+
+pub fn acquire(args: &[RedisString]) -> Result<Acquire<'_>, RedisError> {
+    match args {
+        [_, _, _, _] => Ok(Acquire {
+            lock: owner_lease(args)?,
+            block: None,
+        }),
+        [head @ .., option, ms] if head.len() == 4 => {
+            let lock = owner_lease(head)?;
+            if !is(option, "BLOCK") {
+                return Err(RedisError::Str(ERR_SYNTAX));
+            }
+            Ok(Acquire {
+                lock,
+                block: Some(millis(ms, 0, ERR_TIMEOUT)?),
+            })
+        }
+        [_, _, _, _, _] => Err(RedisError::Str(ERR_SYNTAX)),
+        _ => Err(RedisError::WrongArity),
+    }
 }
 
 /// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
@@ -72,7 +107,7 @@ pub fn unlock(args: &[RedisString]) -> Result<Unlock<'_>, RedisError> {
     }
     let mut parsed = Unlock {
         names: names(&args[1])?,
-        owner: args[2].as_slice(),
+        owner: owner(&args[2])?,
         mode: mode(&args[3])?,
         lease: None,
         request: None,

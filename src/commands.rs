@@ -3,8 +3,11 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{self, lock_error};
+use crate::blocking;
 use crate::config;
-use crate::core::lock::{self, Acquire, LockInfo};
+use crate::core::lock::{self, Acquire, LockInfo, Mode};
+use crate::core::queue;
+use crate::core::store::Store;
 use crate::keyspace::RedisStore;
 
 fn acquire_reply(outcome: Acquire) -> RedisValue {
@@ -14,26 +17,47 @@ fn acquire_reply(outcome: Acquire) -> RedisValue {
     }
 }
 
-/// `RWLOCK.READ lock owner lease`
+/// `RWLOCK.READ lock owner lease [BLOCK ms]`
 ///
 /// Takes a read hold for `lease` ms. Replies nil when held, else the lock's
-/// PTTL (a writer holds it).
+/// PTTL (a writer holds it). With `BLOCK` the client waits on the server for
+/// up to `ms` (0: no limit) and gets nil once it holds the lock, or the PTTL
+/// at the timeout.
 pub fn read(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let a = args::owner_lease(&args)?;
-    let mut store = RedisStore::new(ctx);
-    let outcome = lock::read_lock(&mut store, &a.names, a.owner, a.lease).map_err(lock_error)?;
-    Ok(acquire_reply(outcome))
+    acquire(ctx, &args, Mode::Read)
 }
 
-/// `RWLOCK.WRITE lock owner lease`
+/// `RWLOCK.WRITE lock owner lease [BLOCK ms]`
 ///
 /// Takes the write hold for `lease` ms. Replies nil when held, else the
-/// lock's PTTL.
+/// lock's PTTL; `BLOCK` waits as for `RWLOCK.READ`.
 pub fn write(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let a = args::owner_lease(&args)?;
+    acquire(ctx, &args, Mode::Write)
+}
+
+fn acquire(ctx: &Context, args: &[RedisString], mode: Mode) -> RedisResult {
+    let a = args::acquire(args)?;
+    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
     let mut store = RedisStore::new(ctx);
-    let outcome = lock::write_lock(&mut store, &a.names, a.owner, a.lease).map_err(lock_error)?;
-    Ok(acquire_reply(outcome))
+    // Waiters the lock could take already go first.
+    blocking::serve(ctx, &mut store, names);
+    let queued = config::fair()
+        && blocking::has_waiters(ctx, names)
+        && !queue::may_overtake(&mut store, names, owner).map_err(lock_error)?;
+    let outcome = if queued {
+        Acquire::Refused {
+            pttl: store.pttl(names.hash()),
+        }
+    } else {
+        queue::attempt(&mut store, names, owner, mode, lease).map_err(lock_error)?
+    };
+    match (outcome, a.block) {
+        (Acquire::Refused { .. }, Some(timeout)) if blocking::can_block(ctx) => {
+            blocking::park(ctx, &mut store, names, owner, mode, lease, timeout);
+            Ok(RedisValue::NoReply)
+        }
+        _ => Ok(acquire_reply(outcome)),
+    }
 }
 
 /// `RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`
@@ -46,6 +70,7 @@ pub fn unlock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let mut store = RedisStore::new(ctx);
     let reply = lock::unlock(&mut store, &a.names, a.owner, a.mode, lease, a.request)
         .map_err(lock_error)?;
+    blocking::serve(ctx, &mut store, &a.names);
     Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
 }
 
@@ -68,6 +93,7 @@ pub fn force_unlock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (names, only) = args::force_unlock(&args)?;
     let mut store = RedisStore::new(ctx);
     let deleted = lock::force_unlock(&mut store, &names, only).map_err(lock_error)?;
+    blocking::serve(ctx, &mut store, &names);
     Ok(RedisValue::Integer(deleted.into()))
 }
 

@@ -32,6 +32,7 @@ mod fairness {
         #[derive(Debug, PartialEq, Eq, Copy)]
         pub enum Fairness {
             none = 0,
+            fifo = 1,
         }
     }
 }
@@ -44,6 +45,10 @@ pub static DEFAULT_LEASE: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
 
 pub fn publish_mode() -> PublishMode {
     *PUBLISH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn fair() -> bool {
+    *FAIRNESS.lock().unwrap_or_else(|e| e.into_inner()) == Fairness::fifo
 }
 
 pub fn default_lease() -> i64 {
@@ -86,7 +91,8 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                 *PUBLISH.lock().unwrap_or_else(|e| e.into_inner()) = mode;
             }
             b"fairness" => {
-                let mode = pick(&[("none", Fairness::none)], value).ok_or_else(bad)?;
+                let options = [("none", Fairness::none), ("fifo", Fairness::fifo)];
+                let mode = pick(&options, value).ok_or_else(bad)?;
                 *FAIRNESS.lock().unwrap_or_else(|e| e.into_inner()) = mode;
             }
             b"default-lease" => {

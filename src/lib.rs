@@ -7,15 +7,17 @@ pub mod core;
 
 mod alloc;
 mod args;
+mod blocking;
 mod commands;
 mod config;
 mod keyspace;
+mod metrics;
 mod notify;
 mod publish;
 mod replicate;
 
 use redis_module::configuration::ConfigurationFlags;
-use redis_module::{redis_module, Context, RedisString, Status};
+use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 use crate::core::error::MAX_MILLIS;
 
@@ -37,13 +39,15 @@ const MODULE_VERSION: i32 = {
 };
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    match config::apply_module_args(args) {
-        Ok(()) => Status::Ok,
-        Err(e) => {
-            ctx.log_warning(&format!("rwlock: {e}"));
-            Status::Err
-        }
+    let ready = config::apply_module_args(args)
+        .and_then(|()| blocking::subscribe(ctx).map_err(String::from));
+    if let Err(e) = ready {
+        ctx.log_warning(&format!("rwlock: {e}"));
+        return Status::Err;
     }
+    // Replaces the crate's own INFO handler, which has no sections of ours.
+    raw::register_info_function(ctx.get_raw(), Some(metrics::info));
+    Status::Ok
 }
 
 redis_module! {
@@ -59,6 +63,9 @@ redis_module! {
         ["rwlock.renew", commands::renew, "write", 1, 1, 1, ""],
         ["rwlock.forceunlock", commands::force_unlock, "write", 1, 1, 1, ""],
         ["rwlock.info", commands::info, "readonly", 1, 1, 1, ""],
+    ],
+    event_handlers: [
+        [@GENERIC @HASH @STRING @EXPIRED @EVICTED: blocking::on_keyspace_event],
     ],
     configurations: [
         i64: [

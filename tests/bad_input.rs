@@ -1437,7 +1437,7 @@ fn config_set_refuses_bad_values() {
     for bad in ["banana", "", "publish spublish"] {
         check(&mut conn, "rwlock.publish", bad, "auto");
     }
-    for bad in ["fifo", "banana", ""] {
+    for bad in ["fair", "banana", ""] {
         check(&mut conn, "rwlock.fairness", bad, "none");
     }
 
@@ -1529,7 +1529,7 @@ fn bad_module_args_fail_the_start() {
         (&["default-lease", "315360000001"], "default-lease"),
         (&["rwlock.default-lease", "-5"], "default-lease"),
         (&["publish", "banana"], "banana"),
-        (&["fairness", "fifo"], "fairness"),
+        (&["fairness", "lifo"], "fairness"),
         (&["nosuch", "1"], "nosuch"),
         (&["default-lease"], ""),
         (&["default-lease", "5000", "publish"], ""),

@@ -422,7 +422,7 @@ fn publish_config_chooses_publish_or_spublish() {
         events_str(&plain.sync(&mut c)),
         vec![("redisson_rwlock:{P}".to_string(), "0".to_string())]
     );
-    let err = err(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
+    let err = err(&mut c, &["CONFIG", "SET", "rwlock.fairness", "lifo"]);
     assert!(err.contains("fairness"), "{err}");
     assert_eq!(
         ok(&mut c, &["CONFIG", "GET", "rwlock.fairness"]),

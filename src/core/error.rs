@@ -5,6 +5,8 @@ pub const MAX_MILLIS: i64 = 10 * 365 * 24 * 3600 * 1000;
 
 pub const ERR_LEASE: &str =
     "ERR lease must be an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_TIMEOUT: &str =
+    "ERR BLOCK timeout must be an integer number of milliseconds from 0 to 315360000000";
 pub const ERR_TTL: &str =
     "ERR request ttl must be an integer number of milliseconds from 1 to 315360000000";
 pub const ERR_OWNER: &str = "ERR owner must be non-empty, not 'mode', and not end in ':write'";
@@ -18,6 +20,8 @@ pub const ERR_LATCH: &str = "ERR corrupt unlock latch: its value is not an integ
 pub const ERR_OVERFLOW: &str =
     "ERR overflow: the hold count would pass 100000 or the deadline would pass the clock's range";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_REPLICA: &str =
+    "READONLY this node became a replica while the client waited for the lock";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockError {

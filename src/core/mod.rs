@@ -4,6 +4,7 @@
 pub mod error;
 pub mod lock;
 pub mod names;
+pub mod queue;
 pub mod store;
 
 #[cfg(test)]

@@ -1,0 +1,436 @@
+//! Server-side waiting (SPEC section 4): parked clients, one queue per lock
+//! that has waiters, and every way a lock can end waking them. Redis's
+//! `BlockClientOnKeys` never wakes for a deleted key, so the queues live here
+//! and are served by the releasing command itself, by keyspace events (a
+//! Redisson Lua unlock, DEL, expiry), by FLUSHDB/FLUSHALL and by a timer at
+//! the lock's deadline.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisString, RedisValue};
+
+use crate::core::error::ERR_REPLICA;
+
+/// Never expected: Redis replied for a parked client we did not unblock.
+const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
+use crate::core::lock::Mode;
+use crate::core::names::LockNames;
+use crate::core::queue::{self, Ticket};
+use crate::core::store::Store;
+use crate::keyspace::RedisStore;
+use crate::metrics;
+
+/// A lock is its database and its name.
+type LockId = (i32, Vec<u8>);
+
+/// A parked client's handle, valid until Redis calls back for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Blocked(*mut raw::RedisModuleBlockedClient);
+
+/// What the reply callback answers a client served by someone else's command.
+enum Outcome {
+    Acquired,
+    Failed(&'static str),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Wake {
+    /// Something touched the lock: look again as soon as possible.
+    Soon,
+    /// The lock's TTL ends now.
+    Deadline,
+}
+
+struct Queue {
+    tickets: VecDeque<Ticket<Blocked>>,
+    deadline: Option<(raw::RedisModuleTimerID, i64)>,
+    soon: bool,
+}
+
+#[derive(Default)]
+struct Registry {
+    queues: HashMap<LockId, Queue>,
+    /// The lock each parked client waits for, by handle.
+    waiting: HashMap<usize, LockId>,
+}
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+/// The common case, checked before any allocation on the hot path.
+fn nobody_waits() -> bool {
+    with(|r| r.queues.is_empty())
+}
+
+fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: a live context.
+    unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.get_raw()) }
+}
+
+fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
+    (selected_db(ctx), names.hash().to_vec())
+}
+
+/// BLOCK is refused inside MULTI, scripts and other contexts that cannot wait:
+/// there the command makes its one attempt and replies at once.
+pub fn can_block(ctx: &Context) -> bool {
+    // SAFETY: a live context.
+    let flags =
+        unsafe { raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw()) };
+    flags & raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING as c_int == 0
+}
+
+/// True when other clients wait for this lock.
+pub fn has_waiters(ctx: &Context, names: &LockNames) -> bool {
+    if nobody_waits() {
+        return false;
+    }
+    let id = lock_id(ctx, names);
+    with(|r| r.queues.get(&id).is_some_and(|q| !q.tickets.is_empty()))
+}
+
+/// Parks the calling client until it holds the lock or `timeout_ms` passes
+/// (0: no limit). The caller replies nothing now.
+pub fn park(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    owner: &[u8],
+    mode: Mode,
+    lease: i64,
+    timeout_ms: i64,
+) {
+    // SAFETY: a command context that may block (checked by the caller); the
+    // callbacks match the signatures BlockClient expects.
+    let bc = unsafe {
+        let bc = raw::RedisModule_BlockClient.expect("BlockClient")(
+            ctx.get_raw(),
+            Some(reply_callback),
+            Some(timeout_callback),
+            Some(free_outcome),
+            timeout_ms,
+        );
+        raw::RedisModule_SetDisconnectCallback.expect("SetDisconnectCallback")(
+            bc,
+            Some(disconnect_callback),
+        );
+        bc
+    };
+    let id = lock_id(ctx, names);
+    with(|r| {
+        r.waiting.insert(bc as usize, id.clone());
+        r.queues
+            .entry(id.clone())
+            .or_insert_with(|| Queue {
+                tickets: VecDeque::new(),
+                deadline: None,
+                soon: false,
+            })
+            .tickets
+            .push_back(Ticket {
+                owner: owner.to_vec(),
+                mode,
+                lease,
+                token: Blocked(bc),
+            });
+    });
+    metrics::wait_started();
+    rearm(ctx, store, names, &id);
+}
+
+/// Hands the lock to the waiters that can take it now, in arrival order.
+/// Every command that may free a lock calls this before it replies, so the
+/// handoff is part of the same atomic, replicated unit.
+pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
+    if nobody_waits() {
+        return;
+    }
+    let id = lock_id(ctx, names);
+    // The store raises keyspace events, which re-enter this module: the
+    // registry must not stay borrowed while the lock machine runs.
+    let Some(mut tickets) = with(|r| {
+        r.queues
+            .get_mut(&id)
+            .map(|q| std::mem::take(&mut q.tickets))
+    }) else {
+        return;
+    };
+    let served = queue::admit(store, names, &mut tickets);
+    with(|r| {
+        if let Some(q) = r.queues.get_mut(&id) {
+            tickets.append(&mut q.tickets);
+            q.tickets = tickets;
+        }
+        for (Blocked(bc), _) in &served {
+            r.waiting.remove(&(*bc as usize));
+        }
+    });
+    for (Blocked(bc), result) in served {
+        let outcome = match result {
+            Ok(()) => Outcome::Acquired,
+            Err(e) => Outcome::Failed(e.message()),
+        };
+        metrics::wait_served();
+        // SAFETY: the handle is parked (it was in the queue) and is unblocked
+        // once; Redis hands the box back to free_outcome.
+        unsafe {
+            raw::RedisModule_UnblockClient.expect("UnblockClient")(
+                bc,
+                Box::into_raw(Box::new(outcome)) as *mut c_void,
+            );
+        }
+    }
+    rearm(ctx, store, names, &id);
+}
+
+/// Drops an empty queue, or keeps one timer at the lock's deadline so an
+/// expiry wakes the waiters without relying on Redis's lazy expiry.
+fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) {
+    let pttl = store.pttl(names.hash());
+    let now = store.now_ms();
+    let stale = with(|r| {
+        let q = r.queues.get_mut(id)?;
+        if q.tickets.is_empty() {
+            return r.queues.remove(id).and_then(|q| q.deadline).map(|(t, _)| t);
+        }
+        // Redis drops a key once the clock is past its deadline.
+        let wanted = (pttl > 0).then_some(now + pttl + 1);
+        if q.deadline.map(|(_, at)| at) == wanted {
+            return None;
+        }
+        let old = q.deadline.take().map(|(t, _)| t);
+        if let Some(at) = wanted {
+            let timer = ctx.create_timer(
+                Duration::from_millis((at - now) as u64),
+                on_timer,
+                (id.clone(), Wake::Deadline),
+            );
+            q.deadline = Some((timer, at));
+        }
+        old
+    });
+    if let Some(timer) = stale {
+        // The timer may have fired already; then there is nothing to stop.
+        let _ = ctx.stop_timer::<(LockId, Wake)>(timer);
+    }
+}
+
+fn schedule_soon(ctx: &Context, id: LockId) {
+    let schedule = with(|r| match r.queues.get_mut(&id) {
+        Some(q) if !q.soon => {
+            q.soon = true;
+            true
+        }
+        _ => false,
+    });
+    if schedule {
+        ctx.create_timer(Duration::ZERO, on_timer, (id, Wake::Soon));
+    }
+}
+
+fn on_timer(ctx: &Context, (id, wake): (LockId, Wake)) {
+    let live = with(|r| match r.queues.get_mut(&id) {
+        Some(q) => {
+            match wake {
+                Wake::Soon => q.soon = false,
+                Wake::Deadline => q.deadline = None,
+            }
+            true
+        }
+        None => false,
+    });
+    // Timers also run on replicas, which must never write.
+    if !live || !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    let Ok(names) = LockNames::new(&id.1) else {
+        return;
+    };
+    // SAFETY: a timer's context owns a temporary client whose db we may select.
+    unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.get_raw(), id.0) };
+    let mut store = RedisStore::new(ctx);
+    serve(ctx, &mut store, &names);
+}
+
+/// Keyspace events on a lock with waiters: a Lua unlock, DEL, UNLINK,
+/// expiry, eviction, a TTL change. Writing here is unsafe, so the work is
+/// deferred to a timer.
+pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, _event: &str, key: &[u8]) {
+    if nobody_waits() {
+        return;
+    }
+    schedule_soon(ctx, (selected_db(ctx), key.to_vec()));
+}
+
+/// Removes a parked client from its queue and releases its handle; returns
+/// the lock it waited for, or None when it was already served or released.
+/// Redis frees a handle that was not blocked on keys only once the module
+/// unblocks it, even after a timeout or a disconnect.
+fn release(bc: *mut raw::RedisModuleBlockedClient) -> Option<LockId> {
+    let id = with(|r| {
+        let id = r.waiting.remove(&(bc as usize))?;
+        if let Some(q) = r.queues.get_mut(&id) {
+            q.tickets.retain(|t| t.token != Blocked(bc));
+        }
+        Some(id)
+    })?;
+    // SAFETY: the handle was still registered, so it is unblocked here, once;
+    // without private data Redis replies nothing more and frees it.
+    unsafe { raw::RedisModule_UnblockClient.expect("UnblockClient")(bc, std::ptr::null_mut()) };
+    Some(id)
+}
+
+unsafe extern "C" fn reply_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    // SAFETY: Redis passes the private data given to UnblockClient: a boxed Outcome.
+    let outcome = unsafe {
+        raw::RedisModule_GetBlockedClientPrivateData.expect("GetBlockedClientPrivateData")(ctx)
+            as *const Outcome
+    };
+    let context = Context::new(ctx);
+    // SAFETY: non-null private data is an Outcome that lives until free_outcome.
+    let status = match unsafe { outcome.as_ref() } {
+        Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
+        Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        None => context.reply_error_string(ERR_NO_OUTCOME),
+    };
+    status as c_int
+}
+
+unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: data came from Box::into_raw in serve or abort_all.
+        drop(unsafe { Box::from_raw(data as *mut Outcome) });
+    }
+}
+
+/// On timeout the client gets the lock's PTTL then, as an immediate refusal
+/// would; the waiters behind it may now be first.
+unsafe extern "C" fn timeout_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: in a timeout callback the context knows its blocked client, and
+    // argv is the parked command's own arguments.
+    let (bc, name) = unsafe {
+        let bc = raw::RedisModule_GetBlockedClientHandle.expect("GetBlockedClientHandle")(ctx);
+        let name = (argc > 1).then(|| RedisString::string_as_slice(*argv.add(1)).to_vec());
+        (bc, name)
+    };
+    let context = Context::new(ctx);
+    let id = release(bc);
+    metrics::wait_timed_out();
+    let pttl = name.map_or(crate::core::store::PTTL_MISSING, |name| {
+        RedisStore::new(&context).pttl(&name)
+    });
+    if let Some(id) = id {
+        schedule_soon(&context, id);
+    }
+    context.reply(Ok(RedisValue::Integer(pttl))) as c_int
+}
+
+unsafe extern "C" fn disconnect_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    bc: *mut raw::RedisModuleBlockedClient,
+) {
+    if let Some(id) = release(bc) {
+        metrics::wait_aborted();
+        schedule_soon(&Context::new(ctx), id);
+    }
+}
+
+/// Fails every waiter at once: the node stopped being a master.
+fn abort_all(ctx: &Context) {
+    let registry = with(std::mem::take);
+    for (_, q) in registry.queues {
+        if let Some((timer, _)) = q.deadline {
+            let _ = ctx.stop_timer::<(LockId, Wake)>(timer);
+        }
+        for ticket in q.tickets {
+            metrics::wait_aborted();
+            // SAFETY: every ticket's handle is parked and unblocked once.
+            unsafe {
+                raw::RedisModule_UnblockClient.expect("UnblockClient")(
+                    ticket.token.0,
+                    Box::into_raw(Box::new(Outcome::Failed(ERR_REPLICA))) as *mut c_void,
+                );
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn on_role_changed(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        abort_all(&Context::new(ctx));
+    }
+}
+
+/// FLUSHDB and FLUSHALL raise no per-key event: look at every queue of the
+/// flushed database(s).
+unsafe extern "C" fn on_flush(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
+    }
+    // SAFETY: for FlushDB events Redis passes a RedisModuleFlushInfo.
+    let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
+    let context = Context::new(ctx);
+    let ids: Vec<LockId> = with(|r| {
+        r.queues
+            .keys()
+            .filter(|(d, _)| db == -1 || *d == db)
+            .cloned()
+            .collect()
+    });
+    for id in ids {
+        schedule_soon(&context, id);
+    }
+}
+
+/// Subscribes to the server events waiting depends on.
+pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
+    // The header's event constants are statics of its own, not exported
+    // symbols: build them as it does (data version 1).
+    let role = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        dataver: 1,
+    };
+    let flush = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_FLUSHDB,
+        dataver: 1,
+    };
+    let subscribed = raw::subscribe_to_server_event(ctx.get_raw(), role, Some(on_role_changed))
+        == raw::Status::Ok
+        && raw::subscribe_to_server_event(ctx.get_raw(), flush, Some(on_flush)) == raw::Status::Ok;
+    subscribed
+        .then_some(())
+        .ok_or("cannot subscribe to server events")
+}
+
+/// Parked clients and queues now, for `INFO rwlock`.
+pub fn counts() -> (usize, usize) {
+    with(|r| (r.waiting.len(), r.queues.len()))
+}

@@ -1,0 +1,553 @@
+//! Server-side waiting (SPEC section 4) against a real server: batches,
+//! every wake-up path, timeouts, disconnects, MULTI and scripts, fairness,
+//! and failover to a replica.
+
+mod common;
+
+use std::thread::{self, sleep, JoinHandle};
+use std::time::{Duration, Instant};
+
+use common::{eval_lua, lua_dir, Server};
+use redis::{Connection, Value};
+
+fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(conn)
+}
+
+fn ok(conn: &mut Connection, args: &[&str]) -> Value {
+    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Runs a blocking call on its own connection; the handle yields the reply
+/// and how long it took.
+fn spawn(server: &Server, args: &[&str]) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
+    let mut conn = server.conn();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    thread::spawn(move || {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let start = Instant::now();
+        let reply = call(&mut conn, &argv);
+        (reply, start.elapsed())
+    })
+}
+
+fn info_field(conn: &mut Connection, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("rwlock").query(conn).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("rwlock_{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// Waits (bounded) until `n` clients are parked on the server.
+fn wait_for_waiters(conn: &mut Connection, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(conn, "waiters") != n {
+        assert!(Instant::now() < deadline, "never saw {n} waiters");
+        sleep(Duration::from_millis(2));
+    }
+}
+
+fn hash_len(conn: &mut Connection, key: &str) -> i64 {
+    redis::cmd("HLEN").arg(key).query(conn).expect("HLEN")
+}
+
+#[test]
+fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "WR", "w:1", "30000"]);
+    let readers: Vec<_> = (0..20)
+        .map(|i| {
+            let owner = format!("r:{i}");
+            spawn(
+                &server,
+                &["RWLOCK.READ", "WR", &owner, "30000", "BLOCK", "10000"],
+            )
+        })
+        .collect();
+    wait_for_waiters(&mut c, 20);
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.UNLOCK", "WR", "w:1", "WRITE"]),
+        Value::Int(1)
+    );
+    // The unlock itself handed the lock over: no waiter is left once it replied.
+    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(hash_len(&mut c, "WR"), 21, "mode and the 20 readers");
+    for r in readers {
+        let (reply, _) = r.join().expect("reader thread");
+        assert_eq!(reply.expect("reply"), Value::Nil);
+    }
+    assert_eq!(info_field(&mut c, "waits_served"), 20);
+}
+
+#[test]
+fn a_writer_behind_readers_wakes_on_the_last_unlock() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "RW", "r:1", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "RW", "r:2", "30000"]);
+    let writer = spawn(
+        &server,
+        &["RWLOCK.WRITE", "RW", "w:1", "30000", "BLOCK", "10000"],
+    );
+    wait_for_waiters(&mut c, 1);
+    ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:1", "READ"]);
+    assert_eq!(
+        info_field(&mut c, "waiters"),
+        1,
+        "one reader still holds it"
+    );
+    ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:2", "READ"]);
+    let (reply, _) = writer.join().expect("writer");
+    assert_eq!(reply.expect("reply"), Value::Nil);
+    let mode: String = redis::cmd("HGET")
+        .arg("RW")
+        .arg("mode")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(mode, "write");
+}
+
+#[test]
+fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "400"]);
+    ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "600"]);
+    let pttl: i64 = redis::cmd("PTTL").arg("EX").query(&mut c).expect("PTTL");
+    let expected = Duration::from_millis(pttl as u64);
+    let writer = spawn(
+        &server,
+        &["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"],
+    );
+    let (reply, waited) = writer.join().expect("writer");
+    assert_eq!(reply.expect("reply"), Value::Nil);
+    // Woken at the deadline by the module's timer, not by Redis's lazy or
+    // sampled expiry (which can take far longer than this).
+    assert!(
+        waited + Duration::from_millis(20) >= expected,
+        "{waited:?} < {expected:?}"
+    );
+    assert!(
+        waited < expected + Duration::from_millis(80),
+        "{waited:?} vs {expected:?}"
+    );
+}
+
+/// A waiter parked behind a write hold, woken by `release`.
+fn woken_by(release: impl FnOnce(&Server, &mut Connection)) {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "K", "w:1", "30000"]);
+    let waiter = spawn(
+        &server,
+        &["RWLOCK.READ", "K", "r:1", "30000", "BLOCK", "10000"],
+    );
+    wait_for_waiters(&mut c, 1);
+    release(&server, &mut c);
+    let (reply, waited) = waiter.join().expect("waiter");
+    assert_eq!(reply.expect("reply"), Value::Nil);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken promptly, took {waited:?}"
+    );
+    assert_eq!(info_field(&mut c, "waiters"), 0);
+    let owner: i64 = redis::cmd("HGET")
+        .arg("K")
+        .arg("r:1")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(owner, 1, "the waiter holds the lock");
+}
+
+#[test]
+fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
+    let dir = lua_dir().expect("set RWLOCK_REDISSON_LUA to the folder of Redisson's seed scripts");
+    assert!(dir.join("write_unlock.lua").is_file());
+    woken_by(|_, c| {
+        let reply = eval_lua(
+            c,
+            "write_unlock",
+            &["K", "redisson_rwlock:{K}"],
+            &["1", "30000", "w:1:write"],
+        )
+        .expect("EVAL");
+        assert_eq!(reply, Value::Int(1));
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_del() {
+    woken_by(|_, c| {
+        ok(c, &["DEL", "K"]);
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_unlink() {
+    woken_by(|_, c| {
+        ok(c, &["UNLINK", "K"]);
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_flushall() {
+    woken_by(|_, c| {
+        ok(c, &["FLUSHALL"]);
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_flushdb() {
+    woken_by(|_, c| {
+        ok(c, &["FLUSHDB"]);
+    });
+}
+
+#[test]
+fn a_waiter_is_woken_by_force_unlock() {
+    woken_by(|_, c| {
+        ok(c, &["RWLOCK.FORCEUNLOCK", "K"]);
+    });
+}
+
+#[test]
+fn block_timeout_replies_the_pttl_at_the_deadline() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "T", "w:1", "30000"]);
+    let (reply, waited) = spawn(
+        &server,
+        &["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"],
+    )
+    .join()
+    .expect("waiter");
+    let pttl = match reply.expect("reply") {
+        Value::Int(p) => p,
+        other => panic!("expected the PTTL, got {other:?}"),
+    };
+    assert!(
+        pttl > 29_000 && pttl <= 29_700,
+        "PTTL at the timeout, got {pttl}"
+    );
+    assert!(waited >= Duration::from_millis(295), "{waited:?}");
+    assert!(waited < Duration::from_millis(600), "{waited:?}");
+    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(info_field(&mut c, "waits_timed_out"), 1);
+}
+
+#[test]
+fn block_zero_waits_without_limit() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "Z", "w:1", "60000"]);
+    let waiter = spawn(
+        &server,
+        &["RWLOCK.WRITE", "Z", "w:2", "30000", "BLOCK", "0"],
+    );
+    wait_for_waiters(&mut c, 1);
+    sleep(Duration::from_millis(1_500));
+    assert_eq!(info_field(&mut c, "waiters"), 1, "still waiting");
+    ok(&mut c, &["RWLOCK.UNLOCK", "Z", "w:1", "WRITE"]);
+    let (reply, waited) = waiter.join().expect("waiter");
+    assert_eq!(reply.expect("reply"), Value::Nil);
+    assert!(waited >= Duration::from_millis(1_500));
+}
+
+fn used_memory(c: &mut Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(c).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .expect("used_memory")
+        .trim()
+        .parse()
+        .expect("number")
+}
+
+/// Parks a client on `D`, kills its connection, and waits until the module
+/// has let go of it.
+fn park_and_hang_up(server: &Server, c: &mut Connection, round: usize) {
+    let mut waiter = server.conn();
+    let request = redis::cmd("RWLOCK.READ")
+        .arg("D")
+        .arg(format!("r:{round}"))
+        .arg("30000")
+        .arg("BLOCK")
+        .arg("0")
+        .get_packed_command();
+    // Sent without waiting for the reply: the client parks on the server.
+    waiter.send_packed_command(&request).expect("send");
+    wait_for_waiters(c, 1);
+    let id = client_id_of_waiter(c);
+    ok(c, &["CLIENT", "KILL", "ID", &id]);
+    drop(waiter);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(c, "waiters") != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter stayed after its client left"
+        );
+        sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_disconnected_waiter_leaves_nothing_behind() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "D", "w:1", "60000"]);
+    // Warm-up: the server's own first-use allocations (client list, INFO).
+    for round in 0..20 {
+        park_and_hang_up(&server, &mut c, round);
+    }
+    let before = used_memory(&mut c);
+    for round in 20..120 {
+        park_and_hang_up(&server, &mut c, round);
+    }
+    let grown = used_memory(&mut c) - before;
+    // A leaked handle costs tens of KB each: 100 would be megabytes.
+    assert!(
+        grown < 32 * 1024,
+        "memory grew by {grown} bytes over 100 waiters"
+    );
+    assert_eq!(info_field(&mut c, "locks_with_waiters"), 0);
+    assert_eq!(info_field(&mut c, "waits_aborted"), 120);
+    // The lock itself is untouched.
+    assert_eq!(hash_len(&mut c, "D"), 2);
+}
+
+/// The id of the one client blocked in a module command.
+fn client_id_of_waiter(c: &mut Connection) -> String {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(c)
+        .expect("CLIENT LIST");
+    list.lines()
+        .find(|l| l.contains("flags=b"))
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .expect("a blocked client")
+        .to_string()
+}
+
+#[test]
+fn multi_and_scripts_make_one_attempt() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "M", "w:1", "30000"]);
+    let start = Instant::now();
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("RWLOCK.READ")
+        .arg("M")
+        .arg("r:1")
+        .arg("30000")
+        .arg("BLOCK")
+        .arg("0")
+        .query(&mut c)
+        .expect("MULTI/EXEC");
+    assert!(matches!(replies[0], Value::Int(p) if p > 0), "{replies:?}");
+    let script = "return redis.call('rwlock.write', KEYS[1], ARGV[1], '1000', 'BLOCK', '0')";
+    let reply = ok(&mut c, &["EVAL", script, "1", "M", "w:2"]);
+    assert!(matches!(reply, Value::Int(p) if p > 0), "{reply:?}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(info_field(&mut c, "waiters"), 0);
+}
+
+#[test]
+fn fifo_never_lets_readers_starve_a_waiting_writer() {
+    let server = Server::start_with_module_args(&["fairness", "fifo"], &[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]);
+    let writer = spawn(
+        &server,
+        &["RWLOCK.WRITE", "S", "w:1", "30000", "BLOCK", "10000"],
+    );
+    wait_for_waiters(&mut c, 1);
+    // A new reader queues behind the writer instead of joining the read phase.
+    let reply = ok(&mut c, &["RWLOCK.READ", "S", "r:1", "30000"]);
+    assert!(
+        matches!(reply, Value::Int(p) if p > 0),
+        "refused: {reply:?}"
+    );
+    // The current reader may still re-enter: a holder never deadlocks itself.
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]),
+        Value::Nil
+    );
+    // A stream of blocking readers arrives while r:0 holds the lock.
+    let readers: Vec<_> = (1..=5)
+        .map(|i| {
+            spawn(
+                &server,
+                &[
+                    "RWLOCK.READ",
+                    "S",
+                    &format!("r:{i}"),
+                    "30000",
+                    "BLOCK",
+                    "10000",
+                ],
+            )
+        })
+        .collect();
+    wait_for_waiters(&mut c, 6);
+    ok(&mut c, &["RWLOCK.UNLOCK", "S", "r:0", "READ"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "S", "r:0", "READ"]);
+    let (reply, _) = writer.join().expect("writer");
+    assert_eq!(
+        reply.expect("writer reply"),
+        Value::Nil,
+        "the writer went first"
+    );
+    assert_eq!(info_field(&mut c, "waiters"), 5);
+    ok(&mut c, &["RWLOCK.UNLOCK", "S", "w:1", "WRITE"]);
+    for r in readers {
+        assert_eq!(r.join().expect("reader").0.expect("reply"), Value::Nil);
+    }
+}
+
+#[test]
+fn none_keeps_redissons_unfair_read_phase() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.READ", "N", "r:0", "30000"]);
+    let writer = spawn(
+        &server,
+        &["RWLOCK.WRITE", "N", "w:1", "30000", "BLOCK", "10000"],
+    );
+    wait_for_waiters(&mut c, 1);
+    // Readers join the active read phase although a writer waits.
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"]),
+        Value::Nil
+    );
+    ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:0", "READ"]);
+    assert_eq!(info_field(&mut c, "waiters"), 1);
+    ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:1", "READ"]);
+    assert_eq!(writer.join().expect("writer").0.expect("reply"), Value::Nil);
+}
+
+#[test]
+fn fairness_is_settable_at_run_time() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("rwlock.fairness")
+        .query(&mut c)
+        .expect("GET");
+    assert_eq!(got, vec!["rwlock.fairness", "fifo"]);
+    ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "none"]);
+}
+
+#[test]
+fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
+    let master = Server::start(&[]);
+    let node = Server::start(&[]);
+    let mut c = node.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "F", "w:1", "30000"]);
+    let waiters: Vec<_> = (0..3)
+        .map(|i| {
+            spawn(
+                &node,
+                &["RWLOCK.READ", "F", &format!("r:{i}"), "30000", "BLOCK", "0"],
+            )
+        })
+        .collect();
+    wait_for_waiters(&mut c, 3);
+    ok(
+        &mut c,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    for w in waiters {
+        let (reply, waited) = w.join().expect("waiter");
+        let e = reply.expect_err("an error reply");
+        assert!(e.to_string().contains("replica"), "{e}");
+        assert!(waited < Duration::from_secs(5));
+    }
+    assert_eq!(info_field(&mut c, "waiters"), 0);
+}
+
+/// Every key with its PEXPIRETIME, for comparing a master and its replica.
+fn deadlines(c: &mut Connection) -> Vec<(String, i64)> {
+    let mut keys: Vec<String> = common::all_keys(c).into_iter().collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(&k)
+                .query(c)
+                .expect("PEXPIRETIME");
+            (k, at)
+        })
+        .collect()
+}
+
+#[test]
+fn handoffs_from_timers_and_events_replicate_like_commands() {
+    let debug = [
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    let master = Server::start(&debug);
+    let port = master.port.to_string();
+    let replica = Server::start(&[&debug[..], &["--replicaof", "127.0.0.1", &port]].concat());
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut r)
+            .expect("INFO");
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replica never synced");
+        sleep(Duration::from_millis(20));
+    }
+    // Served by the deadline timer: the readers' leases run out.
+    ok(&mut m, &["RWLOCK.READ", "H1", "r:1", "200"]);
+    let expiry = spawn(
+        &master,
+        &["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"],
+    );
+    // Served through a keyspace event: a Redisson Lua unlock.
+    ok(&mut m, &["RWLOCK.WRITE", "H2", "w:1", "60000"]);
+    let lua = spawn(
+        &master,
+        &["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"],
+    );
+    wait_for_waiters(&mut m, 2);
+    let unlock = "redis.call('hdel', KEYS[1], ARGV[1]); if redis.call('hlen', KEYS[1]) == 1 then redis.call('del', KEYS[1]) end return 1";
+    ok(&mut m, &["EVAL", unlock, "1", "H2", "w:1:write"]);
+    assert_eq!(expiry.join().expect("expiry").0.expect("reply"), Value::Nil);
+    assert_eq!(lua.join().expect("lua").0.expect("reply"), Value::Nil);
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut m)
+        .expect("WAIT");
+    assert_eq!(acked, 1);
+    let digest = |c: &mut Connection| -> String {
+        redis::cmd("DEBUG").arg("DIGEST").query(c).expect("DIGEST")
+    };
+    assert_eq!(digest(&mut m), digest(&mut r));
+    let on_master = deadlines(&mut m);
+    assert_eq!(
+        on_master.len(),
+        3,
+        "H1, H2 and r:2's timeout key: {on_master:?}"
+    );
+    assert_eq!(on_master, deadlines(&mut r));
+}
