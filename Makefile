@@ -5,6 +5,7 @@
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check
 #   make test    lint, then every unit and integration test
+#   make bench   benchmarks (figures and ratios printed; not tests)
 #   make clean   cargo clean
 
 SHELL := /bin/bash
@@ -25,7 +26,7 @@ export RWLOCK_REDISSON_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test clean
+.PHONY: all deps build run lint test bench clean
 
 all: build
 
@@ -62,6 +63,9 @@ test: deps build lint
 	@echo "RWLOCK_MODULE=$$RWLOCK_MODULE"
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+
+bench: build
+	cd $(ROOT) && $(CARGO) bench
 
 clean:
 	cd $(ROOT) && $(CARGO) clean
