@@ -19,7 +19,7 @@ use crate::core::error::ERR_REPLICA;
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
 use crate::core::lock::Mode;
 use crate::core::names::LockNames;
-use crate::core::queue::{self, Ticket};
+use crate::core::queue::{self, Served, Ticket};
 use crate::core::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics;
@@ -171,13 +171,17 @@ pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
             tickets.append(&mut q.tickets);
             q.tickets = tickets;
         }
-        for (Blocked(bc), _) in &served {
-            r.waiting.remove(&(*bc as usize));
+        for waiter in &served {
+            r.waiting.remove(&(waiter.ticket.token.0 as usize));
         }
     });
-    for (Blocked(bc), result) in served {
-        let outcome = match result {
-            Ok(()) => Outcome::Acquired,
+    for Served { ticket, outcome } in served {
+        let bc = ticket.token.0;
+        let outcome = match outcome {
+            Ok(reentry) => {
+                metrics::acquired(ticket.mode, reentry);
+                Outcome::Acquired
+            }
             Err(e) => Outcome::Failed(e.message()),
         };
         metrics::wait_served();
@@ -430,7 +434,12 @@ pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
         .ok_or("cannot subscribe to server events")
 }
 
-/// Parked clients and queues now, for `INFO rwlock`.
+/// Parked clients, and locks they wait for, for `INFO rwlock`. A queue
+/// emptied by a timeout or a disconnect lingers until its timer drops it:
+/// it has no waiter and is not counted.
 pub fn counts() -> (usize, usize) {
-    with(|r| (r.waiting.len(), r.queues.len()))
+    with(|r| {
+        let locks = r.queues.values().filter(|q| !q.tickets.is_empty());
+        (r.waiting.len(), locks.count())
+    })
 }

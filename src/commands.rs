@@ -9,13 +9,7 @@ use crate::core::lock::{self, Acquire, LockInfo, Mode};
 use crate::core::queue;
 use crate::core::store::Store;
 use crate::keyspace::RedisStore;
-
-fn acquire_reply(outcome: Acquire) -> RedisValue {
-    match outcome {
-        Acquire::Acquired => RedisValue::Null,
-        Acquire::Refused { pttl } => RedisValue::Integer(pttl),
-    }
-}
+use crate::metrics;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
 ///
@@ -52,11 +46,18 @@ fn acquire(ctx: &Context, args: &[RedisString], mode: Mode) -> RedisResult {
         queue::attempt(&mut store, names, owner, mode, lease).map_err(lock_error)?
     };
     match (outcome, a.block) {
+        (Acquire::Acquired { reentry }, _) => {
+            metrics::acquired(mode, reentry);
+            Ok(RedisValue::Null)
+        }
         (Acquire::Refused { .. }, Some(timeout)) if blocking::can_block(ctx) => {
             blocking::park(ctx, &mut store, names, owner, mode, lease, timeout);
             Ok(RedisValue::NoReply)
         }
-        _ => Ok(acquire_reply(outcome)),
+        (Acquire::Refused { pttl }, _) => {
+            metrics::refused();
+            Ok(RedisValue::Integer(pttl))
+        }
     }
 }
 
@@ -68,10 +69,13 @@ pub fn unlock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let a = args::unlock(&args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::new(ctx);
-    let reply = lock::unlock(&mut store, &a.names, a.owner, a.mode, lease, a.request)
+    let outcome = lock::unlock(&mut store, &a.names, a.owner, a.mode, lease, a.request)
         .map_err(lock_error)?;
+    metrics::unlocked(outcome);
     blocking::serve(ctx, &mut store, &a.names);
-    Ok(reply.map_or(RedisValue::Null, RedisValue::Integer))
+    Ok(outcome
+        .reply()
+        .map_or(RedisValue::Null, RedisValue::Integer))
 }
 
 /// `RWLOCK.RENEW lock owner lease`
@@ -82,6 +86,7 @@ pub fn renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let a = args::owner_lease(&args)?;
     let mut store = RedisStore::new(ctx);
     let held = lock::renew(&mut store, &a.names, a.owner, a.lease).map_err(lock_error)?;
+    metrics::renewed(held);
     Ok(RedisValue::Integer(held.into()))
 }
 
@@ -93,6 +98,9 @@ pub fn force_unlock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (names, only) = args::force_unlock(&args)?;
     let mut store = RedisStore::new(ctx);
     let deleted = lock::force_unlock(&mut store, &names, only).map_err(lock_error)?;
+    if deleted {
+        metrics::force_unlocked();
+    }
     blocking::serve(ctx, &mut store, &names);
     Ok(RedisValue::Integer(deleted.into()))
 }

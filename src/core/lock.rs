@@ -31,8 +31,15 @@ impl Mode {
 /// Outcome of an acquisition: Redisson replies nil, or the lock's PTTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquire {
-    Acquired,
-    Refused { pttl: i64 },
+    /// Held now; `reentry` when the owner already held the lock (read→read,
+    /// write→write or write→read), which the reply does not tell but
+    /// `INFO rwlock` counts.
+    Acquired {
+        reentry: bool,
+    },
+    Refused {
+        pttl: i64,
+    },
 }
 
 /// Outcome of an unlock, before it is mapped to Redisson's reply.
@@ -65,6 +72,26 @@ impl Release {
             Release::NotLocked | Release::Released => Some(1),
             Release::StillHeld => Some(0),
             Release::NotHeld => None,
+        }
+    }
+}
+
+/// What an unlock did. The reply alone cannot tell a retried idempotent
+/// unlock from a real release, and `INFO rwlock` counts them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlocked {
+    /// This call ran the unlock.
+    Ran(Release),
+    /// A retry of an idempotent unlock: the remembered reply, nothing changed.
+    Replayed(i64),
+}
+
+impl Unlocked {
+    /// Redisson's reply: nil, 0 or 1.
+    pub fn reply(self) -> Option<i64> {
+        match self {
+            Unlocked::Ran(release) => release.reply(),
+            Unlocked::Replayed(value) => Some(value),
         }
     }
 }
@@ -174,18 +201,21 @@ pub fn read_lock<S: Store>(
         s.hset(hash, owner, b"1");
         s.set_until(&names.timeout_key(owner, 1), b"1", lease_deadline);
         s.expire_at(hash, lease_deadline);
-        return Ok(Acquire::Acquired);
+        return Ok(Acquire::Acquired { reentry: false });
     };
     let admitted = mode == Mode::Read || count_of(s, hash, &write_field(owner))?.is_some();
     if !admitted {
         return Ok(Acquire::Refused { pttl: s.pttl(hash) });
     }
-    let n = one_more(count_of(s, hash, owner)?.unwrap_or(0))?;
+    let held = count_of(s, hash, owner)?;
+    // Admitted in write mode means this owner holds the write lock.
+    let reentry = held.is_some() || mode == Mode::Write;
+    let n = one_more(held.unwrap_or(0))?;
     let hash_deadline = deadline(now, s.pttl(hash).max(lease))?;
     s.hincrby(hash, owner, 1);
     s.set_until(&names.timeout_key(owner, n), b"1", lease_deadline);
     s.expire_at(hash, hash_deadline);
-    Ok(Acquire::Acquired)
+    Ok(Acquire::Acquired { reentry })
 }
 
 /// `RWLOCK.WRITE` (SPEC 3.2).
@@ -205,7 +235,7 @@ pub fn write_lock<S: Store>(
             s.hset(hash, MODE_FIELD, Mode::Write.as_bytes());
             s.hset(hash, &field, b"1");
             s.expire_at(hash, lease_deadline);
-            Ok(Acquire::Acquired)
+            Ok(Acquire::Acquired { reentry: false })
         }
         Some(Mode::Write) => {
             let Some(held) = count_of(s, hash, &field)? else {
@@ -218,7 +248,7 @@ pub fn write_lock<S: Store>(
             let hash_deadline = deadline(now, extended)?;
             s.hincrby(hash, &field, 1);
             s.expire_at(hash, hash_deadline);
-            Ok(Acquire::Acquired)
+            Ok(Acquire::Acquired { reentry: true })
         }
         Some(Mode::Read) => Ok(Acquire::Refused { pttl: s.pttl(hash) }),
     }
@@ -233,7 +263,7 @@ pub fn unlock<S: Store>(
     mode: Mode,
     lease: i64,
     request: Option<Request<'_>>,
-) -> Result<Option<i64>, LockError> {
+) -> Result<Unlocked, LockError> {
     check_owner(owner)?;
     let latch = match request {
         None => None,
@@ -243,7 +273,9 @@ pub fn unlock<S: Store>(
                 KeyKind::Missing => {}
                 KeyKind::String => {
                     let value = s.get(&key).unwrap_or_default();
-                    return parse_i64(&value).map(Some).ok_or(LockError::BadLatch);
+                    return parse_i64(&value)
+                        .map(Unlocked::Replayed)
+                        .ok_or(LockError::BadLatch);
                 }
                 KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
             }
@@ -258,7 +290,7 @@ pub fn unlock<S: Store>(
     if let (Some((key, until)), Some(value)) = (latch, release.latch_value()) {
         s.set_until(&key, value.to_string().as_bytes(), until);
     }
-    Ok(release.reply())
+    Ok(Unlocked::Ran(release))
 }
 
 fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<Release, LockError> {

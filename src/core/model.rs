@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::lock::{self, Acquire, Mode, Request};
+use super::lock::{self, Acquire, Mode, Request, Unlocked};
 use super::memstore::{MemStore, Value};
 use super::names::{write_field, LockNames};
 
@@ -68,6 +68,12 @@ const REQUESTS: [&str; 2] = ["r1", "r2"];
 enum Reply {
     Nil,
     Int(i64),
+    /// An acquisition's nil, with whether the owner already held the lock.
+    Entered {
+        reentry: bool,
+    },
+    /// An idempotent unlock's retry: the remembered reply.
+    Replayed(i64),
 }
 
 impl Model {
@@ -116,12 +122,14 @@ impl Model {
             self.locks.insert(name.into(), l);
             self.leases
                 .insert((name.into(), owner.into(), 1), now + lease);
-            return Reply::Nil;
+            return Reply::Entered { reentry: false };
         };
         if l.write && !l.writers.contains_key(owner) {
             let d = l.deadline;
             return Reply::Int(self.pttl_of(d));
         }
+        // The owner reads again, or reads under its own write lock.
+        let reentry = l.write || l.readers.contains_key(owner);
         let n = *l
             .readers
             .entry(owner.into())
@@ -132,7 +140,7 @@ impl Model {
             .insert((name.into(), owner.into(), n), now + lease);
         let ms = self.pttl_of(d).max(lease);
         self.set_deadline(name, ms);
-        Reply::Nil
+        Reply::Entered { reentry }
     }
 
     fn write(&mut self, name: &str, owner: &str, lease: i64) -> Reply {
@@ -145,7 +153,7 @@ impl Model {
             };
             l.writers.insert(owner.into(), 1);
             self.locks.insert(name.into(), l);
-            return Reply::Nil;
+            return Reply::Entered { reentry: false };
         };
         let d = l.deadline;
         if !(l.write && l.writers.contains_key(owner)) {
@@ -154,7 +162,7 @@ impl Model {
         *l.writers.get_mut(owner).expect("writer") += 1;
         let ms = self.pttl_of(d) + lease;
         self.set_deadline(name, ms);
-        Reply::Nil
+        Reply::Entered { reentry: true }
     }
 
     /// Returns (reply, latch value) as SPEC 3.3 defines them.
@@ -229,7 +237,7 @@ impl Model {
     ) -> Reply {
         if let Some((id, _)) = req {
             if let Some((v, _)) = self.latches.get(&(name.into(), id.into())) {
-                return Reply::Int(*v);
+                return Reply::Replayed(*v);
             }
         }
         let (reply, latch) = match mode {
@@ -347,7 +355,7 @@ fn random_op(rng: &mut Rng) -> Op {
 fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
     let names = |i: usize| LockNames::new(LOCKS[i].as_bytes()).expect("name");
     let acquire = |r: Result<Acquire, _>| match r.expect("no error") {
-        Acquire::Acquired => Reply::Nil,
+        Acquire::Acquired { reentry } => Reply::Entered { reentry },
         Acquire::Refused { pttl } => Reply::Int(pttl),
     };
     match *op {
@@ -365,8 +373,8 @@ fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
             match lock::unlock(s, &names(l), OWNERS[o].as_bytes(), mode, lease, req)
                 .expect("no error")
             {
-                None => Reply::Nil,
-                Some(v) => Reply::Int(v),
+                Unlocked::Replayed(v) => Reply::Replayed(v),
+                ran => ran.reply().map_or(Reply::Nil, Reply::Int),
             }
         }
         Op::Renew(l, o, lease) => Reply::Int(
@@ -413,6 +421,8 @@ fn machine_matches_reference_model_on_random_operations() {
     const STEPS: usize = 1_000;
     let mut steps = 0;
     let mut acquired = 0;
+    let mut reentries = 0;
+    let mut replays = 0;
     for seed in 0..SEEDS {
         let mut rng = Rng::new(seed);
         let mut store = MemStore::new(1_000_000);
@@ -455,8 +465,13 @@ fn machine_matches_reference_model_on_random_operations() {
                 "messages, {}",
                 ctx()
             );
-            if matches!(op, Op::Read(..) | Op::Write(..)) && got == Reply::Nil {
-                acquired += 1;
+            match got {
+                Reply::Entered { reentry } => {
+                    acquired += 1;
+                    reentries += usize::from(reentry);
+                }
+                Reply::Replayed(_) => replays += 1,
+                Reply::Nil | Reply::Int(_) => {}
             }
             steps += 1;
         }
@@ -466,5 +481,13 @@ fn machine_matches_reference_model_on_random_operations() {
     assert!(
         acquired > steps / 10,
         "only {acquired} acquisitions in {steps} steps"
+    );
+    assert!(
+        reentries > acquired / 20 && reentries < acquired,
+        "{reentries} re-entries in {acquired} acquisitions"
+    );
+    assert!(
+        replays > steps / 200,
+        "only {replays} unlock retries replayed"
     );
 }

@@ -10,7 +10,7 @@ use super::names::{write_field, LockNames};
 use super::store::{KeyKind, Store};
 
 /// One parked acquisition; `token` is what the shell needs to answer it.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Ticket<T> {
     pub owner: Vec<u8>,
     pub mode: Mode,
@@ -32,23 +32,32 @@ pub fn attempt<S: Store>(
     }
 }
 
+/// A waiter taken off the queue: it holds the lock now (`Ok(reentry)`, as in
+/// [`Acquire::Acquired`]), or its attempt failed with an error it must be told.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Served<T> {
+    pub ticket: Ticket<T>,
+    pub outcome: Result<bool, LockError>,
+}
+
 /// Serves the queue in arrival order: the head acquires while it can, so all
 /// consecutive readers at the head get in together. A waiter whose attempt
 /// fails with an error (a corrupt or retyped key) leaves with that error
-/// rather than blocking the queue. Returns the tokens served, with outcome.
+/// rather than blocking the queue.
 pub fn admit<S: Store, T>(
     s: &mut S,
     names: &LockNames,
     queue: &mut VecDeque<Ticket<T>>,
-) -> Vec<(T, Result<(), LockError>)> {
+) -> Vec<Served<T>> {
     let mut served = Vec::new();
     while let Some(head) = queue.front() {
-        let outcome = attempt(s, names, &head.owner, head.mode, head.lease);
-        if matches!(outcome, Ok(Acquire::Refused { .. })) {
-            break;
-        }
+        let outcome = match attempt(s, names, &head.owner, head.mode, head.lease) {
+            Ok(Acquire::Refused { .. }) => break,
+            Ok(Acquire::Acquired { reentry }) => Ok(reentry),
+            Err(e) => Err(e),
+        };
         let ticket = queue.pop_front().expect("the head exists");
-        served.push((ticket.token, outcome.map(|_| ())));
+        served.push(Served { ticket, outcome });
     }
     served
 }
@@ -89,6 +98,14 @@ mod tests {
         (MemStore::new(1_000), LockNames::new(b"Q").expect("name"))
     }
 
+    /// (token, outcome) of each waiter served.
+    fn outcomes(served: Vec<Served<u32>>) -> Vec<(u32, Result<bool, LockError>)> {
+        served
+            .into_iter()
+            .map(|s| (s.ticket.token, s.outcome))
+            .collect()
+    }
+
     #[test]
     fn consecutive_readers_at_the_head_are_admitted_together() {
         let (mut s, n) = setup();
@@ -105,27 +122,29 @@ mod tests {
             "the writer still holds it"
         );
         unlock(&mut s, &n, b"w:1", Mode::Write, 1, None).expect("unlock");
-        let served: Vec<u32> = admit(&mut s, &n, &mut q)
-            .into_iter()
-            .map(|(t, r)| {
-                assert_eq!(r, Ok(()));
-                t
-            })
-            .collect();
         assert_eq!(
-            served,
-            vec![1, 2],
-            "readers in, the writer and those behind it wait"
+            outcomes(admit(&mut s, &n, &mut q)),
+            vec![(1, Ok(false)), (2, Ok(false))],
+            "readers in, as first holds; the writer and those behind it wait"
         );
         assert_eq!(q.len(), 2);
         unlock(&mut s, &n, b"r:1", Mode::Read, 1, None).expect("r1");
         assert!(admit(&mut s, &n, &mut q).is_empty());
         unlock(&mut s, &n, b"r:2", Mode::Read, 1, None).expect("r2");
-        let served: Vec<u32> = admit(&mut s, &n, &mut q)
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
-        assert_eq!(served, vec![3]);
+        let served = admit(&mut s, &n, &mut q);
+        assert_eq!(served.len(), 1);
+        assert_eq!(served[0].ticket.owner, b"w:2");
+        assert_eq!(served[0].ticket.mode, Mode::Write);
+        assert_eq!(served[0].outcome, Ok(false));
+    }
+
+    #[test]
+    fn a_holder_served_from_the_queue_is_told_it_re_entered() {
+        let (mut s, n) = setup();
+        write_lock(&mut s, &n, b"w:1", 10_000).expect("write");
+        // The write holder's own read, queued behind nobody: a re-entry.
+        let mut q: VecDeque<_> = [ticket("w:1", Mode::Read, 5)].into();
+        assert_eq!(outcomes(admit(&mut s, &n, &mut q)), vec![(5, Ok(true))]);
     }
 
     #[test]
@@ -135,7 +154,7 @@ mod tests {
         let mut q: VecDeque<_> = [ticket("w:1", Mode::Write, 7)].into();
         assert!(admit(&mut s, &n, &mut q).is_empty());
         s.advance(501);
-        assert_eq!(admit(&mut s, &n, &mut q), vec![(7, Ok(()))]);
+        assert_eq!(outcomes(admit(&mut s, &n, &mut q)), vec![(7, Ok(false))]);
         assert!(q.is_empty());
     }
 
@@ -146,7 +165,7 @@ mod tests {
         let mut q: VecDeque<_> =
             [ticket("r:1", Mode::Read, 1), ticket("w:1", Mode::Write, 2)].into();
         assert_eq!(
-            admit(&mut s, &n, &mut q),
+            outcomes(admit(&mut s, &n, &mut q)),
             vec![
                 (1, Err(LockError::WrongType)),
                 (2, Err(LockError::WrongType))

@@ -28,14 +28,27 @@ fn field(s: &mut MemStore, key: &[u8], f: &[u8]) -> Option<String> {
     s.hget(key, f).map(|v| String::from_utf8(v).expect("utf8"))
 }
 
-const ACQUIRED: Result<Acquire, LockError> = Ok(Acquire::Acquired);
+const FIRST: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: false });
+const REENTRY: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: true });
+
+/// The reply an unlock gives, as the command sends it.
+fn unlock_reply(
+    s: &mut MemStore,
+    n: &LockNames,
+    owner: &[u8],
+    mode: Mode,
+    lease: i64,
+    request: Option<Request<'_>>,
+) -> Result<Option<i64>, LockError> {
+    unlock(s, n, owner, mode, lease, request).map(Unlocked::reply)
+}
 
 // --- 3.1 RWLOCK.READ ---
 
 #[test]
 fn read_on_unlocked_creates_hash_and_timeout_key() {
     let (mut s, n) = setup();
-    assert_eq!(read_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, U, 30_000), FIRST);
     assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
     assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 30_000);
@@ -61,7 +74,7 @@ fn read_joins_read_mode_and_keeps_the_longer_ttl() {
     s.advance(1_000);
     s.take_events();
     // A shorter lease keeps the hash's longer TTL.
-    assert_eq!(read_lock(&mut s, &n, V, 5_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, V, 5_000), FIRST);
     assert_eq!(field(&mut s, b"L", V).as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 29_000);
     assert_eq!(s.pttl(&tk(&n, V, 1)), 5_000);
@@ -75,15 +88,18 @@ fn read_joins_read_mode_and_keeps_the_longer_ttl() {
         ])
     );
     // A longer lease extends it.
-    assert_eq!(read_lock(&mut s, &n, V, 60_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, V, 60_000), REENTRY);
     assert_eq!(s.pttl(b"L"), 60_000);
 }
 
 #[test]
 fn read_reentry_counts_and_adds_a_timeout_key() {
     let (mut s, n) = setup();
-    for _ in 0..3 {
-        assert_eq!(read_lock(&mut s, &n, U, 10_000), ACQUIRED);
+    for i in 0..3 {
+        assert_eq!(
+            read_lock(&mut s, &n, U, 10_000),
+            Ok(Acquire::Acquired { reentry: i > 0 })
+        );
     }
     assert_eq!(field(&mut s, b"L", U).as_deref(), Some("3"));
     for i in 1..=3 {
@@ -98,7 +114,7 @@ fn read_on_persistent_read_hash_sets_the_lease() {
     h.insert(b"mode".to_vec(), b"read".to_vec());
     h.insert(V.to_vec(), b"1".to_vec());
     s.put(b"L", Value::Hash(h), None);
-    assert_eq!(read_lock(&mut s, &n, U, 7_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, U, 7_000), FIRST);
     assert_eq!(s.pttl(b"L"), 7_000);
 }
 
@@ -106,7 +122,7 @@ fn read_on_persistent_read_hash_sets_the_lease() {
 fn writer_may_take_reads_of_its_own_lock() {
     let (mut s, n) = setup();
     write_lock(&mut s, &n, U, 30_000).expect("write");
-    assert_eq!(read_lock(&mut s, &n, U, 10_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, U, 10_000), REENTRY);
     assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
     assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
     assert_eq!(s.pttl(&tk(&n, U, 1)), 10_000);
@@ -133,7 +149,7 @@ fn read_is_refused_with_pttl_when_another_owner_writes() {
 #[test]
 fn write_on_unlocked_creates_hash() {
     let (mut s, n) = setup();
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), FIRST);
     assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
     assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 30_000);
@@ -150,7 +166,7 @@ fn write_reentry_adds_the_lease_to_the_remaining_ttl() {
     write_lock(&mut s, &n, U, 30_000).expect("write");
     s.advance(10_000);
     s.take_events();
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
     assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("2"));
     assert_eq!(s.pttl(b"L"), 50_000);
     assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
@@ -164,12 +180,12 @@ fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
     h.insert(b"mode".to_vec(), b"write".to_vec());
     h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
     s.put(b"L", Value::Hash(h.clone()), None);
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), ACQUIRED);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
     assert_eq!(s.pttl(b"L"), 29_999);
     // With a 1 ms lease the deadline is now: Redis deletes the key at once.
     s.put(b"L", Value::Hash(h), None);
     s.take_events();
-    assert_eq!(write_lock(&mut s, &n, U, 1), ACQUIRED);
+    assert_eq!(write_lock(&mut s, &n, U, 1), REENTRY);
     assert_eq!(s.pttl(b"L"), -2);
     assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("del", "L")]));
 }
@@ -206,7 +222,7 @@ fn write_acquires_after_the_lease_runs_out() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, V, 1_000).expect("read");
     s.advance(1_001);
-    assert_eq!(write_lock(&mut s, &n, U, 1_000), ACQUIRED);
+    assert_eq!(write_lock(&mut s, &n, U, 1_000), FIRST);
 }
 
 // --- 3.3 RWLOCK.UNLOCK ... READ ---
@@ -214,7 +230,10 @@ fn write_acquires_after_the_lease_runs_out() {
 #[test]
 fn read_unlock_of_absent_lock_publishes_and_replies_nil() {
     let (mut s, n) = setup();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(None)
+    );
     assert_eq!(
         s.published,
         vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
@@ -228,7 +247,10 @@ fn read_unlock_by_non_holder_changes_nothing() {
     read_lock(&mut s, &n, V, 30_000).expect("read");
     let before = s.dump();
     s.take_events();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(None)
+    );
     assert_eq!(s.dump(), before);
     assert!(s.take_events().is_empty());
     assert!(s.published.is_empty());
@@ -239,7 +261,10 @@ fn read_unlock_of_last_hold_deletes_and_publishes() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("read");
     s.take_events();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(1)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(1))
+    );
     assert!(s.dump().is_empty());
     assert_eq!(
         s.take_events(),
@@ -264,7 +289,10 @@ fn read_unlock_with_other_readers_sets_ttl_to_longest_remaining_lease() {
     s.advance(1_000);
     read_lock(&mut s, &n, V, 20_000).expect("v2");
     s.take_events();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(0))
+    );
     // U's key is gone; V's longest lease (20 000 from t+1000) rules.
     assert_eq!(s.pttl(b"L"), 20_000);
     assert_eq!(s.hget(b"L", U), None);
@@ -287,7 +315,10 @@ fn read_unlock_of_reentered_hold_drops_the_newest_key() {
     read_lock(&mut s, &n, U, 30_000).expect("1");
     s.advance(100);
     read_lock(&mut s, &n, U, 5_000).expect("2");
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(0))
+    );
     assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
     assert_eq!(s.pttl(&tk(&n, U, 2)), -2);
     assert_eq!(s.pttl(b"L"), 29_900);
@@ -302,10 +333,16 @@ fn read_unlock_deletes_when_remaining_readers_leases_are_gone() {
     s.advance(2_000);
     // V crashed: its field remains but its timeout key expired. U releases
     // one hold: its other key still runs, so the lock lives.
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(0))
+    );
     assert_eq!(s.pttl(b"L"), 28_000);
     // U releases its last hold: only V's dead field is left, so the lock ends.
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(1)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(1))
+    );
     assert!(s.dump().is_empty());
     assert_eq!(s.published.len(), 1);
 }
@@ -318,7 +355,10 @@ fn read_unlock_under_own_write_keeps_ttl() {
     s.advance(10_000);
     // Reader's key expired exactly now (PTTL 0): no positive lease is left,
     // and in write mode the TTL stays.
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(0))
+    );
     assert_eq!(s.pttl(b"L"), 20_000);
     assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
     assert!(s.published.is_empty());
@@ -330,7 +370,10 @@ fn read_unlock_under_own_write_with_other_read_hold_uses_its_lease() {
     write_lock(&mut s, &n, U, 30_000).expect("w");
     read_lock(&mut s, &n, U, 50_000).expect("r1");
     read_lock(&mut s, &n, U, 50_000).expect("r2");
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
+        Ok(Some(0))
+    );
     assert_eq!(s.pttl(b"L"), 50_000);
 }
 
@@ -339,7 +382,10 @@ fn read_unlock_under_own_write_with_other_read_hold_uses_its_lease() {
 #[test]
 fn write_unlock_of_absent_lock_publishes_one_and_replies_nil() {
     let (mut s, n) = setup();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
+        Ok(None)
+    );
     assert_eq!(
         s.published,
         vec![(b"redisson_rwlock:{L}".to_vec(), b"1".to_vec())]
@@ -351,12 +397,18 @@ fn write_unlock_in_read_mode_or_by_non_holder_replies_nil() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("r");
     let before = s.dump();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
+        Ok(None)
+    );
     assert_eq!(s.dump(), before);
     let (mut s, n) = setup();
     write_lock(&mut s, &n, V, 30_000).expect("w");
     let before = s.dump();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
+        Ok(None)
+    );
     assert_eq!(s.dump(), before);
     assert!(s.published.is_empty());
 }
@@ -367,7 +419,10 @@ fn write_unlock_of_reentered_hold_rearms_with_the_lease() {
     write_lock(&mut s, &n, U, 30_000).expect("1");
     write_lock(&mut s, &n, U, 30_000).expect("2");
     s.take_events();
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 7_000, None), Ok(Some(0)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Write, 7_000, None),
+        Ok(Some(0))
+    );
     assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 7_000);
     assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
@@ -379,7 +434,7 @@ fn write_unlock_of_last_hold_deletes_and_publishes_one() {
     write_lock(&mut s, &n, U, 30_000).expect("w");
     s.take_events();
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 30_000, None),
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
         Ok(Some(1))
     );
     assert!(s.dump().is_empty());
@@ -401,7 +456,7 @@ fn write_unlock_with_own_reads_downgrades() {
     s.advance(1_000);
     s.take_events();
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 30_000, None),
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
         Ok(Some(1))
     );
     assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
@@ -412,7 +467,7 @@ fn write_unlock_with_own_reads_downgrades() {
         ev(&[("hincrby", "L"), ("hdel", "L"), ("hset", "L")])
     );
     // Another reader may now join.
-    assert_eq!(read_lock(&mut s, &n, V, 1_000), ACQUIRED);
+    assert_eq!(read_lock(&mut s, &n, V, 1_000), FIRST);
 }
 
 // --- 3.3 REQUEST id ttl ---
@@ -426,19 +481,25 @@ fn request_latch_makes_a_retried_unlock_idempotent() {
         id: b"r1",
         ttl: 5_000,
     });
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, req), Ok(Some(0)));
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 30_000, req),
+        Ok(Unlocked::Ran(Release::StillHeld))
+    );
     let latch = n.latch_key(b"r1");
     assert_eq!(s.get(&latch), Some(b"0".to_vec()));
     assert_eq!(s.pttl(&latch), 5_000);
     // The retry replies the stored value and releases nothing more.
-    assert_eq!(unlock(&mut s, &n, U, Mode::Write, 30_000, req), Ok(Some(0)));
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Write, 30_000, req),
+        Ok(Unlocked::Replayed(0))
+    );
     assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
     let req2 = Some(Request {
         id: b"r2",
         ttl: 5_000,
     });
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 30_000, req2),
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, req2),
         Ok(Some(1))
     );
     assert_eq!(s.get(&n.latch_key(b"r2")), Some(b"1".to_vec()));
@@ -453,15 +514,24 @@ fn request_latch_stores_one_for_absent_lock_and_nothing_for_non_holder() {
         id: b"a",
         ttl: 5_000,
     });
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(None));
+    assert_eq!(
+        unlock(&mut s, &n, U, Mode::Read, 30_000, req),
+        Ok(Unlocked::Ran(Release::NotLocked))
+    );
     assert_eq!(s.get(&n.latch_key(b"a")), Some(b"1".to_vec()));
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(Some(1)));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, req),
+        Ok(Some(1))
+    );
     read_lock(&mut s, &n, V, 30_000).expect("v");
     let req = Some(Request {
         id: b"b",
         ttl: 5_000,
     });
-    assert_eq!(unlock(&mut s, &n, U, Mode::Read, 30_000, req), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, req),
+        Ok(None)
+    );
     assert_eq!(s.get(&n.latch_key(b"b")), None);
 }
 
@@ -481,11 +551,11 @@ fn request_latch_of_wrong_type_or_value_is_an_error() {
         ttl: 5_000,
     });
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Read, 1, h),
+        unlock_reply(&mut s, &n, U, Mode::Read, 1, h),
         Err(LockError::WrongType)
     );
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Read, 1, x),
+        unlock_reply(&mut s, &n, U, Mode::Read, 1, x),
         Err(LockError::BadLatch)
     );
     assert_eq!(s.dump(), before);
@@ -637,8 +707,14 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
         let before = s.dump();
         assert_eq!(read_lock(&mut s, &names, U, 1), Err(err));
         assert_eq!(write_lock(&mut s, &names, U, 1), Err(err));
-        assert_eq!(unlock(&mut s, &names, U, Mode::Read, 1, None), Err(err));
-        assert_eq!(unlock(&mut s, &names, U, Mode::Write, 1, None), Err(err));
+        assert_eq!(
+            unlock_reply(&mut s, &names, U, Mode::Read, 1, None),
+            Err(err)
+        );
+        assert_eq!(
+            unlock_reply(&mut s, &names, U, Mode::Write, 1, None),
+            Err(err)
+        );
         assert_eq!(renew(&mut s, &names, U, 1), Err(err));
         assert_eq!(force_unlock(&mut s, &names, None), Err(err));
         assert_eq!(info(&mut s, &names), Err(err));
@@ -652,11 +728,14 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
     assert_eq!(read_lock(&mut s, &names, U, 1).map(|_| ()), c);
     assert_eq!(read_lock(&mut s, &names, V, 1).map(|_| ()), c);
     assert_eq!(
-        unlock(&mut s, &names, U, Mode::Read, 1, None).map(|_| ()),
+        unlock_reply(&mut s, &names, U, Mode::Read, 1, None).map(|_| ()),
         c
     );
     // A write unlock in read mode replies nil without reading any count.
-    assert_eq!(unlock(&mut s, &names, U, Mode::Write, 1, None), Ok(None));
+    assert_eq!(
+        unlock_reply(&mut s, &names, U, Mode::Write, 1, None),
+        Ok(None)
+    );
     assert_eq!(renew(&mut s, &names, U, 1).map(|_| ()), c);
     assert_eq!(force_unlock(&mut s, &names, None).map(|_| ()), c);
     assert_eq!(info(&mut s, &names).map(|_| ()), c);
@@ -673,7 +752,7 @@ fn a_downgrade_checks_the_remaining_counts_before_writing() {
     s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
     let before = s.dump();
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 1, None),
+        unlock_reply(&mut s, &n, U, Mode::Write, 1, None),
         Err(LockError::Corrupt)
     );
     assert_eq!(s.dump(), before);
@@ -691,7 +770,7 @@ fn read_unlock_checks_every_count_before_writing() {
     let before = s.dump();
     s.take_events();
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Read, 1, None),
+        unlock_reply(&mut s, &n, U, Mode::Read, 1, None),
         Err(LockError::Corrupt)
     );
     assert_eq!(s.dump(), before);
@@ -734,7 +813,7 @@ fn reserved_owners_are_refused_by_every_owner_command() {
         assert_eq!(read_lock(&mut s, &n, owner, 1).map(|_| ()), e);
         assert_eq!(write_lock(&mut s, &n, owner, 1).map(|_| ()), e);
         assert_eq!(
-            unlock(&mut s, &n, owner, Mode::Read, 1, None).map(|_| ()),
+            unlock_reply(&mut s, &n, owner, Mode::Read, 1, None).map(|_| ()),
             e
         );
         assert_eq!(renew(&mut s, &n, owner, 1).map(|_| ()), e);
