@@ -10,6 +10,7 @@ mod args;
 mod blocking;
 mod commands;
 mod config;
+mod docs;
 mod keyspace;
 mod metrics;
 mod notify;
@@ -40,6 +41,7 @@ const MODULE_VERSION: i32 = {
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let ready = config::apply_module_args(args)
+        .and_then(|()| docs::register(ctx))
         .and_then(|()| blocking::subscribe(ctx).map_err(String::from));
     if let Err(e) = ready {
         ctx.log_warning(&format!("rwlock: {e}"));
@@ -57,8 +59,9 @@ redis_module! {
     data_types: [],
     init: init,
     commands: [
-        ["rwlock.read", commands::read, "write deny-oom", 1, 1, 1, ""],
-        ["rwlock.write", commands::write, "write deny-oom", 1, 1, 1, ""],
+        // `blocking`: BLOCK may park the client (the @blocking ACL category).
+        ["rwlock.read", commands::read, "write deny-oom blocking", 1, 1, 1, ""],
+        ["rwlock.write", commands::write, "write deny-oom blocking", 1, 1, 1, ""],
         ["rwlock.unlock", commands::unlock, "write", 1, 1, 1, ""],
         ["rwlock.renew", commands::renew, "write", 1, 1, 1, ""],
         ["rwlock.forceunlock", commands::force_unlock, "write", 1, 1, 1, ""],
