@@ -1,7 +1,9 @@
 # rwlock: Redis module (librwlock.so) with Redisson's read-write lock as native commands.
 #
 #   make deps    install missing system packages (redis-server, redis-cli, libclang)
-#   make build   cargo build --release  -> target/release/librwlock.so
+#                and redis-py (for examples/python)
+#   make build   docker/build-module.sh (cargo build --release --locked)
+#                -> target/release/librwlock.so
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check
 #   make test    lint, then every unit and integration test
@@ -42,9 +44,19 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y libclang-dev redis-server redis-tools; \
 	fi; \
 	command -v $(CARGO) >/dev/null 2>&1 || { echo "deps: $(CARGO) not found; install Rust (https://rustup.rs)" >&2; exit 1; }
+	@# Python 3 and redis-py, for examples/python (run by the tests).
+	@command -v python3 >/dev/null 2>&1 || { \
+	  echo "deps: installing python3 and redis-py with apt-get"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-redis; }
+	@python3 -c 'import redis' 2>/dev/null || { \
+	  echo "deps: installing redis-py with pip"; \
+	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check 'redis>=4.5' \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'redis>=4.5'; }
 
+# The Dockerfile's build stage runs the same script.
 build: deps
-	cd $(ROOT) && $(CARGO) build --release
+	CARGO=$(CARGO) $(ROOT)/docker/build-module.sh
 
 run: build
 	@echo "rwlock: redis-server with $(RWLOCK_MODULE) on 127.0.0.1:$(PORT)"

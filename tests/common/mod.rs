@@ -183,6 +183,12 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> bool {
     }
 }
 
+/// What runs the server: redis-server itself, or a wrapper that execs it.
+struct Launch {
+    program: String,
+    envs: Vec<(String, String)>,
+}
+
 enum StartError {
     /// The port was taken (by someone else): try another one.
     PortInUse(String),
@@ -196,6 +202,7 @@ pub struct Server {
     pub port: u16,
     child: Child,
     dir: PathBuf,
+    launch: Launch,
     /// Arguments after `--port P --bind 127.0.0.1 --dir D`.
     args: Vec<String>,
     running: bool,
@@ -225,7 +232,29 @@ impl Server {
         Self::start_args(extra_args.iter().map(|s| s.to_string()).collect())
     }
 
+    /// Start a server through another program that ends up exec'ing
+    /// redis-server with the arguments it is given (a wrapper script, such
+    /// as the Docker image's entrypoint), with extra environment variables.
+    pub fn start_via(program: &Path, envs: &[(&str, &str)], extra_args: &[&str]) -> Server {
+        let launch = Launch {
+            program: program.to_string_lossy().into_owned(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        Self::start_launch(launch, extra_args.iter().map(|s| s.to_string()).collect())
+    }
+
     fn start_args(user_args: Vec<String>) -> Server {
+        let launch = Launch {
+            program: redis_server_bin(),
+            envs: Vec::new(),
+        };
+        Self::start_launch(launch, user_args)
+    }
+
+    fn start_launch(launch: Launch, user_args: Vec<String>) -> Server {
         // Defaults first: later options win in redis-server, so the caller's
         // arguments override them.
         let mut args: Vec<String> = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
@@ -237,12 +266,13 @@ impl Server {
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
-            match Self::spawn_and_wait(port, &dir, &args) {
+            match Self::spawn_and_wait(&launch, port, &dir, &args) {
                 Ok(child) => {
                     return Server {
                         port,
                         child,
                         dir,
+                        launch,
                         args,
                         running: true,
                     }
@@ -273,7 +303,12 @@ impl Server {
         v
     }
 
-    fn spawn_and_wait(port: u16, dir: &Path, args: &[String]) -> Result<Child, StartError> {
+    fn spawn_and_wait(
+        launch: &Launch,
+        port: u16,
+        dir: &Path,
+        args: &[String],
+    ) -> Result<Child, StartError> {
         let log_path = dir.join(LOG_FILE);
         let log = OpenOptions::new()
             .create(true)
@@ -283,10 +318,11 @@ impl Server {
         let log_err = log
             .try_clone()
             .map_err(|e| StartError::Fatal(format!("dup log file: {e}")))?;
-        let bin = redis_server_bin();
+        let bin = &launch.program;
         let argv = Self::command_line(port, dir, args);
-        let mut child = Command::new(&bin)
+        let mut child = Command::new(bin)
             .args(&argv)
+            .envs(launch.envs.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
@@ -347,7 +383,7 @@ impl Server {
         let mut last = String::new();
         // The port was ours a moment ago; retry briefly in case the kernel lags.
         for _ in 0..START_ATTEMPTS {
-            match Self::spawn_and_wait(self.port, &self.dir, &self.args) {
+            match Self::spawn_and_wait(&self.launch, self.port, &self.dir, &self.args) {
                 Ok(child) => {
                     self.child = child;
                     self.running = true;
@@ -758,4 +794,40 @@ pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
         }
         cursor = next;
     }
+}
+
+// ---------------------------------------------------------------------------
+// Other programs
+// ---------------------------------------------------------------------------
+
+/// Runs a program to its end, bounded: it is killed, and the test fails,
+/// past `limit`. Returns whether it succeeded, and its stdout and stderr
+/// interleaved as written.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (bool, String) {
+    let dir = fresh_dir();
+    let out_path = dir.join("output");
+    let out = fs::File::create(&out_path).expect("output file");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("dup the output file"))
+        .stderr(out)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = fs::read_to_string(&out_path).unwrap_or_default();
+            let _ = fs::remove_dir_all(&dir);
+            panic!("{cmd:?} still running after {limit:?}; output:\n{text}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let text = fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = fs::remove_dir_all(&dir);
+    (status.success(), text)
 }
