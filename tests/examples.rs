@@ -1,0 +1,116 @@
+//! The client examples, run against the module as smoke tests: each runs
+//! its own checks (mutual exclusion under contention, re-entry, the
+//! watchdog keeping a lock past its lease, waiting on the server) and must
+//! pass them; the server's own state and counters are then checked apart
+//! from what the example reports.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{all_keys, run_bounded, Server};
+use redis::Connection;
+
+/// Lines both examples print when their checks pass.
+const CHECKS: &[&str] = &[
+    "ok: 4 writers x 25 increments = 100, none lost",
+    "ok: no writer ever shared the lock",
+    "ok: write, read, write again: re-entered",
+    "ok: a reader cannot upgrade to write (refused)",
+    "ok: another client's reader shares the read lock",
+    "ok: without renewal a 1 s lease ends",
+    "ok: the watchdog kept the hold for 3.5 leases",
+    "ok: a 50 ms wait gives up while the writer holds on",
+    "ok: the reader waited on the server until the writer released",
+    "all checks passed",
+];
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn counter(conn: &mut Connection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("rwlock").query(conn).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("rwlock_{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// What the server shows after an example's run, whatever it printed.
+fn check_server_side(server: &Server, prefix: &str) {
+    let mut c = server.conn();
+    let total: u64 = redis::cmd("GET")
+        .arg(format!("{prefix}:counter"))
+        .query(&mut c)
+        .expect("GET counter");
+    assert_eq!(total, 100, "every increment made under the write lock");
+    assert_eq!(
+        all_keys(&mut c),
+        HashSet::from([format!("{prefix}:counter")]),
+        "every lock released"
+    );
+    assert!(counter(&mut c, "write_acquired") >= 100);
+    assert!(counter(&mut c, "reentries") >= 2, "write→read→write");
+    // 3.5 s under 1 s leases renewed every 333 ms: about ten renewals.
+    let renewals = counter(&mut c, "renewals");
+    assert!(renewals >= 5, "the watchdog renewed {renewals} times");
+    assert!(counter(&mut c, "waits_served") >= 1);
+    assert!(counter(&mut c, "waits_timed_out") >= 1);
+    assert_eq!(counter(&mut c, "waiters"), 0);
+}
+
+fn assert_checks_passed(name: &str, passed: bool, output: &str) {
+    assert!(passed, "{name} failed:\n{output}");
+    for line in CHECKS {
+        assert!(
+            output.lines().any(|l| l.starts_with(line)),
+            "{name} did not print {line:?}:\n{output}"
+        );
+    }
+    assert!(!output.contains("FAILED"), "{output}");
+}
+
+#[test]
+fn python_example_with_redis_py() {
+    let server = Server::start(&[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/python/rwlock_client.py");
+    let (passed, output) = run_bounded(
+        Command::new("python3").arg(&script).args([
+            "--port",
+            &server.port.to_string(),
+            "--prefix",
+            "py",
+        ]),
+        LIMIT,
+    );
+    assert_checks_passed("examples/python/rwlock_client.py", passed, &output);
+    check_server_side(&server, "py");
+}
+
+#[test]
+fn rust_example_with_the_redis_crate() {
+    // cargo test builds the examples next to the test binaries' own folder.
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
+    let example = profile_dir.join("examples/rwlock_client");
+    assert!(
+        example.is_file(),
+        "{} is missing: `cargo test` builds it (not `cargo test --test examples` alone); \
+         or run `cargo build --release --examples`",
+        example.display()
+    );
+    let server = Server::start(&[]);
+    let (passed, output) = run_bounded(
+        Command::new(&example).args([server.url().as_str(), "rs"]),
+        LIMIT,
+    );
+    assert_checks_passed("examples/rwlock_client.rs", passed, &output);
+    check_server_side(&server, "rs");
+}
