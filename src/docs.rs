@@ -99,7 +99,11 @@ fn mode_choice(summary: &'static CStr) -> Arg {
     )
 }
 
-/// Key spec flags (`REDISMODULE_CMD_KEY_*`) of the lock key.
+/// Key spec flags (`REDISMODULE_CMD_KEY_*`) of the lock key, chosen as for
+/// Redis's own hash commands: acquiring and renewing read the holds and update
+/// counts and TTLs (as HINCRBY: RW ACCESS UPDATE); an unlock may delete the
+/// lock (RW ACCESS DELETE); a forced unlock deletes it returning nothing of
+/// it (RW DELETE); RWLOCK.INFO only reads (RO ACCESS).
 struct KeyFlags(u32);
 
 const ACQUIRE_KEY: KeyFlags = KeyFlags(

@@ -96,6 +96,9 @@ pub fn wait_aborted() {
 
 /// `INFO rwlock`: the sections `rwlock_locks` and `rwlock_waiting`; Redis
 /// prefixes every field with `rwlock_`.
+///
+/// # Safety
+/// Redis calls it, on the main thread, with a live info context.
 pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     let locks = [
         ("read_acquired", Counter::ReadAcquired),
