@@ -147,6 +147,16 @@ fn free_port() -> u16 {
     // listener dropped here: the port is free again (small race, handled by retries)
 }
 
+/// A free port P whose cluster bus port P + 10000 is free as well.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= u16::MAX - 10_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 fn pid_alive(pid: u32) -> bool {
     Command::new("kill")
         .arg("-0")
@@ -243,7 +253,28 @@ impl Server {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        Self::start_launch(launch, extra_args.iter().map(|s| s.to_string()).collect())
+        Self::start_launch(
+            launch,
+            extra_args.iter().map(|s| s.to_string()).collect(),
+            free_port,
+        )
+    }
+
+    /// Start a Redis Cluster node with the module loaded: like
+    /// [`Server::start_with_module_args`], on a port whose cluster bus port
+    /// (port + 10000) is free too. The caller passes `--cluster-enabled yes`.
+    pub fn start_cluster_node(module_args: &[&str], extra_args: &[&str]) -> Server {
+        let mut args = vec![
+            "--loadmodule".to_string(),
+            module_path().to_string_lossy().into_owned(),
+        ];
+        args.extend(module_args.iter().map(|s| s.to_string()));
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+        let launch = Launch {
+            program: redis_server_bin(),
+            envs: Vec::new(),
+        };
+        Self::start_launch(launch, args, free_cluster_port)
     }
 
     fn start_args(user_args: Vec<String>) -> Server {
@@ -251,10 +282,10 @@ impl Server {
             program: redis_server_bin(),
             envs: Vec::new(),
         };
-        Self::start_launch(launch, user_args)
+        Self::start_launch(launch, user_args, free_port)
     }
 
-    fn start_launch(launch: Launch, user_args: Vec<String>) -> Server {
+    fn start_launch(launch: Launch, user_args: Vec<String>, pick_port: fn() -> u16) -> Server {
         // Defaults first: later options win in redis-server, so the caller's
         // arguments override them.
         let mut args: Vec<String> = ["--save", "", "--appendonly", "no", "--daemonize", "no"]
@@ -265,7 +296,7 @@ impl Server {
         let dir = fresh_dir();
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            let port = free_port();
+            let port = pick_port();
             match Self::spawn_and_wait(&launch, port, &dir, &args) {
                 Ok(child) => {
                     return Server {
