@@ -4,6 +4,12 @@
 //! and are served by the releasing command itself, by keyspace events (a
 //! Redisson Lua unlock, DEL, expiry), by FLUSHDB/FLUSHALL and by a timer at
 //! the lock's deadline.
+//!
+//! A wait's own timeout is a module timer too, not Redis's blocking timeout:
+//! Redis 7.0 may time out a client in the same event-loop turn in which the
+//! module handed it the lock, and then drops both replies, so the client
+//! hangs while holding a lock it never hears about. With every wait ended by
+//! `UnblockClient` alone, each parked client gets exactly one reply.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -11,7 +17,7 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisString, RedisValue};
+use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisValue};
 
 use crate::core::error::ERR_REPLICA;
 
@@ -31,11 +37,22 @@ type LockId = (i32, Vec<u8>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Blocked(*mut raw::RedisModuleBlockedClient);
 
-/// What the reply callback answers a client served by someone else's command.
+/// What the reply callback answers a parked client.
 enum Outcome {
     Acquired,
     Failed(&'static str),
+    /// The wait's timeout passed: the lock's PTTL then.
+    TimedOut(i64),
 }
+
+/// A parked client: the lock it waits for and its timeout timer, if any.
+struct Waiter {
+    lock: LockId,
+    timeout: Option<raw::RedisModuleTimerID>,
+}
+
+/// Data of a wait's timeout timer: the parked client's handle.
+struct WaitTimeout(usize);
 
 #[derive(Debug, Clone, Copy)]
 enum Wake {
@@ -54,8 +71,8 @@ struct Queue {
 #[derive(Default)]
 struct Registry {
     queues: HashMap<LockId, Queue>,
-    /// The lock each parked client waits for, by handle.
-    waiting: HashMap<usize, LockId>,
+    /// Every parked client, by handle.
+    waiting: HashMap<usize, Waiter>,
 }
 
 thread_local! {
@@ -111,14 +128,15 @@ pub fn park(
     timeout_ms: i64,
 ) {
     // SAFETY: a command context that may block (checked by the caller); the
-    // callbacks match the signatures BlockClient expects.
+    // callbacks match the signatures BlockClient expects. No Redis timeout:
+    // ours is a timer (see the module's comment).
     let bc = unsafe {
         let bc = raw::RedisModule_BlockClient.expect("BlockClient")(
             ctx.get_raw(),
             Some(reply_callback),
-            Some(timeout_callback),
+            None,
             Some(free_outcome),
-            timeout_ms,
+            0,
         );
         raw::RedisModule_SetDisconnectCallback.expect("SetDisconnectCallback")(
             bc,
@@ -127,8 +145,21 @@ pub fn park(
         bc
     };
     let id = lock_id(ctx, names);
+    let timeout = (timeout_ms > 0).then(|| {
+        ctx.create_timer(
+            Duration::from_millis(timeout_ms as u64),
+            on_wait_timeout,
+            WaitTimeout(bc as usize),
+        )
+    });
     with(|r| {
-        r.waiting.insert(bc as usize, id.clone());
+        r.waiting.insert(
+            bc as usize,
+            Waiter {
+                lock: id.clone(),
+                timeout,
+            },
+        );
         r.queues
             .entry(id.clone())
             .or_insert_with(|| Queue {
@@ -166,15 +197,20 @@ pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
         return;
     };
     let served = queue::admit(store, names, &mut tickets);
-    with(|r| {
+    let timers: Vec<raw::RedisModuleTimerID> = with(|r| {
         if let Some(q) = r.queues.get_mut(&id) {
             tickets.append(&mut q.tickets);
             q.tickets = tickets;
         }
-        for waiter in &served {
-            r.waiting.remove(&(waiter.ticket.token.0 as usize));
-        }
+        served
+            .iter()
+            .filter_map(|waiter| r.waiting.remove(&(waiter.ticket.token.0 as usize)))
+            .filter_map(|waiter| waiter.timeout)
+            .collect()
     });
+    for timer in timers {
+        stop_wait_timer(ctx, timer);
+    }
     for Served { ticket, outcome } in served {
         let bc = ticket.token.0;
         let outcome = match outcome {
@@ -276,22 +312,44 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, _event: &str, key: 
     schedule_soon(ctx, (selected_db(ctx), key.to_vec()));
 }
 
-/// Removes a parked client from its queue and releases its handle; returns
-/// the lock it waited for, or None when it was already served or released.
-/// Redis frees a handle that was not blocked on keys only once the module
-/// unblocks it, even after a timeout or a disconnect.
-fn release(bc: *mut raw::RedisModuleBlockedClient) -> Option<LockId> {
-    let id = with(|r| {
-        let id = r.waiting.remove(&(bc as usize))?;
-        if let Some(q) = r.queues.get_mut(&id) {
-            q.tickets.retain(|t| t.token != Blocked(bc));
+/// Stops a wait's timeout timer; it may have fired already, and then
+/// there is nothing to stop.
+fn stop_wait_timer(ctx: &Context, timer: raw::RedisModuleTimerID) {
+    let _ = ctx.stop_timer::<WaitTimeout>(timer);
+}
+
+/// Removes a parked client from the registry and its queue; returns its
+/// waiter, or None when it was already served or released.
+fn unregister(handle: usize) -> Option<Waiter> {
+    with(|r| {
+        let waiter = r.waiting.remove(&handle)?;
+        if let Some(q) = r.queues.get_mut(&waiter.lock) {
+            q.tickets.retain(|t| t.token.0 as usize != handle);
         }
-        Some(id)
-    })?;
-    // SAFETY: the handle was still registered, so it is unblocked here, once;
-    // without private data Redis replies nothing more and frees it.
-    unsafe { raw::RedisModule_UnblockClient.expect("UnblockClient")(bc, std::ptr::null_mut()) };
-    Some(id)
+        Some(waiter)
+    })
+}
+
+/// The wait's timeout passed: the client gets the lock's PTTL now, as an
+/// immediate refusal would, and the waiters behind it may now be first.
+fn on_wait_timeout(ctx: &Context, WaitTimeout(handle): WaitTimeout) {
+    // This timer has fired: nothing to stop.
+    let Some(Waiter { lock: id, .. }) = unregister(handle) else {
+        return;
+    };
+    // SAFETY: a timer's context owns a temporary client whose db we may select.
+    unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.get_raw(), id.0) };
+    let pttl = RedisStore::new(ctx).pttl(&id.1);
+    metrics::wait_timed_out();
+    // SAFETY: the handle was still registered, so it is parked and is
+    // unblocked here, once; Redis hands the box back to free_outcome.
+    unsafe {
+        raw::RedisModule_UnblockClient.expect("UnblockClient")(
+            handle as *mut raw::RedisModuleBlockedClient,
+            Box::into_raw(Box::new(Outcome::TimedOut(pttl))) as *mut c_void,
+        );
+    }
+    schedule_soon(ctx, id);
 }
 
 unsafe extern "C" fn reply_callback(
@@ -309,6 +367,7 @@ unsafe extern "C" fn reply_callback(
     let status = match unsafe { outcome.as_ref() } {
         Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        Some(Outcome::TimedOut(pttl)) => context.reply(Ok(RedisValue::Integer(*pttl))),
         None => context.reply_error_string(ERR_NO_OUTCOME),
     };
     status as c_int
@@ -316,50 +375,37 @@ unsafe extern "C" fn reply_callback(
 
 unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
-        // SAFETY: data came from Box::into_raw in serve or abort_all.
+        // SAFETY: data came from Box::into_raw in serve, on_wait_timeout or abort_all.
         drop(unsafe { Box::from_raw(data as *mut Outcome) });
     }
 }
 
-/// On timeout the client gets the lock's PTTL then, as an immediate refusal
-/// would; the waiters behind it may now be first.
-unsafe extern "C" fn timeout_callback(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    // SAFETY: in a timeout callback the context knows its blocked client, and
-    // argv is the parked command's own arguments.
-    let (bc, name) = unsafe {
-        let bc = raw::RedisModule_GetBlockedClientHandle.expect("GetBlockedClientHandle")(ctx);
-        let name = (argc > 1).then(|| RedisString::string_as_slice(*argv.add(1)).to_vec());
-        (bc, name)
-    };
-    let context = Context::new(ctx);
-    let id = release(bc);
-    metrics::wait_timed_out();
-    let pttl = name.map_or(crate::core::store::PTTL_MISSING, |name| {
-        RedisStore::new(&context).pttl(&name)
-    });
-    if let Some(id) = id {
-        schedule_soon(&context, id);
-    }
-    context.reply(Ok(RedisValue::Integer(pttl))) as c_int
-}
-
+/// A parked client went away. Redis frees the handle of a client that was
+/// not blocked on keys only once the module unblocks it.
 unsafe extern "C" fn disconnect_callback(
     ctx: *mut raw::RedisModuleCtx,
     bc: *mut raw::RedisModuleBlockedClient,
 ) {
-    if let Some(id) = release(bc) {
-        metrics::wait_aborted();
-        schedule_soon(&Context::new(ctx), id);
+    let Some(waiter) = unregister(bc as usize) else {
+        return;
+    };
+    let context = Context::new(ctx);
+    if let Some(timer) = waiter.timeout {
+        stop_wait_timer(&context, timer);
     }
+    // SAFETY: the handle was still registered, so it is unblocked here, once;
+    // without private data Redis replies nothing more and frees it.
+    unsafe { raw::RedisModule_UnblockClient.expect("UnblockClient")(bc, std::ptr::null_mut()) };
+    metrics::wait_aborted();
+    schedule_soon(&context, waiter.lock);
 }
 
 /// Fails every waiter at once: the node stopped being a master.
 fn abort_all(ctx: &Context) {
     let registry = with(std::mem::take);
+    for timer in registry.waiting.into_values().filter_map(|w| w.timeout) {
+        stop_wait_timer(ctx, timer);
+    }
     for (_, q) in registry.queues {
         if let Some((timer, _)) = q.deadline {
             let _ = ctx.stop_timer::<(LockId, Wake)>(timer);

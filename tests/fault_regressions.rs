@@ -1,0 +1,102 @@
+//! Regression tests for bugs the fault tests found.
+
+mod common;
+mod faultkit;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use faultkit::{call, ok, wait_until, waiters};
+use redis::Value;
+
+/// Found by the torture test on Redis 7.0: a waiter handed the lock and
+/// timed out in the same event-loop turn got no reply at all (Redis drops
+/// both when its blocking timeout fires for a client the module has just
+/// unblocked), so the client hung while holding a lock it never heard of.
+/// Here the handoff (an unlock inside MULTI) and the waiter's deadline fall
+/// in one turn, stretched by DEBUG SLEEP past the deadline.
+#[test]
+fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
+    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
+    let mut w = server.conn();
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let reply = call(
+            &mut w,
+            &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "100"],
+        );
+        (reply, started.elapsed())
+    });
+    wait_until(Duration::from_secs(10), "the waiter parked", || {
+        (waiters(&mut c) == 1).then_some(())
+    });
+    let mut tx = redis::pipe();
+    tx.atomic()
+        .cmd("RWLOCK.UNLOCK")
+        .arg("L")
+        .arg("w:1")
+        .arg("WRITE")
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.3");
+    let replies: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
+    assert_eq!(replies[0], Value::Int(1), "the writer released");
+    let (reply, waited) = waiter.join().expect("waiter thread");
+    let reply = reply.unwrap_or_else(|e| panic!("the waiter got no reply ({e}) after {waited:?}"));
+    // The handoff ran first: the waiter holds the lock and is told so.
+    assert_eq!(reply, Value::Nil, "after {waited:?}");
+    let held: Option<String> = redis::cmd("HGET")
+        .arg("L")
+        .arg("r:1")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(held.as_deref(), Some("1"));
+    assert_eq!(waiters(&mut c), 0);
+}
+
+/// The other order: the deadline passes while the lock is still held, so
+/// the waiter gets the PTTL and holds nothing, even though the lock is
+/// released in the same turn.
+#[test]
+fn a_waiter_whose_timeout_passed_first_holds_nothing() {
+    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
+    let mut w = server.conn();
+    let waiter =
+        thread::spawn(move || call(&mut w, &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "50"]));
+    wait_until(Duration::from_secs(10), "the waiter parked", || {
+        (waiters(&mut c) == 1).then_some(())
+    });
+    // Past the waiter's deadline, then a release in one turn.
+    let mut tx = redis::pipe();
+    tx.atomic()
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.2")
+        .cmd("RWLOCK.UNLOCK")
+        .arg("L")
+        .arg("w:1")
+        .arg("WRITE");
+    let _: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
+    let reply = waiter.join().expect("waiter thread").expect("a reply");
+    let held: Option<String> = redis::cmd("HGET")
+        .arg("L")
+        .arg("r:1")
+        .query(&mut c)
+        .expect("HGET");
+    match reply {
+        // The timer fired before the release ran: refused, and not holding.
+        Value::Int(pttl) => {
+            assert!(pttl > 0, "PTTL {pttl}");
+            assert_eq!(held, None, "a timed-out waiter holds the lock");
+        }
+        // The release ran before the timer: served, and holding.
+        Value::Nil => assert_eq!(held.as_deref(), Some("1")),
+        other => panic!("the waiter got {other:?}"),
+    }
+    assert_eq!(waiters(&mut c), 0);
+}
