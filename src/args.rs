@@ -1,5 +1,6 @@
 //! Argument parsing for every command: arity, options, ranges and names are
-//! checked here, before any key is touched.
+//! checked here, before any key is touched. Parsing only sees bytes, so the
+//! fuzz tests below run it without a server.
 
 use redis_module::{RedisError, RedisString};
 
@@ -13,25 +14,36 @@ pub fn lock_error(e: LockError) -> RedisError {
     RedisError::Str(e.message())
 }
 
-fn millis(arg: &RedisString, min: i64, err: &'static str) -> Result<i64, RedisError> {
-    parse_i64(arg.as_slice())
+/// A command argument: its bytes.
+pub trait Arg {
+    fn bytes(&self) -> &[u8];
+}
+
+impl Arg for RedisString {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+fn millis(arg: &impl Arg, min: i64, err: &'static str) -> Result<i64, RedisError> {
+    parse_i64(arg.bytes())
         .filter(|ms| (min..=MAX_MILLIS).contains(ms))
         .ok_or(RedisError::Str(err))
 }
 
-pub fn lease(arg: &RedisString) -> Result<i64, RedisError> {
+pub fn lease(arg: &impl Arg) -> Result<i64, RedisError> {
     millis(arg, 1, ERR_LEASE)
 }
 
-pub fn names(arg: &RedisString) -> Result<LockNames, RedisError> {
-    LockNames::new(arg.as_slice()).map_err(lock_error)
+pub fn names(arg: &impl Arg) -> Result<LockNames, RedisError> {
+    LockNames::new(arg.bytes()).map_err(lock_error)
 }
 
-fn is(arg: &RedisString, word: &str) -> bool {
-    arg.as_slice().eq_ignore_ascii_case(word.as_bytes())
+fn is(arg: &impl Arg, word: &str) -> bool {
+    arg.bytes().eq_ignore_ascii_case(word.as_bytes())
 }
 
-fn mode(arg: &RedisString) -> Result<Mode, RedisError> {
+fn mode(arg: &impl Arg) -> Result<Mode, RedisError> {
     if is(arg, "READ") {
         Ok(Mode::Read)
     } else if is(arg, "WRITE") {
@@ -41,9 +53,9 @@ fn mode(arg: &RedisString) -> Result<Mode, RedisError> {
     }
 }
 
-fn owner(arg: &RedisString) -> Result<&[u8], RedisError> {
-    check_owner(arg.as_slice()).map_err(lock_error)?;
-    Ok(arg.as_slice())
+fn owner(arg: &impl Arg) -> Result<&[u8], RedisError> {
+    check_owner(arg.bytes()).map_err(lock_error)?;
+    Ok(arg.bytes())
 }
 
 /// `lock owner lease`: RENEW, and the start of READ and WRITE.
@@ -53,7 +65,7 @@ pub struct OwnerLease<'a> {
     pub lease: i64,
 }
 
-pub fn owner_lease(args: &[RedisString]) -> Result<OwnerLease<'_>, RedisError> {
+pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
     let [_, lock, owner_arg, lease_arg] = args else {
         return Err(RedisError::WrongArity);
     };
@@ -71,7 +83,7 @@ pub struct Acquire<'a> {
     pub block: Option<i64>,
 }
 
-pub fn acquire(args: &[RedisString]) -> Result<Acquire<'_>, RedisError> {
+pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
     match args {
         [_, _, _, _] => Ok(Acquire {
             lock: owner_lease(args)?,
@@ -101,7 +113,7 @@ pub struct Unlock<'a> {
     pub request: Option<Request<'a>>,
 }
 
-pub fn unlock(args: &[RedisString]) -> Result<Unlock<'_>, RedisError> {
+pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
     if args.len() < 4 {
         return Err(RedisError::WrongArity);
     }
@@ -118,7 +130,7 @@ pub fn unlock(args: &[RedisString]) -> Result<Unlock<'_>, RedisError> {
             parsed.lease = Some(lease(&rest[1])?);
             rest = &rest[2..];
         } else if is(option, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-            let id = rest[1].as_slice();
+            let id = rest[1].bytes();
             if id.is_empty() {
                 return Err(RedisError::Str(ERR_REQUEST_ID));
             }
@@ -133,7 +145,7 @@ pub fn unlock(args: &[RedisString]) -> Result<Unlock<'_>, RedisError> {
 }
 
 /// `lock [READ|WRITE]`.
-pub fn force_unlock(args: &[RedisString]) -> Result<(LockNames, Option<Mode>), RedisError> {
+pub fn force_unlock<A: Arg>(args: &[A]) -> Result<(LockNames, Option<Mode>), RedisError> {
     match args {
         [_, lock] => Ok((names(lock)?, None)),
         [_, lock, m] => Ok((names(lock)?, Some(mode(m)?))),
@@ -142,9 +154,12 @@ pub fn force_unlock(args: &[RedisString]) -> Result<(LockNames, Option<Mode>), R
 }
 
 /// `lock`.
-pub fn lock_only(args: &[RedisString]) -> Result<LockNames, RedisError> {
+pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames, RedisError> {
     let [_, lock] = args else {
         return Err(RedisError::WrongArity);
     };
     names(lock)
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -8,6 +8,8 @@ pub mod queue;
 pub mod store;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod memstore;
 #[cfg(test)]
 mod model;
