@@ -266,6 +266,11 @@ fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) 
 }
 
 fn schedule_soon(ctx: &Context, id: LockId) {
+    schedule_in(ctx, id, Duration::ZERO);
+}
+
+/// Looks at the lock's waiters again after `delay`, unless a look is due.
+fn schedule_in(ctx: &Context, id: LockId, delay: Duration) {
     let schedule = with(|r| match r.queues.get_mut(&id) {
         Some(q) if !q.soon => {
             q.soon = true;
@@ -274,8 +279,20 @@ fn schedule_soon(ctx: &Context, id: LockId) {
         _ => false,
     });
     if schedule {
-        ctx.create_timer(Duration::ZERO, on_timer, (id, Wake::Soon));
+        ctx.create_timer(delay, on_timer, (id, Wake::Soon));
     }
+}
+
+/// How often a lock's waiters are looked at again while writes are paused.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// True while clients are paused (CLIENT PAUSE, a manual failover). Redis
+/// then lets no write through and holds back expiry: a key past its
+/// deadline reads as missing but is still there, and a timer writing it
+/// anew trips an assertion that takes the server down (Redis 7.0).
+fn writes_paused() -> bool {
+    // SAFETY: a plain query of the server's state, from the main thread.
+    unsafe { raw::RedisModule_AvoidReplicaTraffic.expect("AvoidReplicaTraffic")() != 0 }
 }
 
 fn on_timer(ctx: &Context, (id, wake): (LockId, Wake)) {
@@ -291,6 +308,10 @@ fn on_timer(ctx: &Context, (id, wake): (LockId, Wake)) {
     });
     // Timers also run on replicas, which must never write.
     if !live || !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    if writes_paused() {
+        schedule_in(ctx, id, PAUSED_RETRY);
         return;
     }
     let Ok(names) = LockNames::new(&id.1) else {

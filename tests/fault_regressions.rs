@@ -100,3 +100,41 @@ fn a_waiter_whose_timeout_passed_first_holds_nothing() {
     }
     assert_eq!(waiters(&mut c), 0);
 }
+
+/// Found by the server fuzzer: during CLIENT PAUSE WRITE, Redis holds back
+/// expiry, so a lock past its deadline reads as missing but is still in the
+/// keyspace; the module's timer handed it to a waiter by writing the key
+/// anew, and Redis 7.0 died on an assertion (db.c: 'de != NULL'). The
+/// handoff now waits for the pause to end.
+#[test]
+fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "P", "w:1", "50"]);
+    let mut w = server.conn();
+    let waiter = thread::spawn(move || {
+        let started = Instant::now();
+        let reply = call(&mut w, &["RWLOCK.WRITE", "P", "w:2", "30000", "BLOCK", "0"]);
+        (reply, started.elapsed())
+    });
+    wait_until(Duration::from_secs(10), "the waiter parked", || {
+        (waiters(&mut c) == 1).then_some(())
+    });
+    ok(&mut c, &["CLIENT", "PAUSE", "300", "WRITE"]);
+    // The lease ends during the pause; the server must live through it.
+    thread::sleep(Duration::from_millis(400));
+    let (reply, waited) = waiter.join().expect("waiter thread");
+    assert_eq!(reply.expect("the waiter gets the lock"), Value::Nil);
+    assert!(
+        waited >= Duration::from_millis(250),
+        "served during the pause, after {waited:?}"
+    );
+    let held: Option<String> = redis::cmd("HGET")
+        .arg("P")
+        .arg("w:2:write")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(held.as_deref(), Some("1"));
+    let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
+    assert_eq!(pong, "PONG");
+}
