@@ -1,5 +1,7 @@
 //! Redisson's key and channel names for one lock (SPEC section 1).
 
+use std::cell::OnceCell;
+
 use super::error::LockError;
 
 /// Field of the lock hash that holds `read` or `write`.
@@ -10,14 +12,16 @@ const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
 
-/// Every name Redisson derives from one lock name.
+/// Every name Redisson derives from one lock name. Built per command from
+/// the name alone; the channel, needed only when a release publishes, on
+/// first use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockNames {
     hash: Vec<u8>,
-    /// `{name}`, or the name itself when it already carries braces.
-    key_prefix: Vec<u8>,
-    channel: Vec<u8>,
-    latch_prefix: Vec<u8>,
+    /// The name carries braces: derived keys keep it as it is (`name:…`)
+    /// instead of wrapping it (`{name}:…`).
+    braced: bool,
+    channel: OnceCell<Vec<u8>>,
 }
 
 impl LockNames {
@@ -29,9 +33,8 @@ impl LockNames {
         }
         Ok(LockNames {
             hash: name.to_vec(),
-            key_prefix: suffix_base(name),
-            channel: prefix(CHANNEL_PREFIX, name),
-            latch_prefix: prefix(LATCH_PREFIX, name),
+            braced: name.contains(&b'{'),
+            channel: OnceCell::new(),
         })
     }
 
@@ -40,27 +43,69 @@ impl LockNames {
     }
 
     pub fn channel(&self) -> &[u8] {
-        &self.channel
+        self.channel
+            .get_or_init(|| prefix(CHANNEL_PREFIX, &self.hash))
+    }
+
+    /// `{name}`, or the name itself when it already carries braces.
+    fn push_key_prefix(&self, out: &mut Vec<u8>) {
+        if self.braced {
+            out.extend_from_slice(&self.hash);
+        } else {
+            out.push(b'{');
+            out.extend_from_slice(&self.hash);
+            out.push(b'}');
+        }
     }
 
     /// Timeout key of the `n`-th read hold of the hash field `field`.
     pub fn timeout_key(&self, field: &[u8], n: i64) -> Vec<u8> {
-        let mut key = Vec::with_capacity(self.key_prefix.len() + field.len() + 40);
-        key.extend_from_slice(&self.key_prefix);
-        key.push(b':');
-        key.extend_from_slice(field);
-        key.extend_from_slice(TIMEOUT_INFIX);
-        key.extend_from_slice(n.to_string().as_bytes());
+        let mut key = Vec::new();
+        self.write_timeout_key(&mut key, field, n);
         key
+    }
+
+    /// [`Self::timeout_key`] into `out` (cleared first), so a loop over many
+    /// keys reuses one buffer.
+    pub fn write_timeout_key(&self, out: &mut Vec<u8>, field: &[u8], n: i64) {
+        out.clear();
+        out.reserve(self.hash.len() + field.len() + TIMEOUT_INFIX.len() + DECIMAL_LEN + 3);
+        self.push_key_prefix(out);
+        out.push(b':');
+        out.extend_from_slice(field);
+        out.extend_from_slice(TIMEOUT_INFIX);
+        out.extend_from_slice(decimal(n, &mut [0; DECIMAL_LEN]));
     }
 
     /// Latch key of an idempotent unlock request.
     pub fn latch_key(&self, request_id: &[u8]) -> Vec<u8> {
-        let mut key = self.latch_prefix.clone();
+        let mut key = prefix(LATCH_PREFIX, &self.hash);
         key.push(b':');
         key.extend_from_slice(request_id);
         key
     }
+}
+
+/// Room for any i64 in decimal.
+pub const DECIMAL_LEN: usize = 20;
+
+/// `n` in decimal, as Redis writes integers, formatted into `buf`.
+pub fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
+    let mut at = DECIMAL_LEN;
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    &buf[at..]
 }
 
 /// The write field of an owner.
@@ -98,18 +143,6 @@ fn prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
         out.push(b'}');
     }
     out
-}
-
-fn suffix_base(name: &[u8]) -> Vec<u8> {
-    if name.contains(&b'{') {
-        name.to_vec()
-    } else {
-        let mut out = Vec::with_capacity(name.len() + 2);
-        out.push(b'{');
-        out.extend_from_slice(name);
-        out.push(b'}');
-        out
-    }
 }
 
 /// The part of a key that Redis Cluster hashes (its hash tag, or the whole key).
@@ -192,6 +225,22 @@ mod tests {
         for owner in ["u:1", "modes", "write", "u:writer"] {
             assert_eq!(check_owner(owner.as_bytes()), Ok(()));
         }
+    }
+
+    #[test]
+    fn decimals_are_written_as_redis_writes_integers() {
+        for n in [0, 1, 9, 10, 57, -1, -10, 100_000, i64::MAX, i64::MIN] {
+            assert_eq!(decimal(n, &mut [0; DECIMAL_LEN]), n.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn timeout_keys_reuse_a_buffer() {
+        let n = names("L");
+        let mut buf = b"left over".to_vec();
+        n.write_timeout_key(&mut buf, b"U:57", 12);
+        assert_eq!(buf, b"{L}:U:57:rwlock_timeout:12");
+        assert_eq!(n.timeout_key(b"U:57", 12), buf);
     }
 
     #[test]
