@@ -17,7 +17,7 @@ use redis_module::{raw, Context, RedisString};
 
 use crate::core::lock::parse_i64;
 use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
-use crate::core::store::{Fields, KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
 use crate::notify::{notify, Event};
 use crate::publish::publish;
 use crate::replicate::Replication;
@@ -478,6 +478,21 @@ impl Store for RedisStore<'_> {
         self.replication().hdel(self.ctx, key, field);
         if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
             notify(self.ctx, Event::Del, name);
+        }
+    }
+
+    fn moot(&mut self, write: Moot<'_>) {
+        self.forget_count();
+        let (event, key) = match write {
+            Moot::Hincrby { key, .. } => (Event::Hincrby, key),
+            Moot::Hdel { key, .. } => (Event::Hdel, key),
+        };
+        let i = self.slot(key, false);
+        notify(self.ctx, event, self.kept(i).name.inner);
+        let r = self.replication();
+        match write {
+            Moot::Hincrby { key, field, delta } => r.hincrby(self.ctx, key, field, delta),
+            Moot::Hdel { key, field } => r.hdel(self.ctx, key, field),
         }
     }
 

@@ -3,7 +3,8 @@
 //! same plain commands the scripts run sent as MULTI/EXEC, and against the
 //! floor of one `HINCRBY` per request.
 
-use crate::load::{self, Request};
+use crate::common::Server;
+use crate::load::{self, Request, Throughput};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Expect};
 use crate::scripts::Scripts;
@@ -222,57 +223,130 @@ fn variants(s: &Scripts) -> Vec<Variant> {
     out
 }
 
-pub fn run(port: u16, scripts: &Scripts, settings: &Settings, report: &mut Report) {
+pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
     let variants = variants(scripts);
+    let index = |name: &str, kind: Option<Kind>| {
+        variants
+            .iter()
+            .position(|v| v.name == name && v.kind == kind)
+            .expect("variant")
+    };
     for depth in DEPTHS {
-        // Rounds interleave the variants, so drift on the machine hits all alike.
-        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
-        for _ in 0..settings.rounds {
-            for (v, rate) in variants.iter().zip(&mut rates) {
-                let per_s = load::run(port, &v.cycles, depth, settings.warmup, settings.measure);
-                // Two requests make a cycle, for every variant.
-                rate.push(per_s / 2.0);
+        // Every round runs every variant, in alternating order (ABBA), so
+        // drift on the machine hits all alike; ratios are taken per round.
+        let mut rounds: Vec<Vec<Throughput>> = Vec::new();
+        for round in 0..settings.rounds {
+            let mut order: Vec<usize> = (0..variants.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
             }
+            let mut results: Vec<Option<Throughput>> = (0..variants.len()).map(|_| None).collect();
+            for i in order {
+                let v = &variants[i];
+                let t = load::run(
+                    server.port,
+                    server.pid(),
+                    &v.cycles,
+                    depth,
+                    settings.warmup,
+                    settings.measure,
+                );
+                // Two requests make a cycle, for every variant.
+                results[i] = Some(Throughput {
+                    per_s: t.per_s / 2.0,
+                    cpu_us: t.cpu_us * 2.0,
+                });
+            }
+            rounds.push(
+                results
+                    .into_iter()
+                    .map(|t| t.expect("every variant ran"))
+                    .collect(),
+            );
         }
-        let section = "cycles";
-        let mut rate_of = |name: &str, kind: Option<Kind>| -> f64 {
-            let i = variants
-                .iter()
-                .position(|v| v.name == name && v.kind == kind)
-                .expect("variant");
-            median(&mut rates[i])
+        let rate = |i: usize| median(&mut rounds.iter().map(|r| r[i].per_s).collect::<Vec<_>>());
+        let cpu = |i: usize| median(&mut rounds.iter().map(|r| r[i].cpu_us).collect::<Vec<_>>());
+        let ratio = |a: usize, b: usize| {
+            median(
+                &mut rounds
+                    .iter()
+                    .map(|r| r[a].per_s / r[b].per_s)
+                    .collect::<Vec<_>>(),
+            )
         };
-        let floor = rate_of("HINCRBY", None);
+        let cpu_ratio = |a: usize, b: usize| {
+            median(
+                &mut rounds
+                    .iter()
+                    .map(|r| r[b].cpu_us / r[a].cpu_us)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let section = "cycles";
+        let floor = index("HINCRBY", None);
+        let floor_case = format!("HINCRBY +1/-1, depth {depth}");
+        report.value(section, &floor_case, "HINCRBY", rate(floor), "cycles/s");
         report.value(
             section,
-            &format!("HINCRBY +1/-1, depth {depth}"),
+            &floor_case,
             "HINCRBY",
-            floor,
-            "cycles/s",
+            cpu(floor),
+            "server us/cycle",
         );
         for kind in [Kind::Read, Kind::Write] {
             let case = format!("{} lock + unlock, depth {depth}", kind.label());
-            let module = rate_of("module", Some(kind));
-            let script = rate_of("EVALSHA", Some(kind));
-            let multi = rate_of("MULTI/EXEC", Some(kind));
-            report.value(section, &case, "module", module, "cycles/s");
-            report.value(section, &case, "EVALSHA", script, "cycles/s");
-            report.value(section, &case, "MULTI/EXEC", multi, "cycles/s");
+            let module = index("module", Some(kind));
+            let script = index("EVALSHA", Some(kind));
+            let multi = index("MULTI/EXEC", Some(kind));
+            for (name, i) in [
+                ("module", module),
+                ("EVALSHA", script),
+                ("MULTI/EXEC", multi),
+            ] {
+                report.value(section, &case, name, rate(i), "cycles/s");
+            }
+            for (name, i) in [
+                ("module", module),
+                ("EVALSHA", script),
+                ("MULTI/EXEC", multi),
+            ] {
+                report.value(section, &case, name, cpu(i), "server us/cycle");
+            }
             let target = |t: f64| (depth == 16).then_some(Target::AtLeast(t));
             report.ratio(
                 section,
                 &case,
                 "module / EVALSHA",
-                module / script,
+                ratio(module, script),
                 target(3.0),
             );
-            report.ratio(section, &case, "module / MULTI/EXEC", module / multi, None);
+            report.ratio(
+                section,
+                &case,
+                "module / MULTI/EXEC",
+                ratio(module, multi),
+                None,
+            );
             report.ratio(
                 section,
                 &case,
                 "module / HINCRBY",
-                module / floor,
+                ratio(module, floor),
                 target(0.7),
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / EVALSHA, server CPU",
+                cpu_ratio(module, script),
+                None,
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / HINCRBY, server CPU",
+                cpu_ratio(module, floor),
+                None,
             );
         }
     }

@@ -83,17 +83,38 @@ impl Client {
     }
 }
 
+/// Nanoseconds the process `pid` (its main thread: Redis's command thread)
+/// has spent on a CPU, from the scheduler's own accounting.
+pub fn cpu_ns(pid: u32) -> u64 {
+    let path = format!("/proc/{pid}/schedstat");
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("cannot read {path}"))
+}
+
+/// What one run measured.
+pub struct Throughput {
+    /// Requests completed per second of wall-clock time.
+    pub per_s: f64,
+    /// Server CPU time per request, in microseconds: what the throughput
+    /// would be limited by on a quiet machine.
+    pub cpu_us: f64,
+}
+
 /// Requests completed per second, each client running its own `cycle` of
-/// requests with `depth` in flight. Counting starts after `warmup` and stops
-/// at `warmup + measure`; every client then stops at the end of a cycle, so
-/// the keyspace is left as a whole number of cycles leaves it.
+/// requests with `depth` in flight, and the server's (`pid`) CPU time per
+/// request. Counting starts after `warmup` and stops at `warmup + measure`;
+/// every client then stops at the end of a cycle, so the keyspace is left as
+/// a whole number of cycles leaves it.
 pub fn run(
     port: u16,
+    pid: u32,
     cycles: &[Vec<Request>],
     depth: usize,
     warmup: Duration,
     measure: Duration,
-) -> f64 {
+) -> Throughput {
     let mut clients: Vec<Client> = cycles.iter().map(|c| Client::new(port, c, depth)).collect();
     let begin = Instant::now();
     let (from, until) = (begin + warmup, begin + warmup + measure);
@@ -102,10 +123,17 @@ pub fn run(
         c.send();
     }
     let mut running = clients.len();
+    let (mut cpu_from, mut cpu_until) = (None, None);
     while running > 0 {
         for c in clients.iter_mut().filter(|c| !c.done) {
             c.finish(depth);
             let now = Instant::now();
+            if now >= from && cpu_from.is_none() {
+                cpu_from = Some(cpu_ns(pid));
+            }
+            if now >= until && cpu_until.is_none() {
+                cpu_until = Some(cpu_ns(pid));
+            }
             if now >= from && now < until {
                 completed += depth as u64;
             }
@@ -117,5 +145,9 @@ pub fn run(
             }
         }
     }
-    completed as f64 / measure.as_secs_f64()
+    let cpu = cpu_until.unwrap_or_default() - cpu_from.unwrap_or_default();
+    Throughput {
+        per_s: completed as f64 / measure.as_secs_f64(),
+        cpu_us: cpu as f64 / 1e3 / completed.max(1) as f64,
+    }
 }

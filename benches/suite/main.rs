@@ -64,7 +64,7 @@ fn main() {
     let mut report = Report::default();
     if run("cycles") {
         println!("\n== uncontended cycles, {} clients ==", cycles::CLIENTS);
-        cycles::run(server.port, &scripts, &settings, &mut report);
+        cycles::run(&server, &scripts, &settings, &mut report);
     }
     if run("readers") {
         println!("\n== read unlock among N readers (server time per unlock) ==");

@@ -26,9 +26,9 @@ impl Settings {
             }
         } else {
             Settings {
-                rounds: 3,
-                warmup: Duration::from_millis(300),
-                measure: Duration::from_millis(1500),
+                rounds: 5,
+                warmup: Duration::from_millis(200),
+                measure: Duration::from_millis(800),
                 samples: 1.0,
             }
         }

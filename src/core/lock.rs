@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::error::LockError;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
-use super::store::{Fields, KeyKind, Store};
+use super::store::{Fields, KeyKind, Moot, Store};
 
 /// Payload published when a read hold ends the lock.
 pub const READ_RELEASED: &[u8] = b"0";
@@ -298,9 +298,28 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
             }
         }
     }
-    s.hincrby(hash, owner, -1);
+    // Whether the hash outlives this release decides which writes are moot:
+    // a decrement to 0 (the field goes), anything before the hash goes.
+    let keeps_hash = fields_after > 1 && (longest > 0 || mode == Mode::Write);
+    let decrement = Moot::Hincrby {
+        key: hash,
+        field: owner,
+        delta: -1,
+    };
+    if left == 0 || !keeps_hash {
+        s.moot(decrement);
+    } else {
+        s.hincrby(hash, owner, -1);
+    }
     if left == 0 {
-        s.hdel(hash, owner);
+        if keeps_hash {
+            s.hdel(hash, owner);
+        } else {
+            s.moot(Moot::Hdel {
+                key: hash,
+                field: owner,
+            });
+        }
     }
     s.del(&names.timeout_key(owner, held));
     if fields_after > 1 {
@@ -350,12 +369,22 @@ fn unlock_write<S: Store>(
     } else {
         holds_of(&s.hgetall(hash))?.len() - 1
     };
-    s.hincrby(hash, &field, -1);
-    s.hdel(hash, &field);
+    // The field goes: its decrement to 0 is moot, and so is its removal when
+    // the whole hash goes.
+    s.moot(Moot::Hincrby {
+        key: hash,
+        field: &field,
+        delta: -1,
+    });
     if others == 0 {
+        s.moot(Moot::Hdel {
+            key: hash,
+            field: &field,
+        });
         s.del(hash);
         s.publish(names.channel(), WRITE_RELEASED);
     } else {
+        s.hdel(hash, &field);
         // The writer still holds reads: downgrade, keeping the TTL.
         s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
     }

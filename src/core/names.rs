@@ -110,7 +110,8 @@ pub fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
 
 /// The write field of an owner.
 pub fn write_field(owner: &[u8]) -> Vec<u8> {
-    let mut field = owner.to_vec();
+    let mut field = Vec::with_capacity(owner.len() + WRITE_SUFFIX.len());
+    field.extend_from_slice(owner);
     field.extend_from_slice(WRITE_SUFFIX);
     field
 }
@@ -132,7 +133,8 @@ pub fn field_owner(field: &[u8]) -> (&[u8], bool) {
 }
 
 fn prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut out = p.to_vec();
+    let mut out = Vec::with_capacity(p.len() + name.len() + 3);
+    out.extend_from_slice(p);
     if name.contains(&b'{') {
         out.push(b':');
     } else {

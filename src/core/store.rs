@@ -50,6 +50,22 @@ impl Fields {
     }
 }
 
+/// A write the command itself makes moot before it returns: HINCRBY of a
+/// field it then deletes, HDEL from a hash it then deletes (`mode` still in
+/// it, so never the hash's last field).
+#[derive(Debug, Clone, Copy)]
+pub enum Moot<'a> {
+    Hincrby {
+        key: &'a [u8],
+        field: &'a [u8],
+        delta: i64,
+    },
+    Hdel {
+        key: &'a [u8],
+        field: &'a [u8],
+    },
+}
+
 pub trait Store {
     /// The clock deadlines are computed from, in Unix milliseconds.
     fn now_ms(&mut self) -> i64;
@@ -70,6 +86,17 @@ pub trait Store {
     fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64;
     /// `HDEL` of one existing field: event `hdel` (and `del` if the hash empties).
     fn hdel(&mut self, key: &[u8], field: &[u8]);
+    /// A moot write: its event and propagated effect exactly as the write's,
+    /// the data maybe left as it is, since nothing reads it before the
+    /// command overwrites it. The default applies the write.
+    fn moot(&mut self, write: Moot<'_>) {
+        match write {
+            Moot::Hincrby { key, field, delta } => {
+                self.hincrby(key, field, delta);
+            }
+            Moot::Hdel { key, field } => self.hdel(key, field),
+        }
+    }
     /// A string value, `None` when missing (the caller checked the kind).
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
