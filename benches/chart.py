@@ -8,6 +8,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -63,33 +64,39 @@ def ratios(ax, rows):
     ax.set_yticklabels(labels, fontsize=6)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_title("ratios with a target (green: met)", fontsize=9)
+
+
+TITLES = {
+    ("cycles", "cycles/s"): "uncontended cycles, 50 clients (higher is better)",
+    ("cycles", "server us/cycle"): "server CPU per cycle (lower is better)",
+    ("handoff", "us"): "handoff latency, unlock -> waiter's reply",
+    ("contended", "sections/s"): "50 clients on one write lock (higher is better)",
+    ("memory", "bytes"): "memory (INFO used_memory deltas)",
+}
 
 
 def main():
     out = Path(sys.argv[1])
     values = load(out / "results.csv")
-    sections = OrderedDict()
+    # One panel per section and unit: figures of one kind side by side.
+    panels = OrderedDict()
     for r in values:
-        sections.setdefault(r["section"], []).append(r)
-    panels = list(sections) + ["ratios"]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 4 * len(panels)))
-    if len(panels) == 1:
+        panels.setdefault((r["section"], r["unit"]), []).append(r)
+    names = list(panels) + ["ratios"]
+    fig, axes = plt.subplots(len(names), 1, figsize=(9, 4 * len(names)))
+    if len(names) == 1:
         axes = [axes]
-    for ax, name in zip(axes, panels):
+    for ax, name in zip(axes, names):
         if name == "ratios":
             ratios(ax, load(out / "ratios.csv"))
-        elif name == "readers":
-            readers(ax, sections[name])
-        elif name == "cycles":
-            grouped(ax, sections[name], "uncontended cycles, 50 clients", "cycles/s")
-        elif name == "handoff":
-            grouped(ax, sections[name], "handoff latency", "us")
-        elif name == "contended":
-            grouped(ax, sections[name], "contended write lock, 50 clients", "sections/s")
+        elif name[0] == "readers":
+            readers(ax, panels[name])
         else:
-            rows = sections[name]
-            grouped(ax, rows, name, rows[0]["unit"])
+            title = TITLES.get(name, f"{name[0]} ({name[1]})")
+            grouped(ax, panels[name], title, name[1])
     fig.tight_layout()
     fig.savefig(out / "results.png", dpi=110)
     print(f"written: {out / 'results.png'}")

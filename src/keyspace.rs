@@ -19,6 +19,7 @@ use crate::core::lock::parse_i64;
 use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
 use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
 use crate::notify::{notify, Event};
+use crate::observers;
 use crate::publish::publish;
 use crate::replicate::Replication;
 
@@ -74,9 +75,19 @@ impl Str {
 /// A key kept open for the length of one command.
 struct OpenKey {
     name: RedisString,
+    /// The name's bytes, owned by `name`.
+    bytes: *const u8,
+    len: usize,
     /// Null when the key did not exist at a read-only open.
     handle: *mut raw::RedisModuleKey,
     writable: bool,
+}
+
+impl OpenKey {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the bytes of `name`, a string this key owns and never changes.
+        unsafe { std::slice::from_raw_parts(self.bytes, self.len) }
+    }
 }
 
 /// A key opened for one operation, closed on drop.
@@ -118,6 +129,8 @@ pub struct RedisStore<'c> {
     /// The command's context flags, read on first need.
     flags: Option<c_int>,
     replication: Option<Replication>,
+    /// The event classes anyone could receive, read on the first event.
+    classes: Option<c_int>,
 }
 
 fn open_raw(ctx: &Context, name: &RedisString, writable: bool) -> *mut raw::RedisModuleKey {
@@ -188,6 +201,7 @@ impl<'c> RedisStore<'c> {
             now: None,
             flags: None,
             replication: None,
+            classes: None,
         }
     }
 
@@ -197,6 +211,12 @@ impl<'c> RedisStore<'c> {
         *self.flags.get_or_insert_with(|| unsafe {
             raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw())
         })
+    }
+
+    fn classes(&mut self) -> c_int {
+        *self
+            .classes
+            .get_or_insert_with(observers::announced_classes)
     }
 
     fn replication(&mut self) -> Replication {
@@ -223,10 +243,16 @@ impl<'c> RedisStore<'c> {
     }
 
     fn find(&self, name: &[u8]) -> Option<usize> {
-        let inline = self.open.iter().map_while(Option::as_ref);
-        inline
-            .chain(&self.more)
-            .position(|k| k.name.as_slice() == name)
+        for (i, key) in self.open.iter().enumerate() {
+            match key {
+                Some(key) if key.bytes() == name => return Some(i),
+                Some(_) => {}
+                // Filled in order: the rest is empty, and so is `more`.
+                None => return None,
+            }
+        }
+        let at = self.more.iter().position(|k| k.bytes() == name)?;
+        Some(KEPT_INLINE + at)
     }
 
     /// Index of the kept-open key `name`, opened (or reopened) writable if asked.
@@ -244,7 +270,10 @@ impl<'c> RedisStore<'c> {
         }
         let name = RedisString::create_from_slice(ptr::null_mut(), name);
         let handle = open_raw(self.ctx, &name, writable);
+        let bytes = name.as_slice();
         let key = OpenKey {
+            bytes: bytes.as_ptr(),
+            len: bytes.len(),
             name,
             handle,
             writable,
@@ -340,7 +369,7 @@ impl<'c> RedisStore<'c> {
             }
             // SAFETY: a writable handle of an existing key.
             unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(handle) };
-            notify(s.ctx, Event::Del, name);
+            notify(s.ctx, s.classes(), Event::Del, name);
             s.replication().del(s.ctx, key);
             true
         })
@@ -442,7 +471,7 @@ impl Store for RedisStore<'_> {
         self.forget_count();
         let (_, handle, name) = self.write(key);
         hash_put(handle, &string(field), string(value).ptr());
-        notify(self.ctx, Event::Hset, name);
+        notify(self.ctx, self.classes(), Event::Hset, name);
         self.replication().hset(self.ctx, key, field, value);
     }
 
@@ -460,7 +489,7 @@ impl Store for RedisStore<'_> {
         memo.count = Some(next);
         let mut buf = [0; DECIMAL_LEN];
         hash_put(handle, &field_str, string(decimal(next, &mut buf)).ptr());
-        notify(self.ctx, Event::Hincrby, name);
+        notify(self.ctx, self.classes(), Event::Hincrby, name);
         self.replication().hincrby(self.ctx, key, field, delta);
         next
     }
@@ -474,10 +503,10 @@ impl Store for RedisStore<'_> {
             &Str::Borrowed(memo.name.inner),
             raw::REDISMODULE_HASH_DELETE as *mut _,
         );
-        notify(self.ctx, Event::Hdel, name);
+        notify(self.ctx, self.classes(), Event::Hdel, name);
         self.replication().hdel(self.ctx, key, field);
         if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-            notify(self.ctx, Event::Del, name);
+            notify(self.ctx, self.classes(), Event::Del, name);
         }
     }
 
@@ -488,7 +517,7 @@ impl Store for RedisStore<'_> {
             Moot::Hdel { key, .. } => (Event::Hdel, key),
         };
         let i = self.slot(key, false);
-        notify(self.ctx, event, self.kept(i).name.inner);
+        notify(self.ctx, self.classes(), event, self.kept(i).name.inner);
         let r = self.replication();
         match write {
             Moot::Hincrby { key, field, delta } => r.hincrby(self.ctx, key, field, delta),
@@ -526,8 +555,8 @@ impl Store for RedisStore<'_> {
                 raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.inner);
                 raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
             }
-            notify(s.ctx, Event::Set, name);
-            notify(s.ctx, Event::Expire, name);
+            notify(s.ctx, s.classes(), Event::Set, name);
+            notify(s.ctx, s.classes(), Event::Expire, name);
             s.replication().set_until(s.ctx, key, value, deadline);
         });
     }
@@ -555,7 +584,7 @@ impl Store for RedisStore<'_> {
             }
             // SAFETY: a writable handle of an existing key and a future deadline.
             unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline) };
-            notify(s.ctx, Event::Expire, name);
+            notify(s.ctx, s.classes(), Event::Expire, name);
             s.replication().expire_at(s.ctx, key, deadline);
             true
         })

@@ -7,8 +7,6 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
-use crate::observers;
-
 #[derive(Debug, Clone, Copy)]
 pub enum Event {
     Hset,
@@ -32,10 +30,11 @@ impl Event {
     }
 }
 
-/// Raises `event` on `key` (the name of a key the command has open).
-pub fn notify(ctx: &Context, event: Event, key: *mut raw::RedisModuleString) {
+/// Raises `event` on `key` (the name of a key the command has open) when
+/// its class is among `classes` (from `observers::announced_classes`).
+pub fn notify(ctx: &Context, classes: c_int, event: Event, key: *mut raw::RedisModuleString) {
     let (class, name) = event.class_and_name();
-    if !observers::announcing(class) {
+    if class & classes == 0 {
         return;
     }
     // SAFETY: a live context, a valid key name and a NUL-terminated literal.

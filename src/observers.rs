@@ -100,13 +100,14 @@ pub fn propagating(ctx: &Context, flags: c_int) -> bool {
     flags & raw::REDISMODULE_CTX_FLAGS_AOF as c_int != 0 || replicating(ctx)
 }
 
-/// True when an event of `class` (a `REDISMODULE_NOTIFY_*` bit) could reach
-/// anyone.
-pub fn announcing(class: c_int) -> bool {
+/// The classes of keyspace events (`REDISMODULE_NOTIFY_*` bits) that could
+/// reach anyone now.
+pub fn announced_classes() -> c_int {
+    if OTHER_MODULES.with(Cell::get) || blocking::counts().1 > 0 {
+        return !0;
+    }
     // SAFETY: a plain read of the server's notification flags.
-    let configured =
-        unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("GetNotifyKeyspaceEvents")() };
-    configured & class != 0 || OTHER_MODULES.with(Cell::get) || blocking::counts().1 > 0
+    unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("GetNotifyKeyspaceEvents")() }
 }
 
 unsafe extern "C" fn replication_may_have_changed(

@@ -56,7 +56,8 @@ fn main() {
     let machine = machine();
     println!("{machine}");
 
-    let server = Server::start(&[]);
+    // DEBUG HTSTATS tells the memory section when rehashing is over.
+    let server = Server::start(&["--enable-debug-command", "yes"]);
     let Some(scripts) = Scripts::load(server.port) else {
         eprintln!("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts");
         std::process::exit(2);

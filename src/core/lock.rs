@@ -173,7 +173,7 @@ pub fn read_lock<S: Store>(
     let Some(mode) = mode_of(s, hash)? else {
         s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
         s.hset(hash, owner, b"1");
-        s.set_until(&names.timeout_key(owner, 1), b"1", lease_deadline);
+        s.set_until(&names.lease_key(owner, 1), b"1", lease_deadline);
         s.expire_at(hash, lease_deadline);
         return Ok(Acquire::Acquired);
     };
@@ -184,7 +184,7 @@ pub fn read_lock<S: Store>(
     let n = one_more(count_of(s, hash, owner)?.unwrap_or(0))?;
     let hash_deadline = deadline(now, s.pttl(hash).max(lease))?;
     s.hincrby(hash, owner, 1);
-    s.set_until(&names.timeout_key(owner, n), b"1", lease_deadline);
+    s.set_until(&names.lease_key(owner, n), b"1", lease_deadline);
     s.expire_at(hash, hash_deadline);
     Ok(Acquire::Acquired)
 }
@@ -321,7 +321,7 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
             });
         }
     }
-    s.del(&names.timeout_key(owner, held));
+    s.del(&names.lease_key(owner, held));
     if fields_after > 1 {
         if longest > 0 {
             s.expire_at(hash, now + longest);
@@ -413,7 +413,7 @@ pub fn renew<S: Store>(
     let lease_deadline = deadline(now, lease)?;
     s.expire_at(hash, lease_deadline);
     for i in (1..=reads.unwrap_or(0)).rev() {
-        s.expire_at(&names.timeout_key(owner, i), lease_deadline);
+        s.expire_at(&names.lease_key(owner, i), lease_deadline);
     }
     Ok(true)
 }

@@ -60,9 +60,20 @@ impl LockNames {
 
     /// Timeout key of the `n`-th read hold of the hash field `field`.
     pub fn timeout_key(&self, field: &[u8], n: i64) -> Vec<u8> {
-        let mut key = Vec::new();
-        self.write_timeout_key(&mut key, field, n);
-        key
+        self.lease_key(field, n).to_vec()
+    }
+
+    /// [`Self::timeout_key`] built on the stack when it is short, as the
+    /// lease keys commands create and delete nearly always are.
+    pub fn lease_key(&self, field: &[u8], n: i64) -> KeyBuf {
+        let mut digits = [0; DECIMAL_LEN];
+        let digits = decimal(n, &mut digits);
+        let (open, close): (&[u8], &[u8]) = if self.braced {
+            (b"", b"")
+        } else {
+            (b"{", b"}")
+        };
+        KeyBuf::concat(&[open, &self.hash, close, b":", field, TIMEOUT_INFIX, digits])
     }
 
     /// [`Self::timeout_key`] into `out` (cleared first), so a loop over many
@@ -83,6 +94,49 @@ impl LockNames {
         key.push(b':');
         key.extend_from_slice(request_id);
         key
+    }
+}
+
+/// How long a key [`KeyBuf`] keeps on the stack.
+const KEY_INLINE: usize = 128;
+
+/// A derived key name: on the stack when it fits, else on the heap.
+pub struct KeyBuf {
+    len: usize,
+    inline: [u8; KEY_INLINE],
+    heap: Vec<u8>,
+}
+
+impl KeyBuf {
+    fn concat(parts: &[&[u8]]) -> KeyBuf {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut key = KeyBuf {
+            len,
+            inline: [0; KEY_INLINE],
+            heap: Vec::new(),
+        };
+        if len > KEY_INLINE {
+            key.heap = parts.concat();
+        } else {
+            let mut at = 0;
+            for part in parts {
+                key.inline[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+        }
+        key
+    }
+}
+
+impl std::ops::Deref for KeyBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        if self.len > KEY_INLINE {
+            &self.heap
+        } else {
+            &self.inline[..self.len]
+        }
     }
 }
 
@@ -233,6 +287,18 @@ mod tests {
     fn decimals_are_written_as_redis_writes_integers() {
         for n in [0, 1, 9, 10, 57, -1, -10, 100_000, i64::MAX, i64::MIN] {
             assert_eq!(decimal(n, &mut [0; DECIMAL_LEN]), n.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn lease_keys_of_any_length() {
+        let n = names("L");
+        let long = vec![b'o'; 300];
+        for field in [&b"U:57"[..], &long] {
+            let mut expected = b"{L}:".to_vec();
+            expected.extend_from_slice(field);
+            expected.extend_from_slice(b":rwlock_timeout:3");
+            assert_eq!(&*n.lease_key(field, 3), &expected[..]);
         }
     }
 
