@@ -7,7 +7,8 @@
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check
 #   make test    lint, then every unit and integration test
-#   make bench   benchmarks (figures and ratios printed; not tests)
+#   make bench   benchmarks: tables printed, CSV, Markdown and a PNG chart
+#                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
 #   make clean   cargo clean
 
 SHELL := /bin/bash
@@ -76,8 +77,20 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
 
+BENCH_ARGS ?=
+BENCH_OUT  ?= $(ROOT)/target/bench
+
+# The chart needs matplotlib: the system's if it has one, else a venv under
+# $(BENCH_OUT) (pip, once). Without either the figures are still in the CSV.
 bench: build
-	cd $(ROOT) && $(CARGO) bench
+	cd $(ROOT) && RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
+	@py=python3; \
+	if ! python3 -c 'import matplotlib' 2>/dev/null; then \
+	  py=$(BENCH_OUT)/venv/bin/python; \
+	  [ -x $$py ] && $$py -c 'import matplotlib' 2>/dev/null || \
+	    { python3 -m venv $(BENCH_OUT)/venv && $(BENCH_OUT)/venv/bin/pip install --quiet matplotlib; }; \
+	fi; \
+	$$py $(ROOT)/benches/chart.py $(BENCH_OUT) || echo "bench: no chart (matplotlib unavailable); see $(BENCH_OUT)/*.csv"
 
 clean:
 	cd $(ROOT) && $(CARGO) clean

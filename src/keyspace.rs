@@ -1,6 +1,13 @@
 //! The lock machine's [`Store`] on a live server, through the low-level key
 //! API (no `RM_Call` on the hot path). Every write is followed by the keyspace
 //! event and the replicated effect the equivalent command would produce.
+//!
+//! Kept cheap on purpose: the keys a command uses repeatedly (the lock hash,
+//! a latch) are opened once and kept open; every other key (a reader's lease
+//! key among thousands) is opened for the one operation and closed, so a
+//! command never searches a long list of open keys. Field names and values
+//! that never change (`mode`, `read`, `write`, `0`, `1`) are strings made
+//! once; numbers are formatted on the stack.
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -8,161 +15,371 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
-use crate::core::store::{KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use crate::core::lock::parse_i64;
+use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
+use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
 use crate::notify::{notify, Event};
+use crate::observers;
 use crate::publish::publish;
-use crate::replicate;
+use crate::replicate::Replication;
+
+/// Strings every command may need, made on first use and kept for the life
+/// of the process. Only for values Redis copies (hash fields and values,
+/// published messages), never for a value a key keeps as its own.
+#[derive(Clone, Copy)]
+struct Constants([(&'static [u8], *mut raw::RedisModuleString); 5]);
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static CONSTANTS: Constants = Constants(
+        [&b"mode"[..], b"read", b"write", b"0", b"1"].map(|text| {
+            // SAFETY: a string with no context is owned by the module; this one is
+            // never freed.
+            let s = unsafe {
+                raw::RedisModule_CreateString.expect("CreateString")(
+                    ptr::null_mut(),
+                    text.as_ptr().cast(),
+                    text.len(),
+                )
+            };
+            (text, s)
+        }),
+    );
+}
+
+/// A string for `bytes`: a constant when there is one, else a new one that
+/// lives as long as the returned guard.
+fn string(bytes: &[u8]) -> Str {
+    let constant = CONSTANTS.with(|c| c.0.iter().find(|(text, _)| *text == bytes).map(|(_, s)| *s));
+    match constant {
+        Some(s) => Str::Borrowed(s),
+        None => Str::Owned(RedisString::create_from_slice(ptr::null_mut(), bytes)),
+    }
+}
+
+enum Str {
+    /// A constant, or a string someone else keeps alive for the call.
+    Borrowed(*mut raw::RedisModuleString),
+    Owned(RedisString),
+}
+
+impl Str {
+    fn ptr(&self) -> *mut raw::RedisModuleString {
+        match self {
+            Str::Borrowed(s) => *s,
+            Str::Owned(s) => s.inner,
+        }
+    }
+}
 
 /// A key kept open for the length of one command.
 struct OpenKey {
     name: RedisString,
+    /// The name's bytes, owned by `name`.
+    bytes: *const u8,
+    len: usize,
     /// Null when the key did not exist at a read-only open.
     handle: *mut raw::RedisModuleKey,
     writable: bool,
 }
 
+impl OpenKey {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the bytes of `name`, a string this key owns and never changes.
+        unsafe { std::slice::from_raw_parts(self.bytes, self.len) }
+    }
+}
+
+/// A key opened for one operation, closed on drop.
+struct OneShot {
+    name: RedisString,
+    handle: *mut raw::RedisModuleKey,
+}
+
+impl Drop for OneShot {
+    fn drop(&mut self) {
+        // SAFETY: opened by this guard and closed once; CloseKey accepts null.
+        unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(self.handle) };
+    }
+}
+
+/// How many kept-open keys fit without allocating (a command keeps the lock
+/// hash open, and with an idempotent unlock its latch).
+const KEPT_INLINE: usize = 4;
+
+/// The last hash field a command named, so the string for it is made once
+/// (an unlock reads, decrements and deletes the same field), with the hold
+/// count it is known to have, as HINCRBY would read it.
+struct FieldMemo {
+    key: usize,
+    name: RedisString,
+    count: Option<i64>,
+}
+
 /// Keys are opened on first use and closed when the command's store drops.
 pub struct RedisStore<'c> {
     ctx: &'c Context,
-    open: Vec<OpenKey>,
+    open: [Option<OpenKey>; KEPT_INLINE],
+    more: Vec<OpenKey>,
+    field: Option<FieldMemo>,
     /// One clock reading per command: deadlines computed from it are also
     /// checked against it, so a millisecond ticking over mid-command cannot
     /// turn a 1 ms lease into a deletion.
     now: Option<i64>,
+    /// The command's context flags, read on first need.
+    flags: Option<c_int>,
+    replication: Option<Replication>,
+    /// The event classes anyone could receive, read on the first event.
+    classes: Option<c_int>,
+}
+
+fn open_raw(ctx: &Context, name: &RedisString, writable: bool) -> *mut raw::RedisModuleKey {
+    let mode = if writable {
+        raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+    } else {
+        raw::REDISMODULE_READ
+    };
+    // SAFETY: the context is the running command's; the name outlives the key.
+    unsafe { raw::RedisModule_OpenKey.expect("OpenKey")(ctx.get_raw(), name.inner, mode as c_int) }
+}
+
+fn key_type(handle: *mut raw::RedisModuleKey) -> isize {
+    // SAFETY: KeyType accepts a null handle (a missing key) and open handles.
+    unsafe { raw::RedisModule_KeyType.expect("KeyType")(handle) as isize }
+}
+
+fn abs_expire(handle: *mut raw::RedisModuleKey) -> Option<i64> {
+    if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+        return None;
+    }
+    // SAFETY: a non-null handle of an existing key.
+    Some(unsafe { raw::RedisModule_GetAbsExpire.expect("GetAbsExpire")(handle) })
+}
+
+/// The value of a hash field, owned by the returned string.
+fn hash_get(handle: *mut raw::RedisModuleKey, field: &Str) -> Option<RedisString> {
+    if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
+        return None;
+    }
+    let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+    // SAFETY: a hash key; one field/out-pointer pair closed by a null, as HashGet's
+    // variadic protocol requires.
+    unsafe {
+        raw::RedisModule_HashGet.expect("HashGet")(
+            handle,
+            raw::REDISMODULE_HASH_NONE as c_int,
+            field.ptr(),
+            &mut value as *mut *mut raw::RedisModuleString,
+            ptr::null_mut::<c_void>(),
+        );
+    }
+    // Not auto-memory: the wrapper frees it.
+    (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
+}
+
+fn hash_put(handle: *mut raw::RedisModuleKey, field: &Str, value: *mut raw::RedisModuleString) {
+    // SAFETY: a writable key that is empty or a hash (the lock machine checked
+    // its type); one field/value pair closed by a null.
+    unsafe {
+        raw::RedisModule_HashSet.expect("HashSet")(
+            handle,
+            raw::REDISMODULE_HASH_NONE as c_int,
+            field.ptr(),
+            value,
+            ptr::null_mut::<c_void>(),
+        );
+    }
 }
 
 impl<'c> RedisStore<'c> {
     pub fn new(ctx: &'c Context) -> Self {
         RedisStore {
             ctx,
-            open: Vec::with_capacity(4),
+            open: [None, None, None, None],
+            more: Vec::new(),
+            field: None,
             now: None,
+            flags: None,
+            replication: None,
+            classes: None,
         }
     }
 
-    fn raw_ctx(&self) -> *mut raw::RedisModuleCtx {
-        self.ctx.get_raw()
+    fn flags(&mut self) -> c_int {
+        let ctx = self.ctx;
+        // SAFETY: a live context.
+        *self.flags.get_or_insert_with(|| unsafe {
+            raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw())
+        })
     }
 
-    /// Index of the open key `name`, opened (or reopened) writable if asked.
+    fn classes(&mut self) -> c_int {
+        *self
+            .classes
+            .get_or_insert_with(observers::announced_classes)
+    }
+
+    fn replication(&mut self) -> Replication {
+        if let Some(r) = self.replication {
+            return r;
+        }
+        let r = Replication::new(self.ctx, self.flags());
+        self.replication = Some(r);
+        r
+    }
+
+    fn kept(&self, i: usize) -> &OpenKey {
+        match self.open.get(i) {
+            Some(Some(key)) => key,
+            _ => &self.more[i - KEPT_INLINE],
+        }
+    }
+
+    fn kept_mut(&mut self, i: usize) -> &mut OpenKey {
+        match self.open.get_mut(i) {
+            Some(Some(key)) => key,
+            _ => &mut self.more[i - KEPT_INLINE],
+        }
+    }
+
+    fn find(&self, name: &[u8]) -> Option<usize> {
+        for (i, key) in self.open.iter().enumerate() {
+            match key {
+                Some(key) if key.bytes() == name => return Some(i),
+                Some(_) => {}
+                // Filled in order: the rest is empty, and so is `more`.
+                None => return None,
+            }
+        }
+        let at = self.more.iter().position(|k| k.bytes() == name)?;
+        Some(KEPT_INLINE + at)
+    }
+
+    /// Index of the kept-open key `name`, opened (or reopened) writable if asked.
     fn slot(&mut self, name: &[u8], writable: bool) -> usize {
-        let found = self.open.iter().position(|k| k.name.as_slice() == name);
-        if let Some(i) = found {
-            if writable && !self.open[i].writable {
+        if let Some(i) = self.find(name) {
+            let ctx = self.ctx;
+            let key = self.kept_mut(i);
+            if writable && !key.writable {
                 // SAFETY: the handle was opened by us and is closed once, here.
-                unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(self.open[i].handle) };
-                self.open[i].handle = self.open_raw(&self.open[i].name, true);
-                self.open[i].writable = true;
+                unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(key.handle) };
+                key.handle = open_raw(ctx, &key.name, true);
+                key.writable = true;
             }
             return i;
         }
         let name = RedisString::create_from_slice(ptr::null_mut(), name);
-        let handle = self.open_raw(&name, writable);
-        self.open.push(OpenKey {
+        let handle = open_raw(self.ctx, &name, writable);
+        let bytes = name.as_slice();
+        let key = OpenKey {
+            bytes: bytes.as_ptr(),
+            len: bytes.len(),
             name,
             handle,
             writable,
-        });
-        self.open.len() - 1
-    }
-
-    fn open_raw(&self, name: &RedisString, writable: bool) -> *mut raw::RedisModuleKey {
-        let mode = if writable {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
         };
-        // SAFETY: the context is the running command's; the name outlives the key.
-        unsafe {
-            raw::RedisModule_OpenKey.expect("OpenKey")(self.raw_ctx(), name.inner, mode as c_int)
+        match self.open.iter().position(Option::is_none) {
+            Some(i) => {
+                self.open[i] = Some(key);
+                i
+            }
+            None => {
+                self.more.push(key);
+                KEPT_INLINE + self.more.len() - 1
+            }
         }
     }
 
-    fn read(&mut self, name: &[u8]) -> *mut raw::RedisModuleKey {
+    fn read(&mut self, name: &[u8]) -> (usize, *mut raw::RedisModuleKey) {
         let i = self.slot(name, false);
-        self.open[i].handle
+        (i, self.kept(i).handle)
     }
 
-    fn write(&mut self, name: &[u8]) -> *mut raw::RedisModuleKey {
+    /// The kept-open key, writable, with its name.
+    fn write(
+        &mut self,
+        name: &[u8],
+    ) -> (usize, *mut raw::RedisModuleKey, *mut raw::RedisModuleString) {
         let i = self.slot(name, true);
-        self.open[i].handle
+        let key = self.kept(i);
+        (i, key.handle, key.name.inner)
     }
 
-    fn key_type(handle: *mut raw::RedisModuleKey) -> isize {
-        // SAFETY: KeyType accepts a null handle (a missing key) and open handles.
-        unsafe { raw::RedisModule_KeyType.expect("KeyType")(handle) as isize }
+    /// The string for field `name` of kept-open key `key`, made once while
+    /// the command keeps naming the same field.
+    fn field(&mut self, key: usize, name: &[u8]) -> &mut FieldMemo {
+        if !matches!(&self.field, Some(f) if f.name.as_slice() == name) {
+            self.field = None;
+        }
+        let memo = self.field.get_or_insert_with(|| FieldMemo {
+            key,
+            name: RedisString::create_from_slice(ptr::null_mut(), name),
+            count: None,
+        });
+        if memo.key != key {
+            memo.key = key;
+            memo.count = None;
+        }
+        memo
     }
 
-    fn hash_get(&mut self, handle: *mut raw::RedisModuleKey, field: &[u8]) -> Option<Vec<u8>> {
-        if Self::key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
-            return None;
-        }
-        let field = RedisString::create_from_slice(ptr::null_mut(), field);
-        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
-        // SAFETY: a hash key; one field/out-pointer pair closed by a null, as HashGet's
-        // variadic protocol requires.
-        unsafe {
-            raw::RedisModule_HashGet.expect("HashGet")(
-                handle,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                field.inner,
-                &mut value as *mut *mut raw::RedisModuleString,
-                ptr::null_mut::<c_void>(),
-            );
-        }
-        if value.is_null() {
-            return None;
-        }
-        // Not auto-memory: wrapping it frees it after the copy.
-        let value = RedisString::from_redis_module_string(ptr::null_mut(), value);
-        Some(value.as_slice().to_vec())
-    }
-
-    fn hash_put(&mut self, key: &[u8], field: &[u8], value: *mut raw::RedisModuleString) {
-        let handle = self.write(key);
-        let field = RedisString::create_from_slice(ptr::null_mut(), field);
-        // SAFETY: a writable key that is empty or a hash (the lock machine checked
-        // its type); one field/value pair closed by a null.
-        unsafe {
-            raw::RedisModule_HashSet.expect("HashSet")(
-                handle,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                field.inner,
-                value,
-                ptr::null_mut::<c_void>(),
-            );
+    /// Any write but a HINCRBY may change a count the memo holds.
+    fn forget_count(&mut self) {
+        if let Some(memo) = &mut self.field {
+            memo.count = None;
         }
     }
 
-    fn abs_expire(handle: *mut raw::RedisModuleKey) -> Option<i64> {
-        if Self::key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return None;
+    /// The key opened for one operation, unless it is kept open already
+    /// (then its index, reopened writable if asked).
+    fn one_shot(&mut self, name: &[u8], writable: bool) -> Result<OneShot, usize> {
+        match self.find(name) {
+            Some(i) if !writable => Err(i),
+            Some(_) => Err(self.slot(name, true)),
+            None => {
+                let name = RedisString::create_from_slice(ptr::null_mut(), name);
+                let handle = open_raw(self.ctx, &name, writable);
+                Ok(OneShot { name, handle })
+            }
         }
-        // SAFETY: a non-null handle of an existing key.
-        Some(unsafe { raw::RedisModule_GetAbsExpire.expect("GetAbsExpire")(handle) })
     }
 
-    fn delete_open(&mut self, key: &[u8]) -> bool {
-        let handle = self.write(key);
-        if Self::key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return false;
+    /// Runs `f` on the writable key `name` (and its name string): the
+    /// kept-open handle if there is one, else one opened for the call.
+    fn with_writable<R>(
+        &mut self,
+        name: &[u8],
+        f: impl FnOnce(&mut Self, *mut raw::RedisModuleKey, *mut raw::RedisModuleString) -> R,
+    ) -> R {
+        match self.one_shot(name, true) {
+            Ok(key) => f(self, key.handle, key.name.inner),
+            Err(i) => {
+                let key = self.kept(i);
+                let (handle, name) = (key.handle, key.name.inner);
+                f(self, handle, name)
+            }
         }
-        // SAFETY: a writable handle of an existing key.
-        unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(handle) };
-        self.event(Event::Del, key);
-        replicate::del(self.ctx, key);
-        true
     }
 
-    fn event(&mut self, event: Event, key: &[u8]) {
-        let i = self.slot(key, true);
-        notify(self.ctx, event, &self.open[i].name);
+    fn delete(&mut self, key: &[u8]) -> bool {
+        self.forget_count();
+        self.with_writable(key, |s, handle, name| {
+            if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+                return false;
+            }
+            // SAFETY: a writable handle of an existing key.
+            unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(handle) };
+            notify(s.ctx, s.classes(), Event::Del, name);
+            s.replication().del(s.ctx, key);
+            true
+        })
     }
 }
 
 impl Drop for RedisStore<'_> {
     fn drop(&mut self) {
-        for key in self.open.drain(..) {
+        let inline = self.open.iter_mut().filter_map(Option::take);
+        for key in inline.chain(self.more.drain(..)) {
             // SAFETY: each handle was opened by this store and is closed once;
             // CloseKey accepts null (a missing key opened read-only).
             unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(key.handle) };
@@ -179,7 +396,7 @@ impl Store for RedisStore<'_> {
     }
 
     fn kind(&mut self, key: &[u8]) -> KeyKind {
-        match Self::key_type(self.read(key)) {
+        match key_type(self.read(key).1) {
             t if t == raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Missing,
             t if t == raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
             t if t == raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
@@ -188,29 +405,42 @@ impl Store for RedisStore<'_> {
     }
 
     fn hget(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
-        let handle = self.read(key);
-        self.hash_get(handle, field)
+        self.hget_with(key, field, |v| v.map(<[u8]>::to_vec))
     }
 
-    fn hgetall(&mut self, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let handle = self.read(key);
-        if Self::key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
-            return Vec::new();
+    fn hget_with<R>(&mut self, key: &[u8], field: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        let (i, handle) = self.read(key);
+        if field == MODE_FIELD {
+            return f(hash_get(handle, &string(field))
+                .as_ref()
+                .map(RedisString::as_slice));
         }
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let memo = self.field(i, field);
+        let value = hash_get(handle, &Str::Borrowed(memo.name.inner));
+        let value = value.as_ref().map(RedisString::as_slice);
+        memo.count = Some(value.and_then(parse_i64).unwrap_or(0));
+        f(value)
+    }
+
+    fn hgetall(&mut self, key: &[u8]) -> Fields {
+        let (_, handle) = self.read(key);
+        let mut fields = Fields::default();
+        if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
+            return fields;
+        }
         unsafe extern "C" fn collect(
             _key: *mut raw::RedisModuleKey,
             field: *mut raw::RedisModuleString,
             value: *mut raw::RedisModuleString,
             privdata: *mut c_void,
         ) {
-            // SAFETY: privdata is the Vec passed to ScanKey below, alive for the scan;
-            // field and value are valid for the callback's duration.
-            let fields = unsafe { &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>) };
-            fields.push((
-                RedisString::string_as_slice(field).to_vec(),
-                RedisString::string_as_slice(value).to_vec(),
-            ));
+            // SAFETY: privdata is the Fields passed to ScanKey below, alive for the
+            // scan; field and value are valid for the callback's duration.
+            let fields = unsafe { &mut *(privdata as *mut Fields) };
+            fields.push(
+                RedisString::string_as_slice(field),
+                RedisString::string_as_slice(value),
+            );
         }
         // SAFETY: a hash handle; the cursor is created and destroyed here, and the
         // callback only touches `fields`, which outlives the loop.
@@ -220,7 +450,7 @@ impl Store for RedisStore<'_> {
                 handle,
                 cursor,
                 Some(collect),
-                &mut fields as *mut _ as *mut c_void,
+                &mut fields as *mut Fields as *mut c_void,
             ) != 0
             {}
             raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
@@ -229,8 +459,8 @@ impl Store for RedisStore<'_> {
     }
 
     fn hlen(&mut self, key: &[u8]) -> usize {
-        let handle = self.read(key);
-        if Self::key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
+        let (_, handle) = self.read(key);
+        if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
             return 0;
         }
         // SAFETY: a hash handle.
@@ -238,42 +468,68 @@ impl Store for RedisStore<'_> {
     }
 
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]) {
-        let value_str = RedisString::create_from_slice(ptr::null_mut(), value);
-        self.hash_put(key, field, value_str.inner);
-        self.event(Event::Hset, key);
-        replicate::hset(self.ctx, key, field, value);
+        self.forget_count();
+        let (_, handle, name) = self.write(key);
+        hash_put(handle, &string(field), string(value).ptr());
+        notify(self.ctx, self.classes(), Event::Hset, name);
+        self.replication().hset(self.ctx, key, field, value);
     }
 
     fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64 {
-        let handle = self.write(key);
-        let current = self
-            .hash_get(handle, field)
-            .and_then(|v| crate::core::lock::parse_i64(&v))
-            .unwrap_or(0);
+        let (i, handle, name) = self.write(key);
+        let memo = self.field(i, field);
+        let field_str = Str::Borrowed(memo.name.inner);
+        let current = match memo.count {
+            Some(count) => count,
+            None => hash_get(handle, &field_str)
+                .and_then(|v| parse_i64(v.as_slice()))
+                .unwrap_or(0),
+        };
         let next = current + delta;
-        let value = RedisString::create_from_slice(ptr::null_mut(), next.to_string().as_bytes());
-        self.hash_put(key, field, value.inner);
-        self.event(Event::Hincrby, key);
-        replicate::hincrby(self.ctx, key, field, delta);
+        memo.count = Some(next);
+        let mut buf = [0; DECIMAL_LEN];
+        hash_put(handle, &field_str, string(decimal(next, &mut buf)).ptr());
+        notify(self.ctx, self.classes(), Event::Hincrby, name);
+        self.replication().hincrby(self.ctx, key, field, delta);
         next
     }
 
     fn hdel(&mut self, key: &[u8], field: &[u8]) {
-        // SAFETY: REDISMODULE_HASH_DELETE is the API's sentinel for deletion.
-        self.hash_put(key, field, raw::REDISMODULE_HASH_DELETE as *mut _);
-        self.event(Event::Hdel, key);
-        replicate::hdel(self.ctx, key, field);
-        let handle = self.write(key);
-        if Self::key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-            self.event(Event::Del, key);
+        let (i, handle, name) = self.write(key);
+        let memo = self.field(i, field);
+        memo.count = None;
+        hash_put(
+            handle,
+            &Str::Borrowed(memo.name.inner),
+            raw::REDISMODULE_HASH_DELETE as *mut _,
+        );
+        notify(self.ctx, self.classes(), Event::Hdel, name);
+        self.replication().hdel(self.ctx, key, field);
+        if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+            notify(self.ctx, self.classes(), Event::Del, name);
+        }
+    }
+
+    fn moot(&mut self, write: Moot<'_>) {
+        self.forget_count();
+        let (event, key) = match write {
+            Moot::Hincrby { key, .. } => (Event::Hincrby, key),
+            Moot::Hdel { key, .. } => (Event::Hdel, key),
+        };
+        let i = self.slot(key, false);
+        notify(self.ctx, self.classes(), event, self.kept(i).name.inner);
+        let r = self.replication();
+        match write {
+            Moot::Hincrby { key, field, delta } => r.hincrby(self.ctx, key, field, delta),
+            Moot::Hdel { key, field } => r.hdel(self.ctx, key, field),
         }
     }
 
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
         // Reading through DMA needs a writable handle: Redis decodes shared
         // integer strings in place first.
-        let handle = self.write(key);
-        if Self::key_type(handle) != raw::REDISMODULE_KEYTYPE_STRING {
+        let (_, handle, _) = self.write(key);
+        if key_type(handle) != raw::REDISMODULE_KEYTYPE_STRING {
             return None;
         }
         let mut len = 0usize;
@@ -289,22 +545,28 @@ impl Store for RedisStore<'_> {
     }
 
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
-        let handle = self.write(key);
+        self.forget_count();
+        // The key keeps the value string as its own: always a new one.
         let value_str = RedisString::create_from_slice(ptr::null_mut(), value);
-        // SAFETY: a writable handle; StringSet replaces a value of any type and
-        // the new key then takes the absolute deadline.
-        unsafe {
-            raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.inner);
-            raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
-        }
-        self.event(Event::Set, key);
-        self.event(Event::Expire, key);
-        replicate::set_until(self.ctx, key, value, deadline);
+        self.with_writable(key, |s, handle, name| {
+            // SAFETY: a writable handle; StringSet replaces a value of any type and
+            // the new key then takes the absolute deadline.
+            unsafe {
+                raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.inner);
+                raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
+            }
+            notify(s.ctx, s.classes(), Event::Set, name);
+            notify(s.ctx, s.classes(), Event::Expire, name);
+            s.replication().set_until(s.ctx, key, value, deadline);
+        });
     }
 
     fn pttl(&mut self, key: &[u8]) -> i64 {
-        let handle = self.read(key);
-        match Self::abs_expire(handle) {
+        let at = match self.one_shot(key, false) {
+            Ok(key) => abs_expire(key.handle),
+            Err(i) => abs_expire(self.kept(i).handle),
+        };
+        match at {
             None => PTTL_MISSING,
             Some(at) if at == raw::REDISMODULE_NO_EXPIRE as i64 => PTTL_PERSISTENT,
             Some(at) => (at - self.now_ms()).max(0),
@@ -314,24 +576,26 @@ impl Store for RedisStore<'_> {
     fn expire_at(&mut self, key: &[u8], deadline: i64) -> bool {
         if deadline <= self.now_ms() {
             // As PEXPIRE does with a deadline already past.
-            return self.delete_open(key);
+            return self.delete(key);
         }
-        let handle = self.write(key);
-        if Self::key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return false;
-        }
-        // SAFETY: a writable handle of an existing key and a future deadline.
-        unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline) };
-        self.event(Event::Expire, key);
-        replicate::expire_at(self.ctx, key, deadline);
-        true
+        self.with_writable(key, |s, handle, name| {
+            if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+                return false;
+            }
+            // SAFETY: a writable handle of an existing key and a future deadline.
+            unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline) };
+            notify(s.ctx, s.classes(), Event::Expire, name);
+            s.replication().expire_at(s.ctx, key, deadline);
+            true
+        })
     }
 
     fn del(&mut self, key: &[u8]) -> bool {
-        self.delete_open(key)
+        self.delete(key)
     }
 
     fn publish(&mut self, channel: &[u8], message: &[u8]) {
-        publish(self.ctx, channel, message);
+        let flags = self.flags();
+        publish(self.ctx, flags, channel, string(message).ptr());
     }
 }

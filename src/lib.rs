@@ -14,6 +14,7 @@ mod docs;
 mod keyspace;
 mod metrics;
 mod notify;
+mod observers;
 mod publish;
 mod replicate;
 
@@ -42,7 +43,8 @@ const MODULE_VERSION: i32 = {
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let ready = config::apply_module_args(args)
         .and_then(|()| docs::register(ctx))
-        .and_then(|()| blocking::subscribe(ctx).map_err(String::from));
+        .and_then(|()| blocking::subscribe(ctx).map_err(String::from))
+        .and_then(|()| observers::init(ctx).map_err(String::from));
     if let Err(e) = ready {
         ctx.log_warning(&format!("rwlock: {e}"));
         return Status::Err;

@@ -1,7 +1,11 @@
 //! Keyspace notifications: the low-level key API raises none, so every write
-//! announces the event its command would, for Redisson's lock listeners.
+//! announces the event its command would, for Redisson's lock listeners,
+//! whenever anyone could receive it (see `observers`).
 
-use redis_module::{Context, NotifyEvent, RedisString};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context};
 
 #[derive(Debug, Clone, Copy)]
 pub enum Event {
@@ -13,14 +17,33 @@ pub enum Event {
     Expire,
 }
 
-pub fn notify(ctx: &Context, event: Event, key: &RedisString) {
-    let (class, name) = match event {
-        Event::Hset => (NotifyEvent::HASH, "hset"),
-        Event::Hincrby => (NotifyEvent::HASH, "hincrby"),
-        Event::Hdel => (NotifyEvent::HASH, "hdel"),
-        Event::Del => (NotifyEvent::GENERIC, "del"),
-        Event::Set => (NotifyEvent::STRING, "set"),
-        Event::Expire => (NotifyEvent::GENERIC, "expire"),
-    };
-    ctx.notify_keyspace_event(class, name, key);
+impl Event {
+    fn class_and_name(self) -> (c_int, &'static CStr) {
+        match self {
+            Event::Hset => (raw::REDISMODULE_NOTIFY_HASH, c"hset"),
+            Event::Hincrby => (raw::REDISMODULE_NOTIFY_HASH, c"hincrby"),
+            Event::Hdel => (raw::REDISMODULE_NOTIFY_HASH, c"hdel"),
+            Event::Del => (raw::REDISMODULE_NOTIFY_GENERIC, c"del"),
+            Event::Set => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
+            Event::Expire => (raw::REDISMODULE_NOTIFY_GENERIC, c"expire"),
+        }
+    }
+}
+
+/// Raises `event` on `key` (the name of a key the command has open) when
+/// its class is among `classes` (from `observers::announced_classes`).
+pub fn notify(ctx: &Context, classes: c_int, event: Event, key: *mut raw::RedisModuleString) {
+    let (class, name) = event.class_and_name();
+    if class & classes == 0 {
+        return;
+    }
+    // SAFETY: a live context, a valid key name and a NUL-terminated literal.
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.expect("NotifyKeyspaceEvent")(
+            ctx.get_raw(),
+            class,
+            name.as_ptr(),
+            key,
+        );
+    }
 }

@@ -1,31 +1,105 @@
 //! Effect replication: each write goes to replicas and the AOF as the plain
 //! command that reproduces it, with absolute deadlines, so a replay lands on
 //! the same state and the same expiry times. Redis wraps one command's
-//! effects in MULTI/EXEC.
+//! effects in MULTI/EXEC. When nothing could receive them (see `observers`)
+//! only the dirty counter moves, as it would for the replicated command, so
+//! save points still count these writes.
 
-use redis_module::Context;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int};
 
-pub fn hset(ctx: &Context, key: &[u8], field: &[u8], value: &[u8]) {
-    ctx.replicate("HSET", &[key, field, value]);
+use redis_module::{raw, Context};
+
+use crate::core::names::{decimal, DECIMAL_LEN};
+use crate::observers;
+
+/// How one command's writes leave the node, decided once per command.
+#[derive(Clone, Copy)]
+pub struct Replication {
+    live: bool,
 }
 
-pub fn hincrby(ctx: &Context, key: &[u8], field: &[u8], delta: i64) {
-    ctx.replicate("HINCRBY", &[key, field, delta.to_string().as_bytes()]);
-}
+impl Replication {
+    pub fn new(ctx: &Context, flags: c_int) -> Replication {
+        Replication {
+            live: observers::propagating(ctx, flags),
+        }
+    }
 
-pub fn hdel(ctx: &Context, key: &[u8], field: &[u8]) {
-    ctx.replicate("HDEL", &[key, field]);
-}
+    pub fn hset(self, ctx: &Context, key: &[u8], field: &[u8], value: &[u8]) {
+        self.emit(ctx, c"HSET", &[key, field, value]);
+    }
 
-pub fn set_until(ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
-    let deadline = deadline.to_string();
-    ctx.replicate("SET", &[key, value, b"PXAT", deadline.as_bytes()]);
-}
+    pub fn hincrby(self, ctx: &Context, key: &[u8], field: &[u8], delta: i64) {
+        let mut buf = [0; DECIMAL_LEN];
+        self.emit(ctx, c"HINCRBY", &[key, field, decimal(delta, &mut buf)]);
+    }
 
-pub fn expire_at(ctx: &Context, key: &[u8], deadline: i64) {
-    ctx.replicate("PEXPIREAT", &[key, deadline.to_string().as_bytes()]);
-}
+    pub fn hdel(self, ctx: &Context, key: &[u8], field: &[u8]) {
+        self.emit(ctx, c"HDEL", &[key, field]);
+    }
 
-pub fn del(ctx: &Context, key: &[u8]) {
-    ctx.replicate("DEL", &[key]);
+    pub fn set_until(self, ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
+        let mut buf = [0; DECIMAL_LEN];
+        self.emit(
+            ctx,
+            c"SET",
+            &[key, value, b"PXAT", decimal(deadline, &mut buf)],
+        );
+    }
+
+    pub fn expire_at(self, ctx: &Context, key: &[u8], deadline: i64) {
+        let mut buf = [0; DECIMAL_LEN];
+        self.emit(ctx, c"PEXPIREAT", &[key, decimal(deadline, &mut buf)]);
+    }
+
+    pub fn del(self, ctx: &Context, key: &[u8]) {
+        self.emit(ctx, c"DEL", &[key]);
+    }
+
+    fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]]) {
+        let ctx = ctx.get_raw();
+        // SAFETY: a live context; `b` takes a pointer and a size_t length per
+        // argument, and each call passes exactly as many pairs as its format.
+        // ReplicateVerbatim propagates nothing when nothing receives it (the
+        // case here) and only counts the write.
+        unsafe {
+            if !self.live {
+                raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx);
+                return;
+            }
+            let replicate = raw::RedisModule_Replicate.expect("Replicate");
+            let c = command.as_ptr();
+            let p = |a: &[u8]| a.as_ptr() as *const c_char;
+            match *args {
+                [a] => replicate(ctx, c, c"b".as_ptr(), p(a), a.len()),
+                [a, b] => replicate(ctx, c, c"bb".as_ptr(), p(a), a.len(), p(b), b.len()),
+                [a, b, d] => replicate(
+                    ctx,
+                    c,
+                    c"bbb".as_ptr(),
+                    p(a),
+                    a.len(),
+                    p(b),
+                    b.len(),
+                    p(d),
+                    d.len(),
+                ),
+                [a, b, d, e] => replicate(
+                    ctx,
+                    c,
+                    c"bbbb".as_ptr(),
+                    p(a),
+                    a.len(),
+                    p(b),
+                    b.len(),
+                    p(d),
+                    d.len(),
+                    p(e),
+                    e.len(),
+                ),
+                _ => unreachable!("effects have one to four arguments"),
+            };
+        }
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::error::LockError;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
-use super::store::{KeyKind, Store};
+use super::store::{Fields, KeyKind, Moot, Store};
 
 /// Payload published when a read hold ends the lock.
 pub const READ_RELEASED: &[u8] = b"0";
@@ -163,25 +163,26 @@ fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {
 fn mode_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Option<Mode>, LockError> {
     match s.kind(hash) {
         KeyKind::Missing => Ok(None),
-        KeyKind::Hash => match s.hget(hash, MODE_FIELD).as_deref() {
+        KeyKind::Hash => s.hget_with(hash, MODE_FIELD, |mode| match mode {
             Some(b"read") => Ok(Some(Mode::Read)),
             Some(b"write") => Ok(Some(Mode::Write)),
             _ => Err(LockError::Corrupt),
-        },
+        }),
         KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
     }
 }
 
 fn count_of<S: Store>(s: &mut S, hash: &[u8], field: &[u8]) -> Result<Option<i64>, LockError> {
-    s.hget(hash, field).map(|v| parse_count(&v)).transpose()
+    s.hget_with(hash, field, |v| v.map(parse_count).transpose())
 }
 
-/// Every hold field of the hash with its count; fails on any corrupt count.
-fn holds_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Vec<(Vec<u8>, i64)>, LockError> {
-    s.hgetall(hash)
-        .into_iter()
-        .filter(|(field, _)| field != MODE_FIELD)
-        .map(|(field, value)| Ok((field, parse_count(&value)?)))
+/// Every hold field of the hash (from `hgetall`) with its count; fails on
+/// any corrupt count.
+fn holds_of(fields: &Fields) -> Result<Vec<(&[u8], i64)>, LockError> {
+    fields
+        .iter()
+        .filter(|(field, _)| *field != MODE_FIELD)
+        .map(|(field, value)| Ok((field, parse_count(value)?)))
         .collect()
 }
 
@@ -199,7 +200,7 @@ pub fn read_lock<S: Store>(
     let Some(mode) = mode_of(s, hash)? else {
         s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
         s.hset(hash, owner, b"1");
-        s.set_until(&names.timeout_key(owner, 1), b"1", lease_deadline);
+        s.set_until(&names.lease_key(owner, 1), b"1", lease_deadline);
         s.expire_at(hash, lease_deadline);
         return Ok(Acquire::Acquired { reentry: false });
     };
@@ -213,7 +214,7 @@ pub fn read_lock<S: Store>(
     let n = one_more(held.unwrap_or(0))?;
     let hash_deadline = deadline(now, s.pttl(hash).max(lease))?;
     s.hincrby(hash, owner, 1);
-    s.set_until(&names.timeout_key(owner, n), b"1", lease_deadline);
+    s.set_until(&names.lease_key(owner, n), b"1", lease_deadline);
     s.expire_at(hash, hash_deadline);
     Ok(Acquire::Acquired { reentry })
 }
@@ -304,25 +305,55 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
     };
     let now = s.now_ms();
     let left = held - 1;
-    let holds = holds_of(s, hash)?;
+    // Other fields than `mode` and this owner's are read only when there are.
+    let alone = s.hlen(hash) == 2;
+    let fields = if alone {
+        Fields::default()
+    } else {
+        s.hgetall(hash)
+    };
+    let all = holds_of(&fields)?;
+    let only_owner = [(owner, held)];
+    let holds = if alone { &only_owner[..] } else { &all[..] };
     // `mode` plus the hold fields that survive this release.
     let fields_after = 1 + holds.len() - usize::from(left == 0);
     // The lock lives as long as the longest read lease still running, the
     // released acquisition's own key excluded.
     let mut longest = -3;
     if fields_after > 1 {
-        for (field, count) in &holds {
-            let count = if field == owner { left } else { *count };
+        let mut key = Vec::new();
+        for &(field, count) in holds {
+            let count = if field == owner { left } else { count };
             for i in (1..=count).rev() {
-                longest = longest.max(s.pttl(&names.timeout_key(field, i)));
+                names.write_timeout_key(&mut key, field, i);
+                longest = longest.max(s.pttl(&key));
             }
         }
     }
-    s.hincrby(hash, owner, -1);
-    if left == 0 {
-        s.hdel(hash, owner);
+    // Whether the hash outlives this release decides which writes are moot:
+    // a decrement to 0 (the field goes), anything before the hash goes.
+    let keeps_hash = fields_after > 1 && (longest > 0 || mode == Mode::Write);
+    let decrement = Moot::Hincrby {
+        key: hash,
+        field: owner,
+        delta: -1,
+    };
+    if left == 0 || !keeps_hash {
+        s.moot(decrement);
+    } else {
+        s.hincrby(hash, owner, -1);
     }
-    s.del(&names.timeout_key(owner, held));
+    if left == 0 {
+        if keeps_hash {
+            s.hdel(hash, owner);
+        } else {
+            s.moot(Moot::Hdel {
+                key: hash,
+                field: owner,
+            });
+        }
+    }
+    s.del(&names.lease_key(owner, held));
     if fields_after > 1 {
         if longest > 0 {
             s.expire_at(hash, now + longest);
@@ -364,13 +395,28 @@ fn unlock_write<S: Store>(
         return Ok(Release::StillHeld);
     }
     // Checked before writing: a downgrade must not leave a corrupt read lock.
-    let others = holds_of(s, hash)?.len() - 1;
-    s.hincrby(hash, &field, -1);
-    s.hdel(hash, &field);
+    // `mode` and this field alone need no further reading.
+    let others = if s.hlen(hash) == 2 {
+        0
+    } else {
+        holds_of(&s.hgetall(hash))?.len() - 1
+    };
+    // The field goes: its decrement to 0 is moot, and so is its removal when
+    // the whole hash goes.
+    s.moot(Moot::Hincrby {
+        key: hash,
+        field: &field,
+        delta: -1,
+    });
     if others == 0 {
+        s.moot(Moot::Hdel {
+            key: hash,
+            field: &field,
+        });
         s.del(hash);
         s.publish(names.channel(), WRITE_RELEASED);
     } else {
+        s.hdel(hash, &field);
         // The writer still holds reads: downgrade, keeping the TTL.
         s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
     }
@@ -399,7 +445,7 @@ pub fn renew<S: Store>(
     let lease_deadline = deadline(now, lease)?;
     s.expire_at(hash, lease_deadline);
     for i in (1..=reads.unwrap_or(0)).rev() {
-        s.expire_at(&names.timeout_key(owner, i), lease_deadline);
+        s.expire_at(&names.lease_key(owner, i), lease_deadline);
     }
     Ok(true)
 }
@@ -418,12 +464,15 @@ pub fn force_unlock<S: Store>(
     if only.is_some_and(|wanted| wanted != mode) {
         return Ok(false);
     }
-    let holds = holds_of(s, hash)?;
+    let fields = s.hgetall(hash);
+    let holds = holds_of(&fields)?;
     s.del(hash);
-    for (field, count) in &holds {
+    let mut key = Vec::new();
+    for &(field, count) in &holds {
         if !field_owner(field).1 {
-            for i in 1..=*count {
-                s.del(&names.timeout_key(field, i));
+            for i in 1..=count {
+                names.write_timeout_key(&mut key, field, i);
+                s.del(&key);
             }
         }
     }
@@ -439,14 +488,14 @@ pub fn force_unlock<S: Store>(
 pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockError> {
     let hash = names.hash();
     let mode = mode_of(s, hash)?;
-    let holds = if mode.is_some() {
-        holds_of(s, hash)?
+    let fields = if mode.is_some() {
+        s.hgetall(hash)
     } else {
-        Vec::new()
+        Fields::default()
     };
     let mut owners: BTreeMap<Vec<u8>, OwnerInfo> = BTreeMap::new();
-    for (field, count) in holds {
-        let (owner, is_write) = field_owner(&field);
+    for (field, count) in holds_of(&fields)? {
+        let (owner, is_write) = field_owner(field);
         let entry = owners.entry(owner.to_vec()).or_insert_with(|| OwnerInfo {
             owner: owner.to_vec(),
             reads: 0,
@@ -458,7 +507,7 @@ pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockErro
         } else {
             entry.reads = count;
             entry.leases = (1..=count)
-                .map(|i| s.pttl(&names.timeout_key(&field, i)))
+                .map(|i| s.pttl(&names.timeout_key(field, i)))
                 .collect();
         }
     }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::store::{KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use super::store::{Fields, KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
@@ -103,11 +103,14 @@ impl Store for MemStore {
         }
     }
 
-    fn hgetall(&mut self, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        match self.live(key) {
-            Some((Value::Hash(h), _)) => h.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
-            _ => Vec::new(),
+    fn hgetall(&mut self, key: &[u8]) -> Fields {
+        let mut fields = Fields::default();
+        if let Some((Value::Hash(h), _)) = self.live(key) {
+            for (f, v) in h.iter() {
+                fields.push(f, v);
+            }
         }
+        fields
     }
 
     fn hlen(&mut self, key: &[u8]) -> usize {

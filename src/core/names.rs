@@ -1,5 +1,7 @@
 //! Redisson's key and channel names for one lock (SPEC section 1).
 
+use std::cell::OnceCell;
+
 use super::error::LockError;
 
 /// Field of the lock hash that holds `read` or `write`.
@@ -10,14 +12,16 @@ const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
 
-/// Every name Redisson derives from one lock name.
+/// Every name Redisson derives from one lock name. Built per command from
+/// the name alone; the channel, needed only when a release publishes, on
+/// first use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockNames {
     hash: Vec<u8>,
-    /// `{name}`, or the name itself when it already carries braces.
-    key_prefix: Vec<u8>,
-    channel: Vec<u8>,
-    latch_prefix: Vec<u8>,
+    /// The name carries braces: derived keys keep it as it is (`name:…`)
+    /// instead of wrapping it (`{name}:…`).
+    braced: bool,
+    channel: OnceCell<Vec<u8>>,
 }
 
 impl LockNames {
@@ -29,9 +33,8 @@ impl LockNames {
         }
         Ok(LockNames {
             hash: name.to_vec(),
-            key_prefix: suffix_base(name),
-            channel: prefix(CHANNEL_PREFIX, name),
-            latch_prefix: prefix(LATCH_PREFIX, name),
+            braced: name.contains(&b'{'),
+            channel: OnceCell::new(),
         })
     }
 
@@ -40,32 +43,129 @@ impl LockNames {
     }
 
     pub fn channel(&self) -> &[u8] {
-        &self.channel
+        self.channel
+            .get_or_init(|| prefix(CHANNEL_PREFIX, &self.hash))
+    }
+
+    /// `{name}`, or the name itself when it already carries braces.
+    fn push_key_prefix(&self, out: &mut Vec<u8>) {
+        if self.braced {
+            out.extend_from_slice(&self.hash);
+        } else {
+            out.push(b'{');
+            out.extend_from_slice(&self.hash);
+            out.push(b'}');
+        }
     }
 
     /// Timeout key of the `n`-th read hold of the hash field `field`.
     pub fn timeout_key(&self, field: &[u8], n: i64) -> Vec<u8> {
-        let mut key = Vec::with_capacity(self.key_prefix.len() + field.len() + 40);
-        key.extend_from_slice(&self.key_prefix);
-        key.push(b':');
-        key.extend_from_slice(field);
-        key.extend_from_slice(TIMEOUT_INFIX);
-        key.extend_from_slice(n.to_string().as_bytes());
-        key
+        self.lease_key(field, n).to_vec()
+    }
+
+    /// [`Self::timeout_key`] built on the stack when it is short, as the
+    /// lease keys commands create and delete nearly always are.
+    pub fn lease_key(&self, field: &[u8], n: i64) -> KeyBuf {
+        let mut digits = [0; DECIMAL_LEN];
+        let digits = decimal(n, &mut digits);
+        let (open, close): (&[u8], &[u8]) = if self.braced {
+            (b"", b"")
+        } else {
+            (b"{", b"}")
+        };
+        KeyBuf::concat(&[open, &self.hash, close, b":", field, TIMEOUT_INFIX, digits])
+    }
+
+    /// [`Self::timeout_key`] into `out` (cleared first), so a loop over many
+    /// keys reuses one buffer.
+    pub fn write_timeout_key(&self, out: &mut Vec<u8>, field: &[u8], n: i64) {
+        out.clear();
+        out.reserve(self.hash.len() + field.len() + TIMEOUT_INFIX.len() + DECIMAL_LEN + 3);
+        self.push_key_prefix(out);
+        out.push(b':');
+        out.extend_from_slice(field);
+        out.extend_from_slice(TIMEOUT_INFIX);
+        out.extend_from_slice(decimal(n, &mut [0; DECIMAL_LEN]));
     }
 
     /// Latch key of an idempotent unlock request.
     pub fn latch_key(&self, request_id: &[u8]) -> Vec<u8> {
-        let mut key = self.latch_prefix.clone();
+        let mut key = prefix(LATCH_PREFIX, &self.hash);
         key.push(b':');
         key.extend_from_slice(request_id);
         key
     }
 }
 
+/// How long a key [`KeyBuf`] keeps on the stack.
+const KEY_INLINE: usize = 128;
+
+/// A derived key name: on the stack when it fits, else on the heap.
+pub struct KeyBuf {
+    len: usize,
+    inline: [u8; KEY_INLINE],
+    heap: Vec<u8>,
+}
+
+impl KeyBuf {
+    fn concat(parts: &[&[u8]]) -> KeyBuf {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let mut key = KeyBuf {
+            len,
+            inline: [0; KEY_INLINE],
+            heap: Vec::new(),
+        };
+        if len > KEY_INLINE {
+            key.heap = parts.concat();
+        } else {
+            let mut at = 0;
+            for part in parts {
+                key.inline[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+        }
+        key
+    }
+}
+
+impl std::ops::Deref for KeyBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        if self.len > KEY_INLINE {
+            &self.heap
+        } else {
+            &self.inline[..self.len]
+        }
+    }
+}
+
+/// Room for any i64 in decimal.
+pub const DECIMAL_LEN: usize = 20;
+
+/// `n` in decimal, as Redis writes integers, formatted into `buf`.
+pub fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
+    let mut at = DECIMAL_LEN;
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    &buf[at..]
+}
+
 /// The write field of an owner.
 pub fn write_field(owner: &[u8]) -> Vec<u8> {
-    let mut field = owner.to_vec();
+    let mut field = Vec::with_capacity(owner.len() + WRITE_SUFFIX.len());
+    field.extend_from_slice(owner);
     field.extend_from_slice(WRITE_SUFFIX);
     field
 }
@@ -87,7 +187,8 @@ pub fn field_owner(field: &[u8]) -> (&[u8], bool) {
 }
 
 fn prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut out = p.to_vec();
+    let mut out = Vec::with_capacity(p.len() + name.len() + 3);
+    out.extend_from_slice(p);
     if name.contains(&b'{') {
         out.push(b':');
     } else {
@@ -98,18 +199,6 @@ fn prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
         out.push(b'}');
     }
     out
-}
-
-fn suffix_base(name: &[u8]) -> Vec<u8> {
-    if name.contains(&b'{') {
-        name.to_vec()
-    } else {
-        let mut out = Vec::with_capacity(name.len() + 2);
-        out.push(b'{');
-        out.extend_from_slice(name);
-        out.push(b'}');
-        out
-    }
 }
 
 /// The part of a key that Redis Cluster hashes (its hash tag, or the whole key).
@@ -192,6 +281,34 @@ mod tests {
         for owner in ["u:1", "modes", "write", "u:writer"] {
             assert_eq!(check_owner(owner.as_bytes()), Ok(()));
         }
+    }
+
+    #[test]
+    fn decimals_are_written_as_redis_writes_integers() {
+        for n in [0, 1, 9, 10, 57, -1, -10, 100_000, i64::MAX, i64::MIN] {
+            assert_eq!(decimal(n, &mut [0; DECIMAL_LEN]), n.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn lease_keys_of_any_length() {
+        let n = names("L");
+        let long = vec![b'o'; 300];
+        for field in [&b"U:57"[..], &long] {
+            let mut expected = b"{L}:".to_vec();
+            expected.extend_from_slice(field);
+            expected.extend_from_slice(b":rwlock_timeout:3");
+            assert_eq!(&*n.lease_key(field, 3), &expected[..]);
+        }
+    }
+
+    #[test]
+    fn timeout_keys_reuse_a_buffer() {
+        let n = names("L");
+        let mut buf = b"left over".to_vec();
+        n.write_timeout_key(&mut buf, b"U:57", 12);
+        assert_eq!(buf, b"{L}:U:57:rwlock_timeout:12");
+        assert_eq!(n.timeout_key(b"U:57", 12), buf);
     }
 
     #[test]

@@ -16,14 +16,68 @@ pub const PTTL_MISSING: i64 = -2;
 /// TTL reply of a key without expiry, as `PTTL` gives it.
 pub const PTTL_PERSISTENT: i64 = -1;
 
+/// Every field and value of a hash, kept in one buffer however many there
+/// are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fields {
+    bytes: Vec<u8>,
+    /// Where each field ends in `bytes`, and where its value ends.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Fields {
+    pub fn push(&mut self, field: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(field);
+        let field_end = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.ends.push((field_end, self.bytes.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// `(field, value)` pairs in the order they were pushed.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&(_, end)| end));
+        starts.zip(&self.ends).map(|(start, &(field_end, end))| {
+            (&self.bytes[start..field_end], &self.bytes[field_end..end])
+        })
+    }
+}
+
+/// A write the command itself makes moot before it returns: HINCRBY of a
+/// field it then deletes, HDEL from a hash it then deletes (`mode` still in
+/// it, so never the hash's last field).
+#[derive(Debug, Clone, Copy)]
+pub enum Moot<'a> {
+    Hincrby {
+        key: &'a [u8],
+        field: &'a [u8],
+        delta: i64,
+    },
+    Hdel {
+        key: &'a [u8],
+        field: &'a [u8],
+    },
+}
+
 pub trait Store {
     /// The clock deadlines are computed from, in Unix milliseconds.
     fn now_ms(&mut self) -> i64;
     fn kind(&mut self, key: &[u8]) -> KeyKind;
     /// A hash field; `None` when the field or the hash is missing.
     fn hget(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>>;
+    /// [`Store::hget`], the value lent to `f` instead of copied.
+    fn hget_with<R>(&mut self, key: &[u8], field: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        f(self.hget(key, field).as_deref())
+    }
     /// Every field and value of a hash (empty when missing).
-    fn hgetall(&mut self, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)>;
+    fn hgetall(&mut self, key: &[u8]) -> Fields;
     fn hlen(&mut self, key: &[u8]) -> usize;
     /// `HSET`: event `hset`.
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]);
@@ -32,6 +86,17 @@ pub trait Store {
     fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64;
     /// `HDEL` of one existing field: event `hdel` (and `del` if the hash empties).
     fn hdel(&mut self, key: &[u8], field: &[u8]);
+    /// A moot write: its event and propagated effect exactly as the write's,
+    /// the data maybe left as it is, since nothing reads it before the
+    /// command overwrites it. The default applies the write.
+    fn moot(&mut self, write: Moot<'_>) {
+        match write {
+            Moot::Hincrby { key, field, delta } => {
+                self.hincrby(key, field, delta);
+            }
+            Moot::Hdel { key, field } => self.hdel(key, field),
+        }
+    }
     /// A string value, `None` when missing (the caller checked the kind).
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.

@@ -2,17 +2,16 @@
 //! parked with `BLOCK` against a Redisson-style client loop (subscribe to the
 //! lock's channel, retry on each message or when the returned TTL ends).
 //! Both run in one process against one server, so their ratio holds on a
-//! noisy machine. `cargo bench --bench handoff` (the module built first).
-
-#[path = "../tests/common/mod.rs"]
-mod common;
+//! noisy machine.
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
 use redis::{Connection, Value};
+
+use crate::common::Server;
+use crate::report::{Report, Settings, Target};
 
 const ROUNDS: usize = 400;
 const LEASE: &str = "30000";
@@ -44,7 +43,9 @@ fn waiters(conn: &mut Connection) -> u64 {
 }
 
 /// One round: the holder releases at t0, the waiter reports when it holds
-/// the lock; returns the handoff time.
+/// the lock; returns the handoff time. The holder reads its own reply only
+/// afterwards, so its thread does not compete with the waiter's for a CPU
+/// at the moment that is measured.
 fn round(
     holder: &mut Connection,
     lock: &str,
@@ -54,13 +55,22 @@ fn round(
 ) -> Duration {
     ready.recv().expect("waiter ready");
     wait_parked(holder);
+    let command = redis::cmd("RWLOCK.UNLOCK")
+        .arg(lock)
+        .arg("holder:1")
+        .arg("WRITE")
+        .get_packed_command();
     let t0 = Instant::now();
-    unlock(holder, lock, "holder:1");
+    holder
+        .send_packed_command(&command)
+        .expect("send RWLOCK.UNLOCK");
     let t1 = acquired.recv().expect("waiter acquired");
+    let reply = holder.recv_response().expect("RWLOCK.UNLOCK");
+    assert_eq!(reply, Value::Int(1), "the holder released the lock");
     t1.duration_since(t0)
 }
 
-fn bench_block(server: &Server) -> Vec<Duration> {
+fn bench_block(server: &Server, rounds: usize) -> Vec<Duration> {
     let lock = "bench-block";
     let mut holder = server.conn();
     let (ready_tx, ready) = mpsc::channel();
@@ -68,7 +78,7 @@ fn bench_block(server: &Server) -> Vec<Duration> {
     let (next_tx, next) = mpsc::channel::<()>();
     let mut waiter = server.conn();
     let worker = thread::spawn(move || {
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             next.recv().expect("next round");
             ready_tx.send(()).expect("ready");
             let reply: Value = redis::cmd("RWLOCK.WRITE")
@@ -85,8 +95,8 @@ fn bench_block(server: &Server) -> Vec<Duration> {
             done_tx.send(now).expect("done");
         }
     });
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
         assert_eq!(attempt(&mut holder, lock, "holder:1"), Value::Nil);
         next_tx.send(()).expect("start");
         samples.push(round(&mut holder, lock, &ready, &acquired, |c| {
@@ -99,7 +109,7 @@ fn bench_block(server: &Server) -> Vec<Duration> {
     samples
 }
 
-fn bench_loop(server: &Server) -> Vec<Duration> {
+fn bench_loop(server: &Server, rounds: usize) -> Vec<Duration> {
     let lock = "bench-loop";
     let channel = format!("redisson_rwlock:{{{lock}}}");
     let mut holder = server.conn();
@@ -111,7 +121,7 @@ fn bench_loop(server: &Server) -> Vec<Duration> {
     let worker = thread::spawn(move || {
         let mut pubsub = sub.as_pubsub();
         pubsub.subscribe(&channel).expect("SUBSCRIBE");
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             next.recv().expect("next round");
             let mut told = false;
             loop {
@@ -138,8 +148,8 @@ fn bench_loop(server: &Server) -> Vec<Duration> {
             done_tx.send(now).expect("done");
         }
     });
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
         assert_eq!(attempt(&mut holder, lock, "holder:1"), Value::Nil);
         next_tx.send(()).expect("start");
         // The waiter is blocked reading its subscription once it said ready.
@@ -156,31 +166,47 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-fn main() {
-    let server = Server::start(&[]);
+pub fn run(server: &Server, settings: &Settings, report: &mut Report) {
+    let rounds = settings.scaled(ROUNDS);
     // Interleave the two so drift on the machine hits both alike.
     let mut block = Vec::new();
     let mut looped = Vec::new();
     for _ in 0..2 {
-        block.extend(bench_block(&server));
-        looped.extend(bench_loop(&server));
+        block.extend(bench_block(server, rounds));
+        looped.extend(bench_loop(server, rounds));
     }
     block.sort();
     looped.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "handoff latency, unlock -> waiter's reply ({} rounds each)",
-        block.len()
-    );
-    println!("{:<28} {:>10} {:>10}", "", "p50 (us)", "p99 (us)");
+    let section = "handoff";
     for (name, s) in [("BLOCK", &block), ("subscribe-and-retry loop", &looped)] {
-        println!(
-            "{:<28} {:>10.1} {:>10.1}",
+        report.value(
+            section,
+            "unlock -> waiter's reply, p50",
             name,
             us(percentile(s, 0.5)),
-            us(percentile(s, 0.99))
+            "us",
+        );
+        report.value(
+            section,
+            "unlock -> waiter's reply, p99",
+            name,
+            us(percentile(s, 0.99)),
+            "us",
         );
     }
-    let ratio = us(percentile(&block, 0.5)) / us(percentile(&looped, 0.5));
-    println!("BLOCK p50 / loop p50 = {ratio:.2} (target: at most 0.50)");
+    report.ratio(
+        section,
+        "unlock -> waiter's reply, p50",
+        "BLOCK / loop",
+        us(percentile(&block, 0.5)) / us(percentile(&looped, 0.5)),
+        Some(Target::AtMost(0.5)),
+    );
+    report.ratio(
+        section,
+        "unlock -> waiter's reply, p99",
+        "BLOCK / loop",
+        us(percentile(&block, 0.99)) / us(percentile(&looped, 0.99)),
+        None,
+    );
 }

@@ -1,0 +1,353 @@
+//! Uncontended cycles (acquire + release) with 50 clients, each on its own
+//! lock: the module against EVALSHA of Redisson's seed scripts, against the
+//! same plain commands the scripts run sent as MULTI/EXEC, and against the
+//! floor of one `HINCRBY` per request.
+
+use crate::common::Server;
+use crate::load::{self, Request, Throughput};
+use crate::report::{median, Report, Settings, Target};
+use crate::resp::{command, Expect};
+use crate::scripts::Scripts;
+
+pub const CLIENTS: usize = 50;
+pub const DEPTHS: [usize; 2] = [1, 16];
+const LEASE: &str = "30000";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+        }
+    }
+}
+
+/// One client's names: its own lock, so nobody contends.
+struct Names {
+    lock: String,
+    owner: String,
+    write_field: String,
+    timeout_prefix: String,
+    key_prefix: String,
+    channel: String,
+}
+
+fn names(client: usize) -> Names {
+    let lock = format!("bench:cycle:{client}");
+    let owner = format!("c{client}-0000-4000-8000-000000000000:1");
+    Names {
+        write_field: format!("{owner}:write"),
+        timeout_prefix: format!("{{{lock}}}:{owner}:rwlock_timeout"),
+        key_prefix: format!("{{{lock}}}"),
+        channel: format!("redisson_rwlock:{{{lock}}}"),
+        lock,
+        owner,
+    }
+}
+
+fn module(kind: Kind, n: &Names) -> Vec<Request> {
+    let (acquire, mode) = match kind {
+        Kind::Read => ("RWLOCK.READ", "READ"),
+        Kind::Write => ("RWLOCK.WRITE", "WRITE"),
+    };
+    vec![
+        Request::new(
+            command(&[acquire, &n.lock, &n.owner, LEASE]),
+            vec![Expect::Nil],
+        ),
+        Request::new(
+            command(&["RWLOCK.UNLOCK", &n.lock, &n.owner, mode]),
+            vec![Expect::Int(1)],
+        ),
+    ]
+}
+
+fn evalsha(kind: Kind, n: &Names, s: &Scripts) -> Vec<Request> {
+    let (acquire, release) = match kind {
+        Kind::Read => (
+            command(&[
+                "EVALSHA",
+                &s.read_lock,
+                "2",
+                &n.lock,
+                &n.timeout_prefix,
+                LEASE,
+                &n.owner,
+                &n.write_field,
+            ]),
+            command(&[
+                "EVALSHA",
+                &s.read_unlock,
+                "4",
+                &n.lock,
+                &n.channel,
+                &n.timeout_prefix,
+                &n.key_prefix,
+                "0",
+                &n.owner,
+            ]),
+        ),
+        Kind::Write => (
+            command(&[
+                "EVALSHA",
+                &s.write_lock,
+                "1",
+                &n.lock,
+                LEASE,
+                &n.write_field,
+            ]),
+            command(&[
+                "EVALSHA",
+                &s.write_unlock,
+                "2",
+                &n.lock,
+                &n.channel,
+                "1",
+                LEASE,
+                &n.write_field,
+            ]),
+        ),
+    };
+    vec![
+        Request::new(acquire, vec![Expect::Nil]),
+        Request::new(release, vec![Expect::Int(1)]),
+    ]
+}
+
+fn transaction(commands: &[Vec<&str>]) -> Request {
+    let mut bytes = command(&["MULTI"]);
+    for c in commands {
+        bytes.extend(command(c));
+    }
+    bytes.extend(command(&["EXEC"]));
+    // +OK, +QUEUED per command, then EXEC's array.
+    Request::new(bytes, vec![Expect::NoError; commands.len() + 2])
+}
+
+/// The commands the seed scripts run on this path, in one MULTI/EXEC each.
+fn multi(kind: Kind, n: &Names) -> Vec<Request> {
+    let timeout_key = format!("{}:1", n.timeout_prefix);
+    let (l, o, w, t) = (
+        &n.lock[..],
+        &n.owner[..],
+        &n.write_field[..],
+        &timeout_key[..],
+    );
+    match kind {
+        Kind::Read => vec![
+            transaction(&[
+                vec!["HGET", l, "mode"],
+                vec!["HSET", l, "mode", "read"],
+                vec!["HSET", l, o, "1"],
+                vec!["SET", t, "1"],
+                vec!["PEXPIRE", t, LEASE],
+                vec!["PEXPIRE", l, LEASE],
+            ]),
+            transaction(&[
+                vec!["HGET", l, "mode"],
+                vec!["HEXISTS", l, o],
+                vec!["HINCRBY", l, o, "-1"],
+                vec!["HDEL", l, o],
+                vec!["DEL", t],
+                vec!["HLEN", l],
+                vec!["DEL", l],
+                vec!["PUBLISH", &n.channel, "0"],
+            ]),
+        ],
+        Kind::Write => vec![
+            transaction(&[
+                vec!["HGET", l, "mode"],
+                vec!["HSET", l, "mode", "write"],
+                vec!["HSET", l, w, "1"],
+                vec!["PEXPIRE", l, LEASE],
+            ]),
+            transaction(&[
+                vec!["HGET", l, "mode"],
+                vec!["HEXISTS", l, w],
+                vec!["HINCRBY", l, w, "-1"],
+                vec!["HDEL", l, w],
+                vec!["HLEN", l],
+                vec!["DEL", l],
+                vec!["PUBLISH", &n.channel, "1"],
+            ]),
+        ],
+    }
+}
+
+/// The floor: one native command per request.
+fn hincrby(client: usize) -> Vec<Request> {
+    let key = format!("bench:floor:{client}");
+    vec![
+        Request::new(command(&["HINCRBY", &key, "f", "1"]), vec![Expect::Int(1)]),
+        Request::new(command(&["HINCRBY", &key, "f", "-1"]), vec![Expect::Int(0)]),
+    ]
+}
+
+struct Variant {
+    name: &'static str,
+    kind: Option<Kind>,
+    cycles: Vec<Vec<Request>>,
+}
+
+fn variants(s: &Scripts) -> Vec<Variant> {
+    let mut out = Vec::new();
+    for kind in [Kind::Read, Kind::Write] {
+        let all: Vec<Names> = (0..CLIENTS).map(names).collect();
+        out.push(Variant {
+            name: "module",
+            kind: Some(kind),
+            cycles: all.iter().map(|n| module(kind, n)).collect(),
+        });
+        out.push(Variant {
+            name: "EVALSHA",
+            kind: Some(kind),
+            cycles: all.iter().map(|n| evalsha(kind, n, s)).collect(),
+        });
+        out.push(Variant {
+            name: "MULTI/EXEC",
+            kind: Some(kind),
+            cycles: all.iter().map(|n| multi(kind, n)).collect(),
+        });
+    }
+    out.push(Variant {
+        name: "HINCRBY",
+        kind: None,
+        cycles: (0..CLIENTS).map(hincrby).collect(),
+    });
+    out
+}
+
+pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
+    let variants = variants(scripts);
+    let index = |name: &str, kind: Option<Kind>| {
+        variants
+            .iter()
+            .position(|v| v.name == name && v.kind == kind)
+            .expect("variant")
+    };
+    for depth in DEPTHS {
+        // Every round runs every variant, in alternating order (ABBA), so
+        // drift on the machine hits all alike; ratios are taken per round.
+        let mut rounds: Vec<Vec<Throughput>> = Vec::new();
+        for round in 0..settings.rounds {
+            let mut order: Vec<usize> = (0..variants.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            let mut results: Vec<Option<Throughput>> = (0..variants.len()).map(|_| None).collect();
+            for i in order {
+                let v = &variants[i];
+                let t = load::run(
+                    server.port,
+                    server.pid(),
+                    &v.cycles,
+                    depth,
+                    settings.warmup,
+                    settings.measure,
+                );
+                // Two requests make a cycle, for every variant.
+                results[i] = Some(Throughput {
+                    per_s: t.per_s / 2.0,
+                    cpu_us: t.cpu_us * 2.0,
+                });
+            }
+            rounds.push(
+                results
+                    .into_iter()
+                    .map(|t| t.expect("every variant ran"))
+                    .collect(),
+            );
+        }
+        let rate = |i: usize| median(&mut rounds.iter().map(|r| r[i].per_s).collect::<Vec<_>>());
+        let cpu = |i: usize| median(&mut rounds.iter().map(|r| r[i].cpu_us).collect::<Vec<_>>());
+        let ratio = |a: usize, b: usize| {
+            median(
+                &mut rounds
+                    .iter()
+                    .map(|r| r[a].per_s / r[b].per_s)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let cpu_ratio = |a: usize, b: usize| {
+            median(
+                &mut rounds
+                    .iter()
+                    .map(|r| r[b].cpu_us / r[a].cpu_us)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let section = "cycles";
+        let floor = index("HINCRBY", None);
+        let floor_case = format!("HINCRBY +1/-1, depth {depth}");
+        report.value(section, &floor_case, "HINCRBY", rate(floor), "cycles/s");
+        report.value(
+            section,
+            &floor_case,
+            "HINCRBY",
+            cpu(floor),
+            "server us/cycle",
+        );
+        for kind in [Kind::Read, Kind::Write] {
+            let case = format!("{} lock + unlock, depth {depth}", kind.label());
+            let module = index("module", Some(kind));
+            let script = index("EVALSHA", Some(kind));
+            let multi = index("MULTI/EXEC", Some(kind));
+            for (name, i) in [
+                ("module", module),
+                ("EVALSHA", script),
+                ("MULTI/EXEC", multi),
+            ] {
+                report.value(section, &case, name, rate(i), "cycles/s");
+            }
+            for (name, i) in [
+                ("module", module),
+                ("EVALSHA", script),
+                ("MULTI/EXEC", multi),
+            ] {
+                report.value(section, &case, name, cpu(i), "server us/cycle");
+            }
+            let target = |t: f64| (depth == 16).then_some(Target::AtLeast(t));
+            report.ratio(
+                section,
+                &case,
+                "module / EVALSHA",
+                ratio(module, script),
+                target(3.0),
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / MULTI/EXEC",
+                ratio(module, multi),
+                None,
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / HINCRBY",
+                ratio(module, floor),
+                target(0.7),
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / EVALSHA, server CPU",
+                cpu_ratio(module, script),
+                None,
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / HINCRBY, server CPU",
+                cpu_ratio(module, floor),
+                None,
+            );
+        }
+    }
+}

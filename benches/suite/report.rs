@@ -1,0 +1,243 @@
+//! Figures and ratios: printed as tables, written as CSV and Markdown under
+//! the output folder (`target/bench` unless `RWLOCK_BENCH_OUT` says otherwise).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long each measurement runs; `--quick` shortens everything.
+pub struct Settings {
+    pub rounds: usize,
+    pub warmup: Duration,
+    pub measure: Duration,
+    /// Scales the sample counts of the latency and per-call sections.
+    pub samples: f64,
+}
+
+impl Settings {
+    pub fn new(quick: bool) -> Settings {
+        if quick {
+            Settings {
+                rounds: 1,
+                warmup: Duration::from_millis(100),
+                measure: Duration::from_millis(300),
+                samples: 0.2,
+            }
+        } else {
+            Settings {
+                rounds: 5,
+                warmup: Duration::from_millis(200),
+                measure: Duration::from_millis(800),
+                samples: 1.0,
+            }
+        }
+    }
+
+    pub fn scaled(&self, n: usize) -> usize {
+        ((n as f64 * self.samples).round() as usize).max(1)
+    }
+}
+
+/// Median of the samples (sorted in place).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    assert!(n > 0, "median of nothing");
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Target {
+    AtLeast(f64),
+    AtMost(f64),
+    /// Equal within 2 %.
+    About(f64),
+}
+
+impl Target {
+    fn met(self, value: f64) -> bool {
+        match self {
+            Target::AtLeast(t) => value >= t,
+            Target::AtMost(t) => value <= t,
+            Target::About(t) => (value - t).abs() <= 0.02 * t.abs(),
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Target::AtLeast(t) => format!(">= {t}"),
+            Target::AtMost(t) => format!("<= {t}"),
+            Target::About(t) => format!("= {t} (2 %)"),
+        }
+    }
+}
+
+struct Value {
+    section: String,
+    case: String,
+    variant: String,
+    value: f64,
+    unit: String,
+}
+
+struct Ratio {
+    section: String,
+    case: String,
+    name: String,
+    value: f64,
+    target: Option<Target>,
+}
+
+#[derive(Default)]
+pub struct Report {
+    values: Vec<Value>,
+    ratios: Vec<Ratio>,
+}
+
+fn number(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+impl Report {
+    pub fn value(&mut self, section: &str, case: &str, variant: &str, value: f64, unit: &str) {
+        println!("  {case:<44} {variant:<26} {:>12} {unit}", number(value));
+        self.values.push(Value {
+            section: section.into(),
+            case: case.into(),
+            variant: variant.into(),
+            value,
+            unit: unit.into(),
+        });
+    }
+
+    pub fn ratio(
+        &mut self,
+        section: &str,
+        case: &str,
+        name: &str,
+        value: f64,
+        target: Option<Target>,
+    ) {
+        let verdict = match target {
+            Some(t) if t.met(value) => format!("target {}: met", t.text()),
+            Some(t) => format!("target {}: NOT met", t.text()),
+            None => String::new(),
+        };
+        println!(
+            "  {case:<44} {name:<26} {:>12} {verdict}",
+            format!("{value:.2}x")
+        );
+        self.ratios.push(Ratio {
+            section: section.into(),
+            case: case.into(),
+            name: name.into(),
+            value,
+            target,
+        });
+    }
+
+    /// Writes results.csv, ratios.csv and results.md; returns the folder.
+    pub fn write(&self, dir: &Path, machine: &str) -> PathBuf {
+        fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let mut values = String::from("section,case,variant,value,unit\n");
+        for v in &self.values {
+            let _ = writeln!(
+                values,
+                "{},{},{},{},{}",
+                csv_field(&v.section),
+                csv_field(&v.case),
+                csv_field(&v.variant),
+                v.value,
+                csv_field(&v.unit)
+            );
+        }
+        let mut ratios = String::from("section,case,ratio,value,target,met\n");
+        for r in &self.ratios {
+            let _ = writeln!(
+                ratios,
+                "{},{},{},{},{},{}",
+                csv_field(&r.section),
+                csv_field(&r.case),
+                csv_field(&r.name),
+                r.value,
+                csv_field(&r.target.map(Target::text).unwrap_or_default()),
+                r.target
+                    .map_or(String::new(), |t| t.met(r.value).to_string())
+            );
+        }
+        let mut md =
+            format!("{machine}\n\n| section | case | variant | value |\n|---|---|---|---|\n");
+        for v in &self.values {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} {} |",
+                v.section,
+                v.case,
+                v.variant,
+                number(v.value),
+                v.unit
+            );
+        }
+        md.push_str("\n| section | case | ratio | value | target |\n|---|---|---|---|---|\n");
+        for r in &self.ratios {
+            let target = match r.target {
+                Some(t) if t.met(r.value) => format!("{} met", t.text()),
+                Some(t) => format!("{} **not met**", t.text()),
+                None => String::new(),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.2}x | {} |",
+                r.section, r.case, r.name, r.value, target
+            );
+        }
+        for (name, text) in [
+            ("results.csv", values),
+            ("ratios.csv", ratios),
+            ("results.md", md),
+        ] {
+            let path = dir.join(name);
+            fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        }
+        dir.to_path_buf()
+    }
+
+    /// The targets that were not met, for the closing summary.
+    pub fn missed(&self) -> Vec<String> {
+        self.ratios
+            .iter()
+            .filter_map(|r| {
+                let t = r.target?;
+                (!t.met(r.value)).then(|| {
+                    format!(
+                        "{} / {} / {}: {:.2}x, target {}",
+                        r.section,
+                        r.case,
+                        r.name,
+                        r.value,
+                        t.text()
+                    )
+                })
+            })
+            .collect()
+    }
+}
