@@ -163,6 +163,14 @@ fn snapshot(conn: &mut redis::Connection) -> Snapshot {
         pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
     }
     let meta: Vec<redis::Value> = pipe.query(conn).expect("TYPE/PEXPIRETIME pipeline");
+    // A short lease can run out between the SCAN and the TYPE: such a key is
+    // already gone, and is left out rather than recorded as present.
+    let (keys, meta): (Vec<_>, Vec<_>) = keys
+        .into_iter()
+        .zip(meta.chunks(2))
+        .filter(|(_, m)| m[0] != redis::Value::SimpleString("none".into()))
+        .unzip();
+    let meta: Vec<redis::Value> = meta.into_iter().flatten().cloned().collect();
     let mut kinds = Vec::with_capacity(keys.len());
     let mut pipe = redis::pipe();
     for (i, k) in keys.iter().enumerate() {
