@@ -9,6 +9,7 @@
 #   make test    lint, then every unit and integration test
 #   make bench   benchmarks: tables printed, CSV, Markdown and a PNG chart
 #                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
+#   make profile server instructions per lock cycle under callgrind (needs valgrind)
 #   make clean   cargo clean
 
 SHELL := /bin/bash
@@ -29,7 +30,7 @@ export RWLOCK_REDISSON_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test bench clean
+.PHONY: all deps build run lint test bench profile clean
 
 all: build
 
@@ -91,6 +92,12 @@ bench: build
 	    { python3 -m venv $(BENCH_OUT)/venv && $(BENCH_OUT)/venv/bin/pip install --quiet matplotlib; }; \
 	fi; \
 	$$py $(ROOT)/benches/chart.py $(BENCH_OUT) || echo "bench: no chart (matplotlib unavailable); see $(BENCH_OUT)/*.csv"
+
+# Instruction counts: repeatable where timings are not (PROFILE_MODULE=other.so
+# to compare a build).
+PROFILE_MODULE ?= $(RWLOCK_MODULE)
+profile: build
+	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE)
 
 clean:
 	cd $(ROOT) && $(CARGO) clean

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Instructions the server spends per operation, counted by callgrind: the
+same on a quiet machine and a busy one, so before/after comparisons of the
+hot path do not depend on the noise of the moment.
+
+    benches/callgrind.py [MODULE.so]     (make profile)
+
+Starts redis-server under valgrind with the module, runs each workload once
+to warm up and once counted, and prints instructions per cycle (acquire +
+release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, and
+per read unlock among 1,000 readers. Needs valgrind and RWLOCK_REDISSON_LUA.
+"""
+
+import hashlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CYCLES = 5000
+READERS = 1000
+UNLOCKS = 10
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rb")
+
+    def reply(self):
+        line = self.file.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.file.read(n + 2)[:-2]
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        return rest
+
+    def run(self, requests):
+        """Sends the requests pipelined in chunks; fails on any error reply."""
+        for i in range(0, len(requests), 500):
+            chunk = requests[i : i + 500]
+            self.sock.sendall(b"".join(chunk))
+            for _ in chunk:
+                self.reply()
+
+
+def workloads(scripts):
+    sha = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in scripts.items()}
+    lock, owner = "L", "u-0000-4000-8000-000000000000:1"
+    tkey = "{%s}:%s:rwlock_timeout" % (lock, owner)
+    chan = "redisson_rwlock:{%s}" % lock
+    readers_lock = "R"
+
+    def reader(i):
+        return "r%d-0000-4000-8000-000000000000:1" % i
+
+    def cycles(acquire, release):
+        return [r for _ in range(CYCLES) for r in (acquire, release)]
+
+    readers_setup = [resp("RWLOCK.READ", readers_lock, reader(i), 600000) for i in range(READERS)]
+
+    def readers_unlocks(script):
+        out = []
+        for i in range(UNLOCKS):
+            if script:
+                out.append(
+                    resp("EVALSHA", sha["read_unlock"], 4, readers_lock,
+                         "redisson_rwlock:{%s}" % readers_lock,
+                         "{%s}:%s:rwlock_timeout" % (readers_lock, reader(i)),
+                         "{%s}" % readers_lock, 0, reader(i)))
+            else:
+                out.append(resp("RWLOCK.UNLOCK", readers_lock, reader(i), "READ"))
+            out.append(resp("RWLOCK.READ", readers_lock, reader(i), 600000))
+        return out
+
+    return [
+        ("read lock + unlock, module", CYCLES, [],
+         cycles(resp("RWLOCK.READ", lock, owner, 30000), resp("RWLOCK.UNLOCK", lock, owner, "READ"))),
+        ("read lock + unlock, EVALSHA", CYCLES, [],
+         cycles(resp("EVALSHA", sha["read_lock"], 2, lock, tkey, 30000, owner, owner + ":write"),
+                resp("EVALSHA", sha["read_unlock"], 4, lock, chan, tkey, "{%s}" % lock, 0, owner))),
+        ("write lock + unlock, module", CYCLES, [],
+         cycles(resp("RWLOCK.WRITE", lock, owner, 30000), resp("RWLOCK.UNLOCK", lock, owner, "WRITE"))),
+        ("write lock + unlock, EVALSHA", CYCLES, [],
+         cycles(resp("EVALSHA", sha["write_lock"], 1, lock, 30000, owner + ":write"),
+                resp("EVALSHA", sha["write_unlock"], 2, lock, chan, 1, 30000, owner + ":write"))),
+        ("HINCRBY +1/-1", CYCLES, [], cycles(resp("HINCRBY", "H", "f", 1), resp("HINCRBY", "H", "f", -1))),
+        ("read unlock among 1000 readers, module", UNLOCKS, readers_setup, readers_unlocks(False)),
+        ("read unlock among 1000 readers, EVALSHA", UNLOCKS, readers_setup, readers_unlocks(True)),
+    ]
+
+
+def count(module, scripts, name, per, setup, work):
+    """Instructions per `per` operations of `work`, after `setup` and a warm-up run."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        server = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--loadmodule", str(module)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(300):
+                try:
+                    conn = Conn(port)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                raise RuntimeError("redis-server under valgrind did not start")
+            conn.run([resp("SCRIPT", "LOAD", body) for body in scripts.values()])
+            conn.run(setup)
+            conn.run(work)
+            subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            conn.run(work)
+            subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            conn.sock.sendall(resp("SHUTDOWN", "NOSAVE"))
+            server.wait(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        totals = subprocess.run(["callgrind_annotate", str(out)], capture_output=True, text=True).stdout
+        match = re.search(r"^\s*([\d,]+) .*PROGRAM TOTALS", totals, re.M)
+        if not match:
+            raise RuntimeError(f"no totals for {name}")
+        return int(match.group(1).replace(",", "")) / per
+
+
+def main():
+    module = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/release/librwlock.so")
+    lua = os.environ.get("RWLOCK_REDISSON_LUA")
+    if not lua:
+        sys.exit("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts")
+    scripts = {k: (Path(lua) / f"{k}.lua").read_text()
+               for k in ("read_lock", "read_unlock", "write_lock", "write_unlock")}
+    print(f"server instructions per operation (callgrind), module {module}")
+    for name, per, setup, work in workloads(scripts):
+        n = count(module, scripts, name, per, setup, work)
+        unit = "per unlock" if "readers" in name else "per cycle"
+        print(f"  {name:<44} {n:>12,.0f} {unit}")
+
+
+if __name__ == "__main__":
+    main()
