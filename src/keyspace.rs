@@ -2,6 +2,7 @@
 //! API (no `RM_Call` on the hot path). Every write is followed by the keyspace
 //! event and the replicated effect the equivalent command would produce.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::ptr;
@@ -21,10 +22,17 @@ struct OpenKey {
     writable: bool,
 }
 
+/// Past this many open keys they are found through an index: a reader
+/// with many holds has one timeout key per hold, and a search through all
+/// of them for each made a command quadratic (47 s for 100000 holds).
+const INDEX_FROM: usize = 16;
+
 /// Keys are opened on first use and closed when the command's store drops.
 pub struct RedisStore<'c> {
     ctx: &'c Context,
     open: Vec<OpenKey>,
+    /// Position of each open key by name, once there are many.
+    index: Option<HashMap<Vec<u8>, usize>>,
     /// One clock reading per command: deadlines computed from it are also
     /// checked against it, so a millisecond ticking over mid-command cannot
     /// turn a 1 ms lease into a deletion.
@@ -36,6 +44,7 @@ impl<'c> RedisStore<'c> {
         RedisStore {
             ctx,
             open: Vec::with_capacity(4),
+            index: None,
             now: None,
         }
     }
@@ -46,7 +55,10 @@ impl<'c> RedisStore<'c> {
 
     /// Index of the open key `name`, opened (or reopened) writable if asked.
     fn slot(&mut self, name: &[u8], writable: bool) -> usize {
-        let found = self.open.iter().position(|k| k.name.as_slice() == name);
+        let found = match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.open.iter().position(|k| k.name.as_slice() == name),
+        };
         if let Some(i) = found {
             if writable && !self.open[i].writable {
                 // SAFETY: the handle was opened by us and is closed once, here.
@@ -56,14 +68,29 @@ impl<'c> RedisStore<'c> {
             }
             return i;
         }
-        let name = RedisString::create_from_slice(ptr::null_mut(), name);
-        let handle = self.open_raw(&name, writable);
+        let key = RedisString::create_from_slice(ptr::null_mut(), name);
+        let handle = self.open_raw(&key, writable);
         self.open.push(OpenKey {
-            name,
+            name: key,
             handle,
             writable,
         });
-        self.open.len() - 1
+        let i = self.open.len() - 1;
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name.to_vec(), i);
+            }
+            None if self.open.len() > INDEX_FROM => {
+                let names = self.open.iter().enumerate();
+                self.index = Some(
+                    names
+                        .map(|(i, k)| (k.name.as_slice().to_vec(), i))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+        i
     }
 
     fn open_raw(&self, name: &RedisString, writable: bool) -> *mut raw::RedisModuleKey {
