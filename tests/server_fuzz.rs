@@ -523,6 +523,10 @@ impl Fuzzer<'_> {
                     .arg(lock)
                     .query(&mut c)
                     .expect("HGETALL");
+                if fields.is_empty() {
+                    // Expired between TYPE and HGETALL (leases of 1 ms).
+                    continue;
+                }
                 let mode = fields.get("mode").map(String::as_str);
                 let holds: Vec<(&String, &String)> =
                     fields.iter().filter(|(f, _)| *f != "mode").collect();
