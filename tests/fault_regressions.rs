@@ -138,3 +138,38 @@ fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
     let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
     assert_eq!(pong, "PONG");
 }
+
+/// Found by the server fuzzer: a command over a reader holding the largest
+/// count allowed (100000) opened one timeout key per hold and searched all
+/// the open ones for each, so RENEW took 47 s, with the server stuck.
+#[test]
+fn commands_over_the_largest_hold_count_reply_at_once() {
+    const BOUND: Duration = Duration::from_secs(5);
+    let server = Server::start(&[]);
+    let cases: [(&str, &[&str]); 5] = [
+        ("read", &["RWLOCK.RENEW", "H", "u", "60000"]),
+        ("read", &["RWLOCK.INFO", "H"]),
+        ("read", &["RWLOCK.UNLOCK", "H", "u", "READ"]),
+        ("read", &["RWLOCK.UNLOCK", "H", "v", "READ"]),
+        ("write", &["RWLOCK.FORCEUNLOCK", "H"]),
+    ];
+    for (mode, args) in cases {
+        let mut c = server.conn();
+        ok(&mut c, &["DEL", "H"]);
+        let other = if mode == "read" { "v" } else { "u:write" };
+        ok(
+            &mut c,
+            &["HSET", "H", "mode", mode, "u", "100000", other, "1"],
+        );
+        ok(&mut c, &["PEXPIRE", "H", "600000"]);
+        c.set_read_timeout(Some(BOUND)).expect("set_read_timeout");
+        let started = Instant::now();
+        let reply = call(&mut c, args);
+        let took = started.elapsed();
+        assert!(
+            reply.is_ok(),
+            "{args:?} on {mode} with 100000 holds: {reply:?} after {took:?}"
+        );
+        assert!(took < BOUND, "{args:?} took {took:?}");
+    }
+}

@@ -171,12 +171,20 @@ fn corrupt_fields(hash: Option<&Value>) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-/// Whether `op` is a write re-entry that a persistent hash cannot survive.
+/// Whether `op` may be a write re-entry that a persistent hash cannot survive.
 fn expires_at_once(op: &Op, dump: &Dump, lock: usize) -> bool {
     let persistent = dump
         .iter()
         .any(|(k, _, at)| k == LOCKS[lock].as_bytes() && at.is_none());
-    matches!(op, Op::Write(l, _, 1) if *l == lock) && persistent
+    let one_ms_write = match op {
+        Op::Write(l, _, 1) => *l == lock,
+        // A waiter's attempt is the same acquisition.
+        Op::Admit(l, queue) => {
+            *l == lock && queue.iter().any(|(_, m, x)| *m == Mode::Write && *x == 1)
+        }
+        _ => false,
+    };
+    one_ms_write && persistent
 }
 
 /// A lock as the SPEC describes it (absent counts as well-formed); else why not.

@@ -30,6 +30,16 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 const LOG_FILE: &str = "redis.log";
+
+/// The harness's own timeouts times `RWLOCK_TIMEOUT_SCALE` (default 1), for
+/// servers that run slowly on purpose (`make valgrind`).
+pub fn scaled(d: Duration) -> Duration {
+    let k: u32 = std::env::var("RWLOCK_TIMEOUT_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    d * k.max(1)
+}
 const START_ATTEMPTS: usize = 5;
 
 /// One pub/sub message: (channel, payload).
@@ -361,7 +371,7 @@ impl Server {
             .spawn()
             .map_err(|e| StartError::Fatal(format!("cannot run {bin}: {e}")))?;
         let pid = child.id();
-        let deadline = Instant::now() + START_TIMEOUT;
+        let deadline = Instant::now() + scaled(START_TIMEOUT);
         let url = format!("redis://127.0.0.1:{port}/");
         let client = redis::Client::open(url.as_str())
             .map_err(|e| StartError::Fatal(format!("bad url {url}: {e}")))?;
@@ -382,7 +392,7 @@ impl Server {
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
-                let _ = wait_exit(&mut child, STOP_TIMEOUT);
+                let _ = wait_exit(&mut child, scaled(STOP_TIMEOUT));
                 let text = fs::read_to_string(&log_path).unwrap_or_default();
                 return Err(StartError::Fatal(format!(
                     "redis-server did not answer PING within {START_TIMEOUT:?}; command: \
@@ -397,7 +407,7 @@ impl Server {
                 }
                 // Another server answers on this port: ours will fail to bind.
                 let _ = child.kill();
-                let _ = wait_exit(&mut child, STOP_TIMEOUT);
+                let _ = wait_exit(&mut child, scaled(STOP_TIMEOUT));
                 return Err(StartError::PortInUse(format!(
                     "port {port} is served by another process (pid {server_pid})"
                 )));
@@ -448,7 +458,7 @@ impl Server {
             return;
         }
         send_signal(self.child.id(), "TERM");
-        if !wait_exit(&mut self.child, STOP_TIMEOUT) {
+        if !wait_exit(&mut self.child, scaled(STOP_TIMEOUT)) {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -490,7 +500,7 @@ impl Server {
     pub fn conn(&self) -> redis::Connection {
         let conn = self
             .client()
-            .get_connection_with_timeout(IO_TIMEOUT)
+            .get_connection_with_timeout(scaled(IO_TIMEOUT))
             .unwrap_or_else(|e| {
                 panic!(
                     "connect to {}: {e}\n---- log ----\n{}",
@@ -498,9 +508,9 @@ impl Server {
                     self.log()
                 )
             });
-        conn.set_read_timeout(Some(IO_TIMEOUT))
+        conn.set_read_timeout(Some(scaled(IO_TIMEOUT)))
             .expect("set_read_timeout");
-        conn.set_write_timeout(Some(IO_TIMEOUT))
+        conn.set_write_timeout(Some(scaled(IO_TIMEOUT)))
             .expect("set_write_timeout");
         conn
     }
