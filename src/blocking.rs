@@ -28,6 +28,7 @@ use crate::core::names::LockNames;
 use crate::core::queue::{self, Served, Ticket};
 use crate::core::store::Store;
 use crate::keyspace::RedisStore;
+use crate::leases;
 use crate::metrics;
 
 /// A lock is its database and its name.
@@ -450,6 +451,8 @@ unsafe extern "C" fn on_role_changed(
     subevent: u64,
     _data: *mut c_void,
 ) {
+    // The data may be replaced by the new master's: no index stays trusted.
+    leases::forget_all(None);
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
         abort_all(&Context::new(ctx));
     }
@@ -468,6 +471,7 @@ unsafe extern "C" fn on_flush(
     }
     // SAFETY: for FlushDB events Redis passes a RedisModuleFlushInfo.
     let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
+    leases::forget_all((db != -1).then_some(db));
     let context = Context::new(ctx);
     let ids: Vec<LockId> = with(|r| {
         r.queues

@@ -1,5 +1,6 @@
 //! Module configuration (SPEC section 5): `rwlock.publish`,
-//! `rwlock.fairness` and `rwlock.default-lease`, settable as module arguments
+//! `rwlock.fairness` and `rwlock.default-lease`, and `rwlock.lease-index-from`
+//! (see `leases`), settable as module arguments
 //! at load time and with CONFIG SET.
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -8,7 +9,8 @@ use std::sync::Mutex;
 use redis_module::RedisString;
 
 use crate::core::error::MAX_MILLIS;
-use crate::core::lock::parse_i64;
+use crate::core::lock::{parse_i64, MAX_HOLDS};
+use crate::leases::LEASE_INDEX_FROM;
 
 pub use fairness::Fairness;
 pub use publish::PublishMode;
@@ -94,6 +96,12 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                 let options = [("none", Fairness::none), ("fifo", Fairness::fifo)];
                 let mode = pick(&options, value).ok_or_else(bad)?;
                 *FAIRNESS.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+            }
+            b"lease-index-from" => {
+                let from = parse_i64(value)
+                    .filter(|n| (0..=MAX_HOLDS).contains(n))
+                    .ok_or_else(bad)?;
+                LEASE_INDEX_FROM.store(from, Ordering::Relaxed);
             }
             b"default-lease" => {
                 let lease = parse_i64(value)

@@ -15,9 +15,11 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::core::index::LeaseIndex;
 use crate::core::lock::parse_i64;
 use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
 use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use crate::leases;
 use crate::notify::{notify, Event};
 use crate::observers;
 use crate::publish::publish;
@@ -217,6 +219,11 @@ impl<'c> RedisStore<'c> {
         *self
             .classes
             .get_or_insert_with(observers::announced_classes)
+    }
+
+    fn db(&self) -> i32 {
+        // SAFETY: a live context.
+        unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(self.ctx.get_raw()) }
     }
 
     fn replication(&mut self) -> Replication {
@@ -597,5 +604,30 @@ impl Store for RedisStore<'_> {
     fn publish(&mut self, channel: &[u8], message: &[u8]) {
         let flags = self.flags();
         publish(self.ctx, flags, channel, string(message).ptr());
+    }
+
+    fn lease_index_from(&mut self) -> Option<usize> {
+        leases::index_from()
+    }
+
+    fn with_lease_index<R>(
+        &mut self,
+        hash: &[u8],
+        f: impl FnOnce(&mut LeaseIndex) -> R,
+    ) -> Option<R> {
+        if !leases::any() {
+            return None;
+        }
+        leases::with_index(self.db(), hash, f)
+    }
+
+    fn keep_lease_index(&mut self, hash: &[u8], index: LeaseIndex) {
+        leases::keep(self.db(), hash, index);
+    }
+
+    fn forget_lease_index(&mut self, hash: &[u8]) {
+        if leases::any() {
+            leases::forget(self.db(), hash);
+        }
     }
 }

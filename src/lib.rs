@@ -12,6 +12,7 @@ mod commands;
 mod config;
 mod docs;
 mod keyspace;
+mod leases;
 mod metrics;
 mod notify;
 mod observers;
@@ -22,6 +23,7 @@ use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 use crate::core::error::MAX_MILLIS;
+use crate::core::lock::MAX_HOLDS;
 
 /// `MODULE LIST`'s version: major * 10000 + minor * 100 + patch.
 const MODULE_VERSION: i32 = {
@@ -44,6 +46,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let ready = config::apply_module_args(args)
         .and_then(|()| docs::register(ctx))
         .and_then(|()| blocking::subscribe(ctx).map_err(String::from))
+        .and_then(|()| leases::subscribe(ctx).map_err(String::from))
         .and_then(|()| observers::init(ctx).map_err(String::from));
     if let Err(e) = ready {
         ctx.log_warning(&format!("rwlock: {e}"));
@@ -71,10 +74,13 @@ redis_module! {
     ],
     event_handlers: [
         [@GENERIC @HASH @STRING @EXPIRED @EVICTED: blocking::on_keyspace_event],
+        // Every class: a lease key replaced by a list is a foreign write too.
+        [@GENERIC @STRING @LIST @SET @HASH @ZSET @EXPIRED @EVICTED @STREAM @MODULE: leases::on_keyspace_event],
     ],
     configurations: [
         i64: [
             ["default-lease", &config::DEFAULT_LEASE, config::DEFAULT_LEASE_MS, 1, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
+            ["lease-index-from", &leases::LEASE_INDEX_FROM, leases::LEASE_INDEX_FROM_DEFAULT, 0, MAX_HOLDS, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -9,6 +9,7 @@ use redis_module::raw;
 
 use crate::blocking;
 use crate::core::lock::{Mode, Release, Unlocked};
+use crate::leases;
 
 /// Every counter, in the order `INFO` lists them.
 #[derive(Clone, Copy)]
@@ -116,6 +117,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     for (name, counter) in locks {
         raw::add_info_field_unsigned_long_long(ctx, name, get(counter));
     }
+    let (indexed_locks, indexed_leases) = leases::counts();
+    raw::add_info_field_unsigned_long_long(ctx, "lease_indexes", indexed_locks as u64);
+    raw::add_info_field_unsigned_long_long(ctx, "indexed_leases", indexed_leases as u64);
     let (waiters, queues) = blocking::counts();
     let waiting = [
         ("waiters", waiters as u64),

@@ -2,6 +2,7 @@
 //! announces the event its command would, for Redisson's lock listeners,
 //! whenever anyone could receive it (see `observers`).
 
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
@@ -37,6 +38,7 @@ pub fn notify(ctx: &Context, classes: c_int, event: Event, key: *mut raw::RedisM
     if class & classes == 0 {
         return;
     }
+    RAISING.with(|r| r.set(true));
     // SAFETY: a live context, a valid key name and a NUL-terminated literal.
     unsafe {
         raw::RedisModule_NotifyKeyspaceEvent.expect("NotifyKeyspaceEvent")(
@@ -46,4 +48,17 @@ pub fn notify(ctx: &Context, classes: c_int, event: Event, key: *mut raw::RedisM
             key,
         );
     }
+    RAISING.with(|r| r.set(false));
+}
+
+thread_local! {
+    // Redis delivers an event to its subscribers before NotifyKeyspaceEvent
+    // returns, on this same thread.
+    static RAISING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while the module announces a write of its own, so its own
+/// subscribers can tell it from a write by anyone else.
+pub fn raising() -> bool {
+    RAISING.with(Cell::get)
 }

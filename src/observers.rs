@@ -27,6 +27,7 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisValue};
 
 use crate::blocking;
+use crate::leases;
 
 /// What is known about replicas and the replication backlog.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -112,11 +113,16 @@ pub fn announced_classes() -> c_int {
 
 unsafe extern "C" fn replication_may_have_changed(
     _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
+    eid: raw::RedisModuleEvent,
     _subevent: u64,
     _data: *mut c_void,
 ) {
     REPLICATION.with(|r| r.set(Replication::Unknown));
+    if eid.id == raw::REDISMODULE_EVENT_LOADING {
+        // A load (a restart's, DEBUG RELOAD, a full sync) replaces the data
+        // without keyspace events.
+        leases::forget_all(None);
+    }
 }
 
 unsafe extern "C" fn module_loaded(

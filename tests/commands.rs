@@ -443,6 +443,8 @@ fn module_arguments_set_configs_at_load() {
             "1234",
             "fairness",
             "none",
+            "lease-index-from",
+            "16",
         ],
         &[],
     );
@@ -462,6 +464,7 @@ fn module_arguments_set_configs_at_load() {
         pairs(&[
             ("rwlock.default-lease", "1234"),
             ("rwlock.fairness", "none"),
+            ("rwlock.lease-index-from", "16"),
             ("rwlock.publish", "spublish"),
         ])
     );

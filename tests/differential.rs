@@ -50,6 +50,11 @@ const DEFAULT_THREADS: usize = 6;
 const DEFAULT_SEED: u64 = 0x5EED_2024_0000_0001;
 const BRACED_SEQUENCES: usize = 100;
 const BRACED_SEED_XOR: u64 = 0xB2AC_ED00_0000_0000;
+/// Sequences run with lease indexes kept from a lock's first lease on
+/// (`rwlock.lease-index-from 1`), so every read unlock after the first
+/// takes the lock's TTL from the index instead of its lease keys.
+const INDEXED_SEQUENCES: usize = 300;
+const INDEXED_SEED_XOR: u64 = 0x1DE7_0000_0000_0000;
 
 /// Owners as Redisson forms them: `<client uuid>:<thread id>`.
 const OWNERS: [&str; 3] = ["u1:1", "u1:2", "u2:7"];
@@ -1302,18 +1307,26 @@ fn require_lua() {
     assert!(lua_dir().is_some(), "{MISSING_LUA}");
 }
 
-fn start_pair() -> (Server, Server) {
+fn start_pair(module_args: &[&str]) -> (Server, Server) {
     let args = ["--notify-keyspace-events", "KEA"];
-    (Server::start_plain(&args), Server::start(&args))
+    (
+        Server::start_plain(&args),
+        Server::start_with_module_args(module_args, &args),
+    )
 }
 
 /// Runs `count` sequences (or only `RWLOCK_DIFF_REPLAY`) over worker threads
 /// and returns the merged statistics; panics with the report of the first
 /// mismatch.
-fn run_differential(flavor: Flavor, count: usize) -> Stats {
+fn run_differential(flavor: Flavor, count: usize, indexed: bool) -> Stats {
     require_lua();
     let base_seed = {
         let base = env_number("RWLOCK_DIFF_SEED").unwrap_or(DEFAULT_SEED);
+        let base = if indexed {
+            base ^ INDEXED_SEED_XOR
+        } else {
+            base
+        };
         match flavor {
             Flavor::Plain => base,
             Flavor::Braced => base ^ BRACED_SEED_XOR,
@@ -1324,11 +1337,16 @@ fn run_differential(flavor: Flavor, count: usize) -> Stats {
         Some(i) => vec![i],
         None => (0..count).collect(),
     };
+    let module_args: &[&str] = if indexed {
+        &["lease-index-from", "1"]
+    } else {
+        &[]
+    };
     let threads = env_number("RWLOCK_DIFF_THREADS")
         .map(|n| n.max(1) as usize)
         .unwrap_or(DEFAULT_THREADS)
         .min(indices.len().max(1));
-    let (oracle, module) = start_pair();
+    let (oracle, module) = start_pair(module_args);
     let run = Run { flavor, base_seed };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -1462,7 +1480,7 @@ fn module_matches_redisson_scripts() {
     let count = env_number("RWLOCK_DIFF_SEQUENCES")
         .map(|n| n as usize)
         .unwrap_or(DEFAULT_SEQUENCES);
-    let stats = run_differential(Flavor::Plain, count);
+    let stats = run_differential(Flavor::Plain, count, false);
     let line = summary(Flavor::Plain, &stats, started.elapsed());
     eprintln!("{line}");
     assert_meaningful(Flavor::Plain, &stats, &line);
@@ -1471,10 +1489,19 @@ fn module_matches_redisson_scripts() {
 #[test]
 fn module_matches_redisson_scripts_braced_names() {
     let started = Instant::now();
-    let stats = run_differential(Flavor::Braced, BRACED_SEQUENCES);
+    let stats = run_differential(Flavor::Braced, BRACED_SEQUENCES, false);
     let line = summary(Flavor::Braced, &stats, started.elapsed());
     eprintln!("{line}");
     assert_meaningful(Flavor::Braced, &stats, &line);
+}
+
+#[test]
+fn module_matches_redisson_scripts_with_lease_indexes() {
+    let started = Instant::now();
+    let stats = run_differential(Flavor::Plain, INDEXED_SEQUENCES, true);
+    let line = summary(Flavor::Plain, &stats, started.elapsed());
+    eprintln!("{line} [lease indexes from the first lease]");
+    assert_meaningful(Flavor::Plain, &stats, &line);
 }
 
 // ---------------------------------------------------------------------------
@@ -1498,7 +1525,7 @@ fn lock_events(collector: &Collector, conn: &mut Connection) -> Vec<(String, Str
 #[test]
 fn renew_with_several_readers_differs_as_spec_9_2() {
     require_lua();
-    let (oracle, module) = start_pair();
+    let (oracle, module) = start_pair(&[]);
     let mut co = oracle.conn();
     let mut cm = module.conn();
     enable_keyspace_events(&mut co);

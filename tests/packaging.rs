@@ -140,6 +140,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("RWLOCK_PUBLISH", "spublish"),
             ("RWLOCK_FAIRNESS", "fifo"),
             ("RWLOCK_DEFAULT_LEASE", "12345"),
+            ("RWLOCK_LEASE_INDEX_FROM", "8"),
         ],
         &[],
     );
@@ -149,6 +150,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         pairs(&[
             ("rwlock.default-lease", "12345"),
             ("rwlock.fairness", "fifo"),
+            ("rwlock.lease-index-from", "8"),
             ("rwlock.publish", "spublish"),
         ])
     );
@@ -176,6 +178,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         pairs(&[
             ("rwlock.default-lease", "30000"),
             ("rwlock.fairness", "none"),
+            ("rwlock.lease-index-from", "64"),
             ("rwlock.publish", "auto"),
         ])
     );

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
+use super::index::LeaseIndex;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
 use super::store::{Fields, KeyKind, Moot, Store};
 
@@ -198,6 +199,7 @@ pub fn read_lock<S: Store>(
     let now = s.now_ms();
     let lease_deadline = deadline(now, lease)?;
     let Some(mode) = mode_of(s, hash)? else {
+        s.forget_lease_index(hash);
         s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
         s.hset(hash, owner, b"1");
         s.set_until(&names.lease_key(owner, 1), b"1", lease_deadline);
@@ -216,6 +218,7 @@ pub fn read_lock<S: Store>(
     s.hincrby(hash, owner, 1);
     s.set_until(&names.lease_key(owner, n), b"1", lease_deadline);
     s.expire_at(hash, hash_deadline);
+    update_index(s, hash, owner, n - 1, |ix| ix.push(owner, lease_deadline));
     Ok(Acquire::Acquired { reentry })
 }
 
@@ -233,6 +236,7 @@ pub fn write_lock<S: Store>(
     match mode_of(s, hash)? {
         None => {
             let lease_deadline = deadline(now, lease)?;
+            s.forget_lease_index(hash);
             s.hset(hash, MODE_FIELD, Mode::Write.as_bytes());
             s.hset(hash, &field, b"1");
             s.expire_at(hash, lease_deadline);
@@ -247,6 +251,8 @@ pub fn write_lock<S: Store>(
             // gets lease - 1, and a 1 ms lease on it expires the lock at once.
             let extended = s.pttl(hash).checked_add(lease).ok_or(LockError::Overflow)?;
             let hash_deadline = deadline(now, extended)?;
+            // Write holds are not tracked: the index would miss a count.
+            s.forget_lease_index(hash);
             s.hincrby(hash, &field, 1);
             s.expire_at(hash, hash_deadline);
             Ok(Acquire::Acquired { reentry: true })
@@ -305,31 +311,34 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
     };
     let now = s.now_ms();
     let left = held - 1;
-    // Other fields than `mode` and this owner's are read only when there are.
-    let alone = s.hlen(hash) == 2;
-    let fields = if alone {
-        Fields::default()
-    } else {
-        s.hgetall(hash)
-    };
-    let all = holds_of(&fields)?;
-    let only_owner = [(owner, held)];
-    let holds = if alone { &only_owner[..] } else { &all[..] };
+    let hlen = s.hlen(hash);
     // `mode` plus the hold fields that survive this release.
-    let fields_after = 1 + holds.len() - usize::from(left == 0);
+    let fields_after = hlen - usize::from(left == 0);
     // The lock lives as long as the longest read lease still running, the
-    // released acquisition's own key excluded.
-    let mut longest = -3;
-    if fields_after > 1 {
-        let mut key = Vec::new();
-        for &(field, count) in holds {
-            let count = if field == owner { left } else { count };
-            for i in (1..=count).rev() {
-                names.write_timeout_key(&mut key, field, i);
-                longest = longest.max(s.pttl(&key));
-            }
+    // released acquisition's own key excluded: from the index when it is
+    // known to match the hash, else from every lease key.
+    let indexed = s.with_lease_index(hash, |ix| {
+        let matches = ix.fields() + 1 == hlen && ix.count(owner) == held;
+        if matches {
+            ix.pop(owner);
         }
-    }
+        matches.then(|| ix.latest())
+    });
+    let (longest, built) = match indexed {
+        Some(Some(latest)) => {
+            let longest = match latest {
+                Some(at) if fields_after > 1 => at - now,
+                _ => -3,
+            };
+            (longest, None)
+        }
+        stale => {
+            if stale.is_some() {
+                s.forget_lease_index(hash);
+            }
+            longest_lease(s, names, owner, held, hlen, now)?
+        }
+    };
     // Whether the hash outlives this release decides which writes are moot:
     // a decrement to 0 (the field goes), anything before the hash goes.
     let keeps_hash = fields_after > 1 && (longest > 0 || mode == Mode::Write);
@@ -354,18 +363,90 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
         }
     }
     s.del(&names.lease_key(owner, held));
-    if fields_after > 1 {
+    if keeps_hash {
+        if let Some(index) = built {
+            s.keep_lease_index(hash, index);
+        }
         if longest > 0 {
             s.expire_at(hash, now + longest);
-            return Ok(Release::StillHeld);
         }
-        if mode == Mode::Write {
-            return Ok(Release::StillHeld);
-        }
+        return Ok(Release::StillHeld);
     }
+    s.forget_lease_index(hash);
     s.del(hash);
     s.publish(names.channel(), READ_RELEASED);
     Ok(Release::Released)
+}
+
+/// Redisson's scan for the longest read lease still running once `owner`
+/// releases its hold `held`: every lease key of every hold field. Returns
+/// the longest PTTL (-3 when there is no lease to read) and, when the lock
+/// has enough leases for the store to keep an index, the index of the holds
+/// that remain.
+fn longest_lease<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    held: i64,
+    hlen: usize,
+    now: i64,
+) -> Result<(i64, Option<LeaseIndex>), LockError> {
+    let left = held - 1;
+    // Other fields than `mode` and this owner's are read only when there are.
+    let fields = if hlen == 2 {
+        Fields::default()
+    } else {
+        s.hgetall(names.hash())
+    };
+    let all = holds_of(&fields)?;
+    let only_owner = [(owner, held)];
+    let holds = if hlen == 2 { &only_owner[..] } else { &all[..] };
+    let remaining = |field: &[u8], count: i64| if field == owner { left } else { count };
+    let leases: i64 = holds.iter().map(|&(f, c)| remaining(f, c)).sum();
+    let mut index = s
+        .lease_index_from()
+        .filter(|&from| leases > 0 && leases as usize >= from)
+        .map(|_| LeaseIndex::default());
+    let mut longest = -3;
+    let mut key = Vec::new();
+    for &(field, count) in holds {
+        let count = remaining(field, count);
+        let mut deadlines = Vec::with_capacity(if index.is_some() { count as usize } else { 0 });
+        for i in (1..=count).rev() {
+            names.write_timeout_key(&mut key, field, i);
+            let pttl = s.pttl(&key);
+            longest = longest.max(pttl);
+            if index.is_some() {
+                deadlines.push((pttl >= 0).then_some(now + pttl));
+            }
+        }
+        if let Some(index) = index.as_mut().filter(|_| count > 0) {
+            deadlines.reverse();
+            index.insert(field, deadlines);
+        }
+    }
+    Ok((longest, index))
+}
+
+/// Applies `change` to the lock's lease index when it has `owner` at
+/// `count` holds, as the hash had before this command; forgets it otherwise.
+fn update_index<S: Store>(
+    s: &mut S,
+    hash: &[u8],
+    owner: &[u8],
+    count: i64,
+    change: impl FnOnce(&mut LeaseIndex),
+) {
+    let matched = s.with_lease_index(hash, |ix| {
+        let matches = ix.count(owner) == count;
+        if matches {
+            change(ix);
+        }
+        matches
+    });
+    if matched == Some(false) {
+        s.forget_lease_index(hash);
+    }
 }
 
 fn unlock_write<S: Store>(
@@ -390,6 +471,7 @@ fn unlock_write<S: Store>(
     if held > 1 {
         let now = s.now_ms();
         let lease_deadline = deadline(now, lease)?;
+        s.forget_lease_index(hash);
         s.hincrby(hash, &field, -1);
         s.expire_at(hash, lease_deadline);
         return Ok(Release::StillHeld);
@@ -401,6 +483,7 @@ fn unlock_write<S: Store>(
     } else {
         holds_of(&s.hgetall(hash))?.len() - 1
     };
+    s.forget_lease_index(hash);
     // The field goes: its decrement to 0 is moot, and so is its removal when
     // the whole hash goes.
     s.moot(Moot::Hincrby {
@@ -444,8 +527,13 @@ pub fn renew<S: Store>(
     let now = s.now_ms();
     let lease_deadline = deadline(now, lease)?;
     s.expire_at(hash, lease_deadline);
-    for i in (1..=reads.unwrap_or(0)).rev() {
-        s.expire_at(&names.lease_key(owner, i), lease_deadline);
+    if let Some(reads) = reads {
+        for i in (1..=reads).rev() {
+            s.expire_at(&names.lease_key(owner, i), lease_deadline);
+        }
+        update_index(s, hash, owner, reads, |ix| {
+            ix.renew(owner, now, lease_deadline)
+        });
     }
     Ok(true)
 }
@@ -466,6 +554,7 @@ pub fn force_unlock<S: Store>(
     }
     let fields = s.hgetall(hash);
     let holds = holds_of(&fields)?;
+    s.forget_lease_index(hash);
     s.del(hash);
     let mut key = Vec::new();
     for &(field, count) in &holds {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::index::LeaseIndex;
 use super::store::{Fields, KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct MemStore {
     pub events: Vec<(&'static str, Vec<u8>)>,
     /// `(channel, message)` in publishing order.
     pub published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keeps lease indexes for locks with at least this many leases.
+    pub index_from: Option<usize>,
+    indexes: HashMap<Vec<u8>, LeaseIndex>,
 }
 
 impl MemStore {
@@ -35,10 +39,13 @@ impl MemStore {
     }
 
     /// Redis's rule: a key is gone once the clock is past its deadline.
+    /// A lock hash expiring takes its index along, as the server's expiry
+    /// event does.
     fn live(&mut self, key: &[u8]) -> Option<&mut (Value, Option<i64>)> {
         let now = self.now;
         if matches!(self.entries.get(key), Some((_, Some(at))) if now > *at) {
             self.entries.remove(key);
+            self.indexes.remove(key);
         }
         self.entries.get_mut(key)
     }
@@ -54,9 +61,22 @@ impl MemStore {
         }
     }
 
-    /// Puts a raw value, as a test's setup or another client would.
+    /// Puts a raw value, as a test's setup or another client would: like
+    /// the server's keyspace events, it makes every lease index stale.
     pub fn put(&mut self, key: &[u8], value: Value, deadline: Option<i64>) {
+        self.indexes.clear();
         self.entries.insert(key.to_vec(), (value, deadline));
+    }
+
+    /// Deletes a key as another client would (every lease index forgotten).
+    pub fn remove(&mut self, key: &[u8]) {
+        self.indexes.clear();
+        self.entries.remove(key);
+    }
+
+    /// Lease indexes kept now, by lock.
+    pub fn indexes(&self) -> &HashMap<Vec<u8>, LeaseIndex> {
+        &self.indexes
     }
 
     /// Every live key with its value and deadline, sorted, for comparisons.
@@ -199,5 +219,25 @@ impl Store for MemStore {
 
     fn publish(&mut self, channel: &[u8], message: &[u8]) {
         self.published.push((channel.to_vec(), message.to_vec()));
+    }
+
+    fn lease_index_from(&mut self) -> Option<usize> {
+        self.index_from
+    }
+
+    fn with_lease_index<R>(
+        &mut self,
+        hash: &[u8],
+        f: impl FnOnce(&mut LeaseIndex) -> R,
+    ) -> Option<R> {
+        self.indexes.get_mut(hash).map(f)
+    }
+
+    fn keep_lease_index(&mut self, hash: &[u8], index: LeaseIndex) {
+        self.indexes.insert(hash.to_vec(), index);
+    }
+
+    fn forget_lease_index(&mut self, hash: &[u8]) {
+        self.indexes.remove(hash);
     }
 }

@@ -2,6 +2,7 @@
 //! with no Redis in it, so it is tested in memory.
 
 pub mod error;
+pub mod index;
 pub mod lock;
 pub mod names;
 pub mod queue;

@@ -423,9 +423,12 @@ fn machine_matches_reference_model_on_random_operations() {
     let mut acquired = 0;
     let mut reentries = 0;
     let mut replays = 0;
-    for seed in 0..SEEDS {
+    // Every seed twice: reading every lease key, and with lease indexes kept
+    // from the first lease on.
+    for (seed, index_from) in (0..SEEDS).flat_map(|s| [(s, None), (s, Some(1))]) {
         let mut rng = Rng::new(seed);
         let mut store = MemStore::new(1_000_000);
+        store.index_from = index_from;
         let mut model = Model {
             now: 1_000_000,
             ..Default::default()
@@ -438,7 +441,7 @@ fn machine_matches_reference_model_on_random_operations() {
             let want = run_model(&mut model, &op);
             let ctx = || {
                 format!(
-                    "seed {seed} step {step}: {:?}",
+                    "seed {seed} (index from {index_from:?}) step {step}: {:?}",
                     &history[history.len().saturating_sub(8)..]
                 )
             };
@@ -476,7 +479,7 @@ fn machine_matches_reference_model_on_random_operations() {
             steps += 1;
         }
     }
-    assert_eq!(steps, SEEDS as usize * STEPS);
+    assert_eq!(steps, 2 * SEEDS as usize * STEPS);
     // The mix must actually exercise acquisitions, not only refusals.
     assert!(
         acquired > steps / 10,
@@ -489,5 +492,128 @@ fn machine_matches_reference_model_on_random_operations() {
     assert!(
         replays > steps / 200,
         "only {replays} unlock retries replayed"
+    );
+}
+
+/// A write another client makes to a lock's keys behind the machine's back.
+#[derive(Debug, Clone)]
+enum Foreign {
+    /// DEL of a lease key.
+    DropLease(usize, usize, i64),
+    /// SET of a lease key with this TTL (`None`: no TTL).
+    SetLease(usize, usize, i64, Option<i64>),
+    /// HSET of a reader's count, as a script acquiring or releasing does.
+    SetCount(usize, usize, i64),
+}
+
+fn apply_foreign(s: &mut MemStore, f: &Foreign) {
+    let names = |i: usize| LockNames::new(LOCKS[i].as_bytes()).expect("name");
+    match *f {
+        Foreign::DropLease(l, o, n) => {
+            s.remove(&names(l).timeout_key(OWNERS[o].as_bytes(), n));
+        }
+        Foreign::SetLease(l, o, n, ttl) => {
+            let deadline = ttl.map(|ms| s.now + ms);
+            let key = names(l).timeout_key(OWNERS[o].as_bytes(), n);
+            s.put(&key, Value::Str(b"1".to_vec()), deadline);
+        }
+        Foreign::SetCount(l, o, n) => {
+            let hash = names(l).hash().to_vec();
+            let dump = s.dump();
+            if let Some((_, Value::Hash(mut h), at)) = dump.into_iter().find(|(k, _, _)| *k == hash)
+            {
+                h.insert(OWNERS[o].as_bytes().to_vec(), n.to_string().into_bytes());
+                s.put(&hash, Value::Hash(h), at);
+            }
+        }
+    }
+}
+
+/// Any reply or error of the machine, for comparing two stores.
+fn run_any(s: &mut MemStore, op: &Op) -> String {
+    let names = |i: usize| LockNames::new(LOCKS[i].as_bytes()).expect("name");
+    match *op {
+        Op::Read(l, o, lease) => {
+            format!(
+                "{:?}",
+                lock::read_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
+            )
+        }
+        Op::Write(l, o, lease) => {
+            format!(
+                "{:?}",
+                lock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
+            )
+        }
+        Op::Unlock(l, o, mode, lease, req) => {
+            let req = req.map(|r| Request {
+                id: REQUESTS[r].as_bytes(),
+                ttl: lease,
+            });
+            let names = names(l);
+            format!(
+                "{:?}",
+                lock::unlock(s, &names, OWNERS[o].as_bytes(), mode, lease, req)
+            )
+        }
+        Op::Renew(l, o, lease) => {
+            format!(
+                "{:?}",
+                lock::renew(s, &names(l), OWNERS[o].as_bytes(), lease)
+            )
+        }
+        Op::Force(l, only) => format!("{:?}", lock::force_unlock(s, &names(l), only)),
+        Op::Advance(ms) => {
+            s.advance(ms);
+            String::new()
+        }
+    }
+}
+
+/// Lease indexes change no reply, key, deadline, event or message, also when
+/// other clients rewrite the lock's keys between commands (the store forgets
+/// its indexes then, as the server's keyspace events make it).
+#[test]
+fn lease_indexes_change_nothing_even_with_foreign_writes() {
+    const SEEDS: u64 = 40;
+    const STEPS: usize = 2_000;
+    let mut used = 0;
+    for seed in 0..SEEDS {
+        let mut rng = Rng::new(0x1DE7 + seed);
+        let mut plain = MemStore::new(1_000_000);
+        let mut indexed = MemStore::new(1_000_000);
+        indexed.index_from = Some(1 + rng.below(3));
+        for step in 0..STEPS {
+            if rng.below(25) == 0 {
+                let (l, o) = (rng.below(LOCKS.len()), rng.below(OWNERS.len()));
+                let n = 1 + rng.below(3) as i64;
+                let f = match rng.below(3) {
+                    0 => Foreign::DropLease(l, o, n),
+                    1 => Foreign::SetLease(l, o, n, [None, Some(5), Some(5_000)][rng.below(3)]),
+                    _ => Foreign::SetCount(l, o, n),
+                };
+                apply_foreign(&mut plain, &f);
+                apply_foreign(&mut indexed, &f);
+                continue;
+            }
+            // Reads and unlocks dominate: indexes need several holds.
+            let op = match rng.below(4) {
+                0 => Op::Read(rng.below(LOCKS.len()), rng.below(OWNERS.len()), 1_000),
+                _ => random_op(&mut rng),
+            };
+            let want = run_any(&mut plain, &op);
+            let got = run_any(&mut indexed, &op);
+            let ctx = format!("seed {seed} step {step}: {op:?}");
+            assert_eq!(got, want, "reply, {ctx}");
+            assert_eq!(indexed.dump(), plain.dump(), "keyspace, {ctx}");
+            assert_eq!(indexed.take_events(), plain.take_events(), "events, {ctx}");
+            assert_eq!(indexed.published, plain.published, "messages, {ctx}");
+            used += usize::from(!indexed.indexes().is_empty());
+        }
+        assert!(plain.indexes().is_empty());
+    }
+    assert!(
+        used > (SEEDS as usize * STEPS) / 4,
+        "an index was kept in only {used} steps"
     );
 }

@@ -201,6 +201,25 @@ fn prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether `key` could be a read lease key of the lock `hash` (its prefix
+/// and the timeout infix; the owner part is not checked).
+pub fn is_lease_key_of(hash: &[u8], key: &[u8]) -> bool {
+    let rest = if hash.contains(&b'{') {
+        key.strip_prefix(hash)
+    } else {
+        key.strip_prefix(b"{")
+            .and_then(|k| k.strip_prefix(hash))
+            .and_then(|k| k.strip_prefix(b"}"))
+    };
+    rest.and_then(|r| r.strip_prefix(b":"))
+        .is_some_and(|r| r.windows(TIMEOUT_INFIX.len()).any(|w| w == TIMEOUT_INFIX))
+}
+
+/// Whether `key` has the shape of any lock's read lease key.
+pub fn looks_like_lease_key(key: &[u8]) -> bool {
+    key.windows(TIMEOUT_INFIX.len()).any(|w| w == TIMEOUT_INFIX)
+}
+
 /// The part of a key that Redis Cluster hashes (its hash tag, or the whole key).
 pub fn hash_tag(key: &[u8]) -> &[u8] {
     if let Some(open) = key.iter().position(|&b| b == b'{') {
@@ -249,6 +268,21 @@ mod tests {
         assert_eq!(n.timeout_key(b"U:57", 1), b"{t}:a:U:57:rwlock_timeout:1");
         assert_eq!(n.channel(), b"redisson_rwlock:{t}:a");
         assert_eq!(n.latch_key(b"r"), b"redisson_unlock_latch:{t}:a:r");
+    }
+
+    #[test]
+    fn lease_keys_are_recognised_as_their_lock_s() {
+        for name in ["L", "{t}:a", "a:b"] {
+            let n = names(name);
+            let key = n.timeout_key(b"U:57", 3);
+            assert!(is_lease_key_of(n.hash(), &key), "{name}");
+            assert!(looks_like_lease_key(&key));
+            assert!(!is_lease_key_of(b"L2", &key));
+            assert!(!is_lease_key_of(n.hash(), n.channel()));
+            assert!(!is_lease_key_of(n.hash(), n.hash()));
+        }
+        assert!(!is_lease_key_of(b"L", b"{L}x:U:rwlock_timeout:1"));
+        assert!(!looks_like_lease_key(b"{L}:U:57"));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! scripts use, each with the side effects (keyspace event, replication) the
 //! same command would have when a script runs it.
 
+use super::index::LeaseIndex;
+
 /// What a key holds, as far as the lock cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyKind {
@@ -110,4 +112,22 @@ pub trait Store {
     fn del(&mut self, key: &[u8]) -> bool;
     /// Publishes a lock message (the payload `0` or `1`).
     fn publish(&mut self, channel: &[u8], message: &[u8]);
+
+    /// How many read leases a lock needs before its [`LeaseIndex`] is worth
+    /// keeping; `None` when the store keeps none.
+    fn lease_index_from(&mut self) -> Option<usize> {
+        None
+    }
+    /// Runs `f` on the lease index kept for the lock `hash`, if there is one.
+    fn with_lease_index<R>(
+        &mut self,
+        _hash: &[u8],
+        _f: impl FnOnce(&mut LeaseIndex) -> R,
+    ) -> Option<R> {
+        None
+    }
+    /// Keeps `index` for the lock `hash` (the store may decline).
+    fn keep_lease_index(&mut self, _hash: &[u8], _index: LeaseIndex) {}
+    /// Drops the lock's index: the machine changed it in a way it does not track.
+    fn forget_lease_index(&mut self, _hash: &[u8]) {}
 }

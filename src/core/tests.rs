@@ -848,3 +848,55 @@ fn parse_i64_is_as_strict_as_redis() {
         assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?}");
     }
 }
+
+// --- Lease indexes ---
+
+/// Unlock among many readers, with and without the index: the lock keeps
+/// the TTL of the longest lease still running, including one renewed at the
+/// very millisecond it was due (Redis keeps a key until the clock is past
+/// its deadline, so PEXPIREAT still finds it).
+#[test]
+fn indexed_unlock_keeps_the_longest_lease_even_one_renewed_when_due() {
+    let run = |index_from: Option<usize>| {
+        let (mut s, n) = setup();
+        s.index_from = index_from;
+        let readers: Vec<Vec<u8>> = (0..6).map(|i| format!("r{i}:1").into_bytes()).collect();
+        for (i, r) in readers.iter().enumerate() {
+            assert_eq!(read_lock(&mut s, &n, r, 100 + i as i64), FIRST);
+        }
+        assert_eq!(read_lock(&mut s, &n, U, 50), FIRST);
+        assert_eq!(read_lock(&mut s, &n, U, 50), REENTRY);
+        // The first unlock reads every lease (and builds the index).
+        assert_eq!(
+            unlock_reply(&mut s, &n, &readers[0], Mode::Read, 0, None),
+            Ok(Some(0))
+        );
+        assert_eq!(s.pttl(b"L"), 105);
+        s.advance(50);
+        // U's leases are due now: renewed, they outlive every other.
+        assert_eq!(renew(&mut s, &n, U, 1_000), Ok(true));
+        assert_eq!(
+            unlock_reply(&mut s, &n, &readers[5], Mode::Read, 0, None),
+            Ok(Some(0))
+        );
+        assert_eq!(s.pttl(b"L"), 1_000);
+        s.advance(600);
+        assert_eq!(
+            unlock_reply(&mut s, &n, U, Mode::Read, 0, None),
+            Ok(Some(0))
+        );
+        assert_eq!(s.pttl(b"L"), 400, "U's other hold keeps the lock");
+        let kept = !s.indexes().is_empty();
+        assert_eq!(
+            unlock_reply(&mut s, &n, U, Mode::Read, 0, None),
+            Ok(Some(1))
+        );
+        assert!(s.indexes().is_empty(), "the lock is gone, and its index");
+        (kept, s.dump(), s.take_events())
+    };
+    let (kept_plain, dump_plain, events_plain) = run(None);
+    let (kept, dump, events) = run(Some(4));
+    assert!(!kept_plain && kept);
+    assert_eq!(dump, dump_plain);
+    assert_eq!(events, events_plain);
+}
