@@ -2,7 +2,7 @@
 //! checked here, before any key is touched. Parsing only sees bytes, so the
 //! fuzz tests below run it without a server.
 
-use redis_module::{RedisError, RedisString};
+use redis_module::{raw, RedisError, RedisString};
 
 use crate::core::error::{
     LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, MAX_MILLIS,
@@ -19,9 +19,37 @@ pub trait Arg {
     fn bytes(&self) -> &[u8];
 }
 
-impl Arg for RedisString {
+/// A command argument as Redis passed it: borrowed for the length of the
+/// command, never retained or freed, so a command costs no allocation and
+/// no reference counting before it starts.
+#[repr(transparent)]
+pub struct ArgString(*mut raw::RedisModuleString);
+
+impl ArgString {
+    /// Views a command's `argc` arguments.
+    ///
+    /// # Safety
+    /// `argv` must be null or point to `argc` strings that outlive the view,
+    /// as a command handler's arguments do.
+    pub unsafe fn slice<'a>(argv: *mut *mut raw::RedisModuleString, argc: i32) -> &'a [ArgString] {
+        match usize::try_from(argc) {
+            Ok(len) if !argv.is_null() => {
+                // SAFETY: `ArgString` is one string pointer (repr(transparent)),
+                // and the caller vouches for `argc` of them.
+                unsafe { std::slice::from_raw_parts(argv.cast::<ArgString>(), len) }
+            }
+            _ => &[],
+        }
+    }
+
+    pub fn ptr(&self) -> *mut raw::RedisModuleString {
+        self.0
+    }
+}
+
+impl Arg for ArgString {
     fn bytes(&self) -> &[u8] {
-        self.as_slice()
+        RedisString::string_as_slice(self.0)
     }
 }
 
@@ -35,7 +63,7 @@ pub fn lease(arg: &impl Arg) -> Result<i64, RedisError> {
     millis(arg, 1, ERR_LEASE)
 }
 
-pub fn names(arg: &impl Arg) -> Result<LockNames, RedisError> {
+pub fn names(arg: &impl Arg) -> Result<LockNames<'_>, RedisError> {
     LockNames::new(arg.bytes()).map_err(lock_error)
 }
 
@@ -60,7 +88,7 @@ fn owner(arg: &impl Arg) -> Result<&[u8], RedisError> {
 
 /// `lock owner lease`: RENEW, and the start of READ and WRITE.
 pub struct OwnerLease<'a> {
-    pub names: LockNames,
+    pub names: LockNames<'a>,
     pub owner: &'a [u8],
     pub lease: i64,
 }
@@ -106,7 +134,7 @@ pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
 
 /// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
 pub struct Unlock<'a> {
-    pub names: LockNames,
+    pub names: LockNames<'a>,
     pub owner: &'a [u8],
     pub mode: Mode,
     pub lease: Option<i64>,
@@ -145,7 +173,7 @@ pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
 }
 
 /// `lock [READ|WRITE]`.
-pub fn force_unlock<A: Arg>(args: &[A]) -> Result<(LockNames, Option<Mode>), RedisError> {
+pub fn force_unlock<A: Arg>(args: &[A]) -> Result<(LockNames<'_>, Option<Mode>), RedisError> {
     match args {
         [_, lock] => Ok((names(lock)?, None)),
         [_, lock, m] => Ok((names(lock)?, Some(mode(m)?))),
@@ -154,7 +182,7 @@ pub fn force_unlock<A: Arg>(args: &[A]) -> Result<(LockNames, Option<Mode>), Red
 }
 
 /// `lock`.
-pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames, RedisError> {
+pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
     let [_, lock] = args else {
         return Err(RedisError::WrongArity);
     };

@@ -15,6 +15,7 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::args::{Arg, ArgString};
 use crate::core::index::LeaseIndex;
 use crate::core::lock::parse_i64;
 use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
@@ -76,7 +77,7 @@ impl Str {
 
 /// A key kept open for the length of one command.
 struct OpenKey {
-    name: RedisString,
+    name: Str,
     /// The name's bytes, owned by `name`.
     bytes: *const u8,
     len: usize,
@@ -114,13 +115,22 @@ const KEPT_INLINE: usize = 4;
 /// count it is known to have, as HINCRBY would read it.
 struct FieldMemo {
     key: usize,
-    name: RedisString,
+    name: Str,
     count: Option<i64>,
 }
+
+/// How many of a command's arguments a store may reuse (the lock, the owner).
+const LENT: usize = 2;
 
 /// Keys are opened on first use and closed when the command's store drops.
 pub struct RedisStore<'c> {
     ctx: &'c Context,
+    /// The command's own arguments: any key name or hash field with the same
+    /// bytes (the lock, the owner) uses these strings instead of new ones.
+    lent: [Option<(&'c [u8], *mut raw::RedisModuleString)>; LENT],
+    /// A write command opens the keys it keeps writable at once rather than
+    /// reopening them for the first write (signals are explicit, see `lib`).
+    writing: bool,
     open: [Option<OpenKey>; KEPT_INLINE],
     more: Vec<OpenKey>,
     field: Option<FieldMemo>,
@@ -135,14 +145,18 @@ pub struct RedisStore<'c> {
     classes: Option<c_int>,
 }
 
-fn open_raw(ctx: &Context, name: &RedisString, writable: bool) -> *mut raw::RedisModuleKey {
+fn open_raw(
+    ctx: &Context,
+    name: *mut raw::RedisModuleString,
+    writable: bool,
+) -> *mut raw::RedisModuleKey {
     let mode = if writable {
         raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
     } else {
         raw::REDISMODULE_READ
     };
     // SAFETY: the context is the running command's; the name outlives the key.
-    unsafe { raw::RedisModule_OpenKey.expect("OpenKey")(ctx.get_raw(), name.inner, mode as c_int) }
+    unsafe { raw::RedisModule_OpenKey.expect("OpenKey")(ctx.get_raw(), name, mode as c_int) }
 }
 
 fn key_type(handle: *mut raw::RedisModuleKey) -> isize {
@@ -195,8 +209,23 @@ fn hash_put(handle: *mut raw::RedisModuleKey, field: &Str, value: *mut raw::Redi
 
 impl<'c> RedisStore<'c> {
     pub fn new(ctx: &'c Context) -> Self {
+        RedisStore::with_args(ctx, &[], false)
+    }
+
+    /// The store of a write command with arguments `args`.
+    pub fn for_write(ctx: &'c Context, args: &'c [ArgString]) -> Self {
+        RedisStore::with_args(ctx, args, true)
+    }
+
+    fn with_args(ctx: &'c Context, args: &'c [ArgString], writing: bool) -> Self {
+        let mut lent = [None; LENT];
+        for (slot, arg) in lent.iter_mut().zip(args) {
+            *slot = Some((arg.bytes(), arg.ptr()));
+        }
         RedisStore {
             ctx,
+            lent,
+            writing,
             open: [None, None, None, None],
             more: Vec::new(),
             field: None,
@@ -262,22 +291,41 @@ impl<'c> RedisStore<'c> {
         Some(KEPT_INLINE + at)
     }
 
+    /// A string for `bytes`: a constant or an argument of the command when
+    /// one has these bytes, else a new one that lives as long as the guard.
+    fn string(&self, bytes: &[u8]) -> Str {
+        match self.lent.iter().flatten().find(|(arg, _)| *arg == bytes) {
+            Some(&(_, arg)) => Str::Borrowed(arg),
+            None => string(bytes),
+        }
+    }
+
+    /// Tells Redis a key changed (WATCH, client-side caching): with the
+    /// module's implicit signals off, only keys the command wrote are named.
+    fn signal(&self, name: *mut raw::RedisModuleString) {
+        // SAFETY: a live context and a valid key name.
+        unsafe {
+            raw::RedisModule_SignalModifiedKey.expect("SignalModifiedKey")(self.ctx.get_raw(), name)
+        };
+    }
+
     /// Index of the kept-open key `name`, opened (or reopened) writable if asked.
     fn slot(&mut self, name: &[u8], writable: bool) -> usize {
+        let writable = writable || self.writing;
         if let Some(i) = self.find(name) {
             let ctx = self.ctx;
             let key = self.kept_mut(i);
             if writable && !key.writable {
                 // SAFETY: the handle was opened by us and is closed once, here.
                 unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(key.handle) };
-                key.handle = open_raw(ctx, &key.name, true);
+                key.handle = open_raw(ctx, key.name.ptr(), true);
                 key.writable = true;
             }
             return i;
         }
-        let name = RedisString::create_from_slice(ptr::null_mut(), name);
-        let handle = open_raw(self.ctx, &name, writable);
-        let bytes = name.as_slice();
+        let name = self.string(name);
+        let handle = open_raw(self.ctx, name.ptr(), writable);
+        let bytes = RedisString::string_as_slice(name.ptr());
         let key = OpenKey {
             bytes: bytes.as_ptr(),
             len: bytes.len(),
@@ -309,20 +357,23 @@ impl<'c> RedisStore<'c> {
     ) -> (usize, *mut raw::RedisModuleKey, *mut raw::RedisModuleString) {
         let i = self.slot(name, true);
         let key = self.kept(i);
-        (i, key.handle, key.name.inner)
+        (i, key.handle, key.name.ptr())
     }
 
     /// The string for field `name` of kept-open key `key`, made once while
     /// the command keeps naming the same field.
     fn field(&mut self, key: usize, name: &[u8]) -> &mut FieldMemo {
-        if !matches!(&self.field, Some(f) if f.name.as_slice() == name) {
-            self.field = None;
+        let same = |f: &FieldMemo| RedisString::string_as_slice(f.name.ptr()) == name;
+        if !self.field.as_ref().is_some_and(same) {
+            self.field = Some(FieldMemo {
+                key,
+                name: self.string(name),
+                count: None,
+            });
         }
-        let memo = self.field.get_or_insert_with(|| FieldMemo {
-            key,
-            name: RedisString::create_from_slice(ptr::null_mut(), name),
-            count: None,
-        });
+        let Some(memo) = self.field.as_mut() else {
+            unreachable!("the memo was just filled");
+        };
         if memo.key != key {
             memo.key = key;
             memo.count = None;
@@ -345,7 +396,7 @@ impl<'c> RedisStore<'c> {
             Some(_) => Err(self.slot(name, true)),
             None => {
                 let name = RedisString::create_from_slice(ptr::null_mut(), name);
-                let handle = open_raw(self.ctx, &name, writable);
+                let handle = open_raw(self.ctx, name.inner, writable);
                 Ok(OneShot { name, handle })
             }
         }
@@ -362,7 +413,7 @@ impl<'c> RedisStore<'c> {
             Ok(key) => f(self, key.handle, key.name.inner),
             Err(i) => {
                 let key = self.kept(i);
-                let (handle, name) = (key.handle, key.name.inner);
+                let (handle, name) = (key.handle, key.name.ptr());
                 f(self, handle, name)
             }
         }
@@ -376,6 +427,7 @@ impl<'c> RedisStore<'c> {
             }
             // SAFETY: a writable handle of an existing key.
             unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(handle) };
+            s.signal(name);
             notify(s.ctx, s.classes(), Event::Del, name);
             s.replication().del(s.ctx, key);
             true
@@ -423,7 +475,7 @@ impl Store for RedisStore<'_> {
                 .map(RedisString::as_slice));
         }
         let memo = self.field(i, field);
-        let value = hash_get(handle, &Str::Borrowed(memo.name.inner));
+        let value = hash_get(handle, &Str::Borrowed(memo.name.ptr()));
         let value = value.as_ref().map(RedisString::as_slice);
         memo.count = Some(value.and_then(parse_i64).unwrap_or(0));
         f(value)
@@ -477,15 +529,47 @@ impl Store for RedisStore<'_> {
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]) {
         self.forget_count();
         let (_, handle, name) = self.write(key);
-        hash_put(handle, &string(field), string(value).ptr());
+        hash_put(handle, &self.string(field), self.string(value).ptr());
+        self.signal(name);
         notify(self.ctx, self.classes(), Event::Hset, name);
         self.replication().hset(self.ctx, key, field, value);
+    }
+
+    fn create_hash(&mut self, key: &[u8], fields: [(&[u8], &[u8]); 2]) {
+        self.forget_count();
+        let (_, handle, name) = self.write(key);
+        let [(f1, v1), (f2, v2)] = fields;
+        let strings = [
+            self.string(f1),
+            self.string(v1),
+            self.string(f2),
+            self.string(v2),
+        ];
+        // SAFETY: a writable key the lock machine found missing; two
+        // field/value pairs closed by a null, as HashSet's variadic protocol
+        // requires. One call makes the hash once rather than once per field.
+        unsafe {
+            raw::RedisModule_HashSet.expect("HashSet")(
+                handle,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                strings[0].ptr(),
+                strings[1].ptr(),
+                strings[2].ptr(),
+                strings[3].ptr(),
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        self.signal(name);
+        for (field, value) in fields {
+            notify(self.ctx, self.classes(), Event::Hset, name);
+            self.replication().hset(self.ctx, key, field, value);
+        }
     }
 
     fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64 {
         let (i, handle, name) = self.write(key);
         let memo = self.field(i, field);
-        let field_str = Str::Borrowed(memo.name.inner);
+        let field_str = Str::Borrowed(memo.name.ptr());
         let current = match memo.count {
             Some(count) => count,
             None => hash_get(handle, &field_str)
@@ -496,6 +580,7 @@ impl Store for RedisStore<'_> {
         memo.count = Some(next);
         let mut buf = [0; DECIMAL_LEN];
         hash_put(handle, &field_str, string(decimal(next, &mut buf)).ptr());
+        self.signal(name);
         notify(self.ctx, self.classes(), Event::Hincrby, name);
         self.replication().hincrby(self.ctx, key, field, delta);
         next
@@ -507,9 +592,10 @@ impl Store for RedisStore<'_> {
         memo.count = None;
         hash_put(
             handle,
-            &Str::Borrowed(memo.name.inner),
+            &Str::Borrowed(memo.name.ptr()),
             raw::REDISMODULE_HASH_DELETE as *mut _,
         );
+        self.signal(name);
         notify(self.ctx, self.classes(), Event::Hdel, name);
         self.replication().hdel(self.ctx, key, field);
         if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
@@ -524,7 +610,7 @@ impl Store for RedisStore<'_> {
             Moot::Hdel { key, .. } => (Event::Hdel, key),
         };
         let i = self.slot(key, false);
-        notify(self.ctx, self.classes(), event, self.kept(i).name.inner);
+        notify(self.ctx, self.classes(), event, self.kept(i).name.ptr());
         let r = self.replication();
         match write {
             Moot::Hincrby { key, field, delta } => r.hincrby(self.ctx, key, field, delta),
@@ -562,6 +648,7 @@ impl Store for RedisStore<'_> {
                 raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.inner);
                 raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
             }
+            s.signal(name);
             notify(s.ctx, s.classes(), Event::Set, name);
             notify(s.ctx, s.classes(), Event::Expire, name);
             s.replication().set_until(s.ctx, key, value, deadline);
@@ -591,6 +678,7 @@ impl Store for RedisStore<'_> {
             }
             // SAFETY: a writable handle of an existing key and a future deadline.
             unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline) };
+            s.signal(name);
             notify(s.ctx, s.classes(), Event::Expire, name);
             s.replication().expire_at(s.ctx, key, deadline);
             true

@@ -20,6 +20,7 @@ mod publish;
 mod replicate;
 
 use redis_module::configuration::ConfigurationFlags;
+use redis_module::raw::ModuleOptions;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 use crate::core::error::MAX_MILLIS;
@@ -44,6 +45,7 @@ const MODULE_VERSION: i32 = {
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let ready = config::apply_module_args(args)
+        .and_then(|()| commands::register(ctx))
         .and_then(|()| docs::register(ctx))
         .and_then(|()| blocking::subscribe(ctx).map_err(String::from))
         .and_then(|()| leases::subscribe(ctx).map_err(String::from))
@@ -52,6 +54,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("rwlock: {e}"));
         return Status::Err;
     }
+    // Keys are opened writable before the command knows whether it writes,
+    // so the store signals the keys it changed itself (WATCH, tracking).
+    ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
     // Replaces the crate's own INFO handler, which has no sections of ours.
     raw::register_info_function(ctx.get_raw(), Some(metrics::info));
     Status::Ok
@@ -63,15 +68,8 @@ redis_module! {
     allocator: (alloc::ModuleAlloc, alloc::ModuleAlloc),
     data_types: [],
     init: init,
-    commands: [
-        // `blocking`: BLOCK may park the client (the @blocking ACL category).
-        ["rwlock.read", commands::read, "write deny-oom blocking", 1, 1, 1, ""],
-        ["rwlock.write", commands::write, "write deny-oom blocking", 1, 1, 1, ""],
-        ["rwlock.unlock", commands::unlock, "write", 1, 1, 1, ""],
-        ["rwlock.renew", commands::renew, "write", 1, 1, 1, ""],
-        ["rwlock.forceunlock", commands::force_unlock, "write", 1, 1, 1, ""],
-        ["rwlock.info", commands::info, "readonly", 1, 1, 1, ""],
-    ],
+    // Registered by `commands::register`, with argument-free entry points.
+    commands: [],
     event_handlers: [
         [@GENERIC @HASH @STRING @EXPIRED @EVICTED: blocking::on_keyspace_event],
         // Every class: a lease key replaced by a list is a foreign write too.

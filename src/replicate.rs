@@ -27,19 +27,31 @@ impl Replication {
     }
 
     pub fn hset(self, ctx: &Context, key: &[u8], field: &[u8], value: &[u8]) {
+        if self.counted_only(ctx) {
+            return;
+        }
         self.emit(ctx, c"HSET", &[key, field, value]);
     }
 
     pub fn hincrby(self, ctx: &Context, key: &[u8], field: &[u8], delta: i64) {
+        if self.counted_only(ctx) {
+            return;
+        }
         let mut buf = [0; DECIMAL_LEN];
         self.emit(ctx, c"HINCRBY", &[key, field, decimal(delta, &mut buf)]);
     }
 
     pub fn hdel(self, ctx: &Context, key: &[u8], field: &[u8]) {
+        if self.counted_only(ctx) {
+            return;
+        }
         self.emit(ctx, c"HDEL", &[key, field]);
     }
 
     pub fn set_until(self, ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
+        if self.counted_only(ctx) {
+            return;
+        }
         let mut buf = [0; DECIMAL_LEN];
         self.emit(
             ctx,
@@ -49,25 +61,37 @@ impl Replication {
     }
 
     pub fn expire_at(self, ctx: &Context, key: &[u8], deadline: i64) {
+        if self.counted_only(ctx) {
+            return;
+        }
         let mut buf = [0; DECIMAL_LEN];
         self.emit(ctx, c"PEXPIREAT", &[key, decimal(deadline, &mut buf)]);
     }
 
     pub fn del(self, ctx: &Context, key: &[u8]) {
+        if self.counted_only(ctx) {
+            return;
+        }
         self.emit(ctx, c"DEL", &[key]);
+    }
+
+    /// When nothing receives effects, counts the write and returns true.
+    fn counted_only(self, ctx: &Context) -> bool {
+        if !self.live {
+            // SAFETY: a live context. ReplicateVerbatim propagates nothing when
+            // nothing receives it (the case here) and only counts the write.
+            unsafe {
+                raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx.get_raw())
+            };
+        }
+        !self.live
     }
 
     fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]]) {
         let ctx = ctx.get_raw();
         // SAFETY: a live context; `b` takes a pointer and a size_t length per
         // argument, and each call passes exactly as many pairs as its format.
-        // ReplicateVerbatim propagates nothing when nothing receives it (the
-        // case here) and only counts the write.
         unsafe {
-            if !self.live {
-                raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx);
-                return;
-            }
             let replicate = raw::RedisModule_Replicate.expect("Replicate");
             let c = command.as_ptr();
             let p = |a: &[u8]| a.as_ptr() as *const c_char;

@@ -570,3 +570,122 @@ fn slot(key: &str) -> u16 {
     }
     crc % 16384
 }
+
+/// Runs an empty transaction on `watcher` after `write` ran on another
+/// client: true when EXEC went through (nothing the watcher watched changed).
+fn watch_survives(
+    watcher: &mut Connection,
+    other: &mut Connection,
+    key: &str,
+    write: &[&str],
+) -> bool {
+    ok(watcher, &["WATCH", key]);
+    call(other, write).unwrap_or_else(|e| panic!("{write:?} failed: {e}"));
+    redis::cmd("MULTI").query::<()>(watcher).expect("MULTI");
+    redis::cmd("PING")
+        .query::<()>(watcher)
+        .expect("PING queued");
+    match ok(watcher, &["EXEC"]) {
+        Value::Nil => false,
+        Value::Array(replies) => {
+            assert_eq!(replies.len(), 1, "EXEC of one PING: {replies:?}");
+            true
+        }
+        other => panic!("EXEC: unexpected reply {other:?}"),
+    }
+}
+
+#[test]
+fn watch_sees_the_writes_and_only_the_writes() {
+    let server = Server::start(&[]);
+    let (mut w, mut c) = (server.conn(), server.conn());
+    let lease = "{L}:r1:rwlock_timeout:1";
+    // Commands that change nothing leave a WATCH on the lock alone.
+    let untouched: &[&[&str]] = &[
+        &["RWLOCK.UNLOCK", "L", "r1", "READ"],
+        &["RWLOCK.RENEW", "L", "r1", "30000"],
+        &["RWLOCK.INFO", "L"],
+        &["RWLOCK.FORCEUNLOCK", "L"],
+    ];
+    for write in untouched {
+        assert!(
+            watch_survives(&mut w, &mut c, "L", write),
+            "{write:?} on a free lock"
+        );
+    }
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.READ", "L", "r1", "30000"]
+    ));
+    let refused_or_idle: &[&[&str]] = &[
+        &["RWLOCK.WRITE", "L", "w1", "30000"],
+        &["RWLOCK.UNLOCK", "L", "w1", "WRITE"],
+        &["RWLOCK.UNLOCK", "L", "r2", "READ"],
+        &["RWLOCK.FORCEUNLOCK", "L", "WRITE"],
+        &["RWLOCK.INFO", "L"],
+    ];
+    for write in refused_or_idle {
+        assert!(
+            watch_survives(&mut w, &mut c, "L", write),
+            "{write:?} on a read lock"
+        );
+        assert!(
+            watch_survives(&mut w, &mut c, lease, write),
+            "{write:?}, lease key"
+        );
+    }
+    // Each write is seen on the key it changed.
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.RENEW", "L", "r1", "60000"]
+    ));
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        lease,
+        &["RWLOCK.RENEW", "L", "r1", "60000"]
+    ));
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        lease,
+        &["RWLOCK.UNLOCK", "L", "r1", "READ"]
+    ));
+    assert_eq!(int(&mut c, &["EXISTS", "L", lease]), 0);
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.WRITE", "L", "w1", "30000"]
+    ));
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.WRITE", "L", "w1", "30000"]
+    ));
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]
+    ));
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        "L",
+        &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]
+    ));
+    assert_eq!(int(&mut c, &["EXISTS", "L"]), 0);
+    ok(&mut c, &["RWLOCK.READ", "L", "r1", "30000"]);
+    assert!(!watch_survives(
+        &mut w,
+        &mut c,
+        lease,
+        &["RWLOCK.FORCEUNLOCK", "L"]
+    ));
+}

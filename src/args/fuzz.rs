@@ -443,9 +443,10 @@ proptest! {
         if let Ok(names) = accepted {
             let tag = cluster_tag(&name);
             let (timeout_key, latch_key) = (names.timeout_key(&owner, n), names.latch_key(&id));
+            let channel = names.channel();
             prop_assert_eq!(cluster_tag(&timeout_key), tag);
             prop_assert_eq!(cluster_tag(&latch_key), tag);
-            prop_assert_eq!(cluster_tag(names.channel()), tag);
+            prop_assert_eq!(cluster_tag(&channel), tag);
         }
     }
 }

@@ -140,7 +140,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn names(lock: usize) -> LockNames {
+fn names(lock: usize) -> LockNames<'static> {
     LockNames::new(LOCKS[lock].as_bytes()).expect("a valid lock name")
 }
 

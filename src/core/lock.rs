@@ -200,8 +200,7 @@ pub fn read_lock<S: Store>(
     let lease_deadline = deadline(now, lease)?;
     let Some(mode) = mode_of(s, hash)? else {
         s.forget_lease_index(hash);
-        s.hset(hash, MODE_FIELD, Mode::Read.as_bytes());
-        s.hset(hash, owner, b"1");
+        s.create_hash(hash, [(MODE_FIELD, Mode::Read.as_bytes()), (owner, b"1")]);
         s.set_until(&names.lease_key(owner, 1), b"1", lease_deadline);
         s.expire_at(hash, lease_deadline);
         return Ok(Acquire::Acquired { reentry: false });
@@ -237,8 +236,7 @@ pub fn write_lock<S: Store>(
         None => {
             let lease_deadline = deadline(now, lease)?;
             s.forget_lease_index(hash);
-            s.hset(hash, MODE_FIELD, Mode::Write.as_bytes());
-            s.hset(hash, &field, b"1");
+            s.create_hash(hash, [(MODE_FIELD, Mode::Write.as_bytes()), (&field, b"1")]);
             s.expire_at(hash, lease_deadline);
             Ok(Acquire::Acquired { reentry: false })
         }
@@ -303,7 +301,7 @@ pub fn unlock<S: Store>(
 fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<Release, LockError> {
     let hash = names.hash();
     let Some(mode) = mode_of(s, hash)? else {
-        s.publish(names.channel(), READ_RELEASED);
+        s.publish(&names.channel(), READ_RELEASED);
         return Ok(Release::NotLocked);
     };
     let Some(held) = count_of(s, hash, owner)? else {
@@ -374,7 +372,7 @@ fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<R
     }
     s.forget_lease_index(hash);
     s.del(hash);
-    s.publish(names.channel(), READ_RELEASED);
+    s.publish(&names.channel(), READ_RELEASED);
     Ok(Release::Released)
 }
 
@@ -458,7 +456,7 @@ fn unlock_write<S: Store>(
     let hash = names.hash();
     match mode_of(s, hash)? {
         None => {
-            s.publish(names.channel(), WRITE_RELEASED);
+            s.publish(&names.channel(), WRITE_RELEASED);
             return Ok(Release::NotLocked);
         }
         Some(Mode::Read) => return Ok(Release::NotHeld),
@@ -497,7 +495,7 @@ fn unlock_write<S: Store>(
             field: &field,
         });
         s.del(hash);
-        s.publish(names.channel(), WRITE_RELEASED);
+        s.publish(&names.channel(), WRITE_RELEASED);
     } else {
         s.hdel(hash, &field);
         // The writer still holds reads: downgrade, keeping the TTL.
@@ -569,7 +567,7 @@ pub fn force_unlock<S: Store>(
         Some(Mode::Read) => READ_RELEASED,
         _ => WRITE_RELEASED,
     };
-    s.publish(names.channel(), message);
+    s.publish(&names.channel(), message);
     Ok(true)
 }
 

@@ -301,7 +301,10 @@ impl Model {
                 h.insert(o.as_bytes().to_vec(), c.to_string().into_bytes());
             }
             for (o, c) in &l.writers {
-                h.insert(write_field(o.as_bytes()), c.to_string().into_bytes());
+                h.insert(
+                    write_field(o.as_bytes()).to_vec(),
+                    c.to_string().into_bytes(),
+                );
             }
             out.push((name.as_bytes().to_vec(), Value::Hash(h), l.deadline));
         }

@@ -1,6 +1,6 @@
 //! Redisson's key and channel names for one lock (SPEC section 1).
 
-use std::cell::OnceCell;
+use std::fmt;
 
 use super::error::LockError;
 
@@ -12,48 +12,50 @@ const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
 
-/// Every name Redisson derives from one lock name. Built per command from
-/// the name alone; the channel, needed only when a release publishes, on
-/// first use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockNames {
-    hash: Vec<u8>,
+/// Every name Redisson derives from one lock name, which it borrows;
+/// derived names are made when asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockNames<'a> {
+    hash: &'a [u8],
     /// The name carries braces: derived keys keep it as it is (`name:…`)
     /// instead of wrapping it (`{name}:…`).
     braced: bool,
-    channel: OnceCell<Vec<u8>>,
 }
 
-impl LockNames {
+impl<'a> LockNames<'a> {
     /// Derives the names, refusing a lock name whose derived keys would hash to
     /// another cluster slot than the lock hash itself.
-    pub fn new(name: &[u8]) -> Result<Self, LockError> {
+    pub fn new(name: &'a [u8]) -> Result<Self, LockError> {
         if !keeps_slot(name) {
             return Err(LockError::SpreadName);
         }
         Ok(LockNames {
-            hash: name.to_vec(),
+            hash: name,
             braced: name.contains(&b'{'),
-            channel: OnceCell::new(),
         })
     }
 
-    pub fn hash(&self) -> &[u8] {
-        &self.hash
+    pub fn hash(&self) -> &'a [u8] {
+        self.hash
     }
 
-    pub fn channel(&self) -> &[u8] {
-        self.channel
-            .get_or_init(|| prefix(CHANNEL_PREFIX, &self.hash))
+    /// Redisson's channel for the lock's messages.
+    pub fn channel(&self) -> KeyBuf {
+        let (open, close): (&[u8], &[u8]) = if self.braced {
+            (b":", b"")
+        } else {
+            (b":{", b"}")
+        };
+        KeyBuf::concat(&[CHANNEL_PREFIX, open, self.hash, close])
     }
 
     /// `{name}`, or the name itself when it already carries braces.
     fn push_key_prefix(&self, out: &mut Vec<u8>) {
         if self.braced {
-            out.extend_from_slice(&self.hash);
+            out.extend_from_slice(self.hash);
         } else {
             out.push(b'{');
-            out.extend_from_slice(&self.hash);
+            out.extend_from_slice(self.hash);
             out.push(b'}');
         }
     }
@@ -73,7 +75,7 @@ impl LockNames {
         } else {
             (b"{", b"}")
         };
-        KeyBuf::concat(&[open, &self.hash, close, b":", field, TIMEOUT_INFIX, digits])
+        KeyBuf::concat(&[open, self.hash, close, b":", field, TIMEOUT_INFIX, digits])
     }
 
     /// [`Self::timeout_key`] into `out` (cleared first), so a loop over many
@@ -90,7 +92,7 @@ impl LockNames {
 
     /// Latch key of an idempotent unlock request.
     pub fn latch_key(&self, request_id: &[u8]) -> Vec<u8> {
-        let mut key = prefix(LATCH_PREFIX, &self.hash);
+        let mut key = prefix(LATCH_PREFIX, self.hash);
         key.push(b':');
         key.extend_from_slice(request_id);
         key
@@ -125,6 +127,12 @@ impl KeyBuf {
             }
         }
         key
+    }
+}
+
+impl fmt::Debug for KeyBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
     }
 }
 
@@ -163,11 +171,8 @@ pub fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
 }
 
 /// The write field of an owner.
-pub fn write_field(owner: &[u8]) -> Vec<u8> {
-    let mut field = Vec::with_capacity(owner.len() + WRITE_SUFFIX.len());
-    field.extend_from_slice(owner);
-    field.extend_from_slice(WRITE_SUFFIX);
-    field
+pub fn write_field(owner: &[u8]) -> KeyBuf {
+    KeyBuf::concat(&[owner, WRITE_SUFFIX])
 }
 
 /// Owners that would collide with the hash's other fields are refused.
@@ -247,7 +252,7 @@ fn keeps_slot(name: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn names(name: &str) -> LockNames {
+    fn names(name: &str) -> LockNames<'_> {
         LockNames::new(name.as_bytes()).expect("valid name")
     }
 
@@ -256,9 +261,9 @@ mod tests {
         let n = names("L");
         assert_eq!(n.hash(), b"L");
         assert_eq!(n.timeout_key(b"U:57", 1), b"{L}:U:57:rwlock_timeout:1");
-        assert_eq!(n.channel(), b"redisson_rwlock:{L}");
+        assert_eq!(&*n.channel(), b"redisson_rwlock:{L}");
         assert_eq!(n.latch_key(b"9f3c"), b"redisson_unlock_latch:{L}:9f3c");
-        assert_eq!(write_field(b"U:57"), b"U:57:write");
+        assert_eq!(&*write_field(b"U:57"), b"U:57:write");
     }
 
     #[test]
@@ -266,7 +271,7 @@ mod tests {
         let n = names("{t}:a");
         assert_eq!(n.hash(), b"{t}:a");
         assert_eq!(n.timeout_key(b"U:57", 1), b"{t}:a:U:57:rwlock_timeout:1");
-        assert_eq!(n.channel(), b"redisson_rwlock:{t}:a");
+        assert_eq!(&*n.channel(), b"redisson_rwlock:{t}:a");
         assert_eq!(n.latch_key(b"r"), b"redisson_unlock_latch:{t}:a:r");
     }
 
@@ -278,7 +283,7 @@ mod tests {
             assert!(is_lease_key_of(n.hash(), &key), "{name}");
             assert!(looks_like_lease_key(&key));
             assert!(!is_lease_key_of(b"L2", &key));
-            assert!(!is_lease_key_of(n.hash(), n.channel()));
+            assert!(!is_lease_key_of(n.hash(), &n.channel()));
             assert!(!is_lease_key_of(n.hash(), n.hash()));
         }
         assert!(!is_lease_key_of(b"L", b"{L}x:U:rwlock_timeout:1"));
@@ -291,7 +296,7 @@ mod tests {
             let n = names(name);
             let tag = hash_tag(name.as_bytes());
             assert_eq!(hash_tag(&n.timeout_key(b"{o}:1", 3)), tag, "{name}");
-            assert_eq!(hash_tag(n.channel()), tag, "{name}");
+            assert_eq!(hash_tag(&n.channel()), tag, "{name}");
             assert_eq!(hash_tag(&n.latch_key(b"{r}")), tag, "{name}");
         }
     }

@@ -94,7 +94,7 @@ mod tests {
         }
     }
 
-    fn setup() -> (MemStore, LockNames) {
+    fn setup() -> (MemStore, LockNames<'static>) {
         (MemStore::new(1_000), LockNames::new(b"Q").expect("name"))
     }
 

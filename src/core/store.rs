@@ -83,6 +83,14 @@ pub trait Store {
     fn hlen(&mut self, key: &[u8]) -> usize;
     /// `HSET`: event `hset`.
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]);
+    /// A new hash with a lock's first two fields, `mode` and the first
+    /// holder's: `HSET` of each in turn, as Redisson's scripts create it
+    /// (two `hset` events). The default makes the two writes.
+    fn create_hash(&mut self, key: &[u8], fields: [(&[u8], &[u8]); 2]) {
+        for (field, value) in fields {
+            self.hset(key, field, value);
+        }
+    }
     /// `HINCRBY`, the caller having checked the field is an integer that does
     /// not overflow: event `hincrby`.
     fn hincrby(&mut self, key: &[u8], field: &[u8], delta: i64) -> i64;

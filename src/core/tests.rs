@@ -10,7 +10,7 @@ const T0: i64 = 1_700_000_000_000;
 const U: &[u8] = b"u1:57";
 const V: &[u8] = b"u2:9";
 
-fn setup() -> (MemStore, LockNames) {
+fn setup() -> (MemStore, LockNames<'static>) {
     (MemStore::new(T0), LockNames::new(b"L").expect("name"))
 }
 
