@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, NotifyEvent, RedisValue};
+use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use crate::core::error::ERR_REPLICA;
 
@@ -327,7 +327,7 @@ fn on_timer(ctx: &Context, (id, wake): (LockId, Wake)) {
 /// Keyspace events on a lock with waiters: a Lua unlock, DEL, UNLINK,
 /// expiry, eviction, a TTL change. Writing here is unsafe, so the work is
 /// deferred to a timer.
-pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, _event: &str, key: &[u8]) {
+pub fn on_keyspace_event(ctx: &Context, key: &[u8]) {
     if nobody_waits() {
         return;
     }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis_module::{raw, Context, NotifyEvent};
+use redis_module::{raw, Context};
 
 use crate::core::index::LeaseIndex;
 use crate::core::names::{is_lease_key_of, looks_like_lease_key};
@@ -118,7 +118,7 @@ pub fn counts() -> (usize, usize) {
 /// Every keyspace event the module subscribes to: one that is not the
 /// module's own and touches an indexed lock's hash or lease keys makes its
 /// index stale. Lease keys expiring are accounted for by their deadlines.
-pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, key: &[u8]) {
+pub fn on_keyspace_event(ctx: &Context, event: &str, key: &[u8]) {
     if !any() || notify::raising() {
         return;
     }

@@ -18,6 +18,7 @@ mod notify;
 mod observers;
 mod publish;
 mod replicate;
+mod subscription;
 
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::raw::ModuleOptions;
@@ -71,9 +72,7 @@ redis_module! {
     // Registered by `commands::register`, with argument-free entry points.
     commands: [],
     event_handlers: [
-        [@GENERIC @HASH @STRING @EXPIRED @EVICTED: blocking::on_keyspace_event],
-        // Every class: a lease key replaced by a list is a foreign write too.
-        [@GENERIC @STRING @LIST @SET @HASH @ZSET @EXPIRED @EVICTED @STREAM @MODULE: leases::on_keyspace_event],
+        [@GENERIC @STRING @LIST @SET @HASH @ZSET @EXPIRED @EVICTED @STREAM @MODULE: subscription::on_keyspace_event],
     ],
     configurations: [
         i64: [
