@@ -30,6 +30,7 @@ use crate::core::store::Store;
 use crate::keyspace::RedisStore;
 use crate::leases;
 use crate::metrics;
+use crate::subscription;
 
 /// A lock is its database and its name.
 type LockId = (i32, Vec<u8>);
@@ -128,6 +129,8 @@ pub fn park(
     lease: i64,
     timeout_ms: i64,
 ) {
+    // Before the client waits: a foreign write from now on may free the lock.
+    subscription::ensure(ctx);
     // SAFETY: a command context that may block (checked by the caller); the
     // callbacks match the signatures BlockClient expects. No Redis timeout:
     // ours is a timer (see the module's comment).

@@ -25,6 +25,7 @@ use crate::notify::{notify, Event};
 use crate::observers;
 use crate::publish::publish;
 use crate::replicate::Replication;
+use crate::subscription;
 
 /// Strings every command may need, made on first use and kept for the life
 /// of the process. Only for values Redis copies (hash fields and values,
@@ -710,6 +711,7 @@ impl Store for RedisStore<'_> {
     }
 
     fn keep_lease_index(&mut self, hash: &[u8], index: LeaseIndex) {
+        subscription::ensure(self.ctx);
         leases::keep(self.db(), hash, index);
     }
 

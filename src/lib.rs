@@ -71,9 +71,8 @@ redis_module! {
     init: init,
     // Registered by `commands::register`, with argument-free entry points.
     commands: [],
-    event_handlers: [
-        [@GENERIC @STRING @LIST @SET @HASH @ZSET @EXPIRED @EVICTED @STREAM @MODULE: subscription::on_keyspace_event],
-    ],
+    // Keyspace events: subscribed to on first need, see `subscription`.
+    event_handlers: [],
     configurations: [
         i64: [
             ["default-lease", &config::DEFAULT_LEASE, config::DEFAULT_LEASE_MS, 1, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],

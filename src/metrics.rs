@@ -10,6 +10,7 @@ use redis_module::raw;
 use crate::blocking;
 use crate::core::lock::{Mode, Release, Unlocked};
 use crate::leases;
+use crate::subscription;
 
 /// Every counter, in the order `INFO` lists them.
 #[derive(Clone, Copy)]
@@ -128,6 +129,8 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("waits_served", get(Counter::WaitsServed)),
         ("waits_timed_out", get(Counter::WaitsTimedOut)),
         ("waits_aborted", get(Counter::WaitsAborted)),
+        // 1 once a waiter or a lease index made the module watch every write.
+        ("keyspace_subscribed", u64::from(subscription::subscribed())),
     ];
     raw::add_info_section(ctx, Some("waiting"));
     for (name, value) in waiting {

@@ -52,7 +52,7 @@ fn info_rwlock_counts_every_outcome() {
     let server = Server::start(&[]);
     let mut c = server.conn();
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 18, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 19, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -95,6 +95,9 @@ fn info_rwlock_counts_every_outcome() {
     }
     assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(1));
     assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(0));
+    // Nothing has waited nor kept a lease index: other clients' writes do
+    // not call into the module.
+    assert_eq!(info(&mut c, "rwlock")["keyspace_subscribed"], 0);
     // A wait served by a handoff and one that times out.
     ok(&mut c, &["RWLOCK.WRITE", "H", "w:1", "30000"]);
     let mut waiter_conn = server.conn();
@@ -140,6 +143,8 @@ fn info_rwlock_counts_every_outcome() {
         ("waits_served", 1),
         ("waits_timed_out", 1),
         ("waits_aborted", 0),
+        // Since the first wait.
+        ("keyspace_subscribed", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
