@@ -637,50 +637,22 @@ fn watch_sees_the_writes_and_only_the_writes() {
         );
     }
     // Each write is seen on the key it changed.
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        "L",
-        &["RWLOCK.RENEW", "L", "r1", "60000"]
-    ));
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        lease,
-        &["RWLOCK.RENEW", "L", "r1", "60000"]
-    ));
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        lease,
-        &["RWLOCK.UNLOCK", "L", "r1", "READ"]
-    ));
+    let seen: &[(&str, &[&str])] = &[
+        ("L", &["RWLOCK.RENEW", "L", "r1", "60000"]),
+        (lease, &["RWLOCK.RENEW", "L", "r1", "60000"]),
+        (lease, &["RWLOCK.UNLOCK", "L", "r1", "READ"]),
+        ("L", &["RWLOCK.WRITE", "L", "w1", "30000"]),
+        ("L", &["RWLOCK.WRITE", "L", "w1", "30000"]),
+        ("L", &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]),
+        ("L", &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]),
+    ];
+    for (key, write) in seen {
+        assert!(
+            !watch_survives(&mut w, &mut c, key, write),
+            "{write:?}, {key}"
+        );
+    }
     assert_eq!(int(&mut c, &["EXISTS", "L", lease]), 0);
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        "L",
-        &["RWLOCK.WRITE", "L", "w1", "30000"]
-    ));
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        "L",
-        &["RWLOCK.WRITE", "L", "w1", "30000"]
-    ));
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        "L",
-        &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]
-    ));
-    assert!(!watch_survives(
-        &mut w,
-        &mut c,
-        "L",
-        &["RWLOCK.UNLOCK", "L", "w1", "WRITE"]
-    ));
-    assert_eq!(int(&mut c, &["EXISTS", "L"]), 0);
     ok(&mut c, &["RWLOCK.READ", "L", "r1", "30000"]);
     assert!(!watch_survives(
         &mut w,
