@@ -364,16 +364,18 @@ impl<'c> RedisStore<'c> {
     /// The string for field `name` of kept-open key `key`, made once while
     /// the command keeps naming the same field.
     fn field(&mut self, key: usize, name: &[u8]) -> &mut FieldMemo {
-        let same = |f: &FieldMemo| RedisString::string_as_slice(f.name.ptr()) == name;
-        if !self.field.as_ref().is_some_and(same) {
-            self.field = Some(FieldMemo {
-                key,
-                name: self.string(name),
-                count: None,
-            });
-        }
-        let Some(memo) = self.field.as_mut() else {
-            unreachable!("the memo was just filled");
+        let memo = match self.field.take() {
+            Some(memo) if RedisString::string_as_slice(memo.name.ptr()) == name => {
+                self.field.insert(memo)
+            }
+            _ => {
+                let name = self.string(name);
+                self.field.insert(FieldMemo {
+                    key,
+                    name,
+                    count: None,
+                })
+            }
         };
         if memo.key != key {
             memo.key = key;

@@ -27,75 +27,56 @@ impl Replication {
     }
 
     pub fn hset(self, ctx: &Context, key: &[u8], field: &[u8], value: &[u8]) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        self.emit(ctx, c"HSET", &[key, field, value]);
+        self.emit(ctx, c"HSET", &[key, field, value], None);
     }
 
     pub fn hincrby(self, ctx: &Context, key: &[u8], field: &[u8], delta: i64) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        let mut buf = [0; DECIMAL_LEN];
-        self.emit(ctx, c"HINCRBY", &[key, field, decimal(delta, &mut buf)]);
+        self.emit(ctx, c"HINCRBY", &[key, field], Some(delta));
     }
 
     pub fn hdel(self, ctx: &Context, key: &[u8], field: &[u8]) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        self.emit(ctx, c"HDEL", &[key, field]);
+        self.emit(ctx, c"HDEL", &[key, field], None);
     }
 
     pub fn set_until(self, ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        let mut buf = [0; DECIMAL_LEN];
-        self.emit(
-            ctx,
-            c"SET",
-            &[key, value, b"PXAT", decimal(deadline, &mut buf)],
-        );
+        self.emit(ctx, c"SET", &[key, value, b"PXAT"], Some(deadline));
     }
 
     pub fn expire_at(self, ctx: &Context, key: &[u8], deadline: i64) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        let mut buf = [0; DECIMAL_LEN];
-        self.emit(ctx, c"PEXPIREAT", &[key, decimal(deadline, &mut buf)]);
+        self.emit(ctx, c"PEXPIREAT", &[key], Some(deadline));
     }
 
     pub fn del(self, ctx: &Context, key: &[u8]) {
-        if self.counted_only(ctx) {
-            return;
-        }
-        self.emit(ctx, c"DEL", &[key]);
+        self.emit(ctx, c"DEL", &[key], None);
     }
 
-    /// When nothing receives effects, counts the write and returns true.
-    fn counted_only(self, ctx: &Context) -> bool {
+    /// Propagates `command` with `args` and, last, `number` in decimal (a
+    /// delta or a deadline), formatted only when something receives it.
+    fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]], number: Option<i64>) {
+        let ctx = ctx.get_raw();
         if !self.live {
             // SAFETY: a live context. ReplicateVerbatim propagates nothing when
             // nothing receives it (the case here) and only counts the write.
-            unsafe {
-                raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx.get_raw())
-            };
+            unsafe { raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx) };
+            return;
         }
-        !self.live
-    }
-
-    fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]]) {
-        let ctx = ctx.get_raw();
+        let mut buf = [0; DECIMAL_LEN];
+        let mut all: [&[u8]; 4] = [&[]; 4];
+        all[..args.len()].copy_from_slice(args);
+        let len = match number {
+            Some(n) => {
+                all[args.len()] = decimal(n, &mut buf);
+                args.len() + 1
+            }
+            None => args.len(),
+        };
         // SAFETY: a live context; `b` takes a pointer and a size_t length per
         // argument, and each call passes exactly as many pairs as its format.
         unsafe {
             let replicate = raw::RedisModule_Replicate.expect("Replicate");
             let c = command.as_ptr();
             let p = |a: &[u8]| a.as_ptr() as *const c_char;
-            match *args {
+            match all[..len] {
                 [a] => replicate(ctx, c, c"b".as_ptr(), p(a), a.len()),
                 [a, b] => replicate(ctx, c, c"bb".as_ptr(), p(a), a.len(), p(b), b.len()),
                 [a, b, d] => replicate(

@@ -1,7 +1,5 @@
 //! Redisson's key and channel names for one lock (SPEC section 1).
 
-use std::fmt;
-
 use super::error::LockError;
 
 /// Field of the lock hash that holds `read` or `write`.
@@ -127,12 +125,6 @@ impl KeyBuf {
             }
         }
         key
-    }
-}
-
-impl fmt::Debug for KeyBuf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", String::from_utf8_lossy(self))
     }
 }
 
