@@ -28,8 +28,8 @@ use crate::replicate::Replication;
 use crate::subscription;
 
 /// Strings every command may need, made on first use and kept for the life
-/// of the process. Only for values Redis copies (hash fields and values,
-/// published messages), never for a value a key keeps as its own.
+/// of the process: hash fields and values and published messages, which Redis
+/// copies, and lease key values, which keys share (see `set_until`).
 #[derive(Clone, Copy)]
 struct Constants([(&'static [u8], *mut raw::RedisModuleString); 5]);
 
@@ -642,13 +642,22 @@ impl Store for RedisStore<'_> {
 
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.forget_count();
-        // The key keeps the value string as its own: always a new one.
-        let value_str = RedisString::create_from_slice(ptr::null_mut(), value);
+        // A lease key holds "1", which the script's SET stores as Redis's
+        // shared integer: no allocation per key. Keys sharing the constant
+        // cost the same (Redis copies a shared string before changing it in
+        // place), except under an eviction policy, which may need each
+        // value's own access time, as Redis's shared integers do.
+        let evicting = self.flags() & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0;
+        let value_str = if evicting {
+            Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
+        } else {
+            string(value)
+        };
         self.with_writable(key, |s, handle, name| {
             // SAFETY: a writable handle; StringSet replaces a value of any type and
             // the new key then takes the absolute deadline.
             unsafe {
-                raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.inner);
+                raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.ptr());
                 raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
             }
             s.signal(name);

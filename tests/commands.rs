@@ -661,3 +661,60 @@ fn watch_sees_the_writes_and_only_the_writes() {
         &["RWLOCK.FORCEUNLOCK", "L"]
     ));
 }
+
+/// Lease keys hold "1" in a value the module shares between them, as the
+/// script's SET shares Redis's integer 1 (same memory per lease). Sharing
+/// must never let a change to one lease key show in another.
+#[test]
+fn lease_keys_share_their_value_but_never_its_changes() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut c)
+        .expect("INFO");
+    let valkey = info.contains("valkey_version");
+    let refcount = |c: &mut Connection, key: &str| int(c, &["OBJECT", "REFCOUNT", key]);
+    for owner in ["a:1", "b:1", "c:1", "d:1"] {
+        ok(&mut c, &["RWLOCK.READ", "L", owner, "30000"]);
+    }
+    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "30000"]);
+    let lease = |owner: &str, n: u32| format!("{{L}}:{owner}:rwlock_timeout:{n}");
+    // Valkey copies a value it stores (it keeps the key name inside it).
+    assert_eq!(refcount(&mut c, &lease("a:1", 1)) > 1, !valkey);
+    ok(&mut c, &["APPEND", &lease("a:1", 1), "z"]);
+    assert_eq!(int(&mut c, &["INCR", &lease("b:1", 1)]), 2);
+    ok(&mut c, &["SETRANGE", &lease("c:1", 1), "0", "7"]);
+    let values: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&[
+            lease("a:1", 1),
+            lease("b:1", 1),
+            lease("c:1", 1),
+            lease("d:1", 1),
+            lease("a:1", 2),
+        ])
+        .query(&mut c)
+        .expect("MGET");
+    let want = ["1z", "2", "7", "1", "1"].map(|v| Some(v.to_string()));
+    assert_eq!(values, want);
+    for owner in ["a:1", "a:1", "b:1", "c:1"] {
+        int(&mut c, &["RWLOCK.UNLOCK", "L", owner, "READ"]);
+    }
+    let left: String = redis::cmd("GET")
+        .arg(lease("d:1", 1))
+        .query(&mut c)
+        .expect("GET");
+    assert_eq!(left, "1");
+    assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "d:1", "READ"]), 1);
+    assert!(all_keys(&mut c).is_empty());
+    // An LRU policy reads each value's own access time: nothing is shared.
+    ok(&mut c, &["CONFIG", "SET", "maxmemory", "1gb"]);
+    ok(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+    );
+    for owner in ["a:1", "b:1"] {
+        ok(&mut c, &["RWLOCK.READ", "L", owner, "30000"]);
+        assert_eq!(refcount(&mut c, &lease(owner, 1)), 1, "{owner}");
+    }
+}
