@@ -75,6 +75,9 @@ struct Registry {
     queues: HashMap<LockId, Queue>,
     /// Every parked client, by handle.
     waiting: HashMap<usize, Waiter>,
+    /// The lock a command is changing and then serving, whose own keyspace
+    /// events need no second look.
+    settling: Option<LockId>,
 }
 
 thread_local! {
@@ -187,10 +190,31 @@ pub fn park(
 /// Every command that may free a lock calls this before it replies, so the
 /// handoff is part of the same atomic, replicated unit.
 pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
+    serve_after(ctx, store, names, |_| ());
+}
+
+/// Makes `change` to the lock, then serves its waiters. The keyspace events
+/// that both raise on the lock's hash are ignored: this serve looks at the
+/// lock after them anyway, and each would cost a timer and another look
+/// (a third of the work of a handoff).
+pub fn serve_after<T>(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    change: impl FnOnce(&mut RedisStore) -> T,
+) -> T {
     if nobody_waits() {
-        return;
+        return change(store);
     }
     let id = lock_id(ctx, names);
+    let outer = with(|r| r.settling.replace(id.clone()));
+    let result = change(store);
+    serve_now(ctx, store, names, id);
+    with(|r| r.settling = outer);
+    result
+}
+
+fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockId) {
     // The store raises keyspace events, which re-enter this module: the
     // registry must not stay borrowed while the lock machine runs.
     let Some(mut tickets) = with(|r| {
@@ -269,12 +293,14 @@ fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) 
     }
 }
 
-fn schedule_soon(ctx: &Context, id: LockId) {
-    schedule_in(ctx, id, Duration::ZERO);
+/// True when this scheduled a new look.
+fn schedule_soon(ctx: &Context, id: LockId) -> bool {
+    schedule_in(ctx, id, Duration::ZERO)
 }
 
-/// Looks at the lock's waiters again after `delay`, unless a look is due.
-fn schedule_in(ctx: &Context, id: LockId, delay: Duration) {
+/// Looks at the lock's waiters again after `delay`, unless a look is due;
+/// true when this scheduled a new look.
+fn schedule_in(ctx: &Context, id: LockId, delay: Duration) -> bool {
     let schedule = with(|r| match r.queues.get_mut(&id) {
         Some(q) if !q.soon => {
             q.soon = true;
@@ -285,6 +311,7 @@ fn schedule_in(ctx: &Context, id: LockId, delay: Duration) {
     if schedule {
         ctx.create_timer(delay, on_timer, (id, Wake::Soon));
     }
+    schedule
 }
 
 /// How often a lock's waiters are looked at again while writes are paused.
@@ -334,7 +361,15 @@ pub fn on_keyspace_event(ctx: &Context, key: &[u8]) {
     if nobody_waits() {
         return;
     }
-    schedule_soon(ctx, (selected_db(ctx), key.to_vec()));
+    let db = selected_db(ctx);
+    let settling = with(|r| {
+        r.settling
+            .as_ref()
+            .is_some_and(|(d, k)| *d == db && k.as_slice() == key)
+    });
+    if !settling && schedule_soon(ctx, (db, key.to_vec())) {
+        metrics::wait_recheck();
+    }
 }
 
 /// Stops a wait's timeout timer; it may have fired already, and then
@@ -484,7 +519,9 @@ unsafe extern "C" fn on_flush(
             .collect()
     });
     for id in ids {
-        schedule_soon(&context, id);
+        if schedule_soon(&context, id) {
+            metrics::wait_recheck();
+        }
     }
 }
 

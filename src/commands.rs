@@ -137,10 +137,11 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    let outcome = lock::unlock(&mut store, &a.names, a.owner, a.mode, lease, a.request)
-        .map_err(lock_error)?;
+    let outcome = blocking::serve_after(ctx, &mut store, &a.names, |store| {
+        lock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
+    })
+    .map_err(lock_error)?;
     metrics::unlocked(outcome);
-    blocking::serve(ctx, &mut store, &a.names);
     Ok(outcome
         .reply()
         .map_or(RedisValue::Null, RedisValue::Integer))
@@ -165,11 +166,13 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (names, only) = args::force_unlock(args)?;
     let mut store = RedisStore::for_write(ctx, args.get(1..2).unwrap_or_default());
-    let deleted = lock::force_unlock(&mut store, &names, only).map_err(lock_error)?;
+    let deleted = blocking::serve_after(ctx, &mut store, &names, |store| {
+        lock::force_unlock(store, &names, only)
+    })
+    .map_err(lock_error)?;
     if deleted {
         metrics::force_unlocked();
     }
-    blocking::serve(ctx, &mut store, &names);
     Ok(RedisValue::Integer(deleted.into()))
 }
 

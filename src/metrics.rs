@@ -29,9 +29,10 @@ enum Counter {
     WaitsServed,
     WaitsTimedOut,
     WaitsAborted,
+    WaitRechecks,
 }
 
-const COUNTERS: usize = Counter::WaitsAborted as usize + 1;
+const COUNTERS: usize = Counter::WaitRechecks as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 
@@ -96,6 +97,12 @@ pub fn wait_aborted() {
     bump(Counter::WaitsAborted);
 }
 
+/// A keyspace event or a flush on a lock with waiters, outside a release
+/// that serves them itself: its waiters get another look.
+pub fn wait_recheck() {
+    bump(Counter::WaitRechecks);
+}
+
 /// `INFO rwlock`: the sections `rwlock_locks` and `rwlock_waiting`; Redis
 /// prefixes every field with `rwlock_`.
 ///
@@ -129,6 +136,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("waits_served", get(Counter::WaitsServed)),
         ("waits_timed_out", get(Counter::WaitsTimedOut)),
         ("waits_aborted", get(Counter::WaitsAborted)),
+        ("wait_rechecks", get(Counter::WaitRechecks)),
         // 1 once a waiter or a lease index made the module watch every write.
         ("keyspace_subscribed", u64::from(subscription::subscribed())),
     ];

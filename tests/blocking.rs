@@ -85,6 +85,8 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
         assert_eq!(reply.expect("reply"), Value::Nil);
     }
     assert_eq!(info_field(&mut c, "waits_served"), 20);
+    // The unlock's own writes needed no second look at the lock.
+    assert_eq!(info_field(&mut c, "wait_rechecks"), 0);
 }
 
 #[test]
@@ -141,8 +143,9 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
     );
 }
 
-/// A waiter parked behind a write hold, woken by `release`.
-fn woken_by(release: impl FnOnce(&Server, &mut Connection)) {
+/// A waiter parked behind a write hold, woken by `release`, which made the
+/// module look at the lock's waiters again `rechecks` times.
+fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
     let server = Server::start(&[]);
     let mut c = server.conn();
     ok(&mut c, &["RWLOCK.WRITE", "K", "w:1", "30000"]);
@@ -165,13 +168,14 @@ fn woken_by(release: impl FnOnce(&Server, &mut Connection)) {
         .query(&mut c)
         .expect("HGET");
     assert_eq!(owner, 1, "the waiter holds the lock");
+    assert_eq!(info_field(&mut c, "wait_rechecks"), rechecks);
 }
 
 #[test]
 fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
     let dir = lua_dir().expect("set RWLOCK_REDISSON_LUA to the folder of Redisson's seed scripts");
     assert!(dir.join("write_unlock.lua").is_file());
-    woken_by(|_, c| {
+    woken_by(1, |_, c| {
         let reply = eval_lua(
             c,
             "write_unlock",
@@ -185,35 +189,35 @@ fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
 
 #[test]
 fn a_waiter_is_woken_by_del() {
-    woken_by(|_, c| {
+    woken_by(1, |_, c| {
         ok(c, &["DEL", "K"]);
     });
 }
 
 #[test]
 fn a_waiter_is_woken_by_unlink() {
-    woken_by(|_, c| {
+    woken_by(1, |_, c| {
         ok(c, &["UNLINK", "K"]);
     });
 }
 
 #[test]
 fn a_waiter_is_woken_by_flushall() {
-    woken_by(|_, c| {
+    woken_by(1, |_, c| {
         ok(c, &["FLUSHALL"]);
     });
 }
 
 #[test]
 fn a_waiter_is_woken_by_flushdb() {
-    woken_by(|_, c| {
+    woken_by(1, |_, c| {
         ok(c, &["FLUSHDB"]);
     });
 }
 
 #[test]
 fn a_waiter_is_woken_by_force_unlock() {
-    woken_by(|_, c| {
+    woken_by(0, |_, c| {
         ok(c, &["RWLOCK.FORCEUNLOCK", "K"]);
     });
 }

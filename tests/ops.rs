@@ -52,7 +52,7 @@ fn info_rwlock_counts_every_outcome() {
     let server = Server::start(&[]);
     let mut c = server.conn();
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 19, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 20, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -143,6 +143,8 @@ fn info_rwlock_counts_every_outcome() {
         ("waits_served", 1),
         ("waits_timed_out", 1),
         ("waits_aborted", 0),
+        // The handoff came from the unlock itself, not from an outside change.
+        ("wait_rechecks", 0),
         // Since the first wait.
         ("keyspace_subscribed", 1),
     ]
