@@ -72,7 +72,7 @@ def ratios(ax, rows):
 TITLES = {
     ("cycles", "cycles/s"): "uncontended cycles, 50 clients (higher is better)",
     ("cycles", "server us/cycle"): "server CPU per cycle (lower is better)",
-    ("handoff", "us"): "handoff latency, unlock -> waiter's reply",
+    ("handoff", "us"): "handoff latency (lower is better)",
     ("contended", "sections/s"): "50 clients on one write lock (higher is better)",
     ("memory", "bytes"): "memory (INFO used_memory deltas)",
 }

@@ -1,212 +1,295 @@
-//! Handoff latency: from the unlock to the waiter's reply, for a waiter
-//! parked with `BLOCK` against a Redisson-style client loop (subscribe to the
-//! lock's channel, retry on each message or when the returned TTL ends).
-//! Both run in one process against one server, so their ratio holds on a
-//! noisy machine.
+//! Handoff latency: from the release of a write lock to the reply that tells
+//! its waiter it now holds it. A waiter parked with `BLOCK` against a
+//! Redisson-style client loop, subscribed to the lock's channel and retrying
+//! on the unlock message, once with `RWLOCK.WRITE` and once with Redisson's
+//! own write-lock script.
+//!
+//! One thread drives every connection and reads each reply when it is due,
+//! so the variants differ only in what the server and the wire do between
+//! the release and the waiter's reply, not in how client threads are woken.
+//! The release is timed twice: by the server's `TIME`, queued in the same
+//! MULTI just before `RWLOCK.UNLOCK`, and by the client when it sends that
+//! MULTI; the second adds the server's wake-up to read it, alike for all.
 
-use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
-
-use redis::{Connection, Value};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::common::Server;
 use crate::report::{Report, Settings, Target};
+use crate::resp::{command, Conn, Expect, Reply, Value};
+use crate::scripts::Scripts;
 
-const ROUNDS: usize = 400;
+const ROUNDS: usize = 1000;
 const LEASE: &str = "30000";
+const HOLDER: &str = "holder:1";
+const WAITER: &str = "waiter:1";
+/// The same settling pause after the waiter is parked in every variant, so
+/// the server is asleep in epoll alike when the unlock arrives.
+const SETTLE: Duration = Duration::from_micros(200);
 
-fn attempt(conn: &mut Connection, lock: &str, owner: &str) -> Value {
-    redis::cmd("RWLOCK.WRITE")
-        .arg(lock)
-        .arg(owner)
-        .arg(LEASE)
-        .query(conn)
-        .expect("RWLOCK.WRITE")
+/// How the waiter waits.
+enum Wait {
+    Block,
+    /// Subscribed to the lock's channel; retries with this request.
+    Retry(Vec<u8>),
 }
 
-fn unlock(conn: &mut Connection, lock: &str, owner: &str) {
-    let _: Value = redis::cmd("RWLOCK.UNLOCK")
-        .arg(lock)
-        .arg(owner)
-        .arg("WRITE")
-        .query(conn)
-        .expect("RWLOCK.UNLOCK");
+struct Variant {
+    name: &'static str,
+    lock: String,
+    wait: Wait,
+    /// Microseconds from the server's release, and from the client's send.
+    from_release: Vec<f64>,
+    from_send: Vec<f64>,
+    /// For the loops: microseconds from the release to the unlock message.
+    message: Vec<f64>,
 }
 
-fn waiters(conn: &mut Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("rwlock").query(conn).expect("INFO");
+impl Variant {
+    fn new(name: &'static str, lock: &str, wait: Wait) -> Variant {
+        Variant {
+            name,
+            lock: lock.to_string(),
+            wait,
+            from_release: Vec::new(),
+            from_send: Vec::new(),
+            message: Vec::new(),
+        }
+    }
+}
+
+/// The channel Redisson's read-write lock publishes its unlocks on.
+fn channel(lock: &str) -> String {
+    format!("redisson_rwlock:{{{lock}}}")
+}
+
+fn now_us() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs_f64()
+        * 1e6
+}
+
+fn waiters(control: &mut Conn) -> u64 {
+    control.send(&command(&["INFO", "rwlock"]));
+    let info = String::from_utf8(control.recv_bulk()).expect("INFO is text");
     info.lines()
         .find_map(|l| l.strip_prefix("rwlock_waiters:"))
         .and_then(|v| v.trim().parse().ok())
-        .expect("rwlock_waiters")
+        .expect("rwlock_waiters in INFO rwlock")
 }
 
-/// One round: the holder releases at t0, the waiter reports when it holds
-/// the lock; returns the handoff time. The holder reads its own reply only
-/// afterwards, so its thread does not compete with the waiter's for a CPU
-/// at the moment that is measured.
-fn round(
-    holder: &mut Connection,
-    lock: &str,
-    ready: &mpsc::Receiver<()>,
-    acquired: &mpsc::Receiver<Instant>,
-    wait_parked: impl Fn(&mut Connection),
-) -> Duration {
-    ready.recv().expect("waiter ready");
-    wait_parked(holder);
-    let command = redis::cmd("RWLOCK.UNLOCK")
-        .arg(lock)
-        .arg("holder:1")
-        .arg("WRITE")
-        .get_packed_command();
-    let t0 = Instant::now();
-    holder
-        .send_packed_command(&command)
-        .expect("send RWLOCK.UNLOCK");
-    let t1 = acquired.recv().expect("waiter acquired");
-    let reply = holder.recv_response().expect("RWLOCK.UNLOCK");
-    assert_eq!(reply, Value::Int(1), "the holder released the lock");
-    t1.duration_since(t0)
-}
-
-fn bench_block(server: &Server, rounds: usize) -> Vec<Duration> {
-    let lock = "bench-block";
-    let mut holder = server.conn();
-    let (ready_tx, ready) = mpsc::channel();
-    let (done_tx, acquired) = mpsc::channel();
-    let (next_tx, next) = mpsc::channel::<()>();
-    let mut waiter = server.conn();
-    let worker = thread::spawn(move || {
-        for _ in 0..rounds {
-            next.recv().expect("next round");
-            ready_tx.send(()).expect("ready");
-            let reply: Value = redis::cmd("RWLOCK.WRITE")
-                .arg(lock)
-                .arg("waiter:1")
-                .arg(LEASE)
-                .arg("BLOCK")
-                .arg("10000")
-                .query(&mut waiter)
-                .expect("BLOCK");
-            let now = Instant::now();
-            assert_eq!(reply, Value::Nil, "the waiter got the lock");
-            unlock(&mut waiter, lock, "waiter:1");
-            done_tx.send(now).expect("done");
-        }
-    });
-    let mut samples = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        assert_eq!(attempt(&mut holder, lock, "holder:1"), Value::Nil);
-        next_tx.send(()).expect("start");
-        samples.push(round(&mut holder, lock, &ready, &acquired, |c| {
-            while waiters(c) != 1 {
-                thread::yield_now();
-            }
-        }));
+fn check(reply: &Reply, expect: Expect, what: &str) {
+    if let Err(e) = expect.check(reply) {
+        panic!("{what}: {e}");
     }
-    worker.join().expect("waiter thread");
-    samples
 }
 
-fn bench_loop(server: &Server, rounds: usize) -> Vec<Duration> {
-    let lock = "bench-loop";
-    let channel = format!("redisson_rwlock:{{{lock}}}");
-    let mut holder = server.conn();
-    let (ready_tx, ready) = mpsc::channel();
-    let (done_tx, acquired) = mpsc::channel();
-    let (next_tx, next) = mpsc::channel::<()>();
-    let mut conn = server.conn();
-    let mut sub = server.conn();
-    let worker = thread::spawn(move || {
-        let mut pubsub = sub.as_pubsub();
-        pubsub.subscribe(&channel).expect("SUBSCRIBE");
-        for _ in 0..rounds {
-            next.recv().expect("next round");
-            let mut told = false;
-            loop {
-                let ttl = match attempt(&mut conn, lock, "waiter:1") {
-                    Value::Nil => break,
-                    Value::Int(ttl) => ttl,
-                    other => panic!("unexpected {other:?}"),
-                };
-                if !told {
-                    // Subscribed and refused once: now it waits like Redisson.
-                    ready_tx.send(()).expect("ready");
-                    told = true;
-                }
-                let wait = Duration::from_millis(ttl.max(1) as u64);
-                pubsub.set_read_timeout(Some(wait)).expect("timeout");
-                match pubsub.get_message() {
-                    Ok(_) => {}
-                    Err(e) if e.is_timeout() => {}
-                    Err(e) => panic!("pubsub: {e}"),
-                }
+/// The server's clock when the EXEC ran, from `[[seconds, micros], 1]`.
+fn released_at(exec: Value) -> f64 {
+    let bulk = |v: &Value| match v {
+        Value::Bulk(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .expect("TIME fields are numbers"),
+        other => panic!("TIME field {other:?}"),
+    };
+    match exec {
+        Value::Array(items) => match &items[..] {
+            [Value::Array(time), Value::Int(1)] if time.len() == 2 => {
+                bulk(&time[0]) * 1e6 + bulk(&time[1])
             }
-            let now = Instant::now();
-            unlock(&mut conn, lock, "waiter:1");
-            done_tx.send(now).expect("done");
-        }
-    });
-    let mut samples = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        assert_eq!(attempt(&mut holder, lock, "holder:1"), Value::Nil);
-        next_tx.send(()).expect("start");
-        // The waiter is blocked reading its subscription once it said ready.
-        samples.push(round(&mut holder, lock, &ready, &acquired, |_| {
-            thread::sleep(Duration::from_micros(200))
-        }));
+            other => panic!("EXEC of TIME and RWLOCK.UNLOCK gave {other:?}"),
+        },
+        other => panic!("EXEC gave {other:?}"),
     }
-    worker.join().expect("loop thread");
-    samples
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+struct Conns {
+    holder: Conn,
+    waiter: Conn,
+    sub: Conn,
+    control: Conn,
+}
+
+fn round(c: &mut Conns, v: &mut Variant) {
+    let lock = v.lock.as_str();
+    check(
+        &c.holder.call(&["RWLOCK.WRITE", lock, HOLDER, LEASE]),
+        Expect::Nil,
+        "holder's RWLOCK.WRITE",
+    );
+    match &v.wait {
+        Wait::Block => {
+            c.waiter.send(&command(&[
+                "RWLOCK.WRITE",
+                lock,
+                WAITER,
+                LEASE,
+                "BLOCK",
+                "10000",
+            ]));
+            while waiters(&mut c.control) != 1 {}
+        }
+        Wait::Retry(retry) => {
+            c.waiter.send(retry);
+            match c.waiter.recv() {
+                Reply::Int(ttl) if ttl > 0 => {}
+                other => panic!("the waiter's first try: expected a TTL, got {other:?}"),
+            }
+        }
+    }
+    thread::sleep(SETTLE);
+    let mut unlock = command(&["MULTI"]);
+    unlock.extend(command(&["TIME"]));
+    unlock.extend(command(&["RWLOCK.UNLOCK", lock, HOLDER, "WRITE"]));
+    unlock.extend(command(&["EXEC"]));
+    let sent = now_us();
+    c.holder.send(&unlock);
+    let mut message = None;
+    let reply = match &v.wait {
+        Wait::Block => c.waiter.recv(),
+        Wait::Retry(retry) => {
+            check(&c.sub.recv(), Expect::NoError, "the unlock message");
+            message = Some(now_us());
+            c.waiter.send(retry);
+            c.waiter.recv()
+        }
+    };
+    let acquired = now_us();
+    check(&reply, Expect::Nil, "the waiter's acquisition");
+    for what in ["MULTI", "TIME queued", "RWLOCK.UNLOCK queued"] {
+        check(&c.holder.recv(), Expect::NoError, what);
+    }
+    let released = released_at(c.holder.recv_value());
+    v.from_release.push(acquired - released);
+    v.from_send.push(acquired - sent);
+    v.message.extend(message.map(|m| m - released));
+    check(
+        &c.waiter.call(&["RWLOCK.UNLOCK", lock, WAITER, "WRITE"]),
+        Expect::Int(1),
+        "the waiter's RWLOCK.UNLOCK",
+    );
+    if matches!(v.wait, Wait::Retry(_)) {
+        check(
+            &c.sub.recv(),
+            Expect::NoError,
+            "the waiter's unlock message",
+        );
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
 }
 
-pub fn run(server: &Server, settings: &Settings, report: &mut Report) {
-    let rounds = settings.scaled(ROUNDS);
-    // Interleave the two so drift on the machine hits both alike.
-    let mut block = Vec::new();
-    let mut looped = Vec::new();
-    for _ in 0..2 {
-        block.extend(bench_block(server, rounds));
-        looped.extend(bench_loop(server, rounds));
+pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
+    let write_field = format!("{WAITER}:write");
+    let mut variants = [
+        Variant::new("BLOCK", "handoff-block", Wait::Block),
+        Variant::new(
+            "loop, RWLOCK.WRITE",
+            "handoff-loop",
+            Wait::Retry(command(&["RWLOCK.WRITE", "handoff-loop", WAITER, LEASE])),
+        ),
+        Variant::new(
+            "loop, Redisson's script",
+            "handoff-script",
+            Wait::Retry(command(&[
+                "EVALSHA",
+                &scripts.write_lock,
+                "1",
+                "handoff-script",
+                LEASE,
+                &write_field,
+            ])),
+        ),
+    ];
+    let mut c = Conns {
+        holder: Conn::connect(server.port),
+        waiter: Conn::connect(server.port),
+        sub: Conn::connect(server.port),
+        control: Conn::connect(server.port),
+    };
+    for v in &variants {
+        if matches!(v.wait, Wait::Retry(_)) {
+            let subscribed = c.sub.call(&["SUBSCRIBE", &channel(&v.lock)]);
+            check(&subscribed, Expect::NoError, "SUBSCRIBE");
+        }
     }
-    block.sort();
-    looped.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    // Round-robin, so drift on the machine hits every variant alike.
+    for _ in 0..settings.scaled(ROUNDS) {
+        for v in variants.iter_mut() {
+            round(&mut c, v);
+        }
+    }
     let section = "handoff";
-    for (name, s) in [("BLOCK", &block), ("subscribe-and-retry loop", &looped)] {
+    let mut figures = Vec::new();
+    for v in variants.iter_mut() {
+        v.from_release.sort_by(f64::total_cmp);
+        v.from_send.sort_by(f64::total_cmp);
+        let release = (
+            percentile(&v.from_release, 0.5),
+            percentile(&v.from_release, 0.99),
+        );
+        let send = percentile(&v.from_send, 0.5);
         report.value(
             section,
-            "unlock -> waiter's reply, p50",
-            name,
-            us(percentile(s, 0.5)),
+            "release -> waiter's reply, p50",
+            v.name,
+            release.0,
             "us",
         );
         report.value(
             section,
-            "unlock -> waiter's reply, p99",
-            name,
-            us(percentile(s, 0.99)),
+            "release -> waiter's reply, p99",
+            v.name,
+            release.1,
             "us",
+        );
+        report.value(
+            section,
+            "unlock sent -> waiter's reply, p50",
+            v.name,
+            send,
+            "us",
+        );
+        figures.push((release.0, release.1, send));
+        if !v.message.is_empty() {
+            // The server's push alone: what any notified waiter pays at least.
+            v.message.sort_by(f64::total_cmp);
+            report.value(
+                section,
+                "release -> unlock message at the subscriber, p50",
+                v.name,
+                percentile(&v.message, 0.5),
+                "us",
+            );
+        }
+    }
+    for (i, baseline) in [(1, "loop"), (2, "Redisson's script loop")] {
+        report.ratio(
+            section,
+            "release -> waiter's reply, p50",
+            &format!("BLOCK / {baseline}"),
+            figures[0].0 / figures[i].0,
+            Some(Target::AtMost(0.5)),
+        );
+        report.ratio(
+            section,
+            "release -> waiter's reply, p99",
+            &format!("BLOCK / {baseline}"),
+            figures[0].1 / figures[i].1,
+            None,
+        );
+        report.ratio(
+            section,
+            "unlock sent -> waiter's reply, p50",
+            &format!("BLOCK / {baseline}"),
+            figures[0].2 / figures[i].2,
+            None,
         );
     }
-    report.ratio(
-        section,
-        "unlock -> waiter's reply, p50",
-        "BLOCK / loop",
-        us(percentile(&block, 0.5)) / us(percentile(&looped, 0.5)),
-        Some(Target::AtMost(0.5)),
-    );
-    report.ratio(
-        section,
-        "unlock -> waiter's reply, p99",
-        "BLOCK / loop",
-        us(percentile(&block, 0.99)) / us(percentile(&looped, 0.99)),
-        None,
-    );
 }

@@ -73,7 +73,7 @@ fn main() {
     }
     if run("handoff") {
         println!("\n== handoff latency, unlock -> waiter's reply ==");
-        handoff::run(&server, &settings, &mut report);
+        handoff::run(&server, &scripts, &settings, &mut report);
     }
     if run("contended") {
         println!(

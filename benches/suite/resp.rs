@@ -118,6 +118,51 @@ pub fn parse(buf: &[u8], from: usize) -> Result<Option<(Reply, usize)>, String> 
     }
 }
 
+/// A reply decoded in full, for the few places that need its contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Nil,
+    Int(i64),
+    Status(String),
+    Bulk(Vec<u8>),
+    Array(Vec<Value>),
+    Error(String),
+}
+
+/// Decodes one reply starting at `from`, like `parse`.
+fn decode(buf: &[u8], from: usize) -> Result<Option<(Value, usize)>, String> {
+    let Some((head, next)) = line(buf, from) else {
+        return Ok(None);
+    };
+    let (kind, rest) = head.split_first().ok_or("empty reply line")?;
+    let text = || String::from_utf8_lossy(rest).into_owned();
+    match kind {
+        b'+' => Ok(Some((Value::Status(text()), next))),
+        b'-' => Ok(Some((Value::Error(text()), next))),
+        b':' => Ok(Some((Value::Int(number(rest)?), next))),
+        b'$' | b'*' if number(rest)? < 0 => Ok(Some((Value::Nil, next))),
+        b'$' => {
+            let end = next + number(rest)? as usize;
+            Ok((buf.len() >= end + 2).then(|| (Value::Bulk(buf[next..end].to_vec()), end + 2)))
+        }
+        b'*' => {
+            let mut items = Vec::new();
+            let mut at = next;
+            for _ in 0..number(rest)? {
+                match decode(buf, at)? {
+                    None => return Ok(None),
+                    Some((item, after)) => {
+                        items.push(item);
+                        at = after;
+                    }
+                }
+            }
+            Ok(Some((Value::Array(items), at)))
+        }
+        other => Err(format!("unknown reply type {:?}", *other as char)),
+    }
+}
+
 /// A blocking connection with its own read buffer.
 pub struct Conn {
     stream: TcpStream,
@@ -154,6 +199,19 @@ impl Conn {
                         self.start = 0;
                     }
                     return reply;
+                }
+                None => self.fill(),
+            }
+        }
+    }
+
+    /// The next reply, decoded in full.
+    pub fn recv_value(&mut self) -> Value {
+        loop {
+            match decode(&self.buf, self.start).expect("RESP from redis-server") {
+                Some((value, next)) => {
+                    self.start = next;
+                    return value;
                 }
                 None => self.fill(),
             }
