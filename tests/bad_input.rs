@@ -7,12 +7,13 @@
 //! is printed so that a failure can be replayed).
 
 mod common;
+mod faultkit;
 
 use common::{
     enable_keyspace_events, events_str, module_path, redis_server_bin, Collector, Server,
 };
+use faultkit::{call, seed, snapshot, Bytes, KeyState, Rng, Snapshot};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
@@ -27,197 +28,11 @@ const LONG_LEASE: i64 = 600_000;
 const I64_MAX: &str = "9223372036854775807";
 const TWO_POW_63: &str = "9223372036854775808";
 
-/// SplitMix64: a small seeded generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn bytes(&mut self, max_len: u64) -> Vec<u8> {
-        let len = self.below(max_len + 1);
-        (0..len)
-            .map(|_| {
-                // Mostly printable, some NULs, braces and high bytes.
-                match self.below(10) {
-                    0 => 0u8,
-                    1 => *self.pick(b"{}:"),
-                    2 => self.below(256) as u8,
-                    _ => b' ' + self.below(95) as u8,
-                }
-            })
-            .collect()
-    }
-}
-
-fn seed(default: u64) -> u64 {
-    let seed = std::env::var("RWLOCK_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    eprintln!("seed {seed} (set RWLOCK_TEST_SEED to replay)");
-    seed
-}
-
-/// Bytes shown as escaped ASCII (long ones abridged) in assertion messages.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Bytes(Vec<u8>);
-
-impl fmt::Debug for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.len() > 80 {
-            write!(
-                f,
-                "\"{}…\"({} bytes)",
-                self.0[..60].escape_ascii(),
-                self.0.len()
-            )
-        } else {
-            write!(f, "\"{}\"", self.0.escape_ascii())
-        }
-    }
-}
-
 fn show_args(args: &[Vec<u8>]) -> String {
     format!(
         "{:?}",
         args.iter().map(|a| Bytes(a.clone())).collect::<Vec<_>>()
     )
-}
-
-/// One key: type, contents (canonical order), PEXPIRETIME (-1 persistent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KeyState {
-    kind: String,
-    content: Vec<Bytes>,
-    expire_at: i64,
-}
-
-type Snapshot = BTreeMap<Bytes, KeyState>;
-
-fn scan_keys(conn: &mut redis::Connection) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(1000)
-            .query(conn)
-            .expect("SCAN");
-        out.extend(keys);
-        if next == 0 {
-            out.sort();
-            out.dedup();
-            return out;
-        }
-        cursor = next;
-    }
-}
-
-fn flatten(v: &redis::Value) -> Vec<Bytes> {
-    match v {
-        redis::Value::Nil => Vec::new(),
-        redis::Value::BulkString(b) => vec![Bytes(b.clone())],
-        redis::Value::SimpleString(s) => vec![Bytes(s.as_bytes().to_vec())],
-        redis::Value::Int(n) => vec![Bytes(n.to_string().into_bytes())],
-        redis::Value::Double(d) => vec![Bytes(d.to_string().into_bytes())],
-        redis::Value::Array(items) | redis::Value::Set(items) => {
-            items.iter().flat_map(flatten).collect()
-        }
-        redis::Value::Map(pairs) => pairs
-            .iter()
-            .flat_map(|(a, b)| {
-                let mut x = flatten(a);
-                x.extend(flatten(b));
-                x
-            })
-            .collect(),
-        other => panic!("unexpected value {other:?}"),
-    }
-}
-
-/// Every key with its type, contents and PEXPIRETIME (absolute, so two
-/// snapshots of an unchanged database are equal whatever the time between).
-fn snapshot(conn: &mut redis::Connection) -> Snapshot {
-    let keys = scan_keys(conn);
-    let mut pipe = redis::pipe();
-    for k in &keys {
-        pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
-    }
-    let meta: Vec<redis::Value> = pipe.query(conn).expect("TYPE/PEXPIRETIME pipeline");
-    // A short lease can run out between the SCAN and the TYPE: such a key is
-    // already gone, and is left out rather than recorded as present.
-    let (keys, meta): (Vec<_>, Vec<_>) = keys
-        .into_iter()
-        .zip(meta.chunks(2))
-        .filter(|(_, m)| m[0] != redis::Value::SimpleString("none".into()))
-        .unzip();
-    let meta: Vec<redis::Value> = meta.into_iter().flatten().cloned().collect();
-    let mut kinds = Vec::with_capacity(keys.len());
-    let mut pipe = redis::pipe();
-    for (i, k) in keys.iter().enumerate() {
-        let kind = match &meta[2 * i] {
-            redis::Value::SimpleString(s) => s.clone(),
-            other => panic!("TYPE reply {other:?}"),
-        };
-        match kind.as_str() {
-            "string" => pipe.cmd("GET").arg(k),
-            "hash" => pipe.cmd("HGETALL").arg(k),
-            "list" => pipe.cmd("LRANGE").arg(k).arg(0).arg(-1),
-            "set" => pipe.cmd("SMEMBERS").arg(k),
-            "zset" => pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES"),
-            _ => pipe.cmd("DUMP").arg(k),
-        };
-        kinds.push(kind);
-    }
-    let contents: Vec<redis::Value> = pipe.query(conn).expect("contents pipeline");
-    let mut out = Snapshot::new();
-    for (i, k) in keys.into_iter().enumerate() {
-        let expire_at = match &meta[2 * i + 1] {
-            redis::Value::Int(n) => *n,
-            other => panic!("PEXPIRETIME reply {other:?}"),
-        };
-        let mut content = flatten(&contents[i]);
-        match kinds[i].as_str() {
-            "hash" => {
-                let mut pairs: Vec<(Bytes, Bytes)> = content
-                    .chunks(2)
-                    .map(|c| (c[0].clone(), c[1].clone()))
-                    .collect();
-                pairs.sort();
-                content = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
-            }
-            "set" => content.sort(),
-            _ => {}
-        }
-        out.insert(
-            Bytes(k),
-            KeyState {
-                kind: kinds[i].clone(),
-                content,
-                expire_at,
-            },
-        );
-    }
-    out
 }
 
 /// Server time in ms.
@@ -228,7 +43,7 @@ fn server_ms(conn: &mut redis::Connection) -> i64 {
 
 /// Differences between two snapshots, ignoring keys whose deadline had
 /// passed by `now` (they may have expired on their own in between).
-fn diff(before: &Snapshot, after: &Snapshot, now: i64) -> String {
+fn diff_unexpired(before: &Snapshot, after: &Snapshot, now: i64) -> String {
     let expired = |s: &KeyState| s.expire_at >= 0 && s.expire_at <= now;
     let mut out = String::new();
     for (k, b) in before {
@@ -247,14 +62,6 @@ fn diff(before: &Snapshot, after: &Snapshot, now: i64) -> String {
         }
     }
     out
-}
-
-fn call(conn: &mut redis::Connection, args: &[Vec<u8>]) -> redis::RedisResult<redis::Value> {
-    let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap_or("RWLOCK.INVALID"));
-    for a in &args[1..] {
-        cmd.arg(a.as_slice());
-    }
-    cmd.query(conn)
 }
 
 fn to_args(args: &[&str]) -> Vec<Vec<u8>> {
@@ -298,7 +105,7 @@ impl Fixture {
     }
 
     fn ok(&mut self, args: &[&str]) -> redis::Value {
-        call(&mut self.conn, &to_args(args)).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+        faultkit::ok(&mut self.conn, args)
     }
 
     /// Locks, keys of other types and corrupt hashes used by the cases.
@@ -364,7 +171,7 @@ impl Fixture {
         let events = events_str(&self.collector.sync(&mut self.conn));
         assert!(self.server.is_running(), "{shown}: redis-server exited");
         self.checked += 1;
-        let d = diff(&before, &after, now);
+        let d = diff_unexpired(&before, &after, now);
         let effects = if d.is_empty() && events.is_empty() {
             String::new()
         } else {
@@ -971,8 +778,7 @@ fn huge_hold_count_does_not_hang_the_server() {
                 conn.set_read_timeout(Some(Duration::from_secs(3)))
                     .expect("set_read_timeout");
                 let started = Instant::now();
-                let arg_bytes: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-                let reply = call(&mut conn, &arg_bytes);
+                let reply = call(&mut conn, &args);
                 let took = started.elapsed();
                 let problem = match &reply {
                     Err(e) if e.is_timeout() || e.is_io_error() => {
@@ -1091,6 +897,20 @@ struct Gen {
 }
 
 impl Gen {
+    /// Up to `max_len` bytes, mostly printable: a name or number the module
+    /// might half-parse finds more code paths than uniform noise does.
+    fn bytes(&mut self, max_len: u64) -> Vec<u8> {
+        let len = self.rng.below(max_len + 1);
+        (0..len)
+            .map(|_| match self.rng.below(10) {
+                0 => 0u8,
+                1 => *self.rng.pick(b"{}:"),
+                2 => self.rng.below(256) as u8,
+                _ => b' ' + self.rng.below(95) as u8,
+            })
+            .collect()
+    }
+
     fn big(&mut self) -> Vec<u8> {
         let mut b = self.big.clone();
         let n = b.len();
@@ -1106,7 +926,7 @@ impl Gen {
                 .pick(&["", "a{b", "{}x", "a}b", "{", "}", "{}", "F0:write", "mode"][..])
                 .as_bytes()
                 .to_vec(),
-            80..=97 => self.rng.bytes(16),
+            80..=97 => self.bytes(16),
             _ => self.big(),
         }
     }
@@ -1133,7 +953,7 @@ impl Gen {
                 )
                 .as_bytes()
                 .to_vec(),
-            85..=97 => self.rng.bytes(16),
+            85..=97 => self.bytes(16),
             _ => self.big(),
         }
     }
@@ -1146,7 +966,7 @@ impl Gen {
                 .as_bytes()
                 .to_vec(),
             40..=89 => self.rng.pick(BAD_MILLIS).as_bytes().to_vec(),
-            90..=97 => self.rng.bytes(8),
+            90..=97 => self.bytes(8),
             _ => self.big(),
         }
     }
@@ -1165,7 +985,7 @@ impl Gen {
             1 => self.owner(),
             2 => self.number(),
             3 => self.word(),
-            4 => self.rng.bytes(32),
+            4 => self.bytes(32),
             _ => self.big(),
         }
     }
@@ -1202,7 +1022,7 @@ impl Gen {
                             let id = if self.rng.chance(80) {
                                 self.rng.pick(FUZZ_IDS).as_bytes().to_vec()
                             } else {
-                                self.rng.bytes(8)
+                                self.bytes(8)
                             };
                             args.push(id);
                             args.push(self.number());
@@ -1243,7 +1063,7 @@ impl Gen {
 fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
     let _: () = redis::cmd("FLUSHALL").query(conn).expect("FLUSHALL");
     let q = |conn: &mut redis::Connection, args: &[&str]| {
-        call(conn, &to_args(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        faultkit::ok(conn, args);
     };
     for lock in FUZZ_LOCKS {
         match rng.below(10) {
@@ -1276,11 +1096,7 @@ fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
             }
         }
         for id in FUZZ_IDS {
-            let latch = if lock.contains('{') {
-                format!("redisson_unlock_latch:{lock}:{id}")
-            } else {
-                format!("redisson_unlock_latch:{{{lock}}}:{id}")
-            };
+            let latch = faultkit::latch_key(lock, id);
             match rng.below(6) {
                 0 => q(conn, &["SET", &latch, "1", "PX", "600000"]),
                 1 => q(conn, &["SET", &latch, "x"]),
@@ -1348,7 +1164,7 @@ fn random_malformed_calls() {
                 if let Some(before) = before {
                     let after = snapshot(&mut conn);
                     let now = server_ms(&mut conn);
-                    let d = diff(&before, &after, now);
+                    let d = diff_unexpired(&before, &after, now);
                     assert!(
                         d.is_empty(),
                         "{} failed ({text}) but changed the database:\n{d}",

@@ -3,24 +3,14 @@
 //! and failover to a replica.
 
 mod common;
+mod faultkit;
 
 use std::thread::{self, sleep, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::{eval_lua, lua_dir, Server};
+use faultkit::{all_keys, call, ok, poll_until, rwlock_counter, wait_for_waiters};
 use redis::{Connection, Value};
-
-fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(conn)
-}
-
-fn ok(conn: &mut Connection, args: &[&str]) -> Value {
-    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
 
 /// Runs a blocking call on its own connection; the handle yields the reply
 /// and how long it took.
@@ -28,30 +18,10 @@ fn spawn(server: &Server, args: &[&str]) -> JoinHandle<(redis::RedisResult<Value
     let mut conn = server.conn();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     thread::spawn(move || {
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let start = Instant::now();
-        let reply = call(&mut conn, &argv);
+        let reply = call(&mut conn, &args);
         (reply, start.elapsed())
     })
-}
-
-fn info_field(conn: &mut Connection, field: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("rwlock").query(conn).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("rwlock_{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .trim()
-        .parse()
-        .expect("a number")
-}
-
-/// Waits (bounded) until `n` clients are parked on the server.
-fn wait_for_waiters(conn: &mut Connection, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while info_field(conn, "waiters") != n {
-        assert!(Instant::now() < deadline, "never saw {n} waiters");
-        sleep(Duration::from_millis(2));
-    }
 }
 
 fn hash_len(conn: &mut Connection, key: &str) -> i64 {
@@ -78,15 +48,15 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
         Value::Int(1)
     );
     // The unlock itself handed the lock over: no waiter is left once it replied.
-    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
     assert_eq!(hash_len(&mut c, "WR"), 21, "mode and the 20 readers");
     for r in readers {
         let (reply, _) = r.join().expect("reader thread");
         assert_eq!(reply.expect("reply"), Value::Nil);
     }
-    assert_eq!(info_field(&mut c, "waits_served"), 20);
+    assert_eq!(rwlock_counter(&mut c, "waits_served"), 20);
     // The unlock's own writes needed no second look at the lock.
-    assert_eq!(info_field(&mut c, "wait_rechecks"), 0);
+    assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), 0);
 }
 
 #[test]
@@ -102,7 +72,7 @@ fn a_writer_behind_readers_wakes_on_the_last_unlock() {
     wait_for_waiters(&mut c, 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:1", "READ"]);
     assert_eq!(
-        info_field(&mut c, "waiters"),
+        rwlock_counter(&mut c, "waiters"),
         1,
         "one reader still holds it"
     );
@@ -161,14 +131,14 @@ fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
         waited < Duration::from_secs(5),
         "woken promptly, took {waited:?}"
     );
-    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
     let owner: i64 = redis::cmd("HGET")
         .arg("K")
         .arg("r:1")
         .query(&mut c)
         .expect("HGET");
     assert_eq!(owner, 1, "the waiter holds the lock");
-    assert_eq!(info_field(&mut c, "wait_rechecks"), rechecks);
+    assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), rechecks);
 }
 
 #[test]
@@ -243,8 +213,8 @@ fn block_timeout_replies_the_pttl_at_the_deadline() {
     );
     assert!(waited >= Duration::from_millis(295), "{waited:?}");
     assert!(waited < Duration::from_millis(600), "{waited:?}");
-    assert_eq!(info_field(&mut c, "waiters"), 0);
-    assert_eq!(info_field(&mut c, "waits_timed_out"), 1);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 1);
 }
 
 #[test]
@@ -258,7 +228,7 @@ fn block_zero_waits_without_limit() {
     );
     wait_for_waiters(&mut c, 1);
     sleep(Duration::from_millis(1_500));
-    assert_eq!(info_field(&mut c, "waiters"), 1, "still waiting");
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 1, "still waiting");
     ok(&mut c, &["RWLOCK.UNLOCK", "Z", "w:1", "WRITE"]);
     let (reply, waited) = waiter.join().expect("waiter");
     assert_eq!(reply.expect("reply"), Value::Nil);
@@ -292,14 +262,12 @@ fn park_and_hang_up(server: &Server, c: &mut Connection, round: usize) {
     let id = client_id_of_waiter(c);
     ok(c, &["CLIENT", "KILL", "ID", &id]);
     drop(waiter);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while info_field(c, "waiters") != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the waiter stayed after its client left"
-        );
-        sleep(Duration::from_millis(2));
-    }
+    poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(2),
+        "the waiter's release after its client left",
+        || (rwlock_counter(c, "waiters") == 0).then_some(()),
+    );
 }
 
 #[test]
@@ -321,8 +289,8 @@ fn a_disconnected_waiter_leaves_nothing_behind() {
         grown < 32 * 1024,
         "memory grew by {grown} bytes over 100 waiters"
     );
-    assert_eq!(info_field(&mut c, "locks_with_waiters"), 0);
-    assert_eq!(info_field(&mut c, "waits_aborted"), 120);
+    assert_eq!(rwlock_counter(&mut c, "locks_with_waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waits_aborted"), 120);
     // The lock itself is untouched.
     assert_eq!(hash_len(&mut c, "D"), 2);
 }
@@ -361,7 +329,7 @@ fn multi_and_scripts_make_one_attempt() {
     let reply = ok(&mut c, &["EVAL", script, "1", "M", "w:2"]);
     assert!(matches!(reply, Value::Int(p) if p > 0), "{reply:?}");
     assert!(start.elapsed() < Duration::from_secs(1));
-    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
 }
 
 #[test]
@@ -410,7 +378,7 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
         Value::Nil,
         "the writer went first"
     );
-    assert_eq!(info_field(&mut c, "waiters"), 5);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 5);
     ok(&mut c, &["RWLOCK.UNLOCK", "S", "w:1", "WRITE"]);
     for r in readers {
         assert_eq!(r.join().expect("reader").0.expect("reply"), Value::Nil);
@@ -433,7 +401,7 @@ fn none_keeps_redissons_unfair_read_phase() {
         Value::Nil
     );
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:0", "READ"]);
-    assert_eq!(info_field(&mut c, "waiters"), 1);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:1", "READ"]);
     assert_eq!(writer.join().expect("writer").0.expect("reply"), Value::Nil);
 }
@@ -477,12 +445,12 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
         assert!(e.to_string().contains("replica"), "{e}");
         assert!(waited < Duration::from_secs(5));
     }
-    assert_eq!(info_field(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
 }
 
 /// Every key with its PEXPIRETIME, for comparing a master and its replica.
 fn deadlines(c: &mut Connection) -> Vec<(String, i64)> {
-    let mut keys: Vec<String> = common::all_keys(c).into_iter().collect();
+    let mut keys: Vec<String> = all_keys(c).into_iter().collect();
     keys.sort();
     keys.into_iter()
         .map(|k| {

@@ -23,7 +23,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::Server;
-use faultkit::{call, diff, info_field, ok, snapshot, wait_until, waiters, Snapshot};
+use faultkit::{
+    call, channel, diff, info_field, ok, snapshot, timeout_key, wait_replica, wait_until, waiters,
+    Snapshot,
+};
 use redis::{Connection, Value};
 
 /// How long cluster creation, convergence and failovers may take.
@@ -343,31 +346,6 @@ fn slot_owners(c: &mut Connection) -> Vec<(i64, i64, u16)> {
         .collect()
 }
 
-/// The timeout key of the first read hold of `owner` on `lock`.
-fn timeout_key(lock: &str, owner: &str) -> String {
-    if lock.contains('{') {
-        format!("{lock}:{owner}:rwlock_timeout:1")
-    } else {
-        format!("{{{lock}}}:{owner}:rwlock_timeout:1")
-    }
-}
-
-fn channel(lock: &str) -> String {
-    if lock.contains('{') {
-        format!("redisson_rwlock:{lock}")
-    } else {
-        format!("redisson_rwlock:{{{lock}}}")
-    }
-}
-
-fn q(conn: &mut impl redis::ConnectionLike, args: &[&str]) -> redis::RedisResult<Value> {
-    faultkit::cmd_of(args).query(conn)
-}
-
-fn must(conn: &mut impl redis::ConnectionLike, args: &[&str]) -> Value {
-    q(conn, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 // ---------------------------------------------------------------------------
 // Sharded pub/sub on a raw connection
 // ---------------------------------------------------------------------------
@@ -424,27 +402,27 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         for lock in &shard_names[..8] {
             // Every command through the cluster client, routed by the name.
             assert_eq!(
-                must(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE]),
+                ok(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE]),
                 Value::Nil
             );
             assert_eq!(
-                must(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE]),
+                ok(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE]),
                 Value::Nil
             );
-            match must(&mut cc, &["RWLOCK.READ", lock, "u:2", LEASE]) {
+            match ok(&mut cc, &["RWLOCK.READ", lock, "u:2", LEASE]) {
                 Value::Int(pttl) => assert!(pttl > 0, "{lock}: refused with PTTL {pttl}"),
                 other => panic!("{lock}: a second owner's read got {other:?}"),
             }
             assert_eq!(
-                must(&mut cc, &["RWLOCK.RENEW", lock, "u:1", LEASE]),
+                ok(&mut cc, &["RWLOCK.RENEW", lock, "u:1", LEASE]),
                 Value::Int(1)
             );
-            let info = faultkit::flatten(&must(&mut cc, &["RWLOCK.INFO", lock]));
+            let info = faultkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
             assert_eq!(info[1].0, b"write", "{lock}: INFO {info:?}");
             // Every key of the lock is on the master that owns its slot.
             let master = &cluster.nodes[cluster.shards[s].master];
             let mut m = master.conn();
-            let tk = timeout_key(lock, "u:1");
+            let tk = timeout_key(lock, "u:1", 1);
             let here: i64 = redis::cmd("EXISTS")
                 .arg(lock)
                 .arg(&tk)
@@ -469,14 +447,14 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
     // Sent to a master that does not own the slot: a redirect, not a write.
     let lock = &names[0][0];
     let mut wrong = cluster.nodes[cluster.shards[1].master].conn();
-    let e = q(&mut wrong, &["RWLOCK.WRITE", lock, "u:9", LEASE]).expect_err("a redirect");
+    let e = call(&mut wrong, &["RWLOCK.WRITE", lock, "u:9", LEASE]).expect_err("a redirect");
     assert_eq!(e.code(), Some("MOVED"), "{e}");
-    let e = q(&mut wrong, &["RWLOCK.INFO", lock]).expect_err("a redirect");
+    let e = call(&mut wrong, &["RWLOCK.INFO", lock]).expect_err("a redirect");
     assert_eq!(e.code(), Some("MOVED"), "{e}");
 
     // Names whose derived keys would land in another slot are refused.
     for bad in ["a{b", "{}x", "x}y", "{"] {
-        let e = q(&mut cc, &["RWLOCK.WRITE", bad, "u:1", LEASE]).expect_err("refused");
+        let e = call(&mut cc, &["RWLOCK.WRITE", bad, "u:1", LEASE]).expect_err("refused");
         assert!(e.to_string().contains("slot"), "{bad}: {e}");
     }
 
@@ -488,11 +466,11 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         let wlock = &names[s][8];
         let rlock = &names[s][9];
         assert_eq!(
-            must(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
+            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
             Value::Nil
         );
         assert_eq!(
-            must(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE]),
+            ok(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE]),
             Value::Nil
         );
         let mut subs: Vec<(Subscriber, String)> = Vec::new();
@@ -508,19 +486,19 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
 
         // Still held (a write re-entry of the same lock), then released.
         assert_eq!(
-            must(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
+            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
             Value::Nil
         );
         assert_eq!(
-            must(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
+            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
             Value::Int(0)
         );
         assert_eq!(
-            must(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
+            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
             Value::Int(1)
         );
         assert_eq!(
-            must(&mut cc, &["RWLOCK.UNLOCK", rlock, "r:1", "READ"]),
+            ok(&mut cc, &["RWLOCK.UNLOCK", rlock, "r:1", "READ"]),
             Value::Int(1)
         );
 
@@ -529,10 +507,10 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
             let expected = if lock == wlock { "1" } else { "0" };
             assert_eq!(sub.next(), (channel(lock), expected.to_string()), "{lock}");
             // The next message is our marker: the release came once.
-            must(&mut m, &["SPUBLISH", &channel(lock), "marker"]);
+            ok(&mut m, &["SPUBLISH", &channel(lock), "marker"]);
             assert_eq!(sub.next(), (channel(lock), "marker".to_string()), "{lock}");
         }
-        must(&mut m, &["PUBLISH", &channel(wlock), "classic-marker"]);
+        ok(&mut m, &["PUBLISH", &channel(wlock), "classic-marker"]);
         assert_eq!(
             classic.next(),
             (channel(wlock), "classic-marker".to_string()),
@@ -595,12 +573,7 @@ fn take_holds(conn: &mut Connection, locks: &[String]) {
             }
         }
     }
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(conn)
-        .expect("WAIT");
-    assert_eq!(acked, 1, "the replica did not acknowledge within 5 s");
+    wait_replica(conn);
 }
 
 #[test]
@@ -636,7 +609,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         assert!(waited < WAITER_TIMEOUT, "the waiter hung for {waited:?}");
     }
     let mut r = cluster.nodes[ra].conn();
-    must(&mut r, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
+    ok(&mut r, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
     wait_until(CLUSTER_TIMEOUT, "the replica to take over", || {
         (role(&mut r) == "master").then_some(())
     });
@@ -648,7 +621,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     );
 
     // The promoted node enforces the locks it took over, and serves waiters.
-    match must(&mut r, &["RWLOCK.WRITE", held, "x:9", LEASE]) {
+    match ok(&mut r, &["RWLOCK.WRITE", held, "x:9", LEASE]) {
         Value::Int(pttl) => assert!(pttl > 0, "refused with PTTL {pttl}"),
         other => panic!("another owner got a held lock after failover: {other:?}"),
     }
@@ -656,10 +629,10 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     wait_until(WAITER_TIMEOUT, "a waiter parked on the new master", || {
         (waiters(&mut r) == 1).then_some(())
     });
-    must(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "READ"]);
-    must(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]);
+    ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "READ"]);
+    ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]);
     assert_eq!(
-        must(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]),
+        ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]),
         Value::Int(1)
     );
     let (reply, _) = w.join().expect("waiter thread");
@@ -676,7 +649,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     let info = wait_until(
         CLUSTER_TIMEOUT,
         "the cluster client to reach the new master",
-        || q(&mut cc, &["RWLOCK.INFO", reader_lock]).ok(),
+        || call(&mut cc, &["RWLOCK.INFO", reader_lock]).ok(),
     );
     let info = faultkit::flatten(&info);
     assert_eq!(info[1].0, b"read", "{reader_lock}: {info:?}");
@@ -693,7 +666,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         (waiters(&mut c) == 3).then_some(())
     });
     let mut r = cluster.nodes[rb].conn();
-    must(&mut r, &["CLUSTER", "FAILOVER"]);
+    ok(&mut r, &["CLUSTER", "FAILOVER"]);
     let mut seen = Vec::new();
     for w in parked {
         let (reply, waited) = w.join().expect("waiter thread");
@@ -719,7 +692,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         d.is_empty(),
         "acknowledged locks changed in the failover:\n{d}"
     );
-    let e = q(&mut c, &["RWLOCK.WRITE", held, "y:9", LEASE]).expect_err("not a master now");
+    let e = call(&mut c, &["RWLOCK.WRITE", held, "y:9", LEASE]).expect_err("not a master now");
     assert!(
         e.code() == Some("MOVED") || e.code() == Some("READONLY"),
         "a write on the demoted master: {e}"

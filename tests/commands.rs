@@ -2,24 +2,14 @@
 //! config against a real redis-server with the module loaded.
 
 mod common;
+mod faultkit;
 
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{all_keys, enable_keyspace_events, events_str, Collector, Server};
+use common::{enable_keyspace_events, events_str, Collector, Server};
+use faultkit::{all_keys, call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
-
-fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(conn)
-}
-
-fn ok(conn: &mut Connection, args: &[&str]) -> Value {
-    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
     match ok(conn, args) {
@@ -48,12 +38,6 @@ fn hash(conn: &mut Connection, key: &str) -> Vec<(String, String)> {
         .collect();
     pairs.sort();
     pairs
-}
-
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 fn near(value: i64, expected: i64) -> bool {
@@ -449,18 +433,8 @@ fn module_arguments_set_configs_at_load() {
         &[],
     );
     let mut c = server.conn();
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rwlock.*")
-        .query(&mut c)
-        .expect("CONFIG GET");
-    let mut got: Vec<(String, String)> = got
-        .chunks(2)
-        .map(|p| (p[0].clone(), p[1].clone()))
-        .collect();
-    got.sort();
     assert_eq!(
-        got,
+        rwlock_configs(&mut c),
         pairs(&[
             ("rwlock.default-lease", "1234"),
             ("rwlock.fairness", "none"),

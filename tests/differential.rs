@@ -34,6 +34,7 @@
 //! (default 6), `RWLOCK_DIFF_REPLAY` (run only the sequence with that index).
 
 mod common;
+mod faultkit;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -43,6 +44,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{enable_keyspace_events, eval_lua, events_str, lua_dir, Collector, Server};
+use faultkit::Rng;
 use redis::{Connection, PubSub, Value};
 
 const DEFAULT_SEQUENCES: usize = 2000;
@@ -85,35 +87,8 @@ const MISSING_LUA: &str = "RWLOCK_REDISSON_LUA is not set to a directory: the di
 // Deterministic randomness
 // ---------------------------------------------------------------------------
 
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough here.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform-enough in `0..n` (n is tiny, the modulo bias is negligible).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// In `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-}
-
 fn sequence_seed(base: u64, index: usize) -> u64 {
-    SplitMix64::new(base.wrapping_add(index as u64)).next_u64()
+    Rng(base.wrapping_add(index as u64)).next()
 }
 
 // ---------------------------------------------------------------------------
@@ -131,18 +106,10 @@ struct Names {
 
 impl Names {
     fn new(name: &str) -> Names {
-        if name.contains('{') {
-            Names {
-                hash: name.to_string(),
-                prefix: name.to_string(),
-                channel: format!("redisson_rwlock:{name}"),
-            }
-        } else {
-            Names {
-                hash: name.to_string(),
-                prefix: format!("{{{name}}}"),
-                channel: format!("redisson_rwlock:{{{name}}}"),
-            }
+        Names {
+            hash: name.to_string(),
+            prefix: faultkit::prefix_of(name),
+            channel: faultkit::channel(name),
         }
     }
 
@@ -256,7 +223,7 @@ struct Step {
 /// most unlocks and renewals at one of them; the rest are random, which also
 /// covers unlocking what one does not hold, or a lock that does not exist.
 fn gen_steps(seed: u64) -> Vec<Step> {
-    let mut rng = SplitMix64::new(seed);
+    let mut rng = Rng(seed);
     let n = rng.range(10, 20);
     let mut steps = Vec::with_capacity(n as usize);
     // (kind, lock, owner) of acquisitions not yet aimed at by an unlock.
@@ -310,13 +277,14 @@ fn gen_steps(seed: u64) -> Vec<Step> {
             }
             _ => {}
         }
+        // Both drawn from positive ranges.
         steps.push(Step {
-            pause_ms,
+            pause_ms: pause_ms as u64,
             op: Op {
                 kind,
                 lock,
                 owner,
-                lease,
+                lease: lease as u64,
             },
         });
     }
@@ -1713,9 +1681,9 @@ fn helpers_follow_spec_names_and_splitmix64() {
     assert!(!braced.owns_key("{t}:ab") && !braced.owns_key("{t}:b:U:57:rwlock_timeout:1"));
 
     // Reference values of SplitMix64 seeded with 0.
-    let mut rng = SplitMix64::new(0);
-    assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
-    assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    let mut rng = Rng(0);
+    assert_eq!(rng.next(), 0xE220_A839_7B1D_CDAF);
+    assert_eq!(rng.next(), 0x6E78_9E6A_A1B9_65F4);
     // A sequence is a function of its seed alone.
     let a: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();
     let b: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();

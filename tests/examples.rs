@@ -5,14 +5,15 @@
 //! from what the example reports.
 
 mod common;
+mod faultkit;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{all_keys, run_bounded, Server};
-use redis::Connection;
+use common::{run_bounded, Server};
+use faultkit::{all_keys, rwlock_counter};
 
 /// Lines both examples print when their checks pass.
 const CHECKS: &[&str] = &[
@@ -30,16 +31,6 @@ const CHECKS: &[&str] = &[
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-fn counter(conn: &mut Connection, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("rwlock").query(conn).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("rwlock_{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {info}"))
-        .trim()
-        .parse()
-        .expect("a number")
-}
-
 /// What the server shows after an example's run, whatever it printed.
 fn check_server_side(server: &Server, prefix: &str) {
     let mut c = server.conn();
@@ -53,14 +44,14 @@ fn check_server_side(server: &Server, prefix: &str) {
         HashSet::from([format!("{prefix}:counter")]),
         "every lock released"
     );
-    assert!(counter(&mut c, "write_acquired") >= 100);
-    assert!(counter(&mut c, "reentries") >= 2, "write→read→write");
+    assert!(rwlock_counter(&mut c, "write_acquired") >= 100);
+    assert!(rwlock_counter(&mut c, "reentries") >= 2, "write→read→write");
     // 3.5 s under 1 s leases renewed every 333 ms: about ten renewals.
-    let renewals = counter(&mut c, "renewals");
+    let renewals = rwlock_counter(&mut c, "renewals");
     assert!(renewals >= 5, "the watchdog renewed {renewals} times");
-    assert!(counter(&mut c, "waits_served") >= 1);
-    assert!(counter(&mut c, "waits_timed_out") >= 1);
-    assert_eq!(counter(&mut c, "waiters"), 0);
+    assert!(rwlock_counter(&mut c, "waits_served") >= 1);
+    assert!(rwlock_counter(&mut c, "waits_timed_out") >= 1);
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
 }
 
 fn assert_checks_passed(name: &str, passed: bool, output: &str) {

@@ -5,44 +5,15 @@
 //! RDB save points, keyspace events switched on.
 
 mod common;
+mod faultkit;
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{events_str, Collector, Server};
+use faultkit::{info_field, ok, snapshot, wait_replica, wait_until};
 use redis::{Connection, Value};
 
 const WAIT_UP_TO: Duration = Duration::from_secs(10);
-
-fn run(conn: &mut Connection, args: &[&str]) -> Value {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(conn)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-fn info_field(conn: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
-    let prefix = format!("{field}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map(|v| v.trim().to_string())
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT_UP_TO;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {WAIT_UP_TO:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Locks of every shape: read (two owners, re-entered), write, and a
 /// downgraded writer; then some released, so deletions are in the stream.
@@ -67,7 +38,7 @@ fn writes(conn: &mut Connection, tag: &str) {
         &["RWLOCK.UNLOCK", &r, "a:1", "READ"],
         &["RWLOCK.RENEW", &r, "b:1", "120000"],
     ] {
-        let reply = run(conn, args);
+        let reply = ok(conn, args);
         assert!(
             !matches!(reply, Value::ServerError(_)),
             "{args:?} replied {reply:?}"
@@ -75,47 +46,13 @@ fn writes(conn: &mut Connection, tag: &str) {
     }
 }
 
-/// Every key with its type, content and absolute deadline.
-fn state(conn: &mut Connection) -> BTreeMap<String, (String, String, i64)> {
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).expect("KEYS");
-    keys.into_iter()
-        .map(|k| {
-            let kind: String = redis::cmd("TYPE").arg(&k).query(conn).expect("TYPE");
-            let content = match kind.as_str() {
-                "hash" => {
-                    let h: BTreeMap<String, String> =
-                        redis::cmd("HGETALL").arg(&k).query(conn).expect("HGETALL");
-                    format!("{h:?}")
-                }
-                _ => redis::cmd("GET")
-                    .arg(&k)
-                    .query::<String>(conn)
-                    .expect("GET"),
-            };
-            let at: i64 = redis::cmd("PEXPIRETIME")
-                .arg(&k)
-                .query(conn)
-                .expect("PEXPIRETIME");
-            (k, (kind, content, at))
-        })
-        .collect()
-}
-
-fn wait_replica(master: &mut Connection) {
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(master)
-        .expect("WAIT");
-    assert_eq!(acked, 1, "the replica did not acknowledge within 5 s");
-}
-
 fn replica_of(master: &Server) -> Server {
     let port = master.port.to_string();
     let replica = Server::start_plain(&["--replicaof", "127.0.0.1", port.as_str()]);
     let mut conn = replica.conn();
-    wait_for("replica link up", || {
-        info_field(&mut conn, "replication", "master_link_status").as_deref() == Some("up")
+    wait_until(WAIT_UP_TO, "replica link up", || {
+        (info_field(&mut conn, "replication", "master_link_status").as_deref() == Some("up"))
+            .then_some(())
     });
     replica
 }
@@ -130,9 +67,9 @@ fn a_replica_attached_later_gets_every_write_before_and_after() {
     let mut r = replica.conn();
     writes(&mut m, "2");
     wait_replica(&mut m);
-    let on_master = state(&mut m);
+    let on_master = snapshot(&mut m);
     assert!(on_master.len() >= 8, "too few keys: {on_master:?}");
-    assert_eq!(on_master, state(&mut r), "master and replica differ");
+    assert_eq!(on_master, snapshot(&mut r), "master and replica differ");
 }
 
 #[test]
@@ -170,7 +107,11 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
         partial_before + 1,
         "the replica came back by a partial resync"
     );
-    assert_eq!(state(&mut m), state(&mut r), "master and replica differ");
+    assert_eq!(
+        snapshot(&mut m),
+        snapshot(&mut r),
+        "master and replica differ"
+    );
 }
 
 #[test]
@@ -184,38 +125,31 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
         .arg("yes")
         .query(&mut c)
         .expect("CONFIG SET appendonly yes");
-    wait_for("the AOF rewrite", || {
-        info_field(&mut c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+    wait_until(WAIT_UP_TO, "the AOF rewrite", || {
+        (info_field(&mut c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-            && info_field(&mut c, "persistence", "aof_enabled").as_deref() == Some("1")
+            && info_field(&mut c, "persistence", "aof_enabled").as_deref() == Some("1"))
+        .then_some(())
     });
     writes(&mut c, "2");
-    let before = state(&mut c);
+    let before = snapshot(&mut c);
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("appendfsync")
         .arg("always")
         .query(&mut c)
         .expect("CONFIG SET appendfsync");
-    run(&mut c, &["RWLOCK.WRITE", "last", "a:1", "60000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "last", "a:1", "60000"]);
     let before = {
         let mut b = before;
-        b.extend(state(&mut c).into_iter().filter(|(k, _)| k == "last"));
+        b.extend(snapshot(&mut c).into_iter().filter(|(k, _)| k.0 == b"last"));
         b
     };
     // The AOF, loaded by a server without the module, gives the same state.
-    let copy = std::env::temp_dir().join(common::unique("rwlock-aof-runtime"));
-    fs::create_dir_all(copy.join("appendonlydir")).expect("create copy dir");
-    for entry in fs::read_dir(server.dir().join("appendonlydir")).expect("read appendonlydir") {
-        let path = entry.expect("dir entry").path();
-        let name = path.file_name().expect("file name").to_owned();
-        fs::copy(&path, copy.join("appendonlydir").join(name)).expect("copy AOF file");
-    }
-    let dir = copy.to_string_lossy().into_owned();
-    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", dir.as_str()]);
-    let loaded = state(&mut plain.conn());
+    let copy = server.copy_aof().to_string_lossy().into_owned();
+    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", copy.as_str()]);
+    let loaded = snapshot(&mut plain.conn());
     drop(plain);
-    let _ = fs::remove_dir_all(&copy);
     assert_eq!(before, loaded, "the AOF does not reproduce the dataset");
 }
 
@@ -229,10 +163,10 @@ fn module_writes_count_towards_save_points() {
             .expect("rdb_changes_since_last_save")
     };
     let before = changes(&mut c);
-    run(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
     // HSET mode, HSET a:1, SET … PXAT, PEXPIREAT: one change each.
     assert_eq!(changes(&mut c), before + 4);
-    run(&mut c, &["RWLOCK.UNLOCK", "L", "a:1", "READ"]);
+    ok(&mut c, &["RWLOCK.UNLOCK", "L", "a:1", "READ"]);
     // HINCRBY, HDEL, DEL of the lease key, DEL of the hash.
     assert_eq!(changes(&mut c), before + 8);
 }
@@ -241,7 +175,7 @@ fn module_writes_count_towards_save_points() {
 fn keyspace_events_switched_on_at_run_time_are_raised() {
     let server = Server::start(&[]);
     let mut c = server.conn();
-    run(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
     let collector = Collector::start(&server, &["__keyevent@0__:*"]);
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -249,7 +183,7 @@ fn keyspace_events_switched_on_at_run_time_are_raised() {
         .arg("Eh")
         .query(&mut c)
         .expect("CONFIG SET notify-keyspace-events");
-    run(&mut c, &["RWLOCK.READ", "L", "b:1", "60000"]);
+    ok(&mut c, &["RWLOCK.READ", "L", "b:1", "60000"]);
     // Hash events only: the class configured.
     let got = events_str(&collector.sync(&mut c));
     assert_eq!(

@@ -3,26 +3,15 @@
 //! `RWLOCK.INFO` reads in redis-cli with RESP2 and RESP3.
 
 mod common;
+mod faultkit;
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
 
 use common::Server;
+use faultkit::{call, ok, wait_for_waiters};
 use redis::{Connection, Value};
-
-fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(conn)
-}
-
-fn ok(conn: &mut Connection, args: &[&str]) -> Value {
-    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
 fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
@@ -37,14 +26,6 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
             )
         })
         .collect()
-}
-
-fn wait_for_waiters(conn: &mut Connection, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while info(conn, "rwlock")["waiters"] != n {
-        assert!(Instant::now() < deadline, "never saw {n} waiters");
-        thread::sleep(Duration::from_millis(2));
-    }
 }
 
 #[test]

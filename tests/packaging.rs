@@ -7,6 +7,7 @@
 //! images themselves, the compose network) is not exercised here.
 
 mod common;
+mod faultkit;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -15,6 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{module_path, redis_server_bin, run_bounded, Server};
+use faultkit::{call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
 
 fn repo() -> PathBuf {
@@ -27,38 +29,6 @@ fn docker(file: &str) -> PathBuf {
 
 fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-fn call(conn: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query(conn)
-}
-
-fn ok(conn: &mut Connection, args: &[&str]) -> Value {
-    call(conn, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-fn rwlock_configs(conn: &mut Connection) -> Vec<(String, String)> {
-    let flat: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rwlock.*")
-        .query(conn)
-        .expect("CONFIG GET");
-    let mut pairs: Vec<(String, String)> = flat
-        .chunks(2)
-        .map(|p| (p[0].clone(), p[1].clone()))
-        .collect();
-    pairs.sort();
-    pairs
-}
-
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
 }
 
 /// A fresh empty directory under the system temp dir.
@@ -321,11 +291,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
         );
         // publish=auto in cluster mode: the release goes out with SPUBLISH
         // on the lock's own shard channel.
-        let channel = if lock.contains('{') {
-            format!("redisson_rwlock:{lock}")
-        } else {
-            format!("redisson_rwlock:{{{lock}}}")
-        };
+        let channel = faultkit::channel(lock);
         let mut sub = nodes[owner].conn();
         ok(&mut sub, &["SSUBSCRIBE", &channel]);
         assert_eq!(

@@ -26,7 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::Server;
-use faultkit::{env_usize, flatten, seed, wall_us, Rng};
+use faultkit::{env_usize, flatten, latch_key, seed, timeout_key, wall_us, Rng};
 use redis::{Connection, Value};
 
 const WORKERS: usize = 4;
@@ -43,27 +43,6 @@ fn lock_name(worker: usize, k: usize) -> String {
         1 => format!("{{p{worker}}}:b"),
         _ => format!("p{worker}:c"),
     }
-}
-
-fn prefix_of(lock: &str) -> String {
-    if lock.contains('{') {
-        lock.to_string()
-    } else {
-        format!("{{{lock}}}")
-    }
-}
-
-fn timeout_key(lock: &str, owner: &str, i: i64) -> String {
-    format!("{}:{owner}:rwlock_timeout:{i}", prefix_of(lock))
-}
-
-fn latch_key(lock: &str, id: &str) -> String {
-    let name = if lock.contains('{') {
-        format!("redisson_unlock_latch:{lock}")
-    } else {
-        format!("redisson_unlock_latch:{{{lock}}}")
-    };
-    format!("{name}:{id}")
 }
 
 /// Every key a lock of this workload can have (latches aside).
@@ -470,7 +449,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             );
             expected_keys.insert(l.key.clone());
         }
-        let keys: BTreeSet<String> = common::all_keys(&mut conn).into_iter().collect();
+        let keys: BTreeSet<String> = faultkit::all_keys(&mut conn).into_iter().collect();
         let extra: Vec<&String> = keys
             .iter()
             .filter(|k| !expected_keys.contains(*k) && !pending_latches.contains(*k))

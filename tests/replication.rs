@@ -9,10 +9,10 @@
 //! the seed is printed so that a failure can be replayed).
 
 mod common;
+mod faultkit;
 
 use common::{Collector, Server};
-use std::collections::BTreeMap;
-use std::fmt;
+use faultkit::{diff, info_field, seed, snapshot, wait_replica, Bytes, Rng, Snapshot};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -33,186 +33,6 @@ const FIXED_LEASE: i64 = 120_000;
 const LOCKS: &[&str] = &["L0", "L1", "{t}:a", "x{t}y"];
 const OWNERS: &[&str] = &["c1:1", "c1:2", "c2:7", "fixed:1", "fixed:2"];
 const REQUEST_IDS: &[&str] = &["r1", "r2", "r3", "r4"];
-
-/// SplitMix64: a small seeded generator, enough for workloads.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
-fn seed(default: u64) -> u64 {
-    let seed = std::env::var("RWLOCK_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    eprintln!("seed {seed} (set RWLOCK_TEST_SEED to replay)");
-    seed
-}
-
-/// Bytes shown as escaped ASCII in assertion messages.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Bytes(Vec<u8>);
-
-impl fmt::Debug for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{}\"", self.0.escape_ascii())
-    }
-}
-
-/// One key as a test sees it: type, contents (canonical order) and
-/// absolute deadline (PEXPIRETIME, -1 when persistent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KeyState {
-    kind: String,
-    content: Vec<Bytes>,
-    expire_at: i64,
-}
-
-type Snapshot = BTreeMap<Bytes, KeyState>;
-
-fn scan_keys(conn: &mut redis::Connection) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(1000)
-            .query(conn)
-            .expect("SCAN");
-        out.extend(keys);
-        if next == 0 {
-            out.sort();
-            out.dedup();
-            return out;
-        }
-        cursor = next;
-    }
-}
-
-/// Every key with its type, contents and PEXPIRETIME.
-fn snapshot(conn: &mut redis::Connection) -> Snapshot {
-    let keys = scan_keys(conn);
-    let mut pipe = redis::pipe();
-    for k in &keys {
-        pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
-    }
-    let meta: Vec<redis::Value> = pipe.query(conn).expect("TYPE/PEXPIRETIME pipeline");
-    let mut kinds = Vec::with_capacity(keys.len());
-    let mut pipe = redis::pipe();
-    for (i, k) in keys.iter().enumerate() {
-        let kind = match &meta[2 * i] {
-            redis::Value::SimpleString(s) => s.clone(),
-            redis::Value::Okay => "OK".to_string(),
-            other => panic!("TYPE reply {other:?}"),
-        };
-        match kind.as_str() {
-            "string" => pipe.cmd("GET").arg(k),
-            "hash" => pipe.cmd("HGETALL").arg(k),
-            "list" => pipe.cmd("LRANGE").arg(k).arg(0).arg(-1),
-            "set" => pipe.cmd("SMEMBERS").arg(k),
-            "zset" => pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES"),
-            // Gone between SCAN and TYPE, or a type no test creates.
-            _ => pipe.cmd("DUMP").arg(k),
-        };
-        kinds.push(kind);
-    }
-    let contents: Vec<redis::Value> = pipe.query(conn).expect("contents pipeline");
-    let mut out = Snapshot::new();
-    for (i, k) in keys.into_iter().enumerate() {
-        let expire_at = match &meta[2 * i + 1] {
-            redis::Value::Int(n) => *n,
-            other => panic!("PEXPIRETIME reply {other:?}"),
-        };
-        let mut content: Vec<Bytes> = flatten(&contents[i]);
-        match kinds[i].as_str() {
-            "hash" => {
-                let mut pairs: Vec<(Bytes, Bytes)> = content
-                    .chunks(2)
-                    .map(|c| (c[0].clone(), c[1].clone()))
-                    .collect();
-                pairs.sort();
-                content = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
-            }
-            "set" => content.sort(),
-            _ => {}
-        }
-        out.insert(
-            Bytes(k),
-            KeyState {
-                kind: kinds[i].clone(),
-                content,
-                expire_at,
-            },
-        );
-    }
-    out
-}
-
-fn flatten(v: &redis::Value) -> Vec<Bytes> {
-    match v {
-        redis::Value::Nil => Vec::new(),
-        redis::Value::BulkString(b) => vec![Bytes(b.clone())],
-        redis::Value::SimpleString(s) => vec![Bytes(s.as_bytes().to_vec())],
-        redis::Value::Int(n) => vec![Bytes(n.to_string().into_bytes())],
-        redis::Value::Double(d) => vec![Bytes(d.to_string().into_bytes())],
-        redis::Value::Array(items) | redis::Value::Set(items) => {
-            items.iter().flat_map(flatten).collect()
-        }
-        redis::Value::Map(pairs) => pairs
-            .iter()
-            .flat_map(|(a, b)| {
-                let mut x = flatten(a);
-                x.extend(flatten(b));
-                x
-            })
-            .collect(),
-        other => panic!("unexpected value {other:?}"),
-    }
-}
-
-/// Readable difference of two snapshots (empty when equal).
-fn diff(left: &Snapshot, right: &Snapshot, lname: &str, rname: &str) -> String {
-    let mut out = String::new();
-    for (k, l) in left {
-        match right.get(k) {
-            None => out.push_str(&format!("{k:?}: only on {lname}: {l:?}\n")),
-            Some(r) if r != l => {
-                out.push_str(&format!("{k:?}:\n  {lname}: {l:?}\n  {rname}: {r:?}\n"))
-            }
-            _ => {}
-        }
-    }
-    for (k, r) in right {
-        if !left.contains_key(k) {
-            out.push_str(&format!("{k:?}: only on {rname}: {r:?}\n"));
-        }
-    }
-    out
-}
 
 fn assert_same(left: &Snapshot, right: &Snapshot, lname: &str, rname: &str) {
     let d = diff(left, right, lname, rname);
@@ -358,14 +178,6 @@ fn cmd_text(cmd: &redis::Cmd) -> String {
         .join(" ")
 }
 
-fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
-    let prefix = format!("{field}:");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map(|v| v.trim().to_string())
-}
-
 /// Waits (bounded) until the replica reports its link to the master up.
 fn wait_link_up(replica: &Server) {
     let mut conn = replica.conn();
@@ -382,16 +194,6 @@ fn wait_link_up(replica: &Server) {
         );
         thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// `WAIT 1 5000` on the master: the replica has processed everything so far.
-fn wait_replica(master: &mut redis::Connection) {
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(master)
-        .expect("WAIT");
-    assert_eq!(acked, 1, "the replica did not acknowledge within 5 s");
 }
 
 fn digest(conn: &mut redis::Connection) -> String {
@@ -688,20 +490,9 @@ fn aof_reload_reproduces_state_and_deadlines() {
 
     // The AOF loads without the module (a copy, on a plain server).
     server.stop();
-    let copy = std::env::temp_dir().join(format!(
-        "rwlock-aof-copy-{}-{}",
-        std::process::id(),
-        common::unique("d")
-    ));
-    fs::create_dir_all(copy.join("appendonlydir")).expect("create copy dir");
-    for f in aof_files(server.dir(), "") {
-        let name = f.file_name().expect("file name");
-        fs::copy(&f, copy.join("appendonlydir").join(name)).expect("copy AOF file");
-    }
-    let copy_str = copy.to_string_lossy().into_owned();
-    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", copy_str.as_str()]);
+    let copy = server.copy_aof().to_string_lossy().into_owned();
+    let plain = Server::start_plain(&["--appendonly", "yes", "--dir", copy.as_str()]);
     let loaded = snapshot(&mut plain.conn());
     drop(plain);
-    let _ = fs::remove_dir_all(&copy);
     assert_same(&last, &loaded, "before", "AOF loaded without the module");
 }

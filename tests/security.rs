@@ -193,7 +193,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
     // create is derived from its own lock's name, and nothing of the other
     // application changed.
     let mut admin = server.conn();
-    let keys_before: BTreeSet<String> = common::all_keys(&mut admin).into_iter().collect();
+    let keys_before: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
     let tricky = [
         "}",
         "{other:orders}",
@@ -220,7 +220,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
             );
         }
     }
-    let keys_after: BTreeSet<String> = common::all_keys(&mut admin).into_iter().collect();
+    let keys_after: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
     let created: Vec<&String> = keys_after.difference(&keys_before).collect();
     assert!(!created.is_empty(), "the calls created no key");
     for k in &created {

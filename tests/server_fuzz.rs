@@ -25,7 +25,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::{lua_script, Server};
-use faultkit::{env_usize, parse_seed, wait_until, Rng};
+use faultkit::{channel, env_usize, parse_seed, timeout_key, wait_until, Rng};
 use redis::{Connection, Value};
 
 /// Locks that only module commands and Redisson's scripts touch.
@@ -37,22 +37,6 @@ const LEASES: [&str; 6] = ["1", "5", "50", "500", "5000", "60000"];
 const WAITS: [&str; 6] = ["0", "1", "10", "100", "300", "1000"];
 /// How late a BLOCK reply may come past its timeout on a loaded machine.
 const LATE: Duration = Duration::from_secs(5);
-
-fn timeout_key(lock: &str, owner: &str, n: u32) -> String {
-    if lock.contains('{') {
-        format!("{lock}:{owner}:rwlock_timeout:{n}")
-    } else {
-        format!("{{{lock}}}:{owner}:rwlock_timeout:{n}")
-    }
-}
-
-fn channel(lock: &str) -> String {
-    if lock.contains('{') {
-        format!("redisson_rwlock:{lock}")
-    } else {
-        format!("redisson_rwlock:{{{lock}}}")
-    }
-}
 
 fn strings(v: &[&str]) -> Vec<Vec<u8>> {
     v.iter().map(|s| s.as_bytes().to_vec()).collect()

@@ -10,7 +10,6 @@
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 #![allow(dead_code)]
 
-use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -487,6 +486,21 @@ impl Server {
         &self.args
     }
 
+    /// A copy of the server's AOF (its `appendonlydir`), for another server
+    /// to load with `--dir <copy>`. It lies inside this server's directory so
+    /// that it is removed, or kept for a look, along with it.
+    pub fn copy_aof(&self) -> PathBuf {
+        let copy = self.dir.join(unique("aof-copy"));
+        let aof_dir = copy.join("appendonlydir");
+        fs::create_dir_all(&aof_dir).expect("create the AOF copy's directory");
+        for entry in fs::read_dir(self.dir.join("appendonlydir")).expect("read appendonlydir") {
+            let path = entry.expect("dir entry").path();
+            let name = path.file_name().expect("file name");
+            fs::copy(&path, aof_dir.join(name)).expect("copy AOF file");
+        }
+        copy
+    }
+
     /// Contents of the server's stdout/stderr log (all runs, appended).
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join(LOG_FILE)).unwrap_or_default()
@@ -816,25 +830,6 @@ pub fn events_on(events: &[Event], prefix: &str) -> Vec<(String, String)> {
         .into_iter()
         .filter(|(c, _)| c.starts_with(prefix))
         .collect()
-}
-
-/// Set of key names in the database (SCAN, bounded by the reply).
-pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
-    let mut out = HashSet::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("COUNT")
-            .arg(1000)
-            .query(conn)
-            .expect("SCAN");
-        out.extend(keys);
-        if next == 0 {
-            return out;
-        }
-        cursor = next;
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-//! Helpers shared by the fault tests (cluster, persistence, torture, server
-//! fuzzing, security): a seeded generator, key snapshots with absolute
-//! deadlines, raw calls and a few INFO readers. Each test file takes what it
-//! needs, hence the `dead_code` allowance.
+//! Helpers shared by the integration tests: a seeded generator, the names
+//! of a lock's keys, key snapshots with absolute deadlines, raw calls, key
+//! listings, INFO and config readers, and bounded waits. Each test file takes
+//! what it needs, hence the `dead_code` allowance. It lives apart from
+//! `common` because the benches include `common` too and need none of this.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -84,13 +85,48 @@ pub fn wall_us() -> i64 {
         .unwrap_or(0)
 }
 
-/// Bytes shown as escaped ASCII in assertion messages.
+/// The prefix of a lock's other keys (SPEC section 1): `{name}`, or the
+/// name itself when it has a `{`, so that they all share its hash slot.
+pub fn prefix_of(lock: &str) -> String {
+    if lock.contains('{') {
+        lock.to_string()
+    } else {
+        format!("{{{lock}}}")
+    }
+}
+
+/// The lock's message channel.
+pub fn channel(lock: &str) -> String {
+    format!("redisson_rwlock:{}", prefix_of(lock))
+}
+
+/// The timeout key of `owner`'s `n`th read hold on `lock`.
+pub fn timeout_key(lock: &str, owner: &str, n: impl fmt::Display) -> String {
+    format!("{}:{owner}:rwlock_timeout:{n}", prefix_of(lock))
+}
+
+/// The unlock latch of request `id` on `lock`.
+pub fn latch_key(lock: &str, id: &str) -> String {
+    format!("redisson_unlock_latch:{}:{id}", prefix_of(lock))
+}
+
+/// Bytes shown as escaped ASCII in assertion messages; long ones (a fuzzer's
+/// 10 KiB names) abridged so that a failure stays readable.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub Vec<u8>);
 
 impl fmt::Debug for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{}\"", self.0.escape_ascii())
+        if self.0.len() > 80 {
+            write!(
+                f,
+                "\"{}…\"({} bytes)",
+                self.0[..60].escape_ascii(),
+                self.0.len()
+            )
+        } else {
+            write!(f, "\"{}\"", self.0.escape_ascii())
+        }
     }
 }
 
@@ -142,36 +178,44 @@ pub fn snapshot_of(conn: &mut redis::Connection, keys: &[Vec<u8>]) -> Snapshot {
         pipe.cmd("TYPE").arg(k).cmd("PEXPIRETIME").arg(k);
     }
     let meta: Vec<redis::Value> = pipe.query(conn).expect("TYPE/PEXPIRETIME pipeline");
-    let mut kinds = Vec::with_capacity(keys.len());
-    let mut pipe = redis::pipe();
-    for (i, k) in keys.iter().enumerate() {
-        let kind = match &meta[2 * i] {
+    let mut present = Vec::with_capacity(keys.len());
+    for (k, m) in keys.iter().zip(meta.chunks(2)) {
+        let kind = match &m[0] {
             redis::Value::SimpleString(s) => s.clone(),
             redis::Value::Okay => "OK".to_string(),
             other => panic!("TYPE reply {other:?}"),
         };
+        // A short lease can run out between the SCAN and the TYPE: such a
+        // key is already gone, and is left out rather than recorded as present.
+        if kind == "none" {
+            continue;
+        }
+        let expire_at = match &m[1] {
+            redis::Value::Int(n) => *n,
+            other => panic!("PEXPIRETIME reply {other:?}"),
+        };
+        present.push((k, kind, expire_at));
+    }
+    if present.is_empty() {
+        return out;
+    }
+    let mut pipe = redis::pipe();
+    for (k, kind, _) in &present {
         match kind.as_str() {
             "string" => pipe.cmd("GET").arg(k),
             "hash" => pipe.cmd("HGETALL").arg(k),
             "list" => pipe.cmd("LRANGE").arg(k).arg(0).arg(-1),
             "set" => pipe.cmd("SMEMBERS").arg(k),
             "zset" => pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES"),
-            // "none" (missing) or a type no test creates.
-            _ => pipe.cmd("EXISTS").arg(k),
+            // A type no test creates: its serialized value still shows any
+            // change (and is nil if the key went away since the TYPE).
+            _ => pipe.cmd("DUMP").arg(k),
         };
-        kinds.push(kind);
     }
     let contents: Vec<redis::Value> = pipe.query(conn).expect("contents pipeline");
-    for (i, k) in keys.iter().enumerate() {
-        if kinds[i] == "none" {
-            continue;
-        }
-        let expire_at = match &meta[2 * i + 1] {
-            redis::Value::Int(n) => *n,
-            other => panic!("PEXPIRETIME reply {other:?}"),
-        };
-        let mut content: Vec<Bytes> = flatten(&contents[i]);
-        match kinds[i].as_str() {
+    for ((k, kind, expire_at), value) in present.into_iter().zip(&contents) {
+        let mut content: Vec<Bytes> = flatten(value);
+        match kind.as_str() {
             "hash" => {
                 let mut pairs: Vec<(Bytes, Bytes)> = content
                     .chunks(2)
@@ -186,7 +230,7 @@ pub fn snapshot_of(conn: &mut redis::Connection, keys: &[Vec<u8>]) -> Snapshot {
         out.insert(
             Bytes(k.clone()),
             KeyState {
-                kind: kinds[i].clone(),
+                kind,
                 content,
                 expire_at,
             },
@@ -238,26 +282,26 @@ pub fn diff(left: &Snapshot, right: &Snapshot, lname: &str, rname: &str) -> Stri
     out
 }
 
-/// A command from raw arguments.
+/// A command from raw arguments. The name goes out as raw bytes like the
+/// rest, so that a fuzzer may send one that is not UTF-8.
 pub fn cmd_of<A: AsRef<[u8]>>(args: &[A]) -> redis::Cmd {
-    let mut cmd =
-        redis::cmd(std::str::from_utf8(args[0].as_ref()).expect("a command name is ASCII"));
-    for a in &args[1..] {
+    let mut cmd = redis::Cmd::new();
+    for a in args {
         cmd.arg(a.as_ref());
     }
     cmd
 }
 
-/// Runs a command given as raw arguments.
+/// Runs a command given as raw arguments, on a connection or a cluster.
 pub fn call<A: AsRef<[u8]>>(
-    conn: &mut redis::Connection,
+    conn: &mut impl redis::ConnectionLike,
     args: &[A],
 ) -> redis::RedisResult<redis::Value> {
     cmd_of(args).query(conn)
 }
 
 /// Runs a command that must succeed.
-pub fn ok<A: AsRef<[u8]>>(conn: &mut redis::Connection, args: &[A]) -> redis::Value {
+pub fn ok<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> redis::Value {
     call(conn, args).unwrap_or_else(|e| {
         let shown: Vec<String> = args
             .iter()
@@ -265,6 +309,36 @@ pub fn ok<A: AsRef<[u8]>>(conn: &mut redis::Connection, args: &[A]) -> redis::Va
             .collect();
         panic!("{shown:?}: {e}")
     })
+}
+
+/// Owned pairs, to compare with the field/value pairs a reply is read into.
+pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// The module's configs (`CONFIG GET rwlock.*`), sorted by name.
+pub fn rwlock_configs(conn: &mut redis::Connection) -> Vec<(String, String)> {
+    let flat: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("rwlock.*")
+        .query(conn)
+        .expect("CONFIG GET");
+    let mut pairs: Vec<(String, String)> = flat
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// Names of every key in the database, for tests whose keys are text.
+pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
+    scan_keys(conn)
+        .into_iter()
+        .map(|k| String::from_utf8(k).expect("a UTF-8 key name"))
+        .collect()
 }
 
 /// One field of `INFO <section>`.
@@ -276,21 +350,59 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> O
         .map(|v| v.trim().to_string())
 }
 
+/// `WAIT 1 5000` on the master: the replica has processed everything so far.
+pub fn wait_replica(master: &mut redis::Connection) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(master)
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica did not acknowledge within 5 s");
+}
+
+/// A counter of `INFO rwlock`, named without its `rwlock_` prefix.
+pub fn rwlock_counter(conn: &mut redis::Connection, name: &str) -> u64 {
+    info_field(conn, "rwlock", &format!("rwlock_{name}"))
+        .unwrap_or_else(|| panic!("no rwlock_{name} in INFO rwlock"))
+        .parse()
+        .expect("a number")
+}
+
 /// Clients parked in the module (`INFO rwlock`'s `waiters`).
 pub fn waiters(conn: &mut redis::Connection) -> u64 {
-    info_field(conn, "rwlock", "rwlock_waiters")
-        .and_then(|v| v.parse().ok())
-        .expect("INFO rwlock has waiters")
+    rwlock_counter(conn, "waiters")
+}
+
+/// Waits (at most 10 s) until `n` clients are parked in the module. Polls
+/// every 2 ms, finer than [`wait_until`], so that a test goes on soon after
+/// its waiters park.
+pub fn wait_for_waiters(conn: &mut redis::Connection, n: u64) {
+    poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(2),
+        &format!("{n} waiters"),
+        || (waiters(conn) == n).then_some(()),
+    );
 }
 
 /// Polls `probe` every 10 ms until it returns `Some`, at most `timeout`.
-pub fn wait_until<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(timeout: Duration, what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    poll_until(timeout, Duration::from_millis(10), what, probe)
+}
+
+/// Polls `probe` every `every` until it returns `Some`, at most `timeout`.
+pub fn poll_until<T>(
+    timeout: Duration,
+    every: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = probe() {
             return v;
         }
         assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
-        thread::sleep(Duration::from_millis(10));
+        thread::sleep(every);
     }
 }
