@@ -298,6 +298,14 @@ fn schedule_soon(ctx: &Context, id: LockId) -> bool {
     schedule_in(ctx, id, Duration::ZERO)
 }
 
+/// A look at the lock's waiters after an outside change (a keyspace event,
+/// a flush), counted in `INFO` unless one was due already.
+fn recheck(ctx: &Context, id: LockId) {
+    if schedule_soon(ctx, id) {
+        metrics::wait_recheck();
+    }
+}
+
 /// Looks at the lock's waiters again after `delay`, unless a look is due;
 /// true when this scheduled a new look.
 fn schedule_in(ctx: &Context, id: LockId, delay: Duration) -> bool {
@@ -367,8 +375,8 @@ pub fn on_keyspace_event(ctx: &Context, key: &[u8]) {
             .as_ref()
             .is_some_and(|(d, k)| *d == db && k.as_slice() == key)
     });
-    if !settling && schedule_soon(ctx, (db, key.to_vec())) {
-        metrics::wait_recheck();
+    if !settling {
+        recheck(ctx, (db, key.to_vec()));
     }
 }
 
@@ -519,9 +527,7 @@ unsafe extern "C" fn on_flush(
             .collect()
     });
     for id in ids {
-        if schedule_soon(&context, id) {
-            metrics::wait_recheck();
-        }
+        recheck(&context, id);
     }
 }
 
