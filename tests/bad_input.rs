@@ -1096,7 +1096,7 @@ fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
             }
         }
         for id in FUZZ_IDS {
-            let latch = faultkit::latch_key(lock, id);
+            let latch = common::latch_key(lock, id);
             match rng.below(6) {
                 0 => q(conn, &["SET", &latch, "1", "PX", "600000"]),
                 1 => q(conn, &["SET", &latch, "x"]),

@@ -22,11 +22,8 @@ use std::process::{Command, Stdio};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::Server;
-use faultkit::{
-    call, channel, diff, info_field, ok, snapshot, timeout_key, wait_replica, wait_until, waiters,
-    Snapshot,
-};
+use common::{channel, timeout_key, Server};
+use faultkit::{call, diff, info_field, ok, snapshot, wait_replica, wait_until, waiters, Snapshot};
 use redis::{Connection, Value};
 
 /// How long cluster creation, convergence and failovers may take.

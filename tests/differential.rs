@@ -108,8 +108,8 @@ impl Names {
     fn new(name: &str) -> Names {
         Names {
             hash: name.to_string(),
-            prefix: faultkit::prefix_of(name),
-            channel: faultkit::channel(name),
+            prefix: common::prefix_of(name),
+            channel: common::channel(name),
         }
     }
 

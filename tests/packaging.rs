@@ -291,7 +291,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
         );
         // publish=auto in cluster mode: the release goes out with SPUBLISH
         // on the lock's own shard channel.
-        let channel = faultkit::channel(lock);
+        let channel = common::channel(lock);
         let mut sub = nodes[owner].conn();
         ok(&mut sub, &["SSUBSCRIBE", &channel]);
         assert_eq!(

@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
-use faultkit::{env_usize, flatten, latch_key, seed, timeout_key, wall_us, Rng};
+use common::{latch_key, timeout_key, Server};
+use faultkit::{env_usize, flatten, seed, wall_us, Rng};
 use redis::{Connection, Value};
 
 const WORKERS: usize = 4;

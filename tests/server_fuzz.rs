@@ -24,8 +24,8 @@ use std::path::Path;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{lua_script, Server};
-use faultkit::{channel, env_usize, parse_seed, timeout_key, wait_until, Rng};
+use common::{channel, lua_script, timeout_key, Server};
+use faultkit::{env_usize, parse_seed, wait_until, Rng};
 use redis::{Connection, Value};
 
 /// Locks that only module commands and Redisson's scripts touch.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 
-use crate::common::Server;
+use crate::common::{self, Server};
 use crate::report::{median, Report, Settings, Target};
 
 pub const CLIENTS: usize = 50;
@@ -60,9 +60,7 @@ fn client(server: &Server, wait: Wait, lock: &str, id: usize, done: &AtomicU64, 
     let mut sub = server.conn();
     let mut pubsub = sub.as_pubsub();
     if wait == Wait::SubscribeRetry {
-        pubsub
-            .subscribe(format!("redisson_rwlock:{{{lock}}}"))
-            .expect("SUBSCRIBE");
+        pubsub.subscribe(common::channel(lock)).expect("SUBSCRIBE");
     }
     while !stop.load(Ordering::Relaxed) {
         loop {

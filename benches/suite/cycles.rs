@@ -3,7 +3,7 @@
 //! same plain commands the scripts run sent as MULTI/EXEC, and against the
 //! floor of one `HINCRBY` per request.
 
-use crate::common::Server;
+use crate::common::{self, Server};
 use crate::load::{self, Request, Throughput};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Expect};
@@ -43,9 +43,9 @@ fn names(client: usize) -> Names {
     let owner = format!("c{client}-0000-4000-8000-000000000000:1");
     Names {
         write_field: format!("{owner}:write"),
-        timeout_prefix: format!("{{{lock}}}:{owner}:rwlock_timeout"),
-        key_prefix: format!("{{{lock}}}"),
-        channel: format!("redisson_rwlock:{{{lock}}}"),
+        timeout_prefix: format!("{}:{owner}:rwlock_timeout", common::prefix_of(&lock)),
+        key_prefix: common::prefix_of(&lock),
+        channel: common::channel(&lock),
         lock,
         owner,
     }

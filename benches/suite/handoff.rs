@@ -14,7 +14,7 @@
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::common::Server;
+use crate::common::{self, Server};
 use crate::report::{Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply, Value};
 use crate::scripts::Scripts;
@@ -38,6 +38,8 @@ struct Variant {
     name: &'static str,
     lock: String,
     wait: Wait,
+    /// The holder's release, with the server's clock read just before it.
+    unlock: Vec<u8>,
     /// Microseconds from the server's release, and from the client's send.
     from_release: Vec<f64>,
     from_send: Vec<f64>,
@@ -47,20 +49,20 @@ struct Variant {
 
 impl Variant {
     fn new(name: &'static str, lock: &str, wait: Wait) -> Variant {
+        let mut unlock = command(&["MULTI"]);
+        unlock.extend(command(&["TIME"]));
+        unlock.extend(command(&["RWLOCK.UNLOCK", lock, HOLDER, "WRITE"]));
+        unlock.extend(command(&["EXEC"]));
         Variant {
             name,
             lock: lock.to_string(),
             wait,
+            unlock,
             from_release: Vec::new(),
             from_send: Vec::new(),
             message: Vec::new(),
         }
     }
-}
-
-/// The channel Redisson's read-write lock publishes its unlocks on.
-fn channel(lock: &str) -> String {
-    format!("redisson_rwlock:{{{lock}}}")
 }
 
 fn now_us() -> f64 {
@@ -69,21 +71,6 @@ fn now_us() -> f64 {
         .expect("clock after 1970")
         .as_secs_f64()
         * 1e6
-}
-
-fn waiters(control: &mut Conn) -> u64 {
-    control.send(&command(&["INFO", "rwlock"]));
-    let info = String::from_utf8(control.recv_bulk()).expect("INFO is text");
-    info.lines()
-        .find_map(|l| l.strip_prefix("rwlock_waiters:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("rwlock_waiters in INFO rwlock")
-}
-
-fn check(reply: &Reply, expect: Expect, what: &str) {
-    if let Err(e) = expect.check(reply) {
-        panic!("{what}: {e}");
-    }
 }
 
 /// The server's clock when the EXEC ran, from `[[seconds, micros], 1]`.
@@ -115,9 +102,8 @@ struct Conns {
 
 fn round(c: &mut Conns, v: &mut Variant) {
     let lock = v.lock.as_str();
-    check(
+    Expect::Nil.require(
         &c.holder.call(&["RWLOCK.WRITE", lock, HOLDER, LEASE]),
-        Expect::Nil,
         "holder's RWLOCK.WRITE",
     );
     match &v.wait {
@@ -130,7 +116,7 @@ fn round(c: &mut Conns, v: &mut Variant) {
                 "BLOCK",
                 "10000",
             ]));
-            while waiters(&mut c.control) != 1 {}
+            while c.control.info_number::<u64>("rwlock", "rwlock_waiters") != 1 {}
         }
         Wait::Retry(retry) => {
             c.waiter.send(retry);
@@ -141,42 +127,33 @@ fn round(c: &mut Conns, v: &mut Variant) {
         }
     }
     thread::sleep(SETTLE);
-    let mut unlock = command(&["MULTI"]);
-    unlock.extend(command(&["TIME"]));
-    unlock.extend(command(&["RWLOCK.UNLOCK", lock, HOLDER, "WRITE"]));
-    unlock.extend(command(&["EXEC"]));
     let sent = now_us();
-    c.holder.send(&unlock);
+    c.holder.send(&v.unlock);
     let mut message = None;
     let reply = match &v.wait {
         Wait::Block => c.waiter.recv(),
         Wait::Retry(retry) => {
-            check(&c.sub.recv(), Expect::NoError, "the unlock message");
+            Expect::NoError.require(&c.sub.recv(), "the unlock message");
             message = Some(now_us());
             c.waiter.send(retry);
             c.waiter.recv()
         }
     };
     let acquired = now_us();
-    check(&reply, Expect::Nil, "the waiter's acquisition");
+    Expect::Nil.require(&reply, "the waiter's acquisition");
     for what in ["MULTI", "TIME queued", "RWLOCK.UNLOCK queued"] {
-        check(&c.holder.recv(), Expect::NoError, what);
+        Expect::NoError.require(&c.holder.recv(), what);
     }
     let released = released_at(c.holder.recv_value());
     v.from_release.push(acquired - released);
     v.from_send.push(acquired - sent);
     v.message.extend(message.map(|m| m - released));
-    check(
+    Expect::Int(1).require(
         &c.waiter.call(&["RWLOCK.UNLOCK", lock, WAITER, "WRITE"]),
-        Expect::Int(1),
         "the waiter's RWLOCK.UNLOCK",
     );
     if matches!(v.wait, Wait::Retry(_)) {
-        check(
-            &c.sub.recv(),
-            Expect::NoError,
-            "the waiter's unlock message",
-        );
+        Expect::NoError.require(&c.sub.recv(), "the waiter's unlock message");
     }
 }
 
@@ -215,8 +192,8 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
     };
     for v in &variants {
         if matches!(v.wait, Wait::Retry(_)) {
-            let subscribed = c.sub.call(&["SUBSCRIBE", &channel(&v.lock)]);
-            check(&subscribed, Expect::NoError, "SUBSCRIBE");
+            let subscribed = c.sub.call(&["SUBSCRIBE", &common::channel(&v.lock)]);
+            Expect::NoError.require(&subscribed, "SUBSCRIBE");
         }
     }
     // Round-robin, so drift on the machine hits every variant alike.

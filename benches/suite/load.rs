@@ -75,9 +75,7 @@ impl Client {
     fn finish(&mut self, depth: usize) {
         for i in 0..self.batch().expect.len() {
             let reply = self.conn.recv();
-            if let Err(e) = self.batch().expect[i].check(&reply) {
-                panic!("benchmark request failed: {e}");
-            }
+            self.batch().expect[i].require(&reply, "benchmark request failed");
         }
         self.at = (self.at + depth) % self.len;
     }

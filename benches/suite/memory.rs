@@ -2,6 +2,7 @@
 //! deltas over many of them), the module against EVALSHA of the seed
 //! scripts. Both keep the same keys, so they should cost the same.
 
+use crate::common;
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply};
 use crate::scripts::Scripts;
@@ -47,21 +48,12 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
             &s.read_lock,
             "2",
             &lock,
-            &format!("{{{lock}}}:{OWNER}:rwlock_timeout"),
+            &format!("{}:{OWNER}:rwlock_timeout", common::prefix_of(&lock)),
             LEASE,
             OWNER,
             &write_field,
         ]),
     }
-}
-
-fn read_used_memory(conn: &mut Conn) -> f64 {
-    conn.send(&command(&["INFO", "memory"]));
-    let info = String::from_utf8(conn.recv_bulk()).expect("INFO is text");
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory in INFO memory")
 }
 
 /// `used_memory` once Redis has finished rehashing the key tables: a table
@@ -77,7 +69,7 @@ fn used_memory(conn: &mut Conn) -> f64 {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    read_used_memory(conn)
+    conn.info_number("memory", "used_memory")
 }
 
 /// Bytes per acquisition of `layout`, over `count` of them.
@@ -88,9 +80,7 @@ fn measure(conn: &mut Conn, layout: Layout, count: usize, script: Option<&Script
     for chunk in requests.chunks(256) {
         conn.send(&chunk.concat());
         for _ in chunk {
-            if let Err(e) = Expect::Nil.check(&conn.recv()) {
-                panic!("memory benchmark: {e}");
-            }
+            Expect::Nil.require(&conn.recv(), "memory benchmark");
         }
     }
     let after = used_memory(conn);

@@ -4,6 +4,7 @@
 //! the module's RWLOCK.UNLOCK against EVALSHA of the seed read_unlock script,
 //! on the same lock; each unlock is followed by a re-acquisition so N holds.
 
+use crate::common;
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect};
 use crate::scripts::Scripts;
@@ -25,10 +26,7 @@ fn pipeline(conn: &mut Conn, requests: &[(Vec<u8>, Expect)]) {
         }
         conn.send(&bytes);
         for (_, expect) in chunk {
-            let reply = conn.recv();
-            if let Err(e) = expect.check(&reply) {
-                panic!("readers benchmark: {e}");
-            }
+            expect.require(&conn.recv(), "readers benchmark");
         }
     }
 }
@@ -58,7 +56,8 @@ fn usec_per_call(conn: &mut Conn, name: &str) -> f64 {
 
 /// Server microseconds per unlock among `n` readers.
 fn measure(conn: &mut Conn, n: usize, unlocks: usize, script: Option<&Scripts>) -> f64 {
-    let timeout_prefix = |i: usize| format!("{{{LOCK}}}:{}:rwlock_timeout", owner(i));
+    let timeout_prefix =
+        |i: usize| format!("{}:{}:rwlock_timeout", common::prefix_of(LOCK), owner(i));
     let mut requests = Vec::with_capacity(unlocks * 2);
     for k in 0..unlocks {
         let i = k % n;
@@ -69,9 +68,9 @@ fn measure(conn: &mut Conn, n: usize, unlocks: usize, script: Option<&Scripts>) 
                 &s.read_unlock,
                 "4",
                 LOCK,
-                &format!("redisson_rwlock:{{{LOCK}}}"),
+                &common::channel(LOCK),
                 &timeout_prefix(i),
-                &format!("{{{LOCK}}}"),
+                &common::prefix_of(LOCK),
                 "0",
                 &owner(i),
             ]),

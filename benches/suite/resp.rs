@@ -56,6 +56,13 @@ impl Expect {
             Err(format!("expected {self:?}, got {reply:?}"))
         }
     }
+
+    /// Panics, naming `what`, unless `reply` is as expected.
+    pub fn require(self, reply: &Reply, what: &str) {
+        if let Err(e) = self.check(reply) {
+            panic!("{what}: {e}");
+        }
+    }
 }
 
 fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
@@ -238,6 +245,16 @@ impl Conn {
             }
             self.fill();
         }
+    }
+
+    /// A number from `INFO section`: the value of its line `field:`.
+    pub fn info_number<T: std::str::FromStr>(&mut self, section: &str, field: &str) -> T {
+        self.send(&command(&["INFO", section]));
+        let info = String::from_utf8(self.recv_bulk()).expect("INFO is text");
+        info.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no number {field} in INFO {section}"))
     }
 
     /// One command, waiting for its reply.

@@ -10,6 +10,7 @@
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 #![allow(dead_code)]
 
+use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,31 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The prefix of a lock's other keys (SPEC section 1): `{name}`, or the
+/// name itself when it has a `{`, so that they all share its hash slot.
+pub fn prefix_of(lock: &str) -> String {
+    if lock.contains('{') {
+        lock.to_string()
+    } else {
+        format!("{{{lock}}}")
+    }
+}
+
+/// The lock's message channel.
+pub fn channel(lock: &str) -> String {
+    format!("redisson_rwlock:{}", prefix_of(lock))
+}
+
+/// The timeout key of `owner`'s `n`th read hold on `lock`.
+pub fn timeout_key(lock: &str, owner: &str, n: impl fmt::Display) -> String {
+    format!("{}:{owner}:rwlock_timeout:{n}", prefix_of(lock))
+}
+
+/// The unlock latch of request `id` on `lock`.
+pub fn latch_key(lock: &str, id: &str) -> String {
+    format!("redisson_unlock_latch:{}:{id}", prefix_of(lock))
+}
 
 /// How long a server may take to answer PING after it was started.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);

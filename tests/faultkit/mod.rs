@@ -1,8 +1,8 @@
-//! Helpers shared by the integration tests: a seeded generator, the names
-//! of a lock's keys, key snapshots with absolute deadlines, raw calls, key
-//! listings, INFO and config readers, and bounded waits. Each test file takes
-//! what it needs, hence the `dead_code` allowance. It lives apart from
-//! `common` because the benches include `common` too and need none of this.
+//! Helpers shared by the integration tests: a seeded generator, key
+//! snapshots with absolute deadlines, raw calls, key listings, INFO and
+//! config readers, and bounded waits. Each test file takes what it needs,
+//! hence the `dead_code` allowance. It lives apart from `common` because the
+//! benches include `common` too and need none of this.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashSet};
@@ -83,31 +83,6 @@ pub fn wall_us() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
-}
-
-/// The prefix of a lock's other keys (SPEC section 1): `{name}`, or the
-/// name itself when it has a `{`, so that they all share its hash slot.
-pub fn prefix_of(lock: &str) -> String {
-    if lock.contains('{') {
-        lock.to_string()
-    } else {
-        format!("{{{lock}}}")
-    }
-}
-
-/// The lock's message channel.
-pub fn channel(lock: &str) -> String {
-    format!("redisson_rwlock:{}", prefix_of(lock))
-}
-
-/// The timeout key of `owner`'s `n`th read hold on `lock`.
-pub fn timeout_key(lock: &str, owner: &str, n: impl fmt::Display) -> String {
-    format!("{}:{owner}:rwlock_timeout:{n}", prefix_of(lock))
-}
-
-/// The unlock latch of request `id` on `lock`.
-pub fn latch_key(lock: &str, id: &str) -> String {
-    format!("redisson_unlock_latch:{}:{id}", prefix_of(lock))
 }
 
 /// Bytes shown as escaped ASCII in assertion messages; long ones (a fuzzer's
