@@ -101,18 +101,22 @@ fn acquire(ctx: &Context, args: &[ArgString], mode: Mode) -> RedisResult {
     let a = args::acquire(args)?;
     let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    // Waiters the lock could take already go first.
+    // Waiters the lock could take already go first; those left are served
+    // again after the attempt, which may have moved the lock's deadline.
     blocking::serve(ctx, &mut store, names);
-    let queued = config::fair()
-        && blocking::has_waiters(ctx, names)
-        && !queue::may_overtake(&mut store, names, owner).map_err(lock_error)?;
-    let outcome = if queued {
-        Acquire::Refused {
-            pttl: store.pttl(names.hash()),
+    let outcome = blocking::serve_after(ctx, &mut store, names, |store| {
+        let queued = config::fair()
+            && blocking::has_waiters(ctx, names)
+            && !queue::may_overtake(store, names, owner)?;
+        if queued {
+            Ok(Acquire::Refused {
+                pttl: store.pttl(names.hash()),
+            })
+        } else {
+            queue::attempt(store, names, owner, mode, lease)
         }
-    } else {
-        queue::attempt(&mut store, names, owner, mode, lease).map_err(lock_error)?
-    };
+    })
+    .map_err(lock_error)?;
     match (outcome, a.block) {
         (Acquire::Acquired { reentry }, _) => {
             metrics::acquired(mode, reentry);
@@ -154,7 +158,11 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::owner_lease(args)?;
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    let held = lock::renew(&mut store, &a.names, a.owner, a.lease).map_err(lock_error)?;
+    // A shorter lease moves the deadline its waiters are woken at.
+    let held = blocking::serve_after(ctx, &mut store, &a.names, |store| {
+        lock::renew(store, &a.names, a.owner, a.lease)
+    })
+    .map_err(lock_error)?;
     metrics::renewed(held);
     Ok(RedisValue::Integer(held.into()))
 }

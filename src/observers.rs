@@ -15,10 +15,12 @@
 //!   replica starts from the fork, with the snapshot.
 //! - Redis publishes keyspace events only for the classes configured in
 //!   `notify-keyspace-events`, and hands them to modules' subscribers. The
-//!   only subscriber the module can know of is its own, which matters only
-//!   while a client waits (a command's own effects are served by the command
-//!   itself). So events are raised when their class is configured, when
-//!   another module is loaded (it may subscribe), or while anyone waits.
+//!   only subscriber the module can know of is its own, which needs none of
+//!   the module's own events: every command that changes a lock serves its
+//!   waiters and re-arms its deadline itself (`blocking::serve_after`), and
+//!   lease indexes follow the module's writes directly. So events are raised
+//!   when their class is configured or when another module is loaded (it may
+//!   subscribe).
 
 use std::cell::Cell;
 use std::ffi::{c_void, CStr};
@@ -26,7 +28,6 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisValue};
 
-use crate::blocking;
 use crate::leases;
 
 /// What is known about replicas and the replication backlog.
@@ -104,7 +105,7 @@ pub fn propagating(ctx: &Context, flags: c_int) -> bool {
 /// The classes of keyspace events (`REDISMODULE_NOTIFY_*` bits) that could
 /// reach anyone now.
 pub fn announced_classes() -> c_int {
-    if OTHER_MODULES.with(Cell::get) || blocking::counts().1 > 0 {
+    if OTHER_MODULES.with(Cell::get) {
         return !0;
     }
     // SAFETY: a plain read of the server's notification flags.

@@ -218,6 +218,78 @@ fn block_timeout_replies_the_pttl_at_the_deadline() {
 }
 
 #[test]
+fn waits_of_different_lengths_end_in_their_own_order() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    ok(&mut c, &["RWLOCK.WRITE", "TO", "w:1", "30000"]);
+    // The longest first, then one that ends earlier than anything before it.
+    let waits = [600u64, 200, 400];
+    let waiters: Vec<_> = waits
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| {
+            let owner = format!("r:{i}");
+            let timeout = ms.to_string();
+            let waiter = spawn(
+                &server,
+                &["RWLOCK.READ", "TO", &owner, "30000", "BLOCK", &timeout],
+            );
+            wait_for_waiters(&mut c, i as u64 + 1);
+            waiter
+        })
+        .collect();
+    for (waiter, ms) in waiters.into_iter().zip(waits) {
+        let (reply, waited) = waiter.join().expect("waiter");
+        assert!(
+            matches!(reply.expect("reply"), Value::Int(pttl) if pttl > 29_000),
+            "the PTTL at the timeout"
+        );
+        assert!(waited >= Duration::from_millis(ms), "{ms} ms: {waited:?}");
+        assert!(
+            waited < Duration::from_millis(ms + 250),
+            "{ms} ms: {waited:?}"
+        );
+    }
+    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
+    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 3);
+    assert_eq!(hash_len(&mut c, "TO"), 2, "the writer holds it still");
+}
+
+#[test]
+fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
+    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    // Only the module can wake the waiter then: Redis drops the key when it
+    // is next read, and raises no event before.
+    ok(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    ok(&mut c, &["RWLOCK.WRITE", "RN", "w:1", "30000"]);
+    let waiter = spawn(
+        &server,
+        &["RWLOCK.WRITE", "RN", "w:2", "30000", "BLOCK", "10000"],
+    );
+    wait_for_waiters(&mut c, 1);
+    let renewed = Instant::now();
+    assert_eq!(
+        ok(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"]),
+        Value::Int(1)
+    );
+    let (reply, _) = waiter.join().expect("waiter");
+    let waited = renewed.elapsed();
+    assert_eq!(reply.expect("reply"), Value::Nil);
+    assert!(waited >= Duration::from_millis(280), "{waited:?}");
+    assert!(waited < Duration::from_millis(1_000), "{waited:?}");
+    let owner: i64 = redis::cmd("HGET")
+        .arg("RN")
+        .arg("w:2:write")
+        .query(&mut c)
+        .expect("HGET");
+    assert_eq!(owner, 1, "the waiter holds the lock");
+    // Woken at the new deadline, which the renewal itself set, not by a
+    // keyspace event.
+    assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), 0);
+}
+
+#[test]
 fn block_zero_waits_without_limit() {
     let server = Server::start(&[]);
     let mut c = server.conn();
