@@ -7,8 +7,8 @@ hot path do not depend on the noise of the moment.
 
 Starts redis-server under valgrind with the module, runs each workload once
 to warm up and once counted, and prints instructions per cycle (acquire +
-release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, and
-per read unlock among 1,000 readers. Needs valgrind and RWLOCK_REDISSON_LUA.
+release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, per
+read unlock among 1,000 readers, and per write handoff to a BLOCK waiter. Needs valgrind and RWLOCK_REDISSON_LUA.
 """
 
 import hashlib
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CYCLES = 5000
 READERS = 1000
 UNLOCKS = 10
+HANDOFFS = 300
 
 
 def resp(*args):
@@ -58,6 +59,10 @@ class Conn:
             return [self.reply() for _ in range(int(rest))]
         return rest
 
+    def reply_to(self, request):
+        self.sock.sendall(request)
+        return self.reply()
+
     def run(self, requests):
         """Sends the requests pipelined in chunks; fails on any error reply."""
         for i in range(0, len(requests), 500):
@@ -65,6 +70,23 @@ class Conn:
             self.sock.sendall(b"".join(chunk))
             for _ in chunk:
                 self.reply()
+
+
+def handoff_rounds(port):
+    """Write handoffs: the holder releases while another client waits with
+    BLOCK, which then releases in turn. Counted per round: the waiter's
+    parking, the release that hands it the lock, the reply, its release."""
+    holder, waiter = Conn(port), Conn(port)
+    for _ in range(HANDOFFS):
+        holder.run([resp("RWLOCK.WRITE", "H", "holder:1", 30000)])
+        waiter.sock.sendall(resp("RWLOCK.WRITE", "H", "waiter:1", 30000, "BLOCK", 10000))
+        # Parked by then even under valgrind; `count` checks every round was
+        # a handoff (polling INFO here would be counted).
+        time.sleep(0.02)
+        holder.run([resp("RWLOCK.UNLOCK", "H", "holder:1", "WRITE")])
+        if waiter.reply() is not None:
+            raise RuntimeError("the waiter was refused the lock")
+        waiter.run([resp("RWLOCK.UNLOCK", "H", "waiter:1", "WRITE")])
 
 
 def workloads(scripts):
@@ -110,6 +132,7 @@ def workloads(scripts):
         ("HINCRBY +1/-1", CYCLES, [], cycles(resp("HINCRBY", "H", "f", 1), resp("HINCRBY", "H", "f", -1))),
         ("read unlock among 1000 readers, module", UNLOCKS, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, readers_setup, readers_unlocks(True)),
+        ("write handoff to a BLOCK waiter, module", HANDOFFS, [], handoff_rounds),
     ]
 
 
@@ -134,12 +157,18 @@ def count(module, scripts, name, per, setup, work):
                 raise RuntimeError("redis-server under valgrind did not start")
             conn.run([resp("SCRIPT", "LOAD", body) for body in scripts.values()])
             conn.run(setup)
-            conn.run(work)
+            run = work if callable(work) else lambda _: conn.run(work)
+            run(port)
             subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            conn.run(work)
+            run(port)
             subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if callable(work):
+                info = conn.reply_to(resp("INFO", "rwlock")).decode()
+                served = int(re.search(r"rwlock_waits_served:(\d+)", info).group(1))
+                if served != 2 * per:
+                    raise RuntimeError(f"{name}: {served} of {2 * per} rounds were handoffs")
             conn.sock.sendall(resp("SHUTDOWN", "NOSAVE"))
             server.wait(timeout=60)
         finally:
@@ -163,7 +192,7 @@ def main():
     print(f"server instructions per operation (callgrind), module {module}")
     for name, per, setup, work in workloads(scripts):
         n = count(module, scripts, name, per, setup, work)
-        unit = "per unlock" if "readers" in name else "per cycle"
+        unit = "per unlock" if "readers" in name else "per round" if "handoff" in name else "per cycle"
         print(f"  {name:<44} {n:>12,.0f} {unit}")
 
 
