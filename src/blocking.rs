@@ -347,14 +347,13 @@ fn writes_paused() -> bool {
 }
 
 fn on_soon(ctx: &Context, id: LockId) {
-    let live = with(|r| match r.queues.get_mut(&id) {
-        Some(q) => {
-            q.soon = false;
-            true
-        }
-        None => false,
-    });
-    if live {
+    look_after(ctx, id, |q| q.soon = false);
+}
+
+/// Notes in the lock's queue what has fired, then serves its waiters; not
+/// when the queue is gone.
+fn look_after(ctx: &Context, id: LockId, fired: impl FnOnce(&mut Queue)) {
+    if with(|r| r.queues.get_mut(&id).map(fired).is_some()) {
         look(ctx, id);
     }
 }
@@ -454,18 +453,7 @@ fn on_agenda(ctx: &Context, _: Agenda) {
     for due in due.into_values() {
         match due {
             Due::Timeout(handle) => time_out(ctx, handle),
-            Due::Deadline(id) => {
-                let live = with(|r| match r.queues.get_mut(&id) {
-                    Some(q) => {
-                        q.deadline = None;
-                        true
-                    }
-                    None => false,
-                });
-                if live {
-                    look(ctx, id);
-                }
-            }
+            Due::Deadline(id) => look_after(ctx, id, |q| q.deadline = None),
         }
     }
     arm_agenda(ctx);

@@ -28,6 +28,15 @@ fn hash_len(conn: &mut Connection, key: &str) -> i64 {
     redis::cmd("HLEN").arg(key).query(conn).expect("HLEN")
 }
 
+/// An owner's hold count in the lock hash (`field` names its holds).
+fn hold_count(conn: &mut Connection, key: &str, field: &str) -> i64 {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query(conn)
+        .expect("HGET")
+}
+
 #[test]
 fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
     let server = Server::start(&[]);
@@ -132,12 +141,11 @@ fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
         "woken promptly, took {waited:?}"
     );
     assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
-    let owner: i64 = redis::cmd("HGET")
-        .arg("K")
-        .arg("r:1")
-        .query(&mut c)
-        .expect("HGET");
-    assert_eq!(owner, 1, "the waiter holds the lock");
+    assert_eq!(
+        hold_count(&mut c, "K", "r:1"),
+        1,
+        "the waiter holds the lock"
+    );
     assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), rechecks);
 }
 
@@ -278,12 +286,11 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
     assert_eq!(reply.expect("reply"), Value::Nil);
     assert!(waited >= Duration::from_millis(280), "{waited:?}");
     assert!(waited < Duration::from_millis(1_000), "{waited:?}");
-    let owner: i64 = redis::cmd("HGET")
-        .arg("RN")
-        .arg("w:2:write")
-        .query(&mut c)
-        .expect("HGET");
-    assert_eq!(owner, 1, "the waiter holds the lock");
+    assert_eq!(
+        hold_count(&mut c, "RN", "w:2:write"),
+        1,
+        "the waiter holds the lock"
+    );
     // Woken at the new deadline, which the renewal itself set, not by a
     // keyspace event.
     assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), 0);
