@@ -8,7 +8,8 @@ hot path do not depend on the noise of the moment.
 Starts redis-server under valgrind with the module, runs each workload once
 to warm up and once counted, and prints instructions per cycle (acquire +
 release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, per
-read unlock among 1,000 readers, and per write handoff to a BLOCK waiter. Needs valgrind and RWLOCK_REDISSON_LUA.
+read unlock among 1,000 readers, and per write handoff to a BLOCK waiter.
+Needs valgrind and RWLOCK_REDISSON_LUA.
 """
 
 import hashlib

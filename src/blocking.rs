@@ -291,8 +291,7 @@ fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) 
         if q.deadline.map(|(at, _)| at) == wanted {
             return;
         }
-        let old = q.deadline.take();
-        if let Some(slot) = old {
+        if let Some(slot) = q.deadline.take() {
             r.agenda.remove(&slot);
         }
         if let Some(at) = wanted {
