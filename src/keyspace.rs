@@ -7,7 +7,8 @@
 //! key among thousands) is opened for the one operation and closed, so a
 //! command never searches a long list of open keys. Field names and values
 //! that never change (`mode`, `read`, `write`, `0`, `1`) are strings made
-//! once; numbers are formatted on the stack.
+//! once, other names come from the `interned` table of recent ones; numbers
+//! are formatted on the stack.
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -20,6 +21,7 @@ use crate::core::index::LeaseIndex;
 use crate::core::lock::parse_i64;
 use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
 use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use crate::interned;
 use crate::leases;
 use crate::notify::{notify, Event};
 use crate::observers;
@@ -30,34 +32,43 @@ use crate::subscription;
 /// Strings every command may need, made on first use and kept for the life
 /// of the process: hash fields and values and published messages, which Redis
 /// copies, and lease key values, which keys share (see `set_until`).
-#[derive(Clone, Copy)]
-struct Constants([(&'static [u8], *mut raw::RedisModuleString); 5]);
+const CONSTANT_TEXTS: [&[u8]; 5] = [b"mode", b"read", b"write", b"0", b"1"];
+
+/// The index of `bytes` in [`CONSTANT_TEXTS`]. Every string a command makes
+/// is looked up here first, so the literals are matched as integers rather
+/// than through a byte comparison each.
+fn constant_index(bytes: &[u8]) -> Option<usize> {
+    match bytes {
+        b"mode" => Some(0),
+        b"read" => Some(1),
+        b"write" => Some(2),
+        b"0" => Some(3),
+        b"1" => Some(4),
+        _ => None,
+    }
+}
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
-    static CONSTANTS: Constants = Constants(
-        [&b"mode"[..], b"read", b"write", b"0", b"1"].map(|text| {
-            // SAFETY: a string with no context is owned by the module; this one is
-            // never freed.
-            let s = unsafe {
-                raw::RedisModule_CreateString.expect("CreateString")(
-                    ptr::null_mut(),
-                    text.as_ptr().cast(),
-                    text.len(),
-                )
-            };
-            (text, s)
-        }),
-    );
+    static CONSTANTS: [*mut raw::RedisModuleString; 5] = CONSTANT_TEXTS.map(|text| {
+        // SAFETY: a string with no context is owned by the module; this one is
+        // never freed.
+        unsafe {
+            raw::RedisModule_CreateString.expect("CreateString")(
+                ptr::null_mut(),
+                text.as_ptr().cast(),
+                text.len(),
+            )
+        }
+    });
 }
 
-/// A string for `bytes`: a constant when there is one, else a new one that
-/// lives as long as the returned guard.
+/// A string for `bytes`: a constant when there is one, else a reference to
+/// an interned one that lives as long as the returned guard.
 fn string(bytes: &[u8]) -> Str {
-    let constant = CONSTANTS.with(|c| c.0.iter().find(|(text, _)| *text == bytes).map(|(_, s)| *s));
-    match constant {
-        Some(s) => Str::Borrowed(s),
-        None => Str::Owned(RedisString::create_from_slice(ptr::null_mut(), bytes)),
+    match constant_index(bytes) {
+        Some(i) => Str::Borrowed(CONSTANTS.with(|c| c[i])),
+        None => Str::Owned(interned::string(bytes)),
     }
 }
 
@@ -398,7 +409,7 @@ impl<'c> RedisStore<'c> {
             Some(i) if !writable => Err(i),
             Some(_) => Err(self.slot(name, true)),
             None => {
-                let name = RedisString::create_from_slice(ptr::null_mut(), name);
+                let name = interned::string(name);
                 let handle = open_raw(self.ctx, name.inner, writable);
                 Ok(OneShot { name, handle })
             }
@@ -729,6 +740,21 @@ impl Store for RedisStore<'_> {
     fn forget_lease_index(&mut self, hash: &[u8]) {
         if leases::any() {
             leases::forget(self.db(), hash);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{constant_index, CONSTANT_TEXTS};
+
+    #[test]
+    fn every_constant_text_is_found_at_its_own_index() {
+        for (i, text) in CONSTANT_TEXTS.iter().enumerate() {
+            assert_eq!(constant_index(text), Some(i));
+        }
+        for other in [&b""[..], b"mod", b"modes", b"2", b"READ", b"10"] {
+            assert_eq!(constant_index(other), None);
         }
     }
 }

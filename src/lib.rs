@@ -11,6 +11,7 @@ mod blocking;
 mod commands;
 mod config;
 mod docs;
+mod interned;
 mod keyspace;
 mod leases;
 mod metrics;

@@ -9,6 +9,7 @@ use std::os::raw::c_int;
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, RedisString};
 
 use crate::config::{self, PublishMode};
+use crate::interned;
 use crate::observers;
 
 /// Publishes `message` (from `shared`, a string that outlives the call) on
@@ -33,7 +34,7 @@ pub fn publish(ctx: &Context, flags: c_int, channel: &[u8], message: *mut raw::R
         }
         return;
     }
-    let channel = RedisString::create_from_slice(std::ptr::null_mut(), channel);
+    let channel = interned::string(channel);
     // SAFETY: a live context and two valid strings; publishing copies them.
     unsafe {
         if shard {

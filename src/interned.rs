@@ -1,0 +1,85 @@
+//! Redis strings for the names commands keep repeating: a lock's channel, a
+//! holder's lease key, a write field. Making a string and freeing it costs
+//! two allocations for a lease key's name, a hit here a hash of its bytes, a
+//! comparison and a reference count. A small table of recent names, each
+//! slot replaced by the next name hashing to it: bounded memory, no
+//! eviction bookkeeping.
+
+use std::cell::RefCell;
+use std::ptr;
+
+use redis_module::{raw, RedisString};
+
+const SLOTS: usize = 64;
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread. Each slot holds one
+    // reference of its string; null is an empty slot.
+    static TABLE: RefCell<[*mut raw::RedisModuleString; SLOTS]> =
+        const { RefCell::new([ptr::null_mut(); SLOTS]) };
+}
+
+/// FxHash-style mixing, eight bytes at a time: names differ in their tails
+/// (hold counts, owner ids), so every byte counts.
+fn slot_of(bytes: &[u8]) -> usize {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    }
+    let mut tail = [0; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    (h >> 58) as usize
+}
+
+/// A reference to the string for `bytes`, shared with the table: the string
+/// outlives its slot for as long as the returned reference lives. Never
+/// changed in place: Redis copies names and fields it keeps.
+pub fn string(bytes: &[u8]) -> RedisString {
+    let slot = slot_of(bytes);
+    TABLE.with(|table| {
+        let mut table = table.borrow_mut();
+        let held = table[slot];
+        if !held.is_null() && RedisString::string_as_slice(held) == bytes {
+            // Takes a reference of its own (RetainString with no context).
+            return RedisString::new(None, held);
+        }
+        let fresh = RedisString::create_from_slice(ptr::null_mut(), bytes);
+        if !held.is_null() {
+            // SAFETY: the slot's own reference, taken when it was filled and
+            // released once, here; users of the string hold their own.
+            unsafe { raw::RedisModule_FreeString.expect("FreeString")(ptr::null_mut(), held) };
+        }
+        raw::string_retain_string(ptr::null_mut(), fresh.inner);
+        table[slot] = fresh.inner;
+        fresh
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot_of;
+
+    #[test]
+    fn names_that_differ_in_their_last_byte_spread_over_slots() {
+        let slots: std::collections::HashSet<usize> = (0..10)
+            .map(|i| slot_of(format!("{{lock}}:8c1d-4e5f:1:rwlock_timeout:{i}").as_bytes()))
+            .collect();
+        assert!(slots.len() >= 8, "{} distinct slots of 10", slots.len());
+        assert!(slots.iter().all(|&s| s < super::SLOTS));
+    }
+
+    #[test]
+    fn the_same_bytes_always_map_to_the_same_slot() {
+        let built = format!("redisson_rwlock:{{{}}}", "orders");
+        assert_eq!(
+            slot_of(b"redisson_rwlock:{orders}"),
+            slot_of(built.as_bytes())
+        );
+        assert_eq!(slot_of(b""), slot_of(b""));
+    }
+}
