@@ -9,6 +9,7 @@ Starts redis-server under valgrind with the module, runs each workload once
 to warm up and once counted, and prints instructions per cycle (acquire +
 release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, per
 read unlock among 1,000 readers, and per write handoff to a BLOCK waiter.
+The module's cycles also run over 50 locks in turn, as the bench's clients do.
 Needs valgrind and RWLOCK_REDISSON_LUA.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CYCLES = 5000
+LOCKS = 50
 READERS = 1000
 UNLOCKS = 10
 HANDOFFS = 300
@@ -103,6 +105,16 @@ def workloads(scripts):
     def cycles(acquire, release):
         return [r for _ in range(CYCLES) for r in (acquire, release)]
 
+    def spread(command, mode):
+        """Cycles over LOCKS locks in turn, each with its own owner, as the
+        bench's clients run them: names repeat, but not command after command."""
+        out = []
+        for c in range(CYCLES):
+            name = "L%d" % (c % LOCKS)
+            holder = "u%04d-0000-4000-8000-000000000000:1" % (c % LOCKS)
+            out += [resp(command, name, holder, 30000), resp("RWLOCK.UNLOCK", name, holder, mode)]
+        return out
+
     readers_setup = [resp("RWLOCK.READ", readers_lock, reader(i), 600000) for i in range(READERS)]
 
     def readers_unlocks(script):
@@ -130,6 +142,8 @@ def workloads(scripts):
         ("write lock + unlock, EVALSHA", CYCLES, [],
          cycles(resp("EVALSHA", sha["write_lock"], 1, lock, 30000, owner + ":write"),
                 resp("EVALSHA", sha["write_unlock"], 2, lock, chan, 1, 30000, owner + ":write"))),
+        ("read lock + unlock over %d locks, module" % LOCKS, CYCLES, [], spread("RWLOCK.READ", "READ")),
+        ("write lock + unlock over %d locks, module" % LOCKS, CYCLES, [], spread("RWLOCK.WRITE", "WRITE")),
         ("HINCRBY +1/-1", CYCLES, [], cycles(resp("HINCRBY", "H", "f", 1), resp("HINCRBY", "H", "f", -1))),
         ("read unlock among 1000 readers, module", UNLOCKS, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, readers_setup, readers_unlocks(True)),
@@ -194,7 +208,7 @@ def main():
     for name, per, setup, work in workloads(scripts):
         n = count(module, scripts, name, per, setup, work)
         unit = "per unlock" if "readers" in name else "per round" if "handoff" in name else "per cycle"
-        print(f"  {name:<44} {n:>12,.0f} {unit}")
+        print(f"  {name:<46} {n:>12,.0f} {unit}")
 
 
 if __name__ == "__main__":

@@ -2,15 +2,19 @@
 //! holder's lease key, a write field. Making a string and freeing it costs
 //! two allocations for a lease key's name, a hit here a hash of its bytes, a
 //! comparison and a reference count. A small table of recent names, each
-//! slot replaced by the next name hashing to it: bounded memory, no
-//! eviction bookkeeping.
+//! slot replaced by the next name hashing to it: bounded memory (at most
+//! 256 strings, some 20 KB), no eviction bookkeeping. Measured by callgrind
+//! with 1, 50 and 1,000 locks in turn (median of three): a read cycle runs
+//! 2.6%, 2.2% and 0.3% fewer server instructions, a write cycle 1.5% and
+//! 0.8% fewer, then 0.5% more (nearly every name a miss).
 
 use std::cell::RefCell;
 use std::ptr;
 
 use redis_module::{raw, RedisString};
 
-const SLOTS: usize = 64;
+/// A power of two: a slot is the top bits of a name's hash.
+const SLOTS: usize = 256;
 
 thread_local! {
     // Module code only ever runs on Redis's main thread. Each slot holds one
@@ -33,7 +37,7 @@ fn slot_of(bytes: &[u8]) -> usize {
     let mut tail = [0; 8];
     tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
     h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
-    (h >> 58) as usize
+    (h >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 /// A reference to the string for `bytes`, shared with the table: the string
