@@ -692,3 +692,83 @@ fn lease_keys_share_their_value_but_never_its_changes() {
         assert_eq!(refcount(&mut c, &lease(owner, 1)), 1, "{owner}");
     }
 }
+
+/// The module keeps recent key names, channels and fields as interned
+/// strings in a table of 256 slots: with four times as many locks, released
+/// in another order than taken, every slot is replaced over and over, and
+/// every command must still name exactly its own keys and channel.
+#[test]
+fn names_past_the_interned_table_stay_exact() {
+    const LOCKS: usize = 1024;
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    enable_keyspace_events(&mut c);
+    let events = Collector::start(&server, &["__keyevent@0__:del", "redisson_rwlock*"]);
+    events.sync(&mut c);
+    let lock = |i: usize| format!("churn:{i}");
+    let owner = |i: usize| format!("{i:04x}-0000-4000-8000-000000000000:{}", i % 7);
+    // Taken in order, released with a stride coprime to LOCKS.
+    let order: Vec<usize> = (0..LOCKS).map(|k| k * 37 % LOCKS).collect();
+    for (mode, command) in [("READ", "RWLOCK.READ"), ("WRITE", "RWLOCK.WRITE")] {
+        let mut take = redis::pipe();
+        for i in 0..LOCKS {
+            take.cmd(command).arg(lock(i)).arg(owner(i)).arg(30_000);
+        }
+        let taken: Vec<Option<i64>> = take.query(&mut c).expect("acquisitions");
+        assert!(taken.iter().all(Option::is_none), "{mode}: {taken:?}");
+        let field = |i: usize| match mode {
+            "READ" => owner(i),
+            _ => format!("{}:write", owner(i)),
+        };
+        for i in 0..LOCKS {
+            let mut expected = vec![
+                ("mode".to_string(), mode.to_lowercase()),
+                (field(i), "1".to_string()),
+            ];
+            expected.sort();
+            assert_eq!(hash(&mut c, &lock(i)), expected, "{mode} lock {i}");
+        }
+        let lease_keys = all_keys(&mut c)
+            .into_iter()
+            .filter(|k| k.contains("rwlock_timeout"))
+            .collect::<std::collections::HashSet<_>>();
+        let expected: std::collections::HashSet<_> = match mode {
+            "READ" => (0..LOCKS)
+                .map(|i| common::timeout_key(&lock(i), &owner(i), 1))
+                .collect(),
+            _ => Default::default(),
+        };
+        let missing: Vec<_> = expected.difference(&lease_keys).take(3).collect();
+        let unexpected: Vec<_> = lease_keys.difference(&expected).take(3).collect();
+        assert!(
+            missing.is_empty() && unexpected.is_empty(),
+            "{mode}: lease keys missing {missing:?}, unexpected {unexpected:?}"
+        );
+        let mut release = redis::pipe();
+        for &i in &order {
+            release
+                .cmd("RWLOCK.UNLOCK")
+                .arg(lock(i))
+                .arg(owner(i))
+                .arg(mode);
+        }
+        let released: Vec<i64> = release.query(&mut c).expect("releases");
+        assert!(released.iter().all(|&r| r == 1), "{mode}: {released:?}");
+        assert_eq!(int(&mut c, &["DBSIZE"]), 0, "{mode}: keys left");
+        // Per release, in release order: the lease key's deletion (reads),
+        // the hash's, then the message on the lock's own channel.
+        let message = if mode == "READ" { "0" } else { "1" };
+        let mut expected = Vec::new();
+        for &i in &order {
+            if mode == "READ" {
+                expected.push((
+                    "__keyevent@0__:del".to_string(),
+                    common::timeout_key(&lock(i), &owner(i), 1),
+                ));
+            }
+            expected.push(("__keyevent@0__:del".to_string(), lock(i)));
+            expected.push((common::channel(&lock(i)), message.to_string()));
+        }
+        assert_eq!(events_str(&events.sync(&mut c)), expected, "{mode}");
+    }
+}
