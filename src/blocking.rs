@@ -32,7 +32,7 @@ use crate::core::lock::Mode;
 use crate::core::names::LockNames;
 use crate::core::queue::{self, Served, Ticket};
 use crate::core::store::Store;
-use crate::keyspace::RedisStore;
+use crate::keyspace::{server_ms, RedisStore};
 use crate::leases;
 use crate::metrics;
 use crate::subscription;
@@ -413,11 +413,6 @@ impl Registry {
     }
 }
 
-fn now_ms() -> i64 {
-    // SAFETY: a plain read of the server's clock, from the main thread.
-    unsafe { raw::RedisModule_Milliseconds.expect("Milliseconds")() }
-}
-
 /// Makes the agenda's timer fire by the first entry. A timer set earlier,
 /// for an entry dropped since, is kept: it finds nothing due and arms the
 /// next.
@@ -435,7 +430,7 @@ fn arm_agenda(ctx: &Context) {
         // It may have fired already; then there is nothing to stop.
         let _ = ctx.stop_timer::<Agenda>(timer);
     }
-    let now = now_ms();
+    let now = server_ms();
     let delay = (at - now).max(0);
     let timer = ctx.create_timer(Duration::from_millis(delay as u64), on_agenda, Agenda);
     with(|r| r.agenda_timer = Some((timer, now + delay)));
@@ -443,7 +438,7 @@ fn arm_agenda(ctx: &Context) {
 
 /// Serves what has fallen due, then arms the timer for the next entry.
 fn on_agenda(ctx: &Context, _: Agenda) {
-    let now = now_ms();
+    let now = server_ms();
     let due = with(|r| {
         r.agenda_timer = None;
         let later = r.agenda.split_off(&(now + 1, 0));

@@ -449,6 +449,13 @@ impl<'c> RedisStore<'c> {
     }
 }
 
+/// The server's clock in Unix milliseconds, the one lock deadlines are set
+/// by: a store reads it once per command, timers each time they fire.
+pub fn server_ms() -> i64 {
+    // SAFETY: a plain read of the server's clock, from the main thread.
+    unsafe { raw::RedisModule_Milliseconds.expect("Milliseconds")() }
+}
+
 impl Drop for RedisStore<'_> {
     fn drop(&mut self) {
         let inline = self.open.iter_mut().filter_map(Option::take);
@@ -462,10 +469,7 @@ impl Drop for RedisStore<'_> {
 
 impl Store for RedisStore<'_> {
     fn now_ms(&mut self) -> i64 {
-        // SAFETY: a plain clock read.
-        *self.now.get_or_insert_with(|| unsafe {
-            raw::RedisModule_Milliseconds.expect("Milliseconds")()
-        })
+        *self.now.get_or_insert_with(server_ms)
     }
 
     fn kind(&mut self, key: &[u8]) -> KeyKind {
