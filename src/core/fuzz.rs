@@ -27,7 +27,7 @@ use proptest::prelude::*;
 
 use super::error::MAX_MILLIS;
 use super::lock::{
-    force_unlock, info, parse_count, read_lock, renew, unlock, write_lock, Mode, Request,
+    force_unlock, info, parse_count, parse_i64, read_lock, renew, unlock, write_lock, Mode, Request,
 };
 use super::memstore::{MemStore, Value};
 use super::names::{LockNames, MODE_FIELD, WRITE_SUFFIX};
@@ -336,5 +336,23 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(20000)))]
+
+    /// Accepted exactly when the bytes are an i64 as Rust prints it (the
+    /// canonical form `string2ll` accepts), with that value.
+    #[test]
+    fn parse_i64_accepts_exactly_canonical_decimals(
+        text in prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            "-?[0-9]{1,20}",
+            "[-+0-9 .x]{0,22}",
+        ]
+    ) {
+        let canonical = text.parse::<i64>().ok().filter(|n| n.to_string() == text);
+        prop_assert_eq!(parse_i64(text.as_bytes()), canonical, "{:?}", text);
     }
 }

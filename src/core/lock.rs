@@ -143,18 +143,30 @@ fn one_more(held: i64) -> Result<i64, LockError> {
 }
 
 /// Strict decimal parsing, as Redis's `string2ll`: no sign but `-`, no
-/// leading zeros, no spaces.
+/// leading zeros, no spaces. One pass: every lock command parses a count.
 pub fn parse_i64(value: &[u8]) -> Option<i64> {
-    let digits = value.strip_prefix(b"-").unwrap_or(value);
-    let canonical = match digits {
-        [] => false,
-        [b'0'] => value.len() == 1,
-        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
+    let (negative, digits) = match value.strip_prefix(b"-") {
+        Some(digits) => (true, digits),
+        None => (false, value),
     };
-    if !canonical {
-        return None;
+    match digits {
+        [] | [b'0', _, ..] => return None,
+        [b'0'] => return (!negative).then_some(0),
+        _ => {}
     }
-    std::str::from_utf8(value).ok()?.parse().ok()
+    // Summed as a negative number: i64::MIN has no positive counterpart.
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if negative {
+        Some(n)
+    } else {
+        n.checked_neg()
+    }
 }
 
 fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {
