@@ -72,9 +72,11 @@ fn is(arg: &impl Arg, word: &str) -> bool {
 }
 
 fn mode(arg: &impl Arg) -> Result<Mode, RedisError> {
-    if is(arg, "READ") {
+    // Each look at an argument's bytes is a call into Redis: one here.
+    let word = arg.bytes();
+    if word.eq_ignore_ascii_case(b"READ") {
         Ok(Mode::Read)
-    } else if is(arg, "WRITE") {
+    } else if word.eq_ignore_ascii_case(b"WRITE") {
         Ok(Mode::Write)
     } else {
         Err(RedisError::Str(ERR_SYNTAX))
@@ -82,8 +84,9 @@ fn mode(arg: &impl Arg) -> Result<Mode, RedisError> {
 }
 
 fn owner(arg: &impl Arg) -> Result<&[u8], RedisError> {
-    check_owner(arg.bytes()).map_err(lock_error)?;
-    Ok(arg.bytes())
+    let owner = arg.bytes();
+    check_owner(owner).map_err(lock_error)?;
+    Ok(owner)
 }
 
 /// `lock owner lease`: RENEW, and the start of READ and WRITE.
@@ -154,10 +157,14 @@ pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
     };
     let mut rest = &args[4..];
     while let Some(option) = rest.first() {
-        if is(option, "LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
+        let option = option.bytes();
+        if option.eq_ignore_ascii_case(b"LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
             parsed.lease = Some(lease(&rest[1])?);
             rest = &rest[2..];
-        } else if is(option, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
+        } else if option.eq_ignore_ascii_case(b"REQUEST")
+            && parsed.request.is_none()
+            && rest.len() >= 3
+        {
             let id = rest[1].bytes();
             if id.is_empty() {
                 return Err(RedisError::Str(ERR_REQUEST_ID));
