@@ -16,11 +16,35 @@ use redis_module::{raw, RedisString};
 /// A power of two: a slot is the top bits of a name's hash.
 const SLOTS: usize = 256;
 
+/// One slot: a string and its bytes, kept beside it so that a lookup
+/// compares without a call into Redis.
+#[derive(Clone, Copy)]
+struct Slot {
+    string: *mut raw::RedisModuleString,
+    bytes: *const u8,
+    len: usize,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        string: ptr::null_mut(),
+        bytes: ptr::null(),
+        len: 0,
+    };
+
+    fn holds(&self, bytes: &[u8]) -> bool {
+        // SAFETY: a filled slot's bytes belong to its string, which the slot
+        // keeps a reference of and nobody changes.
+        !self.string.is_null()
+            && self.len == bytes.len()
+            && unsafe { std::slice::from_raw_parts(self.bytes, self.len) } == bytes
+    }
+}
+
 thread_local! {
     // Module code only ever runs on Redis's main thread. Each slot holds one
-    // reference of its string; null is an empty slot.
-    static TABLE: RefCell<[*mut raw::RedisModuleString; SLOTS]> =
-        const { RefCell::new([ptr::null_mut(); SLOTS]) };
+    // reference of its string; a null string is an empty slot.
+    static TABLE: RefCell<[Slot; SLOTS]> = const { RefCell::new([Slot::EMPTY; SLOTS]) };
 }
 
 /// FxHash-style mixing, eight bytes at a time: names differ in their tails
@@ -48,18 +72,25 @@ pub fn string(bytes: &[u8]) -> RedisString {
     TABLE.with(|table| {
         let mut table = table.borrow_mut();
         let held = table[slot];
-        if !held.is_null() && RedisString::string_as_slice(held) == bytes {
+        if held.holds(bytes) {
             // Takes a reference of its own (RetainString with no context).
-            return RedisString::new(None, held);
+            return RedisString::new(None, held.string);
         }
         let fresh = RedisString::create_from_slice(ptr::null_mut(), bytes);
-        if !held.is_null() {
+        if !held.string.is_null() {
             // SAFETY: the slot's own reference, taken when it was filled and
             // released once, here; users of the string hold their own.
-            unsafe { raw::RedisModule_FreeString.expect("FreeString")(ptr::null_mut(), held) };
+            unsafe {
+                raw::RedisModule_FreeString.expect("FreeString")(ptr::null_mut(), held.string)
+            };
         }
         raw::string_retain_string(ptr::null_mut(), fresh.inner);
-        table[slot] = fresh.inner;
+        let own = RedisString::string_as_slice(fresh.inner);
+        table[slot] = Slot {
+            string: fresh.inner,
+            bytes: own.as_ptr(),
+            len: own.len(),
+        };
         fresh
     })
 }
