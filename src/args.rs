@@ -67,16 +67,17 @@ pub fn names(arg: &impl Arg) -> Result<LockNames<'_>, RedisError> {
     LockNames::new(arg.bytes()).map_err(lock_error)
 }
 
-fn is(arg: &impl Arg, word: &str) -> bool {
-    arg.bytes().eq_ignore_ascii_case(word.as_bytes())
+/// Whether an argument's bytes, fetched once by the caller (each fetch is a
+/// call into Redis), are `keyword` in any case.
+fn is(word: &[u8], keyword: &str) -> bool {
+    word.eq_ignore_ascii_case(keyword.as_bytes())
 }
 
 fn mode(arg: &impl Arg) -> Result<Mode, RedisError> {
-    // Each look at an argument's bytes is a call into Redis: one here.
     let word = arg.bytes();
-    if word.eq_ignore_ascii_case(b"READ") {
+    if is(word, "READ") {
         Ok(Mode::Read)
-    } else if word.eq_ignore_ascii_case(b"WRITE") {
+    } else if is(word, "WRITE") {
         Ok(Mode::Write)
     } else {
         Err(RedisError::Str(ERR_SYNTAX))
@@ -122,7 +123,7 @@ pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
         }),
         [head @ .., option, ms] if head.len() == 4 => {
             let lock = owner_lease(head)?;
-            if !is(option, "BLOCK") {
+            if !is(option.bytes(), "BLOCK") {
                 return Err(RedisError::Str(ERR_SYNTAX));
             }
             Ok(Acquire {
@@ -158,13 +159,10 @@ pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
     let mut rest = &args[4..];
     while let Some(option) = rest.first() {
         let option = option.bytes();
-        if option.eq_ignore_ascii_case(b"LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
+        if is(option, "LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
             parsed.lease = Some(lease(&rest[1])?);
             rest = &rest[2..];
-        } else if option.eq_ignore_ascii_case(b"REQUEST")
-            && parsed.request.is_none()
-            && rest.len() >= 3
-        {
+        } else if is(option, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
             let id = rest[1].bytes();
             if id.is_empty() {
                 return Err(RedisError::Str(ERR_REQUEST_ID));
