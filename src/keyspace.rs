@@ -63,11 +63,16 @@ thread_local! {
     });
 }
 
+/// The string made once for `bytes`, one of [`CONSTANT_TEXTS`].
+pub fn constant(bytes: &[u8]) -> Option<*mut raw::RedisModuleString> {
+    constant_index(bytes).map(|i| CONSTANTS.with(|c| c[i]))
+}
+
 /// A string for `bytes`: a constant when there is one, else a reference to
 /// an interned one that lives as long as the returned guard.
 fn string(bytes: &[u8]) -> Str {
-    match constant_index(bytes) {
-        Some(i) => Str::Borrowed(CONSTANTS.with(|c| c[i])),
+    match constant(bytes) {
+        Some(s) => Str::Borrowed(s),
         None => Str::Owned(interned::string(bytes)),
     }
 }

@@ -6,7 +6,7 @@
 use crate::common::{self, Server};
 use crate::load::{self, Request, Throughput};
 use crate::report::{median, Report, Settings, Target};
-use crate::resp::{command, Expect};
+use crate::resp::{command, Conn, Expect, Reply, Value};
 use crate::scripts::Scripts;
 
 pub const CLIENTS: usize = 50;
@@ -39,7 +39,10 @@ struct Names {
 }
 
 fn names(client: usize) -> Names {
-    let lock = format!("bench:cycle:{client}");
+    named(format!("bench:cycle:{client}"), client)
+}
+
+fn named(lock: String, client: usize) -> Names {
     let owner = format!("c{client}-0000-4000-8000-000000000000:1");
     Names {
         write_field: format!("{owner}:write"),
@@ -180,6 +183,98 @@ fn multi(kind: Kind, n: &Names) -> Vec<Request> {
     }
 }
 
+/// The layout's floor: only the Redis calls the cycle cannot avoid on
+/// Redisson's keys (the `layout-floor` build's commands, see src/floor.rs).
+fn layout_floor(kind: Kind, n: &Names) -> Vec<Request> {
+    match kind {
+        Kind::Read => {
+            let lease_key = format!("{}:1", n.timeout_prefix);
+            vec![
+                Request::new(
+                    command(&["RWLOCK.FLOOR.READ", &n.lock, &n.owner, &lease_key, LEASE]),
+                    vec![Expect::Nil],
+                ),
+                Request::new(
+                    command(&[
+                        "RWLOCK.FLOOR.UNLOCK",
+                        &n.lock,
+                        &n.channel,
+                        &n.owner,
+                        &lease_key,
+                    ]),
+                    vec![Expect::Int(1)],
+                ),
+            ]
+        }
+        Kind::Write => vec![
+            Request::new(
+                command(&["RWLOCK.FLOOR.WRITE", &n.lock, &n.write_field, LEASE]),
+                vec![Expect::Nil],
+            ),
+            Request::new(
+                command(&["RWLOCK.FLOOR.UNLOCK", &n.lock, &n.channel, &n.write_field]),
+                vec![Expect::Int(1)],
+            ),
+        ],
+    }
+}
+
+/// Whether the server's module was built with the layout's floor.
+fn has_layout_floor(port: u16) -> bool {
+    match Conn::connect(port).call(&["RWLOCK.FLOOR.UNLOCK"]) {
+        Reply::Error(e) => !e.contains("unknown command"),
+        other => panic!("RWLOCK.FLOOR.UNLOCK without arguments replied {other:?}"),
+    }
+}
+
+/// What a cycle's keys hold: the hash's fields, whether it has a deadline,
+/// whether the lease key exists.
+fn lock_state(c: &mut Conn, n: &Names) -> (Value, bool, Value) {
+    let mut value = |args: &[&str]| {
+        c.send(&command(args));
+        c.recv_value()
+    };
+    let ttl = match value(&["PTTL", &n.lock]) {
+        Value::Int(ms) => ms,
+        other => panic!("PTTL gave {other:?}"),
+    };
+    let lease_key = format!("{}:1", n.timeout_prefix);
+    (
+        value(&["HGETALL", &n.lock]),
+        ttl > 0,
+        value(&["EXISTS", &lease_key]),
+    )
+}
+
+/// Before anything is measured: the floor's commands must leave the keys
+/// the module's leave, and remove them, so that its figures stand for the
+/// same work.
+fn check_layout_floor(port: u16) {
+    let mut c = Conn::connect(port);
+    let run = |c: &mut Conn, r: &Request| {
+        c.send(&r.bytes);
+        for e in &r.expect {
+            e.require(&c.recv(), "layout floor check");
+        }
+    };
+    for kind in [Kind::Read, Kind::Write] {
+        let module_names = names(CLIENTS);
+        let floor_names = named(format!("bench:floor-check:{CLIENTS}"), CLIENTS);
+        let by_module = module(kind, &module_names);
+        let by_floor = layout_floor(kind, &floor_names);
+        for (step, (m, f)) in by_module.iter().zip(&by_floor).enumerate() {
+            run(&mut c, m);
+            run(&mut c, f);
+            assert_eq!(
+                lock_state(&mut c, &module_names),
+                lock_state(&mut c, &floor_names),
+                "{} cycle, step {step}: the layout floor leaves other keys than the module",
+                kind.label()
+            );
+        }
+    }
+}
+
 /// The floor: one native command per request.
 fn hincrby(client: usize) -> Vec<Request> {
     let key = format!("bench:floor:{client}");
@@ -195,10 +290,17 @@ struct Variant {
     cycles: Vec<Vec<Request>>,
 }
 
-fn variants(s: &Scripts) -> Vec<Variant> {
+fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
     let mut out = Vec::new();
     for kind in [Kind::Read, Kind::Write] {
         let all: Vec<Names> = (0..CLIENTS).map(names).collect();
+        if with_layout_floor {
+            out.push(Variant {
+                name: "layout floor",
+                kind: Some(kind),
+                cycles: all.iter().map(|n| layout_floor(kind, n)).collect(),
+            });
+        }
         out.push(Variant {
             name: "module",
             kind: Some(kind),
@@ -224,7 +326,13 @@ fn variants(s: &Scripts) -> Vec<Variant> {
 }
 
 pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
-    let variants = variants(scripts);
+    let with_layout_floor = has_layout_floor(server.port);
+    if with_layout_floor {
+        check_layout_floor(server.port);
+    } else {
+        println!("  (no layout floor: the module was built without the layout-floor feature)");
+    }
+    let variants = variants(scripts, with_layout_floor);
     let index = |name: &str, kind: Option<Kind>| {
         variants
             .iter()
@@ -298,18 +406,19 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
             let module = index("module", Some(kind));
             let script = index("EVALSHA", Some(kind));
             let multi = index("MULTI/EXEC", Some(kind));
-            for (name, i) in [
+            let layout = with_layout_floor.then(|| index("layout floor", Some(kind)));
+            let shown: Vec<(&str, usize)> = [
                 ("module", module),
                 ("EVALSHA", script),
                 ("MULTI/EXEC", multi),
-            ] {
+            ]
+            .into_iter()
+            .chain(layout.map(|i| ("layout floor", i)))
+            .collect();
+            for &(name, i) in &shown {
                 report.value(section, &case, name, rate(i), "cycles/s");
             }
-            for (name, i) in [
-                ("module", module),
-                ("EVALSHA", script),
-                ("MULTI/EXEC", multi),
-            ] {
+            for &(name, i) in &shown {
                 report.value(section, &case, name, cpu(i), "server us/cycle");
             }
             let target = |t: f64| (depth == 16).then_some(Target::AtLeast(t));
@@ -348,6 +457,31 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
                 cpu_ratio(module, floor),
                 None,
             );
+            if let Some(layout) = layout {
+                // What the layout leaves any implementation, and how close
+                // the module comes to it.
+                report.ratio(
+                    section,
+                    &case,
+                    "layout floor / HINCRBY",
+                    ratio(layout, floor),
+                    None,
+                );
+                report.ratio(
+                    section,
+                    &case,
+                    "layout floor / EVALSHA",
+                    ratio(layout, script),
+                    None,
+                );
+                report.ratio(
+                    section,
+                    &case,
+                    "module / layout floor",
+                    ratio(module, layout),
+                    None,
+                );
+            }
         }
     }
 }
