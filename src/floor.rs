@@ -15,7 +15,7 @@ use redis_module::{raw, Context, RedisError, RedisResult, RedisValue};
 use crate::args::{self, ArgString};
 use crate::core::lock::{Mode, READ_RELEASED, WRITE_RELEASED};
 use crate::core::names::MODE_FIELD;
-use crate::keyspace::{constant, server_ms};
+use crate::keyspace::{constant, open_raw, server_ms};
 
 const ONE: &[u8] = b"1";
 
@@ -24,14 +24,7 @@ fn text(bytes: &[u8]) -> *mut raw::RedisModuleString {
 }
 
 fn open(ctx: &Context, name: &ArgString) -> *mut raw::RedisModuleKey {
-    // SAFETY: the running command's context and one of its arguments.
-    unsafe {
-        raw::RedisModule_OpenKey.expect("OpenKey")(
-            ctx.get_raw(),
-            name.ptr(),
-            (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
-        )
-    }
+    open_raw(ctx, name.ptr(), true)
 }
 
 /// A new lock hash `{mode: mode, field: 1}` that expires at `deadline`.

@@ -162,7 +162,7 @@ pub struct RedisStore<'c> {
     classes: Option<c_int>,
 }
 
-fn open_raw(
+pub fn open_raw(
     ctx: &Context,
     name: *mut raw::RedisModuleString,
     writable: bool,

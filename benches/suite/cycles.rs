@@ -34,6 +34,8 @@ struct Names {
     owner: String,
     write_field: String,
     timeout_prefix: String,
+    /// The lease key of the owner's first read hold.
+    lease_key: String,
     key_prefix: String,
     channel: String,
 }
@@ -44,9 +46,11 @@ fn names(client: usize) -> Names {
 
 fn named(lock: String, client: usize) -> Names {
     let owner = format!("c{client}-0000-4000-8000-000000000000:1");
+    let timeout_prefix = format!("{}:{owner}:rwlock_timeout", common::prefix_of(&lock));
     Names {
         write_field: format!("{owner}:write"),
-        timeout_prefix: format!("{}:{owner}:rwlock_timeout", common::prefix_of(&lock)),
+        lease_key: format!("{timeout_prefix}:1"),
+        timeout_prefix,
         key_prefix: common::prefix_of(&lock),
         channel: common::channel(&lock),
         lock,
@@ -135,12 +139,11 @@ fn transaction(commands: &[Vec<&str>]) -> Request {
 
 /// The commands the seed scripts run on this path, in one MULTI/EXEC each.
 fn multi(kind: Kind, n: &Names) -> Vec<Request> {
-    let timeout_key = format!("{}:1", n.timeout_prefix);
     let (l, o, w, t) = (
         &n.lock[..],
         &n.owner[..],
         &n.write_field[..],
-        &timeout_key[..],
+        &n.lease_key[..],
     );
     match kind {
         Kind::Read => vec![
@@ -188,10 +191,9 @@ fn multi(kind: Kind, n: &Names) -> Vec<Request> {
 fn layout_floor(kind: Kind, n: &Names) -> Vec<Request> {
     match kind {
         Kind::Read => {
-            let lease_key = format!("{}:1", n.timeout_prefix);
             vec![
                 Request::new(
-                    command(&["RWLOCK.FLOOR.READ", &n.lock, &n.owner, &lease_key, LEASE]),
+                    command(&["RWLOCK.FLOOR.READ", &n.lock, &n.owner, &n.lease_key, LEASE]),
                     vec![Expect::Nil],
                 ),
                 Request::new(
@@ -200,7 +202,7 @@ fn layout_floor(kind: Kind, n: &Names) -> Vec<Request> {
                         &n.lock,
                         &n.channel,
                         &n.owner,
-                        &lease_key,
+                        &n.lease_key,
                     ]),
                     vec![Expect::Int(1)],
                 ),
@@ -238,11 +240,10 @@ fn lock_state(c: &mut Conn, n: &Names) -> (Value, bool, Value) {
         Value::Int(ms) => ms,
         other => panic!("PTTL gave {other:?}"),
     };
-    let lease_key = format!("{}:1", n.timeout_prefix);
     (
         value(&["HGETALL", &n.lock]),
         ttl > 0,
-        value(&["EXISTS", &lease_key]),
+        value(&["EXISTS", &n.lease_key]),
     )
 }
 
