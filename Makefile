@@ -1,6 +1,8 @@
 # rwlock: Redis module (librwlock.so) with Redisson's read-write lock as native commands.
 #
-#   make deps    install missing system packages (redis-server, redis-cli, libclang)
+#   make deps    install missing system packages (redis-server, redis-cli, and
+#                libclang-dev unless docker/probe-libclang.sh finds the libclang
+#                bindgen loads, with clang's headers)
 #                and redis-py (for examples/python)
 #   make build   docker/build-module.sh (cargo build --release --locked)
 #                -> target/release/librwlock.so
@@ -40,13 +42,13 @@ deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-cli"; \
-	if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 \
-	   && ! dpkg -s libclang-dev >/dev/null 2>&1; then missing="$$missing libclang"; fi; \
+	$(ROOT)/docker/probe-libclang.sh >/dev/null 2>&1 || missing="$$missing libclang"; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: missing:$$missing; installing with apt-get"; \
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y libclang-dev redis-server redis-tools; \
 	fi; \
+	$(ROOT)/docker/probe-libclang.sh >/dev/null || { echo "deps: bindgen will find no usable libclang (see above)" >&2; exit 1; }; \
 	command -v $(CARGO) >/dev/null 2>&1 || { echo "deps: $(CARGO) not found; install Rust (https://rustup.rs)" >&2; exit 1; }
 	@# Python 3 and redis-py, for examples/python (run by the tests).
 	@command -v python3 >/dev/null 2>&1 || { \
