@@ -74,7 +74,7 @@ run: build
 lint: deps
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy || true
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
-	cd $(ROOT) && $(CARGO) clippy --release --all-targets --all-features -- -D warnings
+	cd $(ROOT) && $(CARGO) clippy --release --all-targets -- -D warnings
 	cd $(ROOT) && $(CARGO) fmt --all -- --check
 
 test: deps build lint
@@ -85,16 +85,12 @@ test: deps build lint
 
 BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
-# The bench's module: this source with the layout's floor (feature
-# layout-floor, src/floor.rs), built in a target directory of its own so that
-# target/release keeps the production build. Any other librwlock.so works,
-# without the floor's rows.
-BENCH_MODULE ?= $(ROOT)/target/floor/release/librwlock.so
+# The module the bench measures: this build, or any other librwlock.so.
+BENCH_MODULE ?= $(RWLOCK_MODULE)
 
 # The chart needs matplotlib: the system's if it has one, else a venv under
 # $(BENCH_OUT) (pip, once). Without either the figures are still in the CSV.
 bench: build
-	cd $(ROOT) && $(CARGO) build --release --locked --features layout-floor --target-dir $(ROOT)/target/floor
 	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
 	@py=python3; \
 	if ! python3 -c 'import matplotlib' 2>/dev/null; then \

@@ -11,8 +11,6 @@ use crate::config;
 use crate::core::lock::{self, Acquire, LockInfo, Mode};
 use crate::core::queue;
 use crate::core::store::Store;
-#[cfg(feature = "layout-floor")]
-use crate::floor;
 use crate::keyspace::RedisStore;
 use crate::metrics;
 
@@ -53,25 +51,10 @@ const COMMANDS: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 6] = [
     (c"rwlock.info", Some(entry!(info)), c"readonly"),
 ];
 
-/// The layout's floor for the benchmarks (see `floor`).
-#[cfg(feature = "layout-floor")]
-const FLOOR_COMMANDS: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 3] = [
-    (c"rwlock.floor.read", Some(entry!(floor::read)), c"write"),
-    (c"rwlock.floor.write", Some(entry!(floor::write)), c"write"),
-    (
-        c"rwlock.floor.unlock",
-        Some(entry!(floor::unlock)),
-        c"write",
-    ),
-];
-
-#[cfg(not(feature = "layout-floor"))]
-const FLOOR_COMMANDS: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 0] = [];
-
 /// Registers the commands. Done here rather than by the crate's command
 /// table, whose entry points copy and retain every argument first.
 pub fn register(ctx: &Context) -> Result<(), String> {
-    for (name, entry, flags) in COMMANDS.into_iter().chain(FLOOR_COMMANDS) {
+    for (name, entry, flags) in COMMANDS {
         // SAFETY: a loading module's context and NUL-terminated literals.
         let status = unsafe {
             raw::RedisModule_CreateCommand.expect("CreateCommand")(

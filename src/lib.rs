@@ -11,8 +11,6 @@ mod blocking;
 mod commands;
 mod config;
 mod docs;
-#[cfg(feature = "layout-floor")]
-mod floor;
 mod interned;
 mod keyspace;
 mod leases;
