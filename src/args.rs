@@ -4,11 +4,12 @@
 
 use redis_module::{raw, RedisError, RedisString};
 
-use crate::core::error::{
+use crate::engine::error::{
     LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, MAX_MILLIS,
 };
-use crate::core::lock::{parse_i64, Mode, Request};
-use crate::core::names::{check_owner, LockNames};
+use crate::engine::int::parse_i64;
+use crate::engine::names::{check_owner, LockNames};
+use crate::engine::rwlock::{Mode, Request};
 
 pub fn lock_error(e: LockError) -> RedisError {
     RedisError::Str(e.message())

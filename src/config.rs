@@ -8,9 +8,10 @@ use std::sync::Mutex;
 
 use redis_module::RedisString;
 
-use crate::core::error::MAX_MILLIS;
-use crate::core::lock::{parse_i64, MAX_HOLDS};
-use crate::leases::LEASE_INDEX_FROM;
+use crate::engine::error::MAX_MILLIS;
+use crate::engine::int::parse_i64;
+use crate::engine::rwlock::MAX_HOLDS;
+use crate::keyspace::leases::LEASE_INDEX_FROM;
 
 pub use fairness::Fairness;
 pub use publish::PublishMode;

@@ -1,32 +1,32 @@
-//! rwlock: Redisson's reentrant read-write lock as native Redis commands.
+//! rwlock: Redisson's locks as native Redis commands.
 //!
-//! `core` is the pure lock engine; the other modules are the thin shell that
-//! binds it to a live server.
+//! `engine` is the pure lock engine; the other modules are the thin shell
+//! that binds it to a live server, in one direction: parse (`args`) →
+//! decide (`engine`) → apply (`keyspace`, `effects`) → wake waiters
+//! (`waiting`). Server events arrive in `events`; every call into Redis's C
+//! API goes through `server`. docs/design.md describes the layers.
 
-pub mod core;
+pub mod engine;
 
 mod alloc;
 mod args;
-mod blocking;
 mod commands;
 mod config;
-mod docs;
-mod interned;
+mod effects;
+mod events;
+mod info;
 mod keyspace;
-mod leases;
 mod metrics;
-mod notify;
-mod observers;
-mod publish;
-mod replicate;
-mod subscription;
+mod server;
+mod waiting;
 
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::raw::ModuleOptions;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 
-use crate::core::error::MAX_MILLIS;
-use crate::core::lock::MAX_HOLDS;
+use crate::engine::error::MAX_MILLIS;
+use crate::engine::rwlock::MAX_HOLDS;
+use crate::keyspace::leases;
 
 /// `MODULE LIST`'s version: major * 10000 + minor * 100 + patch.
 const MODULE_VERSION: i32 = {
@@ -48,10 +48,7 @@ const MODULE_VERSION: i32 = {
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let ready = config::apply_module_args(args)
         .and_then(|()| commands::register(ctx))
-        .and_then(|()| docs::register(ctx))
-        .and_then(|()| blocking::subscribe(ctx).map_err(String::from))
-        .and_then(|()| leases::subscribe(ctx).map_err(String::from))
-        .and_then(|()| observers::init(ctx).map_err(String::from));
+        .and_then(|()| events::subscribe(ctx).map_err(String::from));
     if let Err(e) = ready {
         ctx.log_warning(&format!("rwlock: {e}"));
         return Status::Err;
@@ -59,8 +56,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Keys are opened writable before the command knows whether it writes,
     // so the store signals the keys it changed itself (WATCH, tracking).
     ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+    effects::observers::init(ctx);
     // Replaces the crate's own INFO handler, which has no sections of ours.
-    raw::register_info_function(ctx.get_raw(), Some(metrics::info));
+    raw::register_info_function(ctx.get_raw(), Some(info::info));
     Status::Ok
 }
 
@@ -72,7 +70,7 @@ redis_module! {
     init: init,
     // Registered by `commands::register`, with argument-free entry points.
     commands: [],
-    // Keyspace events: subscribed to on first need, see `subscription`.
+    // Keyspace events: subscribed to on first need, see `events`.
     event_handlers: [],
     configurations: [
         i64: [

@@ -13,11 +13,11 @@ use proptest::prelude::*;
 use redis_module::RedisError;
 
 use super::{acquire, force_unlock, lock_only, owner_lease, unlock, Arg};
-use crate::core::error::{
+use crate::engine::error::{
     ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL,
 };
-use crate::core::lock::Mode;
-use crate::core::names::LockNames;
+use crate::engine::names::LockNames;
+use crate::engine::rwlock::Mode;
 
 impl Arg for Vec<u8> {
     fn bytes(&self) -> &[u8] {

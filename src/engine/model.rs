@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::lock::{self, Acquire, Mode, Request, Unlocked};
 use super::memstore::{MemStore, Value};
 use super::names::{write_field, LockNames};
+use super::rwlock::{self, Acquire, Mode, Request, Unlocked};
 
 /// SplitMix64: a tiny deterministic generator, so a failing seed replays.
 pub struct Rng(u64);
@@ -363,17 +363,20 @@ fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
     };
     match *op {
         Op::Read(l, o, lease) => {
-            acquire(lock::read_lock(s, &names(l), OWNERS[o].as_bytes(), lease))
+            acquire(rwlock::read_lock(s, &names(l), OWNERS[o].as_bytes(), lease))
         }
-        Op::Write(l, o, lease) => {
-            acquire(lock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease))
-        }
+        Op::Write(l, o, lease) => acquire(rwlock::write_lock(
+            s,
+            &names(l),
+            OWNERS[o].as_bytes(),
+            lease,
+        )),
         Op::Unlock(l, o, mode, lease, req) => {
             let req = req.map(|r| Request {
                 id: REQUESTS[r].as_bytes(),
                 ttl: lease,
             });
-            match lock::unlock(s, &names(l), OWNERS[o].as_bytes(), mode, lease, req)
+            match rwlock::unlock(s, &names(l), OWNERS[o].as_bytes(), mode, lease, req)
                 .expect("no error")
             {
                 Unlocked::Replayed(v) => Reply::Replayed(v),
@@ -381,12 +384,12 @@ fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
             }
         }
         Op::Renew(l, o, lease) => Reply::Int(
-            lock::renew(s, &names(l), OWNERS[o].as_bytes(), lease)
+            rwlock::renew(s, &names(l), OWNERS[o].as_bytes(), lease)
                 .expect("no error")
                 .into(),
         ),
         Op::Force(l, only) => Reply::Int(
-            lock::force_unlock(s, &names(l), only)
+            rwlock::force_unlock(s, &names(l), only)
                 .expect("no error")
                 .into(),
         ),
@@ -539,13 +542,13 @@ fn run_any(s: &mut MemStore, op: &Op) -> String {
         Op::Read(l, o, lease) => {
             format!(
                 "{:?}",
-                lock::read_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
+                rwlock::read_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
             )
         }
         Op::Write(l, o, lease) => {
             format!(
                 "{:?}",
-                lock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
+                rwlock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
             )
         }
         Op::Unlock(l, o, mode, lease, req) => {
@@ -556,16 +559,16 @@ fn run_any(s: &mut MemStore, op: &Op) -> String {
             let names = names(l);
             format!(
                 "{:?}",
-                lock::unlock(s, &names, OWNERS[o].as_bytes(), mode, lease, req)
+                rwlock::unlock(s, &names, OWNERS[o].as_bytes(), mode, lease, req)
             )
         }
         Op::Renew(l, o, lease) => {
             format!(
                 "{:?}",
-                lock::renew(s, &names(l), OWNERS[o].as_bytes(), lease)
+                rwlock::renew(s, &names(l), OWNERS[o].as_bytes(), lease)
             )
         }
-        Op::Force(l, only) => format!("{:?}", lock::force_unlock(s, &names(l), only)),
+        Op::Force(l, only) => format!("{:?}", rwlock::force_unlock(s, &names(l), only)),
         Op::Advance(ms) => {
             s.advance(ms);
             String::new()

@@ -1,7 +1,8 @@
-//! What `COMMAND DOCS` and `COMMAND INFO` tell about each command: summary,
-//! complexity, debut version, arity, the lock key's spec and the arguments,
-//! given to Redis with `RedisModule_SetCommandInfo` (Redis 7.0+). Clients
-//! such as redis-cli 7.2+ build their argument hints from these docs.
+//! What `COMMAND DOCS` and `COMMAND INFO` tell about each command of the
+//! table: summary, complexity, debut version, arity, the lock key's spec and
+//! the arguments, given to Redis with `RedisModule_SetCommandInfo` (Redis
+//! 7.0+). Clients such as redis-cli 7.2+ build their argument hints from
+//! these docs; the README's command list is checked against `syntax`.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -9,11 +10,28 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
+use crate::server::{self, CommandFn};
+
 /// The module version in which every command below first appeared.
 const SINCE: &CStr = c"0.1.0";
 
+/// One command of the table.
+pub struct Command {
+    pub name: &'static CStr,
+    pub entry: CommandFn,
+    /// `blocking`: `BLOCK` may park the client.
+    pub flags: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Redis's convention: N exactly, -N at least N (the name included).
+    pub arity: c_int,
+    /// The lock name, argument 1, is the only key a command is given.
+    pub key: KeyFlags,
+    pub args: Vec<Arg>,
+}
+
 /// The kinds of argument the commands take.
-enum Kind {
+pub enum Kind {
     /// The lock name: the command's one declared key.
     Key,
     Str,
@@ -26,16 +44,16 @@ enum Kind {
     Block(Vec<Arg>),
 }
 
-struct Arg {
-    name: &'static CStr,
-    kind: Kind,
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: Kind,
     /// The keyword in front of the value (`BLOCK ms`); None for positional.
-    token: Option<&'static CStr>,
-    optional: bool,
-    summary: &'static CStr,
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+    pub summary: &'static CStr,
 }
 
-fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
+pub fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
     Arg {
         name,
         kind,
@@ -45,7 +63,7 @@ fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
     }
 }
 
-fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
+pub fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
     arg.token = Some(token);
     arg.optional = true;
     arg
@@ -53,11 +71,11 @@ fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
 
 /// An optional `KEYWORD milliseconds`, named as Redis's own commands name
 /// such values (`SET … PX milliseconds`), which is what hints show.
-fn millis(token: &'static CStr, summary: &'static CStr) -> Arg {
+pub fn millis(token: &'static CStr, summary: &'static CStr) -> Arg {
     optional(token, arg(c"milliseconds", Kind::Int, summary))
 }
 
-fn lock() -> Arg {
+pub fn lock() -> Arg {
     arg(
         c"lock",
         Kind::Key,
@@ -65,7 +83,7 @@ fn lock() -> Arg {
     )
 }
 
-fn owner() -> Arg {
+pub fn owner() -> Arg {
     arg(
         c"owner",
         Kind::Str,
@@ -73,7 +91,7 @@ fn owner() -> Arg {
     )
 }
 
-fn lease() -> Arg {
+pub fn lease() -> Arg {
     arg(
         c"lease",
         Kind::Int,
@@ -81,14 +99,14 @@ fn lease() -> Arg {
     )
 }
 
-fn block() -> Arg {
+pub fn block() -> Arg {
     millis(
         c"BLOCK",
         c"Wait on the server up to this many milliseconds (0: no limit)",
     )
 }
 
-fn mode_choice(summary: &'static CStr) -> Arg {
+pub fn mode_choice(summary: &'static CStr) -> Arg {
     arg(
         c"mode",
         Kind::OneOf(vec![
@@ -104,109 +122,18 @@ fn mode_choice(summary: &'static CStr) -> Arg {
 /// counts and TTLs (as HINCRBY: RW ACCESS UPDATE); an unlock may delete the
 /// lock (RW ACCESS DELETE); a forced unlock deletes it returning nothing of
 /// it (RW DELETE); RWLOCK.INFO only reads (RO ACCESS).
-struct KeyFlags(u32);
+pub struct KeyFlags(u32);
 
-const ACQUIRE_KEY: KeyFlags = KeyFlags(
+pub const ACQUIRE_KEY: KeyFlags = KeyFlags(
     raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE,
 );
-const RELEASE_KEY: KeyFlags = KeyFlags(
+pub const RELEASE_KEY: KeyFlags = KeyFlags(
     raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_DELETE,
 );
-const FORCE_KEY: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE);
-const INFO_KEY: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
-
-struct Doc {
-    name: &'static CStr,
-    summary: &'static CStr,
-    complexity: &'static CStr,
-    /// Redis's convention: N exactly, -N at least N (the name included).
-    arity: c_int,
-    key: KeyFlags,
-    args: Vec<Arg>,
-}
-
-fn docs() -> Vec<Doc> {
-    let acquire_complexity = c"O(1), O(W) when the lock is released to W waiters";
-    vec![
-        Doc {
-            name: c"rwlock.read",
-            summary: c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
-            complexity: acquire_complexity,
-            arity: -4,
-            key: ACQUIRE_KEY,
-            args: vec![lock(), owner(), lease(), block()],
-        },
-        Doc {
-            name: c"rwlock.write",
-            summary: c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
-            complexity: acquire_complexity,
-            arity: -4,
-            key: ACQUIRE_KEY,
-            args: vec![lock(), owner(), lease(), block()],
-        },
-        Doc {
-            name: c"rwlock.unlock",
-            summary: c"Releases one hold. Replies nil (nothing held), 0 (still held) or 1 (released)",
-            complexity: c"O(R) where R is the number of read holds on the lock",
-            arity: -4,
-            key: RELEASE_KEY,
-            args: vec![
-                lock(),
-                owner(),
-                mode_choice(c"Which kind of hold to release"),
-                millis(
-                    c"LEASE",
-                    c"Milliseconds a write hold still held after this release lasts",
-                ),
-                optional(
-                    c"REQUEST",
-                    arg(
-                        c"request",
-                        Kind::Block(vec![
-                            arg(c"id", Kind::Str, c"The unlock request's id"),
-                            arg(
-                                c"ttl",
-                                Kind::Int,
-                                c"Milliseconds a retry with this id gets the same reply",
-                            ),
-                        ]),
-                        c"Makes a retried unlock idempotent",
-                    ),
-                ),
-            ],
-        },
-        Doc {
-            name: c"rwlock.renew",
-            summary: c"Extends the owner's own holds to the lease (the watchdog's call). Replies 1 if it held anything, else 0",
-            complexity: c"O(N) where N is the owner's number of read holds",
-            arity: 4,
-            key: ACQUIRE_KEY,
-            args: vec![lock(), owner(), lease()],
-        },
-        Doc {
-            name: c"rwlock.forceunlock",
-            summary: c"Deletes the lock whoever holds it (only in the given mode, if any). Replies 1 if deleted, else 0",
-            complexity: c"O(R) where R is the number of read holds on the lock",
-            arity: -2,
-            key: FORCE_KEY,
-            args: vec![
-                lock(),
-                Arg {
-                    optional: true,
-                    ..mode_choice(c"Delete the lock only if it is in this mode")
-                },
-            ],
-        },
-        Doc {
-            name: c"rwlock.info",
-            summary: c"Shows the lock's mode, TTL and owners with their read and write counts and read leases",
-            complexity: c"O(R) where R is the number of read holds on the lock",
-            arity: 2,
-            key: INFO_KEY,
-            args: vec![lock()],
-        },
-    ]
-}
+pub const FORCE_KEY: KeyFlags =
+    KeyFlags(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE);
+pub const INFO_KEY: KeyFlags =
+    KeyFlags(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
 
 /// The C form of an argument list, ended by an all-zero entry. Nested lists
 /// are kept in `arena` so their pointers stay valid until Redis copies them.
@@ -297,9 +224,9 @@ fn key_specs(flags: &KeyFlags) -> [raw::RedisModuleCommandKeySpec; 2] {
     specs
 }
 
-/// Describes every command to Redis. Called from the module's load, after
-/// the commands exist. Redis copies every string and array it is given.
-pub fn register(ctx: &Context) -> Result<(), String> {
+/// Describes a created command to Redis. Called from the module's load;
+/// Redis copies every string and array it is given.
+pub fn describe(ctx: &Context, command: &Command) -> Result<(), String> {
     // The header's RedisModule_CurrentCommandInfoVersion is a static of its
     // own, not an exported symbol: build it as it does (version 1).
     let version = raw::RedisModuleCommandInfoVersion {
@@ -308,42 +235,57 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
-    // SAFETY: Redis fills the API table once, before the module's load runs;
-    // it is only read here, on the main thread.
-    let (get_command, set_info) =
-        unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
-    let (Some(get_command), Some(set_info)) = (get_command, set_info) else {
-        return Err("this Redis cannot describe commands (Redis 7.0 or later needed)".into());
+    let mut arena = Vec::new();
+    let args = raw_args(&command.args, &mut arena);
+    let mut specs = key_specs(&command.key);
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: command.summary.as_ptr(),
+        complexity: command.complexity.as_ptr(),
+        since: SINCE.as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: command.arity,
+        key_specs: specs.as_mut_ptr(),
+        args,
     };
-    for doc in docs() {
-        let name = doc.name.to_string_lossy();
-        // SAFETY: a load-time context and a NUL-terminated name.
-        let command = unsafe { get_command(ctx.get_raw(), doc.name.as_ptr()) };
-        if command.is_null() {
-            return Err(format!("command {name} is not registered"));
-        }
-        let mut arena = Vec::new();
-        let args = raw_args(&doc.args, &mut arena);
-        let mut specs = key_specs(&doc.key);
-        let info = raw::RedisModuleCommandInfo {
-            version: &version,
-            summary: doc.summary.as_ptr(),
-            complexity: doc.complexity.as_ptr(),
-            since: SINCE.as_ptr(),
-            history: ptr::null_mut(),
-            tips: ptr::null(),
-            arity: doc.arity,
-            key_specs: specs.as_mut_ptr(),
-            args,
-        };
-        // SAFETY: every pointer in `info` is valid for the call (statics,
-        // `specs`, `version` and `arena` outlive it) and the arrays end with
-        // their terminators; Redis copies what it keeps.
-        if unsafe { set_info(command, &info) } == raw::REDISMODULE_ERR as c_int {
-            return Err(format!(
-                "Redis refused the docs of {name} (see the log above)"
-            ));
-        }
+    // Every pointer in `info` outlives the call: statics, `specs`,
+    // `version` and `arena`.
+    server::set_command_info(ctx, command.name, &info)
+}
+
+#[cfg(test)]
+/// The command's syntax as users read it, from its arguments:
+/// `RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
+pub fn syntax(command: &Command) -> String {
+    let mut out = command.name.to_string_lossy().to_uppercase();
+    for a in &command.args {
+        out.push(' ');
+        out.push_str(&shown(a));
     }
-    Ok(())
+    out
+}
+
+#[cfg(test)]
+/// One argument as the syntax line shows it; milliseconds are `ms`.
+fn shown(a: &Arg) -> String {
+    let name = |n: &CStr| match n.to_string_lossy().as_ref() {
+        "milliseconds" => "ms".to_string(),
+        other => other.to_string(),
+    };
+    let text = match &a.kind {
+        Kind::Key | Kind::Str | Kind::Int => name(a.name),
+        Kind::Token(word) => word.to_string_lossy().into_owned(),
+        Kind::OneOf(subs) => subs.iter().map(shown).collect::<Vec<_>>().join("|"),
+        Kind::Block(subs) => subs.iter().map(shown).collect::<Vec<_>>().join(" "),
+    };
+    let text = match a.token {
+        Some(token) => format!("{} {text}", token.to_string_lossy()),
+        None => text,
+    };
+    if a.optional {
+        format!("[{text}]")
+    } else {
+        text
+    }
 }

@@ -8,6 +8,8 @@ use std::os::raw::c_int;
 
 use redis_module::{raw, Context};
 
+use crate::server::{self, RawString};
+
 #[derive(Debug, Clone, Copy)]
 pub enum Event {
     Hset,
@@ -33,21 +35,13 @@ impl Event {
 
 /// Raises `event` on `key` (the name of a key the command has open) when
 /// its class is among `classes` (from `observers::announced_classes`).
-pub fn notify(ctx: &Context, classes: c_int, event: Event, key: *mut raw::RedisModuleString) {
+pub fn notify(ctx: &Context, classes: c_int, event: Event, key: RawString) {
     let (class, name) = event.class_and_name();
     if class & classes == 0 {
         return;
     }
     RAISING.with(|r| r.set(true));
-    // SAFETY: a live context, a valid key name and a NUL-terminated literal.
-    unsafe {
-        raw::RedisModule_NotifyKeyspaceEvent.expect("NotifyKeyspaceEvent")(
-            ctx.get_raw(),
-            class,
-            name.as_ptr(),
-            key,
-        );
-    }
+    server::notify_keyspace_event(ctx, class, name, key);
     RAISING.with(|r| r.set(false));
 }
 

@@ -1,19 +1,16 @@
 //! Lease indexes of locks with many readers, kept between commands (see
-//! `core::index`), and forgotten on every write to a lock's keys the module
+//! `engine::index`), and forgotten on every write to a lock's keys the module
 //! did not make: a keyspace event that is not its own (a Redisson script,
 //! DEL, RENAME, EXPIRE, eviction, a replicated write), a flush, SWAPDB, a
 //! load, a change of role. Lease keys running out are no such write.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use redis_module::{raw, Context};
-
-use crate::core::index::LeaseIndex;
-use crate::core::names::{is_lease_key_of, looks_like_lease_key};
-use crate::notify;
+use crate::effects::notify;
+use crate::engine::index::LeaseIndex;
+use crate::engine::names::{is_lease_key_of, looks_like_lease_key};
 
 /// `rwlock.lease-index-from`: leases a lock needs before its index is kept
 /// (0: never).
@@ -118,7 +115,7 @@ pub fn counts() -> (usize, usize) {
 /// Every keyspace event the module subscribes to: one that is not the
 /// module's own and touches an indexed lock's hash or lease keys makes its
 /// index stale. Lease keys expiring are accounted for by their deadlines.
-pub fn on_keyspace_event(ctx: &Context, event: &str, key: &[u8]) {
+pub fn on_keyspace_event(db: i32, event: &str, key: &[u8]) {
     if !any() || notify::raising() {
         return;
     }
@@ -126,8 +123,6 @@ pub fn on_keyspace_event(ctx: &Context, event: &str, key: &[u8]) {
     if lease && event == "expired" {
         return;
     }
-    // SAFETY: a live context.
-    let db = unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.get_raw()) };
     with(|i| {
         let Some(locks) = i.by_db.get_mut(&db) else {
             return;
@@ -141,28 +136,4 @@ pub fn on_keyspace_event(ctx: &Context, event: &str, key: &[u8]) {
         }
         i.recount();
     });
-}
-
-/// SWAPDB exchanges whole databases without a keyspace event.
-unsafe extern "C" fn on_swapdb(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    forget_all(None);
-}
-
-/// Subscribes to the server events that replace data without keyspace
-/// events and nobody else here watches (flushes, loads and role changes
-/// reach `forget_all` through the callbacks of `blocking` and `observers`,
-/// since a module has one callback per event).
-pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
-    let swapdb = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_SWAPDB,
-        dataver: 1,
-    };
-    (raw::subscribe_to_server_event(ctx.get_raw(), swapdb, Some(on_swapdb)) == raw::Status::Ok)
-        .then_some(())
-        .ok_or("cannot subscribe to server events")
 }

@@ -6,15 +6,15 @@
 
 use std::os::raw::c_int;
 
-use redis_module::{raw, CallOptionsBuilder, CallResult, Context, RedisString};
+use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 
+use super::observers;
 use crate::config::{self, PublishMode};
-use crate::interned;
-use crate::observers;
+use crate::server::{self, strings, RawString};
 
 /// Publishes `message` (from `shared`, a string that outlives the call) on
 /// `channel`; `flags` are the command's context flags.
-pub fn publish(ctx: &Context, flags: c_int, channel: &[u8], message: *mut raw::RedisModuleString) {
+pub fn publish(ctx: &Context, flags: c_int, channel: &[u8], message: RawString) {
     let cluster = flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0;
     let shard = match config::publish_mode() {
         PublishMode::auto => cluster,
@@ -27,28 +27,13 @@ pub fn publish(ctx: &Context, flags: c_int, channel: &[u8], message: *mut raw::R
             .replicate()
             .errors_as_replies()
             .build();
-        let message = RedisString::string_as_slice(message);
+        let message = strings::bytes(message);
         let reply: CallResult = ctx.call_ext(command, &options, &[channel, message]);
         if let Err(e) = reply {
             ctx.log_warning(&format!("rwlock: {command} failed: {e}"));
         }
         return;
     }
-    let channel = interned::string(channel);
-    // SAFETY: a live context and two valid strings; publishing copies them.
-    unsafe {
-        if shard {
-            raw::RedisModule_PublishMessageShard.expect("PublishMessageShard")(
-                ctx.get_raw(),
-                channel.inner,
-                message,
-            );
-        } else {
-            raw::RedisModule_PublishMessage.expect("PublishMessage")(
-                ctx.get_raw(),
-                channel.inner,
-                message,
-            );
-        }
-    }
+    let channel = strings::interned(channel);
+    server::publish_message(ctx, shard, channel.inner, message);
 }

@@ -1,6 +1,7 @@
 //! Redisson's key and channel names for one lock (SPEC section 1).
 
 use super::error::LockError;
+use super::int::{decimal, DECIMAL_LEN};
 
 /// Field of the lock hash that holds `read` or `write`.
 pub const MODE_FIELD: &[u8] = b"mode";
@@ -138,28 +139,6 @@ impl std::ops::Deref for KeyBuf {
             &self.inline[..self.len]
         }
     }
-}
-
-/// Room for any i64 in decimal.
-pub const DECIMAL_LEN: usize = 20;
-
-/// `n` in decimal, as Redis writes integers, formatted into `buf`.
-pub fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
-    let mut at = DECIMAL_LEN;
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        at -= 1;
-        buf[at] = b'-';
-    }
-    &buf[at..]
 }
 
 /// The write field of an owner.
@@ -311,13 +290,6 @@ mod tests {
         }
         for owner in ["u:1", "modes", "write", "u:writer"] {
             assert_eq!(check_owner(owner.as_bytes()), Ok(()));
-        }
-    }
-
-    #[test]
-    fn decimals_are_written_as_redis_writes_integers() {
-        for n in [0, 1, 9, 10, 57, -1, -10, 100_000, i64::MAX, i64::MIN] {
-            assert_eq!(decimal(n, &mut [0; DECIMAL_LEN]), n.to_string().as_bytes());
         }
     }
 

@@ -1,83 +1,16 @@
-//! Command handlers: parse, run the lock machine on the live keyspace, reply.
+//! The read-write lock's commands, `RWLOCK.*`: parse, run the engine's
+//! machine on the live keyspace and serve the lock's waiters, reply.
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
-
-use redis_module::{raw, Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
 
 use crate::args::{self, lock_error, ArgString};
-use crate::blocking;
 use crate::config;
-use crate::core::lock::{self, Acquire, LockInfo, Mode};
-use crate::core::queue;
-use crate::core::store::Store;
+use crate::engine::queue;
+use crate::engine::rwlock::{self, Acquire, LockInfo, Mode};
+use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics;
-
-type Handler = fn(&Context, &[ArgString]) -> RedisResult;
-
-/// Wraps a handler in the C entry point Redis calls.
-macro_rules! entry {
-    ($handler:path) => {{
-        unsafe extern "C" fn entry(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            // SAFETY: Redis passes the command's own context and `argc`
-            // arguments, alive until the handler returns.
-            unsafe { run(ctx, ArgString::slice(argv, argc), $handler) }
-        }
-        entry as unsafe extern "C" fn(_, _, _) -> _
-    }};
-}
-
-/// Every command: name, entry point, flags (`blocking`: BLOCK may park the
-/// client) and the key spec (the lock name is the only key).
-const COMMANDS: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 6] = [
-    (
-        c"rwlock.read",
-        Some(entry!(read)),
-        c"write deny-oom blocking",
-    ),
-    (
-        c"rwlock.write",
-        Some(entry!(write)),
-        c"write deny-oom blocking",
-    ),
-    (c"rwlock.unlock", Some(entry!(unlock)), c"write"),
-    (c"rwlock.renew", Some(entry!(renew)), c"write"),
-    (c"rwlock.forceunlock", Some(entry!(force_unlock)), c"write"),
-    (c"rwlock.info", Some(entry!(info)), c"readonly"),
-];
-
-/// Registers the commands. Done here rather than by the crate's command
-/// table, whose entry points copy and retain every argument first.
-pub fn register(ctx: &Context) -> Result<(), String> {
-    for (name, entry, flags) in COMMANDS {
-        // SAFETY: a loading module's context and NUL-terminated literals.
-        let status = unsafe {
-            raw::RedisModule_CreateCommand.expect("CreateCommand")(
-                ctx.get_raw(),
-                name.as_ptr(),
-                entry,
-                flags.as_ptr(),
-                1,
-                1,
-                1,
-            )
-        };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err(format!("cannot create command {}", name.to_string_lossy()));
-        }
-    }
-    Ok(())
-}
-
-fn run(ctx: *mut raw::RedisModuleCtx, args: &[ArgString], handler: Handler) -> c_int {
-    let context = Context::new(ctx);
-    context.reply(handler(&context, args)) as c_int
-}
+use crate::waiting::clients as waiting;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
 ///
@@ -103,10 +36,10 @@ fn acquire(ctx: &Context, args: &[ArgString], mode: Mode) -> RedisResult {
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
     // Waiters the lock could take already go first; those left are served
     // again after the attempt, which may have moved the lock's deadline.
-    blocking::serve(ctx, &mut store, names);
-    let outcome = blocking::serve_after(ctx, &mut store, names, |store| {
+    waiting::serve(ctx, &mut store, names);
+    let outcome = waiting::serve_after(ctx, &mut store, names, |store| {
         let queued = config::fair()
-            && blocking::has_waiters(ctx, names)
+            && waiting::has_waiters(ctx, names)
             && !queue::may_overtake(store, names, owner)?;
         if queued {
             Ok(Acquire::Refused {
@@ -122,8 +55,8 @@ fn acquire(ctx: &Context, args: &[ArgString], mode: Mode) -> RedisResult {
             metrics::acquired(mode, reentry);
             Ok(RedisValue::Null)
         }
-        (Acquire::Refused { .. }, Some(timeout)) if blocking::can_block(ctx) => {
-            blocking::park(ctx, &mut store, names, owner, mode, lease, timeout);
+        (Acquire::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
+            waiting::park(ctx, &mut store, names, owner, mode, lease, timeout);
             Ok(RedisValue::NoReply)
         }
         (Acquire::Refused { pttl }, _) => {
@@ -141,8 +74,8 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    let outcome = blocking::serve_after(ctx, &mut store, &a.names, |store| {
-        lock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
+    let outcome = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+        rwlock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
     })
     .map_err(lock_error)?;
     metrics::unlocked(outcome);
@@ -159,8 +92,8 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::owner_lease(args)?;
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
     // A shorter lease moves the deadline its waiters are woken at.
-    let held = blocking::serve_after(ctx, &mut store, &a.names, |store| {
-        lock::renew(store, &a.names, a.owner, a.lease)
+    let held = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+        rwlock::renew(store, &a.names, a.owner, a.lease)
     })
     .map_err(lock_error)?;
     metrics::renewed(held);
@@ -174,8 +107,8 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (names, only) = args::force_unlock(args)?;
     let mut store = RedisStore::for_write(ctx, args.get(1..2).unwrap_or_default());
-    let deleted = blocking::serve_after(ctx, &mut store, &names, |store| {
-        lock::force_unlock(store, &names, only)
+    let deleted = waiting::serve_after(ctx, &mut store, &names, |store| {
+        rwlock::force_unlock(store, &names, only)
     })
     .map_err(lock_error)?;
     if deleted {
@@ -192,7 +125,7 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let mut store = RedisStore::new(ctx);
-    let info = lock::info(&mut store, &names).map_err(lock_error)?;
+    let info = rwlock::info(&mut store, &names).map_err(lock_error)?;
     Ok(info_reply(info))
 }
 

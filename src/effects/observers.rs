@@ -23,12 +23,12 @@
 //!   subscribe).
 
 use std::cell::Cell;
-use std::ffi::{c_void, CStr};
+use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisValue};
 
-use crate::leases;
+use crate::server::{self, ServerInfo};
 
 /// What is known about replicas and the replication backlog.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,37 +49,17 @@ thread_local! {
 
 const MODULE_NAME: &CStr = c"rwlock";
 
-fn read_replication(ctx: *mut raw::RedisModuleCtx) -> Replication {
-    // SAFETY: a live context; the info data is read and freed here, and the
-    // field names are NUL-terminated literals.
-    unsafe {
-        let info =
-            raw::RedisModule_GetServerInfo.expect("GetServerInfo")(ctx, c"replication".as_ptr());
-        if info.is_null() {
-            return Replication::Live;
-        }
-        let field = |name: &CStr| {
-            let mut err: c_int = 0;
-            let value = raw::RedisModule_ServerInfoGetFieldSigned
-                .expect("ServerInfoGetFieldSigned")(
-                info, name.as_ptr(), &mut err
-            );
-            (err == 0).then_some(value)
-        };
-        let role = raw::RedisModule_ServerInfoGetFieldC.expect("ServerInfoGetFieldC")(
-            info,
-            c"role".as_ptr(),
-        );
-        let master = !role.is_null() && CStr::from_ptr(role) == c"master";
-        let idle = master
-            && field(c"connected_slaves") == Some(0)
-            && field(c"repl_backlog_active") == Some(0);
-        raw::RedisModule_FreeServerInfo.expect("FreeServerInfo")(ctx, info);
-        if idle {
-            Replication::Idle
-        } else {
-            Replication::Live
-        }
+fn read_replication(ctx: &Context) -> Replication {
+    let Some(info) = ServerInfo::read(ctx, c"replication") else {
+        return Replication::Live;
+    };
+    let idle = info.text_is(c"role", c"master")
+        && info.signed(c"connected_slaves") == Some(0)
+        && info.signed(c"repl_backlog_active") == Some(0);
+    if idle {
+        Replication::Idle
+    } else {
+        Replication::Live
     }
 }
 
@@ -88,7 +68,7 @@ fn read_replication(ctx: *mut raw::RedisModuleCtx) -> Replication {
 pub fn replicating(ctx: &Context) -> bool {
     let state = REPLICATION.with(|r| {
         if r.get() == Replication::Unknown {
-            r.set(read_replication(ctx.get_raw()));
+            r.set(read_replication(ctx));
         }
         r.get()
     });
@@ -108,37 +88,18 @@ pub fn announced_classes() -> c_int {
     if OTHER_MODULES.with(Cell::get) {
         return !0;
     }
-    // SAFETY: a plain read of the server's notification flags.
-    unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("GetNotifyKeyspaceEvents")() }
+    server::notify_classes()
 }
 
-unsafe extern "C" fn replication_may_have_changed(
-    _ctx: *mut raw::RedisModuleCtx,
-    eid: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
+/// A fork (every full sync starts with one), a replica or master link
+/// change, or a load: replicas and the backlog are read again before the
+/// next write.
+pub fn replication_may_have_changed() {
     REPLICATION.with(|r| r.set(Replication::Unknown));
-    if eid.id == raw::REDISMODULE_EVENT_LOADING {
-        // A load (a restart's, DEBUG RELOAD, a full sync) replaces the data
-        // without keyspace events.
-        leases::forget_all(None);
-    }
 }
 
-unsafe extern "C" fn module_loaded(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    if subevent != raw::REDISMODULE_SUBEVENT_MODULE_LOADED || data.is_null() {
-        return;
-    }
-    // SAFETY: for module change events Redis passes a RedisModuleModuleChange
-    // whose name is a NUL-terminated string.
-    let name =
-        unsafe { CStr::from_ptr((*(data as *const raw::RedisModuleModuleChange)).module_name) };
+/// A module named `name` was loaded: it may subscribe to keyspace events.
+pub fn module_loaded(name: &CStr) {
     if name != MODULE_NAME {
         OTHER_MODULES.with(|o| o.set(true));
     }
@@ -152,28 +113,8 @@ fn others_loaded(ctx: &Context) -> bool {
     }
 }
 
-/// Subscribes to the server events that change who observes; called at load.
-pub fn init(ctx: &Context) -> Result<(), &'static str> {
-    let event = |id| raw::RedisModuleEvent { id, dataver: 1 };
-    let changes = [
-        raw::REDISMODULE_EVENT_FORK_CHILD,
-        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
-        raw::REDISMODULE_EVENT_LOADING,
-    ];
-    let mut subscribed = changes.into_iter().all(|id| {
-        raw::subscribe_to_server_event(ctx.get_raw(), event(id), Some(replication_may_have_changed))
-            == raw::Status::Ok
-    });
-    subscribed &= raw::subscribe_to_server_event(
-        ctx.get_raw(),
-        event(raw::REDISMODULE_EVENT_MODULE_CHANGE),
-        Some(module_loaded),
-    ) == raw::Status::Ok;
-    if !subscribed {
-        return Err("cannot subscribe to server events");
-    }
+/// Reads who observes, at load.
+pub fn init(ctx: &Context) {
     OTHER_MODULES.with(|o| o.set(others_loaded(ctx)));
-    REPLICATION.with(|r| r.set(read_replication(ctx.get_raw())));
-    Ok(())
+    REPLICATION.with(|r| r.set(read_replication(ctx)));
 }

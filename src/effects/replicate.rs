@@ -6,12 +6,13 @@
 //! save points still count these writes.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
-use redis_module::{raw, Context};
+use redis_module::Context;
 
-use crate::core::names::{decimal, DECIMAL_LEN};
-use crate::observers;
+use super::observers;
+use crate::engine::int::{decimal, DECIMAL_LEN};
+use crate::server;
 
 /// How one command's writes leave the node, decided once per command.
 #[derive(Clone, Copy)]
@@ -53,11 +54,8 @@ impl Replication {
     /// Propagates `command` with `args` and, last, `number` in decimal (a
     /// delta or a deadline), formatted only when something receives it.
     fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]], number: Option<i64>) {
-        let ctx = ctx.get_raw();
         if !self.live {
-            // SAFETY: a live context. ReplicateVerbatim propagates nothing when
-            // nothing receives it (the case here) and only counts the write.
-            unsafe { raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx) };
+            server::replicate_verbatim(ctx);
             return;
         }
         let mut buf = [0; DECIMAL_LEN];
@@ -70,41 +68,6 @@ impl Replication {
             }
             None => args.len(),
         };
-        // SAFETY: a live context; `b` takes a pointer and a size_t length per
-        // argument, and each call passes exactly as many pairs as its format.
-        unsafe {
-            let replicate = raw::RedisModule_Replicate.expect("Replicate");
-            let c = command.as_ptr();
-            let p = |a: &[u8]| a.as_ptr() as *const c_char;
-            match all[..len] {
-                [a] => replicate(ctx, c, c"b".as_ptr(), p(a), a.len()),
-                [a, b] => replicate(ctx, c, c"bb".as_ptr(), p(a), a.len(), p(b), b.len()),
-                [a, b, d] => replicate(
-                    ctx,
-                    c,
-                    c"bbb".as_ptr(),
-                    p(a),
-                    a.len(),
-                    p(b),
-                    b.len(),
-                    p(d),
-                    d.len(),
-                ),
-                [a, b, d, e] => replicate(
-                    ctx,
-                    c,
-                    c"bbbb".as_ptr(),
-                    p(a),
-                    a.len(),
-                    p(b),
-                    b.len(),
-                    p(d),
-                    d.len(),
-                    p(e),
-                    e.len(),
-                ),
-                _ => unreachable!("effects have one to four arguments"),
-            };
-        }
+        server::replicate(ctx, command, &all[..len]);
     }
 }

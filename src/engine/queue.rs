@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 
 use super::error::LockError;
-use super::lock::{read_lock, write_lock, Acquire, Mode};
 use super::names::{write_field, LockNames};
+use super::rwlock::{read_lock, write_lock, Acquire, Mode};
 use super::store::{KeyKind, Store};
 
 /// One parked acquisition; `token` is what the shell needs to answer it.
@@ -82,8 +82,8 @@ pub fn may_overtake<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::lock::unlock;
-    use crate::core::memstore::MemStore;
+    use crate::engine::memstore::MemStore;
+    use crate::engine::rwlock::unlock;
 
     fn ticket(owner: &str, mode: Mode, token: u32) -> Ticket<u32> {
         Ticket {
@@ -161,7 +161,11 @@ mod tests {
     #[test]
     fn a_corrupt_lock_fails_waiters_instead_of_blocking_them() {
         let (mut s, n) = setup();
-        s.put(b"Q", crate::core::memstore::Value::Str(b"x".to_vec()), None);
+        s.put(
+            b"Q",
+            crate::engine::memstore::Value::Str(b"x".to_vec()),
+            None,
+        );
         let mut q: VecDeque<_> =
             [ticket("r:1", Mode::Read, 1), ticket("w:1", Mode::Write, 2)].into();
         assert_eq!(

@@ -26,12 +26,13 @@ use std::collections::{BTreeMap, VecDeque};
 use proptest::prelude::*;
 
 use super::error::MAX_MILLIS;
-use super::lock::{
-    force_unlock, info, parse_count, parse_i64, read_lock, renew, unlock, write_lock, Mode, Request,
-};
+use super::int::parse_i64;
 use super::memstore::{MemStore, Value};
 use super::names::{LockNames, MODE_FIELD, WRITE_SUFFIX};
 use super::queue::{admit, Ticket};
+use super::rwlock::{
+    force_unlock, info, parse_count, read_lock, renew, unlock, write_lock, Mode, Request,
+};
 
 const T0: i64 = 1_700_000_000_000;
 const LOCKS: [&str; 2] = ["L", "{t}:a"];

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::error::LockError;
 use super::index::LeaseIndex;
+use super::int::parse_i64;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
 use super::store::{Fields, KeyKind, Moot, Store};
 
@@ -140,33 +141,6 @@ fn one_more(held: i64) -> Result<i64, LockError> {
     Some(held + 1)
         .filter(|n| *n <= MAX_HOLDS)
         .ok_or(LockError::Overflow)
-}
-
-/// Strict decimal parsing, as Redis's `string2ll`: no sign but `-`, no
-/// leading zeros, no spaces. One pass: every lock command parses a count.
-pub fn parse_i64(value: &[u8]) -> Option<i64> {
-    let (negative, digits) = match value.strip_prefix(b"-") {
-        Some(digits) => (true, digits),
-        None => (false, value),
-    };
-    match digits {
-        [] | [b'0', _, ..] => return None,
-        [b'0'] => return (!negative).then_some(0),
-        _ => {}
-    }
-    // Summed as a negative number: i64::MIN has no positive counterpart.
-    let mut n: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
-    }
-    if negative {
-        Some(n)
-    } else {
-        n.checked_neg()
-    }
 }
 
 fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {

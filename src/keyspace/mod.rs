@@ -2,139 +2,33 @@
 //! API (no `RM_Call` on the hot path). Every write is followed by the keyspace
 //! event and the replicated effect the equivalent command would produce.
 //!
-//! Kept cheap on purpose: the keys a command uses repeatedly (the lock hash,
-//! a latch) are opened once and kept open; every other key (a reader's lease
-//! key among thousands) is opened for the one operation and closed, so a
-//! command never searches a long list of open keys. Field names and values
-//! that never change (`mode`, `read`, `write`, `0`, `1`) are strings made
-//! once, other names come from the `interned` table of recent ones; numbers
-//! are formatted on the stack.
+//! Kept cheap on purpose: keys a command uses repeatedly stay open (`keys`),
+//! strings that never change are constants and other names come from the
+//! interned table (`server::strings`); numbers are formatted on the stack.
 
-use std::ffi::c_void;
+pub mod keys;
+pub mod leases;
+
 use std::os::raw::c_int;
 use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
+use self::keys::{FieldMemo, OneShot, OpenKey, Str};
 use crate::args::{Arg, ArgString};
-use crate::core::index::LeaseIndex;
-use crate::core::lock::parse_i64;
-use crate::core::names::{decimal, DECIMAL_LEN, MODE_FIELD};
-use crate::core::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
-use crate::interned;
-use crate::leases;
-use crate::notify::{notify, Event};
-use crate::observers;
-use crate::publish::publish;
-use crate::replicate::Replication;
-use crate::subscription;
-
-/// Strings every command may need, made on first use and kept for the life
-/// of the process: hash fields and values and published messages, which Redis
-/// copies, and lease key values, which keys share (see `set_until`).
-const CONSTANT_TEXTS: [&[u8]; 5] = [b"mode", b"read", b"write", b"0", b"1"];
-
-/// The index of `bytes` in [`CONSTANT_TEXTS`]. Every string a command makes
-/// is looked up here first, so the literals are matched as integers rather
-/// than through a byte comparison each.
-fn constant_index(bytes: &[u8]) -> Option<usize> {
-    match bytes {
-        b"mode" => Some(0),
-        b"read" => Some(1),
-        b"write" => Some(2),
-        b"0" => Some(3),
-        b"1" => Some(4),
-        _ => None,
-    }
-}
-
-thread_local! {
-    // Module code only ever runs on Redis's main thread.
-    static CONSTANTS: [*mut raw::RedisModuleString; 5] = CONSTANT_TEXTS.map(|text| {
-        // SAFETY: a string with no context is owned by the module; this one is
-        // never freed.
-        unsafe {
-            raw::RedisModule_CreateString.expect("CreateString")(
-                ptr::null_mut(),
-                text.as_ptr().cast(),
-                text.len(),
-            )
-        }
-    });
-}
-
-/// The string made once for `bytes`, one of [`CONSTANT_TEXTS`].
-pub fn constant(bytes: &[u8]) -> Option<*mut raw::RedisModuleString> {
-    constant_index(bytes).map(|i| CONSTANTS.with(|c| c[i]))
-}
-
-/// A string for `bytes`: a constant when there is one, else a reference to
-/// an interned one that lives as long as the returned guard.
-fn string(bytes: &[u8]) -> Str {
-    match constant(bytes) {
-        Some(s) => Str::Borrowed(s),
-        None => Str::Owned(interned::string(bytes)),
-    }
-}
-
-enum Str {
-    /// A constant, or a string someone else keeps alive for the call.
-    Borrowed(*mut raw::RedisModuleString),
-    Owned(RedisString),
-}
-
-impl Str {
-    fn ptr(&self) -> *mut raw::RedisModuleString {
-        match self {
-            Str::Borrowed(s) => *s,
-            Str::Owned(s) => s.inner,
-        }
-    }
-}
-
-/// A key kept open for the length of one command.
-struct OpenKey {
-    name: Str,
-    /// The name's bytes, owned by `name`.
-    bytes: *const u8,
-    len: usize,
-    /// Null when the key did not exist at a read-only open.
-    handle: *mut raw::RedisModuleKey,
-    writable: bool,
-}
-
-impl OpenKey {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the bytes of `name`, a string this key owns and never changes.
-        unsafe { std::slice::from_raw_parts(self.bytes, self.len) }
-    }
-}
-
-/// A key opened for one operation, closed on drop.
-struct OneShot {
-    name: RedisString,
-    handle: *mut raw::RedisModuleKey,
-}
-
-impl Drop for OneShot {
-    fn drop(&mut self) {
-        // SAFETY: opened by this guard and closed once; CloseKey accepts null.
-        unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(self.handle) };
-    }
-}
+use crate::effects::notify::{notify, Event};
+use crate::effects::observers;
+use crate::effects::publish::publish;
+use crate::effects::replicate::Replication;
+use crate::engine::index::LeaseIndex;
+use crate::engine::int::{decimal, parse_i64, DECIMAL_LEN};
+use crate::engine::names::MODE_FIELD;
+use crate::engine::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use crate::server::{self, strings, Key, KeyType, RawString, HASH_DELETE};
 
 /// How many kept-open keys fit without allocating (a command keeps the lock
 /// hash open, and with an idempotent unlock its latch).
 const KEPT_INLINE: usize = 4;
-
-/// The last hash field a command named, so the string for it is made once
-/// (an unlock reads, decrements and deletes the same field), with the hold
-/// count it is known to have, as HINCRBY would read it.
-struct FieldMemo {
-    key: usize,
-    name: Str,
-    count: Option<i64>,
-}
 
 /// How many of a command's arguments a store may reuse (the lock, the owner).
 const LENT: usize = 2;
@@ -144,7 +38,7 @@ pub struct RedisStore<'c> {
     ctx: &'c Context,
     /// The command's own arguments: any key name or hash field with the same
     /// bytes (the lock, the owner) uses these strings instead of new ones.
-    lent: [Option<(&'c [u8], *mut raw::RedisModuleString)>; LENT],
+    lent: [Option<(&'c [u8], RawString)>; LENT],
     /// A write command opens the keys it keeps writable at once rather than
     /// reopening them for the first write (signals are explicit, see `lib`).
     writing: bool,
@@ -162,66 +56,11 @@ pub struct RedisStore<'c> {
     classes: Option<c_int>,
 }
 
-pub fn open_raw(
-    ctx: &Context,
-    name: *mut raw::RedisModuleString,
-    writable: bool,
-) -> *mut raw::RedisModuleKey {
-    let mode = if writable {
-        raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-    } else {
-        raw::REDISMODULE_READ
-    };
-    // SAFETY: the context is the running command's; the name outlives the key.
-    unsafe { raw::RedisModule_OpenKey.expect("OpenKey")(ctx.get_raw(), name, mode as c_int) }
-}
-
-fn key_type(handle: *mut raw::RedisModuleKey) -> isize {
-    // SAFETY: KeyType accepts a null handle (a missing key) and open handles.
-    unsafe { raw::RedisModule_KeyType.expect("KeyType")(handle) as isize }
-}
-
-fn abs_expire(handle: *mut raw::RedisModuleKey) -> Option<i64> {
-    if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
-        return None;
-    }
-    // SAFETY: a non-null handle of an existing key.
-    Some(unsafe { raw::RedisModule_GetAbsExpire.expect("GetAbsExpire")(handle) })
-}
-
 /// The value of a hash field, owned by the returned string.
-fn hash_get(handle: *mut raw::RedisModuleKey, field: &Str) -> Option<RedisString> {
-    if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
-        return None;
-    }
-    let mut value: *mut raw::RedisModuleString = ptr::null_mut();
-    // SAFETY: a hash key; one field/out-pointer pair closed by a null, as HashGet's
-    // variadic protocol requires.
-    unsafe {
-        raw::RedisModule_HashGet.expect("HashGet")(
-            handle,
-            raw::REDISMODULE_HASH_NONE as c_int,
-            field.ptr(),
-            &mut value as *mut *mut raw::RedisModuleString,
-            ptr::null_mut::<c_void>(),
-        );
-    }
+fn hash_get(key: Key, field: &Str) -> Option<RedisString> {
     // Not auto-memory: the wrapper frees it.
-    (!value.is_null()).then(|| RedisString::from_redis_module_string(ptr::null_mut(), value))
-}
-
-fn hash_put(handle: *mut raw::RedisModuleKey, field: &Str, value: *mut raw::RedisModuleString) {
-    // SAFETY: a writable key that is empty or a hash (the lock machine checked
-    // its type); one field/value pair closed by a null.
-    unsafe {
-        raw::RedisModule_HashSet.expect("HashSet")(
-            handle,
-            raw::REDISMODULE_HASH_NONE as c_int,
-            field.ptr(),
-            value,
-            ptr::null_mut::<c_void>(),
-        );
-    }
+    key.hash_get(field.ptr())
+        .map(|value| RedisString::from_redis_module_string(ptr::null_mut(), value))
 }
 
 impl<'c> RedisStore<'c> {
@@ -255,10 +94,7 @@ impl<'c> RedisStore<'c> {
 
     fn flags(&mut self) -> c_int {
         let ctx = self.ctx;
-        // SAFETY: a live context.
-        *self.flags.get_or_insert_with(|| unsafe {
-            raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw())
-        })
+        *self.flags.get_or_insert_with(|| server::context_flags(ctx))
     }
 
     fn classes(&mut self) -> c_int {
@@ -268,8 +104,7 @@ impl<'c> RedisStore<'c> {
     }
 
     fn db(&self) -> i32 {
-        // SAFETY: a live context.
-        unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(self.ctx.get_raw()) }
+        server::selected_db(self.ctx)
     }
 
     fn replication(&mut self) -> Replication {
@@ -300,7 +135,7 @@ impl<'c> RedisStore<'c> {
     #[inline]
     fn find(&self, name: &[u8]) -> Option<usize> {
         match &self.open[0] {
-            Some(key) if ptr::eq(key.bytes, name.as_ptr()) && key.len == name.len() => Some(0),
+            Some(key) if key.is_at(name) => Some(0),
             _ => self.search(name),
         }
     }
@@ -323,17 +158,14 @@ impl<'c> RedisStore<'c> {
     fn string(&self, bytes: &[u8]) -> Str {
         match self.lent.iter().flatten().find(|(arg, _)| *arg == bytes) {
             Some(&(_, arg)) => Str::Borrowed(arg),
-            None => string(bytes),
+            None => Str::of(bytes),
         }
     }
 
     /// Tells Redis a key changed (WATCH, client-side caching): with the
     /// module's implicit signals off, only keys the command wrote are named.
-    fn signal(&self, name: *mut raw::RedisModuleString) {
-        // SAFETY: a live context and a valid key name.
-        unsafe {
-            raw::RedisModule_SignalModifiedKey.expect("SignalModifiedKey")(self.ctx.get_raw(), name)
-        };
+    fn signal(&self, name: RawString) {
+        server::signal_modified(self.ctx, name);
     }
 
     /// Index of the kept-open key `name`, opened (or reopened) writable if asked.
@@ -343,23 +175,15 @@ impl<'c> RedisStore<'c> {
             let ctx = self.ctx;
             let key = self.kept_mut(i);
             if writable && !key.writable {
-                // SAFETY: the handle was opened by us and is closed once, here.
-                unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(key.handle) };
-                key.handle = open_raw(ctx, key.name.ptr(), true);
+                key.handle.close();
+                key.handle = server::open_key(ctx, key.name.ptr(), true);
                 key.writable = true;
             }
             return i;
         }
         let name = self.string(name);
-        let handle = open_raw(self.ctx, name.ptr(), writable);
-        let bytes = RedisString::string_as_slice(name.ptr());
-        let key = OpenKey {
-            bytes: bytes.as_ptr(),
-            len: bytes.len(),
-            name,
-            handle,
-            writable,
-        };
+        let handle = server::open_key(self.ctx, name.ptr(), writable);
+        let key = OpenKey::new(name, handle, writable);
         match self.open.iter().position(Option::is_none) {
             Some(i) => {
                 self.open[i] = Some(key);
@@ -372,16 +196,13 @@ impl<'c> RedisStore<'c> {
         }
     }
 
-    fn read(&mut self, name: &[u8]) -> (usize, *mut raw::RedisModuleKey) {
+    fn read(&mut self, name: &[u8]) -> (usize, Key) {
         let i = self.slot(name, false);
         (i, self.kept(i).handle)
     }
 
     /// The kept-open key, writable, with its name.
-    fn write(
-        &mut self,
-        name: &[u8],
-    ) -> (usize, *mut raw::RedisModuleKey, *mut raw::RedisModuleString) {
+    fn write(&mut self, name: &[u8]) -> (usize, Key, RawString) {
         let i = self.slot(name, true);
         let key = self.kept(i);
         (i, key.handle, key.name.ptr())
@@ -391,9 +212,7 @@ impl<'c> RedisStore<'c> {
     /// the command keeps naming the same field.
     fn field(&mut self, key: usize, name: &[u8]) -> &mut FieldMemo {
         let memo = match self.field.take() {
-            Some(memo) if RedisString::string_as_slice(memo.name.ptr()) == name => {
-                self.field.insert(memo)
-            }
+            Some(memo) if strings::bytes(memo.name.ptr()) == name => self.field.insert(memo),
             _ => {
                 let name = self.string(name);
                 self.field.insert(FieldMemo {
@@ -424,8 +243,8 @@ impl<'c> RedisStore<'c> {
             Some(i) if !writable => Err(i),
             Some(_) => Err(self.slot(name, true)),
             None => {
-                let name = interned::string(name);
-                let handle = open_raw(self.ctx, name.inner, writable);
+                let name = strings::interned(name);
+                let handle = server::open_key(self.ctx, name.inner, writable);
                 Ok(OneShot { name, handle })
             }
         }
@@ -436,7 +255,7 @@ impl<'c> RedisStore<'c> {
     fn with_writable<R>(
         &mut self,
         name: &[u8],
-        f: impl FnOnce(&mut Self, *mut raw::RedisModuleKey, *mut raw::RedisModuleString) -> R,
+        f: impl FnOnce(&mut Self, Key, RawString) -> R,
     ) -> R {
         match self.one_shot(name, true) {
             Ok(key) => f(self, key.handle, key.name.inner),
@@ -451,11 +270,10 @@ impl<'c> RedisStore<'c> {
     fn delete(&mut self, key: &[u8]) -> bool {
         self.forget_count();
         self.with_writable(key, |s, handle, name| {
-            if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+            if handle.kind() == KeyType::Empty {
                 return false;
             }
-            // SAFETY: a writable handle of an existing key.
-            unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(handle) };
+            handle.delete();
             s.signal(name);
             notify(s.ctx, s.classes(), Event::Del, name);
             s.replication().del(s.ctx, key);
@@ -464,34 +282,25 @@ impl<'c> RedisStore<'c> {
     }
 }
 
-/// The server's clock in Unix milliseconds, the one lock deadlines are set
-/// by: a store reads it once per command, timers each time they fire.
-pub fn server_ms() -> i64 {
-    // SAFETY: a plain read of the server's clock, from the main thread.
-    unsafe { raw::RedisModule_Milliseconds.expect("Milliseconds")() }
-}
-
 impl Drop for RedisStore<'_> {
     fn drop(&mut self) {
         for key in self.open.iter().flatten().chain(&self.more) {
-            // SAFETY: each handle was opened by this store and is closed once;
-            // CloseKey accepts null (a missing key opened read-only).
-            unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(key.handle) };
+            key.handle.close();
         }
     }
 }
 
 impl Store for RedisStore<'_> {
     fn now_ms(&mut self) -> i64 {
-        *self.now.get_or_insert_with(server_ms)
+        *self.now.get_or_insert_with(server::milliseconds)
     }
 
     fn kind(&mut self, key: &[u8]) -> KeyKind {
-        match key_type(self.read(key).1) {
-            t if t == raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Missing,
-            t if t == raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
-            t if t == raw::REDISMODULE_KEYTYPE_STRING => KeyKind::String,
-            _ => KeyKind::Other,
+        match self.read(key).1.kind() {
+            KeyType::Empty => KeyKind::Missing,
+            KeyType::Hash => KeyKind::Hash,
+            KeyType::String => KeyKind::String,
+            KeyType::Other => KeyKind::Other,
         }
     }
 
@@ -502,7 +311,7 @@ impl Store for RedisStore<'_> {
     fn hget_with<R>(&mut self, key: &[u8], field: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
         let (i, handle) = self.read(key);
         if field == MODE_FIELD {
-            return f(hash_get(handle, &string(field))
+            return f(hash_get(handle, &Str::of(field))
                 .as_ref()
                 .map(RedisString::as_slice));
         }
@@ -516,52 +325,24 @@ impl Store for RedisStore<'_> {
     fn hgetall(&mut self, key: &[u8]) -> Fields {
         let (_, handle) = self.read(key);
         let mut fields = Fields::default();
-        if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
-            return fields;
-        }
-        unsafe extern "C" fn collect(
-            _key: *mut raw::RedisModuleKey,
-            field: *mut raw::RedisModuleString,
-            value: *mut raw::RedisModuleString,
-            privdata: *mut c_void,
-        ) {
-            // SAFETY: privdata is the Fields passed to ScanKey below, alive for the
-            // scan; field and value are valid for the callback's duration.
-            let fields = unsafe { &mut *(privdata as *mut Fields) };
-            fields.push(
-                RedisString::string_as_slice(field),
-                RedisString::string_as_slice(value),
-            );
-        }
-        // SAFETY: a hash handle; the cursor is created and destroyed here, and the
-        // callback only touches `fields`, which outlives the loop.
-        unsafe {
-            let cursor = raw::RedisModule_ScanCursorCreate.expect("ScanCursorCreate")();
-            while raw::RedisModule_ScanKey.expect("ScanKey")(
-                handle,
-                cursor,
-                Some(collect),
-                &mut fields as *mut Fields as *mut c_void,
-            ) != 0
-            {}
-            raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
+        if handle.kind() == KeyType::Hash {
+            handle.scan_hash(|field, value| fields.push(field, value));
         }
         fields
     }
 
     fn hlen(&mut self, key: &[u8]) -> usize {
         let (_, handle) = self.read(key);
-        if key_type(handle) != raw::REDISMODULE_KEYTYPE_HASH {
+        if handle.kind() != KeyType::Hash {
             return 0;
         }
-        // SAFETY: a hash handle.
-        unsafe { raw::RedisModule_ValueLength.expect("ValueLength")(handle) }
+        handle.value_length()
     }
 
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]) {
         self.forget_count();
         let (_, handle, name) = self.write(key);
-        hash_put(handle, &self.string(field), self.string(value).ptr());
+        handle.hash_set(self.string(field).ptr(), self.string(value).ptr());
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hset, name);
         self.replication().hset(self.ctx, key, field, value);
@@ -577,20 +358,11 @@ impl Store for RedisStore<'_> {
             self.string(f2),
             self.string(v2),
         ];
-        // SAFETY: a writable key the lock machine found missing; two
-        // field/value pairs closed by a null, as HashSet's variadic protocol
-        // requires. One call makes the hash once rather than once per field.
-        unsafe {
-            raw::RedisModule_HashSet.expect("HashSet")(
-                handle,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                strings[0].ptr(),
-                strings[1].ptr(),
-                strings[2].ptr(),
-                strings[3].ptr(),
-                ptr::null_mut::<c_void>(),
-            );
-        }
+        // The lock machine found the key missing: one call makes the hash.
+        handle.hash_set2([
+            (strings[0].ptr(), strings[1].ptr()),
+            (strings[2].ptr(), strings[3].ptr()),
+        ]);
         self.signal(name);
         for (field, value) in fields {
             notify(self.ctx, self.classes(), Event::Hset, name);
@@ -611,7 +383,7 @@ impl Store for RedisStore<'_> {
         let next = current + delta;
         memo.count = Some(next);
         let mut buf = [0; DECIMAL_LEN];
-        hash_put(handle, &field_str, string(decimal(next, &mut buf)).ptr());
+        handle.hash_set(field_str.ptr(), Str::of(decimal(next, &mut buf)).ptr());
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hincrby, name);
         self.replication().hincrby(self.ctx, key, field, delta);
@@ -622,15 +394,11 @@ impl Store for RedisStore<'_> {
         let (i, handle, name) = self.write(key);
         let memo = self.field(i, field);
         memo.count = None;
-        hash_put(
-            handle,
-            &Str::Borrowed(memo.name.ptr()),
-            raw::REDISMODULE_HASH_DELETE as *mut _,
-        );
+        handle.hash_set(memo.name.ptr(), HASH_DELETE);
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hdel, name);
         self.replication().hdel(self.ctx, key, field);
-        if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+        if handle.kind() == KeyType::Empty {
             notify(self.ctx, self.classes(), Event::Del, name);
         }
     }
@@ -651,22 +419,9 @@ impl Store for RedisStore<'_> {
     }
 
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
-        // Reading through DMA needs a writable handle: Redis decodes shared
-        // integer strings in place first.
+        // Reading a string's bytes needs a writable handle.
         let (_, handle, _) = self.write(key);
-        if key_type(handle) != raw::REDISMODULE_KEYTYPE_STRING {
-            return None;
-        }
-        let mut len = 0usize;
-        // SAFETY: a string handle; the bytes are copied before the key changes.
-        unsafe {
-            let data = raw::RedisModule_StringDMA.expect("StringDMA")(
-                handle,
-                &mut len,
-                raw::REDISMODULE_READ as c_int,
-            );
-            Some(std::slice::from_raw_parts(data as *const u8, len).to_vec())
-        }
+        (handle.kind() == KeyType::String).then(|| handle.string_bytes())
     }
 
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
@@ -680,15 +435,12 @@ impl Store for RedisStore<'_> {
         let value_str = if evicting {
             Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
         } else {
-            string(value)
+            Str::of(value)
         };
         self.with_writable(key, |s, handle, name| {
-            // SAFETY: a writable handle; StringSet replaces a value of any type and
-            // the new key then takes the absolute deadline.
-            unsafe {
-                raw::RedisModule_StringSet.expect("StringSet")(handle, value_str.ptr());
-                raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline);
-            }
+            // The new key then takes the absolute deadline.
+            handle.string_set(value_str.ptr());
+            handle.set_abs_expire(deadline);
             s.signal(name);
             notify(s.ctx, s.classes(), Event::Set, name);
             notify(s.ctx, s.classes(), Event::Expire, name);
@@ -698,8 +450,8 @@ impl Store for RedisStore<'_> {
 
     fn pttl(&mut self, key: &[u8]) -> i64 {
         let at = match self.one_shot(key, false) {
-            Ok(key) => abs_expire(key.handle),
-            Err(i) => abs_expire(self.kept(i).handle),
+            Ok(key) => key.handle.abs_expire(),
+            Err(i) => self.kept(i).handle.abs_expire(),
         };
         match at {
             None => PTTL_MISSING,
@@ -714,11 +466,10 @@ impl Store for RedisStore<'_> {
             return self.delete(key);
         }
         self.with_writable(key, |s, handle, name| {
-            if key_type(handle) == raw::REDISMODULE_KEYTYPE_EMPTY {
+            if handle.kind() == KeyType::Empty {
                 return false;
             }
-            // SAFETY: a writable handle of an existing key and a future deadline.
-            unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(handle, deadline) };
+            handle.set_abs_expire(deadline);
             s.signal(name);
             notify(s.ctx, s.classes(), Event::Expire, name);
             s.replication().expire_at(s.ctx, key, deadline);
@@ -732,7 +483,7 @@ impl Store for RedisStore<'_> {
 
     fn publish(&mut self, channel: &[u8], message: &[u8]) {
         let flags = self.flags();
-        publish(self.ctx, flags, channel, string(message).ptr());
+        publish(self.ctx, flags, channel, Str::of(message).ptr());
     }
 
     fn lease_index_from(&mut self) -> Option<usize> {
@@ -751,28 +502,12 @@ impl Store for RedisStore<'_> {
     }
 
     fn keep_lease_index(&mut self, hash: &[u8], index: LeaseIndex) {
-        subscription::ensure(self.ctx);
         leases::keep(self.db(), hash, index);
     }
 
     fn forget_lease_index(&mut self, hash: &[u8]) {
         if leases::any() {
             leases::forget(self.db(), hash);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{constant_index, CONSTANT_TEXTS};
-
-    #[test]
-    fn every_constant_text_is_found_at_its_own_index() {
-        for (i, text) in CONSTANT_TEXTS.iter().enumerate() {
-            assert_eq!(constant_index(text), Some(i));
-        }
-        for other in [&b""[..], b"mod", b"modes", b"2", b"READ", b"10"] {
-            assert_eq!(constant_index(other), None);
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Unit tests of the lock machine, one or more per row of SPEC 3.1–3.6.
 
 use super::error::LockError;
-use super::lock::*;
+use super::int::parse_i64;
 use super::memstore::{MemStore, Value};
 use super::names::LockNames;
+use super::rwlock::*;
 use super::store::Store;
 
 const T0: i64 = 1_700_000_000_000;

@@ -1,0 +1,210 @@
+//! The one command table: each command's name, entry point, flags, key spec
+//! and docs, from which the commands are registered, `COMMAND DOCS` and
+//! `COMMAND INFO` are given to Redis (`docs`), and the README's command list
+//! is checked (a test below). The handlers live beside it, one file per lock
+//! kind.
+
+pub mod docs;
+pub mod rwlock;
+
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context, RedisResult};
+
+use self::docs::{
+    arg, block, lease, lock, millis, mode_choice, optional, owner, Arg, Command, Kind, ACQUIRE_KEY,
+    FORCE_KEY, INFO_KEY, RELEASE_KEY,
+};
+use crate::args::ArgString;
+use crate::events;
+use crate::server;
+
+type Handler = fn(&Context, &[ArgString]) -> RedisResult;
+
+/// Wraps a handler in the C entry point Redis calls. Done here rather than
+/// by the crate's command table, whose entry points copy and retain every
+/// argument first.
+macro_rules! entry {
+    ($handler:path) => {{
+        unsafe extern "C" fn entry(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            // SAFETY: Redis passes the command's own context and `argc`
+            // arguments, alive until the handler returns.
+            unsafe { run(ctx, ArgString::slice(argv, argc), $handler) }
+        }
+        Some(entry as unsafe extern "C" fn(_, _, _) -> _)
+    }};
+}
+
+/// Every command.
+pub fn table() -> Vec<Command> {
+    let acquire_complexity = c"O(1), O(W) when the lock is released to W waiters";
+    vec![
+        Command {
+            name: c"rwlock.read",
+            entry: entry!(rwlock::read),
+            flags: c"write deny-oom blocking",
+            summary: c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+            complexity: acquire_complexity,
+            arity: -4,
+            key: ACQUIRE_KEY,
+            args: vec![lock(), owner(), lease(), block()],
+        },
+        Command {
+            name: c"rwlock.write",
+            entry: entry!(rwlock::write),
+            flags: c"write deny-oom blocking",
+            summary: c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+            complexity: acquire_complexity,
+            arity: -4,
+            key: ACQUIRE_KEY,
+            args: vec![lock(), owner(), lease(), block()],
+        },
+        Command {
+            name: c"rwlock.unlock",
+            entry: entry!(rwlock::unlock),
+            flags: c"write",
+            summary: c"Releases one hold. Replies nil (nothing held), 0 (still held) or 1 (released)",
+            complexity: c"O(R) where R is the number of read holds on the lock",
+            arity: -4,
+            key: RELEASE_KEY,
+            args: vec![
+                lock(),
+                owner(),
+                mode_choice(c"Which kind of hold to release"),
+                millis(
+                    c"LEASE",
+                    c"Milliseconds a write hold still held after this release lasts",
+                ),
+                optional(
+                    c"REQUEST",
+                    arg(
+                        c"request",
+                        Kind::Block(vec![
+                            arg(c"id", Kind::Str, c"The unlock request's id"),
+                            arg(
+                                c"ttl",
+                                Kind::Int,
+                                c"Milliseconds a retry with this id gets the same reply",
+                            ),
+                        ]),
+                        c"Makes a retried unlock idempotent",
+                    ),
+                ),
+            ],
+        },
+        Command {
+            name: c"rwlock.renew",
+            entry: entry!(rwlock::renew),
+            flags: c"write",
+            summary: c"Extends the owner's own holds to the lease (the watchdog's call). Replies 1 if it held anything, else 0",
+            complexity: c"O(N) where N is the owner's number of read holds",
+            arity: 4,
+            key: ACQUIRE_KEY,
+            args: vec![lock(), owner(), lease()],
+        },
+        Command {
+            name: c"rwlock.forceunlock",
+            entry: entry!(rwlock::force_unlock),
+            flags: c"write",
+            summary: c"Deletes the lock whoever holds it (only in the given mode, if any). Replies 1 if deleted, else 0",
+            complexity: c"O(R) where R is the number of read holds on the lock",
+            arity: -2,
+            key: FORCE_KEY,
+            args: vec![
+                lock(),
+                Arg {
+                    optional: true,
+                    ..mode_choice(c"Delete the lock only if it is in this mode")
+                },
+            ],
+        },
+        Command {
+            name: c"rwlock.info",
+            entry: entry!(rwlock::info),
+            flags: c"readonly",
+            summary: c"Shows the lock's mode, TTL and owners with their read and write counts and read leases",
+            complexity: c"O(R) where R is the number of read holds on the lock",
+            arity: 2,
+            key: INFO_KEY,
+            args: vec![lock()],
+        },
+    ]
+}
+
+/// Creates every command of the table and describes it to Redis.
+pub fn register(ctx: &Context) -> Result<(), String> {
+    for command in table() {
+        if !server::create_command(ctx, command.name, command.entry, command.flags) {
+            let name = command.name.to_string_lossy();
+            return Err(format!("cannot create command {name}"));
+        }
+        docs::describe(ctx, &command)?;
+    }
+    Ok(())
+}
+
+/// Every command: the handler's reply, then the keyspace subscription
+/// brought up to date with what the command left (a waiter, an index).
+fn run(ctx: *mut raw::RedisModuleCtx, args: &[ArgString], handler: Handler) -> c_int {
+    let context = Context::new(ctx);
+    let status = context.reply(handler(&context, args)) as c_int;
+    events::follow_writes(&context);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::docs::syntax;
+    use super::table;
+
+    #[test]
+    fn the_readme_lists_every_command_with_its_syntax() {
+        let readme = include_str!("../../README.md");
+        for command in table() {
+            let line = syntax(&command);
+            assert!(
+                readme.contains(&line),
+                "the README lacks the syntax line `{line}`"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_lines_read_as_users_type_them() {
+        let lines: Vec<String> = table().iter().map(syntax).collect();
+        assert_eq!(
+            lines,
+            [
+                "RWLOCK.READ lock owner lease [BLOCK ms]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms]",
+                "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
+                "RWLOCK.RENEW lock owner lease",
+                "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
+                "RWLOCK.INFO lock",
+            ]
+        );
+    }
+
+    #[test]
+    fn names_are_unique_and_arities_fit_the_arguments() {
+        let table = table();
+        let mut names: Vec<_> = table.iter().map(|c| c.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), table.len());
+        for c in &table {
+            let required = c.args.iter().filter(|a| !a.optional).count() as i32 + 1;
+            assert_eq!(c.arity.abs(), required, "{:?}", c.name);
+            assert_eq!(
+                c.arity < 0,
+                c.args.iter().any(|a| a.optional),
+                "{:?}",
+                c.name
+            );
+        }
+    }
+}

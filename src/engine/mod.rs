@@ -1,0 +1,21 @@
+//! The pure lock engine: each lock kind's state machine over one small
+//! storage trait ([`store::Store`]), sharing names, errors, integers and the
+//! waiting queue. No Redis in it, so every machine is tested in memory,
+//! against a reference model and Redisson's own scripts' behaviour.
+
+pub mod error;
+pub mod index;
+pub mod int;
+pub mod names;
+pub mod queue;
+pub mod rwlock;
+pub mod store;
+
+#[cfg(test)]
+mod fuzz;
+#[cfg(test)]
+mod memstore;
+#[cfg(test)]
+mod model;
+#[cfg(test)]
+mod tests;

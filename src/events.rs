@@ -1,0 +1,174 @@
+//! Where the server's events reach the module, and fan out: flushes, role
+//! changes, SWAPDB, loads, forks, replica links and module loads (server
+//! events, subscribed at load), and writes to keys (keyspace events,
+//! subscribed on first need). A module has one callback per event, so each
+//! callback here tells every part that cares.
+//!
+//! The keyspace subscription: Redis makes a context and a temporary client
+//! for each subscriber on every matching event of the server, whoever
+//! writes, which costs every write of other clients about a tenth of a
+//! HINCRBY. Only waiters and lease indexes need the events, so the module
+//! subscribes, once and for every class, when the first of either appears,
+//! and a server that never has one never pays.
+
+use std::cell::Cell;
+use std::ffi::{c_void, CStr};
+use std::os::raw::{c_char, c_int};
+
+use redis_module::{raw, Context, NotifyEvent};
+
+use crate::effects::observers;
+use crate::keyspace::leases;
+use crate::server::{self, strings, RawString};
+use crate::waiting::clients as waiting;
+
+/// The classes of the writes that may free a lock its waiters wait on.
+const WAKES_WAITERS: NotifyEvent = NotifyEvent::GENERIC
+    .union(NotifyEvent::HASH)
+    .union(NotifyEvent::STRING)
+    .union(NotifyEvent::EXPIRED)
+    .union(NotifyEvent::EVICTED);
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static SUBSCRIBED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the module receives keyspace events (INFO).
+pub fn subscribed() -> bool {
+    SUBSCRIBED.with(Cell::get)
+}
+
+/// Subscribes to keyspace events once a waiter or a lease index needs to
+/// hear of other clients' writes; called after every command, which is
+/// where both appear (the same command, so no write of anyone else comes
+/// between). Redis 7.0 cannot unsubscribe, so it lasts.
+#[inline]
+pub fn follow_writes(ctx: &Context) {
+    if subscribed() || (waiting::idle() && !leases::any()) {
+        return;
+    }
+    // Every class: a lease key replaced by a list is a foreign write too.
+    let classes = NotifyEvent::ALL.bits() & raw::get_keyspace_notification_flags_all().bits();
+    if server::subscribe_keyspace_events(ctx, classes, on_keyspace_event) {
+        SUBSCRIBED.with(|s| s.set(true));
+    } else {
+        ctx.log_warning("rwlock: cannot subscribe to keyspace events");
+    }
+}
+
+unsafe extern "C" fn on_keyspace_event(
+    ctx: *mut raw::RedisModuleCtx,
+    class: c_int,
+    event: *const c_char,
+    key: RawString,
+) -> c_int {
+    let ctx = Context::new(ctx);
+    let class = NotifyEvent::from_bits_truncate(class);
+    // SAFETY: Redis passes a NUL-terminated event name, alive for the call.
+    let event = unsafe { CStr::from_ptr(event) }
+        .to_str()
+        .unwrap_or_default();
+    let key = strings::bytes(key);
+    let db = server::selected_db(&ctx);
+    if class.intersects(WAKES_WAITERS) {
+        waiting::on_keyspace_event(&ctx, db, key);
+    }
+    leases::on_keyspace_event(db, event, key);
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn on_role_changed(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    // The data may be replaced by the new master's: no index stays trusted.
+    leases::forget_all(None);
+    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+        waiting::abort_all(&Context::new(ctx));
+    }
+}
+
+/// FLUSHDB and FLUSHALL raise no per-key event.
+unsafe extern "C" fn on_flush(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
+    }
+    // SAFETY: for FlushDB events Redis passes a RedisModuleFlushInfo.
+    let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
+    let db = (db != -1).then_some(db);
+    leases::forget_all(db);
+    waiting::on_flush(&Context::new(ctx), db);
+}
+
+/// SWAPDB exchanges whole databases without a keyspace event.
+unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    leases::forget_all(None);
+}
+
+/// A fork, a replica or master link change, or a load.
+unsafe extern "C" fn on_replication_change(
+    _ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    observers::replication_may_have_changed();
+    if eid.id == raw::REDISMODULE_EVENT_LOADING {
+        // A load (a restart's, DEBUG RELOAD, a full sync) replaces the data
+        // without keyspace events.
+        leases::forget_all(None);
+    }
+}
+
+unsafe extern "C" fn on_module_change(
+    _ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_MODULE_LOADED || data.is_null() {
+        return;
+    }
+    // SAFETY: for module change events Redis passes a RedisModuleModuleChange
+    // whose name is a NUL-terminated string.
+    let name =
+        unsafe { CStr::from_ptr((*(data as *const raw::RedisModuleModuleChange)).module_name) };
+    observers::module_loaded(name);
+}
+
+/// Subscribes to every server event the module follows; called at load.
+pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
+    let subscriptions: [(u64, server::ServerEventFn); 8] = [
+        (
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            on_role_changed,
+        ),
+        (raw::REDISMODULE_EVENT_FLUSHDB, on_flush),
+        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb),
+        (raw::REDISMODULE_EVENT_FORK_CHILD, on_replication_change),
+        (raw::REDISMODULE_EVENT_REPLICA_CHANGE, on_replication_change),
+        (
+            raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+            on_replication_change,
+        ),
+        (raw::REDISMODULE_EVENT_LOADING, on_replication_change),
+        (raw::REDISMODULE_EVENT_MODULE_CHANGE, on_module_change),
+    ];
+    let all = subscriptions
+        .into_iter()
+        .all(|(id, callback)| server::subscribe_server_event(ctx, id, callback));
+    all.then_some(()).ok_or("cannot subscribe to server events")
+}

@@ -1,0 +1,55 @@
+//! `INFO rwlock`: the counters of `metrics` and the state of waiting, lease
+//! indexes and the keyspace subscription, in the sections `rwlock_locks`
+//! and `rwlock_waiting`.
+
+use std::os::raw::c_int;
+
+use redis_module::raw;
+
+use crate::events;
+use crate::keyspace::leases;
+use crate::metrics::{self, Counter};
+use crate::waiting::clients as waiting;
+
+/// `INFO rwlock`: the sections `rwlock_locks` and `rwlock_waiting`; Redis
+/// prefixes every field with `rwlock_`.
+///
+/// # Safety
+/// Redis calls it, on the main thread, with a live info context.
+pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let locks = [
+        ("read_acquired", Counter::ReadAcquired),
+        ("write_acquired", Counter::WriteAcquired),
+        ("reentries", Counter::Reentries),
+        ("refused", Counter::Refused),
+        ("unlocks", Counter::Unlocks),
+        ("unlocks_not_held", Counter::UnlocksNotHeld),
+        ("unlocks_replayed", Counter::UnlocksReplayed),
+        ("renewals", Counter::Renewals),
+        ("renewals_not_held", Counter::RenewalsNotHeld),
+        ("force_unlocks", Counter::ForceUnlocks),
+    ];
+    raw::add_info_section(ctx, Some("locks"));
+    for (name, counter) in locks {
+        raw::add_info_field_unsigned_long_long(ctx, name, metrics::get(counter));
+    }
+    let (indexed_locks, indexed_leases) = leases::counts();
+    raw::add_info_field_unsigned_long_long(ctx, "lease_indexes", indexed_locks as u64);
+    raw::add_info_field_unsigned_long_long(ctx, "indexed_leases", indexed_leases as u64);
+    let (waiters, queues) = waiting::counts();
+    let waiting = [
+        ("waiters", waiters as u64),
+        ("locks_with_waiters", queues as u64),
+        ("waits_started", metrics::get(Counter::WaitsStarted)),
+        ("waits_served", metrics::get(Counter::WaitsServed)),
+        ("waits_timed_out", metrics::get(Counter::WaitsTimedOut)),
+        ("waits_aborted", metrics::get(Counter::WaitsAborted)),
+        ("wait_rechecks", metrics::get(Counter::WaitRechecks)),
+        // 1 once a waiter or a lease index made the module watch every write.
+        ("keyspace_subscribed", u64::from(events::subscribed())),
+    ];
+    raw::add_info_section(ctx, Some("waiting"));
+    for (name, value) in waiting {
+        raw::add_info_field_unsigned_long_long(ctx, name, value);
+    }
+}

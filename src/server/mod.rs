@@ -1,0 +1,550 @@
+//! The seam between the module and the server: every call into Redis's C
+//! API that the shell makes goes through a safe function here, so each
+//! unsafe block and its contract is written once. Callers hold the plain
+//! handles Redis uses (a key, a string, a blocked client); what makes them
+//! valid is said where they are made. Everything runs on Redis's main
+//! thread.
+//!
+//! Left outside, each where it is, because a wrapper would add nothing: the
+//! allocator's check that Redis handed over its API (`alloc`), and the
+//! `redis-module` crate's own safe helpers (timers, `INFO` fields, calls).
+
+pub mod strings;
+
+use std::ffi::{c_void, CStr};
+use std::os::raw::{c_char, c_int};
+use std::ptr;
+
+use redis_module::{raw, Context};
+
+pub use self::strings::RawString;
+
+/// The C entry point of a command.
+pub type CommandFn = raw::RedisModuleCmdFunc;
+
+/// A key opened by [`open_key`], valid until [`Key::close`]; a missing key
+/// opened read-only is a null handle, which every method here accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key(*mut raw::RedisModuleKey);
+
+/// What a key holds, by Redis's own key types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyType {
+    Empty,
+    Hash,
+    String,
+    Other,
+}
+
+/// The server's clock in Unix milliseconds, the one lock deadlines are set
+/// by.
+#[inline]
+pub fn milliseconds() -> i64 {
+    // SAFETY: a plain read of the server's clock.
+    unsafe { raw::RedisModule_Milliseconds.expect("Milliseconds")() }
+}
+
+#[inline]
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: a live context.
+    unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.get_raw()) }
+}
+
+/// Selects `db` for the context's client: only for the temporary client of a
+/// timer's or an event's context, never a user's.
+pub fn select_db(ctx: &Context, db: i32) {
+    // SAFETY: a live context; selecting a database that exists.
+    unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.get_raw(), db) };
+}
+
+/// The context's `REDISMODULE_CTX_FLAGS_*`.
+#[inline]
+pub fn context_flags(ctx: &Context) -> c_int {
+    // SAFETY: a live context.
+    unsafe { raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw()) }
+}
+
+/// True while clients are paused (CLIENT PAUSE, a manual failover).
+pub fn writes_paused() -> bool {
+    // SAFETY: a plain query of the server's state.
+    unsafe { raw::RedisModule_AvoidReplicaTraffic.expect("AvoidReplicaTraffic")() != 0 }
+}
+
+/// The classes in `notify-keyspace-events`, as `REDISMODULE_NOTIFY_*` bits.
+pub fn notify_classes() -> c_int {
+    // SAFETY: a plain read of the server's configuration.
+    unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("GetNotifyKeyspaceEvents")() }
+}
+
+// ---------------------------------------------------------------------------
+// Keys
+// ---------------------------------------------------------------------------
+
+/// Opens the key `name` (a string that outlives the key) in the context's
+/// database.
+#[inline]
+pub fn open_key(ctx: &Context, name: RawString, writable: bool) -> Key {
+    let mode = if writable {
+        raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+    } else {
+        raw::REDISMODULE_READ
+    };
+    // SAFETY: a live context; the caller keeps the name alive with the key.
+    Key(unsafe { raw::RedisModule_OpenKey.expect("OpenKey")(ctx.get_raw(), name, mode as c_int) })
+}
+
+impl Key {
+    #[inline]
+    pub fn close(self) {
+        // SAFETY: a handle opened by open_key and closed once, here; CloseKey
+        // accepts null.
+        unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(self.0) };
+    }
+
+    #[inline]
+    pub fn kind(self) -> KeyType {
+        // SAFETY: KeyType accepts null (a missing key) and open handles.
+        match unsafe { raw::RedisModule_KeyType.expect("KeyType")(self.0) } as isize {
+            t if t == raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
+            t if t == raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
+            t if t == raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
+            _ => KeyType::Other,
+        }
+    }
+
+    /// The key's absolute deadline: None when the key is missing,
+    /// `REDISMODULE_NO_EXPIRE` when it has none.
+    #[inline]
+    pub fn abs_expire(self) -> Option<i64> {
+        if self.kind() == KeyType::Empty {
+            return None;
+        }
+        // SAFETY: an open handle of an existing key.
+        Some(unsafe { raw::RedisModule_GetAbsExpire.expect("GetAbsExpire")(self.0) })
+    }
+
+    /// Sets the deadline of an existing key opened writable.
+    #[inline]
+    pub fn set_abs_expire(self, deadline: i64) {
+        // SAFETY: a writable handle of an existing key.
+        unsafe { raw::RedisModule_SetAbsExpire.expect("SetAbsExpire")(self.0, deadline) };
+    }
+
+    /// Deletes an existing key opened writable.
+    #[inline]
+    pub fn delete(self) {
+        // SAFETY: a writable handle of an existing key.
+        unsafe { raw::RedisModule_DeleteKey.expect("DeleteKey")(self.0) };
+    }
+
+    /// Elements of an existing hash.
+    #[inline]
+    pub fn value_length(self) -> usize {
+        // SAFETY: ValueLength accepts null and open handles (0 for missing).
+        unsafe { raw::RedisModule_ValueLength.expect("ValueLength")(self.0) }
+    }
+
+    /// The value of a hash field, as a new string the caller owns (free it
+    /// with [`strings::free`] or wrap it), or null; None when not a hash.
+    #[inline]
+    pub fn hash_get(self, field: RawString) -> Option<RawString> {
+        if self.kind() != KeyType::Hash {
+            return None;
+        }
+        let mut value: RawString = ptr::null_mut();
+        // SAFETY: a hash key; one field/out-pointer pair closed by a null, as
+        // HashGet's variadic protocol requires.
+        unsafe {
+            raw::RedisModule_HashGet.expect("HashGet")(
+                self.0,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field,
+                &mut value as *mut RawString,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        (!value.is_null()).then_some(value)
+    }
+
+    /// Sets hash fields (`value` [`HASH_DELETE`] deletes one) on a key opened
+    /// writable that is empty or a hash; Redis copies what it keeps.
+    #[inline]
+    pub fn hash_set(self, field: RawString, value: RawString) {
+        // SAFETY: a writable hash or empty key; one field/value pair closed
+        // by a null.
+        unsafe {
+            raw::RedisModule_HashSet.expect("HashSet")(
+                self.0,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field,
+                value,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    /// Two fields in one call, which makes a new hash once rather than once
+    /// per field.
+    #[inline]
+    pub fn hash_set2(self, pairs: [(RawString, RawString); 2]) {
+        let [(f1, v1), (f2, v2)] = pairs;
+        // SAFETY: a writable hash or empty key; two field/value pairs closed
+        // by a null.
+        unsafe {
+            raw::RedisModule_HashSet.expect("HashSet")(
+                self.0,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                f1,
+                v1,
+                f2,
+                v2,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    /// Calls `f` with every field and value of a hash key.
+    pub fn scan_hash(self, mut f: impl FnMut(&[u8], &[u8])) {
+        type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]);
+        unsafe extern "C" fn visit(
+            _key: *mut raw::RedisModuleKey,
+            field: RawString,
+            value: RawString,
+            privdata: *mut c_void,
+        ) {
+            // SAFETY: privdata is the visitor passed to ScanKey below, alive
+            // for the scan; field and value are valid during the callback.
+            let f = unsafe { &mut *(privdata as *mut Visit) };
+            f(strings::bytes(field), strings::bytes(value));
+        }
+        let mut visitor: Visit = &mut f;
+        // SAFETY: a hash handle; the cursor is created and destroyed here, and
+        // the callback only touches the visitor, which outlives the loop.
+        unsafe {
+            let cursor = raw::RedisModule_ScanCursorCreate.expect("ScanCursorCreate")();
+            while raw::RedisModule_ScanKey.expect("ScanKey")(
+                self.0,
+                cursor,
+                Some(visit),
+                &mut visitor as *mut Visit as *mut c_void,
+            ) != 0
+            {}
+            raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
+        }
+    }
+
+    /// Replaces the value of a key opened writable with the string `value`.
+    #[inline]
+    pub fn string_set(self, value: RawString) {
+        // SAFETY: a writable handle; StringSet replaces a value of any type.
+        unsafe { raw::RedisModule_StringSet.expect("StringSet")(self.0, value) };
+    }
+
+    /// A copy of a string key's bytes. Needs a writable handle: Redis decodes
+    /// shared integer strings in place first.
+    pub fn string_bytes(self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: a writable string handle; the bytes are copied before the
+        // key can change.
+        unsafe {
+            let data = raw::RedisModule_StringDMA.expect("StringDMA")(
+                self.0,
+                &mut len,
+                raw::REDISMODULE_READ as c_int,
+            );
+            std::slice::from_raw_parts(data as *const u8, len).to_vec()
+        }
+    }
+}
+
+/// The value that deletes a field in [`Key::hash_set`].
+pub const HASH_DELETE: RawString = raw::REDISMODULE_HASH_DELETE as RawString;
+
+// ---------------------------------------------------------------------------
+// Effects: signals, keyspace events, replication, publishing
+// ---------------------------------------------------------------------------
+
+/// Tells Redis a key changed (WATCH, client-side caching).
+#[inline]
+pub fn signal_modified(ctx: &Context, name: RawString) {
+    // SAFETY: a live context and a valid key name.
+    unsafe { raw::RedisModule_SignalModifiedKey.expect("SignalModifiedKey")(ctx.get_raw(), name) };
+}
+
+/// Raises keyspace event `event` of `class` on `key`; Redis delivers it to
+/// subscribers before this returns.
+#[inline]
+pub fn notify_keyspace_event(ctx: &Context, class: c_int, event: &CStr, key: RawString) {
+    // SAFETY: a live context, a valid key name and a NUL-terminated name.
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.expect("NotifyKeyspaceEvent")(
+            ctx.get_raw(),
+            class,
+            event.as_ptr(),
+            key,
+        );
+    }
+}
+
+/// Counts the command as a write for save points, propagating nothing when
+/// nothing receives it.
+#[inline]
+pub fn replicate_verbatim(ctx: &Context) {
+    // SAFETY: a live command context.
+    unsafe { raw::RedisModule_ReplicateVerbatim.expect("ReplicateVerbatim")(ctx.get_raw()) };
+}
+
+/// Propagates `command args…` (one to four arguments) to replicas and the
+/// AOF, inside the command's MULTI/EXEC.
+pub fn replicate(ctx: &Context, command: &CStr, args: &[&[u8]]) {
+    let ctx = ctx.get_raw();
+    // SAFETY: a live context; `b` takes a pointer and a size_t length per
+    // argument, and each call passes exactly as many pairs as its format.
+    unsafe {
+        let replicate = raw::RedisModule_Replicate.expect("Replicate");
+        let c = command.as_ptr();
+        let p = |a: &[u8]| a.as_ptr() as *const c_char;
+        match *args {
+            [a] => replicate(ctx, c, c"b".as_ptr(), p(a), a.len()),
+            [a, b] => replicate(ctx, c, c"bb".as_ptr(), p(a), a.len(), p(b), b.len()),
+            [a, b, d] => replicate(
+                ctx,
+                c,
+                c"bbb".as_ptr(),
+                p(a),
+                a.len(),
+                p(b),
+                b.len(),
+                p(d),
+                d.len(),
+            ),
+            [a, b, d, e] => replicate(
+                ctx,
+                c,
+                c"bbbb".as_ptr(),
+                p(a),
+                a.len(),
+                p(b),
+                b.len(),
+                p(d),
+                d.len(),
+                p(e),
+                e.len(),
+            ),
+            _ => unreachable!("effects have one to four arguments"),
+        };
+    }
+}
+
+/// Publishes `message` on `channel` (sharded with `shard`) from this node.
+pub fn publish_message(ctx: &Context, shard: bool, channel: RawString, message: RawString) {
+    // SAFETY: a live context and two valid strings; publishing copies them.
+    unsafe {
+        if shard {
+            raw::RedisModule_PublishMessageShard.expect("PublishMessageShard")(
+                ctx.get_raw(),
+                channel,
+                message,
+            );
+        } else {
+            raw::RedisModule_PublishMessage.expect("PublishMessage")(
+                ctx.get_raw(),
+                channel,
+                message,
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Blocked clients
+// ---------------------------------------------------------------------------
+
+/// A parked client's handle, valid until the module unblocks it.
+pub type Blocked = *mut raw::RedisModuleBlockedClient;
+
+/// Redis's callback that replies to an unblocked client.
+pub type ReplyFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut RawString, c_int) -> c_int;
+/// Redis's callback that frees what [`unblock`] handed over.
+pub type FreeFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
+/// Redis's callback for a parked client that disconnected.
+pub type DisconnectFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, Blocked);
+
+/// Parks the command's client with no Redis timeout; the caller must have
+/// checked that the context may block.
+pub fn block_client(
+    ctx: &Context,
+    reply: ReplyFn,
+    free: FreeFn,
+    disconnected: DisconnectFn,
+) -> Blocked {
+    // SAFETY: a command context that may block; callbacks of the signatures
+    // BlockClient and SetDisconnectCallback expect.
+    unsafe {
+        let bc = raw::RedisModule_BlockClient.expect("BlockClient")(
+            ctx.get_raw(),
+            Some(reply),
+            None,
+            Some(free),
+            0,
+        );
+        raw::RedisModule_SetDisconnectCallback.expect("SetDisconnectCallback")(
+            bc,
+            Some(disconnected),
+        );
+        bc
+    }
+}
+
+/// Ends a parked client's wait, once; Redis later hands `data` (null: no
+/// reply) to the reply callback, then to the free callback.
+pub fn unblock(bc: Blocked, data: *mut c_void) {
+    // SAFETY: a handle from block_client, unblocked once (the caller's
+    // registry guarantees it).
+    unsafe { raw::RedisModule_UnblockClient.expect("UnblockClient")(bc, data) };
+}
+
+/// In a reply callback: the data given to [`unblock`].
+pub fn blocked_data(ctx: *mut raw::RedisModuleCtx) -> *mut c_void {
+    // SAFETY: Redis calls reply callbacks with the unblocked client's context.
+    unsafe {
+        raw::RedisModule_GetBlockedClientPrivateData.expect("GetBlockedClientPrivateData")(ctx)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Subscriptions
+// ---------------------------------------------------------------------------
+
+/// Redis's callback for a server event.
+pub type ServerEventFn =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+/// Redis's callback for a keyspace event.
+pub type KeyspaceEventFn =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, c_int, *const c_char, RawString) -> c_int;
+
+/// Subscribes to the server event `id`; false when Redis refused.
+pub fn subscribe_server_event(ctx: &Context, id: u64, callback: ServerEventFn) -> bool {
+    // The header's event constants are statics of its own, not exported
+    // symbols: build them as it does (data version 1).
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.get_raw(), event, Some(callback)) == raw::Status::Ok
+}
+
+/// Subscribes to keyspace events of `classes`; false when Redis refused.
+/// There is no unsubscribing on Redis 7.0.
+pub fn subscribe_keyspace_events(ctx: &Context, classes: c_int, callback: KeyspaceEventFn) -> bool {
+    // SAFETY: a module context and a callback of the signature Redis expects.
+    unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents.expect("SubscribeToKeyspaceEvents")(
+            ctx.get_raw(),
+            classes,
+            Some(callback),
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+// ---------------------------------------------------------------------------
+// INFO of the server
+// ---------------------------------------------------------------------------
+
+/// One section of the server's INFO, freed on drop.
+pub struct ServerInfo<'c> {
+    ctx: &'c Context,
+    data: *mut raw::RedisModuleServerInfoData,
+}
+
+impl<'c> ServerInfo<'c> {
+    /// The section, or None when Redis gives nothing.
+    pub fn read(ctx: &'c Context, section: &CStr) -> Option<Self> {
+        // SAFETY: a live context and a NUL-terminated section name.
+        let data = unsafe {
+            raw::RedisModule_GetServerInfo.expect("GetServerInfo")(ctx.get_raw(), section.as_ptr())
+        };
+        (!data.is_null()).then_some(ServerInfo { ctx, data })
+    }
+
+    pub fn signed(&self, field: &CStr) -> Option<i64> {
+        let mut err: c_int = 0;
+        // SAFETY: live info data and a NUL-terminated field name.
+        let value = unsafe {
+            raw::RedisModule_ServerInfoGetFieldSigned.expect("ServerInfoGetFieldSigned")(
+                self.data,
+                field.as_ptr(),
+                &mut err,
+            )
+        };
+        (err == 0).then_some(value)
+    }
+
+    /// Whether the text field `field` is `value`.
+    pub fn text_is(&self, field: &CStr, value: &CStr) -> bool {
+        // SAFETY: live info data and a NUL-terminated field name; the result
+        // is null or a NUL-terminated string owned by the data.
+        unsafe {
+            let text = raw::RedisModule_ServerInfoGetFieldC.expect("ServerInfoGetFieldC")(
+                self.data,
+                field.as_ptr(),
+            );
+            !text.is_null() && CStr::from_ptr(text) == value
+        }
+    }
+}
+
+impl Drop for ServerInfo<'_> {
+    fn drop(&mut self) {
+        // SAFETY: data read by this guard and freed once, here.
+        unsafe {
+            raw::RedisModule_FreeServerInfo.expect("FreeServerInfo")(self.ctx.get_raw(), self.data)
+        };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------
+
+/// Creates a command whose one key is argument 1; false when Redis refused.
+pub fn create_command(ctx: &Context, name: &CStr, entry: CommandFn, flags: &CStr) -> bool {
+    // SAFETY: a loading module's context and NUL-terminated names.
+    unsafe {
+        raw::RedisModule_CreateCommand.expect("CreateCommand")(
+            ctx.get_raw(),
+            name.as_ptr(),
+            entry,
+            flags.as_ptr(),
+            1,
+            1,
+            1,
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Hands a created command's docs to Redis (`COMMAND DOCS`, `COMMAND INFO`).
+pub fn set_command_info(
+    ctx: &Context,
+    name: &CStr,
+    info: &raw::RedisModuleCommandInfo,
+) -> Result<(), String> {
+    let label = name.to_string_lossy();
+    // SAFETY: Redis fills the API table once, before the module's load runs;
+    // it is only read here.
+    let (get_command, set_info) =
+        unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
+    let (Some(get_command), Some(set_info)) = (get_command, set_info) else {
+        return Err("this Redis cannot describe commands (Redis 7.0 or later needed)".into());
+    };
+    // SAFETY: a load-time context and a NUL-terminated name.
+    let command = unsafe { get_command(ctx.get_raw(), name.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("command {label} is not registered"));
+    }
+    // SAFETY: the caller's info is valid for the call, arrays ended by their
+    // terminators; Redis copies what it keeps.
+    if unsafe { set_info(command, info) } == raw::REDISMODULE_ERR as c_int {
+        return Err(format!(
+            "Redis refused the docs of {label} (see the log above)"
+        ));
+    }
+    Ok(())
+}

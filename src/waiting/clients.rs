@@ -1,0 +1,353 @@
+//! Parking and waking clients (docs/design.md, contract §4): the registry's
+//! decisions carried out on the server, with blocked clients and timers.
+//!
+//! Redis's `BlockClientOnKeys` never wakes for a deleted key, so the queues
+//! are the module's and are served by the releasing command itself, by
+//! keyspace events (a Redisson Lua unlock, DEL, expiry), by FLUSHDB and
+//! FLUSHALL and by a timer at the lock's deadline.
+//!
+//! A wait's own timeout is the module's too, not Redis's blocking timeout:
+//! Redis 7.0 may time out a client in the same event-loop turn in which the
+//! module handed it the lock, and then drops both replies, so the client
+//! hangs while holding a lock it never hears about. With every wait ended by
+//! an unblock of the module's alone, each parked client gets exactly one
+//! reply.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use redis_module::{raw, Context, ContextFlags, RedisValue};
+
+use super::registry::{Due, LockId, Registry};
+use crate::engine::error::ERR_REPLICA;
+use crate::engine::names::LockNames;
+use crate::engine::queue::{self, Served, Ticket};
+use crate::engine::rwlock::Mode;
+use crate::engine::store::Store;
+use crate::keyspace::RedisStore;
+use crate::metrics;
+use crate::server::{self, Blocked, RawString};
+
+/// Never expected: Redis replied for a parked client we did not unblock.
+const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
+
+/// How often a lock's waiters are looked at again while writes are paused.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// What the reply callback answers a parked client.
+enum Outcome {
+    Acquired,
+    Failed(&'static str),
+    /// The wait's timeout passed: the lock's PTTL then.
+    TimedOut(i64),
+}
+
+/// Data of the agenda's timer.
+struct Agenda;
+
+/// A parked client's handle as the registry keys it.
+type Handle = usize;
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static REGISTRY: RefCell<Registry<Handle>> = RefCell::new(Registry::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+fn blocked(handle: Handle) -> Blocked {
+    handle as Blocked
+}
+
+/// Nobody waits for any lock: the hot path asks this first.
+pub fn idle() -> bool {
+    with(|r| r.idle())
+}
+
+fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
+    (server::selected_db(ctx), names.hash().to_vec())
+}
+
+/// BLOCK is refused inside MULTI, scripts and other contexts that cannot wait:
+/// there the command makes its one attempt and replies at once.
+pub fn can_block(ctx: &Context) -> bool {
+    server::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING as c_int == 0
+}
+
+/// True when other clients wait for this lock.
+pub fn has_waiters(ctx: &Context, names: &LockNames) -> bool {
+    if idle() {
+        return false;
+    }
+    let id = lock_id(ctx, names);
+    with(|r| r.has_waiters(&id))
+}
+
+/// Parks the calling client until it holds the lock or `timeout_ms` passes
+/// (0: no limit). The caller replies nothing now.
+pub fn park(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    owner: &[u8],
+    mode: Mode,
+    lease: i64,
+    timeout_ms: i64,
+) {
+    // No Redis timeout: ours is on the agenda (see the module's comment).
+    let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
+    let id = lock_id(ctx, names);
+    // A millisecond more: the clock read is the command's, made earlier, and
+    // a wait never ends before its time.
+    let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
+    let ticket = Ticket {
+        owner: owner.to_vec(),
+        mode,
+        lease,
+        token: bc as Handle,
+    };
+    with(|r| r.park(id.clone(), ticket, ends));
+    metrics::wait_started();
+    rearm(ctx, store, names, &id);
+}
+
+/// Hands the lock to the waiters that can take it now, in arrival order.
+/// Every command that may free a lock calls this before it replies, so the
+/// handoff is part of the same atomic, replicated unit.
+pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
+    serve_after(ctx, store, names, |_| ());
+}
+
+/// Makes `change` to the lock, then serves its waiters. The keyspace events
+/// that both raise on the lock's hash are ignored: this serve looks at the
+/// lock after them anyway, and each would cost a timer and another look
+/// (together some 7,700 server instructions per handoff, 40 % of its serve).
+pub fn serve_after<T>(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    change: impl FnOnce(&mut RedisStore) -> T,
+) -> T {
+    if idle() {
+        return change(store);
+    }
+    let id = lock_id(ctx, names);
+    let outer = with(|r| r.settle(Some(id.clone())));
+    let result = change(store);
+    serve_now(ctx, store, names, id);
+    with(|r| r.settle(outer));
+    result
+}
+
+fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockId) {
+    // The store raises keyspace events, which re-enter this module: the
+    // registry must not stay borrowed while the lock machine runs.
+    let Some(mut tickets) = with(|r| r.take_tickets(&id)) else {
+        return;
+    };
+    let served = queue::admit(store, names, &mut tickets);
+    with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
+    for Served { ticket, outcome } in served {
+        let outcome = match outcome {
+            Ok(reentry) => {
+                metrics::acquired(ticket.mode, reentry);
+                Outcome::Acquired
+            }
+            Err(e) => Outcome::Failed(e.message()),
+        };
+        metrics::wait_served();
+        // The handle was in the queue, so it is parked, and it left the
+        // registry above: it is unblocked once.
+        server::unblock(blocked(ticket.token), boxed(outcome));
+    }
+    rearm(ctx, store, names, &id);
+}
+
+fn boxed(outcome: Outcome) -> *mut c_void {
+    // Redis hands the box back to free_outcome.
+    Box::into_raw(Box::new(outcome)) as *mut c_void
+}
+
+/// Keeps the lock's deadline on the agenda, or drops its empty queue; then
+/// arms the agenda's timer for what `park` or this put on it.
+fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) {
+    let pttl = store.pttl(names.hash());
+    let now = store.now_ms();
+    // Redis drops a key once the clock is past its deadline.
+    let wanted = (pttl > 0).then_some(now + pttl + 1);
+    with(|r| r.rearm(id, wanted));
+    arm_agenda(ctx);
+}
+
+/// A look at the lock's waiters after an outside change (a keyspace event,
+/// a flush), counted in `INFO` unless one was due already.
+fn recheck(ctx: &Context, id: LockId) {
+    if schedule_in(ctx, id, Duration::ZERO) {
+        metrics::wait_recheck();
+    }
+}
+
+/// Looks at the lock's waiters again after `delay`, unless a look is due;
+/// true when this scheduled a new look.
+fn schedule_in(ctx: &Context, id: LockId, delay: Duration) -> bool {
+    let schedule = with(|r| r.mark_soon(&id));
+    if schedule {
+        ctx.create_timer(delay, on_soon, id);
+    }
+    schedule
+}
+
+fn on_soon(ctx: &Context, id: LockId) {
+    if with(|r| r.soon_done(&id)) {
+        look(ctx, id);
+    }
+}
+
+/// Serves the lock's waiters from a timer.
+fn look(ctx: &Context, id: LockId) {
+    // Timers also run on replicas, which must never write.
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    // While clients are paused (CLIENT PAUSE, a manual failover) Redis lets
+    // no write through and holds back expiry: a key past its deadline reads
+    // as missing but is still there, and a timer writing it anew trips an
+    // assertion that takes the server down (Redis 7.0).
+    if server::writes_paused() {
+        schedule_in(ctx, id, PAUSED_RETRY);
+        return;
+    }
+    let Ok(names) = LockNames::new(&id.1) else {
+        return;
+    };
+    server::select_db(ctx, id.0);
+    let mut store = RedisStore::new(ctx);
+    serve(ctx, &mut store, &names);
+}
+
+/// A keyspace event on `key` of `db`: a Lua unlock, DEL, UNLINK, expiry,
+/// eviction, a TTL change may have freed a lock with waiters. Writing here
+/// is unsafe, so the work is deferred to a timer.
+pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
+    if idle() || with(|r| r.settling(db, key)) {
+        return;
+    }
+    recheck(ctx, (db, key.to_vec()));
+}
+
+/// FLUSHDB and FLUSHALL raise no per-key event: every queue of the flushed
+/// database (`None`: all) gets a look.
+pub fn on_flush(ctx: &Context, db: Option<i32>) {
+    for id in with(|r| r.locks_in(db)) {
+        recheck(ctx, id);
+    }
+}
+
+/// Makes the agenda's timer fire by the first entry. A timer set earlier,
+/// for an entry dropped since, is kept: it finds nothing due and arms the
+/// next.
+fn arm_agenda(ctx: &Context) {
+    let Some((stale, at)) = with(|r| r.timer_needed()) else {
+        return;
+    };
+    if let Some(timer) = stale {
+        // It may have fired already; then there is nothing to stop.
+        let _ = ctx.stop_timer::<Agenda>(timer);
+    }
+    let now = server::milliseconds();
+    let delay = (at - now).max(0);
+    let timer = ctx.create_timer(Duration::from_millis(delay as u64), on_agenda, Agenda);
+    with(|r| r.set_timer((timer, now + delay)));
+}
+
+/// Serves what has fallen due, then arms the timer for the next entry.
+fn on_agenda(ctx: &Context, _: Agenda) {
+    let now = server::milliseconds();
+    for due in with(|r| r.take_due(now)) {
+        match due {
+            Due::Timeout(handle) => time_out(ctx, handle),
+            Due::Deadline(id) => {
+                if with(|r| r.deadline_done(&id)) {
+                    look(ctx, id);
+                }
+            }
+        }
+    }
+    arm_agenda(ctx);
+}
+
+/// The wait's timeout passed: the client gets the lock's PTTL now, as an
+/// immediate refusal would, and the waiters behind it may now be first.
+fn time_out(ctx: &Context, handle: Handle) {
+    let Some(waiter) = with(|r| r.unregister(handle)) else {
+        return;
+    };
+    let id = waiter.lock;
+    server::select_db(ctx, id.0);
+    let pttl = RedisStore::new(ctx).pttl(&id.1);
+    metrics::wait_timed_out();
+    // Still registered until now, so parked: unblocked once, here.
+    server::unblock(blocked(handle), boxed(Outcome::TimedOut(pttl)));
+    schedule_in(ctx, id, Duration::ZERO);
+}
+
+unsafe extern "C" fn reply_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut RawString,
+    _argc: c_int,
+) -> c_int {
+    let outcome = server::blocked_data(ctx) as *const Outcome;
+    let context = Context::new(ctx);
+    // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
+    // lives until free_outcome.
+    let status = match unsafe { outcome.as_ref() } {
+        Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
+        Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        Some(Outcome::TimedOut(pttl)) => context.reply(Ok(RedisValue::Integer(*pttl))),
+        None => context.reply_error_string(ERR_NO_OUTCOME),
+    };
+    status as c_int
+}
+
+unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: data came from `boxed`, and Redis frees it once.
+        drop(unsafe { Box::from_raw(data as *mut Outcome) });
+    }
+}
+
+/// A parked client went away. Redis frees the handle of a client that was
+/// not blocked on keys only once the module unblocks it.
+unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Blocked) {
+    let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
+        return;
+    };
+    // Still registered, so unblocked once, here; without data Redis replies
+    // nothing more and frees it.
+    server::unblock(bc, std::ptr::null_mut());
+    metrics::wait_aborted();
+    schedule_in(&Context::new(ctx), waiter.lock, Duration::ZERO);
+}
+
+/// Fails every waiter at once: the node stopped being a master.
+pub fn abort_all(ctx: &Context) {
+    let (handles, timer) = with(|r| r.drain());
+    if let Some(timer) = timer {
+        let _ = ctx.stop_timer::<Agenda>(timer);
+    }
+    for handle in handles {
+        metrics::wait_aborted();
+        // Every ticket's handle is parked, and the registry is gone: each is
+        // unblocked once.
+        server::unblock(blocked(handle), boxed(Outcome::Failed(ERR_REPLICA)));
+    }
+}
+
+/// Parked clients, and locks they wait for, for `INFO rwlock`.
+pub fn counts() -> (usize, usize) {
+    with(|r| r.counts())
+}

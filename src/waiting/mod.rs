@@ -1,0 +1,6 @@
+//! Waiting on the server (docs/design.md, contract §4): who waits for which
+//! lock and what falls due when (`registry`, pure), and the clients parked
+//! and woken on the server (`clients`).
+
+pub mod clients;
+pub mod registry;
