@@ -1,4 +1,4 @@
-//! Module configuration (SPEC section 5): `rwlock.publish`,
+//! Module configuration (docs/design.md, contract §5): `rwlock.publish`,
 //! `rwlock.fairness` and `rwlock.default-lease`, and `rwlock.lease-index-from`
 //! (see `leases`), settable as module arguments
 //! at load time and with CONFIG SET.

@@ -1,7 +1,7 @@
 //! Fuzz tests of argument parsing (proptest). Argument vectors are
 //! arbitrary bytes, biased towards the tokens that matter (options, numbers
 //! at the edges of their ranges, names with braces, reserved owners), and
-//! are checked against a reference written from the SPEC, not from the
+//! are checked against a reference written from the contract (docs/design.md), not from the
 //! parser: a call is accepted exactly when the reference finds no problem,
 //! with the same values, and a refused call reports one of the problems the
 //! reference found. `PROPTEST_CASES` sets the number of cases (`make fuzz`
@@ -53,7 +53,7 @@ fn problem_of(e: &RedisError) -> Problem {
 }
 
 // ---------------------------------------------------------------------------
-// The reference, from the SPEC
+// The reference, from the contract
 // ---------------------------------------------------------------------------
 
 const MAX_MS: i64 = 315_360_000_000;
@@ -88,7 +88,7 @@ fn cluster_tag(key: &[u8]) -> &[u8] {
     }
 }
 
-/// SPEC 1's prefix and suffix rules.
+/// contract §1's prefix and suffix rules.
 fn ref_prefix(p: &[u8], name: &[u8]) -> Vec<u8> {
     if name.contains(&b'{') {
         [p, b":", name].concat()
@@ -105,7 +105,7 @@ fn ref_suffix_base(name: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Every key and channel SPEC 1 derives from `name`, for owners and request
+/// Every key and channel contract §1 derives from `name`, for owners and request
 /// ids that probe the brace rule.
 fn ref_derived(name: &[u8]) -> Vec<Vec<u8>> {
     let mut keys = vec![ref_prefix(b"redisson_rwlock", name)];
@@ -117,14 +117,14 @@ fn ref_derived(name: &[u8]) -> Vec<Vec<u8>> {
     keys
 }
 
-/// SPEC 6: a name is refused when a key derived from it could land in
+/// contract §6: a name is refused when a key derived from it could land in
 /// another slot than the name itself.
 fn ref_name_ok(name: &[u8]) -> bool {
     let tag = cluster_tag(name);
     ref_derived(name).iter().all(|k| cluster_tag(k) == tag)
 }
 
-/// SPEC 1: an owner is non-empty, not `mode`, and does not end in `:write`.
+/// contract §1: an owner is non-empty, not `mode`, and does not end in `:write`.
 fn ref_owner_ok(owner: &[u8]) -> bool {
     !owner.is_empty() && owner != b"mode" && !owner.ends_with(b":write")
 }

@@ -188,7 +188,7 @@ fn expires_at_once(op: &Op, dump: &Dump, lock: usize) -> bool {
     one_ms_write && persistent
 }
 
-/// A lock as the SPEC describes it (absent counts as well-formed); else why not.
+/// A lock as the contract describes it (absent counts as well-formed); else why not.
 fn well_formed(hash: Option<&Value>) -> Result<(), String> {
     let fields = match hash {
         None => return Ok(()),

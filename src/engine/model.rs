@@ -1,6 +1,6 @@
 //! Model-based test: random operations run on the lock machine (over the
 //! in-memory store) and on a small reference model written straight from the
-//! SPEC's prose, comparing replies, messages and the whole keyspace each step.
+//! the contract's prose (docs/design.md), comparing replies, messages and the whole keyspace each step.
 
 use std::collections::BTreeMap;
 
@@ -165,7 +165,7 @@ impl Model {
         Reply::Entered { reentry: true }
     }
 
-    /// Returns (reply, latch value) as SPEC 3.3 defines them.
+    /// Returns (reply, latch value) as contract §3.3 defines them.
     fn unlock_read(&mut self, name: &str, owner: &str) -> (Reply, Option<i64>) {
         let Some(l) = self.live_lock(name) else {
             self.published.push((name.into(), "0"));

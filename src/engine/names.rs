@@ -1,4 +1,4 @@
-//! Redisson's key and channel names for one lock (SPEC section 1).
+//! Redisson's key and channel names for one lock (docs/design.md, contract §1).
 
 use super::error::LockError;
 use super::int::{decimal, DECIMAL_LEN};

@@ -1,4 +1,4 @@
-//! Waiting on the server (SPEC section 4): who of the waiters gets the lock
+//! Waiting on the server (docs/design.md, contract §4): who of the waiters gets the lock
 //! when it may have changed, and whether a new acquisition must queue behind
 //! them. Pure: the shell keeps the queues and parks the clients.
 

@@ -1,5 +1,5 @@
-//! Redisson's read-write lock as a state machine over a [`Store`] (SPEC
-//! sections 3.1–3.6). Every command reads and checks what it needs first and
+//! Redisson's read-write lock as a state machine over a [`Store`] (docs/design.md,
+//! contract §3.1–§3.6). Every command reads and checks what it needs first and
 //! only then writes, so a refused or failing call changes nothing.
 
 use std::collections::BTreeMap;
@@ -173,7 +173,7 @@ fn holds_of(fields: &Fields) -> Result<Vec<(&[u8], i64)>, LockError> {
         .collect()
 }
 
-/// `RWLOCK.READ` (SPEC 3.1).
+/// `RWLOCK.READ` (contract §3.1).
 pub fn read_lock<S: Store>(
     s: &mut S,
     names: &LockNames,
@@ -207,7 +207,7 @@ pub fn read_lock<S: Store>(
     Ok(Acquire::Acquired { reentry })
 }
 
-/// `RWLOCK.WRITE` (SPEC 3.2).
+/// `RWLOCK.WRITE` (contract §3.2).
 pub fn write_lock<S: Store>(
     s: &mut S,
     names: &LockNames,
@@ -245,7 +245,7 @@ pub fn write_lock<S: Store>(
     }
 }
 
-/// `RWLOCK.UNLOCK` (SPEC 3.3): releases one hold of `mode`, idempotently when
+/// `RWLOCK.UNLOCK` (contract §3.3): releases one hold of `mode`, idempotently when
 /// a request is given.
 pub fn unlock<S: Store>(
     s: &mut S,
@@ -490,7 +490,7 @@ fn unlock_write<S: Store>(
     Ok(Release::Released)
 }
 
-/// `RWLOCK.RENEW` (SPEC 3.4): the watchdog's call. True when the owner held
+/// `RWLOCK.RENEW` (contract §3.4): the watchdog's call. True when the owner held
 /// anything.
 pub fn renew<S: Store>(
     s: &mut S,
@@ -522,7 +522,7 @@ pub fn renew<S: Store>(
     Ok(true)
 }
 
-/// `RWLOCK.FORCEUNLOCK` (SPEC 3.5): deletes the lock if it is in `only` mode
+/// `RWLOCK.FORCEUNLOCK` (contract §3.5): deletes the lock if it is in `only` mode
 /// (any mode when `None`), with its readers' timeout keys.
 pub fn force_unlock<S: Store>(
     s: &mut S,
@@ -557,7 +557,7 @@ pub fn force_unlock<S: Store>(
     Ok(true)
 }
 
-/// `RWLOCK.INFO` (SPEC 3.6): read-only view, owners in byte order.
+/// `RWLOCK.INFO` (contract §3.6): read-only view, owners in byte order.
 pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockError> {
     let hash = names.hash();
     let mode = mode_of(s, hash)?;

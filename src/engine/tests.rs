@@ -1,4 +1,4 @@
-//! Unit tests of the lock machine, one or more per row of SPEC 3.1–3.6.
+//! Unit tests of the lock machine, one or more per row of contract §3.1–§3.6.
 
 use super::error::LockError;
 use super::int::parse_i64;
@@ -682,7 +682,7 @@ fn info_lists_owners_with_counts_and_leases() {
     );
 }
 
-// --- SPEC 7: bad state and input change nothing ---
+// --- contract §7: bad state and input change nothing ---
 
 #[test]
 fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
