@@ -10,6 +10,8 @@ use redis_module::raw;
 pub struct ModuleAlloc;
 
 fn in_redis() -> bool {
+    // Read here, not through `server`: the allocator sits below every other
+    // part of the module, and this reads the API table rather than calling it.
     // SAFETY: the pointer is written once, by RedisModule_Init, before any
     // command runs; until then it is None and nothing Redis-owned exists.
     unsafe { (*std::ptr::addr_of!(raw::RedisModule_Alloc)).is_some() }

@@ -2,7 +2,7 @@
 //! checked here, before any key is touched. Parsing only sees bytes, so the
 //! fuzz tests below run it without a server.
 
-use redis_module::{raw, RedisError, RedisString};
+use redis_module::RedisError;
 
 use crate::engine::error::{
     LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, MAX_MILLIS,
@@ -10,6 +10,7 @@ use crate::engine::error::{
 use crate::engine::int::parse_i64;
 use crate::engine::names::{check_owner, LockNames};
 use crate::engine::rwlock::{Mode, Request};
+pub use crate::server::ArgString;
 
 pub fn lock_error(e: LockError) -> RedisError {
     RedisError::Str(e.message())
@@ -20,37 +21,9 @@ pub trait Arg {
     fn bytes(&self) -> &[u8];
 }
 
-/// A command argument as Redis passed it: borrowed for the length of the
-/// command, never retained or freed, so a command costs no allocation and
-/// no reference counting before it starts.
-#[repr(transparent)]
-pub struct ArgString(*mut raw::RedisModuleString);
-
-impl ArgString {
-    /// Views a command's `argc` arguments.
-    ///
-    /// # Safety
-    /// `argv` must be null or point to `argc` strings that outlive the view,
-    /// as a command handler's arguments do.
-    pub unsafe fn slice<'a>(argv: *mut *mut raw::RedisModuleString, argc: i32) -> &'a [ArgString] {
-        match usize::try_from(argc) {
-            Ok(len) if !argv.is_null() => {
-                // SAFETY: `ArgString` is one string pointer (repr(transparent)),
-                // and the caller vouches for `argc` of them.
-                unsafe { std::slice::from_raw_parts(argv.cast::<ArgString>(), len) }
-            }
-            _ => &[],
-        }
-    }
-
-    pub fn ptr(&self) -> *mut raw::RedisModuleString {
-        self.0
-    }
-}
-
 impl Arg for ArgString {
     fn bytes(&self) -> &[u8] {
-        RedisString::string_as_slice(self.0)
+        ArgString::bytes(self)
     }
 }
 

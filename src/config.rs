@@ -16,29 +16,24 @@ use crate::keyspace::leases::LEASE_INDEX_FROM;
 pub use fairness::Fairness;
 pub use publish::PublishMode;
 
-// The enum names are the values users type, hence lower case.
-mod publish {
-    redis_module::enum_configuration! {
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, PartialEq, Eq, Copy)]
-        pub enum PublishMode {
-            auto = 0,
-            publish = 1,
-            spublish = 2,
+/// A config of named choices. The variants are the values users type,
+/// hence lower case.
+macro_rules! choices {
+    ($module:ident :: $name:ident { $($value:ident = $n:literal),+ }) => {
+        mod $module {
+            redis_module::enum_configuration! {
+                #[allow(non_camel_case_types)]
+                #[derive(Debug, PartialEq, Eq, Copy)]
+                pub enum $name {
+                    $($value = $n,)+
+                }
+            }
         }
-    }
+    };
 }
 
-mod fairness {
-    redis_module::enum_configuration! {
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, PartialEq, Eq, Copy)]
-        pub enum Fairness {
-            none = 0,
-            fifo = 1,
-        }
-    }
-}
+choices!(publish::PublishMode { auto = 0, publish = 1, spublish = 2 });
+choices!(fairness::Fairness { none = 0, fifo = 1 });
 
 pub const DEFAULT_LEASE_MS: i64 = 30_000;
 

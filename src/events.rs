@@ -78,97 +78,70 @@ unsafe extern "C" fn on_keyspace_event(
     raw::REDISMODULE_OK as c_int
 }
 
-unsafe extern "C" fn on_role_changed(
+/// Every server event the module follows, told to each part that cares.
+unsafe extern "C" fn on_server_event(
     ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    // The data may be replaced by the new master's: no index stays trusted.
-    leases::forget_all(None);
-    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
-        waiting::abort_all(&Context::new(ctx));
-    }
-}
-
-/// FLUSHDB and FLUSHALL raise no per-key event.
-unsafe extern "C" fn on_flush(
-    ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
-        return;
-    }
-    // SAFETY: for FlushDB events Redis passes a RedisModuleFlushInfo.
-    let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
-    let db = (db != -1).then_some(db);
-    leases::forget_all(db);
-    waiting::on_flush(&Context::new(ctx), db);
-}
-
-/// SWAPDB exchanges whole databases without a keyspace event.
-unsafe extern "C" fn on_swapdb(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    leases::forget_all(None);
-}
-
-/// A fork, a replica or master link change, or a load.
-unsafe extern "C" fn on_replication_change(
-    _ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    observers::replication_may_have_changed();
-    if eid.id == raw::REDISMODULE_EVENT_LOADING {
-        // A load (a restart's, DEBUG RELOAD, a full sync) replaces the data
-        // without keyspace events.
-        leases::forget_all(None);
-    }
-}
-
-unsafe extern "C" fn on_module_change(
-    _ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
     subevent: u64,
     data: *mut c_void,
 ) {
-    if subevent != raw::REDISMODULE_SUBEVENT_MODULE_LOADED || data.is_null() {
-        return;
+    let ctx = Context::new(ctx);
+    match eid.id {
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
+            // The data may be replaced by the new master's: no index stays
+            // trusted.
+            leases::forget_all(None);
+            if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+                waiting::abort_all(&ctx);
+            }
+        }
+        // FLUSHDB and FLUSHALL raise no per-key event.
+        raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+            // SAFETY: for FlushDB events Redis passes a RedisModuleFlushInfo.
+            let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
+            let db = (db != -1).then_some(db);
+            leases::forget_all(db);
+            waiting::on_flush(&ctx, db);
+        }
+        // SWAPDB exchanges whole databases without a keyspace event.
+        raw::REDISMODULE_EVENT_SWAPDB => leases::forget_all(None),
+        raw::REDISMODULE_EVENT_FORK_CHILD
+        | raw::REDISMODULE_EVENT_REPLICA_CHANGE
+        | raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => observers::replication_may_have_changed(),
+        raw::REDISMODULE_EVENT_LOADING => {
+            observers::replication_may_have_changed();
+            // A load (a restart's, DEBUG RELOAD, a full sync) replaces the
+            // data without keyspace events.
+            leases::forget_all(None);
+        }
+        raw::REDISMODULE_EVENT_MODULE_CHANGE
+            if subevent == raw::REDISMODULE_SUBEVENT_MODULE_LOADED && !data.is_null() =>
+        {
+            // SAFETY: for module change events Redis passes a
+            // RedisModuleModuleChange whose name is a NUL-terminated string.
+            let name = unsafe {
+                CStr::from_ptr((*(data as *const raw::RedisModuleModuleChange)).module_name)
+            };
+            observers::module_loaded(name);
+        }
+        _ => {}
     }
-    // SAFETY: for module change events Redis passes a RedisModuleModuleChange
-    // whose name is a NUL-terminated string.
-    let name =
-        unsafe { CStr::from_ptr((*(data as *const raw::RedisModuleModuleChange)).module_name) };
-    observers::module_loaded(name);
 }
 
 /// Subscribes to every server event the module follows; called at load.
 pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
-    let subscriptions: [(u64, server::ServerEventFn); 8] = [
-        (
-            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-            on_role_changed,
-        ),
-        (raw::REDISMODULE_EVENT_FLUSHDB, on_flush),
-        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb),
-        (raw::REDISMODULE_EVENT_FORK_CHILD, on_replication_change),
-        (raw::REDISMODULE_EVENT_REPLICA_CHANGE, on_replication_change),
-        (
-            raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
-            on_replication_change,
-        ),
-        (raw::REDISMODULE_EVENT_LOADING, on_replication_change),
-        (raw::REDISMODULE_EVENT_MODULE_CHANGE, on_module_change),
+    let events = [
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_FLUSHDB,
+        raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_FORK_CHILD,
+        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_MODULE_CHANGE,
     ];
-    let all = subscriptions
+    let all = events
         .into_iter()
-        .all(|(id, callback)| server::subscribe_server_event(ctx, id, callback));
+        .all(|id| server::subscribe_server_event(ctx, id, on_server_event));
     all.then_some(()).ok_or("cannot subscribe to server events")
 }

@@ -30,7 +30,8 @@ const COUNTERS: usize = Counter::WaitRechecks as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 
-fn bump(counter: Counter) {
+/// One more of `counter`.
+pub fn bump(counter: Counter) {
     COUNTS[counter as usize].fetch_add(1, Ordering::Relaxed);
 }
 
@@ -49,11 +50,6 @@ pub fn acquired(mode: Mode, reentry: bool) {
     }
 }
 
-/// An acquisition answered at once with the lock's PTTL (no wait).
-pub fn refused() {
-    bump(Counter::Refused);
-}
-
 pub fn unlocked(outcome: Unlocked) {
     bump(match outcome {
         Unlocked::Ran(Release::StillHeld | Release::Released) => Counter::Unlocks,
@@ -68,31 +64,4 @@ pub fn renewed(held: bool) {
     } else {
         Counter::RenewalsNotHeld
     });
-}
-
-/// A lock deleted by `RWLOCK.FORCEUNLOCK`.
-pub fn force_unlocked() {
-    bump(Counter::ForceUnlocks);
-}
-
-pub fn wait_started() {
-    bump(Counter::WaitsStarted);
-}
-
-pub fn wait_served() {
-    bump(Counter::WaitsServed);
-}
-
-pub fn wait_timed_out() {
-    bump(Counter::WaitsTimedOut);
-}
-
-pub fn wait_aborted() {
-    bump(Counter::WaitsAborted);
-}
-
-/// A keyspace event or a flush on a lock with waiters, outside a release
-/// that serves them itself: its waiters get another look.
-pub fn wait_recheck() {
-    bump(Counter::WaitRechecks);
 }

@@ -7,6 +7,7 @@
 pub mod docs;
 pub mod rwlock;
 
+use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, RedisResult};
@@ -17,7 +18,7 @@ use self::docs::{
 };
 use crate::args::ArgString;
 use crate::events;
-use crate::server;
+use crate::server::{self, CommandFn};
 
 type Handler = fn(&Context, &[ArgString]) -> RedisResult;
 
@@ -39,30 +40,33 @@ macro_rules! entry {
     }};
 }
 
+/// `lock owner lease [BLOCK ms]`: may park the client.
+fn acquisition(name: &'static CStr, entry: CommandFn, summary: &'static CStr) -> Command {
+    Command {
+        name,
+        entry,
+        flags: c"write deny-oom blocking",
+        summary,
+        complexity: c"O(1), O(W) when the lock is released to W waiters",
+        arity: -4,
+        key: ACQUIRE_KEY,
+        args: vec![lock(), owner(), lease(), block()],
+    }
+}
+
 /// Every command.
 pub fn table() -> Vec<Command> {
-    let acquire_complexity = c"O(1), O(W) when the lock is released to W waiters";
     vec![
-        Command {
-            name: c"rwlock.read",
-            entry: entry!(rwlock::read),
-            flags: c"write deny-oom blocking",
-            summary: c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
-            complexity: acquire_complexity,
-            arity: -4,
-            key: ACQUIRE_KEY,
-            args: vec![lock(), owner(), lease(), block()],
-        },
-        Command {
-            name: c"rwlock.write",
-            entry: entry!(rwlock::write),
-            flags: c"write deny-oom blocking",
-            summary: c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
-            complexity: acquire_complexity,
-            arity: -4,
-            key: ACQUIRE_KEY,
-            args: vec![lock(), owner(), lease(), block()],
-        },
+        acquisition(
+            c"rwlock.read",
+            entry!(rwlock::read),
+            c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+        ),
+        acquisition(
+            c"rwlock.write",
+            entry!(rwlock::write),
+            c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+        ),
         Command {
             name: c"rwlock.unlock",
             entry: entry!(rwlock::unlock),

@@ -9,7 +9,7 @@ use crate::engine::queue;
 use crate::engine::rwlock::{self, Acquire, LockInfo, Mode};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
-use crate::metrics;
+use crate::metrics::{self, Counter};
 use crate::waiting::clients as waiting;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
@@ -60,7 +60,7 @@ fn acquire(ctx: &Context, args: &[ArgString], mode: Mode) -> RedisResult {
             Ok(RedisValue::NoReply)
         }
         (Acquire::Refused { pttl }, _) => {
-            metrics::refused();
+            metrics::bump(Counter::Refused);
             Ok(RedisValue::Integer(pttl))
         }
     }
@@ -112,7 +112,7 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     })
     .map_err(lock_error)?;
     if deleted {
-        metrics::force_unlocked();
+        metrics::bump(Counter::ForceUnlocks);
     }
     Ok(RedisValue::Integer(deleted.into()))
 }

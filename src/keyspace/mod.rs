@@ -15,7 +15,6 @@ use std::ptr;
 use redis_module::{raw, Context, RedisString};
 
 use self::keys::{FieldMemo, OneShot, OpenKey, Str};
-use crate::args::{Arg, ArgString};
 use crate::effects::notify::{notify, Event};
 use crate::effects::observers;
 use crate::effects::publish::publish;
@@ -24,7 +23,7 @@ use crate::engine::index::LeaseIndex;
 use crate::engine::int::{decimal, parse_i64, DECIMAL_LEN};
 use crate::engine::names::MODE_FIELD;
 use crate::engine::store::{Fields, KeyKind, Moot, Store, PTTL_MISSING, PTTL_PERSISTENT};
-use crate::server::{self, strings, Key, KeyType, RawString, HASH_DELETE};
+use crate::server::{self, strings, ArgString, Key, KeyType, RawString, HASH_DELETE};
 
 /// How many kept-open keys fit without allocating (a command keeps the lock
 /// hash open, and with an idempotent unlock its latch).
@@ -342,7 +341,7 @@ impl Store for RedisStore<'_> {
     fn hset(&mut self, key: &[u8], field: &[u8], value: &[u8]) {
         self.forget_count();
         let (_, handle, name) = self.write(key);
-        handle.hash_set(self.string(field).ptr(), self.string(value).ptr());
+        handle.hash_set(&[(self.string(field).ptr(), self.string(value).ptr())]);
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hset, name);
         self.replication().hset(self.ctx, key, field, value);
@@ -359,7 +358,7 @@ impl Store for RedisStore<'_> {
             self.string(v2),
         ];
         // The lock machine found the key missing: one call makes the hash.
-        handle.hash_set2([
+        handle.hash_set(&[
             (strings[0].ptr(), strings[1].ptr()),
             (strings[2].ptr(), strings[3].ptr()),
         ]);
@@ -383,7 +382,7 @@ impl Store for RedisStore<'_> {
         let next = current + delta;
         memo.count = Some(next);
         let mut buf = [0; DECIMAL_LEN];
-        handle.hash_set(field_str.ptr(), Str::of(decimal(next, &mut buf)).ptr());
+        handle.hash_set(&[(field_str.ptr(), Str::of(decimal(next, &mut buf)).ptr())]);
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hincrby, name);
         self.replication().hincrby(self.ctx, key, field, delta);
@@ -394,7 +393,7 @@ impl Store for RedisStore<'_> {
         let (i, handle, name) = self.write(key);
         let memo = self.field(i, field);
         memo.count = None;
-        handle.hash_set(memo.name.ptr(), HASH_DELETE);
+        handle.hash_set(&[(memo.name.ptr(), HASH_DELETE)]);
         self.signal(name);
         notify(self.ctx, self.classes(), Event::Hdel, name);
         self.replication().hdel(self.ctx, key, field);

@@ -22,6 +22,40 @@ pub use self::strings::RawString;
 /// The C entry point of a command.
 pub type CommandFn = raw::RedisModuleCmdFunc;
 
+/// A command argument as Redis passed it: borrowed for the length of the
+/// command, never retained or freed, so a command costs no allocation and
+/// no reference counting before it starts.
+#[repr(transparent)]
+pub struct ArgString(RawString);
+
+impl ArgString {
+    /// Views a command's `argc` arguments.
+    ///
+    /// # Safety
+    /// `argv` must be null or point to `argc` strings that outlive the view,
+    /// as a command handler's arguments do.
+    pub unsafe fn slice<'a>(argv: *mut RawString, argc: i32) -> &'a [ArgString] {
+        match usize::try_from(argc) {
+            Ok(len) if !argv.is_null() => {
+                // SAFETY: `ArgString` is one string pointer (repr(transparent)),
+                // and the caller vouches for `argc` of them.
+                unsafe { std::slice::from_raw_parts(argv.cast::<ArgString>(), len) }
+            }
+            _ => &[],
+        }
+    }
+
+    pub fn ptr(&self) -> RawString {
+        self.0
+    }
+
+    /// Its bytes: each call is a call into Redis, so callers fetch them once.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        strings::bytes(self.0)
+    }
+}
+
 /// A key opened by [`open_key`], valid until [`Key::close`]; a missing key
 /// opened read-only is a null handle, which every method here accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,40 +200,23 @@ impl Key {
         (!value.is_null()).then_some(value)
     }
 
-    /// Sets hash fields (`value` [`HASH_DELETE`] deletes one) on a key opened
-    /// writable that is empty or a hash; Redis copies what it keeps.
-    #[inline]
-    pub fn hash_set(self, field: RawString, value: RawString) {
-        // SAFETY: a writable hash or empty key; one field/value pair closed
-        // by a null.
-        unsafe {
-            raw::RedisModule_HashSet.expect("HashSet")(
-                self.0,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                field,
-                value,
-                ptr::null_mut::<c_void>(),
-            );
-        }
-    }
-
-    /// Two fields in one call, which makes a new hash once rather than once
+    /// Sets one or two hash fields (a `value` of [`HASH_DELETE`] deletes
+    /// one) on a key opened writable that is empty or a hash; Redis copies
+    /// what it keeps. Two in one call make a new hash once rather than once
     /// per field.
     #[inline]
-    pub fn hash_set2(self, pairs: [(RawString, RawString); 2]) {
-        let [(f1, v1), (f2, v2)] = pairs;
-        // SAFETY: a writable hash or empty key; two field/value pairs closed
-        // by a null.
+    pub fn hash_set(self, pairs: &[(RawString, RawString)]) {
+        let none = raw::REDISMODULE_HASH_NONE as c_int;
+        let end = ptr::null_mut::<c_void>();
+        // SAFETY: a writable hash or empty key; field/value pairs closed by a
+        // null, as HashSet's variadic protocol requires.
         unsafe {
-            raw::RedisModule_HashSet.expect("HashSet")(
-                self.0,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                f1,
-                v1,
-                f2,
-                v2,
-                ptr::null_mut::<c_void>(),
-            );
+            let set = raw::RedisModule_HashSet.expect("HashSet");
+            match *pairs {
+                [(f, v)] => set(self.0, none, f, v, end),
+                [(f1, v1), (f2, v2)] => set(self.0, none, f1, v1, f2, v2, end),
+                _ => unreachable!("the store sets one or two fields"),
+            };
         }
     }
 
@@ -303,34 +320,17 @@ pub fn replicate(ctx: &Context, command: &CStr, args: &[&[u8]]) {
     unsafe {
         let replicate = raw::RedisModule_Replicate.expect("Replicate");
         let c = command.as_ptr();
-        let p = |a: &[u8]| a.as_ptr() as *const c_char;
+        // One pointer and length per argument, as the format's `b`s say.
+        macro_rules! with {
+            ($format:literal; $($a:ident),+) => {
+                replicate(ctx, c, $format.as_ptr(), $($a.as_ptr() as *const c_char, $a.len()),+)
+            };
+        }
         match *args {
-            [a] => replicate(ctx, c, c"b".as_ptr(), p(a), a.len()),
-            [a, b] => replicate(ctx, c, c"bb".as_ptr(), p(a), a.len(), p(b), b.len()),
-            [a, b, d] => replicate(
-                ctx,
-                c,
-                c"bbb".as_ptr(),
-                p(a),
-                a.len(),
-                p(b),
-                b.len(),
-                p(d),
-                d.len(),
-            ),
-            [a, b, d, e] => replicate(
-                ctx,
-                c,
-                c"bbbb".as_ptr(),
-                p(a),
-                a.len(),
-                p(b),
-                b.len(),
-                p(d),
-                d.len(),
-                p(e),
-                e.len(),
-            ),
+            [a] => with!(c"b"; a),
+            [a, b] => with!(c"bb"; a, b),
+            [a, b, d] => with!(c"bbb"; a, b, d),
+            [a, b, d, e] => with!(c"bbbb"; a, b, d, e),
             _ => unreachable!("effects have one to four arguments"),
         };
     }

@@ -27,7 +27,7 @@ use crate::engine::queue::{self, Served, Ticket};
 use crate::engine::rwlock::Mode;
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
-use crate::metrics;
+use crate::metrics::{self, Counter};
 use crate::server::{self, Blocked, RawString};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
@@ -111,7 +111,7 @@ pub fn park(
         token: bc as Handle,
     };
     with(|r| r.park(id.clone(), ticket, ends));
-    metrics::wait_started();
+    metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
 }
 
@@ -159,7 +159,7 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
             }
             Err(e) => Outcome::Failed(e.message()),
         };
-        metrics::wait_served();
+        metrics::bump(Counter::WaitsServed);
         // The handle was in the queue, so it is parked, and it left the
         // registry above: it is unblocked once.
         server::unblock(blocked(ticket.token), boxed(outcome));
@@ -187,7 +187,7 @@ fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) 
 /// a flush), counted in `INFO` unless one was due already.
 fn recheck(ctx: &Context, id: LockId) {
     if schedule_in(ctx, id, Duration::ZERO) {
-        metrics::wait_recheck();
+        metrics::bump(Counter::WaitRechecks);
     }
 }
 
@@ -289,7 +289,7 @@ fn time_out(ctx: &Context, handle: Handle) {
     let id = waiter.lock;
     server::select_db(ctx, id.0);
     let pttl = RedisStore::new(ctx).pttl(&id.1);
-    metrics::wait_timed_out();
+    metrics::bump(Counter::WaitsTimedOut);
     // Still registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(Outcome::TimedOut(pttl)));
     schedule_in(ctx, id, Duration::ZERO);
@@ -329,7 +329,7 @@ unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Bloc
     // Still registered, so unblocked once, here; without data Redis replies
     // nothing more and frees it.
     server::unblock(bc, std::ptr::null_mut());
-    metrics::wait_aborted();
+    metrics::bump(Counter::WaitsAborted);
     schedule_in(&Context::new(ctx), waiter.lock, Duration::ZERO);
 }
 
@@ -340,7 +340,7 @@ pub fn abort_all(ctx: &Context) {
         let _ = ctx.stop_timer::<Agenda>(timer);
     }
     for handle in handles {
-        metrics::wait_aborted();
+        metrics::bump(Counter::WaitsAborted);
         // Every ticket's handle is parked, and the registry is gone: each is
         // unblocked once.
         server::unblock(blocked(handle), boxed(Outcome::Failed(ERR_REPLICA)));
