@@ -111,10 +111,7 @@ fn read_reentry_counts_and_adds_a_timeout_key() {
 #[test]
 fn read_on_persistent_read_hash_sets_the_lease() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"read".to_vec());
-    h.insert(V.to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h), None);
+    s.put(b"L", Value::hash(&[(b"mode", b"read"), (V, b"1")]), None);
     assert_eq!(read_lock(&mut s, &n, U, 7_000), FIRST);
     assert_eq!(s.pttl(b"L"), 7_000);
 }
@@ -177,14 +174,12 @@ fn write_reentry_adds_the_lease_to_the_remaining_ttl() {
 fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
     let (mut s, n) = setup();
     write_lock(&mut s, &n, U, 30_000).expect("write");
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h.clone()), None);
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
+    s.put(b"L", h.clone(), None);
     assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
     assert_eq!(s.pttl(b"L"), 29_999);
     // With a 1 ms lease the deadline is now: Redis deletes the key at once.
-    s.put(b"L", Value::Hash(h), None);
+    s.put(b"L", h, None);
     s.take_events();
     assert_eq!(write_lock(&mut s, &n, U, 1), REENTRY);
     assert_eq!(s.pttl(b"L"), -2);
@@ -687,20 +682,11 @@ fn info_lists_owners_with_counts_and_leases() {
 #[test]
 fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
     let names = LockNames::new(b"L").expect("name");
-    let mut corrupt_mode = std::collections::BTreeMap::new();
-    corrupt_mode.insert(b"mode".to_vec(), b"banana".to_vec());
-    let mut no_mode = std::collections::BTreeMap::new();
-    no_mode.insert(U.to_vec(), b"1".to_vec());
-    let mut bad_count = std::collections::BTreeMap::new();
-    bad_count.insert(b"mode".to_vec(), b"read".to_vec());
-    bad_count.insert(U.to_vec(), b"x1".to_vec());
-    bad_count.insert(b"u1:57:write".to_vec(), b"-1".to_vec());
-    bad_count.insert(V.to_vec(), b"01".to_vec());
     let cases = [
         (Value::Str(b"x".to_vec()), LockError::WrongType),
         (Value::List, LockError::WrongType),
-        (Value::Hash(corrupt_mode), LockError::Corrupt),
-        (Value::Hash(no_mode), LockError::Corrupt),
+        (Value::hash(&[(b"mode", b"banana")]), LockError::Corrupt),
+        (Value::hash(&[(U, b"1")]), LockError::Corrupt),
     ];
     for (value, err) in cases {
         let mut s = MemStore::new(T0);
@@ -722,8 +708,14 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
         assert_eq!(s.dump(), before);
         assert!(s.events.is_empty() && s.published.is_empty());
     }
+    let bad_count = Value::hash(&[
+        (b"mode", b"read"),
+        (U, b"x1"),
+        (b"u1:57:write", b"-1"),
+        (V, b"01"),
+    ]);
     let mut s = MemStore::new(T0);
-    s.put(b"L", Value::Hash(bad_count), Some(T0 + 1000));
+    s.put(b"L", bad_count, Some(T0 + 1000));
     let before = s.dump();
     let c = Err(LockError::Corrupt);
     assert_eq!(read_lock(&mut s, &names, U, 1).map(|_| ()), c);
@@ -746,11 +738,8 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
 #[test]
 fn a_downgrade_checks_the_remaining_counts_before_writing() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    h.insert(U.to_vec(), b"x".to_vec());
-    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1"), (U, b"x")]);
+    s.put(b"L", h, Some(T0 + 30_000));
     let before = s.dump();
     assert_eq!(
         unlock_reply(&mut s, &n, U, Mode::Write, 1, None),
@@ -763,11 +752,8 @@ fn a_downgrade_checks_the_remaining_counts_before_writing() {
 fn read_unlock_checks_every_count_before_writing() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("u");
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"read".to_vec());
-    h.insert(U.to_vec(), b"1".to_vec());
-    h.insert(V.to_vec(), b"one".to_vec());
-    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
+    let h = Value::hash(&[(b"mode", b"read"), (U, b"1"), (V, b"one")]);
+    s.put(b"L", h, Some(T0 + 30_000));
     let before = s.dump();
     s.take_events();
     assert_eq!(
@@ -781,28 +767,25 @@ fn read_unlock_checks_every_count_before_writing() {
 #[test]
 fn counts_and_deadlines_that_would_overflow_are_refused() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), MAX_HOLDS.to_string().into_bytes());
-    h.insert(U.to_vec(), MAX_HOLDS.to_string().into_bytes());
-    s.put(b"L", Value::Hash(h.clone()), None);
+    let max = MAX_HOLDS.to_string().into_bytes();
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &max)]);
+    s.put(b"L", h, None);
     let before = s.dump();
     assert_eq!(write_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
     assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
     assert_eq!(s.dump(), before);
     // Past the bound a count is corrupt: no command loops over it.
-    h.insert(U.to_vec(), i64::MAX.to_string().into_bytes());
-    s.put(b"L", Value::Hash(h), None);
+    let past = i64::MAX.to_string().into_bytes();
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &past)]);
+    s.put(b"L", h, None);
     let before = s.dump();
     assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Corrupt));
     assert_eq!(renew(&mut s, &n, U, 1), Err(LockError::Corrupt));
     assert_eq!(info(&mut s, &n).map(|_| ()), Err(LockError::Corrupt));
     assert_eq!(force_unlock(&mut s, &n, None), Err(LockError::Corrupt));
     assert_eq!(s.dump(), before);
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h), Some(i64::MAX - 5));
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
+    s.put(b"L", h, Some(i64::MAX - 5));
     assert_eq!(write_lock(&mut s, &n, U, 10), Err(LockError::Overflow));
 }
 
