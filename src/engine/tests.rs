@@ -1,5 +1,7 @@
 //! Unit tests of the lock machine, one or more per row of contract §3.1–§3.6.
 
+use std::fmt::Debug;
+
 use super::error::LockError;
 use super::int::parse_i64;
 use super::memstore::{MemStore, Value};
@@ -32,6 +34,10 @@ fn field(s: &mut MemStore, key: &[u8], f: &[u8]) -> Option<String> {
 const FIRST: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: false });
 const REENTRY: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: true });
 
+fn refused(pttl: i64) -> Result<Acquire, LockError> {
+    Ok(Acquire::Refused { pttl })
+}
+
 /// The reply an unlock gives, as the command sends it.
 fn unlock_reply(
     s: &mut MemStore,
@@ -42,6 +48,22 @@ fn unlock_reply(
     request: Option<Request<'_>>,
 ) -> Result<Option<i64>, LockError> {
     unlock(s, n, owner, mode, lease, request).map(Unlocked::reply)
+}
+
+/// Asserts that `call` gives `expected` and leaves the store as it was:
+/// every key, value and deadline, no event raised and nothing published
+/// (contract §7 for errors; a refusal or a call by a non-holder changes
+/// nothing either).
+#[track_caller]
+fn gives_without_effect<R: Debug + PartialEq>(
+    s: &mut MemStore,
+    expected: R,
+    call: impl FnOnce(&mut MemStore) -> R,
+) {
+    let before = (s.dump(), s.events.len(), s.published.len());
+    assert_eq!(call(s), expected);
+    let after = (s.dump(), s.events.len(), s.published.len());
+    assert_eq!(after, before, "the call changed the store");
 }
 
 // --- 3.1 RWLOCK.READ ---
@@ -132,14 +154,7 @@ fn read_is_refused_with_pttl_when_another_owner_writes() {
     let (mut s, n) = setup();
     write_lock(&mut s, &n, V, 30_000).expect("write");
     s.advance(500);
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        read_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 29_500 })
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    gives_without_effect(&mut s, refused(29_500), |s| read_lock(s, &n, U, 10_000));
 }
 
 // --- 3.2 RWLOCK.WRITE ---
@@ -191,26 +206,15 @@ fn write_is_refused_in_read_mode_even_for_the_only_reader() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("read");
     s.advance(100);
-    let before = s.dump();
-    assert_eq!(
-        write_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 29_900 })
-    );
-    assert_eq!(
-        write_lock(&mut s, &n, V, 10_000),
-        Ok(Acquire::Refused { pttl: 29_900 })
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, U, 10_000));
+    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, V, 10_000));
 }
 
 #[test]
 fn write_is_refused_when_another_owner_writes() {
     let (mut s, n) = setup();
     write_lock(&mut s, &n, V, 30_000).expect("write");
-    assert_eq!(
-        write_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 30_000 })
-    );
+    assert_eq!(write_lock(&mut s, &n, U, 10_000), refused(30_000));
 }
 
 #[test]
@@ -241,14 +245,9 @@ fn read_unlock_of_absent_lock_publishes_and_replies_nil() {
 fn read_unlock_by_non_holder_changes_nothing() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, V, 30_000).expect("read");
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    gives_without_effect(&mut s, Ok(None), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 30_000, None)
+    });
     assert!(s.published.is_empty());
 }
 
@@ -392,20 +391,14 @@ fn write_unlock_of_absent_lock_publishes_one_and_replies_nil() {
 fn write_unlock_in_read_mode_or_by_non_holder_replies_nil() {
     let (mut s, n) = setup();
     read_lock(&mut s, &n, U, 30_000).expect("r");
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Ok(None), |s| {
+        unlock_reply(s, &n, U, Mode::Write, 30_000, None)
+    });
     let (mut s, n) = setup();
     write_lock(&mut s, &n, V, 30_000).expect("w");
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Ok(None), |s| {
+        unlock_reply(s, &n, U, Mode::Write, 30_000, None)
+    });
     assert!(s.published.is_empty());
 }
 
@@ -537,7 +530,6 @@ fn request_latch_of_wrong_type_or_value_is_an_error() {
     read_lock(&mut s, &n, U, 30_000).expect("r");
     s.put(&n.latch_key(b"h"), Value::List, None);
     s.put(&n.latch_key(b"x"), Value::Str(b"x".to_vec()), None);
-    let before = s.dump();
     let h = Some(Request {
         id: b"h",
         ttl: 5_000,
@@ -546,15 +538,12 @@ fn request_latch_of_wrong_type_or_value_is_an_error() {
         id: b"x",
         ttl: 5_000,
     });
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, h),
-        Err(LockError::WrongType)
-    );
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, x),
-        Err(LockError::BadLatch)
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Err(LockError::WrongType), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, h)
+    });
+    gives_without_effect(&mut s, Err(LockError::BadLatch), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, x)
+    });
 }
 
 // --- 3.4 RWLOCK.RENEW ---
@@ -596,9 +585,7 @@ fn renew_of_non_holder_replies_false_and_changes_nothing() {
     let (mut s, n) = setup();
     assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
     read_lock(&mut s, &n, V, 10_000).expect("v");
-    let before = s.dump();
-    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Ok(false), |s| renew(s, &n, U, 30_000));
 }
 
 // --- 3.5 RWLOCK.FORCEUNLOCK ---
@@ -740,12 +727,9 @@ fn a_downgrade_checks_the_remaining_counts_before_writing() {
     let (mut s, n) = setup();
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1"), (U, b"x")]);
     s.put(b"L", h, Some(T0 + 30_000));
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 1, None),
-        Err(LockError::Corrupt)
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Err(LockError::Corrupt), |s| {
+        unlock_reply(s, &n, U, Mode::Write, 1, None)
+    });
 }
 
 #[test]
@@ -754,14 +738,9 @@ fn read_unlock_checks_every_count_before_writing() {
     read_lock(&mut s, &n, U, 30_000).expect("u");
     let h = Value::hash(&[(b"mode", b"read"), (U, b"1"), (V, b"one")]);
     s.put(b"L", h, Some(T0 + 30_000));
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, None),
-        Err(LockError::Corrupt)
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    gives_without_effect(&mut s, Err(LockError::Corrupt), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, None)
+    });
 }
 
 #[test]
@@ -770,20 +749,18 @@ fn counts_and_deadlines_that_would_overflow_are_refused() {
     let max = MAX_HOLDS.to_string().into_bytes();
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &max)]);
     s.put(b"L", h, None);
-    let before = s.dump();
-    assert_eq!(write_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
-    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
-    assert_eq!(s.dump(), before);
+    let overflow = Err(LockError::Overflow);
+    gives_without_effect(&mut s, overflow, |s| write_lock(s, &n, U, 1));
+    gives_without_effect(&mut s, overflow, |s| read_lock(s, &n, U, 1));
     // Past the bound a count is corrupt: no command loops over it.
     let past = i64::MAX.to_string().into_bytes();
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &past)]);
     s.put(b"L", h, None);
-    let before = s.dump();
-    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Corrupt));
-    assert_eq!(renew(&mut s, &n, U, 1), Err(LockError::Corrupt));
-    assert_eq!(info(&mut s, &n).map(|_| ()), Err(LockError::Corrupt));
-    assert_eq!(force_unlock(&mut s, &n, None), Err(LockError::Corrupt));
-    assert_eq!(s.dump(), before);
+    let corrupt = Err(LockError::Corrupt);
+    gives_without_effect(&mut s, corrupt, |s| read_lock(s, &n, U, 1).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| renew(s, &n, U, 1).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| info(s, &n).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| force_unlock(s, &n, None).map(drop));
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
     s.put(b"L", h, Some(i64::MAX - 5));
     assert_eq!(write_lock(&mut s, &n, U, 10), Err(LockError::Overflow));
