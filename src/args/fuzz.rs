@@ -16,6 +16,7 @@ use super::{acquire, force_unlock, lock_only, owner_lease, unlock, Arg};
 use crate::engine::error::{
     ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL,
 };
+use crate::engine::fuzz_cases::cases;
 use crate::engine::names::LockNames;
 use crate::engine::rwlock::Mode;
 
@@ -414,13 +415,6 @@ fn name() -> impl Strategy<Value = Vec<u8>> {
         ],
         0..10,
     )
-}
-
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use proptest::prelude::*;
 
 use super::error::MAX_MILLIS;
+use super::fuzz_cases::cases;
 use super::int::parse_i64;
 use super::memstore::{MemStore, Value};
 use super::names::{LockNames, MODE_FIELD, WRITE_SUFFIX};
@@ -281,13 +282,6 @@ fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
             Ok(())
         }
     }
-}
-
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

@@ -13,6 +13,19 @@ pub enum Value {
     List,
 }
 
+impl Value {
+    /// A hash with these fields: a lock the machine did not make (a corrupt
+    /// one, or one without TTL), as a test or another client writes it.
+    pub fn hash(fields: &[(&[u8], &[u8])]) -> Value {
+        Value::Hash(
+            fields
+                .iter()
+                .map(|&(f, v)| (f.to_vec(), v.to_vec()))
+                .collect(),
+        )
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct MemStore {
     pub now: i64,

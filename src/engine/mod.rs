@@ -14,6 +14,8 @@ pub mod store;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+pub(crate) mod fuzz_cases;
+#[cfg(test)]
 mod memstore;
 #[cfg(test)]
 mod model;

@@ -227,23 +227,41 @@ mod tests {
         LockNames::new(name.as_bytes()).expect("valid name")
     }
 
+    /// A row of contract §1's table: the lock `name` is its own hash's key,
+    /// and derives the first lease key of owner `U:57`, the channel, and the
+    /// latch of request `id`.
+    fn follows_spec_table(
+        name: &str,
+        lease_key: &[u8],
+        channel: &[u8],
+        (id, latch): (&[u8], &[u8]),
+    ) {
+        let n = names(name);
+        assert_eq!(n.hash(), name.as_bytes());
+        assert_eq!(n.timeout_key(b"U:57", 1), lease_key, "{name}");
+        assert_eq!(&*n.channel(), channel, "{name}");
+        assert_eq!(n.latch_key(id), latch, "{name}");
+    }
+
     #[test]
     fn plain_name_follows_spec_table() {
-        let n = names("L");
-        assert_eq!(n.hash(), b"L");
-        assert_eq!(n.timeout_key(b"U:57", 1), b"{L}:U:57:rwlock_timeout:1");
-        assert_eq!(&*n.channel(), b"redisson_rwlock:{L}");
-        assert_eq!(n.latch_key(b"9f3c"), b"redisson_unlock_latch:{L}:9f3c");
+        follows_spec_table(
+            "L",
+            b"{L}:U:57:rwlock_timeout:1",
+            b"redisson_rwlock:{L}",
+            (b"9f3c", b"redisson_unlock_latch:{L}:9f3c"),
+        );
         assert_eq!(&*write_field(b"U:57"), b"U:57:write");
     }
 
     #[test]
     fn braced_name_follows_spec_table() {
-        let n = names("{t}:a");
-        assert_eq!(n.hash(), b"{t}:a");
-        assert_eq!(n.timeout_key(b"U:57", 1), b"{t}:a:U:57:rwlock_timeout:1");
-        assert_eq!(&*n.channel(), b"redisson_rwlock:{t}:a");
-        assert_eq!(n.latch_key(b"r"), b"redisson_unlock_latch:{t}:a:r");
+        follows_spec_table(
+            "{t}:a",
+            b"{t}:a:U:57:rwlock_timeout:1",
+            b"redisson_rwlock:{t}:a",
+            (b"r", b"redisson_unlock_latch:{t}:a:r"),
+        );
     }
 
     #[test]

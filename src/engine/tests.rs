@@ -1,5 +1,7 @@
 //! Unit tests of the lock machine, one or more per row of contract §3.1–§3.6.
 
+use std::fmt::Debug;
+
 use super::error::LockError;
 use super::int::parse_i64;
 use super::memstore::{MemStore, Value};
@@ -15,22 +17,67 @@ fn setup() -> (MemStore, LockNames<'static>) {
     (MemStore::new(T0), LockNames::new(b"L").expect("name"))
 }
 
+/// One acquisition a test starts from: owner, mode, lease.
+type Hold = (&'static [u8], Mode, i64);
+
+fn reading(owner: &'static [u8], lease: i64) -> Hold {
+    (owner, Mode::Read, lease)
+}
+
+fn writing(owner: &'static [u8], lease: i64) -> Hold {
+    (owner, Mode::Write, lease)
+}
+
+/// The store of [`setup`] once each hold has acquired the lock in turn, all
+/// at `T0`; the events those raised are dropped, so that a test sees only
+/// its own.
+fn held(holds: &[Hold]) -> (MemStore, LockNames<'static>) {
+    let (mut s, n) = setup();
+    for &(owner, mode, lease) in holds {
+        let taken = match mode {
+            Mode::Read => read_lock(&mut s, &n, owner, lease),
+            Mode::Write => write_lock(&mut s, &n, owner, lease),
+        };
+        taken.expect("a set-up acquisition");
+    }
+    s.take_events();
+    (s, n)
+}
+
 fn tk(n: &LockNames, owner: &[u8], i: i64) -> Vec<u8> {
     n.timeout_key(owner, i)
 }
 
-fn ev(list: &[(&'static str, &str)]) -> Vec<(&'static str, Vec<u8>)> {
-    list.iter()
-        .map(|(e, k)| (*e, k.as_bytes().to_vec()))
-        .collect()
+/// Asserts the keyspace events raised since the last look, each written
+/// `"event key"`, and forgets them.
+#[track_caller]
+fn assert_events(s: &mut MemStore, expected: &[&'static str]) {
+    let expected: Vec<(&str, Vec<u8>)> = expected
+        .iter()
+        .map(|e| {
+            let (event, key) = e.split_once(' ').expect("an event, a space, its key");
+            (event, key.as_bytes().to_vec())
+        })
+        .collect();
+    assert_eq!(s.take_events(), expected);
 }
 
-fn field(s: &mut MemStore, key: &[u8], f: &[u8]) -> Option<String> {
-    s.hget(key, f).map(|v| String::from_utf8(v).expect("utf8"))
+/// A field of the lock hash `L`.
+fn field(s: &mut MemStore, f: &[u8]) -> Option<String> {
+    s.hget(b"L", f).map(|v| String::from_utf8(v).expect("utf8"))
+}
+
+/// The one message an unlock of `L` publishes, with its payload.
+fn released(payload: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    vec![(b"redisson_rwlock:{L}".to_vec(), payload.to_vec())]
 }
 
 const FIRST: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: false });
 const REENTRY: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: true });
+
+fn refused(pttl: i64) -> Result<Acquire, LockError> {
+    Ok(Acquire::Refused { pttl })
+}
 
 /// The reply an unlock gives, as the command sends it.
 fn unlock_reply(
@@ -44,49 +91,79 @@ fn unlock_reply(
     unlock(s, n, owner, mode, lease, request).map(Unlocked::reply)
 }
 
+/// [`unlock_reply`] with no `REQUEST` and a lease of 30 s (which only a
+/// write unlock that leaves a hold uses).
+fn release(
+    s: &mut MemStore,
+    n: &LockNames,
+    owner: &[u8],
+    mode: Mode,
+) -> Result<Option<i64>, LockError> {
+    unlock_reply(s, n, owner, mode, 30_000, None)
+}
+
+/// A `REQUEST id ttl` whose latch lives 5 s.
+fn request(id: &[u8]) -> Option<Request<'_>> {
+    Some(Request { id, ttl: 5_000 })
+}
+
+/// Asserts that `call` gives `expected` and leaves the store as it was:
+/// every key, value and deadline, no event raised and nothing published
+/// (contract §7 for errors; a refusal or a call by a non-holder changes
+/// nothing either).
+#[track_caller]
+fn gives_without_effect<R: Debug + PartialEq>(
+    s: &mut MemStore,
+    expected: R,
+    call: impl FnOnce(&mut MemStore) -> R,
+) {
+    let before = (s.dump(), s.events.len(), s.published.len());
+    assert_eq!(call(s), expected);
+    let after = (s.dump(), s.events.len(), s.published.len());
+    assert_eq!(after, before, "the call changed the store");
+}
+
 // --- 3.1 RWLOCK.READ ---
 
 #[test]
 fn read_on_unlocked_creates_hash_and_timeout_key() {
     let (mut s, n) = setup();
     assert_eq!(read_lock(&mut s, &n, U, 30_000), FIRST);
-    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
-    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(field(&mut s, b"mode").as_deref(), Some("read"));
+    assert_eq!(field(&mut s, U).as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 30_000);
     assert_eq!(s.get(&tk(&n, U, 1)), Some(b"1".to_vec()));
     assert_eq!(s.pttl(&tk(&n, U, 1)), 30_000);
-    assert_eq!(
-        s.take_events(),
-        ev(&[
-            ("hset", "L"),
-            ("hset", "L"),
-            ("set", "{L}:u1:57:rwlock_timeout:1"),
-            ("expire", "{L}:u1:57:rwlock_timeout:1"),
-            ("expire", "L"),
-        ])
+    assert_events(
+        &mut s,
+        &[
+            "hset L",
+            "hset L",
+            "set {L}:u1:57:rwlock_timeout:1",
+            "expire {L}:u1:57:rwlock_timeout:1",
+            "expire L",
+        ],
     );
     assert!(s.published.is_empty());
 }
 
 #[test]
 fn read_joins_read_mode_and_keeps_the_longer_ttl() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("first");
+    let (mut s, n) = held(&[reading(U, 30_000)]);
     s.advance(1_000);
-    s.take_events();
     // A shorter lease keeps the hash's longer TTL.
     assert_eq!(read_lock(&mut s, &n, V, 5_000), FIRST);
-    assert_eq!(field(&mut s, b"L", V).as_deref(), Some("1"));
+    assert_eq!(field(&mut s, V).as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 29_000);
     assert_eq!(s.pttl(&tk(&n, V, 1)), 5_000);
-    assert_eq!(
-        s.take_events(),
-        ev(&[
-            ("hincrby", "L"),
-            ("set", "{L}:u2:9:rwlock_timeout:1"),
-            ("expire", "{L}:u2:9:rwlock_timeout:1"),
-            ("expire", "L"),
-        ])
+    assert_events(
+        &mut s,
+        &[
+            "hincrby L",
+            "set {L}:u2:9:rwlock_timeout:1",
+            "expire {L}:u2:9:rwlock_timeout:1",
+            "expire L",
+        ],
     );
     // A longer lease extends it.
     assert_eq!(read_lock(&mut s, &n, V, 60_000), REENTRY);
@@ -102,7 +179,7 @@ fn read_reentry_counts_and_adds_a_timeout_key() {
             Ok(Acquire::Acquired { reentry: i > 0 })
         );
     }
-    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("3"));
+    assert_eq!(field(&mut s, U).as_deref(), Some("3"));
     for i in 1..=3 {
         assert_eq!(s.pttl(&tk(&n, U, i)), 10_000);
     }
@@ -111,38 +188,26 @@ fn read_reentry_counts_and_adds_a_timeout_key() {
 #[test]
 fn read_on_persistent_read_hash_sets_the_lease() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"read".to_vec());
-    h.insert(V.to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h), None);
+    s.put(b"L", Value::hash(&[(b"mode", b"read"), (V, b"1")]), None);
     assert_eq!(read_lock(&mut s, &n, U, 7_000), FIRST);
     assert_eq!(s.pttl(b"L"), 7_000);
 }
 
 #[test]
 fn writer_may_take_reads_of_its_own_lock() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("write");
+    let (mut s, n) = held(&[writing(U, 30_000)]);
     assert_eq!(read_lock(&mut s, &n, U, 10_000), REENTRY);
-    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
-    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(field(&mut s, b"mode").as_deref(), Some("write"));
+    assert_eq!(field(&mut s, U).as_deref(), Some("1"));
     assert_eq!(s.pttl(&tk(&n, U, 1)), 10_000);
     assert_eq!(s.pttl(b"L"), 30_000);
 }
 
 #[test]
 fn read_is_refused_with_pttl_when_another_owner_writes() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, V, 30_000).expect("write");
+    let (mut s, n) = held(&[writing(V, 30_000)]);
     s.advance(500);
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        read_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 29_500 })
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    gives_without_effect(&mut s, refused(29_500), |s| read_lock(s, &n, U, 10_000));
 }
 
 // --- 3.2 RWLOCK.WRITE ---
@@ -151,77 +216,55 @@ fn read_is_refused_with_pttl_when_another_owner_writes() {
 fn write_on_unlocked_creates_hash() {
     let (mut s, n) = setup();
     assert_eq!(write_lock(&mut s, &n, U, 30_000), FIRST);
-    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
-    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
+    assert_eq!(field(&mut s, b"mode").as_deref(), Some("write"));
+    assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 30_000);
-    assert_eq!(
-        s.take_events(),
-        ev(&[("hset", "L"), ("hset", "L"), ("expire", "L")])
-    );
+    assert_events(&mut s, &["hset L", "hset L", "expire L"]);
     assert_eq!(s.dump().len(), 1, "a write hold has no side keys");
 }
 
 #[test]
 fn write_reentry_adds_the_lease_to_the_remaining_ttl() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("write");
+    let (mut s, n) = held(&[writing(U, 30_000)]);
     s.advance(10_000);
-    s.take_events();
     assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
-    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("2"));
+    assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("2"));
     assert_eq!(s.pttl(b"L"), 50_000);
-    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
+    assert_events(&mut s, &["hincrby L", "expire L"]);
 }
 
 #[test]
 fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("write");
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h.clone()), None);
+    let (mut s, n) = held(&[writing(U, 30_000)]);
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
+    s.put(b"L", h.clone(), None);
     assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
     assert_eq!(s.pttl(b"L"), 29_999);
     // With a 1 ms lease the deadline is now: Redis deletes the key at once.
-    s.put(b"L", Value::Hash(h), None);
+    s.put(b"L", h, None);
     s.take_events();
     assert_eq!(write_lock(&mut s, &n, U, 1), REENTRY);
     assert_eq!(s.pttl(b"L"), -2);
-    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("del", "L")]));
+    assert_events(&mut s, &["hincrby L", "del L"]);
 }
 
 #[test]
 fn write_is_refused_in_read_mode_even_for_the_only_reader() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("read");
+    let (mut s, n) = held(&[reading(U, 30_000)]);
     s.advance(100);
-    let before = s.dump();
-    assert_eq!(
-        write_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 29_900 })
-    );
-    assert_eq!(
-        write_lock(&mut s, &n, V, 10_000),
-        Ok(Acquire::Refused { pttl: 29_900 })
-    );
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, U, 10_000));
+    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, V, 10_000));
 }
 
 #[test]
 fn write_is_refused_when_another_owner_writes() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, V, 30_000).expect("write");
-    assert_eq!(
-        write_lock(&mut s, &n, U, 10_000),
-        Ok(Acquire::Refused { pttl: 30_000 })
-    );
+    let (mut s, n) = held(&[writing(V, 30_000)]);
+    assert_eq!(write_lock(&mut s, &n, U, 10_000), refused(30_000));
 }
 
 #[test]
 fn write_acquires_after_the_lease_runs_out() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, V, 1_000).expect("read");
+    let (mut s, n) = held(&[reading(V, 1_000)]);
     s.advance(1_001);
     assert_eq!(write_lock(&mut s, &n, U, 1_000), FIRST);
 }
@@ -231,150 +274,99 @@ fn write_acquires_after_the_lease_runs_out() {
 #[test]
 fn read_unlock_of_absent_lock_publishes_and_replies_nil() {
     let (mut s, n) = setup();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(
-        s.published,
-        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(None));
+    assert_eq!(s.published, released(b"0"));
     assert!(s.dump().is_empty());
 }
 
 #[test]
 fn read_unlock_by_non_holder_changes_nothing() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, V, 30_000).expect("read");
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    let (mut s, n) = held(&[reading(V, 30_000)]);
+    gives_without_effect(&mut s, Ok(None), |s| release(s, &n, U, Mode::Read));
     assert!(s.published.is_empty());
 }
 
 #[test]
 fn read_unlock_of_last_hold_deletes_and_publishes() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("read");
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(1))
-    );
+    let (mut s, n) = held(&[reading(U, 30_000)]);
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(1)));
     assert!(s.dump().is_empty());
-    assert_eq!(
-        s.take_events(),
-        ev(&[
-            ("hincrby", "L"),
-            ("hdel", "L"),
-            ("del", "{L}:u1:57:rwlock_timeout:1"),
-            ("del", "L"),
-        ])
+    assert_events(
+        &mut s,
+        &[
+            "hincrby L",
+            "hdel L",
+            "del {L}:u1:57:rwlock_timeout:1",
+            "del L",
+        ],
     );
-    assert_eq!(
-        s.published,
-        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
-    );
+    assert_eq!(s.published, released(b"0"));
 }
 
 #[test]
 fn read_unlock_with_other_readers_sets_ttl_to_longest_remaining_lease() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("u");
-    read_lock(&mut s, &n, V, 10_000).expect("v1");
+    let (mut s, n) = held(&[reading(U, 30_000), reading(V, 10_000)]);
     s.advance(1_000);
     read_lock(&mut s, &n, V, 20_000).expect("v2");
     s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(0))
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(0)));
+    assert!(s.published.is_empty());
     // U's key is gone; V's longest lease (20 000 from t+1000) rules.
     assert_eq!(s.pttl(b"L"), 20_000);
     assert_eq!(s.hget(b"L", U), None);
     assert_eq!(s.pttl(&tk(&n, U, 1)), -2);
-    assert_eq!(
-        s.take_events(),
-        ev(&[
-            ("hincrby", "L"),
-            ("hdel", "L"),
-            ("del", "{L}:u1:57:rwlock_timeout:1"),
-            ("expire", "L"),
-        ])
+    assert_events(
+        &mut s,
+        &[
+            "hincrby L",
+            "hdel L",
+            "del {L}:u1:57:rwlock_timeout:1",
+            "expire L",
+        ],
     );
-    assert!(s.published.is_empty());
 }
 
 #[test]
 fn read_unlock_of_reentered_hold_drops_the_newest_key() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("1");
+    let (mut s, n) = held(&[reading(U, 30_000)]);
     s.advance(100);
     read_lock(&mut s, &n, U, 5_000).expect("2");
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(0))
-    );
-    assert_eq!(field(&mut s, b"L", U).as_deref(), Some("1"));
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(0)));
+    assert_eq!(field(&mut s, U).as_deref(), Some("1"));
     assert_eq!(s.pttl(&tk(&n, U, 2)), -2);
     assert_eq!(s.pttl(b"L"), 29_900);
 }
 
 #[test]
 fn read_unlock_deletes_when_remaining_readers_leases_are_gone() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, V, 1_000).expect("v");
-    read_lock(&mut s, &n, U, 30_000).expect("u");
-    read_lock(&mut s, &n, U, 30_000).expect("u2");
+    let (mut s, n) = held(&[reading(V, 1_000), reading(U, 30_000), reading(U, 30_000)]);
     s.advance(2_000);
     // V crashed: its field remains but its timeout key expired. U releases
     // one hold: its other key still runs, so the lock lives.
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(0))
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(0)));
     assert_eq!(s.pttl(b"L"), 28_000);
     // U releases its last hold: only V's dead field is left, so the lock ends.
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(1))
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(1)));
     assert!(s.dump().is_empty());
     assert_eq!(s.published.len(), 1);
 }
 
 #[test]
 fn read_unlock_under_own_write_keeps_ttl() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
-    read_lock(&mut s, &n, U, 10_000).expect("r");
+    let (mut s, n) = held(&[writing(U, 30_000), reading(U, 10_000)]);
     s.advance(10_000);
     // Reader's key expired exactly now (PTTL 0): no positive lease is left,
     // and in write mode the TTL stays.
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(0))
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(0)));
     assert_eq!(s.pttl(b"L"), 20_000);
-    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("write"));
+    assert_eq!(field(&mut s, b"mode").as_deref(), Some("write"));
     assert!(s.published.is_empty());
 }
 
 #[test]
 fn read_unlock_under_own_write_with_other_read_hold_uses_its_lease() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
-    read_lock(&mut s, &n, U, 50_000).expect("r1");
-    read_lock(&mut s, &n, U, 50_000).expect("r2");
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, None),
-        Ok(Some(0))
-    );
+    let (mut s, n) = held(&[writing(U, 30_000), reading(U, 50_000), reading(U, 50_000)]);
+    assert_eq!(release(&mut s, &n, U, Mode::Read), Ok(Some(0)));
     assert_eq!(s.pttl(b"L"), 50_000);
 }
 
@@ -383,90 +375,49 @@ fn read_unlock_under_own_write_with_other_read_hold_uses_its_lease() {
 #[test]
 fn write_unlock_of_absent_lock_publishes_one_and_replies_nil() {
     let (mut s, n) = setup();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(
-        s.published,
-        vec![(b"redisson_rwlock:{L}".to_vec(), b"1".to_vec())]
-    );
+    assert_eq!(release(&mut s, &n, U, Mode::Write), Ok(None));
+    assert_eq!(s.published, released(b"1"));
 }
 
 #[test]
 fn write_unlock_in_read_mode_or_by_non_holder_replies_nil() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("r");
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, V, 30_000).expect("w");
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(None)
-    );
-    assert_eq!(s.dump(), before);
+    let (mut s, n) = held(&[reading(U, 30_000)]);
+    gives_without_effect(&mut s, Ok(None), |s| release(s, &n, U, Mode::Write));
+    let (mut s, n) = held(&[writing(V, 30_000)]);
+    gives_without_effect(&mut s, Ok(None), |s| release(s, &n, U, Mode::Write));
     assert!(s.published.is_empty());
 }
 
 #[test]
 fn write_unlock_of_reentered_hold_rearms_with_the_lease() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("1");
-    write_lock(&mut s, &n, U, 30_000).expect("2");
-    s.take_events();
+    let (mut s, n) = held(&[writing(U, 30_000), writing(U, 30_000)]);
     assert_eq!(
         unlock_reply(&mut s, &n, U, Mode::Write, 7_000, None),
         Ok(Some(0))
     );
-    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 7_000);
-    assert_eq!(s.take_events(), ev(&[("hincrby", "L"), ("expire", "L")]));
+    assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("1"));
+    assert_events(&mut s, &["hincrby L", "expire L"]);
 }
 
 #[test]
 fn write_unlock_of_last_hold_deletes_and_publishes_one() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(Some(1))
-    );
+    let (mut s, n) = held(&[writing(U, 30_000)]);
+    assert_eq!(release(&mut s, &n, U, Mode::Write), Ok(Some(1)));
     assert!(s.dump().is_empty());
-    assert_eq!(
-        s.take_events(),
-        ev(&[("hincrby", "L"), ("hdel", "L"), ("del", "L")])
-    );
-    assert_eq!(
-        s.published,
-        vec![(b"redisson_rwlock:{L}".to_vec(), b"1".to_vec())]
-    );
+    assert_events(&mut s, &["hincrby L", "hdel L", "del L"]);
+    assert_eq!(s.published, released(b"1"));
 }
 
 #[test]
 fn write_unlock_with_own_reads_downgrades() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
-    read_lock(&mut s, &n, U, 10_000).expect("r");
+    let (mut s, n) = held(&[writing(U, 30_000), reading(U, 10_000)]);
     s.advance(1_000);
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, None),
-        Ok(Some(1))
-    );
-    assert_eq!(field(&mut s, b"L", b"mode").as_deref(), Some("read"));
+    assert_eq!(release(&mut s, &n, U, Mode::Write), Ok(Some(1)));
+    assert_eq!(field(&mut s, b"mode").as_deref(), Some("read"));
     assert_eq!(s.pttl(b"L"), 29_000, "TTL unchanged");
     assert!(s.published.is_empty());
-    assert_eq!(
-        s.take_events(),
-        ev(&[("hincrby", "L"), ("hdel", "L"), ("hset", "L")])
-    );
+    assert_events(&mut s, &["hincrby L", "hdel L", "hset L"]);
     // Another reader may now join.
     assert_eq!(read_lock(&mut s, &n, V, 1_000), FIRST);
 }
@@ -475,15 +426,9 @@ fn write_unlock_with_own_reads_downgrades() {
 
 #[test]
 fn request_latch_makes_a_retried_unlock_idempotent() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("1");
-    write_lock(&mut s, &n, U, 30_000).expect("2");
-    let req = Some(Request {
-        id: b"r1",
-        ttl: 5_000,
-    });
+    let (mut s, n) = held(&[writing(U, 30_000), writing(U, 30_000)]);
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 30_000, req),
+        unlock(&mut s, &n, U, Mode::Write, 30_000, request(b"r1")),
         Ok(Unlocked::Ran(Release::StillHeld))
     );
     let latch = n.latch_key(b"r1");
@@ -491,16 +436,12 @@ fn request_latch_makes_a_retried_unlock_idempotent() {
     assert_eq!(s.pttl(&latch), 5_000);
     // The retry replies the stored value and releases nothing more.
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Write, 30_000, req),
+        unlock(&mut s, &n, U, Mode::Write, 30_000, request(b"r1")),
         Ok(Unlocked::Replayed(0))
     );
-    assert_eq!(field(&mut s, b"L", b"u1:57:write").as_deref(), Some("1"));
-    let req2 = Some(Request {
-        id: b"r2",
-        ttl: 5_000,
-    });
+    assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, req2),
+        unlock_reply(&mut s, &n, U, Mode::Write, 30_000, request(b"r2")),
         Ok(Some(1))
     );
     assert_eq!(s.get(&n.latch_key(b"r2")), Some(b"1".to_vec()));
@@ -511,26 +452,18 @@ fn request_latch_makes_a_retried_unlock_idempotent() {
 #[test]
 fn request_latch_stores_one_for_absent_lock_and_nothing_for_non_holder() {
     let (mut s, n) = setup();
-    let req = Some(Request {
-        id: b"a",
-        ttl: 5_000,
-    });
     assert_eq!(
-        unlock(&mut s, &n, U, Mode::Read, 30_000, req),
+        unlock(&mut s, &n, U, Mode::Read, 30_000, request(b"a")),
         Ok(Unlocked::Ran(Release::NotLocked))
     );
     assert_eq!(s.get(&n.latch_key(b"a")), Some(b"1".to_vec()));
     assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, req),
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, request(b"a")),
         Ok(Some(1))
     );
     read_lock(&mut s, &n, V, 30_000).expect("v");
-    let req = Some(Request {
-        id: b"b",
-        ttl: 5_000,
-    });
     assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, req),
+        unlock_reply(&mut s, &n, U, Mode::Read, 30_000, request(b"b")),
         Ok(None)
     );
     assert_eq!(s.get(&n.latch_key(b"b")), None);
@@ -538,36 +471,22 @@ fn request_latch_stores_one_for_absent_lock_and_nothing_for_non_holder() {
 
 #[test]
 fn request_latch_of_wrong_type_or_value_is_an_error() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("r");
+    let (mut s, n) = held(&[reading(U, 30_000)]);
     s.put(&n.latch_key(b"h"), Value::List, None);
     s.put(&n.latch_key(b"x"), Value::Str(b"x".to_vec()), None);
-    let before = s.dump();
-    let h = Some(Request {
-        id: b"h",
-        ttl: 5_000,
+    gives_without_effect(&mut s, Err(LockError::WrongType), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, request(b"h"))
     });
-    let x = Some(Request {
-        id: b"x",
-        ttl: 5_000,
+    gives_without_effect(&mut s, Err(LockError::BadLatch), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, request(b"x"))
     });
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, h),
-        Err(LockError::WrongType)
-    );
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, x),
-        Err(LockError::BadLatch)
-    );
-    assert_eq!(s.dump(), before);
 }
 
 // --- 3.4 RWLOCK.RENEW ---
 
 #[test]
 fn renew_of_writer_extends_the_hash() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
+    let (mut s, n) = held(&[writing(U, 30_000)]);
     s.advance(20_000);
     assert_eq!(renew(&mut s, &n, U, 30_000), Ok(true));
     assert_eq!(s.pttl(b"L"), 30_000);
@@ -575,24 +494,20 @@ fn renew_of_writer_extends_the_hash() {
 
 #[test]
 fn renew_of_reader_extends_only_its_own_keys() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 10_000).expect("u1");
-    read_lock(&mut s, &n, U, 10_000).expect("u2");
-    read_lock(&mut s, &n, V, 10_000).expect("v");
+    let (mut s, n) = held(&[reading(U, 10_000), reading(U, 10_000), reading(V, 10_000)]);
     s.advance(5_000);
-    s.take_events();
     assert_eq!(renew(&mut s, &n, U, 30_000), Ok(true));
     assert_eq!(s.pttl(b"L"), 30_000);
     assert_eq!(s.pttl(&tk(&n, U, 1)), 30_000);
     assert_eq!(s.pttl(&tk(&n, U, 2)), 30_000);
     assert_eq!(s.pttl(&tk(&n, V, 1)), 5_000, "other readers are untouched");
-    assert_eq!(
-        s.take_events(),
-        ev(&[
-            ("expire", "L"),
-            ("expire", "{L}:u1:57:rwlock_timeout:2"),
-            ("expire", "{L}:u1:57:rwlock_timeout:1"),
-        ])
+    assert_events(
+        &mut s,
+        &[
+            "expire L",
+            "expire {L}:u1:57:rwlock_timeout:2",
+            "expire {L}:u1:57:rwlock_timeout:1",
+        ],
     );
 }
 
@@ -601,39 +516,27 @@ fn renew_of_non_holder_replies_false_and_changes_nothing() {
     let (mut s, n) = setup();
     assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
     read_lock(&mut s, &n, V, 10_000).expect("v");
-    let before = s.dump();
-    assert_eq!(renew(&mut s, &n, U, 30_000), Ok(false));
-    assert_eq!(s.dump(), before);
+    gives_without_effect(&mut s, Ok(false), |s| renew(s, &n, U, 30_000));
 }
 
 // --- 3.5 RWLOCK.FORCEUNLOCK ---
 
 #[test]
 fn force_unlock_read_only_when_in_read_mode() {
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
+    let (mut s, n) = held(&[writing(U, 30_000)]);
     assert_eq!(force_unlock(&mut s, &n, Some(Mode::Read)), Ok(false));
     assert!(s.published.is_empty());
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("u");
-    read_lock(&mut s, &n, V, 30_000).expect("v");
-    read_lock(&mut s, &n, V, 30_000).expect("v2");
+    let (mut s, n) = held(&[reading(U, 30_000), reading(V, 30_000), reading(V, 30_000)]);
     assert_eq!(force_unlock(&mut s, &n, Some(Mode::Read)), Ok(true));
     assert!(s.dump().is_empty(), "hash and every timeout key are gone");
-    assert_eq!(
-        s.published,
-        vec![(b"redisson_rwlock:{L}".to_vec(), b"0".to_vec())]
-    );
+    assert_eq!(s.published, released(b"0"));
 }
 
 #[test]
 fn force_unlock_write_only_when_in_write_mode() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("r");
+    let (mut s, n) = held(&[reading(U, 30_000)]);
     assert_eq!(force_unlock(&mut s, &n, Some(Mode::Write)), Ok(false));
-    let (mut s, n) = setup();
-    write_lock(&mut s, &n, U, 30_000).expect("w");
-    read_lock(&mut s, &n, U, 30_000).expect("r");
+    let (mut s, n) = held(&[writing(U, 30_000), reading(U, 30_000)]);
     assert_eq!(force_unlock(&mut s, &n, Some(Mode::Write)), Ok(true));
     assert!(s.dump().is_empty());
     assert_eq!(s.published[0].1, b"1");
@@ -687,20 +590,11 @@ fn info_lists_owners_with_counts_and_leases() {
 #[test]
 fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
     let names = LockNames::new(b"L").expect("name");
-    let mut corrupt_mode = std::collections::BTreeMap::new();
-    corrupt_mode.insert(b"mode".to_vec(), b"banana".to_vec());
-    let mut no_mode = std::collections::BTreeMap::new();
-    no_mode.insert(U.to_vec(), b"1".to_vec());
-    let mut bad_count = std::collections::BTreeMap::new();
-    bad_count.insert(b"mode".to_vec(), b"read".to_vec());
-    bad_count.insert(U.to_vec(), b"x1".to_vec());
-    bad_count.insert(b"u1:57:write".to_vec(), b"-1".to_vec());
-    bad_count.insert(V.to_vec(), b"01".to_vec());
     let cases = [
         (Value::Str(b"x".to_vec()), LockError::WrongType),
         (Value::List, LockError::WrongType),
-        (Value::Hash(corrupt_mode), LockError::Corrupt),
-        (Value::Hash(no_mode), LockError::Corrupt),
+        (Value::hash(&[(b"mode", b"banana")]), LockError::Corrupt),
+        (Value::hash(&[(U, b"1")]), LockError::Corrupt),
     ];
     for (value, err) in cases {
         let mut s = MemStore::new(T0);
@@ -722,8 +616,14 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
         assert_eq!(s.dump(), before);
         assert!(s.events.is_empty() && s.published.is_empty());
     }
+    let bad_count = Value::hash(&[
+        (b"mode", b"read"),
+        (U, b"x1"),
+        (b"u1:57:write", b"-1"),
+        (V, b"01"),
+    ]);
     let mut s = MemStore::new(T0);
-    s.put(b"L", Value::Hash(bad_count), Some(T0 + 1000));
+    s.put(b"L", bad_count, Some(T0 + 1000));
     let before = s.dump();
     let c = Err(LockError::Corrupt);
     assert_eq!(read_lock(&mut s, &names, U, 1).map(|_| ()), c);
@@ -746,63 +646,43 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
 #[test]
 fn a_downgrade_checks_the_remaining_counts_before_writing() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    h.insert(U.to_vec(), b"x".to_vec());
-    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
-    let before = s.dump();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Write, 1, None),
-        Err(LockError::Corrupt)
-    );
-    assert_eq!(s.dump(), before);
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1"), (U, b"x")]);
+    s.put(b"L", h, Some(T0 + 30_000));
+    gives_without_effect(&mut s, Err(LockError::Corrupt), |s| {
+        unlock_reply(s, &n, U, Mode::Write, 1, None)
+    });
 }
 
 #[test]
 fn read_unlock_checks_every_count_before_writing() {
-    let (mut s, n) = setup();
-    read_lock(&mut s, &n, U, 30_000).expect("u");
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"read".to_vec());
-    h.insert(U.to_vec(), b"1".to_vec());
-    h.insert(V.to_vec(), b"one".to_vec());
-    s.put(b"L", Value::Hash(h), Some(T0 + 30_000));
-    let before = s.dump();
-    s.take_events();
-    assert_eq!(
-        unlock_reply(&mut s, &n, U, Mode::Read, 1, None),
-        Err(LockError::Corrupt)
-    );
-    assert_eq!(s.dump(), before);
-    assert!(s.take_events().is_empty());
+    let (mut s, n) = held(&[reading(U, 30_000)]);
+    let h = Value::hash(&[(b"mode", b"read"), (U, b"1"), (V, b"one")]);
+    s.put(b"L", h, Some(T0 + 30_000));
+    gives_without_effect(&mut s, Err(LockError::Corrupt), |s| {
+        unlock_reply(s, &n, U, Mode::Read, 1, None)
+    });
 }
 
 #[test]
 fn counts_and_deadlines_that_would_overflow_are_refused() {
     let (mut s, n) = setup();
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), MAX_HOLDS.to_string().into_bytes());
-    h.insert(U.to_vec(), MAX_HOLDS.to_string().into_bytes());
-    s.put(b"L", Value::Hash(h.clone()), None);
-    let before = s.dump();
-    assert_eq!(write_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
-    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Overflow));
-    assert_eq!(s.dump(), before);
+    let max = MAX_HOLDS.to_string().into_bytes();
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &max)]);
+    s.put(b"L", h, None);
+    let overflow = Err(LockError::Overflow);
+    gives_without_effect(&mut s, overflow, |s| write_lock(s, &n, U, 1));
+    gives_without_effect(&mut s, overflow, |s| read_lock(s, &n, U, 1));
     // Past the bound a count is corrupt: no command loops over it.
-    h.insert(U.to_vec(), i64::MAX.to_string().into_bytes());
-    s.put(b"L", Value::Hash(h), None);
-    let before = s.dump();
-    assert_eq!(read_lock(&mut s, &n, U, 1), Err(LockError::Corrupt));
-    assert_eq!(renew(&mut s, &n, U, 1), Err(LockError::Corrupt));
-    assert_eq!(info(&mut s, &n).map(|_| ()), Err(LockError::Corrupt));
-    assert_eq!(force_unlock(&mut s, &n, None), Err(LockError::Corrupt));
-    assert_eq!(s.dump(), before);
-    let mut h = std::collections::BTreeMap::new();
-    h.insert(b"mode".to_vec(), b"write".to_vec());
-    h.insert(b"u1:57:write".to_vec(), b"1".to_vec());
-    s.put(b"L", Value::Hash(h), Some(i64::MAX - 5));
+    let past = i64::MAX.to_string().into_bytes();
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &past)]);
+    s.put(b"L", h, None);
+    let corrupt = Err(LockError::Corrupt);
+    gives_without_effect(&mut s, corrupt, |s| read_lock(s, &n, U, 1).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| renew(s, &n, U, 1).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| info(s, &n).map(drop));
+    gives_without_effect(&mut s, corrupt, |s| force_unlock(s, &n, None).map(drop));
+    let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
+    s.put(b"L", h, Some(i64::MAX - 5));
     assert_eq!(write_lock(&mut s, &n, U, 10), Err(LockError::Overflow));
 }
 
