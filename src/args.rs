@@ -110,6 +110,96 @@ pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
     }
 }
 
+/// The flags an acquisition command takes besides `BLOCK`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// `FENCED`: take a fencing token.
+    pub fenced: bool,
+    /// `NOREENTRY`: the holder may not take the lock again.
+    pub non_reentrant: bool,
+}
+
+/// `lock owner lease [BLOCK ms]` and, in any order, the `flags` the
+/// command accepts, each at most once: RWLOCK.WRITE (`FENCED`) and
+/// LOCK.ACQUIRE (`FENCED`, `NOREENTRY`).
+pub fn acquire_with<A: Arg>(
+    args: &[A],
+    accepted: Flags,
+) -> Result<(Acquire<'_>, Flags), RedisError> {
+    let most = 6 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
+    if args.len() < 4 || args.len() > most {
+        return Err(RedisError::WrongArity);
+    }
+    let mut parsed = Acquire {
+        lock: owner_lease(&args[..4])?,
+        block: None,
+    };
+    let mut flags = Flags::default();
+    let mut rest = &args[4..];
+    while let Some(option) = rest.first() {
+        let word = option.bytes();
+        if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
+            parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+            rest = &rest[2..];
+        } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
+            flags.fenced = true;
+            rest = &rest[1..];
+        } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
+            flags.non_reentrant = true;
+            rest = &rest[1..];
+        } else {
+            return Err(RedisError::Str(ERR_SYNTAX));
+        }
+    }
+    Ok((parsed, flags))
+}
+
+/// `lock owner [LEASE ms] [REQUEST id ttl]`: LOCK.UNLOCK.
+pub struct LockUnlock<'a> {
+    pub names: LockNames<'a>,
+    pub owner: &'a [u8],
+    pub lease: Option<i64>,
+    pub request: Option<Request<'a>>,
+}
+
+pub fn lock_unlock<A: Arg>(args: &[A]) -> Result<LockUnlock<'_>, RedisError> {
+    if args.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let (lease, request) = release_options(&args[3..])?;
+    Ok(LockUnlock {
+        names: names(&args[1])?,
+        owner: owner(&args[2])?,
+        lease,
+        request,
+    })
+}
+
+/// `[LEASE ms] [REQUEST id ttl]`, in any order, each at most once.
+fn release_options<A: Arg>(
+    mut rest: &[A],
+) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
+    let (mut lease, mut request) = (None, None);
+    while let Some(option) = rest.first() {
+        let option = option.bytes();
+        if is(option, "LEASE") && lease.is_none() && rest.len() >= 2 {
+            lease = Some(self::lease(&rest[1])?);
+            rest = &rest[2..];
+        } else if is(option, "REQUEST") && request.is_none() && rest.len() >= 3 {
+            let id = rest[1].bytes();
+            if id.is_empty() {
+                return Err(RedisError::Str(ERR_REQUEST_ID));
+            }
+            let ttl = millis(&rest[2], 1, ERR_TTL)?;
+            request = Some(Request { id, ttl });
+            rest = &rest[3..];
+        } else {
+            return Err(RedisError::Str(ERR_SYNTAX));
+        }
+    }
+    Ok((lease, request))
+}
+
 /// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
 pub struct Unlock<'a> {
     pub names: LockNames<'a>,
@@ -123,32 +213,17 @@ pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
     if args.len() < 4 {
         return Err(RedisError::WrongArity);
     }
-    let mut parsed = Unlock {
-        names: names(&args[1])?,
-        owner: owner(&args[2])?,
-        mode: mode(&args[3])?,
-        lease: None,
-        request: None,
-    };
-    let mut rest = &args[4..];
-    while let Some(option) = rest.first() {
-        let option = option.bytes();
-        if is(option, "LEASE") && parsed.lease.is_none() && rest.len() >= 2 {
-            parsed.lease = Some(lease(&rest[1])?);
-            rest = &rest[2..];
-        } else if is(option, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-            let id = rest[1].bytes();
-            if id.is_empty() {
-                return Err(RedisError::Str(ERR_REQUEST_ID));
-            }
-            let ttl = millis(&rest[2], 1, ERR_TTL)?;
-            parsed.request = Some(Request { id, ttl });
-            rest = &rest[3..];
-        } else {
-            return Err(RedisError::Str(ERR_SYNTAX));
-        }
-    }
-    Ok(parsed)
+    let names = names(&args[1])?;
+    let owner = owner(&args[2])?;
+    let mode = mode(&args[3])?;
+    let (lease, request) = release_options(&args[4..])?;
+    Ok(Unlock {
+        names,
+        owner,
+        mode,
+        lease,
+        request,
+    })
 }
 
 /// `lock [READ|WRITE]`.

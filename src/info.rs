@@ -20,7 +20,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     let locks = [
         ("read_acquired", Counter::ReadAcquired),
         ("write_acquired", Counter::WriteAcquired),
+        ("lock_acquired", Counter::LockAcquired),
         ("reentries", Counter::Reentries),
+        ("tokens_issued", Counter::TokensIssued),
         ("refused", Counter::Refused),
         ("unlocks", Counter::Unlocks),
         ("unlocks_not_held", Counter::UnlocksNotHeld),

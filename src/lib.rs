@@ -17,6 +17,7 @@ mod events;
 mod info;
 mod keyspace;
 mod metrics;
+mod reply;
 mod server;
 mod waiting;
 

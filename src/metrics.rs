@@ -4,14 +4,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::rwlock::{Mode, Release, Unlocked};
+use crate::engine::queue::{Granted, Hold};
+use crate::engine::rwlock::{Release, Unlocked};
 
 /// Every counter, in the order `INFO` lists them.
 #[derive(Clone, Copy)]
 pub enum Counter {
     ReadAcquired,
     WriteAcquired,
+    LockAcquired,
     Reentries,
+    TokensIssued,
     Refused,
     Unlocks,
     UnlocksNotHeld,
@@ -40,13 +43,17 @@ pub fn get(counter: Counter) -> u64 {
 }
 
 /// A hold taken, at once or handed to a waiter.
-pub fn acquired(mode: Mode, reentry: bool) {
-    bump(match mode {
-        Mode::Read => Counter::ReadAcquired,
-        Mode::Write => Counter::WriteAcquired,
+pub fn acquired(hold: Hold, granted: Granted) {
+    bump(match hold {
+        Hold::Read => Counter::ReadAcquired,
+        Hold::Write { .. } => Counter::WriteAcquired,
+        Hold::Lock(_) => Counter::LockAcquired,
     });
-    if reentry {
+    if granted.reentry {
         bump(Counter::Reentries);
+    }
+    if granted.token.is_some() {
+        bump(Counter::TokensIssued);
     }
 }
 

@@ -27,6 +27,8 @@ pub struct Command {
     pub arity: c_int,
     /// The lock name, argument 1, is the only key a command is given.
     pub key: KeyFlags,
+    /// The keys the command derives from the lock's name.
+    pub key_notes: &'static CStr,
     pub args: Vec<Arg>,
 }
 
@@ -114,6 +116,29 @@ pub fn mode_choice(summary: &'static CStr) -> Arg {
             arg(c"write", Kind::Token(c"WRITE"), c"The write hold"),
         ]),
         summary,
+    )
+}
+
+/// What a read-write lock command touches besides its hash.
+pub const RWLOCK_KEYS: &CStr =
+    c"Also the lock's read-lease keys and unlock latches, named from the lock and in its hash slot";
+/// What a plain lock command touches besides its hash.
+pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token:{lock} and unlock latches, named from the lock and in its hash slot";
+
+/// An optional flag standing alone, such as `FENCED`.
+pub fn flag(name: &'static CStr, token: &'static CStr, summary: &'static CStr) -> Arg {
+    Arg {
+        optional: true,
+        ..arg(name, Kind::Token(token), summary)
+    }
+}
+
+/// `FENCED`.
+pub fn fenced() -> Arg {
+    flag(
+        c"fenced",
+        c"FENCED",
+        c"Take the lock's next fencing token; reply [-1, token] or [pttl, -1]",
     )
 }
 
@@ -207,11 +232,11 @@ fn raw_args(
 /// The lock key is argument 1, and the command touches no other key it is
 /// given: the timeout keys and latches it also uses derive from the name and
 /// share its hash slot.
-fn key_specs(flags: &KeyFlags) -> [raw::RedisModuleCommandKeySpec; 2] {
+fn key_specs(flags: &KeyFlags, notes: &'static CStr) -> [raw::RedisModuleCommandKeySpec; 2] {
     // SAFETY: plain C data; zeroes are the terminator (begin_search_type 0,
     // INVALID) and unused union members.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
-    specs[0].notes = c"Also the lock's read-lease keys and unlock latches, named from the lock and in its hash slot".as_ptr();
+    specs[0].notes = notes.as_ptr();
     specs[0].flags = u64::from(flags.0);
     specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     specs[0].bs.index.pos = 1;
@@ -237,7 +262,7 @@ pub fn describe(ctx: &Context, command: &Command) -> Result<(), String> {
     };
     let mut arena = Vec::new();
     let args = raw_args(&command.args, &mut arena);
-    let mut specs = key_specs(&command.key);
+    let mut specs = key_specs(&command.key, command.key_notes);
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: command.summary.as_ptr(),

@@ -4,7 +4,9 @@
 //! is checked (a test below). The handlers live beside it, one file per lock
 //! kind.
 
+mod acquire;
 pub mod docs;
+pub mod lock;
 pub mod rwlock;
 
 use std::ffi::CStr;
@@ -13,8 +15,8 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
-    arg, block, lease, lock, millis, mode_choice, optional, owner, Arg, Command, Kind, ACQUIRE_KEY,
-    FORCE_KEY, INFO_KEY, RELEASE_KEY,
+    arg, block, fenced, flag, lease, lock, millis, mode_choice, optional, owner, Arg, Command,
+    Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
 use crate::events;
@@ -40,8 +42,17 @@ macro_rules! entry {
     }};
 }
 
-/// `lock owner lease [BLOCK ms]`: may park the client.
-fn acquisition(name: &'static CStr, entry: CommandFn, summary: &'static CStr) -> Command {
+/// `lock owner lease [BLOCK ms]` and the `flags` the command takes: may
+/// park the client.
+fn acquisition(
+    name: &'static CStr,
+    entry: CommandFn,
+    summary: &'static CStr,
+    key_notes: &'static CStr,
+    flags: Vec<Arg>,
+) -> Command {
+    let mut args = vec![lock(), owner(), lease(), block()];
+    args.extend(flags);
     Command {
         name,
         entry,
@@ -50,8 +61,36 @@ fn acquisition(name: &'static CStr, entry: CommandFn, summary: &'static CStr) ->
         complexity: c"O(1), O(W) when the lock is released to W waiters",
         arity: -4,
         key: ACQUIRE_KEY,
-        args: vec![lock(), owner(), lease(), block()],
+        key_notes,
+        args,
     }
+}
+
+/// `[LEASE ms]` of an unlock.
+fn lease_option() -> Arg {
+    millis(
+        c"LEASE",
+        c"Milliseconds a hold still held after this release lasts",
+    )
+}
+
+/// `[REQUEST id ttl]` of an unlock.
+fn request_option() -> Arg {
+    optional(
+        c"REQUEST",
+        arg(
+            c"request",
+            Kind::Block(vec![
+                arg(c"id", Kind::Str, c"The unlock request's id"),
+                arg(
+                    c"ttl",
+                    Kind::Int,
+                    c"Milliseconds a retry with this id gets the same reply",
+                ),
+            ]),
+            c"Makes a retried unlock idempotent",
+        ),
+    )
 }
 
 /// Every command.
@@ -61,11 +100,15 @@ pub fn table() -> Vec<Command> {
             c"rwlock.read",
             entry!(rwlock::read),
             c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+            RWLOCK_KEYS,
+            vec![],
         ),
         acquisition(
             c"rwlock.write",
             entry!(rwlock::write),
             c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
+            c"Also the lock's read-lease keys, unlock latches and (FENCED) its fencing token redisson_lock_token:{lock}, named from the lock and in its hash slot",
+            vec![fenced()],
         ),
         Command {
             name: c"rwlock.unlock",
@@ -75,29 +118,13 @@ pub fn table() -> Vec<Command> {
             complexity: c"O(R) where R is the number of read holds on the lock",
             arity: -4,
             key: RELEASE_KEY,
+            key_notes: RWLOCK_KEYS,
             args: vec![
                 lock(),
                 owner(),
                 mode_choice(c"Which kind of hold to release"),
-                millis(
-                    c"LEASE",
-                    c"Milliseconds a write hold still held after this release lasts",
-                ),
-                optional(
-                    c"REQUEST",
-                    arg(
-                        c"request",
-                        Kind::Block(vec![
-                            arg(c"id", Kind::Str, c"The unlock request's id"),
-                            arg(
-                                c"ttl",
-                                Kind::Int,
-                                c"Milliseconds a retry with this id gets the same reply",
-                            ),
-                        ]),
-                        c"Makes a retried unlock idempotent",
-                    ),
-                ),
+                lease_option(),
+                request_option(),
             ],
         },
         Command {
@@ -108,6 +135,7 @@ pub fn table() -> Vec<Command> {
             complexity: c"O(N) where N is the owner's number of read holds",
             arity: 4,
             key: ACQUIRE_KEY,
+            key_notes: RWLOCK_KEYS,
             args: vec![lock(), owner(), lease()],
         },
         Command {
@@ -118,6 +146,7 @@ pub fn table() -> Vec<Command> {
             complexity: c"O(R) where R is the number of read holds on the lock",
             arity: -2,
             key: FORCE_KEY,
+            key_notes: RWLOCK_KEYS,
             args: vec![
                 lock(),
                 Arg {
@@ -134,6 +163,65 @@ pub fn table() -> Vec<Command> {
             complexity: c"O(R) where R is the number of read holds on the lock",
             arity: 2,
             key: INFO_KEY,
+            key_notes: RWLOCK_KEYS,
+            args: vec![lock()],
+        },
+        acquisition(
+            c"lock.acquire",
+            entry!(lock::acquire_lock),
+            c"Takes a Redisson reentrant lock (RLock). Replies nil when held, else the lock's PTTL",
+            LOCK_KEYS,
+            vec![
+                fenced(),
+                flag(
+                    c"noreentry",
+                    c"NOREENTRY",
+                    c"A non-reentrant lock: its holder taking it again is an error",
+                ),
+            ],
+        ),
+        Command {
+            name: c"lock.unlock",
+            entry: entry!(lock::unlock),
+            flags: c"write",
+            summary: c"Releases one hold of a Redisson lock. Replies nil (not held), 0 (still held) or 1 (released)",
+            complexity: c"O(1)",
+            arity: -3,
+            key: RELEASE_KEY,
+            key_notes: LOCK_KEYS,
+            args: vec![lock(), owner(), lease_option(), request_option()],
+        },
+        Command {
+            name: c"lock.renew",
+            entry: entry!(lock::renew),
+            flags: c"write",
+            summary: c"Sets the lock's TTL to the lease if the owner holds it (the watchdog's call). Replies 1, else 0",
+            complexity: c"O(1)",
+            arity: 4,
+            key: ACQUIRE_KEY,
+            key_notes: LOCK_KEYS,
+            args: vec![lock(), owner(), lease()],
+        },
+        Command {
+            name: c"lock.forceunlock",
+            entry: entry!(lock::force_unlock),
+            flags: c"write",
+            summary: c"Deletes the lock whoever holds it. Replies 1 if deleted, else 0",
+            complexity: c"O(1)",
+            arity: 2,
+            key: FORCE_KEY,
+            key_notes: LOCK_KEYS,
+            args: vec![lock()],
+        },
+        Command {
+            name: c"lock.info",
+            entry: entry!(lock::info),
+            flags: c"readonly",
+            summary: c"Shows the lock's holders with their counts, its TTL and its fencing token",
+            complexity: c"O(1)",
+            arity: 2,
+            key: INFO_KEY,
+            key_notes: LOCK_KEYS,
             args: vec![lock()],
         },
     ]
@@ -184,11 +272,16 @@ mod tests {
             lines,
             [
                 "RWLOCK.READ lock owner lease [BLOCK ms]",
-                "RWLOCK.WRITE lock owner lease [BLOCK ms]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms] [FENCED]",
                 "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
                 "RWLOCK.RENEW lock owner lease",
                 "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
                 "RWLOCK.INFO lock",
+                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]",
+                "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
+                "LOCK.RENEW lock owner lease",
+                "LOCK.FORCEUNLOCK lock",
+                "LOCK.INFO lock",
             ]
         );
     }

@@ -3,13 +3,14 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use crate::args::{self, lock_error, ArgString};
+use super::acquire::{acquire, lock_and_owner};
+use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
-use crate::engine::queue;
-use crate::engine::rwlock::{self, Acquire, LockInfo, Mode};
-use crate::engine::store::Store;
+use crate::engine::queue::Hold;
+use crate::engine::rwlock::{self, LockInfo};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
+use crate::reply;
 use crate::waiting::clients as waiting;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
@@ -19,51 +20,30 @@ use crate::waiting::clients as waiting;
 /// up to `ms` (0: no limit) and gets nil once it holds the lock, or the PTTL
 /// at the timeout.
 pub fn read(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    acquire(ctx, args, Mode::Read)
+    let a = args::acquire(args)?;
+    acquire(ctx, args, &a, Hold::Read)
 }
 
-/// `RWLOCK.WRITE lock owner lease [BLOCK ms]`
+/// `RWLOCK.WRITE lock owner lease [BLOCK ms] [FENCED]`
 ///
 /// Takes the write hold for `lease` ms. Replies nil when held, else the
-/// lock's PTTL; `BLOCK` waits as for `RWLOCK.READ`.
+/// lock's PTTL; `BLOCK` waits as for `RWLOCK.READ`. With `FENCED` every
+/// acquisition takes the lock's next fencing token and replies `[-1, token]`,
+/// or `[pttl, -1]` when refused.
 pub fn write(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    acquire(ctx, args, Mode::Write)
-}
-
-fn acquire(ctx: &Context, args: &[ArgString], mode: Mode) -> RedisResult {
-    let a = args::acquire(args)?;
-    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    // Waiters the lock could take already go first; those left are served
-    // again after the attempt, which may have moved the lock's deadline.
-    waiting::serve(ctx, &mut store, names);
-    let outcome = waiting::serve_after(ctx, &mut store, names, |store| {
-        let queued = config::fair()
-            && waiting::has_waiters(ctx, names)
-            && !queue::may_overtake(store, names, owner)?;
-        if queued {
-            Ok(Acquire::Refused {
-                pttl: store.pttl(names.hash()),
-            })
-        } else {
-            queue::attempt(store, names, owner, mode, lease)
-        }
-    })
-    .map_err(lock_error)?;
-    match (outcome, a.block) {
-        (Acquire::Acquired { reentry }, _) => {
-            metrics::acquired(mode, reentry);
-            Ok(RedisValue::Null)
-        }
-        (Acquire::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            waiting::park(ctx, &mut store, names, owner, mode, lease, timeout);
-            Ok(RedisValue::NoReply)
-        }
-        (Acquire::Refused { pttl }, _) => {
-            metrics::bump(Counter::Refused);
-            Ok(RedisValue::Integer(pttl))
-        }
-    }
+    let accepted = Flags {
+        fenced: true,
+        ..Flags::default()
+    };
+    let (a, flags) = args::acquire_with(args, accepted)?;
+    acquire(
+        ctx,
+        args,
+        &a,
+        Hold::Write {
+            fenced: flags.fenced,
+        },
+    )
 }
 
 /// `RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`
@@ -79,9 +59,7 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     })
     .map_err(lock_error)?;
     metrics::unlocked(outcome);
-    Ok(outcome
-        .reply()
-        .map_or(RedisValue::Null, RedisValue::Integer))
+    Ok(reply::release(outcome.reply()))
 }
 
 /// `RWLOCK.RENEW lock owner lease`
@@ -127,12 +105,6 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let mut store = RedisStore::new(ctx);
     let info = rwlock::info(&mut store, &names).map_err(lock_error)?;
     Ok(info_reply(info))
-}
-
-/// The lock name and owner arguments, which name the lock hash and the
-/// owner's hash field: the store reuses their strings.
-fn lock_and_owner(args: &[ArgString]) -> &[ArgString] {
-    args.get(1..3).unwrap_or_default()
 }
 
 fn info_reply(info: LockInfo) -> RedisValue {

@@ -18,6 +18,7 @@ pub enum Event {
     Del,
     Set,
     Expire,
+    Incrby,
 }
 
 impl Event {
@@ -29,6 +30,7 @@ impl Event {
             Event::Del => (raw::REDISMODULE_NOTIFY_GENERIC, c"del"),
             Event::Set => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
             Event::Expire => (raw::REDISMODULE_NOTIFY_GENERIC, c"expire"),
+            Event::Incrby => (raw::REDISMODULE_NOTIFY_STRING, c"incrby"),
         }
     }
 }

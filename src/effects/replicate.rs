@@ -47,6 +47,12 @@ impl Replication {
         self.emit(ctx, c"PEXPIREAT", &[key], Some(deadline));
     }
 
+    /// As `INCR` itself: a replica and an AOF reload hold the same value
+    /// before it, so they reach the same token.
+    pub fn incr(self, ctx: &Context, key: &[u8]) {
+        self.emit(ctx, c"INCR", &[key], None);
+    }
+
     pub fn del(self, ctx: &Context, key: &[u8]) {
         self.emit(ctx, c"DEL", &[key], None);
     }

@@ -17,8 +17,11 @@ pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the w
 pub const ERR_CORRUPT: &str =
     "ERR corrupt lock: the hash's mode is not read or write, or a hold count is not an integer from 1 to 100000";
 pub const ERR_LATCH: &str = "ERR corrupt unlock latch: its value is not an integer";
+pub const ERR_TOKEN: &str = "ERR corrupt fencing token: its value is not an integer";
+pub const ERR_REENTRY: &str =
+    "NON_REENTRANT_REACQUIRE the owner already holds this non-reentrant lock";
 pub const ERR_OVERFLOW: &str =
-    "ERR overflow: the hold count would pass 100000 or the deadline would pass the clock's range";
+    "ERR overflow: the hold count would pass 100000, the deadline the clock's range, or the fencing token its largest value";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
@@ -30,7 +33,10 @@ pub enum LockError {
     WrongType,
     Corrupt,
     BadLatch,
+    BadToken,
     Overflow,
+    /// A non-reentrant lock taken again by its holder.
+    Reentry,
 }
 
 impl LockError {
@@ -41,6 +47,8 @@ impl LockError {
             LockError::WrongType => ERR_WRONGTYPE,
             LockError::Corrupt => ERR_CORRUPT,
             LockError::BadLatch => ERR_LATCH,
+            LockError::BadToken => ERR_TOKEN,
+            LockError::Reentry => ERR_REENTRY,
             LockError::Overflow => ERR_OVERFLOW,
         }
     }

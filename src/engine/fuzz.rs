@@ -261,7 +261,7 @@ fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
                 .enumerate()
                 .map(|(i, (o, m, x))| Ticket {
                     owner: OWNERS[*o].as_bytes().to_vec(),
-                    mode: *m,
+                    hold: (*m).into(),
                     lease: *x,
                     token: i,
                 })

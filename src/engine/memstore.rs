@@ -195,6 +195,24 @@ impl Store for MemStore {
         self.expire_at(key, deadline);
     }
 
+    fn incr(&mut self, key: &[u8]) -> i64 {
+        let (value, deadline) = match self.live(key) {
+            Some((Value::Str(v), at)) => {
+                let n = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok());
+                (n.expect("the machine checked the token") + 1, *at)
+            }
+            _ => (1, None),
+        };
+        self.entries.insert(
+            key.to_vec(),
+            (Value::Str(value.to_string().into_bytes()), deadline),
+        );
+        self.event("incrby", key);
+        value
+    }
+
     fn pttl(&mut self, key: &[u8]) -> i64 {
         let now = self.now;
         match self.live(key) {

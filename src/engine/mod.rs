@@ -4,8 +4,10 @@
 //! against a reference model and Redisson's own scripts' behaviour.
 
 pub mod error;
+pub mod hold;
 pub mod index;
 pub mod int;
+pub mod lock;
 pub mod names;
 pub mod queue;
 pub mod rwlock;

@@ -9,6 +9,8 @@ pub const MODE_FIELD: &[u8] = b"mode";
 pub const WRITE_SUFFIX: &[u8] = b":write";
 const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
+const LOCK_CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
+const TOKEN_PREFIX: &[u8] = b"redisson_lock_token";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
 
 /// Every name Redisson derives from one lock name, which it borrows;
@@ -38,14 +40,29 @@ impl<'a> LockNames<'a> {
         self.hash
     }
 
-    /// Redisson's channel for the lock's messages.
+    /// Redisson's channel for the read-write lock's messages.
     pub fn channel(&self) -> KeyBuf {
+        self.prefixed(CHANNEL_PREFIX)
+    }
+
+    /// Redisson's channel for the plain lock's messages (`RLock`).
+    pub fn lock_channel(&self) -> KeyBuf {
+        self.prefixed(LOCK_CHANNEL_PREFIX)
+    }
+
+    /// The lock's fencing token counter (`RFencedLock`).
+    pub fn token_key(&self) -> KeyBuf {
+        self.prefixed(TOKEN_PREFIX)
+    }
+
+    /// `<prefix>:{name}`, or `<prefix>:name` when the name carries braces.
+    fn prefixed(&self, prefix: &[u8]) -> KeyBuf {
         let (open, close): (&[u8], &[u8]) = if self.braced {
             (b":", b"")
         } else {
             (b":{", b"}")
         };
-        KeyBuf::concat(&[CHANNEL_PREFIX, open, self.hash, close])
+        KeyBuf::concat(&[prefix, open, self.hash, close])
     }
 
     /// `{name}`, or the name itself when it already carries braces.

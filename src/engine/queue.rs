@@ -1,49 +1,101 @@
 //! Waiting on the server (docs/design.md, contract §4): who of the waiters gets the lock
 //! when it may have changed, and whether a new acquisition must queue behind
-//! them. Pure: the shell keeps the queues and parks the clients.
+//! them, for every lock kind: a name may have waiters of both kinds, each
+//! served by its own machine. Pure: the shell keeps the queues and parks
+//! the clients.
 
 use std::collections::VecDeque;
 
 use super::error::LockError;
+use super::lock::{self, Options, Taken};
 use super::names::{write_field, LockNames};
-use super::rwlock::{read_lock, write_lock, Acquire, Mode};
+use super::rwlock::{fenced_write_lock, read_lock, write_lock, Acquire, Mode};
 use super::store::{KeyKind, Store};
+
+/// What an acquisition asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// A read hold of a read-write lock (`RWLOCK.READ`).
+    Read,
+    /// The write hold of a read-write lock (`RWLOCK.WRITE`), with a fencing
+    /// token when `fenced`.
+    Write { fenced: bool },
+    /// A plain lock (`LOCK.ACQUIRE`).
+    Lock(Options),
+}
+
+impl From<Mode> for Hold {
+    fn from(mode: Mode) -> Hold {
+        match mode {
+            Mode::Read => Hold::Read,
+            Mode::Write => Hold::Write { fenced: false },
+        }
+    }
+}
+
+/// A hold taken: whether its owner held the lock already (the reply does not
+/// tell, `INFO rwlock` counts it), and the fencing token of a fenced one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    pub reentry: bool,
+    pub token: Option<i64>,
+}
+
+/// Outcome of one acquisition attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    Granted(Granted),
+    /// Held by others: the lock's PTTL.
+    Refused {
+        pttl: i64,
+    },
+}
 
 /// One parked acquisition; `token` is what the shell needs to answer it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Ticket<T> {
     pub owner: Vec<u8>,
-    pub mode: Mode,
+    pub hold: Hold,
     pub lease: i64,
     pub token: T,
 }
 
-/// Tries one acquisition as the command would.
+/// Tries one acquisition as the command would, on the machine of its kind.
 pub fn attempt<S: Store>(
     s: &mut S,
     names: &LockNames,
     owner: &[u8],
-    mode: Mode,
+    hold: Hold,
     lease: i64,
-) -> Result<Acquire, LockError> {
-    match mode {
-        Mode::Read => read_lock(s, names, owner, lease),
-        Mode::Write => write_lock(s, names, owner, lease),
-    }
+) -> Result<Attempt, LockError> {
+    let rw = |(taken, token): (Acquire, Option<i64>)| match taken {
+        Acquire::Acquired { reentry } => Attempt::Granted(Granted { reentry, token }),
+        Acquire::Refused { pttl } => Attempt::Refused { pttl },
+    };
+    Ok(match hold {
+        Hold::Read => rw((read_lock(s, names, owner, lease)?, None)),
+        Hold::Write { fenced: false } => rw((write_lock(s, names, owner, lease)?, None)),
+        Hold::Write { fenced: true } => rw(fenced_write_lock(s, names, owner, lease)?),
+        Hold::Lock(options) => match lock::acquire(s, names, owner, lease, options)? {
+            Taken::Acquired { reentry, token } => Attempt::Granted(Granted { reentry, token }),
+            Taken::Refused { pttl } => Attempt::Refused { pttl },
+        },
+    })
 }
 
-/// A waiter taken off the queue: it holds the lock now (`Ok(reentry)`, as in
-/// [`Acquire::Acquired`]), or its attempt failed with an error it must be told.
+/// A waiter taken off the queue: it holds the lock now, or its attempt
+/// failed with an error it must be told.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Served<T> {
     pub ticket: Ticket<T>,
-    pub outcome: Result<bool, LockError>,
+    pub outcome: Result<Granted, LockError>,
 }
 
 /// Serves the queue in arrival order: the head acquires while it can, so all
 /// consecutive readers at the head get in together. A waiter whose attempt
-/// fails with an error (a corrupt or retyped key) leaves with that error
-/// rather than blocking the queue.
+/// fails with an error (a corrupt or retyped key, a non-reentrant lock its
+/// owner holds already) leaves with that error rather than blocking the
+/// queue.
 pub fn admit<S: Store, T>(
     s: &mut S,
     names: &LockNames,
@@ -51,9 +103,9 @@ pub fn admit<S: Store, T>(
 ) -> Vec<Served<T>> {
     let mut served = Vec::new();
     while let Some(head) = queue.front() {
-        let outcome = match attempt(s, names, &head.owner, head.mode, head.lease) {
-            Ok(Acquire::Refused { .. }) => break,
-            Ok(Acquire::Acquired { reentry }) => Ok(reentry),
+        let outcome = match attempt(s, names, &head.owner, head.hold, head.lease) {
+            Ok(Attempt::Refused { .. }) => break,
+            Ok(Attempt::Granted(granted)) => Ok(granted),
             Err(e) => Err(e),
         };
         let ticket = queue.pop_front().expect("the head exists");
@@ -88,7 +140,7 @@ mod tests {
     fn ticket(owner: &str, mode: Mode, token: u32) -> Ticket<u32> {
         Ticket {
             owner: owner.as_bytes().to_vec(),
-            mode,
+            hold: mode.into(),
             lease: 10_000,
             token,
         }
@@ -98,11 +150,17 @@ mod tests {
         (MemStore::new(1_000), LockNames::new(b"Q").expect("name"))
     }
 
-    /// (token, outcome) of each waiter served.
+    /// (token, re-entry or error) of each waiter served, none fenced.
     fn outcomes(served: Vec<Served<u32>>) -> Vec<(u32, Result<bool, LockError>)> {
         served
             .into_iter()
-            .map(|s| (s.ticket.token, s.outcome))
+            .map(|s| {
+                let reentry = s.outcome.map(|g| {
+                    assert_eq!(g.token, None, "no waiter here is fenced");
+                    g.reentry
+                });
+                (s.ticket.token, reentry)
+            })
             .collect()
     }
 
@@ -134,8 +192,14 @@ mod tests {
         let served = admit(&mut s, &n, &mut q);
         assert_eq!(served.len(), 1);
         assert_eq!(served[0].ticket.owner, b"w:2");
-        assert_eq!(served[0].ticket.mode, Mode::Write);
-        assert_eq!(served[0].outcome, Ok(false));
+        assert_eq!(served[0].ticket.hold, Hold::Write { fenced: false });
+        assert_eq!(
+            served[0].outcome,
+            Ok(Granted {
+                reentry: false,
+                token: None
+            })
+        );
     }
 
     #[test]

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
+use super::hold::{check_token, count_of, deadline, latch, one_more, remember, Latch};
+pub use super::hold::{parse_count, Release, Request, Unlocked, MAX_HOLDS};
 use super::index::LeaseIndex;
-use super::int::parse_i64;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
 use super::store::{Fields, KeyKind, Moot, Store};
 
@@ -44,67 +45,6 @@ pub enum Acquire {
     },
 }
 
-/// Outcome of an unlock, before it is mapped to Redisson's reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// The lock hash did not exist.
-    NotLocked,
-    /// The caller held nothing of the kind it released.
-    NotHeld,
-    /// One hold released, the lock is still held.
-    StillHeld,
-    /// The caller's last hold of the kind released.
-    Released,
-}
-
-impl Release {
-    /// Redisson's reply: nil, 0 or 1.
-    pub fn reply(self) -> Option<i64> {
-        match self {
-            Release::NotLocked | Release::NotHeld => None,
-            Release::StillHeld => Some(0),
-            Release::Released => Some(1),
-        }
-    }
-
-    /// What an idempotent unlock remembers in its latch (nothing when the
-    /// caller held nothing, so a retry sees the lock as it is then).
-    fn latch_value(self) -> Option<i64> {
-        match self {
-            Release::NotLocked | Release::Released => Some(1),
-            Release::StillHeld => Some(0),
-            Release::NotHeld => None,
-        }
-    }
-}
-
-/// What an unlock did. The reply alone cannot tell a retried idempotent
-/// unlock from a real release, and `INFO rwlock` counts them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unlocked {
-    /// This call ran the unlock.
-    Ran(Release),
-    /// A retry of an idempotent unlock: the remembered reply, nothing changed.
-    Replayed(i64),
-}
-
-impl Unlocked {
-    /// Redisson's reply: nil, 0 or 1.
-    pub fn reply(self) -> Option<i64> {
-        match self {
-            Unlocked::Ran(release) => release.reply(),
-            Unlocked::Replayed(value) => Some(value),
-        }
-    }
-}
-
-/// An idempotent unlock's request id and how long its latch lives.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    pub id: &'a [u8],
-    pub ttl: i64,
-}
-
 /// One owner's holds, for `RWLOCK.INFO`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerInfo {
@@ -122,31 +62,6 @@ pub struct LockInfo {
     pub owners: Vec<OwnerInfo>,
 }
 
-/// Most holds one owner may stack on one lock. Commands loop over a reader's
-/// acquisitions (one timeout key each), so a bound keeps a bogus count from
-/// stalling the server; no real client re-enters this deep.
-pub const MAX_HOLDS: i64 = 100_000;
-
-/// Parses a hold count: an integer from 1 to `MAX_HOLDS`, written the way
-/// Redis writes integers.
-pub fn parse_count(value: &[u8]) -> Result<i64, LockError> {
-    match parse_i64(value) {
-        Some(n) if (1..=MAX_HOLDS).contains(&n) => Ok(n),
-        _ => Err(LockError::Corrupt),
-    }
-}
-
-/// One more hold, refused past `MAX_HOLDS`.
-fn one_more(held: i64) -> Result<i64, LockError> {
-    Some(held + 1)
-        .filter(|n| *n <= MAX_HOLDS)
-        .ok_or(LockError::Overflow)
-}
-
-fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {
-    now.checked_add(ms).ok_or(LockError::Overflow)
-}
-
 fn mode_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Option<Mode>, LockError> {
     match s.kind(hash) {
         KeyKind::Missing => Ok(None),
@@ -157,10 +72,6 @@ fn mode_of<S: Store>(s: &mut S, hash: &[u8]) -> Result<Option<Mode>, LockError> 
         }),
         KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
     }
-}
-
-fn count_of<S: Store>(s: &mut S, hash: &[u8], field: &[u8]) -> Result<Option<i64>, LockError> {
-    s.hget_with(hash, field, |v| v.map(parse_count).transpose())
 }
 
 /// Every hold field of the hash (from `hgetall`) with its count; fails on
@@ -214,35 +125,69 @@ pub fn write_lock<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<Acquire, LockError> {
+    take_write(s, names, owner, lease, false).map(|(taken, _)| taken)
+}
+
+/// `RWLOCK.WRITE … FENCED`: the write hold with the lock's next fencing
+/// token (`redisson_lock_token:{lock}`, as Redisson's fenced lock takes it),
+/// on every acquisition, re-entry included.
+pub fn fenced_write_lock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<(Acquire, Option<i64>), LockError> {
+    take_write(s, names, owner, lease, true)
+}
+
+fn take_write<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    fenced: bool,
+) -> Result<(Acquire, Option<i64>), LockError> {
     check_owner(owner)?;
     let hash = names.hash();
     let now = s.now_ms();
     let field = write_field(owner);
-    match mode_of(s, hash)? {
-        None => {
-            let lease_deadline = deadline(now, lease)?;
-            s.forget_lease_index(hash);
-            s.create_hash(hash, [(MODE_FIELD, Mode::Write.as_bytes()), (&field, b"1")]);
-            s.expire_at(hash, lease_deadline);
-            Ok(Acquire::Acquired { reentry: false })
-        }
-        Some(Mode::Write) => {
-            let Some(held) = count_of(s, hash, &field)? else {
-                return Ok(Acquire::Refused { pttl: s.pttl(hash) });
-            };
+    let mode = mode_of(s, hash)?;
+    let held = match mode {
+        None => None,
+        Some(Mode::Write) => count_of(s, hash, &field)?,
+        Some(Mode::Read) => None,
+    };
+    let hash_deadline = match (mode, held) {
+        (None, _) => deadline(now, lease)?,
+        (Some(Mode::Write), Some(held)) => {
             one_more(held)?;
             // Redisson adds the lease to what is left: a persistent hash (PTTL -1)
             // gets lease - 1, and a 1 ms lease on it expires the lock at once.
             let extended = s.pttl(hash).checked_add(lease).ok_or(LockError::Overflow)?;
-            let hash_deadline = deadline(now, extended)?;
-            // Write holds are not tracked: the index would miss a count.
-            s.forget_lease_index(hash);
-            s.hincrby(hash, &field, 1);
-            s.expire_at(hash, hash_deadline);
-            Ok(Acquire::Acquired { reentry: true })
+            deadline(now, extended)?
         }
-        Some(Mode::Read) => Ok(Acquire::Refused { pttl: s.pttl(hash) }),
+        _ => return Ok((Acquire::Refused { pttl: s.pttl(hash) }, None)),
+    };
+    let token_key = names.token_key();
+    if fenced {
+        check_token(s, &token_key)?;
     }
+    // The token first, as Redisson's fenced lock takes it.
+    let token = fenced.then(|| s.incr(&token_key));
+    // Write holds are not tracked: an index would miss a count.
+    s.forget_lease_index(hash);
+    if held.is_some() {
+        s.hincrby(hash, &field, 1);
+    } else {
+        s.create_hash(hash, [(MODE_FIELD, Mode::Write.as_bytes()), (&field, b"1")]);
+    }
+    s.expire_at(hash, hash_deadline);
+    Ok((
+        Acquire::Acquired {
+            reentry: held.is_some(),
+        },
+        token,
+    ))
 }
 
 /// `RWLOCK.UNLOCK` (contract §3.3): releases one hold of `mode`, idempotently when
@@ -256,31 +201,15 @@ pub fn unlock<S: Store>(
     request: Option<Request<'_>>,
 ) -> Result<Unlocked, LockError> {
     check_owner(owner)?;
-    let latch = match request {
-        None => None,
-        Some(request) => {
-            let key = names.latch_key(request.id);
-            match s.kind(&key) {
-                KeyKind::Missing => {}
-                KeyKind::String => {
-                    let value = s.get(&key).unwrap_or_default();
-                    return parse_i64(&value)
-                        .map(Unlocked::Replayed)
-                        .ok_or(LockError::BadLatch);
-                }
-                KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
-            }
-            let now = s.now_ms();
-            Some((key, deadline(now, request.ttl)?))
-        }
+    let latch = match latch(s, names, request)? {
+        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
+        Latch::Set(latch) => latch,
     };
     let release = match mode {
         Mode::Read => unlock_read(s, names, owner)?,
         Mode::Write => unlock_write(s, names, owner, lease)?,
     };
-    if let (Some((key, until)), Some(value)) = (latch, release.latch_value()) {
-        s.set_until(&key, value.to_string().as_bytes(), until);
-    }
+    remember(s, latch, release);
     Ok(Unlocked::Ran(release))
 }
 

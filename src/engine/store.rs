@@ -111,6 +111,9 @@ pub trait Store {
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64);
+    /// `INCR` of a missing key or of an integer below the largest, which the
+    /// caller checked: event `incrby`; the new value.
+    fn incr(&mut self, key: &[u8]) -> i64;
     /// `PTTL`: remaining milliseconds, `PTTL_MISSING` or `PTTL_PERSISTENT`.
     fn pttl(&mut self, key: &[u8]) -> i64;
     /// `PEXPIREAT`: event `expire`, or `del` when the deadline has passed.

@@ -447,6 +447,29 @@ impl Store for RedisStore<'_> {
         });
     }
 
+    fn incr(&mut self, key: &[u8]) -> i64 {
+        self.forget_count();
+        self.with_writable(key, |s, handle, name| {
+            let (next, expiry) = match handle.kind() {
+                KeyType::String => {
+                    let value = parse_i64(&handle.string_bytes()).unwrap_or(0);
+                    (value + 1, handle.abs_expire())
+                }
+                _ => (1, None),
+            };
+            let mut buf = [0; DECIMAL_LEN];
+            handle.string_set(Str::of(decimal(next, &mut buf)).ptr());
+            // Setting a string drops its TTL; INCR keeps it.
+            if let Some(at) = expiry.filter(|&at| at != raw::REDISMODULE_NO_EXPIRE as i64) {
+                handle.set_abs_expire(at);
+            }
+            s.signal(name);
+            notify(s.ctx, s.classes(), Event::Incrby, name);
+            s.replication().incr(s.ctx, key);
+            next
+        })
+    }
+
     fn pttl(&mut self, key: &[u8]) -> i64 {
         let at = match self.one_shot(key, false) {
             Ok(key) => key.handle.abs_expire(),

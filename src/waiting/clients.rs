@@ -18,16 +18,16 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, RedisValue};
+use redis_module::{raw, Context, ContextFlags};
 
 use super::registry::{Due, LockId, Registry};
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::names::LockNames;
-use crate::engine::queue::{self, Served, Ticket};
-use crate::engine::rwlock::Mode;
+use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
+use crate::reply;
 use crate::server::{self, Blocked, RawString};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
@@ -36,12 +36,11 @@ const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
 /// How often a lock's waiters are looked at again while writes are paused.
 const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
-/// What the reply callback answers a parked client.
+/// What the reply callback answers a parked client: what the command would
+/// have replied at once.
 enum Outcome {
-    Acquired,
+    Acquired(Attempt, Hold),
     Failed(&'static str),
-    /// The wait's timeout passed: the lock's PTTL then.
-    TimedOut(i64),
 }
 
 /// Data of the agenda's timer.
@@ -94,7 +93,7 @@ pub fn park(
     store: &mut RedisStore,
     names: &LockNames,
     owner: &[u8],
-    mode: Mode,
+    hold: Hold,
     lease: i64,
     timeout_ms: i64,
 ) {
@@ -106,7 +105,7 @@ pub fn park(
     let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
     let ticket = Ticket {
         owner: owner.to_vec(),
-        mode,
+        hold,
         lease,
         token: bc as Handle,
     };
@@ -153,9 +152,9 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
         let outcome = match outcome {
-            Ok(reentry) => {
-                metrics::acquired(ticket.mode, reentry);
-                Outcome::Acquired
+            Ok(granted) => {
+                metrics::acquired(ticket.hold, granted);
+                Outcome::Acquired(Attempt::Granted(granted), ticket.hold)
             }
             Err(e) => Outcome::Failed(e.message()),
         };
@@ -280,8 +279,8 @@ fn on_agenda(ctx: &Context, _: Agenda) {
     arm_agenda(ctx);
 }
 
-/// The wait's timeout passed: the client gets the lock's PTTL now, as an
-/// immediate refusal would, and the waiters behind it may now be first.
+/// The wait's timeout passed: the client gets what an immediate refusal
+/// would (the lock's PTTL), and the waiters behind it may now be first.
 fn time_out(ctx: &Context, handle: Handle) {
     let Some(waiter) = with(|r| r.unregister(handle)) else {
         return;
@@ -290,8 +289,9 @@ fn time_out(ctx: &Context, handle: Handle) {
     server::select_db(ctx, id.0);
     let pttl = RedisStore::new(ctx).pttl(&id.1);
     metrics::bump(Counter::WaitsTimedOut);
+    let refused = Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold);
     // Still registered until now, so parked: unblocked once, here.
-    server::unblock(blocked(handle), boxed(Outcome::TimedOut(pttl)));
+    server::unblock(blocked(handle), boxed(refused));
     schedule_in(ctx, id, Duration::ZERO);
 }
 
@@ -305,9 +305,10 @@ unsafe extern "C" fn reply_callback(
     // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
     // lives until free_outcome.
     let status = match unsafe { outcome.as_ref() } {
-        Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
+        Some(Outcome::Acquired(attempt, hold)) => {
+            context.reply(Ok(reply::attempt(*attempt, *hold)))
+        }
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
-        Some(Outcome::TimedOut(pttl)) => context.reply(Ok(RedisValue::Integer(*pttl))),
         None => context.reply_error_string(ERR_NO_OUTCOME),
     };
     status as c_int

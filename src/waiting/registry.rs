@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 
-use crate::engine::queue::Ticket;
+use crate::engine::queue::{Hold, Ticket};
 
 /// A lock is its database and its name.
 pub type LockId = (i32, Vec<u8>);
@@ -29,10 +29,12 @@ pub enum Due<H> {
     Deadline(LockId),
 }
 
-/// A parked client: the lock it waits for and its timeout, if any.
+/// A parked client: the lock it waits for, what it asked for, and its
+/// timeout, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
     pub lock: LockId,
+    pub hold: Hold,
     timeout: Option<Slot>,
 }
 
@@ -95,6 +97,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             handle,
             Waiter {
                 lock: id.clone(),
+                hold: ticket.hold,
                 timeout,
             },
         );
@@ -290,7 +293,7 @@ mod tests {
     fn ticket(handle: u32) -> Ticket<u32> {
         Ticket {
             owner: format!("o:{handle}").into_bytes(),
-            mode: Mode::Write,
+            hold: Mode::Write.into(),
             lease: 1_000,
             token: handle,
         }

@@ -1,0 +1,53 @@
+//! Taking a hold of any lock kind, the same way for every acquisition
+//! command: waiters the lock could take go first, fair mode queues a new
+//! acquisition behind them, and `BLOCK` parks the client when refused.
+
+use redis_module::{Context, RedisResult, RedisValue};
+
+use crate::args::{lock_error, Acquire};
+use crate::config;
+use crate::engine::queue::{self, Attempt, Hold};
+use crate::engine::store::Store;
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::reply;
+use crate::server::ArgString;
+use crate::waiting::clients as waiting;
+
+/// Takes `hold` as the parsed call `a` asks; `args` are the command's
+/// arguments, whose lock and owner strings the store reuses.
+pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
+    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
+    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
+    // Waiters the lock could take already go first; those left are served
+    // again after the attempt, which may have moved the lock's deadline.
+    waiting::serve(ctx, &mut store, names);
+    let outcome = waiting::serve_after(ctx, &mut store, names, |store| {
+        let queued = config::fair()
+            && waiting::has_waiters(ctx, names)
+            && !queue::may_overtake(store, names, owner)?;
+        if queued {
+            Ok(Attempt::Refused {
+                pttl: store.pttl(names.hash()),
+            })
+        } else {
+            queue::attempt(store, names, owner, hold, lease)
+        }
+    })
+    .map_err(lock_error)?;
+    match (outcome, a.block) {
+        (Attempt::Granted(granted), _) => metrics::acquired(hold, granted),
+        (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
+            waiting::park(ctx, &mut store, names, owner, hold, lease, timeout);
+            return Ok(RedisValue::NoReply);
+        }
+        (Attempt::Refused { .. }, _) => metrics::bump(Counter::Refused),
+    }
+    Ok(reply::attempt(outcome, hold))
+}
+
+/// The lock name and owner arguments, which name the lock hash and the
+/// owner's hash field: the store reuses their strings.
+pub fn lock_and_owner(args: &[ArgString]) -> &[ArgString] {
+    args.get(1..3).unwrap_or_default()
+}

@@ -1,0 +1,118 @@
+//! The plain lock's commands, `LOCK.*`: Redisson's `RLock`, its fenced and
+//! non-reentrant variants, on the same data as Redisson's scripts.
+
+use redis_module::{Context, RedisResult, RedisValue};
+
+use super::acquire::{acquire, lock_and_owner};
+use crate::args::{self, lock_error, ArgString, Flags};
+use crate::config;
+use crate::engine::lock::{self, Options};
+use crate::engine::queue::Hold;
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::reply;
+use crate::waiting::clients as waiting;
+
+/// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]`
+///
+/// Takes the lock for `lease` ms (a re-entry by its owner resets the TTL to
+/// `lease`). Replies nil when held, else the lock's PTTL; `BLOCK` waits on
+/// the server as `RWLOCK.WRITE` does. `FENCED`: every acquisition takes the
+/// next fencing token and replies `[-1, token]`, or `[pttl, -1]` when
+/// refused. `NOREENTRY`: its holder taking it again is an error
+/// (`NON_REENTRANT_REACQUIRE`) that changes nothing.
+pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let accepted = Flags {
+        fenced: true,
+        non_reentrant: true,
+    };
+    let (a, flags) = args::acquire_with(args, accepted)?;
+    let options = Options {
+        fenced: flags.fenced,
+        non_reentrant: flags.non_reentrant,
+    };
+    acquire(ctx, args, &a, Hold::Lock(options))
+}
+
+/// `LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]`
+///
+/// Releases one hold. Replies nil (the owner holds nothing), 0 (still held:
+/// the TTL re-armed to `LEASE`, default `rwlock.default-lease`) or 1
+/// (released, `0` published on `redisson_lock__channel:{lock}`); with
+/// `REQUEST` a retry replies what the first call did.
+pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let a = args::lock_unlock(args)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
+    let outcome = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+        lock::unlock(store, &a.names, a.owner, lease, a.request)
+    })
+    .map_err(lock_error)?;
+    metrics::unlocked(outcome);
+    Ok(reply::release(outcome.reply()))
+}
+
+/// `LOCK.RENEW lock owner lease`
+///
+/// The watchdog's call: 1 and the TTL set to `lease` when the owner holds
+/// the lock, else 0 (stop renewing).
+pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let a = args::owner_lease(args)?;
+    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
+    // A shorter lease moves the deadline its waiters are woken at.
+    let held = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+        lock::renew(store, &a.names, a.owner, a.lease)
+    })
+    .map_err(lock_error)?;
+    metrics::renewed(held);
+    Ok(RedisValue::Integer(held.into()))
+}
+
+/// `LOCK.FORCEUNLOCK lock`
+///
+/// Deletes the lock whoever holds it and publishes `0`. Replies 1 if it
+/// deleted it, else 0.
+pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let names = args::lock_only(args)?;
+    let mut store = RedisStore::for_write(ctx, args.get(1..2).unwrap_or_default());
+    let deleted = waiting::serve_after(ctx, &mut store, &names, |store| {
+        lock::force_unlock(store, &names)
+    })
+    .map_err(lock_error)?;
+    if deleted {
+        metrics::bump(Counter::ForceUnlocks);
+    }
+    Ok(RedisValue::Integer(deleted.into()))
+}
+
+/// `LOCK.INFO lock`
+///
+/// Read-only: `holders` (each `owner` with its `count`), `ttl` (the hash's
+/// PTTL, -2 when free) and `token` (the current fencing token, nil when the
+/// lock was never fenced). Arrays only, the same in RESP2 and RESP3.
+pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let names = args::lock_only(args)?;
+    let mut store = RedisStore::new(ctx);
+    let info = lock::info(&mut store, &names).map_err(lock_error)?;
+    let label = RedisValue::SimpleStringStatic;
+    let holders = info
+        .holders
+        .into_iter()
+        .map(|(owner, count)| {
+            RedisValue::Array(vec![
+                label("owner"),
+                RedisValue::StringBuffer(owner),
+                label("count"),
+                RedisValue::Integer(count),
+            ])
+        })
+        .collect();
+    Ok(RedisValue::Array(vec![
+        label("holders"),
+        RedisValue::Array(holders),
+        label("ttl"),
+        RedisValue::Integer(info.pttl),
+        label("token"),
+        info.token.map_or(RedisValue::Null, RedisValue::Integer),
+    ]))
+}

@@ -1,0 +1,157 @@
+//! What every lock kind shares: hold counts as Redisson keeps them in a
+//! lock's hash, deadlines, the outcome of an unlock and its idempotent
+//! replay through an unlock latch (`redisson_unlock_latch:{lock}:<id>`).
+
+use super::error::LockError;
+use super::int::parse_i64;
+use super::names::LockNames;
+use super::store::{KeyKind, Store};
+
+/// Most holds one owner may stack on one lock. Commands loop over a reader's
+/// acquisitions (one timeout key each), so a bound keeps a bogus count from
+/// stalling the server; no real client re-enters this deep.
+pub const MAX_HOLDS: i64 = 100_000;
+
+/// Parses a hold count: an integer from 1 to `MAX_HOLDS`, written the way
+/// Redis writes integers.
+pub fn parse_count(value: &[u8]) -> Result<i64, LockError> {
+    match parse_i64(value) {
+        Some(n) if (1..=MAX_HOLDS).contains(&n) => Ok(n),
+        _ => Err(LockError::Corrupt),
+    }
+}
+
+/// One more hold, refused past `MAX_HOLDS`.
+pub(super) fn one_more(held: i64) -> Result<i64, LockError> {
+    Some(held + 1)
+        .filter(|n| *n <= MAX_HOLDS)
+        .ok_or(LockError::Overflow)
+}
+
+pub(super) fn deadline(now: i64, ms: i64) -> Result<i64, LockError> {
+    now.checked_add(ms).ok_or(LockError::Overflow)
+}
+
+pub(super) fn count_of<S: Store>(
+    s: &mut S,
+    hash: &[u8],
+    field: &[u8],
+) -> Result<Option<i64>, LockError> {
+    s.hget_with(hash, field, |v| v.map(parse_count).transpose())
+}
+
+/// Outcome of an unlock, before it is mapped to Redisson's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The lock hash did not exist.
+    NotLocked,
+    /// The caller held nothing of the kind it released.
+    NotHeld,
+    /// One hold released, the lock is still held.
+    StillHeld,
+    /// The caller's last hold of the kind released.
+    Released,
+}
+
+impl Release {
+    /// Redisson's reply: nil, 0 or 1.
+    pub fn reply(self) -> Option<i64> {
+        match self {
+            Release::NotLocked | Release::NotHeld => None,
+            Release::StillHeld => Some(0),
+            Release::Released => Some(1),
+        }
+    }
+
+    /// What an idempotent unlock remembers in its latch (nothing when the
+    /// caller held nothing, so a retry sees the lock as it is then).
+    pub(super) fn latch_value(self) -> Option<i64> {
+        match self {
+            Release::NotLocked | Release::Released => Some(1),
+            Release::StillHeld => Some(0),
+            Release::NotHeld => None,
+        }
+    }
+}
+
+/// What an unlock did. The reply alone cannot tell a retried idempotent
+/// unlock from a real release, and `INFO rwlock` counts them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlocked {
+    /// This call ran the unlock.
+    Ran(Release),
+    /// A retry of an idempotent unlock: the remembered reply, nothing changed.
+    Replayed(i64),
+}
+
+impl Unlocked {
+    /// Redisson's reply: nil, 0 or 1.
+    pub fn reply(self) -> Option<i64> {
+        match self {
+            Unlocked::Ran(release) => release.reply(),
+            Unlocked::Replayed(value) => Some(value),
+        }
+    }
+}
+
+/// An idempotent unlock's request id and how long its latch lives.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub id: &'a [u8],
+    pub ttl: i64,
+}
+
+/// What the latch of an idempotent unlock says before the unlock runs.
+pub(super) enum Latch {
+    /// A retry: the reply the first call gave.
+    Replay(i64),
+    /// Run the unlock, then remember its reply in this key until then.
+    Set(Option<(Vec<u8>, i64)>),
+}
+
+/// Reads the latch of `request`, if any: a retry replays, anything else
+/// runs. Fails on a latch that is not an integer, before any write.
+pub(super) fn latch<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    request: Option<Request<'_>>,
+) -> Result<Latch, LockError> {
+    let Some(request) = request else {
+        return Ok(Latch::Set(None));
+    };
+    let key = names.latch_key(request.id);
+    match s.kind(&key) {
+        KeyKind::Missing => {}
+        KeyKind::String => {
+            let value = s.get(&key).unwrap_or_default();
+            return parse_i64(&value)
+                .map(Latch::Replay)
+                .ok_or(LockError::BadLatch);
+        }
+        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
+    }
+    let now = s.now_ms();
+    Ok(Latch::Set(Some((key, deadline(now, request.ttl)?))))
+}
+
+/// Remembers what the unlock did in its latch, when it has one.
+pub(super) fn remember<S: Store>(s: &mut S, latch: Option<(Vec<u8>, i64)>, release: Release) {
+    if let (Some((key, until)), Some(value)) = (latch, release.latch_value()) {
+        s.set_until(&key, value.to_string().as_bytes(), until);
+    }
+}
+
+/// Checks, before any write, that the fencing token at `key` can be
+/// incremented: missing (the first token is 1) or an integer below the
+/// largest. Redisson's script would fail half way, after its INCR.
+pub(super) fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<(), LockError> {
+    match s.kind(key) {
+        KeyKind::Missing => Ok(()),
+        KeyKind::String => match s.get(key).as_deref().and_then(parse_i64) {
+            Some(i64::MAX) => Err(LockError::Overflow),
+            Some(_) => Ok(()),
+            None => Err(LockError::BadToken),
+        },
+        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
+    }
+}

@@ -1,0 +1,197 @@
+//! Redisson's plain reentrant lock (`RLock`) as a state machine over a
+//! [`Store`], with its fenced (`RFencedLock`) and non-reentrant variants
+//! (docs/design.md, contract §10). The lock is the hash `<lock>` with one
+//! field per holder, `<owner>` → hold count, whose TTL is the lease. As in
+//! the read-write machine, every command checks what it reads before it
+//! writes, so a refused or failing call changes nothing.
+
+use super::error::LockError;
+use super::hold::{check_token, count_of, deadline, latch, one_more, remember, Latch};
+use super::hold::{Release, Request, Unlocked};
+use super::names::{check_owner, LockNames};
+use super::store::{KeyKind, Moot, Store};
+
+/// Payload published when the lock ends (Redisson's `UNLOCK_MESSAGE`).
+pub const RELEASED: &[u8] = b"0";
+
+/// How an acquisition treats the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    /// Take the next fencing token on every acquisition, re-entry included.
+    pub fenced: bool,
+    /// The holder may not take it again (`NON_REENTRANT_REACQUIRE`).
+    pub non_reentrant: bool,
+}
+
+/// Outcome of an acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Held now: `reentry` when the owner held it already, `token` the
+    /// fencing token of a fenced acquisition.
+    Acquired { reentry: bool, token: Option<i64> },
+    /// Held by another: the lock's PTTL.
+    Refused { pttl: i64 },
+}
+
+/// What `LOCK.INFO` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// Every field of the hash with its count, in byte order (one holder for
+    /// a plain lock).
+    pub holders: Vec<(Vec<u8>, i64)>,
+    pub pttl: i64,
+    /// The current fencing token, when the counter exists.
+    pub token: Option<i64>,
+}
+
+/// Whether the lock exists, checking it is a hash.
+fn exists<S: Store>(s: &mut S, hash: &[u8]) -> Result<bool, LockError> {
+    match s.kind(hash) {
+        KeyKind::Missing => Ok(false),
+        KeyKind::Hash => Ok(true),
+        KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
+    }
+}
+
+/// `LOCK.ACQUIRE`: as Redisson's `lock.lua` (`fenced_lock.lua` with
+/// `fenced`, `nonreentrant_lock.lua` with `non_reentrant`). A free lock or
+/// one the owner holds: one more hold, the TTL set to `lease` (a re-entry
+/// resets it, where the read-write lock's write hold adds).
+pub fn acquire<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    options: Options,
+) -> Result<Taken, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    let held = if exists(s, hash)? {
+        match count_of(s, hash, owner)? {
+            None => return Ok(Taken::Refused { pttl: s.pttl(hash) }),
+            Some(_) if options.non_reentrant => return Err(LockError::Reentry),
+            Some(held) => Some(held),
+        }
+    } else {
+        None
+    };
+    one_more(held.unwrap_or(0))?;
+    let until = deadline(s.now_ms(), lease)?;
+    let token_key = names.token_key();
+    if options.fenced {
+        check_token(s, &token_key)?;
+    }
+    // The scripts' order of writes: the token, the count, the TTL.
+    let token = options.fenced.then(|| s.incr(&token_key));
+    s.hincrby(hash, owner, 1);
+    s.expire_at(hash, until);
+    Ok(Taken::Acquired {
+        reentry: held.is_some(),
+        token,
+    })
+}
+
+/// `LOCK.UNLOCK`: as Redisson's `unlock.lua`. Releases one hold of
+/// `owner`: the lock re-armed with `lease` while holds are left, else
+/// deleted and `0` published on its channel. With `request`, a retry within
+/// the latch's TTL replies what the first call did.
+pub fn unlock<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    request: Option<Request<'_>>,
+) -> Result<Unlocked, LockError> {
+    check_owner(owner)?;
+    let latch = match latch(s, names, request)? {
+        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
+        Latch::Set(latch) => latch,
+    };
+    let hash = names.hash();
+    let held = if exists(s, hash)? {
+        count_of(s, hash, owner)?
+    } else {
+        None
+    };
+    let release = match held {
+        None => Release::NotHeld,
+        Some(held) if held > 1 => {
+            let until = deadline(s.now_ms(), lease)?;
+            s.hincrby(hash, owner, -1);
+            s.expire_at(hash, until);
+            Release::StillHeld
+        }
+        Some(_) => {
+            // The count reaches 0 and the hash goes: the decrement is moot.
+            s.moot(Moot::Hincrby {
+                key: hash,
+                field: owner,
+                delta: -1,
+            });
+            s.del(hash);
+            s.publish(&names.lock_channel(), RELEASED);
+            Release::Released
+        }
+    };
+    remember(s, latch, release);
+    Ok(Unlocked::Ran(release))
+}
+
+/// `LOCK.RENEW`: as Redisson's `renew.lua` for one lock, the watchdog's
+/// call. True, with the TTL set to `lease`, when the owner holds the lock.
+pub fn renew<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+) -> Result<bool, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    if !exists(s, hash)? || count_of(s, hash, owner)?.is_none() {
+        return Ok(false);
+    }
+    let until = deadline(s.now_ms(), lease)?;
+    s.expire_at(hash, until);
+    Ok(true)
+}
+
+/// `LOCK.FORCEUNLOCK`: as Redisson's `force_unlock.lua`, whoever holds it;
+/// true when there was a lock to delete. A key of another type is an error,
+/// where the script would delete it.
+pub fn force_unlock<S: Store>(s: &mut S, names: &LockNames) -> Result<bool, LockError> {
+    let hash = names.hash();
+    if !exists(s, hash)? {
+        return Ok(false);
+    }
+    s.del(hash);
+    s.publish(&names.lock_channel(), RELEASED);
+    Ok(true)
+}
+
+/// `LOCK.INFO`: read-only.
+pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockError> {
+    let hash = names.hash();
+    let mut holders = Vec::new();
+    if exists(s, hash)? {
+        for (field, value) in s.hgetall(hash).iter() {
+            holders.push((field.to_vec(), super::hold::parse_count(value)?));
+        }
+        holders.sort();
+    }
+    let token_key = names.token_key();
+    let token = match s.kind(&token_key) {
+        KeyKind::Missing => None,
+        KeyKind::String => Some(
+            s.get(&token_key)
+                .as_deref()
+                .and_then(super::int::parse_i64)
+                .ok_or(LockError::BadToken)?,
+        ),
+        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
+    };
+    Ok(LockInfo {
+        holders,
+        pttl: s.pttl(hash),
+        token,
+    })
+}

@@ -1,0 +1,36 @@
+//! How the engine's outcomes read as replies, the same whether a command
+//! answers at once or a parked client is answered later.
+
+use redis_module::RedisValue;
+
+use crate::engine::queue::{Attempt, Hold};
+
+/// Whether the acquisition takes a fencing token, which changes its reply.
+fn fenced(hold: Hold) -> bool {
+    match hold {
+        Hold::Read => false,
+        Hold::Write { fenced } => fenced,
+        Hold::Lock(options) => options.fenced,
+    }
+}
+
+/// An acquisition's reply, as Redisson's scripts give it: nil when taken,
+/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`.
+pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
+    match (attempt, fenced(hold)) {
+        (Attempt::Granted(_), false) => RedisValue::Null,
+        (Attempt::Refused { pttl }, false) => RedisValue::Integer(pttl),
+        (Attempt::Granted(granted), true) => RedisValue::Array(vec![
+            RedisValue::Integer(-1),
+            RedisValue::Integer(granted.token.unwrap_or(-1)),
+        ]),
+        (Attempt::Refused { pttl }, true) => {
+            RedisValue::Array(vec![RedisValue::Integer(pttl), RedisValue::Integer(-1)])
+        }
+    }
+}
+
+/// An unlock's reply: nil, 0 or 1.
+pub fn release(reply: Option<i64>) -> RedisValue {
+    reply.map_or(RedisValue::Null, RedisValue::Integer)
+}
