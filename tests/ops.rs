@@ -33,7 +33,7 @@ fn info_rwlock_counts_every_outcome() {
     let server = Server::start(&[]);
     let mut c = server.conn();
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 20, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 22, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -76,6 +76,10 @@ fn info_rwlock_counts_every_outcome() {
     }
     assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(1));
     assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(0));
+    // A plain lock, fenced, and its owner's re-entry: two tokens.
+    for _ in 0..2 {
+        ok(&mut c, &["LOCK.ACQUIRE", "P", "p:1", "30000", "FENCED"]);
+    }
     // Nothing has waited nor kept a lease index: other clients' writes do
     // not call into the module.
     assert_eq!(info(&mut c, "rwlock")["keyspace_subscribed"], 0);
@@ -104,8 +108,11 @@ fn info_rwlock_counts_every_outcome() {
         ("read_acquired", 5),
         // W twice, H, T.
         ("write_acquired", 4),
-        // a's second read, w's second write and its read on W.
-        ("reentries", 3),
+        // P twice.
+        ("lock_acquired", 2),
+        ("tokens_issued", 2),
+        // a's second read, w's second write and its read on W, p's second hold.
+        ("reentries", 4),
         // The plain refusal and the one inside MULTI; a timed-out wait is not one.
         ("refused", 2),
         // b's read, w's first write release on W, the release of H.
@@ -235,7 +242,10 @@ fn command_docs_give_summary_arguments_and_since() {
     let mut c = server.conn();
     let syntax = [
         ("rwlock.read", "lock owner lease [BLOCK milliseconds]"),
-        ("rwlock.write", "lock owner lease [BLOCK milliseconds]"),
+        (
+            "rwlock.write",
+            "lock owner lease [BLOCK milliseconds] [FENCED]",
+        ),
         (
             "rwlock.unlock",
             "lock owner READ|WRITE [LEASE milliseconds] [REQUEST id ttl]",
@@ -243,6 +253,17 @@ fn command_docs_give_summary_arguments_and_since() {
         ("rwlock.renew", "lock owner lease"),
         ("rwlock.forceunlock", "lock [READ|WRITE]"),
         ("rwlock.info", "lock"),
+        (
+            "lock.acquire",
+            "lock owner lease [BLOCK milliseconds] [FENCED] [NOREENTRY]",
+        ),
+        (
+            "lock.unlock",
+            "lock owner [LEASE milliseconds] [REQUEST id ttl]",
+        ),
+        ("lock.renew", "lock owner lease"),
+        ("lock.forceunlock", "lock"),
+        ("lock.info", "lock"),
     ];
     let crate_version = encoded(env!("CARGO_PKG_VERSION"));
     for (name, expected) in syntax {
@@ -301,6 +322,16 @@ fn command_info_gives_arity_flags_and_key_specs() {
         ("rwlock.renew", 4, &["write"], &["RW", "access", "update"]),
         ("rwlock.forceunlock", -2, &["write"], &["RW", "delete"]),
         ("rwlock.info", 2, &["readonly"], &["RO", "access"]),
+        (
+            "lock.acquire",
+            -4,
+            &["write", "denyoom", "blocking"],
+            &["RW", "access", "update"],
+        ),
+        ("lock.unlock", -3, &["write"], &["RW", "access", "delete"]),
+        ("lock.renew", 4, &["write"], &["RW", "access", "update"]),
+        ("lock.forceunlock", 2, &["write"], &["RW", "delete"]),
+        ("lock.info", 2, &["readonly"], &["RO", "access"]),
     ];
     for (name, arity, flags, key_flags) in expected {
         let reply = ok(&mut c, &["COMMAND", "INFO", name]);
