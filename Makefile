@@ -87,11 +87,16 @@ BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
 # The module the bench measures: this build, or any other librwlock.so.
 BENCH_MODULE ?= $(RWLOCK_MODULE)
+# The layout floor (benches/floor), which the bench and the profile run in a
+# redis-server of their own: rwlock raises every keyspace event when another
+# module shares its server, which would inflate the module's figures.
+FLOOR_MODULE ?= $(ROOT)/target/release/librwlock_floor.so
 
 # The chart needs matplotlib: the system's if it has one, else a venv under
 # $(BENCH_OUT) (pip, once). Without either the figures are still in the CSV.
 bench: build
-	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
+	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
+	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_FLOOR_MODULE=$(FLOOR_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
 	@py=python3; \
 	if ! python3 -c 'import matplotlib' 2>/dev/null; then \
 	  py=$(BENCH_OUT)/venv/bin/python; \

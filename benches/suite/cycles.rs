@@ -3,10 +3,12 @@
 //! same plain commands the scripts run sent as MULTI/EXEC, and against the
 //! floor of one `HINCRBY` per request.
 
+use std::path::{Path, PathBuf};
+
 use crate::common::{self, Server};
 use crate::load::{self, Request, Throughput};
 use crate::report::{median, Report, Settings, Target};
-use crate::resp::{command, Conn, Expect, Reply, Value};
+use crate::resp::{command, Conn, Expect, Value};
 use crate::scripts::Scripts;
 
 pub const CLIENTS: usize = 50;
@@ -41,10 +43,7 @@ struct Names {
 }
 
 fn names(client: usize) -> Names {
-    named(format!("bench:cycle:{client}"), client)
-}
-
-fn named(lock: String, client: usize) -> Names {
+    let lock = format!("bench:cycle:{client}");
     let owner = format!("c{client}-0000-4000-8000-000000000000:1");
     let timeout_prefix = format!("{}:{owner}:rwlock_timeout", common::prefix_of(&lock));
     Names {
@@ -187,7 +186,7 @@ fn multi(kind: Kind, n: &Names) -> Vec<Request> {
 }
 
 /// The layout's floor: only the Redis calls the cycle cannot avoid on
-/// Redisson's keys (the `layout-floor` build's commands, see src/floor.rs).
+/// Redisson's keys (the commands of benches/floor, in a server of their own).
 fn layout_floor(kind: Kind, n: &Names) -> Vec<Request> {
     match kind {
         Kind::Read => {
@@ -221,12 +220,27 @@ fn layout_floor(kind: Kind, n: &Names) -> Vec<Request> {
     }
 }
 
-/// Whether the server's module was built with the layout's floor.
-fn has_layout_floor(port: u16) -> bool {
-    match Conn::connect(port).call(&["RWLOCK.FLOOR.UNLOCK"]) {
-        Reply::Error(e) => !e.contains("unknown command"),
-        other => panic!("RWLOCK.FLOOR.UNLOCK without arguments replied {other:?}"),
-    }
+/// The floor's module: `$RWLOCK_FLOOR_MODULE`, else this workspace's release
+/// build (`make bench` builds it); None when there is none.
+fn floor_module() -> Option<PathBuf> {
+    let path = std::env::var_os("RWLOCK_FLOOR_MODULE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/librwlock_floor.so")
+        });
+    path.is_file().then_some(path)
+}
+
+/// A server of the same binary and options as the module's, with the floor
+/// loaded instead of the module. Not beside the module: with another module
+/// loaded, rwlock raises every keyspace event (src/observers.rs), which
+/// would inflate the module's measured cost.
+pub fn floor_server(options: &[&str]) -> Option<Server> {
+    let module = floor_module()?;
+    let mut args = vec!["--loadmodule", module.to_str()?];
+    args.extend_from_slice(options);
+    Some(Server::start_plain(&args))
 }
 
 /// What a cycle's keys hold: the hash's fields, whether it has a deadline,
@@ -247,11 +261,11 @@ fn lock_state(c: &mut Conn, n: &Names) -> (Value, bool, Value) {
     )
 }
 
-/// Before anything is measured: the floor's commands must leave the keys
-/// the module's leave, and remove them, so that its figures stand for the
-/// same work.
-fn check_layout_floor(port: u16) {
-    let mut c = Conn::connect(port);
+/// Before anything is measured: the floor's commands, on the floor's
+/// server, must leave the keys the module's leave on the module's, and
+/// remove them, so that its figures stand for the same work.
+fn check_layout_floor(module_port: u16, floor_port: u16) {
+    let (mut on_module, mut on_floor) = (Conn::connect(module_port), Conn::connect(floor_port));
     let run = |c: &mut Conn, r: &Request| {
         c.send(&r.bytes);
         for e in &r.expect {
@@ -259,16 +273,17 @@ fn check_layout_floor(port: u16) {
         }
     };
     for kind in [Kind::Read, Kind::Write] {
-        let module_names = names(CLIENTS);
-        let floor_names = named(format!("bench:floor-check:{CLIENTS}"), CLIENTS);
-        let by_module = module(kind, &module_names);
-        let by_floor = layout_floor(kind, &floor_names);
-        for (step, (m, f)) in by_module.iter().zip(&by_floor).enumerate() {
-            run(&mut c, m);
-            run(&mut c, f);
+        let n = names(CLIENTS);
+        for (step, (m, f)) in module(kind, &n)
+            .iter()
+            .zip(&layout_floor(kind, &n))
+            .enumerate()
+        {
+            run(&mut on_module, m);
+            run(&mut on_floor, f);
             assert_eq!(
-                lock_state(&mut c, &module_names),
-                lock_state(&mut c, &floor_names),
+                lock_state(&mut on_module, &n),
+                lock_state(&mut on_floor, &n),
                 "{} cycle, step {step}: the layout floor leaves other keys than the module",
                 kind.label()
             );
@@ -288,6 +303,8 @@ fn hincrby(client: usize) -> Vec<Request> {
 struct Variant {
     name: &'static str,
     kind: Option<Kind>,
+    /// Run on the floor's server rather than the module's.
+    on_floor: bool,
     cycles: Vec<Vec<Request>>,
 }
 
@@ -299,40 +316,45 @@ fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
             out.push(Variant {
                 name: "layout floor",
                 kind: Some(kind),
+                on_floor: true,
                 cycles: all.iter().map(|n| layout_floor(kind, n)).collect(),
             });
         }
         out.push(Variant {
             name: "module",
             kind: Some(kind),
+            on_floor: false,
             cycles: all.iter().map(|n| module(kind, n)).collect(),
         });
         out.push(Variant {
             name: "EVALSHA",
             kind: Some(kind),
+            on_floor: false,
             cycles: all.iter().map(|n| evalsha(kind, n, s)).collect(),
         });
         out.push(Variant {
             name: "MULTI/EXEC",
             kind: Some(kind),
+            on_floor: false,
             cycles: all.iter().map(|n| multi(kind, n)).collect(),
         });
     }
     out.push(Variant {
         name: "HINCRBY",
         kind: None,
+        on_floor: false,
         cycles: (0..CLIENTS).map(hincrby).collect(),
     });
     out
 }
 
 pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
-    let with_layout_floor = has_layout_floor(server.port);
-    if with_layout_floor {
-        check_layout_floor(server.port);
-    } else {
-        println!("  (no layout floor: the module was built without the layout-floor feature)");
+    let floor = floor_server(crate::SERVER_OPTIONS);
+    match &floor {
+        Some(f) => check_layout_floor(server.port, f.port),
+        None => println!("  (no layout floor: build benches/floor, or set RWLOCK_FLOOR_MODULE)"),
     }
+    let with_layout_floor = floor.is_some();
     let variants = variants(scripts, with_layout_floor);
     let index = |name: &str, kind: Option<Kind>| {
         variants
@@ -352,9 +374,13 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
             let mut results: Vec<Option<Throughput>> = (0..variants.len()).map(|_| None).collect();
             for i in order {
                 let v = &variants[i];
+                let on = match (&floor, v.on_floor) {
+                    (Some(f), true) => f,
+                    _ => server,
+                };
                 let t = load::run(
-                    server.port,
-                    server.pid(),
+                    on.port,
+                    on.pid(),
                     &v.cycles,
                     depth,
                     settings.warmup,

@@ -26,6 +26,10 @@ use common::Server;
 use report::{Report, Settings};
 use scripts::Scripts;
 
+/// The servers' options beyond the harness's own: DEBUG HTSTATS tells the
+/// memory section when rehashing is over.
+pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
+
 const SECTIONS: [&str; 5] = ["cycles", "readers", "handoff", "contended", "memory"];
 
 fn machine() -> String {
@@ -56,8 +60,7 @@ fn main() {
     let machine = machine();
     println!("{machine}");
 
-    // DEBUG HTSTATS tells the memory section when rehashing is over.
-    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let server = Server::start(SERVER_OPTIONS);
     let Some(scripts) = Scripts::load(server.port) else {
         eprintln!("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts");
         std::process::exit(2);
