@@ -6,19 +6,17 @@
 //! The random part is seeded (`RWLOCK_TEST_SEED` overrides the seed; the seed
 //! is printed so that a failure can be replayed).
 
-mod common;
-mod faultkit;
-
-use common::{
-    enable_keyspace_events, events_str, module_path, redis_server_bin, Collector, Server,
-};
-use faultkit::{call, seed, snapshot, Bytes, KeyState, Rng, Snapshot};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use testkit::{
+    call, enable_keyspace_events, events_str, module_path, redis_server_bin, seed, snapshot, Bytes,
+    Collector, KeyState, Rng, Server, Snapshot,
+};
 
 // ---------------------------------------------------------------------------
 // Local helpers
@@ -105,7 +103,7 @@ impl Fixture {
     }
 
     fn ok(&mut self, args: &[&str]) -> redis::Value {
-        faultkit::ok(&mut self.conn, args)
+        testkit::ok(&mut self.conn, args)
     }
 
     /// Locks, keys of other types and corrupt hashes used by the cases.
@@ -1063,7 +1061,7 @@ impl Gen {
 fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
     let _: () = redis::cmd("FLUSHALL").query(conn).expect("FLUSHALL");
     let q = |conn: &mut redis::Connection, args: &[&str]| {
-        faultkit::ok(conn, args);
+        testkit::ok(conn, args);
     };
     for lock in FUZZ_LOCKS {
         match rng.below(10) {
@@ -1096,7 +1094,7 @@ fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
             }
         }
         for id in FUZZ_IDS {
-            let latch = common::latch_key(lock, id);
+            let latch = testkit::latch_key(lock, id);
             match rng.below(6) {
                 0 => q(conn, &["SET", &latch, "1", "PX", "600000"]),
                 1 => q(conn, &["SET", &latch, "x"]),
@@ -1303,7 +1301,7 @@ fn config_set_refuses_bad_values() {
 /// reports it is ready. Returns its exit status (None if it had to be
 /// killed) and its log.
 fn start_expecting_failure(module_args: &[&str]) -> (Option<ExitStatus>, String) {
-    let dir: PathBuf = std::env::temp_dir().join(common::unique("rwlock-badargs"));
+    let dir: PathBuf = std::env::temp_dir().join(testkit::unique("rwlock-badargs"));
     fs::create_dir_all(&dir).expect("create dir");
     let log_path = dir.join("redis.log");
     let log = File::create(&log_path).expect("create log");

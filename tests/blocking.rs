@@ -2,15 +2,13 @@
 //! every wake-up path, timeouts, disconnects, MULTI and scripts, fairness,
 //! and failover to a replica.
 
-mod common;
-mod faultkit;
-
 use std::thread::{self, sleep, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{eval_lua, lua_dir, Server};
-use faultkit::{all_keys, call, ok, poll_until, rwlock_counter, wait_for_waiters};
 use redis::{Connection, Value};
+use testkit::{
+    all_keys, call, eval_lua, lua_dir, ok, poll_until, rwlock_counter, wait_for_waiters, Server,
+};
 
 /// Runs a blocking call on its own connection; the handle yields the reply
 /// and how long it took.

@@ -14,17 +14,16 @@
 //!   error instead of hanging; waiters on a master demoted by a coordinated
 //!   `CLUSTER FAILOVER` get an error at once.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{channel, timeout_key, Server};
-use faultkit::{call, diff, info_field, ok, snapshot, wait_replica, wait_until, waiters, Snapshot};
 use redis::{Connection, Value};
+use testkit::{
+    call, channel, diff, info_field, ok, snapshot, timeout_key, wait_replica, wait_until, waiters,
+    Server, Snapshot,
+};
 
 /// How long cluster creation, convergence and failovers may take.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -276,8 +275,8 @@ impl Cluster {
             .map(|i| self.nodes[i].url())
             .collect();
         redis::cluster::ClusterClient::builder(urls)
-            .connection_timeout(common::IO_TIMEOUT)
-            .response_timeout(common::IO_TIMEOUT)
+            .connection_timeout(testkit::IO_TIMEOUT)
+            .response_timeout(testkit::IO_TIMEOUT)
             .build()
             .expect("cluster client")
             .get_connection()
@@ -358,7 +357,7 @@ impl Subscriber {
         conn.send_packed_command(&redis::cmd(verb).arg(channel).get_packed_command())
             .expect("send subscribe");
         let reply = conn.recv_response().expect("subscribe confirmation");
-        let parts = faultkit::flatten(&reply);
+        let parts = testkit::flatten(&reply);
         assert_eq!(
             parts[0].0.to_ascii_lowercase(),
             verb.to_ascii_lowercase().into_bytes(),
@@ -373,7 +372,7 @@ impl Subscriber {
             .conn
             .recv_response()
             .expect("a message within the read timeout");
-        let parts: Vec<String> = faultkit::flatten(&reply)
+        let parts: Vec<String> = testkit::flatten(&reply)
             .into_iter()
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
             .collect();
@@ -414,7 +413,7 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
                 ok(&mut cc, &["RWLOCK.RENEW", lock, "u:1", LEASE]),
                 Value::Int(1)
             );
-            let info = faultkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
+            let info = testkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
             assert_eq!(info[1].0, b"write", "{lock}: INFO {info:?}");
             // Every key of the lock is on the master that owns its slot.
             let master = &cluster.nodes[cluster.shards[s].master];
@@ -648,7 +647,7 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         "the cluster client to reach the new master",
         || call(&mut cc, &["RWLOCK.INFO", reader_lock]).ok(),
     );
-    let info = faultkit::flatten(&info);
+    let info = testkit::flatten(&info);
     assert_eq!(info[1].0, b"read", "{reader_lock}: {info:?}");
 
     // --- Shard B: a coordinated failover demotes a live master. ---

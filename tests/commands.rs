@@ -1,15 +1,14 @@
 //! Integration tests of every command, reply, message, keyspace event and
 //! config against a real redis-server with the module loaded.
 
-mod common;
-mod faultkit;
-
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{enable_keyspace_events, events_str, Collector, Server};
-use faultkit::{all_keys, call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
+use testkit::{
+    all_keys, call, enable_keyspace_events, events_str, ok, pairs, rwlock_configs, Collector,
+    Server,
+};
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
     match ok(conn, args) {
@@ -734,7 +733,7 @@ fn names_past_the_interned_table_stay_exact() {
             .collect::<std::collections::HashSet<_>>();
         let expected: std::collections::HashSet<_> = match mode {
             "READ" => (0..LOCKS)
-                .map(|i| common::timeout_key(&lock(i), &owner(i), 1))
+                .map(|i| testkit::timeout_key(&lock(i), &owner(i), 1))
                 .collect(),
             _ => Default::default(),
         };
@@ -763,11 +762,11 @@ fn names_past_the_interned_table_stay_exact() {
             if mode == "READ" {
                 expected.push((
                     "__keyevent@0__:del".to_string(),
-                    common::timeout_key(&lock(i), &owner(i), 1),
+                    testkit::timeout_key(&lock(i), &owner(i), 1),
                 ));
             }
             expected.push(("__keyevent@0__:del".to_string(), lock(i)));
-            expected.push((common::channel(&lock(i)), message.to_string()));
+            expected.push((testkit::channel(&lock(i)), message.to_string()));
         }
         assert_eq!(events_str(&events.sync(&mut c)), expected, "{mode}");
     }

@@ -33,9 +33,6 @@
 //! (default 2000), `RWLOCK_DIFF_SEED` (base seed), `RWLOCK_DIFF_THREADS`
 //! (default 6), `RWLOCK_DIFF_REPLAY` (run only the sequence with that index).
 
-mod common;
-mod faultkit;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,9 +40,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{enable_keyspace_events, eval_lua, events_str, lua_dir, Collector, Server};
-use faultkit::Rng;
 use redis::{Connection, PubSub, Value};
+use testkit::{enable_keyspace_events, eval_lua, events_str, lua_dir, Collector, Rng, Server};
 
 const DEFAULT_SEQUENCES: usize = 2000;
 const DEFAULT_THREADS: usize = 6;
@@ -88,7 +84,7 @@ const MISSING_LUA: &str = "RWLOCK_REDISSON_LUA is not set to a directory: the di
 // ---------------------------------------------------------------------------
 
 fn sequence_seed(base: u64, index: usize) -> u64 {
-    Rng(base.wrapping_add(index as u64)).next()
+    Rng(base.wrapping_add(index as u64)).next_u64()
 }
 
 // ---------------------------------------------------------------------------
@@ -108,8 +104,8 @@ impl Names {
     fn new(name: &str) -> Names {
         Names {
             hash: name.to_string(),
-            prefix: common::prefix_of(name),
-            channel: common::channel(name),
+            prefix: testkit::prefix_of(name),
+            channel: testkit::channel(name),
         }
     }
 
@@ -1682,8 +1678,8 @@ fn helpers_follow_spec_names_and_splitmix64() {
 
     // Reference values of SplitMix64 seeded with 0.
     let mut rng = Rng(0);
-    assert_eq!(rng.next(), 0xE220_A839_7B1D_CDAF);
-    assert_eq!(rng.next(), 0x6E78_9E6A_A1B9_65F4);
+    assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+    assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
     // A sequence is a function of its seed alone.
     let a: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();
     let b: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();

@@ -1,14 +1,10 @@
 //! Regression tests for bugs the fault tests found.
 
-mod common;
-mod faultkit;
-
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
-use faultkit::{call, ok, wait_until, waiters};
 use redis::Value;
+use testkit::{call, ok, wait_until, waiters, Server};
 
 /// Found by the torture test on Redis 7.0: a waiter handed the lock and
 /// timed out in the same event-loop turn got no reply at all (Redis drops

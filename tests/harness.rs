@@ -1,21 +1,9 @@
 //! Tests of the test harness itself, against plain redis-server (no module),
 //! so they pass before the module exists.
 
-mod common;
-
-use common::{enable_keyspace_events, events_on, events_str, Collector, Server};
 use redis::Commands;
 use std::time::Duration;
-
-fn pid_alive(pid: u32) -> bool {
-    std::process::Command::new("kill")
-        .arg("-0")
-        .arg(pid.to_string())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+use testkit::{enable_keyspace_events, events_on, events_str, pid_alive, Collector, Server};
 
 #[test]
 fn plain_server_set_get() {

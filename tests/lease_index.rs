@@ -6,13 +6,11 @@
 //! and must agree on every reply, field and deadline. INFO shows the index
 //! kept, dropped on foreign writes and rebuilt.
 
-mod common;
-
 use std::thread;
 use std::time::Duration;
 
-use common::{eval_lua, lua_dir, Server};
 use redis::{Connection, Value};
+use testkit::{eval_lua, lua_dir, Server};
 
 const LOCK: &str = "orders";
 const CHANNEL: &str = "redisson_rwlock:{orders}";

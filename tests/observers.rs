@@ -4,14 +4,10 @@
 //! later, a replica reconnecting into the backlog, the AOF switched on, the
 //! RDB save points, keyspace events switched on.
 
-mod common;
-mod faultkit;
-
 use std::time::Duration;
 
-use common::{events_str, Collector, Server};
-use faultkit::{info_field, ok, snapshot, wait_replica, wait_until};
 use redis::{Connection, Value};
+use testkit::{events_str, info_field, ok, snapshot, wait_replica, wait_until, Collector, Server};
 
 const WAIT_UP_TO: Duration = Duration::from_secs(10);
 

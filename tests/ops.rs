@@ -2,16 +2,12 @@
 //! command docs (`COMMAND DOCS`, `COMMAND INFO`, `MODULE LIST`) and how
 //! `RWLOCK.INFO` reads in redis-cli with RESP2 and RESP3.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::thread;
 
-use common::Server;
-use faultkit::{call, ok, wait_for_waiters};
 use redis::{Connection, Value};
+use testkit::{call, ok, wait_for_waiters, Server};
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
 fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {

@@ -6,18 +6,16 @@
 //! make a working 3-master cluster. What only an engine could check (the
 //! images themselves, the compose network) is not exercised here.
 
-mod common;
-mod faultkit;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{module_path, redis_server_bin, run_bounded, Server};
-use faultkit::{call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
+use testkit::{
+    call, module_path, ok, pairs, redis_server_bin, run_bounded, rwlock_configs, Server,
+};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -33,7 +31,7 @@ fn read(path: &Path) -> String {
 
 /// A fresh empty directory under the system temp dir.
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(common::unique(&format!("rwlock-{tag}")));
+    let dir = std::env::temp_dir().join(testkit::unique(&format!("rwlock-{tag}")));
     fs::create_dir_all(&dir).expect("create temp dir");
     dir
 }
@@ -291,7 +289,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
         );
         // publish=auto in cluster mode: the release goes out with SPUBLISH
         // on the lock's own shard channel.
-        let channel = common::channel(lock);
+        let channel = testkit::channel(lock);
         let mut sub = nodes[owner].conn();
         ok(&mut sub, &["SSUBSCRIBE", &channel]);
         assert_eq!(

@@ -8,15 +8,13 @@
 //! The workloads are random but seeded (`RWLOCK_TEST_SEED` overrides the seed;
 //! the seed is printed so that a failure can be replayed).
 
-mod common;
-mod faultkit;
-
-use common::{Collector, Server};
-use faultkit::{diff, info_field, seed, snapshot, wait_replica, Bytes, Rng, Snapshot};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
+use testkit::{
+    diff, info_field, seed, snapshot, wait_replica, Bytes, Collector, Rng, Server, Snapshot,
+};
 
 // ---------------------------------------------------------------------------
 // Local helpers
@@ -378,9 +376,9 @@ fn lock_messages_reach_subscribers_on_the_replica() {
     // WAIT: the replica has applied the stream, PUBLISH included; its
     // subscriber then has the messages before the collector's marker.
     wait_replica(&mut m);
-    let got = common::events_str(&on_replica.sync(&mut r));
+    let got = testkit::events_str(&on_replica.sync(&mut r));
     assert_eq!(got, expected, "messages received on the replica");
-    let got = common::events_str(&on_master.sync(&mut m));
+    let got = testkit::events_str(&on_master.sync(&mut m));
     assert_eq!(got, expected, "messages received on the master");
 }
 

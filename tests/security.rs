@@ -3,14 +3,10 @@
 //! owner's hold; replies, INFO and the server log carry nothing of other
 //! owners beyond what RWLOCK.INFO is documented to show.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeSet;
 
-use common::Server;
-use faultkit::{call, diff, ok, snapshot, Snapshot};
 use redis::{Connection, Value};
+use testkit::{call, diff, ok, snapshot, Server, Snapshot};
 
 const SECRET_OWNER: &str = "SECRET-OWNER-7f3a:1";
 const SECRET_VALUE: &str = "SECRET-VALUE-91c2";
@@ -193,7 +189,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
     // create is derived from its own lock's name, and nothing of the other
     // application changed.
     let mut admin = server.conn();
-    let keys_before: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
+    let keys_before: BTreeSet<String> = testkit::all_keys(&mut admin).into_iter().collect();
     let tricky = [
         "}",
         "{other:orders}",
@@ -220,7 +216,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
             );
         }
     }
-    let keys_after: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
+    let keys_after: BTreeSet<String> = testkit::all_keys(&mut admin).into_iter().collect();
     let created: Vec<&String> = keys_after.difference(&keys_before).collect();
     assert!(!created.is_empty(), "the calls created no key");
     for k in &created {
@@ -387,7 +383,7 @@ fn replies_info_and_log_tell_nothing_of_other_owners() {
         }
     }
     // RWLOCK.INFO shows the owners, as documented, to whoever may read the key.
-    let info = faultkit::flatten(&ok(&mut other, &["RWLOCK.INFO", "S"]));
+    let info = testkit::flatten(&ok(&mut other, &["RWLOCK.INFO", "S"]));
     assert!(
         info.iter().any(|b| b.0 == SECRET_OWNER.as_bytes()),
         "{info:?}"

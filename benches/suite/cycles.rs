@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{self, Server};
 use crate::load::{self, Request, Throughput};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Value};
 use crate::scripts::Scripts;
+use testkit::Server;
 
 pub const CLIENTS: usize = 50;
 pub const DEPTHS: [usize; 2] = [1, 16];
@@ -45,13 +45,13 @@ struct Names {
 fn names(client: usize) -> Names {
     let lock = format!("bench:cycle:{client}");
     let owner = format!("c{client}-0000-4000-8000-000000000000:1");
-    let timeout_prefix = format!("{}:{owner}:rwlock_timeout", common::prefix_of(&lock));
+    let timeout_prefix = format!("{}:{owner}:rwlock_timeout", testkit::prefix_of(&lock));
     Names {
         write_field: format!("{owner}:write"),
         lease_key: format!("{timeout_prefix}:1"),
         timeout_prefix,
-        key_prefix: common::prefix_of(&lock),
-        channel: common::channel(&lock),
+        key_prefix: testkit::prefix_of(&lock),
+        channel: testkit::channel(&lock),
         lock,
         owner,
     }

@@ -7,9 +7,6 @@
 //! Arguments (after `--`): section names to run only those (cycles, readers,
 //! handoff, contended, memory), `--quick` for short runs.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 mod contended;
 mod cycles;
 mod handoff;
@@ -22,9 +19,9 @@ mod scripts;
 
 use std::path::PathBuf;
 
-use common::Server;
 use report::{Report, Settings};
 use scripts::Scripts;
+use testkit::Server;
 
 /// The servers' options beyond the harness's own: DEBUG HTSTATS tells the
 /// memory section when rehashing is over.
@@ -40,7 +37,7 @@ fn machine() -> String {
         .and_then(|l| l.split(':').nth(1))
         .map_or("unknown CPU".to_string(), |m| m.trim().to_string());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let version = std::process::Command::new(common::redis_server_bin())
+    let version = std::process::Command::new(testkit::redis_server_bin())
         .arg("--version")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())

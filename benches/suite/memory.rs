@@ -2,7 +2,6 @@
 //! deltas over many of them), the module against EVALSHA of the seed
 //! scripts. Both keep the same keys, so they should cost the same.
 
-use crate::common;
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply};
 use crate::scripts::Scripts;
@@ -48,7 +47,7 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
             &s.read_lock,
             "2",
             &lock,
-            &format!("{}:{OWNER}:rwlock_timeout", common::prefix_of(&lock)),
+            &format!("{}:{OWNER}:rwlock_timeout", testkit::prefix_of(&lock)),
             LEASE,
             OWNER,
             &write_field,

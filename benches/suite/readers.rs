@@ -4,7 +4,6 @@
 //! the module's RWLOCK.UNLOCK against EVALSHA of the seed read_unlock script,
 //! on the same lock; each unlock is followed by a re-acquisition so N holds.
 
-use crate::common;
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect};
 use crate::scripts::Scripts;
@@ -57,7 +56,7 @@ fn usec_per_call(conn: &mut Conn, name: &str) -> f64 {
 /// Server microseconds per unlock among `n` readers.
 fn measure(conn: &mut Conn, n: usize, unlocks: usize, script: Option<&Scripts>) -> f64 {
     let timeout_prefix =
-        |i: usize| format!("{}:{}:rwlock_timeout", common::prefix_of(LOCK), owner(i));
+        |i: usize| format!("{}:{}:rwlock_timeout", testkit::prefix_of(LOCK), owner(i));
     let mut requests = Vec::with_capacity(unlocks * 2);
     for k in 0..unlocks {
         let i = k % n;
@@ -68,9 +67,9 @@ fn measure(conn: &mut Conn, n: usize, unlocks: usize, script: Option<&Scripts>) 
                 &s.read_unlock,
                 "4",
                 LOCK,
-                &common::channel(LOCK),
+                &testkit::channel(LOCK),
                 &timeout_prefix(i),
-                &common::prefix_of(LOCK),
+                &testkit::prefix_of(LOCK),
                 "0",
                 &owner(i),
             ]),

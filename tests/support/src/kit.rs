@@ -1,9 +1,6 @@
-//! Helpers shared by the integration tests: a seeded generator, key
-//! snapshots with absolute deadlines, raw calls, key listings, INFO and
-//! config readers, and bounded waits. Each test file takes what it needs,
-//! hence the `dead_code` allowance. It lives apart from `common` because the
-//! benches include `common` too and need none of this.
-#![allow(dead_code)]
+//! The fault tests' kit: a seeded generator, key snapshots with absolute
+//! deadlines, raw calls, key listings, INFO and config readers, and bounded
+//! waits.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -15,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -25,7 +22,7 @@ impl Rng {
 
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 
     /// Uniform in `lo..=hi`.

@@ -1,14 +1,5 @@
-//! Shared harness for the integration tests.
-//!
-//! Every test file that needs it does `mod common;`. Not every file uses every
-//! helper, hence the `dead_code` allowance.
-//!
-//! Environment:
-//! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
-//! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
-//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
-//! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
-#![allow(dead_code)]
+//! Servers, their paths and names, the event collector and bounded runs of
+//! other programs.
 
 use std::fmt;
 use std::fs::{self, OpenOptions};
@@ -74,12 +65,17 @@ pub type Event = (Vec<u8>, Vec<u8>);
 // Paths
 // ---------------------------------------------------------------------------
 
+/// The workspace's root, where the module's crate is.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// Path of the module under test: `$RWLOCK_MODULE`, else
-/// `<crate>/target/release/librwlock.so`. Panics when the file does not exist.
+/// `<workspace>/target/release/librwlock.so`. Panics when the file does not exist.
 pub fn module_path() -> PathBuf {
     let path = match std::env::var_os("RWLOCK_MODULE") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/librwlock.so"),
+        _ => workspace_root().join("target/release/librwlock.so"),
     };
     if !path.is_file() {
         panic!(
@@ -192,7 +188,8 @@ fn free_cluster_port() -> u16 {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// Whether a process `pid` exists (`kill -0`).
+pub fn pid_alive(pid: u32) -> bool {
     Command::new("kill")
         .arg("-0")
         .arg(pid.to_string())
