@@ -1,14 +1,17 @@
 //! Uncontended cycles (acquire + release) with 50 clients, each on its own
 //! lock: the module against EVALSHA of Redisson's seed scripts, against the
-//! same plain commands the scripts run sent as MULTI/EXEC, and against the
-//! floor of one `HINCRBY` per request.
+//! same plain commands the scripts run sent as MULTI/EXEC, against the
+//! layout floor (benches/floor, in a server of its own) and against one
+//! `HINCRBY` per request. Judged by the server's cost per cycle (INFO
+//! commandstats); throughput and the server process's CPU time are shown.
 
 use std::path::{Path, PathBuf};
 
-use crate::load::{self, Request, Throughput};
+use crate::load::{self, Request};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Value};
 use crate::scripts::Scripts;
+use crate::stats;
 use testkit::Server;
 
 pub const CLIENTS: usize = 50;
@@ -16,13 +19,13 @@ pub const DEPTHS: [usize; 2] = [1, 16];
 const LEASE: &str = "30000";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     Read,
     Write,
 }
 
 impl Kind {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Kind::Read => "read",
             Kind::Write => "write",
@@ -30,8 +33,8 @@ impl Kind {
     }
 }
 
-/// One client's names: its own lock, so nobody contends.
-struct Names {
+/// A lock's names, as one owner uses them.
+pub struct Names {
     lock: String,
     owner: String,
     write_field: String,
@@ -42,22 +45,30 @@ struct Names {
     channel: String,
 }
 
+/// One client's names: its own lock, so nobody contends.
 fn names(client: usize) -> Names {
-    let lock = format!("bench:cycle:{client}");
-    let owner = format!("c{client}-0000-4000-8000-000000000000:1");
-    let timeout_prefix = format!("{}:{owner}:rwlock_timeout", testkit::prefix_of(&lock));
-    Names {
-        write_field: format!("{owner}:write"),
-        lease_key: format!("{timeout_prefix}:1"),
-        timeout_prefix,
-        key_prefix: testkit::prefix_of(&lock),
-        channel: testkit::channel(&lock),
-        lock,
-        owner,
+    Names::new(format!("bench:cycle:{client}"), client)
+}
+
+impl Names {
+    /// The names of `lock` held by client `client`'s owner.
+    pub fn new(lock: String, client: usize) -> Names {
+        let owner = format!("c{client}-0000-4000-8000-000000000000:1");
+        let timeout_prefix = format!("{}:{owner}:rwlock_timeout", testkit::prefix_of(&lock));
+        Names {
+            write_field: format!("{owner}:write"),
+            lease_key: format!("{timeout_prefix}:1"),
+            timeout_prefix,
+            key_prefix: testkit::prefix_of(&lock),
+            channel: testkit::channel(&lock),
+            lock,
+            owner,
+        }
     }
 }
 
-fn module(kind: Kind, n: &Names) -> Vec<Request> {
+/// The module's cycle: acquire, release.
+pub fn module(kind: Kind, n: &Names) -> Vec<Request> {
     let (acquire, mode) = match kind {
         Kind::Read => ("RWLOCK.READ", "READ"),
         Kind::Write => ("RWLOCK.WRITE", "WRITE"),
@@ -74,7 +85,8 @@ fn module(kind: Kind, n: &Names) -> Vec<Request> {
     ]
 }
 
-fn evalsha(kind: Kind, n: &Names, s: &Scripts) -> Vec<Request> {
+/// Redisson's cycle: its acquire and release scripts.
+pub fn evalsha(kind: Kind, n: &Names, s: &Scripts) -> Vec<Request> {
     let (acquire, release) = match kind {
         Kind::Read => (
             command(&[
@@ -305,47 +317,112 @@ struct Variant {
     kind: Option<Kind>,
     /// Run on the floor's server rather than the module's.
     on_floor: bool,
+    /// The commands the client sends, as INFO commandstats names them (a
+    /// script's or a transaction's own calls are inside their figure).
+    commands: &'static [&'static str],
+    /// How many calls of `commands` make one cycle.
+    calls_per_cycle: f64,
     cycles: Vec<Vec<Request>>,
 }
+
+impl Variant {
+    fn new(name: &'static str, kind: Option<Kind>, cycles: Vec<Vec<Request>>) -> Variant {
+        let (on_floor, commands, calls_per_cycle): (bool, &'static [&'static str], f64) =
+            match (name, kind) {
+                (LAYOUT_FLOOR, Some(Kind::Read)) => {
+                    (true, &["rwlock.floor.read", "rwlock.floor.unlock"], 2.0)
+                }
+                (LAYOUT_FLOOR, _) => (true, &["rwlock.floor.write", "rwlock.floor.unlock"], 2.0),
+                ("module", Some(Kind::Read)) => (false, &["rwlock.read", "rwlock.unlock"], 2.0),
+                ("module", _) => (false, &["rwlock.write", "rwlock.unlock"], 2.0),
+                ("EVALSHA", _) => (false, &["evalsha"], 2.0),
+                // MULTI and EXEC for each of the two requests.
+                ("MULTI/EXEC", _) => (false, &["multi", "exec"], 4.0),
+                _ => (false, &["hincrby"], 2.0),
+            };
+        Variant {
+            name,
+            kind,
+            on_floor,
+            commands,
+            calls_per_cycle,
+            cycles,
+        }
+    }
+}
+
+const LAYOUT_FLOOR: &str = "layout floor";
 
 fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
     let mut out = Vec::new();
     for kind in [Kind::Read, Kind::Write] {
         let all: Vec<Names> = (0..CLIENTS).map(names).collect();
+        let each = |cycle: &dyn Fn(&Names) -> Vec<Request>| all.iter().map(cycle).collect();
         if with_layout_floor {
-            out.push(Variant {
-                name: "layout floor",
-                kind: Some(kind),
-                on_floor: true,
-                cycles: all.iter().map(|n| layout_floor(kind, n)).collect(),
-            });
+            out.push(Variant::new(
+                LAYOUT_FLOOR,
+                Some(kind),
+                each(&|n| layout_floor(kind, n)),
+            ));
         }
-        out.push(Variant {
-            name: "module",
-            kind: Some(kind),
-            on_floor: false,
-            cycles: all.iter().map(|n| module(kind, n)).collect(),
-        });
-        out.push(Variant {
-            name: "EVALSHA",
-            kind: Some(kind),
-            on_floor: false,
-            cycles: all.iter().map(|n| evalsha(kind, n, s)).collect(),
-        });
-        out.push(Variant {
-            name: "MULTI/EXEC",
-            kind: Some(kind),
-            on_floor: false,
-            cycles: all.iter().map(|n| multi(kind, n)).collect(),
-        });
+        out.push(Variant::new(
+            "module",
+            Some(kind),
+            each(&|n| module(kind, n)),
+        ));
+        out.push(Variant::new(
+            "EVALSHA",
+            Some(kind),
+            each(&|n| evalsha(kind, n, s)),
+        ));
+        out.push(Variant::new(
+            "MULTI/EXEC",
+            Some(kind),
+            each(&|n| multi(kind, n)),
+        ));
     }
-    out.push(Variant {
-        name: "HINCRBY",
-        kind: None,
-        on_floor: false,
-        cycles: (0..CLIENTS).map(hincrby).collect(),
-    });
+    out.push(Variant::new(
+        "HINCRBY",
+        None,
+        (0..CLIENTS).map(hincrby).collect(),
+    ));
     out
+}
+
+/// One variant's run: throughput and the server's cost per cycle.
+struct Measured {
+    per_s: f64,
+    /// The server process's CPU time per cycle, I/O included.
+    cpu_us: f64,
+    /// INFO commandstats' time per cycle: the commands' own execution.
+    cost_us: f64,
+    /// INFO commandstats' time per call of each command.
+    per_command: Vec<f64>,
+}
+
+fn measure(server: &Server, v: &Variant, depth: usize, settings: &Settings) -> Measured {
+    let mut control = Conn::connect(server.port);
+    stats::reset(&mut control);
+    let t = load::run(
+        server.port,
+        server.pid(),
+        &v.cycles,
+        depth,
+        settings.warmup,
+        settings.measure,
+    );
+    let counted = stats::read(&mut control);
+    Measured {
+        // Two requests make a cycle, for every variant.
+        per_s: t.per_s / 2.0,
+        cpu_us: t.cpu_us * 2.0,
+        cost_us: counted.usec_per_call(v.commands) * v.calls_per_cycle,
+        per_command: v
+            .commands
+            .iter()
+            .map(|c| counted.usec_per_call(&[c]))
+            .collect(),
+    }
 }
 
 pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
@@ -354,8 +431,7 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
         Some(f) => check_layout_floor(server.port, f.port),
         None => println!("  (no layout floor: build benches/floor, or set RWLOCK_FLOOR_MODULE)"),
     }
-    let with_layout_floor = floor.is_some();
-    let variants = variants(scripts, with_layout_floor);
+    let variants = variants(scripts, floor.is_some());
     let index = |name: &str, kind: Option<Kind>| {
         variants
             .iter()
@@ -365,67 +441,46 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
     for depth in DEPTHS {
         // Every round runs every variant, in alternating order (ABBA), so
         // drift on the machine hits all alike; ratios are taken per round.
-        let mut rounds: Vec<Vec<Throughput>> = Vec::new();
+        let mut rounds: Vec<Vec<Measured>> = Vec::new();
         for round in 0..settings.rounds {
             let mut order: Vec<usize> = (0..variants.len()).collect();
             if round % 2 == 1 {
                 order.reverse();
             }
-            let mut results: Vec<Option<Throughput>> = (0..variants.len()).map(|_| None).collect();
+            let mut results: Vec<Option<Measured>> = (0..variants.len()).map(|_| None).collect();
             for i in order {
                 let v = &variants[i];
                 let on = match (&floor, v.on_floor) {
                     (Some(f), true) => f,
                     _ => server,
                 };
-                let t = load::run(
-                    on.port,
-                    on.pid(),
-                    &v.cycles,
-                    depth,
-                    settings.warmup,
-                    settings.measure,
-                );
-                // Two requests make a cycle, for every variant.
-                results[i] = Some(Throughput {
-                    per_s: t.per_s / 2.0,
-                    cpu_us: t.cpu_us * 2.0,
-                });
+                results[i] = Some(measure(on, v, depth, settings));
             }
             rounds.push(
                 results
                     .into_iter()
-                    .map(|t| t.expect("every variant ran"))
+                    .map(|m| m.expect("every variant ran"))
                     .collect(),
             );
         }
-        let rate = |i: usize| median(&mut rounds.iter().map(|r| r[i].per_s).collect::<Vec<_>>());
-        let cpu = |i: usize| median(&mut rounds.iter().map(|r| r[i].cpu_us).collect::<Vec<_>>());
-        let ratio = |a: usize, b: usize| {
-            median(
-                &mut rounds
-                    .iter()
-                    .map(|r| r[a].per_s / r[b].per_s)
-                    .collect::<Vec<_>>(),
-            )
-        };
-        let cpu_ratio = |a: usize, b: usize| {
-            median(
-                &mut rounds
-                    .iter()
-                    .map(|r| r[b].cpu_us / r[a].cpu_us)
-                    .collect::<Vec<_>>(),
-            )
+        let med = |f: &dyn Fn(&[Measured]) -> f64| {
+            median(&mut rounds.iter().map(|r| f(r)).collect::<Vec<_>>())
         };
         let section = "cycles";
-        let floor = index("HINCRBY", None);
-        let floor_case = format!("HINCRBY +1/-1, depth {depth}");
-        report.value(section, &floor_case, "HINCRBY", rate(floor), "cycles/s");
+        let hincrby = index("HINCRBY", None);
+        let hincrby_case = format!("HINCRBY +1/-1, depth {depth}");
         report.value(
             section,
-            &floor_case,
+            &hincrby_case,
             "HINCRBY",
-            cpu(floor),
+            med(&|r| r[hincrby].per_s),
+            "cycles/s",
+        );
+        report.value(
+            section,
+            &hincrby_case,
+            "HINCRBY",
+            med(&|r| r[hincrby].cost_us),
             "server us/cycle",
         );
         for kind in [Kind::Read, Kind::Write] {
@@ -433,79 +488,99 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
             let module = index("module", Some(kind));
             let script = index("EVALSHA", Some(kind));
             let multi = index("MULTI/EXEC", Some(kind));
-            let layout = with_layout_floor.then(|| index("layout floor", Some(kind)));
-            let shown: Vec<(&str, usize)> = [
-                ("module", module),
-                ("EVALSHA", script),
-                ("MULTI/EXEC", multi),
-            ]
-            .into_iter()
-            .chain(layout.map(|i| ("layout floor", i)))
-            .collect();
-            for &(name, i) in &shown {
-                report.value(section, &case, name, rate(i), "cycles/s");
+            let layout = floor.is_some().then(|| index(LAYOUT_FLOOR, Some(kind)));
+            let shown: Vec<usize> = [module, script, multi].into_iter().chain(layout).collect();
+            for &i in &shown {
+                report.value(
+                    section,
+                    &case,
+                    variants[i].name,
+                    med(&|r| r[i].per_s),
+                    "cycles/s",
+                );
             }
-            for &(name, i) in &shown {
-                report.value(section, &case, name, cpu(i), "server us/cycle");
+            for &i in &shown {
+                let cpu = med(&|r| r[i].cpu_us);
+                report.value(
+                    section,
+                    &case,
+                    variants[i].name,
+                    cpu,
+                    "process CPU us/cycle",
+                );
             }
-            let target = |t: f64| (depth == 16).then_some(Target::AtLeast(t));
+            for &i in &shown {
+                let cost = med(&|r| r[i].cost_us);
+                report.value(section, &case, variants[i].name, cost, "server us/cycle");
+            }
+            // Server cost is judged once, pipelined: the depth changes the
+            // I/O around the commands, not the commands' own work.
+            let judged = |t: Target| (depth == 16).then_some(t);
+            if depth == 16 {
+                for i in [module].into_iter().chain(layout) {
+                    for (c, command) in variants[i].commands.iter().enumerate() {
+                        let cost = med(&|r| r[i].per_command[c]);
+                        report.value(section, &case, command, cost, "server us/call");
+                    }
+                }
+            }
             report.ratio(
                 section,
                 &case,
-                "module / EVALSHA",
-                ratio(module, script),
-                target(3.0),
+                "EVALSHA / module, server us",
+                med(&|r| r[script].cost_us / r[module].cost_us),
+                judged(Target::AtLeast(3.0)),
             );
             report.ratio(
                 section,
                 &case,
-                "module / MULTI/EXEC",
-                ratio(module, multi),
+                "MULTI/EXEC / module, server us",
+                med(&|r| r[multi].cost_us / r[module].cost_us),
                 None,
             );
             report.ratio(
                 section,
                 &case,
-                "module / HINCRBY",
-                ratio(module, floor),
-                target(0.7),
-            );
-            report.ratio(
-                section,
-                &case,
-                "module / EVALSHA, server CPU",
-                cpu_ratio(module, script),
+                "module / HINCRBY, server us",
+                med(&|r| r[module].cost_us / r[hincrby].cost_us),
                 None,
             );
             report.ratio(
                 section,
                 &case,
-                "module / HINCRBY, server CPU",
-                cpu_ratio(module, floor),
+                "module / EVALSHA, cycles/s",
+                med(&|r| r[module].per_s / r[script].per_s),
+                None,
+            );
+            report.ratio(
+                section,
+                &case,
+                "module / HINCRBY, cycles/s",
+                med(&|r| r[module].per_s / r[hincrby].per_s),
                 None,
             );
             if let Some(layout) = layout {
-                // What the layout leaves any implementation, and how close
-                // the module comes to it.
+                // How close the module comes to what the layout leaves any
+                // implementation.
                 report.ratio(
                     section,
                     &case,
-                    "layout floor / HINCRBY",
-                    ratio(layout, floor),
+                    "module / layout floor, server us",
+                    med(&|r| r[module].cost_us / r[layout].cost_us),
+                    judged(Target::AtMost(1.1)),
+                );
+                report.ratio(
+                    section,
+                    &case,
+                    "layout floor / HINCRBY, server us",
+                    med(&|r| r[layout].cost_us / r[hincrby].cost_us),
                     None,
                 );
                 report.ratio(
                     section,
                     &case,
-                    "layout floor / EVALSHA",
-                    ratio(layout, script),
-                    None,
-                );
-                report.ratio(
-                    section,
-                    &case,
-                    "module / layout floor",
-                    ratio(module, layout),
+                    "module / layout floor, cycles/s",
+                    med(&|r| r[module].per_s / r[layout].per_s),
                     None,
                 );
             }

@@ -5,10 +5,11 @@
 //! then draws the chart.
 //!
 //! Arguments (after `--`): section names to run only those (cycles, readers,
-//! handoff, contended, memory), `--quick` for short runs.
+//! fresh, handoff, contended, memory), `--quick` for short runs.
 
 mod contended;
 mod cycles;
+mod fresh;
 mod handoff;
 mod load;
 mod memory;
@@ -16,6 +17,7 @@ mod readers;
 mod report;
 mod resp;
 mod scripts;
+mod stats;
 
 use std::path::PathBuf;
 
@@ -27,7 +29,14 @@ use testkit::Server;
 /// memory section when rehashing is over.
 pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
 
-const SECTIONS: [&str; 5] = ["cycles", "readers", "handoff", "contended", "memory"];
+const SECTIONS: [&str; 6] = [
+    "cycles",
+    "readers",
+    "fresh",
+    "handoff",
+    "contended",
+    "memory",
+];
 
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -71,6 +80,13 @@ fn main() {
         println!("\n== read unlock among N readers (server time per unlock) ==");
         readers::run(server.port, &scripts, &settings, &mut report);
     }
+    if run("fresh") {
+        println!(
+            "\n== fresh lock names among {} held locks (server time per operation) ==",
+            fresh::HELD
+        );
+        fresh::run(server.port, &scripts, &settings, &mut report);
+    }
     if run("handoff") {
         println!("\n== handoff latency, unlock -> waiter's reply ==");
         handoff::run(&server, &scripts, &settings, &mut report);
@@ -94,7 +110,8 @@ fn main() {
         "\nwritten: {}/results.csv, ratios.csv, results.md",
         dir.display()
     );
-    let missed = report.missed();
+    let (table, missed) = report.summary();
+    println!("\n== summary: every target ==\n{table}");
     if missed.is_empty() {
         println!("every target met");
     } else {

@@ -2,6 +2,7 @@
 //! deltas over many of them), the module against EVALSHA of the seed
 //! scripts. Both keep the same keys, so they should cost the same.
 
+use crate::load::{self, Request};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply};
 use crate::scripts::Scripts;
@@ -74,14 +75,11 @@ fn used_memory(conn: &mut Conn) -> f64 {
 /// Bytes per acquisition of `layout`, over `count` of them.
 fn measure(conn: &mut Conn, layout: Layout, count: usize, script: Option<&Scripts>) -> f64 {
     assert_eq!(conn.call(&["FLUSHALL", "SYNC"]), Reply::Status);
-    let requests: Vec<Vec<u8>> = (0..count).map(|i| acquisition(layout, i, script)).collect();
+    let requests: Vec<Request> = (0..count)
+        .map(|i| Request::new(acquisition(layout, i, script), vec![Expect::Nil]))
+        .collect();
     let before = used_memory(conn);
-    for chunk in requests.chunks(256) {
-        conn.send(&chunk.concat());
-        for _ in chunk {
-            Expect::Nil.require(&conn.recv(), "memory benchmark");
-        }
-    }
+    load::pipeline(conn, &requests, "memory benchmark");
     let after = used_memory(conn);
     (after - before) / count as f64
 }
