@@ -9,9 +9,13 @@
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check
 #   make test    lint, then every unit and integration test
-#   make bench   benchmarks: tables printed, CSV, Markdown and a PNG chart
-#                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
-#   make profile server instructions per lock cycle under callgrind (needs valgrind)
+#   make bench   benchmarks judged by server cost (INFO commandstats), the
+#                module against Redisson's scripts and the layout floor (in a
+#                second server): tables and a PASS/FAIL summary printed, CSV,
+#                Markdown and a PNG chart written to target/bench
+#                (BENCH_ARGS="cycles --quick" for a part)
+#   make profile server instructions per lock cycle under callgrind (needs valgrind),
+#                the module against Redisson's scripts and the layout floor
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
 #   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
 #   make clean   cargo clean
@@ -109,7 +113,8 @@ bench: build
 # to compare a build).
 PROFILE_MODULE ?= $(RWLOCK_MODULE)
 profile: build
-	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE)
+	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
+	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE) $(FLOOR_MODULE)
 
 clean:
 	cd $(ROOT) && $(CARGO) clean
