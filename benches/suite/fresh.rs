@@ -8,6 +8,7 @@
 
 use crate::cycles::{self, Kind, Names};
 use crate::load::{self, Request};
+use crate::memory;
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply};
 use crate::scripts::Scripts;
@@ -34,6 +35,8 @@ fn fill(conn: &mut Conn) {
         })
         .collect();
     load::pipeline(conn, &held, "filling the keyspace");
+    // Neither variant is to pay for the growth of the key tables.
+    memory::rehashed(conn);
 }
 
 /// Server microseconds per acquisition and per release of `count` fresh

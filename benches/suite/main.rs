@@ -26,7 +26,7 @@ use scripts::Scripts;
 use testkit::Server;
 
 /// The servers' options beyond the harness's own: DEBUG HTSTATS tells the
-/// memory section when rehashing is over.
+/// memory and fresh sections when rehashing is over.
 pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
 
 const SECTIONS: [&str; 6] = [

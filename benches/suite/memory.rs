@@ -56,11 +56,10 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
     }
 }
 
-/// `used_memory` once Redis has finished rehashing the key tables: a table
-/// half way through counts twice, and how far it got when the last key went
-/// in depends on how many lookups each variant made (the server cron then
-/// finishes it within a few ticks).
-fn used_memory(conn: &mut Conn) -> f64 {
+/// Waits (5 s at most) until Redis has finished rehashing the key tables of
+/// database 0, which the server cron does within a few ticks: until then
+/// every command pays a step of it.
+pub fn rehashed(conn: &mut Conn) {
     for _ in 0..100 {
         conn.send(&command(&["DEBUG", "HTSTATS", "0"]));
         let stats = String::from_utf8(conn.recv_bulk()).expect("HTSTATS is text");
@@ -69,6 +68,13 @@ fn used_memory(conn: &mut Conn) -> f64 {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// `used_memory` once the key tables are rehashed: a table half way through
+/// counts twice, and how far it got when the last key went in depends on how
+/// many lookups each variant made.
+fn used_memory(conn: &mut Conn) -> f64 {
+    rehashed(conn);
     conn.info_number("memory", "used_memory")
 }
 
