@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use testkit::{
-    call, enable_keyspace_events, events_str, module_path, redis_server_bin, seed, snapshot, Bytes,
-    Collector, KeyState, Rng, Server, Snapshot,
+    call, enable_keyspace_events, events_str, module_path, redis_server_bin, reply_text, seed,
+    snapshot, Bytes, Collector, KeyState, Rng, Server, Snapshot, COMMANDS,
 };
 
 // ---------------------------------------------------------------------------
@@ -532,38 +532,9 @@ fn lock_name_that_would_spread_over_slots() {
 
 /// Every command on `lock`, each to fail with `code` and one of `needles`.
 fn every_command(f: &mut Fixture, lock: &str, owner: &str, code: &str, needles: &[&str]) {
-    let cases: &[&[&str]] = &[
-        &["RWLOCK.READ", lock, owner, "60000"],
-        &["RWLOCK.WRITE", lock, owner, "60000"],
-        &["RWLOCK.RENEW", lock, owner, "60000"],
-        &["RWLOCK.UNLOCK", lock, owner, "READ"],
-        &["RWLOCK.UNLOCK", lock, owner, "WRITE"],
-        &["RWLOCK.UNLOCK", lock, owner, "WRITE", "LEASE", "60000"],
-        &[
-            "RWLOCK.UNLOCK",
-            lock,
-            owner,
-            "READ",
-            "REQUEST",
-            "r1",
-            "60000",
-        ],
-        &[
-            "RWLOCK.UNLOCK",
-            lock,
-            owner,
-            "WRITE",
-            "REQUEST",
-            "r1",
-            "60000",
-        ],
-        &["RWLOCK.FORCEUNLOCK", lock],
-        &["RWLOCK.FORCEUNLOCK", lock, "READ"],
-        &["RWLOCK.FORCEUNLOCK", lock, "WRITE"],
-        &["RWLOCK.INFO", lock],
-    ];
-    for args in cases {
-        f.expect_error(args, code, needles);
+    for args in testkit::every_command(lock, owner) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.expect_error(&args, code, needles);
     }
 }
 
@@ -877,14 +848,6 @@ fn unlock_latch_of_the_wrong_type() {
 // Random malformed calls
 // ---------------------------------------------------------------------------
 
-const COMMANDS: &[&str] = &[
-    "RWLOCK.READ",
-    "RWLOCK.WRITE",
-    "RWLOCK.UNLOCK",
-    "RWLOCK.RENEW",
-    "RWLOCK.FORCEUNLOCK",
-    "RWLOCK.INFO",
-];
 const FUZZ_LOCKS: &[&str] = &["F0", "F1", "F2", "F3", "F4", "{f}:a", "{f}:b", "x{f}"];
 const FUZZ_OWNERS: &[&str] = &["o1", "o2", "o3:7"];
 const FUZZ_IDS: &[&str] = &["q1", "q2"];
@@ -989,7 +952,7 @@ impl Gen {
     }
 
     fn call(&mut self) -> Vec<Vec<u8>> {
-        let cmd = *self.rng.pick(COMMANDS);
+        let cmd = *self.rng.pick(&COMMANDS);
         let mut args = vec![cmd.as_bytes().to_vec()];
         if self.rng.chance(20) {
             // Random arity, random arguments.
@@ -1202,13 +1165,13 @@ fn random_malformed_calls() {
     );
     assert!(checked >= errors / 4, "too few error replies checked");
     // The server survived.
-    let pong: String = redis::cmd("PING").query(&mut conn).expect("PING");
+    let pong = reply_text(&mut conn, &["PING"]);
     assert_eq!(pong, "PONG");
     assert!(server.is_running(), "redis-server exited");
-    let info: String = redis::cmd("INFO").query(&mut conn).expect("INFO");
+    let info = reply_text(&mut conn, &["INFO"]);
     assert!(info.contains("redis_version"), "INFO: {info}");
     let mut fresh = server.conn();
-    let pong: String = redis::cmd("PING").query(&mut fresh).expect("PING");
+    let pong = reply_text(&mut fresh, &["PING"]);
     assert_eq!(pong, "PONG");
 }
 

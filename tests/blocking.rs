@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, call, eval_lua, lua_dir, ok, poll_until, rwlock_counter, wait_for_waiters, Server,
+    all_keys, call, eval_lua, expect_reply, lua_dir, ok, poll_until, reply_text, rwlock_counter,
+    wait_for_waiters, Server,
 };
 
 /// Runs a blocking call on its own connection; the handle yields the reply
@@ -37,8 +38,7 @@ fn hold_count(conn: &mut Connection, key: &str, field: &str) -> i64 {
 
 #[test]
 fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "WR", "w:1", "30000"]);
     let readers: Vec<_> = (0..20)
         .map(|i| {
@@ -50,9 +50,10 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
         })
         .collect();
     wait_for_waiters(&mut c, 20);
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.UNLOCK", "WR", "w:1", "WRITE"]),
-        Value::Int(1)
+    expect_reply(
+        &mut c,
+        &["RWLOCK.UNLOCK", "WR", "w:1", "WRITE"],
+        Value::Int(1),
     );
     // The unlock itself handed the lock over: no waiter is left once it replied.
     assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
@@ -68,8 +69,7 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
 
 #[test]
 fn a_writer_behind_readers_wakes_on_the_last_unlock() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "RW", "r:1", "30000"]);
     ok(&mut c, &["RWLOCK.READ", "RW", "r:2", "30000"]);
     let writer = spawn(
@@ -86,18 +86,13 @@ fn a_writer_behind_readers_wakes_on_the_last_unlock() {
     ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:2", "READ"]);
     let (reply, _) = writer.join().expect("writer");
     assert_eq!(reply.expect("reply"), Value::Nil);
-    let mode: String = redis::cmd("HGET")
-        .arg("RW")
-        .arg("mode")
-        .query(&mut c)
-        .expect("HGET");
+    let mode = reply_text(&mut c, &["HGET", "RW", "mode"]);
     assert_eq!(mode, "write");
 }
 
 #[test]
 fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "400"]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "600"]);
     let pttl: i64 = redis::cmd("PTTL").arg("EX").query(&mut c).expect("PTTL");
@@ -123,8 +118,7 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
 /// A waiter parked behind a write hold, woken by `release`, which made the
 /// module look at the lock's waiters again `rechecks` times.
 fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "K", "w:1", "30000"]);
     let waiter = spawn(
         &server,
@@ -200,8 +194,7 @@ fn a_waiter_is_woken_by_force_unlock() {
 
 #[test]
 fn block_timeout_replies_the_pttl_at_the_deadline() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "T", "w:1", "30000"]);
     let (reply, waited) = spawn(
         &server,
@@ -225,8 +218,7 @@ fn block_timeout_replies_the_pttl_at_the_deadline() {
 
 #[test]
 fn waits_of_different_lengths_end_in_their_own_order() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "TO", "w:1", "30000"]);
     // The longest first, then one that ends earlier than anything before it.
     let waits = [600u64, 200, 400];
@@ -275,10 +267,7 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
     );
     wait_for_waiters(&mut c, 1);
     let renewed = Instant::now();
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"]),
-        Value::Int(1)
-    );
+    expect_reply(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"], Value::Int(1));
     let (reply, _) = waiter.join().expect("waiter");
     let waited = renewed.elapsed();
     assert_eq!(reply.expect("reply"), Value::Nil);
@@ -296,8 +285,7 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
 
 #[test]
 fn block_zero_waits_without_limit() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "Z", "w:1", "60000"]);
     let waiter = spawn(
         &server,
@@ -313,7 +301,7 @@ fn block_zero_waits_without_limit() {
 }
 
 fn used_memory(c: &mut Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("memory").query(c).expect("INFO");
+    let info = reply_text(c, &["INFO", "memory"]);
     info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .expect("used_memory")
@@ -349,8 +337,7 @@ fn park_and_hang_up(server: &Server, c: &mut Connection, round: usize) {
 
 #[test]
 fn a_disconnected_waiter_leaves_nothing_behind() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "D", "w:1", "60000"]);
     // Warm-up: the server's own first-use allocations (client list, INFO).
     for round in 0..20 {
@@ -374,10 +361,7 @@ fn a_disconnected_waiter_leaves_nothing_behind() {
 
 /// The id of the one client blocked in a module command.
 fn client_id_of_waiter(c: &mut Connection) -> String {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query(c)
-        .expect("CLIENT LIST");
+    let list = reply_text(c, &["CLIENT", "LIST"]);
     list.lines()
         .find(|l| l.contains("flags=b"))
         .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
@@ -387,8 +371,7 @@ fn client_id_of_waiter(c: &mut Connection) -> String {
 
 #[test]
 fn multi_and_scripts_make_one_attempt() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "M", "w:1", "30000"]);
     let start = Instant::now();
     let replies: Vec<Value> = redis::pipe()
@@ -426,10 +409,7 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
         "refused: {reply:?}"
     );
     // The current reader may still re-enter: a holder never deadlocks itself.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"], Value::Nil);
     // A stream of blocking readers arrives while r:0 holds the lock.
     let readers: Vec<_> = (1..=5)
         .map(|i| {
@@ -464,8 +444,7 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
 
 #[test]
 fn none_keeps_redissons_unfair_read_phase() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "N", "r:0", "30000"]);
     let writer = spawn(
         &server,
@@ -473,10 +452,7 @@ fn none_keeps_redissons_unfair_read_phase() {
     );
     wait_for_waiters(&mut c, 1);
     // Readers join the active read phase although a writer waits.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"], Value::Nil);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:0", "READ"]);
     assert_eq!(rwlock_counter(&mut c, "waiters"), 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:1", "READ"]);
@@ -485,8 +461,7 @@ fn none_keeps_redissons_unfair_read_phase() {
 
 #[test]
 fn fairness_is_settable_at_run_time() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
@@ -555,10 +530,7 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
     let mut r = replica.conn();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut r)
-            .expect("INFO");
+        let info = reply_text(&mut r, &["INFO", "replication"]);
         if info.contains("master_link_status:up") {
             break;
         }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    call, channel, diff, info_field, ok, snapshot, timeout_key, wait_replica, wait_until, waiters,
-    Server, Snapshot,
+    call, channel, diff, expect_reply, info_field, ok, reply_text, snapshot, timeout_key,
+    wait_replica, wait_until, waiters, Server, Snapshot,
 };
 
 /// How long cluster creation, convergence and failovers may take.
@@ -116,10 +116,7 @@ struct NodeLine {
 }
 
 fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
-    let text: String = redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query(conn)
-        .expect("CLUSTER NODES");
+    let text = reply_text(conn, &["CLUSTER", "NODES"]);
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -155,10 +152,7 @@ fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
 
 /// `cluster_state` of `CLUSTER INFO`.
 fn cluster_state(conn: &mut Connection) -> Option<String> {
-    let text: String = redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query(conn)
-        .expect("CLUSTER INFO");
+    let text = reply_text(conn, &["CLUSTER", "INFO"]);
     text.lines()
         .find_map(|l| l.strip_prefix("cluster_state:"))
         .map(|v| v.trim().to_string())
@@ -397,21 +391,16 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
     for (s, shard_names) in names.iter().enumerate() {
         for lock in &shard_names[..8] {
             // Every command through the cluster client, routed by the name.
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE]),
-                Value::Nil
-            );
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE]),
-                Value::Nil
-            );
+            expect_reply(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE], Value::Nil);
+            expect_reply(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE], Value::Nil);
             match ok(&mut cc, &["RWLOCK.READ", lock, "u:2", LEASE]) {
                 Value::Int(pttl) => assert!(pttl > 0, "{lock}: refused with PTTL {pttl}"),
                 other => panic!("{lock}: a second owner's read got {other:?}"),
             }
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.RENEW", lock, "u:1", LEASE]),
-                Value::Int(1)
+            expect_reply(
+                &mut cc,
+                &["RWLOCK.RENEW", lock, "u:1", LEASE],
+                Value::Int(1),
             );
             let info = testkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
             assert_eq!(info[1].0, b"write", "{lock}: INFO {info:?}");
@@ -461,14 +450,8 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         let replica = &cluster.nodes[shard.replica];
         let wlock = &names[s][8];
         let rlock = &names[s][9];
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
-            Value::Nil
-        );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE]),
-            Value::Nil
-        );
+        expect_reply(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE], Value::Nil);
+        expect_reply(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE], Value::Nil);
         let mut subs: Vec<(Subscriber, String)> = Vec::new();
         for node in [master, replica] {
             for lock in [wlock, rlock] {
@@ -481,21 +464,21 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         let mut classic = Subscriber::new(master, "SUBSCRIBE", &channel(wlock));
 
         // Still held (a write re-entry of the same lock), then released.
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
-            Value::Nil
+        expect_reply(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE], Value::Nil);
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"],
+            Value::Int(0),
         );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
-            Value::Int(0)
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"],
+            Value::Int(1),
         );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
-            Value::Int(1)
-        );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", rlock, "r:1", "READ"]),
-            Value::Int(1)
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", rlock, "r:1", "READ"],
+            Value::Int(1),
         );
 
         let mut m = master.conn();
@@ -627,9 +610,10 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     });
     ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "READ"]);
     ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]);
-    assert_eq!(
-        ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]),
-        Value::Int(1)
+    expect_reply(
+        &mut r,
+        &["RWLOCK.UNLOCK", held, "w:1", "WRITE"],
+        Value::Int(1),
     );
     let (reply, _) = w.join().expect("waiter thread");
     assert_eq!(reply.expect("the waiter gets the lock"), Value::Nil);

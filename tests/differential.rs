@@ -813,53 +813,21 @@ impl<'a> Side<'a> {
 // Statistics
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Default, Clone)]
-struct Stats {
-    sequences: usize,
-    completed: usize,
-    abandoned: usize,
-    abandon_reports: Vec<String>,
-    ops: usize,
-    acquisitions: usize,
-    reentries: usize,
-    refusals: usize,
-    releases: usize,
-    expiry_ops: usize,
-    expired_keys: usize,
-    spec91: usize,
-    spec92: usize,
-    renew_lock_script: usize,
-    renew_read_script: usize,
-    own_lease_races: usize,
-    own_lease_del_module: usize,
-    own_lease_del_oracle: usize,
-    stalls_but_equal: usize,
-    guard_wait: Duration,
-    max_skew_ms: f64,
+testkit::counters! {
+    #[derive(Debug, Default, Clone)]
+    struct Stats {
+        sequences, completed, abandoned, ops, acquisitions, reentries, refusals, releases,
+        expiry_ops, expired_keys, spec91, spec92, renew_lock_script, renew_read_script,
+        own_lease_races, own_lease_del_module, own_lease_del_oracle, stalls_but_equal,
+    }
+    also { abandon_reports: Vec<String>, guard_wait: Duration, max_skew_ms: f64 }
 }
 
 impl Stats {
     fn merge(&mut self, o: &Stats) {
-        self.sequences += o.sequences;
-        self.completed += o.completed;
-        self.abandoned += o.abandoned;
+        self.add(o);
         self.abandon_reports
             .extend(o.abandon_reports.iter().take(3).cloned());
-        self.ops += o.ops;
-        self.acquisitions += o.acquisitions;
-        self.reentries += o.reentries;
-        self.refusals += o.refusals;
-        self.releases += o.releases;
-        self.expiry_ops += o.expiry_ops;
-        self.expired_keys += o.expired_keys;
-        self.spec91 += o.spec91;
-        self.spec92 += o.spec92;
-        self.renew_lock_script += o.renew_lock_script;
-        self.renew_read_script += o.renew_read_script;
-        self.own_lease_races += o.own_lease_races;
-        self.own_lease_del_module += o.own_lease_del_module;
-        self.own_lease_del_oracle += o.own_lease_del_oracle;
-        self.stalls_but_equal += o.stalls_but_equal;
         self.guard_wait += o.guard_wait;
         self.max_skew_ms = self.max_skew_ms.max(o.max_skew_ms);
     }

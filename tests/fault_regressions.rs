@@ -4,7 +4,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use testkit::{call, ok, wait_until, waiters, Server};
+use testkit::{call, ok, reply_text, wait_until, waiters, Server};
 
 /// Found by the torture test on Redis 7.0: a waiter handed the lock and
 /// timed out in the same event-loop turn got no reply at all (Redis drops
@@ -104,8 +104,7 @@ fn a_waiter_whose_timeout_passed_first_holds_nothing() {
 /// handoff now waits for the pause to end.
 #[test]
 fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "P", "w:1", "50"]);
     let mut w = server.conn();
     let waiter = thread::spawn(move || {
@@ -131,7 +130,7 @@ fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
         .query(&mut c)
         .expect("HGET");
     assert_eq!(held.as_deref(), Some("1"));
-    let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
+    let pong = reply_text(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
 }
 

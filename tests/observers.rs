@@ -112,8 +112,7 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
 
 #[test]
 fn the_aof_switched_on_at_run_time_holds_every_write() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     writes(&mut c, "1");
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -151,8 +150,7 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
 
 #[test]
 fn module_writes_count_towards_save_points() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let changes = |c: &mut Connection| -> i64 {
         info_field(c, "persistence", "rdb_changes_since_last_save")
             .and_then(|v| v.parse().ok())
@@ -169,8 +167,7 @@ fn module_writes_count_towards_save_points() {
 
 #[test]
 fn keyspace_events_switched_on_at_run_time_are_raised() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
     let collector = Collector::start(&server, &["__keyevent@0__:*"]);
     let _: () = redis::cmd("CONFIG")

@@ -7,11 +7,11 @@ use std::process::Command;
 use std::thread;
 
 use redis::{Connection, Value};
-use testkit::{call, ok, wait_for_waiters, Server};
+use testkit::{call, expect_reply, ok, ok_all, reply_text, wait_for_waiters, Server};
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
 fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
-    let text: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
+    let text = reply_text(conn, &["INFO", section]);
     text.lines()
         .filter_map(|l| l.strip_prefix("rwlock_"))
         .map(|l| {
@@ -26,16 +26,16 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn info_rwlock_counts_every_outcome() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
     assert_eq!(all_zero.len(), 20, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
-    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "L", "b:1", "30000"]);
+    ok_all(
+        &mut c,
+        "RWLOCK.READ L a:1 30000; RWLOCK.READ L a:1 30000; RWLOCK.READ L b:1 30000",
+    );
     // A writer refused at once, and inside MULTI, where BLOCK cannot wait.
     ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
     let _: Vec<Value> = redis::pipe()
@@ -52,9 +52,10 @@ fn info_rwlock_counts_every_outcome() {
     ok(&mut c, &["RWLOCK.RENEW", "L", "gone:1", "30000"]);
     // Write, write re-entry, write→read re-entry; an idempotent unlock and
     // its retry; a forced unlock that deletes and one that finds nothing.
-    ok(&mut c, &["RWLOCK.WRITE", "W", "w:1", "30000"]);
-    ok(&mut c, &["RWLOCK.WRITE", "W", "w:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "W", "w:1", "30000"]);
+    ok_all(
+        &mut c,
+        "RWLOCK.WRITE W w:1 30000; RWLOCK.WRITE W w:1 30000; RWLOCK.READ W w:1 30000",
+    );
     for _ in 0..2 {
         let reply = ok(
             &mut c,
@@ -70,8 +71,8 @@ fn info_rwlock_counts_every_outcome() {
         );
         assert_eq!(reply, Value::Int(0));
     }
-    assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(1));
-    assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(0));
+    expect_reply(&mut c, &["RWLOCK.FORCEUNLOCK", "W"], Value::Int(1));
+    expect_reply(&mut c, &["RWLOCK.FORCEUNLOCK", "W"], Value::Int(0));
     // Nothing has waited nor kept a lease index: other clients' writes do
     // not call into the module.
     assert_eq!(info(&mut c, "rwlock")["keyspace_subscribed"], 0);
@@ -133,22 +134,15 @@ fn info_rwlock_counts_every_outcome() {
 
 #[test]
 fn info_sections_are_named_and_selectable() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    let text: String = redis::cmd("INFO")
-        .arg("rwlock")
-        .query(&mut c)
-        .expect("INFO");
+    let (_server, mut c) = Server::started(&[]);
+    let text = reply_text(&mut c, &["INFO", "rwlock"]);
     let headers: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
     assert_eq!(headers, vec!["# rwlock_locks", "# rwlock_waiting"]);
     let locks = info(&mut c, "rwlock_locks");
     assert!(locks.contains_key("read_acquired") && !locks.contains_key("waiters"));
     let waiting = info(&mut c, "rwlock_waiting");
     assert!(waiting.contains_key("waiters") && !waiting.contains_key("read_acquired"));
-    let everything: String = redis::cmd("INFO")
-        .arg("everything")
-        .query(&mut c)
-        .expect("INFO everything");
+    let everything = reply_text(&mut c, &["INFO", "everything"]);
     assert!(everything.contains("# rwlock_locks\r\nrwlock_read_acquired:0"));
 }
 
@@ -227,8 +221,7 @@ fn encoded(version: &str) -> i64 {
 
 #[test]
 fn command_docs_give_summary_arguments_and_since() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let syntax = [
         ("rwlock.read", "lock owner lease [BLOCK milliseconds]"),
         ("rwlock.write", "lock owner lease [BLOCK milliseconds]"),
@@ -278,8 +271,7 @@ fn command_docs_give_summary_arguments_and_since() {
 
 #[test]
 fn command_info_gives_arity_flags_and_key_specs() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let expected = [
         (
             "rwlock.read",
@@ -339,8 +331,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
 
 #[test]
 fn module_list_shows_the_crate_version() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let reply = ok(&mut c, &["MODULE", "LIST"]);
     // Valkey 9 lists its Lua engine as a module too.
     let module = list(&reply)
@@ -382,11 +373,12 @@ fn mask_ttls(rendered: &str) -> String {
 
 #[test]
 fn rwlock_info_reads_at_a_glance_in_redis_cli_resp2_and_resp3() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "orders", "u1:1", "60000"]);
-    ok(&mut c, &["RWLOCK.READ", "orders", "u1:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "orders", "u1:1", "30000"]);
+    let (server, mut c) = Server::started(&[]);
+    ok_all(
+        &mut c,
+        "RWLOCK.WRITE orders u1:1 60000; RWLOCK.READ orders u1:1 30000; \
+         RWLOCK.READ orders u1:1 30000",
+    );
     let expected = "\
 1) mode
 2) \"write\"

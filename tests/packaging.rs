@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    call, module_path, ok, pairs, redis_server_bin, run_bounded, rwlock_configs, Server,
+    call, expect_reply, module_path, ok, pairs, redis_server_bin, reply_text, run_bounded,
+    rwlock_configs, Server,
 };
 
 fn repo() -> PathBuf {
@@ -127,10 +128,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         format!("{modules:?}").contains(&copied_str),
         "loaded from the copy: {modules:?}"
     );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.WRITE", "L", "u:1", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.WRITE", "L", "u:1", "30000"], Value::Nil);
     drop(c);
     drop(server);
 
@@ -264,7 +262,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
     }
     let mut conns: Vec<Connection> = nodes.iter().map(Server::conn).collect();
     for c in &mut conns {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(c).expect("INFO");
+        let info = reply_text(c, &["CLUSTER", "INFO"]);
         assert!(info.contains("cluster_state:ok"), "{info}");
         assert!(info.contains("cluster_size:3"), "{info}");
     }

@@ -22,7 +22,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use testkit::{channel, env_usize, lua_script, parse_seed, timeout_key, wait_until, Rng, Server};
+use testkit::{
+    channel, env_usize, lua_script, parse_seed, reply_text, timeout_key, wait_until, Rng, Server,
+    COMMANDS,
+};
 
 /// Locks that only module commands and Redisson's scripts touch.
 const CLEAN: [&str; 4] = ["C0", "C1", "{c}:2", "x{c}3"];
@@ -176,14 +179,7 @@ impl Fuzzer<'_> {
     }
 
     fn malformed_call(&mut self) -> Vec<Vec<u8>> {
-        let cmd = *self.rng.pick(&[
-            "RWLOCK.READ",
-            "RWLOCK.WRITE",
-            "RWLOCK.UNLOCK",
-            "RWLOCK.RENEW",
-            "RWLOCK.FORCEUNLOCK",
-            "RWLOCK.INFO",
-        ]);
+        let cmd = *self.rng.pick(&COMMANDS);
         let mut v = vec![cmd.as_bytes().to_vec()];
         for _ in 0..self.rng.below(8) {
             let t = self.token();
@@ -494,7 +490,7 @@ impl Fuzzer<'_> {
             let mut c = self.server.conn();
             let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("SELECT");
             for lock in CLEAN {
-                let kind: String = redis::cmd("TYPE").arg(lock).query(&mut c).expect("TYPE");
+                let kind = reply_text(&mut c, &["TYPE", lock]);
                 if kind == "none" {
                     continue;
                 }
@@ -630,7 +626,7 @@ fn fuzz_one(seed: u64, ops: usize) -> Tally {
             (waiting.as_deref() == Some("0") && locks.as_deref() == Some("0")).then_some(())
         },
     );
-    let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
+    let pong = reply_text(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
     let log = server.log();
     for bad in [

@@ -159,40 +159,11 @@ impl Holds {
     }
 }
 
-#[derive(Default, Debug, Clone)]
-struct Stats {
-    ops: usize,
-    acquired: usize,
-    reentered: usize,
-    refused: usize,
-    blocked: usize,
-    block_granted: usize,
-    block_timed_out: usize,
-    renewed: usize,
-    renew_lost: usize,
-    unlocks: usize,
-    lapsed: usize,
-    lost_holds: usize,
-    abandoned: usize,
-    overslept: usize,
-}
-
-impl Stats {
-    fn add(&mut self, o: &Stats) {
-        self.ops += o.ops;
-        self.acquired += o.acquired;
-        self.reentered += o.reentered;
-        self.refused += o.refused;
-        self.blocked += o.blocked;
-        self.block_granted += o.block_granted;
-        self.block_timed_out += o.block_timed_out;
-        self.renewed += o.renewed;
-        self.renew_lost += o.renew_lost;
-        self.unlocks += o.unlocks;
-        self.lapsed += o.lapsed;
-        self.lost_holds += o.lost_holds;
-        self.abandoned += o.abandoned;
-        self.overslept += o.overslept;
+testkit::counters! {
+    #[derive(Default, Debug, Clone)]
+    struct Stats {
+        ops, acquired, reentered, refused, blocked, block_granted, block_timed_out, renewed,
+        renew_lost, unlocks, lapsed, lost_holds, abandoned, overslept,
     }
 }
 

@@ -256,6 +256,14 @@ impl Server {
         Self::start_with_module_args(&[], extra_args)
     }
 
+    /// Start a server with the module loaded (no module arguments), and
+    /// connect to it.
+    pub fn started(extra_args: &[&str]) -> (Server, redis::Connection) {
+        let server = Self::start(extra_args);
+        let conn = server.conn();
+        (server, conn)
+    }
+
     /// Start a server with the module loaded as
     /// `--loadmodule <so> <module_args...>`, then `extra_args`.
     pub fn start_with_module_args(module_args: &[&str], extra_args: &[&str]) -> Server {

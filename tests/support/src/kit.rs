@@ -272,15 +272,113 @@ pub fn call<A: AsRef<[u8]>>(
     cmd_of(args).query(conn)
 }
 
+fn shown<A: AsRef<[u8]>>(args: &[A]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.as_ref().escape_ascii().to_string())
+        .collect()
+}
+
 /// Runs a command that must succeed.
+#[track_caller]
 pub fn ok<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> redis::Value {
-    call(conn, args).unwrap_or_else(|e| {
-        let shown: Vec<String> = args
-            .iter()
-            .map(|a| a.as_ref().escape_ascii().to_string())
-            .collect();
-        panic!("{shown:?}: {e}")
-    })
+    match call(conn, args) {
+        Ok(reply) => reply,
+        Err(e) => panic!("{:?}: {e}", shown(args)),
+    }
+}
+
+/// Runs commands that must each succeed, in order: a test's setup, written
+/// as in redis-cli (`;` between commands, spaces between arguments, so no
+/// argument may be empty or hold either).
+#[track_caller]
+pub fn ok_all(conn: &mut impl redis::ConnectionLike, commands: &str) {
+    for command in commands.split(';') {
+        let args: Vec<&str> = command.split_whitespace().collect();
+        ok(conn, &args);
+    }
+}
+
+/// Runs a command that must succeed with `expected` for its reply.
+#[track_caller]
+pub fn expect_reply<A: AsRef<[u8]>>(
+    conn: &mut impl redis::ConnectionLike,
+    args: &[A],
+    expected: redis::Value,
+) {
+    assert_eq!(ok(conn, args), expected, "{:?}", shown(args));
+}
+
+/// A struct of `usize` counters (and, after `also`, fields of other types),
+/// with `add`, which sums another's counters into its own: counters kept per
+/// thread or per run, summed into one.
+#[macro_export]
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident { $($count:ident),+ $(,)? }
+        $(also { $($field:ident: $kind:ty),+ $(,)? })?
+    ) => {
+        $(#[$meta])*
+        struct $name {
+            $($count: usize,)+
+            $($($field: $kind,)+)?
+        }
+
+        impl $name {
+            fn add(&mut self, other: &Self) {
+                $(self.$count += other.$count;)+
+            }
+        }
+    };
+}
+
+/// The module's commands.
+pub const COMMANDS: [&str; 6] = [
+    "RWLOCK.READ",
+    "RWLOCK.WRITE",
+    "RWLOCK.UNLOCK",
+    "RWLOCK.RENEW",
+    "RWLOCK.FORCEUNLOCK",
+    "RWLOCK.INFO",
+];
+
+/// Each form of each command, with `L` for the lock and `O` for the owner.
+const FORMS: [&str; 12] = [
+    "RWLOCK.READ L O 60000",
+    "RWLOCK.WRITE L O 60000",
+    "RWLOCK.RENEW L O 60000",
+    "RWLOCK.UNLOCK L O READ",
+    "RWLOCK.UNLOCK L O WRITE",
+    "RWLOCK.UNLOCK L O WRITE LEASE 60000",
+    "RWLOCK.UNLOCK L O READ REQUEST r1 60000",
+    "RWLOCK.UNLOCK L O WRITE REQUEST r1 60000",
+    "RWLOCK.FORCEUNLOCK L",
+    "RWLOCK.FORCEUNLOCK L READ",
+    "RWLOCK.FORCEUNLOCK L WRITE",
+    "RWLOCK.INFO L",
+];
+
+/// Every command on `lock`, in each of its forms, well-formed and none
+/// blocking: for checks that each of them is refused alike.
+pub fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
+    FORMS
+        .iter()
+        .map(|form| {
+            form.split(' ')
+                .map(|word| match word {
+                    "L" => lock,
+                    "O" => owner,
+                    other => other,
+                })
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs a command whose reply is text (INFO, CLIENT LIST, PING...).
+pub fn reply_text<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> String {
+    redis::from_redis_value(ok(conn, args)).unwrap_or_else(|e| panic!("a text reply: {e}"))
 }
 
 /// Owned pairs, to compare with the field/value pairs a reply is read into.
@@ -315,7 +413,7 @@ pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
 
 /// One field of `INFO <section>`.
 pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
+    let info = reply_text(conn, &["INFO", section]);
     let prefix = format!("{field}:");
     info.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
