@@ -150,51 +150,34 @@ fn transaction(commands: &[Vec<&str>]) -> Request {
 
 /// The commands the seed scripts run on this path, in one MULTI/EXEC each.
 fn multi(kind: Kind, n: &Names) -> Vec<Request> {
-    let (l, o, w, t) = (
-        &n.lock[..],
-        &n.owner[..],
-        &n.write_field[..],
-        &n.lease_key[..],
-    );
-    match kind {
-        Kind::Read => vec![
-            transaction(&[
-                vec!["HGET", l, "mode"],
-                vec!["HSET", l, "mode", "read"],
-                vec!["HSET", l, o, "1"],
-                vec!["SET", t, "1"],
-                vec!["PEXPIRE", t, LEASE],
-                vec!["PEXPIRE", l, LEASE],
-            ]),
-            transaction(&[
-                vec!["HGET", l, "mode"],
-                vec!["HEXISTS", l, o],
-                vec!["HINCRBY", l, o, "-1"],
-                vec!["HDEL", l, o],
-                vec!["DEL", t],
-                vec!["HLEN", l],
-                vec!["DEL", l],
-                vec!["PUBLISH", &n.channel, "0"],
-            ]),
-        ],
-        Kind::Write => vec![
-            transaction(&[
-                vec!["HGET", l, "mode"],
-                vec!["HSET", l, "mode", "write"],
-                vec!["HSET", l, w, "1"],
-                vec!["PEXPIRE", l, LEASE],
-            ]),
-            transaction(&[
-                vec!["HGET", l, "mode"],
-                vec!["HEXISTS", l, w],
-                vec!["HINCRBY", l, w, "-1"],
-                vec!["HDEL", l, w],
-                vec!["HLEN", l],
-                vec!["DEL", l],
-                vec!["PUBLISH", &n.channel, "1"],
-            ]),
-        ],
-    }
+    let (mode, field, lease_key, message) = match kind {
+        Kind::Read => ("read", &n.owner, Some(&n.lease_key[..]), "0"),
+        Kind::Write => ("write", &n.write_field, None, "1"),
+    };
+    let l = &n.lock[..];
+    // The hold, then its lease key (a read hold's) and the lock's deadline.
+    let mut acquire = vec![
+        vec!["HGET", l, "mode"],
+        vec!["HSET", l, "mode", mode],
+        vec!["HSET", l, field, "1"],
+    ];
+    acquire.extend(lease_key.map(|t| vec!["SET", t, "1"]));
+    acquire.extend(lease_key.map(|t| vec!["PEXPIRE", t, LEASE]));
+    acquire.push(vec!["PEXPIRE", l, LEASE]);
+    // The only hold's release, its lease key's, the lock's, the message.
+    let mut release = vec![
+        vec!["HGET", l, "mode"],
+        vec!["HEXISTS", l, field],
+        vec!["HINCRBY", l, field, "-1"],
+        vec!["HDEL", l, field],
+    ];
+    release.extend(lease_key.map(|t| vec!["DEL", t]));
+    release.extend([
+        vec!["HLEN", l],
+        vec!["DEL", l],
+        vec!["PUBLISH", &n.channel, message],
+    ]);
+    vec![transaction(&acquire), transaction(&release)]
 }
 
 /// The layout's floor: only the Redis calls the cycle cannot avoid on
@@ -354,32 +337,23 @@ impl Variant {
 const LAYOUT_FLOOR: &str = "layout floor";
 
 fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
+    type Cycle<'a> = &'a dyn Fn(Kind, &Names) -> Vec<Request>;
+    let by_script = |kind, n: &Names| evalsha(kind, n, s);
+    let mut ways: Vec<(&'static str, Cycle)> = vec![
+        ("module", &module),
+        ("EVALSHA", &by_script),
+        ("MULTI/EXEC", &multi),
+    ];
+    if with_layout_floor {
+        ways.insert(0, (LAYOUT_FLOOR, &layout_floor));
+    }
+    let all: Vec<Names> = (0..CLIENTS).map(names).collect();
     let mut out = Vec::new();
     for kind in [Kind::Read, Kind::Write] {
-        let all: Vec<Names> = (0..CLIENTS).map(names).collect();
-        let each = |cycle: &dyn Fn(&Names) -> Vec<Request>| all.iter().map(cycle).collect();
-        if with_layout_floor {
-            out.push(Variant::new(
-                LAYOUT_FLOOR,
-                Some(kind),
-                each(&|n| layout_floor(kind, n)),
-            ));
+        for (name, cycle) in &ways {
+            let cycles = all.iter().map(|n| cycle(kind, n)).collect();
+            out.push(Variant::new(name, Some(kind), cycles));
         }
-        out.push(Variant::new(
-            "module",
-            Some(kind),
-            each(&|n| module(kind, n)),
-        ));
-        out.push(Variant::new(
-            "EVALSHA",
-            Some(kind),
-            each(&|n| evalsha(kind, n, s)),
-        ));
-        out.push(Variant::new(
-            "MULTI/EXEC",
-            Some(kind),
-            each(&|n| multi(kind, n)),
-        ));
     }
     out.push(Variant::new(
         "HINCRBY",
@@ -388,6 +362,21 @@ fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
     ));
     out
 }
+
+/// What a ratio compares.
+struct Metric {
+    unit: &'static str,
+    of: fn(&Measured) -> f64,
+}
+
+const COST: Metric = Metric {
+    unit: "server us",
+    of: |m| m.cost_us,
+};
+const RATE: Metric = Metric {
+    unit: "cycles/s",
+    of: |m| m.per_s,
+};
 
 /// One variant's run: throughput and the server's cost per cycle.
 struct Measured {
@@ -516,6 +505,8 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
             // Server cost is judged once, pipelined: the depth changes the
             // I/O around the commands, not the commands' own work.
             let judged = |t: Target| (depth == 16).then_some(t);
+            let (three_times, near_floor) =
+                (judged(Target::AtLeast(3.0)), judged(Target::AtMost(1.1)));
             if depth == 16 {
                 for i in [module].into_iter().chain(layout) {
                     for (c, command) in variants[i].commands.iter().enumerate() {
@@ -524,65 +515,28 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
                     }
                 }
             }
-            report.ratio(
-                section,
-                &case,
-                "EVALSHA / module, server us",
-                med(&|r| r[script].cost_us / r[module].cost_us),
-                judged(Target::AtLeast(3.0)),
-            );
-            report.ratio(
-                section,
-                &case,
-                "MULTI/EXEC / module, server us",
-                med(&|r| r[multi].cost_us / r[module].cost_us),
-                None,
-            );
-            report.ratio(
-                section,
-                &case,
-                "module / HINCRBY, server us",
-                med(&|r| r[module].cost_us / r[hincrby].cost_us),
-                None,
-            );
-            report.ratio(
-                section,
-                &case,
-                "module / EVALSHA, cycles/s",
-                med(&|r| r[module].per_s / r[script].per_s),
-                None,
-            );
-            report.ratio(
-                section,
-                &case,
-                "module / HINCRBY, cycles/s",
-                med(&|r| r[module].per_s / r[hincrby].per_s),
-                None,
-            );
+            // Each ratio is a metric of one variant over the same metric of
+            // another, taken per round.
+            let mut ratios = vec![
+                (COST, "EVALSHA / module", script, module, three_times),
+                (COST, "MULTI/EXEC / module", multi, module, None),
+                (COST, "module / HINCRBY", module, hincrby, None),
+                (RATE, "module / EVALSHA", module, script, None),
+                (RATE, "module / HINCRBY", module, hincrby, None),
+            ];
             if let Some(layout) = layout {
                 // How close the module comes to what the layout leaves any
                 // implementation.
-                report.ratio(
-                    section,
-                    &case,
-                    "module / layout floor, server us",
-                    med(&|r| r[module].cost_us / r[layout].cost_us),
-                    judged(Target::AtMost(1.1)),
-                );
-                report.ratio(
-                    section,
-                    &case,
-                    "layout floor / HINCRBY, server us",
-                    med(&|r| r[layout].cost_us / r[hincrby].cost_us),
-                    None,
-                );
-                report.ratio(
-                    section,
-                    &case,
-                    "module / layout floor, cycles/s",
-                    med(&|r| r[module].per_s / r[layout].per_s),
-                    None,
-                );
+                ratios.extend([
+                    (COST, "module / layout floor", module, layout, near_floor),
+                    (COST, "layout floor / HINCRBY", layout, hincrby, None),
+                    (RATE, "module / layout floor", module, layout, None),
+                ]);
+            }
+            for (metric, name, a, b, target) in ratios {
+                let value = med(&|r| (metric.of)(&r[a]) / (metric.of)(&r[b]));
+                let name = format!("{name}, {}", metric.unit);
+                report.ratio(section, &case, &name, value, target);
             }
         }
     }

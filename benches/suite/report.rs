@@ -133,6 +133,12 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// Appends one CSV line of `fields`.
+fn csv_line<'a>(out: &mut String, fields: impl IntoIterator<Item = &'a String>) {
+    let fields: Vec<String> = fields.into_iter().map(|f| csv_field(f)).collect();
+    let _ = writeln!(out, "{}", fields.join(","));
+}
+
 impl Report {
     pub fn value(&mut self, section: &str, case: &str, variant: &str, value: f64, unit: &str) {
         println!("  {case:<44} {variant:<26} {:>12} {unit}", number(value));
@@ -174,28 +180,22 @@ impl Report {
         fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut values = String::from("section,case,variant,value,unit\n");
         for v in &self.values {
-            let _ = writeln!(
-                values,
-                "{},{},{},{},{}",
-                csv_field(&v.section),
-                csv_field(&v.case),
-                csv_field(&v.variant),
-                v.value,
-                csv_field(&v.unit)
+            let value = v.value.to_string();
+            csv_line(
+                &mut values,
+                [&v.section, &v.case, &v.variant, &value, &v.unit],
             );
         }
         let mut ratios = String::from("section,case,ratio,value,target,met\n");
         for r in &self.ratios {
-            let _ = writeln!(
-                ratios,
-                "{},{},{},{},{},{}",
-                csv_field(&r.section),
-                csv_field(&r.case),
-                csv_field(&r.name),
-                r.value,
-                csv_field(&r.target.map(Target::text).unwrap_or_default()),
-                r.target
-                    .map_or(String::new(), |t| t.met(r.value).to_string())
+            let value = r.value.to_string();
+            let target = r.target.map(Target::text).unwrap_or_default();
+            let met = r
+                .target
+                .map_or(String::new(), |t| t.met(r.value).to_string());
+            csv_line(
+                &mut ratios,
+                [&r.section, &r.case, &r.name, &value, &target, &met],
             );
         }
         let mut md =
