@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use testkit::{
-    call, enable_keyspace_events, events_str, module_path, redis_server_bin, reply_text, seed,
-    snapshot, Bytes, Collector, KeyState, Rng, Server, Snapshot, COMMANDS,
+    call, enable_keyspace_events, events_str, module_path, query, redis_server_bin, reply_text,
+    seed, snapshot, Bytes, Collector, KeyState, Rng, Server, Snapshot, COMMANDS,
 };
 
 // ---------------------------------------------------------------------------
@@ -1022,7 +1022,7 @@ impl Gen {
 /// Fills the fuzz locks (and some latches) with keys of random types: valid
 /// locks, other types, corrupt hashes. No huge counts (see the test above).
 fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
-    let _: () = redis::cmd("FLUSHALL").query(conn).expect("FLUSHALL");
+    let _: () = query(conn, &["FLUSHALL"]);
     let q = |conn: &mut redis::Connection, args: &[&str]| {
         testkit::ok(conn, args);
     };
@@ -1245,14 +1245,9 @@ fn config_set_refuses_bad_values() {
         .arg(600_000)
         .query(&mut conn)
         .expect("WRITE");
-    let r: i64 = redis::cmd("RWLOCK.UNLOCK")
-        .arg("D")
-        .arg("d")
-        .arg("WRITE")
-        .query(&mut conn)
-        .expect("UNLOCK");
+    let r: i64 = query(&mut conn, &["RWLOCK.UNLOCK", "D", "d", "WRITE"]);
     assert_eq!(r, 0);
-    let pttl: i64 = redis::cmd("PTTL").arg("D").query(&mut conn).expect("PTTL");
+    let pttl: i64 = query(&mut conn, &["PTTL", "D"]);
     assert!(
         (40_000..=45_000).contains(&pttl),
         "PTTL {pttl} after an unlock with default-lease 45000"

@@ -2,38 +2,24 @@
 //! every wake-up path, timeouts, disconnects, MULTI and scripts, fairness,
 //! and failover to a replica.
 
-use std::thread::{self, sleep, JoinHandle};
+use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, call, eval_lua, expect_reply, lua_dir, ok, poll_until, reply_text, rwlock_counter,
+    all_keys, eval_lua, expect_reply, lua_dir, ok, poll_until, query, reply_text, rwlock_counter,
     wait_for_waiters, Server,
 };
 
 /// Runs a blocking call on its own connection; the handle yields the reply
 /// and how long it took.
-fn spawn(server: &Server, args: &[&str]) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
-    let mut conn = server.conn();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    thread::spawn(move || {
-        let start = Instant::now();
-        let reply = call(&mut conn, &args);
-        (reply, start.elapsed())
-    })
-}
-
 fn hash_len(conn: &mut Connection, key: &str) -> i64 {
-    redis::cmd("HLEN").arg(key).query(conn).expect("HLEN")
+    query(conn, &["HLEN", key])
 }
 
 /// An owner's hold count in the lock hash (`field` names its holds).
 fn hold_count(conn: &mut Connection, key: &str, field: &str) -> i64 {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query(conn)
-        .expect("HGET")
+    query(conn, &["HGET", key, field])
 }
 
 #[test]
@@ -43,10 +29,7 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
     let readers: Vec<_> = (0..20)
         .map(|i| {
             let owner = format!("r:{i}");
-            spawn(
-                &server,
-                &["RWLOCK.READ", "WR", &owner, "30000", "BLOCK", "10000"],
-            )
+            server.spawn_call(&["RWLOCK.READ", "WR", &owner, "30000", "BLOCK", "10000"])
         })
         .collect();
     wait_for_waiters(&mut c, 20);
@@ -71,12 +54,11 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
 fn a_writer_behind_readers_wakes_on_the_last_unlock() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "RW", "r:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "RW", "r:2", "30000"]);
-    let writer = spawn(
-        &server,
+    let writer = server.park_behind(
+        &mut c,
+        &["RWLOCK.READ", "RW", "r:2", "30000"],
         &["RWLOCK.WRITE", "RW", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:1", "READ"]);
     assert_eq!(
         rwlock_counter(&mut c, "waiters"),
@@ -95,12 +77,9 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "400"]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "600"]);
-    let pttl: i64 = redis::cmd("PTTL").arg("EX").query(&mut c).expect("PTTL");
+    let pttl: i64 = query(&mut c, &["PTTL", "EX"]);
     let expected = Duration::from_millis(pttl as u64);
-    let writer = spawn(
-        &server,
-        &["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"],
-    );
+    let writer = server.spawn_call(&["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"]);
     let (reply, waited) = writer.join().expect("writer");
     assert_eq!(reply.expect("reply"), Value::Nil);
     // Woken at the deadline by the module's timer, not by Redis's lazy or
@@ -118,13 +97,10 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
 /// A waiter parked behind a write hold, woken by `release`, which made the
 /// module look at the lock's waiters again `rechecks` times.
 fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
-    let (server, mut c) = Server::started(&[]);
-    ok(&mut c, &["RWLOCK.WRITE", "K", "w:1", "30000"]);
-    let waiter = spawn(
-        &server,
+    let (server, mut c, waiter) = Server::with_waiter(
+        &["RWLOCK.WRITE", "K", "w:1", "30000"],
         &["RWLOCK.READ", "K", "r:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     release(&server, &mut c);
     let (reply, waited) = waiter.join().expect("waiter");
     assert_eq!(reply.expect("reply"), Value::Nil);
@@ -196,12 +172,10 @@ fn a_waiter_is_woken_by_force_unlock() {
 fn block_timeout_replies_the_pttl_at_the_deadline() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "T", "w:1", "30000"]);
-    let (reply, waited) = spawn(
-        &server,
-        &["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"],
-    )
-    .join()
-    .expect("waiter");
+    let (reply, waited) = server
+        .spawn_call(&["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"])
+        .join()
+        .expect("waiter");
     let pttl = match reply.expect("reply") {
         Value::Int(p) => p,
         other => panic!("expected the PTTL, got {other:?}"),
@@ -228,10 +202,8 @@ fn waits_of_different_lengths_end_in_their_own_order() {
         .map(|(i, ms)| {
             let owner = format!("r:{i}");
             let timeout = ms.to_string();
-            let waiter = spawn(
-                &server,
-                &["RWLOCK.READ", "TO", &owner, "30000", "BLOCK", &timeout],
-            );
+            let waiter =
+                server.spawn_call(&["RWLOCK.READ", "TO", &owner, "30000", "BLOCK", &timeout]);
             wait_for_waiters(&mut c, i as u64 + 1);
             waiter
         })
@@ -260,12 +232,11 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
     // Only the module can wake the waiter then: Redis drops the key when it
     // is next read, and raises no event before.
     ok(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    ok(&mut c, &["RWLOCK.WRITE", "RN", "w:1", "30000"]);
-    let waiter = spawn(
-        &server,
+    let waiter = server.park_behind(
+        &mut c,
+        &["RWLOCK.WRITE", "RN", "w:1", "30000"],
         &["RWLOCK.WRITE", "RN", "w:2", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     let renewed = Instant::now();
     expect_reply(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"], Value::Int(1));
     let (reply, _) = waiter.join().expect("waiter");
@@ -285,13 +256,10 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
 
 #[test]
 fn block_zero_waits_without_limit() {
-    let (server, mut c) = Server::started(&[]);
-    ok(&mut c, &["RWLOCK.WRITE", "Z", "w:1", "60000"]);
-    let waiter = spawn(
-        &server,
+    let (_server, mut c, waiter) = Server::with_waiter(
+        &["RWLOCK.WRITE", "Z", "w:1", "60000"],
         &["RWLOCK.WRITE", "Z", "w:2", "30000", "BLOCK", "0"],
     );
-    wait_for_waiters(&mut c, 1);
     sleep(Duration::from_millis(1_500));
     assert_eq!(rwlock_counter(&mut c, "waiters"), 1, "still waiting");
     ok(&mut c, &["RWLOCK.UNLOCK", "Z", "w:1", "WRITE"]);
@@ -396,12 +364,11 @@ fn multi_and_scripts_make_one_attempt() {
 fn fifo_never_lets_readers_starve_a_waiting_writer() {
     let server = Server::start_with_module_args(&["fairness", "fifo"], &[]);
     let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]);
-    let writer = spawn(
-        &server,
+    let writer = server.park_behind(
+        &mut c,
+        &["RWLOCK.READ", "S", "r:0", "30000"],
         &["RWLOCK.WRITE", "S", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     // A new reader queues behind the writer instead of joining the read phase.
     let reply = ok(&mut c, &["RWLOCK.READ", "S", "r:1", "30000"]);
     assert!(
@@ -413,17 +380,14 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
     // A stream of blocking readers arrives while r:0 holds the lock.
     let readers: Vec<_> = (1..=5)
         .map(|i| {
-            spawn(
-                &server,
-                &[
-                    "RWLOCK.READ",
-                    "S",
-                    &format!("r:{i}"),
-                    "30000",
-                    "BLOCK",
-                    "10000",
-                ],
-            )
+            server.spawn_call(&[
+                "RWLOCK.READ",
+                "S",
+                &format!("r:{i}"),
+                "30000",
+                "BLOCK",
+                "10000",
+            ])
         })
         .collect();
     wait_for_waiters(&mut c, 6);
@@ -444,13 +408,10 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
 
 #[test]
 fn none_keeps_redissons_unfair_read_phase() {
-    let (server, mut c) = Server::started(&[]);
-    ok(&mut c, &["RWLOCK.READ", "N", "r:0", "30000"]);
-    let writer = spawn(
-        &server,
+    let (_server, mut c, writer) = Server::with_waiter(
+        &["RWLOCK.READ", "N", "r:0", "30000"],
         &["RWLOCK.WRITE", "N", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     // Readers join the active read phase although a writer waits.
     expect_reply(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"], Value::Nil);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:0", "READ"]);
@@ -463,11 +424,7 @@ fn none_keeps_redissons_unfair_read_phase() {
 fn fairness_is_settable_at_run_time() {
     let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rwlock.fairness")
-        .query(&mut c)
-        .expect("GET");
+    let got: Vec<String> = query(&mut c, &["CONFIG", "GET", "rwlock.fairness"]);
     assert_eq!(got, vec!["rwlock.fairness", "fifo"]);
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "none"]);
 }
@@ -479,12 +436,7 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
     let mut c = node.conn();
     ok(&mut c, &["RWLOCK.WRITE", "F", "w:1", "30000"]);
     let waiters: Vec<_> = (0..3)
-        .map(|i| {
-            spawn(
-                &node,
-                &["RWLOCK.READ", "F", &format!("r:{i}"), "30000", "BLOCK", "0"],
-            )
-        })
+        .map(|i| node.spawn_call(&["RWLOCK.READ", "F", &format!("r:{i}"), "30000", "BLOCK", "0"]))
         .collect();
     wait_for_waiters(&mut c, 3);
     ok(
@@ -539,16 +491,10 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
     }
     // Served by the deadline timer: the readers' leases run out.
     ok(&mut m, &["RWLOCK.READ", "H1", "r:1", "200"]);
-    let expiry = spawn(
-        &master,
-        &["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"],
-    );
+    let expiry = master.spawn_call(&["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"]);
     // Served through a keyspace event: a Redisson Lua unlock.
     ok(&mut m, &["RWLOCK.WRITE", "H2", "w:1", "60000"]);
-    let lua = spawn(
-        &master,
-        &["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"],
-    );
+    let lua = master.spawn_call(&["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"]);
     wait_for_waiters(&mut m, 2);
     let unlock = "redis.call('hdel', KEYS[1], ARGV[1]); if redis.call('hlen', KEYS[1]) == 1 then redis.call('del', KEYS[1]) end return 1";
     ok(&mut m, &["EVAL", unlock, "1", "H2", "w:1:write"]);

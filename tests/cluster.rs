@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    call, channel, diff, expect_reply, info_field, ok, reply_text, snapshot, timeout_key,
+    call, channel, diff, expect_reply, info_field, ok, query, reply_text, snapshot, timeout_key,
     wait_replica, wait_until, waiters, Server, Snapshot,
 };
 
@@ -315,10 +315,7 @@ impl Cluster {
 
 /// `(first slot, last slot, master port)` of every range in `CLUSTER SLOTS`.
 fn slot_owners(c: &mut Connection) -> Vec<(i64, i64, u16)> {
-    let ranges: Vec<Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(c)
-        .expect("CLUSTER SLOTS");
+    let ranges: Vec<Value> = query(c, &["CLUSTER", "SLOTS"]);
     ranges
         .into_iter()
         .filter_map(|r| {
@@ -508,16 +505,7 @@ fn spawn_waiter(
     lock: &str,
     owner: &str,
 ) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
-    let mut conn = server.conn();
-    let args: Vec<String> = ["RWLOCK.WRITE", lock, owner, LEASE, "BLOCK", "0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    thread::spawn(move || {
-        let started = Instant::now();
-        let reply = call(&mut conn, &args);
-        (reply, started.elapsed())
-    })
+    server.spawn_call(&["RWLOCK.WRITE", lock, owner, LEASE, "BLOCK", "0"])
 }
 
 /// Keys of `locks` (and their timeout keys) in a full snapshot of `conn`.

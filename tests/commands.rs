@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, call, enable_keyspace_events, events_str, expect_reply, ok, ok_all, pairs,
+    all_keys, call, enable_keyspace_events, events_str, expect_reply, ok, ok_all, pairs, query,
     reply_text, rwlock_configs, Collector, Server,
 };
 
@@ -459,14 +459,10 @@ fn commands_work_in_multi_and_scripts_and_declare_their_key() {
             &[Value::Int(1), Value::Int(1), Value::Int(1)]
         );
     }
-    let keys: Vec<String> = redis::cmd("COMMAND")
-        .arg("GETKEYS")
-        .arg("RWLOCK.WRITE")
-        .arg("lock-key")
-        .arg("u")
-        .arg("1")
-        .query(&mut c)
-        .expect("GETKEYS");
+    let keys: Vec<String> = query(
+        &mut c,
+        &["COMMAND", "GETKEYS", "RWLOCK.WRITE", "lock-key", "u", "1"],
+    );
     assert_eq!(keys, vec!["lock-key"]);
 }
 

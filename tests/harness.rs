@@ -3,7 +3,7 @@
 
 use redis::Commands;
 use std::time::Duration;
-use testkit::{enable_keyspace_events, events_on, events_str, pid_alive, Collector, Server};
+use testkit::{enable_keyspace_events, events_on, events_str, pid_alive, query, Collector, Server};
 
 #[test]
 fn plain_server_set_get() {
@@ -16,11 +16,7 @@ fn plain_server_set_get() {
     assert!(server.url().contains(&server.port.to_string()));
     assert!(server.log().contains("Ready to accept connections"));
     // Defaults applied: no persistence.
-    let save: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("save")
-        .query(&mut conn)
-        .expect("CONFIG GET save");
+    let save: Vec<String> = query(&mut conn, &["CONFIG", "GET", "save"]);
     assert_eq!(save, vec!["save".to_string(), String::new()]);
 }
 
@@ -28,17 +24,9 @@ fn plain_server_set_get() {
 fn extra_args_override_defaults() {
     let server = Server::start_plain(&["--appendonly", "yes", "--hz", "50"]);
     let mut conn = server.conn();
-    let aof: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("appendonly")
-        .query(&mut conn)
-        .expect("CONFIG GET appendonly");
+    let aof: Vec<String> = query(&mut conn, &["CONFIG", "GET", "appendonly"]);
     assert_eq!(aof[1], "yes");
-    let hz: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("hz")
-        .query(&mut conn)
-        .expect("CONFIG GET hz");
+    let hz: Vec<String> = query(&mut conn, &["CONFIG", "GET", "hz"]);
     assert_eq!(hz[1], "50");
 }
 
@@ -56,11 +44,7 @@ fn collector_sees_keyspace_event_and_publish() {
     assert!(collector.sync(&mut conn).is_empty());
 
     let _: () = conn.set("lockname", "1").expect("SET");
-    let n: i64 = redis::cmd("PUBLISH")
-        .arg("redisson_rwlock:x")
-        .arg("0")
-        .query(&mut conn)
-        .expect("PUBLISH");
+    let n: i64 = query(&mut conn, &["PUBLISH", "redisson_rwlock:x", "0"]);
     assert_eq!(n, 1);
     let _: () = conn.set("unrelated", "2").expect("SET");
 
@@ -117,11 +101,7 @@ fn collector_catch_all_pattern_hides_markers() {
     let server = Server::start_plain(&[]);
     let mut conn = server.conn();
     let collector = Collector::start(&server, &["*"]);
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg("a")
-        .arg("b")
-        .query(&mut conn)
-        .expect("PUBLISH");
+    let _: i64 = query(&mut conn, &["PUBLISH", "a", "b"]);
     for _ in 0..3 {
         let events = events_str(&collector.sync(&mut conn));
         // The marker channel also matches "*", but markers are never returned.

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use redis::{Connection, Value};
-use testkit::{events_str, info_field, ok, snapshot, wait_replica, wait_until, Collector, Server};
+use testkit::{
+    events_str, info_field, ok, query, snapshot, wait_replica, wait_until, Collector, Server,
+};
 
 const WAIT_UP_TO: Duration = Duration::from_secs(10);
 
@@ -80,18 +82,8 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
         .and_then(|v| v.parse().ok())
         .expect("sync_partial_ok");
     // Stop the replica's link, write while it is away, let it reconnect.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("repl-timeout")
-        .arg("60")
-        .query(&mut r)
-        .expect("CONFIG SET");
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("replica")
-        .query(&mut m)
-        .expect("CLIENT KILL");
+    let _: () = query(&mut r, &["CONFIG", "SET", "repl-timeout", "60"]);
+    let killed: i64 = query(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
     assert_eq!(killed, 1);
     writes(&mut m, "2");
     wait_replica(&mut m);
@@ -114,12 +106,7 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
 fn the_aof_switched_on_at_run_time_holds_every_write() {
     let (server, mut c) = Server::started(&[]);
     writes(&mut c, "1");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendonly")
-        .arg("yes")
-        .query(&mut c)
-        .expect("CONFIG SET appendonly yes");
+    let _: () = query(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
     wait_until(WAIT_UP_TO, "the AOF rewrite", || {
         (info_field(&mut c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
@@ -128,12 +115,7 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
     });
     writes(&mut c, "2");
     let before = snapshot(&mut c);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("always")
-        .query(&mut c)
-        .expect("CONFIG SET appendfsync");
+    let _: () = query(&mut c, &["CONFIG", "SET", "appendfsync", "always"]);
     ok(&mut c, &["RWLOCK.WRITE", "last", "a:1", "60000"]);
     let before = {
         let mut b = before;
@@ -170,12 +152,7 @@ fn keyspace_events_switched_on_at_run_time_are_raised() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
     let collector = Collector::start(&server, &["__keyevent@0__:*"]);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Eh")
-        .query(&mut c)
-        .expect("CONFIG SET notify-keyspace-events");
+    let _: () = query(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Eh"]);
     ok(&mut c, &["RWLOCK.READ", "L", "b:1", "60000"]);
     // Hash events only: the class configured.
     let got = events_str(&collector.sync(&mut c));

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    call, expect_reply, module_path, ok, pairs, redis_server_bin, reply_text, run_bounded,
+    call, expect_reply, module_path, ok, pairs, query, redis_server_bin, reply_text, run_bounded,
     rwlock_configs, Server,
 };
 
@@ -148,11 +148,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("rwlock.publish", "auto"),
         ])
     );
-    let hz: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("hz")
-        .query(&mut c)
-        .expect("CONFIG GET hz");
+    let hz: Vec<String> = query(&mut c, &["CONFIG", "GET", "hz"]);
     assert_eq!(hz[1], "20", "the entrypoint passes redis-server options on");
     drop(c);
     drop(server);

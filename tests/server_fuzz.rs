@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    channel, env_usize, lua_script, parse_seed, reply_text, timeout_key, wait_until, Rng, Server,
-    COMMANDS,
+    channel, env_usize, lua_script, parse_seed, query, reply_text, timeout_key, wait_until, Rng,
+    Server, COMMANDS,
 };
 
 /// Locks that only module commands and Redisson's scripts touch.
@@ -240,10 +240,7 @@ impl Fuzzer<'_> {
                 .query(&mut conn)
                 .expect("SELECT");
         }
-        let id: i64 = redis::cmd("CLIENT")
-            .arg("ID")
-            .query(&mut conn)
-            .expect("CLIENT ID");
+        let id: i64 = query(&mut conn, &["CLIENT", "ID"]);
         let sent = args.clone();
         let handle = thread::spawn(move || {
             let started = Instant::now();

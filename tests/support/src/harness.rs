@@ -58,6 +58,9 @@ pub fn scaled(d: Duration) -> Duration {
 }
 const START_ATTEMPTS: usize = 5;
 
+/// A command running in a thread of its own: its reply and how long it took.
+pub type Call = JoinHandle<(redis::RedisResult<redis::Value>, Duration)>;
+
 /// One pub/sub message: (channel, payload).
 pub type Event = (Vec<u8>, Vec<u8>);
 
@@ -262,6 +265,23 @@ impl Server {
         let server = Self::start(extra_args);
         let conn = server.conn();
         (server, conn)
+    }
+
+    /// Start a server with the module loaded, connect to it, and park a
+    /// client behind a holder (see [`Server::park_behind`]).
+    pub fn with_waiter(hold: &[&str], wait: &[&str]) -> (Server, redis::Connection, Call) {
+        Self::with_waiter_on(&[], hold, wait)
+    }
+
+    /// [`Server::with_waiter`] on a server started with `extra_args`.
+    pub fn with_waiter_on(
+        extra_args: &[&str],
+        hold: &[&str],
+        wait: &[&str],
+    ) -> (Server, redis::Connection, Call) {
+        let (server, mut conn) = Self::started(extra_args);
+        let waiter = server.park_behind(&mut conn, hold, wait);
+        (server, conn, waiter)
     }
 
     /// Start a server with the module loaded as
@@ -539,6 +559,28 @@ impl Server {
 
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url().as_str()).expect("redis::Client::open")
+    }
+
+    /// Runs a command on a connection of its own in a thread (a waiter that
+    /// blocks, say); the thread returns the reply and how long it took.
+    pub fn spawn_call(&self, args: &[&str]) -> Call {
+        let mut conn = self.conn();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        thread::spawn(move || {
+            let start = Instant::now();
+            let reply = crate::call(&mut conn, &args);
+            (reply, start.elapsed())
+        })
+    }
+
+    /// Runs `hold` on `conn` (it must succeed: it takes the lock), then
+    /// `wait` with [`Server::spawn_call`], and returns once one client is
+    /// parked in the module.
+    pub fn park_behind(&self, conn: &mut redis::Connection, hold: &[&str], wait: &[&str]) -> Call {
+        crate::ok(conn, hold);
+        let waiter = self.spawn_call(wait);
+        crate::wait_for_waiters(conn, 1);
+        waiter
     }
 
     /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.

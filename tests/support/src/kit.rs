@@ -376,9 +376,22 @@ pub fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Runs a command that must succeed, its reply read as a `T`.
+#[track_caller]
+pub fn query<T: redis::FromRedisValue, A: AsRef<[u8]>>(
+    conn: &mut impl redis::ConnectionLike,
+    args: &[A],
+) -> T {
+    match redis::from_redis_value(ok(conn, args)) {
+        Ok(reply) => reply,
+        Err(e) => panic!("{:?}: {e}", shown(args)),
+    }
+}
+
 /// Runs a command whose reply is text (INFO, CLIENT LIST, PING...).
+#[track_caller]
 pub fn reply_text<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> String {
-    redis::from_redis_value(ok(conn, args)).unwrap_or_else(|e| panic!("a text reply: {e}"))
+    query(conn, args)
 }
 
 /// Owned pairs, to compare with the field/value pairs a reply is read into.
