@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, eval_lua, expect_reply, lua_dir, ok, poll_until, query, reply_text, rwlock_counter,
-    wait_for_waiters, Server,
+    all_keys, assert_counters, eval_lua, expect_reply, in_one_turn, lua_dir, ok, poll_until, query,
+    reply_text, rwlock_counter, wait_for_waiters, Server,
 };
 
-/// Runs a blocking call on its own connection; the handle yields the reply
-/// and how long it took.
+/// The number of fields of the hash `key`.
 fn hash_len(conn: &mut Connection, key: &str) -> i64 {
     query(conn, &["HLEN", key])
 }
@@ -45,9 +44,8 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
         let (reply, _) = r.join().expect("reader thread");
         assert_eq!(reply.expect("reply"), Value::Nil);
     }
-    assert_eq!(rwlock_counter(&mut c, "waits_served"), 20);
     // The unlock's own writes needed no second look at the lock.
-    assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), 0);
+    assert_counters(&mut c, &[("waits_served", 20), ("wait_rechecks", 0)]);
 }
 
 #[test]
@@ -133,39 +131,25 @@ fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
     });
 }
 
-#[test]
-fn a_waiter_is_woken_by_del() {
-    woken_by(1, |_, c| {
-        ok(c, &["DEL", "K"]);
-    });
+/// One test per command that wakes the waiter of [`woken_by`] by itself,
+/// with the rechecks it makes the module do.
+macro_rules! woken_by_command {
+    ($($test:ident: $rechecks:expr, $args:expr;)+) => {$(
+        #[test]
+        fn $test() {
+            woken_by($rechecks, |_, c| {
+                ok(c, $args);
+            });
+        }
+    )+};
 }
 
-#[test]
-fn a_waiter_is_woken_by_unlink() {
-    woken_by(1, |_, c| {
-        ok(c, &["UNLINK", "K"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_flushall() {
-    woken_by(1, |_, c| {
-        ok(c, &["FLUSHALL"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_flushdb() {
-    woken_by(1, |_, c| {
-        ok(c, &["FLUSHDB"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_force_unlock() {
-    woken_by(0, |_, c| {
-        ok(c, &["RWLOCK.FORCEUNLOCK", "K"]);
-    });
+woken_by_command! {
+    a_waiter_is_woken_by_del: 1, &["DEL", "K"];
+    a_waiter_is_woken_by_unlink: 1, &["UNLINK", "K"];
+    a_waiter_is_woken_by_flushall: 1, &["FLUSHALL"];
+    a_waiter_is_woken_by_flushdb: 1, &["FLUSHDB"];
+    a_waiter_is_woken_by_force_unlock: 0, &["RWLOCK.FORCEUNLOCK", "K"];
 }
 
 #[test]
@@ -186,8 +170,7 @@ fn block_timeout_replies_the_pttl_at_the_deadline() {
     );
     assert!(waited >= Duration::from_millis(295), "{waited:?}");
     assert!(waited < Duration::from_millis(600), "{waited:?}");
-    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 1);
+    assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 1)]);
 }
 
 #[test]
@@ -220,8 +203,7 @@ fn waits_of_different_lengths_end_in_their_own_order() {
             "{ms} ms: {waited:?}"
         );
     }
-    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 3);
+    assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 3)]);
     assert_eq!(hash_len(&mut c, "TO"), 2, "the writer holds it still");
 }
 
@@ -321,8 +303,7 @@ fn a_disconnected_waiter_leaves_nothing_behind() {
         grown < 32 * 1024,
         "memory grew by {grown} bytes over 100 waiters"
     );
-    assert_eq!(rwlock_counter(&mut c, "locks_with_waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_aborted"), 120);
+    assert_counters(&mut c, &[("locks_with_waiters", 0), ("waits_aborted", 120)]);
     // The lock itself is untouched.
     assert_eq!(hash_len(&mut c, "D"), 2);
 }
@@ -342,16 +323,10 @@ fn multi_and_scripts_make_one_attempt() {
     let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "M", "w:1", "30000"]);
     let start = Instant::now();
-    let replies: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.READ")
-        .arg("M")
-        .arg("r:1")
-        .arg("30000")
-        .arg("BLOCK")
-        .arg("0")
-        .query(&mut c)
-        .expect("MULTI/EXEC");
+    let replies = in_one_turn(
+        &mut c,
+        &[&["RWLOCK.READ", "M", "r:1", "30000", "BLOCK", "0"]],
+    );
     assert!(matches!(replies[0], Value::Int(p) if p > 0), "{replies:?}");
     let script = "return redis.call('rwlock.write', KEYS[1], ARGV[1], '1000', 'BLOCK', '0')";
     let reply = ok(&mut c, &["EVAL", script, "1", "M", "w:2"]);

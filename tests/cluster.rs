@@ -16,13 +16,13 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
     call, channel, diff, expect_reply, info_field, ok, query, reply_text, snapshot, timeout_key,
-    wait_replica, wait_until, waiters, Server, Snapshot,
+    wait_replica, wait_until, waiters, Call, Server, Snapshot,
 };
 
 /// How long cluster creation, convergence and failovers may take.
@@ -500,12 +500,28 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
 // ---------------------------------------------------------------------------
 
 /// A BLOCK call on its own connection to `server`.
-fn spawn_waiter(
-    server: &Server,
-    lock: &str,
-    owner: &str,
-) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
+fn spawn_waiter(server: &Server, lock: &str, owner: &str) -> Call {
     server.spawn_call(&["RWLOCK.WRITE", lock, owner, LEASE, "BLOCK", "0"])
+}
+
+/// On `master`, the holds of `take_holds` on `locks`, then three writers
+/// (owners `tag:0` to `tag:2`) parked on the first lock: the master's
+/// connection, a snapshot of the locks, and the waiters.
+fn holds_and_three_waiters(
+    master: &Server,
+    locks: &[String],
+    tag: &str,
+) -> (Connection, Snapshot, Vec<Call>) {
+    let mut c = master.conn();
+    take_holds(&mut c, locks);
+    let before = lock_snapshot(&mut c);
+    let parked: Vec<_> = (0..3)
+        .map(|i| spawn_waiter(master, &locks[0], &format!("{tag}:{i}")))
+        .collect();
+    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
+        (waiters(&mut c) == 3).then_some(())
+    });
+    (c, before, parked)
 }
 
 /// Keys of `locks` (and their timeout keys) in a full snapshot of `conn`.
@@ -552,16 +568,8 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     let (mb, rb) = (cluster.shards[b].master, cluster.shards[b].replica);
 
     // --- Shard A: kill -9 of the master, takeover by its replica. ---
-    let mut c = cluster.nodes[ma].conn();
-    take_holds(&mut c, &names[a]);
-    let before = lock_snapshot(&mut c);
+    let (c, before, parked) = holds_and_three_waiters(&cluster.nodes[ma], &names[a], "x");
     let held = &names[a][0];
-    let parked: Vec<_> = (0..3)
-        .map(|i| spawn_waiter(&cluster.nodes[ma], held, &format!("x:{i}")))
-        .collect();
-    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
-        (waiters(&mut c) == 3).then_some(())
-    });
     drop(c);
     cluster.nodes[ma].kill9();
     for w in parked {
@@ -623,16 +631,8 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     assert_eq!(info[1].0, b"read", "{reader_lock}: {info:?}");
 
     // --- Shard B: a coordinated failover demotes a live master. ---
-    let mut c = cluster.nodes[mb].conn();
-    take_holds(&mut c, &names[b]);
-    let before = lock_snapshot(&mut c);
+    let (mut c, before, parked) = holds_and_three_waiters(&cluster.nodes[mb], &names[b], "y");
     let held = &names[b][0];
-    let parked: Vec<_> = (0..3)
-        .map(|i| spawn_waiter(&cluster.nodes[mb], held, &format!("y:{i}")))
-        .collect();
-    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
-        (waiters(&mut c) == 3).then_some(())
-    });
     let mut r = cluster.nodes[rb].conn();
     ok(&mut r, &["CLUSTER", "FAILOVER"]);
     let mut seen = Vec::new();

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, call, enable_keyspace_events, events_str, expect_reply, ok, ok_all, pairs, query,
-    reply_text, rwlock_configs, Collector, Server,
+    all_keys, call, enable_keyspace_events, events_str, expect_reply, in_one_turn, ok, ok_all,
+    pairs, query, reply_text, rwlock_configs, Collector, Server,
 };
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
@@ -423,18 +423,13 @@ fn leases_run_out_without_unlock() {
 #[test]
 fn commands_work_in_multi_and_scripts_and_declare_their_key() {
     let (_server, mut c) = Server::started(&[]);
-    let replies: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.READ")
-        .arg("M")
-        .arg("u:1")
-        .arg("30000")
-        .cmd("RWLOCK.WRITE")
-        .arg("M")
-        .arg("u:2")
-        .arg("30000")
-        .query(&mut c)
-        .expect("MULTI/EXEC");
+    let replies = in_one_turn(
+        &mut c,
+        &[
+            &["RWLOCK.READ", "M", "u:1", "30000"],
+            &["RWLOCK.WRITE", "M", "u:2", "30000"],
+        ],
+    );
     assert_eq!(replies[0], Value::Nil);
     assert!(matches!(replies[1], Value::Int(t) if near(t, 30_000)));
     let script = "return redis.call('rwlock.unlock', KEYS[1], ARGV[1], 'READ')";

@@ -4,7 +4,17 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use testkit::{call, ok, query, reply_text, waiters, Server};
+use testkit::{call, in_one_turn, ok, query, reply_text, waiters, Call, Server};
+
+/// A server where w:1 holds L's write lock and r:1 waits for a read hold, its
+/// deadline `block_ms` away; DEBUG SLEEP can stretch a turn past it.
+fn reader_waiting_behind_a_writer(block_ms: &str) -> (Server, redis::Connection, Call) {
+    Server::with_waiter_on(
+        &["--enable-debug-command", "yes"],
+        &["RWLOCK.WRITE", "L", "w:1", "30000"],
+        &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", block_ms],
+    )
+}
 
 /// Found by the torture test on Redis 7.0: a waiter handed the lock and
 /// timed out in the same event-loop turn got no reply at all (Redis drops
@@ -14,21 +24,14 @@ use testkit::{call, ok, query, reply_text, waiters, Server};
 /// in one turn, stretched by DEBUG SLEEP past the deadline.
 #[test]
 fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
-    let (_server, mut c, waiter) = Server::with_waiter_on(
-        &["--enable-debug-command", "yes"],
-        &["RWLOCK.WRITE", "L", "w:1", "30000"],
-        &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "100"],
+    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("100");
+    let replies = in_one_turn(
+        &mut c,
+        &[
+            &["RWLOCK.UNLOCK", "L", "w:1", "WRITE"],
+            &["DEBUG", "SLEEP", "0.3"],
+        ],
     );
-    let mut tx = redis::pipe();
-    tx.atomic()
-        .cmd("RWLOCK.UNLOCK")
-        .arg("L")
-        .arg("w:1")
-        .arg("WRITE")
-        .cmd("DEBUG")
-        .arg("SLEEP")
-        .arg("0.3");
-    let replies: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
     assert_eq!(replies[0], Value::Int(1), "the writer released");
     let (reply, waited) = waiter.join().expect("waiter thread");
     let reply = reply.unwrap_or_else(|e| panic!("the waiter got no reply ({e}) after {waited:?}"));
@@ -44,22 +47,15 @@ fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
 /// released in the same turn.
 #[test]
 fn a_waiter_whose_timeout_passed_first_holds_nothing() {
-    let (_server, mut c, waiter) = Server::with_waiter_on(
-        &["--enable-debug-command", "yes"],
-        &["RWLOCK.WRITE", "L", "w:1", "30000"],
-        &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "50"],
-    );
+    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("50");
     // Past the waiter's deadline, then a release in one turn.
-    let mut tx = redis::pipe();
-    tx.atomic()
-        .cmd("DEBUG")
-        .arg("SLEEP")
-        .arg("0.2")
-        .cmd("RWLOCK.UNLOCK")
-        .arg("L")
-        .arg("w:1")
-        .arg("WRITE");
-    let _: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
+    in_one_turn(
+        &mut c,
+        &[
+            &["DEBUG", "SLEEP", "0.2"],
+            &["RWLOCK.UNLOCK", "L", "w:1", "WRITE"],
+        ],
+    );
     let (reply, _) = waiter.join().expect("waiter thread");
     let reply = reply.expect("a reply");
     let held: Option<String> = query(&mut c, &["HGET", "L", "r:1"]);

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::thread;
 
 use redis::{Connection, Value};
-use testkit::{call, expect_reply, ok, ok_all, reply_text, wait_for_waiters, Server};
+use testkit::{call, expect_reply, in_one_turn, ok, ok_all, reply_text, wait_for_waiters, Server};
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
 fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
@@ -38,12 +38,10 @@ fn info_rwlock_counts_every_outcome() {
     );
     // A writer refused at once, and inside MULTI, where BLOCK cannot wait.
     ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
-    let _: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.WRITE")
-        .arg(&["L", "w:1", "30000", "BLOCK", "0"])
-        .query(&mut c)
-        .expect("MULTI");
+    in_one_turn(
+        &mut c,
+        &[&["RWLOCK.WRITE", "L", "w:1", "30000", "BLOCK", "0"]],
+    );
     // Releases: one held, one not held.
     ok(&mut c, &["RWLOCK.UNLOCK", "L", "b:1", "READ"]);
     ok(&mut c, &["RWLOCK.UNLOCK", "L", "b:1", "READ"]);

@@ -287,6 +287,21 @@ pub fn ok<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> 
     }
 }
 
+/// Runs the commands as one MULTI/EXEC, in one turn of the event loop;
+/// returns EXEC's replies.
+#[track_caller]
+pub fn in_one_turn(
+    conn: &mut impl redis::ConnectionLike,
+    commands: &[&[&str]],
+) -> Vec<redis::Value> {
+    let mut tx = redis::pipe();
+    tx.atomic();
+    for args in commands {
+        tx.add_command(cmd_of(args));
+    }
+    tx.query(conn).unwrap_or_else(|e| panic!("MULTI/EXEC: {e}"))
+}
+
 /// Runs commands that must each succeed, in order: a test's setup, written
 /// as in redis-cli (`;` between commands, spaces between arguments, so no
 /// argument may be empty or hold either).
@@ -449,6 +464,14 @@ pub fn rwlock_counter(conn: &mut redis::Connection, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no rwlock_{name} in INFO rwlock"))
         .parse()
         .expect("a number")
+}
+
+/// Asserts counters of `INFO rwlock` (named as for [`rwlock_counter`]).
+#[track_caller]
+pub fn assert_counters(conn: &mut redis::Connection, expected: &[(&str, u64)]) {
+    for &(name, value) in expected {
+        assert_eq!(rwlock_counter(conn, name), value, "rwlock_{name}");
+    }
 }
 
 /// Clients parked in the module (`INFO rwlock`'s `waiters`).
