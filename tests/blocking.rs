@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, assert_counters, eval_lua, expect_reply, in_one_turn, lua_dir, ok, poll_until, query,
-    reply_text, rwlock_counter, wait_for_waiters, Server,
+    all_keys, assert_counters, config_value, eval_lua, expect_reply, in_one_turn, lua_dir, ok,
+    poll_until, query, reply_text, rwlock_counter, wait_for_waiters, Server,
 };
 
 /// The number of fields of the hash `key`.
@@ -399,8 +399,7 @@ fn none_keeps_redissons_unfair_read_phase() {
 fn fairness_is_settable_at_run_time() {
     let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
-    let got: Vec<String> = query(&mut c, &["CONFIG", "GET", "rwlock.fairness"]);
-    assert_eq!(got, vec!["rwlock.fairness", "fifo"]);
+    assert_eq!(config_value(&mut c, "rwlock.fairness"), "fifo");
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "none"]);
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, call, enable_keyspace_events, events_str, expect_reply, in_one_turn, ok, ok_all,
-    pairs, query, reply_text, rwlock_configs, Collector, Server,
+    all_keys, call, config_value, enable_keyspace_events, events_str, expect_reply, in_one_turn,
+    ok, ok_all, pairs, query, reply_text, rwlock_configs, Collector, Server,
 };
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
@@ -122,14 +122,7 @@ fn write_reentry_unlock_lease_and_downgrade() {
 #[test]
 fn default_lease_config_rearms_partial_write_unlocks() {
     let (_server, mut c) = Server::started(&[]);
-    expect_reply(
-        &mut c,
-        &["CONFIG", "GET", "rwlock.default-lease"],
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.default-lease".to_vec()),
-            Value::BulkString(b"30000".to_vec()),
-        ]),
-    );
+    assert_eq!(config_value(&mut c, "rwlock.default-lease"), "30000");
     ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
     ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
     assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "D", "u:1", "WRITE"]), 0);
@@ -337,14 +330,7 @@ fn publish_config_chooses_publish_or_spublish() {
     let mut sharded = server.conn();
     ok(&mut sharded, &["SSUBSCRIBE", "redisson_rwlock:{P}"]);
     let plain = Collector::start(&server, &["redisson_rwlock*"]);
-    expect_reply(
-        &mut c,
-        &["CONFIG", "GET", "rwlock.publish"],
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.publish".to_vec()),
-            Value::BulkString(b"auto".to_vec()),
-        ]),
-    );
+    assert_eq!(config_value(&mut c, "rwlock.publish"), "auto");
     // auto without cluster mode: PUBLISH.
     ok(&mut c, &["RWLOCK.WRITE", "P", "u:1", "30000"]);
     ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "WRITE"]);
@@ -374,14 +360,7 @@ fn publish_config_chooses_publish_or_spublish() {
     );
     let err = err(&mut c, &["CONFIG", "SET", "rwlock.fairness", "lifo"]);
     assert!(err.contains("fairness"), "{err}");
-    expect_reply(
-        &mut c,
-        &["CONFIG", "GET", "rwlock.fairness"],
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.fairness".to_vec()),
-            Value::BulkString(b"none".to_vec()),
-        ]),
-    );
+    assert_eq!(config_value(&mut c, "rwlock.fairness"), "none");
 }
 
 #[test]

@@ -1406,34 +1406,38 @@ fn assert_meaningful(flavor: Flavor, stats: &Stats, line: &str) {
     }
 }
 
+/// `count` random sequences of `flavor` on the module and on the scripts,
+/// with lease indexes from the first lease when `indexed`; prints the
+/// summary (with `note`) and checks that the run exercised every path.
+fn differential(flavor: Flavor, count: usize, indexed: bool, note: &str) {
+    let started = Instant::now();
+    let stats = run_differential(flavor, count, indexed);
+    let line = summary(flavor, &stats, started.elapsed());
+    eprintln!("{line}{note}");
+    assert_meaningful(flavor, &stats, &line);
+}
+
 #[test]
 fn module_matches_redisson_scripts() {
-    let started = Instant::now();
     let count = env_number("RWLOCK_DIFF_SEQUENCES")
         .map(|n| n as usize)
         .unwrap_or(DEFAULT_SEQUENCES);
-    let stats = run_differential(Flavor::Plain, count, false);
-    let line = summary(Flavor::Plain, &stats, started.elapsed());
-    eprintln!("{line}");
-    assert_meaningful(Flavor::Plain, &stats, &line);
+    differential(Flavor::Plain, count, false, "");
 }
 
 #[test]
 fn module_matches_redisson_scripts_braced_names() {
-    let started = Instant::now();
-    let stats = run_differential(Flavor::Braced, BRACED_SEQUENCES, false);
-    let line = summary(Flavor::Braced, &stats, started.elapsed());
-    eprintln!("{line}");
-    assert_meaningful(Flavor::Braced, &stats, &line);
+    differential(Flavor::Braced, BRACED_SEQUENCES, false, "");
 }
 
 #[test]
 fn module_matches_redisson_scripts_with_lease_indexes() {
-    let started = Instant::now();
-    let stats = run_differential(Flavor::Plain, INDEXED_SEQUENCES, true);
-    let line = summary(Flavor::Plain, &stats, started.elapsed());
-    eprintln!("{line} [lease indexes from the first lease]");
-    assert_meaningful(Flavor::Plain, &stats, &line);
+    differential(
+        Flavor::Plain,
+        INDEXED_SEQUENCES,
+        true,
+        " [lease indexes from the first lease]",
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1442,6 +1446,20 @@ fn module_matches_redisson_scripts_with_lease_indexes() {
 
 fn pttl(conn: &mut Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
+}
+
+/// Runs `script` (name, keys, arguments) on the oracle and `command` on
+/// the module; each must reply `expected`.
+fn on_both(
+    (oracle, module): (&mut Connection, &mut Connection),
+    (script, keys, args): (&str, &[&str], &[&str]),
+    command: &[&str],
+    expected: Reply,
+) {
+    let by_script = to_reply(eval_lua(oracle, script, keys, args));
+    assert_eq!(by_script, expected, "oracle {script} {args:?}");
+    let command: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+    assert_eq!(run_module(module, &command), expected, "module {command:?}");
 }
 
 fn lock_events(collector: &Collector, conn: &mut Connection) -> Vec<(String, String)> {
@@ -1470,47 +1488,28 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
     let (alive, crashed) = ("u1:1", "u2:7");
     let short = 300u64;
     // `alive` reads twice, `crashed` once, all with a short lease.
+    let short_ms = short.to_string();
     for owner in [alive, alive, crashed] {
-        let r = to_reply(eval_lua(
-            &mut co,
-            "read_lock",
-            &[&n.hash, &n.timeout_base(owner)],
-            &[&short.to_string(), owner, &format!("{owner}:write")],
-        ));
-        assert_eq!(r, Reply::Nil, "oracle read_lock {owner}");
-        let r = run_module(
-            &mut cm,
-            &[
-                "RWLOCK.READ".into(),
-                n.hash.clone(),
-                owner.into(),
-                short.to_string(),
-            ],
+        let write_field = format!("{owner}:write");
+        let keys = [&n.hash[..], &n.timeout_base(owner)];
+        on_both(
+            (&mut co, &mut cm),
+            ("read_lock", &keys, &[&short_ms, owner, &write_field]),
+            &["RWLOCK.READ", &n.hash, owner, &short_ms],
+            Reply::Nil,
         );
-        assert_eq!(r, Reply::Nil, "module RWLOCK.READ {owner}");
     }
     lock_events(&col_o, &mut co);
     lock_events(&col_m, &mut cm);
 
     // The watchdog of `alive` renews for 60 s.
     let lease = "60000";
-    let r = to_reply(eval_lua(
-        &mut co,
-        "read_renew",
-        &[&n.hash, &n.prefix],
-        &[lease, alive],
-    ));
-    assert_eq!(r, Reply::Int(1), "oracle read_renew");
-    let r = run_module(
-        &mut cm,
-        &[
-            "RWLOCK.RENEW".into(),
-            n.hash.clone(),
-            alive.into(),
-            lease.into(),
-        ],
+    on_both(
+        (&mut co, &mut cm),
+        ("read_renew", &[&n.hash, &n.prefix], &[lease, alive]),
+        &["RWLOCK.RENEW", &n.hash, alive, lease],
+        Reply::Int(1),
     );
-    assert_eq!(r, Reply::Int(1), "module RWLOCK.RENEW");
 
     let alive_keys = [
         format!("{}:2", n.timeout_base(alive)),
@@ -1622,26 +1621,32 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
 /// the generator is SplitMix64 as published (so seeds replay anywhere).
 #[test]
 fn helpers_follow_spec_names_and_splitmix64() {
+    // Lock, prefix, channel, and U:57's first lease key.
+    for (lock, prefix, channel, lease_key) in [
+        (
+            "L",
+            "{L}",
+            "redisson_rwlock:{L}",
+            "{L}:U:57:rwlock_timeout:1",
+        ),
+        (
+            "{t}:a",
+            "{t}:a",
+            "redisson_rwlock:{t}:a",
+            "{t}:a:U:57:rwlock_timeout:1",
+        ),
+    ] {
+        let n = Names::new(lock);
+        assert_eq!(n.hash, lock);
+        assert_eq!(n.prefix, prefix);
+        assert_eq!(n.channel, channel);
+        assert_eq!(format!("{}:1", n.timeout_base("U:57")), lease_key);
+        assert!(n.owns_key(lease_key));
+    }
     let plain = Names::new("L");
-    assert_eq!(plain.hash, "L");
-    assert_eq!(plain.prefix, "{L}");
-    assert_eq!(plain.channel, "redisson_rwlock:{L}");
-    assert_eq!(
-        format!("{}:1", plain.timeout_base("U:57")),
-        "{L}:U:57:rwlock_timeout:1"
-    );
-    assert!(plain.owns_key("L") && plain.owns_key("{L}:U:57:rwlock_timeout:1"));
+    assert!(plain.owns_key("L"));
     assert!(!plain.owns_key("L1") && !plain.owns_key("{L1}:U:57:rwlock_timeout:1"));
-
     let braced = Names::new("{t}:a");
-    assert_eq!(braced.hash, "{t}:a");
-    assert_eq!(braced.prefix, "{t}:a");
-    assert_eq!(braced.channel, "redisson_rwlock:{t}:a");
-    assert_eq!(
-        format!("{}:1", braced.timeout_base("U:57")),
-        "{t}:a:U:57:rwlock_timeout:1"
-    );
-    assert!(braced.owns_key("{t}:a:U:57:rwlock_timeout:1"));
     assert!(!braced.owns_key("{t}:ab") && !braced.owns_key("{t}:b:U:57:rwlock_timeout:1"));
 
     // Reference values of SplitMix64 seeded with 0.

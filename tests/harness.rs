@@ -3,7 +3,10 @@
 
 use redis::Commands;
 use std::time::Duration;
-use testkit::{enable_keyspace_events, events_on, events_str, pid_alive, query, Collector, Server};
+use testkit::{
+    config_value, enable_keyspace_events, events_on, events_str, pid_alive, query, Collector,
+    Server,
+};
 
 #[test]
 fn plain_server_set_get() {
@@ -16,18 +19,15 @@ fn plain_server_set_get() {
     assert!(server.url().contains(&server.port.to_string()));
     assert!(server.log().contains("Ready to accept connections"));
     // Defaults applied: no persistence.
-    let save: Vec<String> = query(&mut conn, &["CONFIG", "GET", "save"]);
-    assert_eq!(save, vec!["save".to_string(), String::new()]);
+    assert_eq!(config_value(&mut conn, "save"), "");
 }
 
 #[test]
 fn extra_args_override_defaults() {
     let server = Server::start_plain(&["--appendonly", "yes", "--hz", "50"]);
     let mut conn = server.conn();
-    let aof: Vec<String> = query(&mut conn, &["CONFIG", "GET", "appendonly"]);
-    assert_eq!(aof[1], "yes");
-    let hz: Vec<String> = query(&mut conn, &["CONFIG", "GET", "hz"]);
-    assert_eq!(hz[1], "50");
+    assert_eq!(config_value(&mut conn, "appendonly"), "yes");
+    assert_eq!(config_value(&mut conn, "hz"), "50");
 }
 
 #[test]

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    call, expect_reply, module_path, ok, pairs, query, redis_server_bin, reply_text, run_bounded,
-    rwlock_configs, Server,
+    call, config_value, expect_reply, module_path, ok, pairs, redis_server_bin, reply_text,
+    run_bounded, rwlock_configs, Server,
 };
 
 fn repo() -> PathBuf {
@@ -148,8 +148,11 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("rwlock.publish", "auto"),
         ])
     );
-    let hz: Vec<String> = query(&mut c, &["CONFIG", "GET", "hz"]);
-    assert_eq!(hz[1], "20", "the entrypoint passes redis-server options on");
+    assert_eq!(
+        config_value(&mut c, "hz"),
+        "20",
+        "the entrypoint passes redis-server options on"
+    );
     drop(c);
     drop(server);
 

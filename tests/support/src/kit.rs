@@ -416,6 +416,16 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The value of one config (`CONFIG GET name`, which must name exactly it).
+#[track_caller]
+pub fn config_value(conn: &mut redis::Connection, name: &str) -> String {
+    let reply: Vec<String> = query(conn, &["CONFIG", "GET", name]);
+    match <[String; 2]>::try_from(reply) {
+        Ok([got, value]) if got == name => value,
+        other => panic!("CONFIG GET {name}: {other:?}"),
+    }
+}
+
 /// The module's configs (`CONFIG GET rwlock.*`), sorted by name.
 pub fn rwlock_configs(conn: &mut redis::Connection) -> Vec<(String, String)> {
     let flat: Vec<String> = redis::cmd("CONFIG")
