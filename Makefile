@@ -9,9 +9,13 @@
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check
 #   make test    lint, then every unit and integration test
-#   make bench   benchmarks: tables printed, CSV, Markdown and a PNG chart
-#                written to target/bench (BENCH_ARGS="cycles --quick" for a part)
-#   make profile server instructions per lock cycle under callgrind (needs valgrind)
+#   make bench   benchmarks judged by server cost (INFO commandstats), the
+#                module against Redisson's scripts and the layout floor (in a
+#                second server): tables and a PASS/FAIL summary printed, CSV,
+#                Markdown and a PNG chart written to target/bench
+#                (BENCH_ARGS="cycles --quick" for a part)
+#   make profile server instructions per lock cycle under callgrind (needs valgrind),
+#                the module against Redisson's scripts and the layout floor
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
 #   make test-redis8  the same suites on Redis 8.2 (part of make test)
 #   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
@@ -86,11 +90,16 @@ BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
 # The module the bench measures: this build, or any other librwlock.so.
 BENCH_MODULE ?= $(RWLOCK_MODULE)
+# The layout floor (benches/floor), which the bench and the profile run in a
+# redis-server of their own: rwlock raises every keyspace event when another
+# module shares its server, which would inflate the module's figures.
+FLOOR_MODULE ?= $(ROOT)/target/release/librwlock_floor.so
 
 # The chart needs matplotlib: the system's if it has one, else a venv under
 # $(BENCH_OUT) (pip, once). Without either the figures are still in the CSV.
 bench: build
-	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
+	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
+	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_FLOOR_MODULE=$(FLOOR_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
 	@py=python3; \
 	if ! python3 -c 'import matplotlib' 2>/dev/null; then \
 	  py=$(BENCH_OUT)/venv/bin/python; \
@@ -103,7 +112,8 @@ bench: build
 # to compare a build).
 PROFILE_MODULE ?= $(RWLOCK_MODULE)
 profile: build
-	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE)
+	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
+	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE) $(FLOOR_MODULE)
 
 clean:
 	cd $(ROOT) && $(CARGO) clean

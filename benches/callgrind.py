@@ -3,14 +3,17 @@
 same on a quiet machine and a busy one, so before/after comparisons of the
 hot path do not depend on the noise of the moment.
 
-    benches/callgrind.py [MODULE.so]     (make profile)
+    benches/callgrind.py [MODULE.so [FLOOR.so]]     (make profile)
 
 Starts redis-server under valgrind with the module, runs each workload once
 to warm up and once counted, and prints instructions per cycle (acquire +
-release) for the module, EVALSHA of Redisson's seed scripts and HINCRBY, per
-read unlock among 1,000 readers, and per write handoff to a BLOCK waiter.
-The module's cycles also run over 50 locks in turn, as the bench's clients do.
-Needs valgrind and RWLOCK_REDISSON_LUA.
+release) for the module, EVALSHA of Redisson's seed scripts, the layout floor
+(benches/floor, loaded alone into a server of its own: beside another module
+rwlock raises every keyspace event) and HINCRBY, per read unlock among 1,000
+readers, and per write handoff to a BLOCK waiter. The module's cycles also
+run over 50 locks in turn, as the bench's clients do. Then the targets: every
+operation at least 3x cheaper than Redisson's script, and the module's cycles
+within 1.1x of the layout floor's. Needs valgrind and RWLOCK_REDISSON_LUA.
 """
 
 import hashlib
@@ -92,11 +95,16 @@ def handoff_rounds(port):
         waiter.run([resp("RWLOCK.UNLOCK", "H", "waiter:1", "WRITE")])
 
 
+# The workloads run on a server with the module, or with the floor alone.
+MODULE, FLOOR = "module", "floor"
+
+
 def workloads(scripts):
     sha = {k: hashlib.sha1(v.encode()).hexdigest() for k, v in scripts.items()}
     lock, owner = "L", "u-0000-4000-8000-000000000000:1"
     tkey = "{%s}:%s:rwlock_timeout" % (lock, owner)
     chan = "redisson_rwlock:{%s}" % lock
+    lease_key = tkey + ":1"
     readers_lock = "R"
 
     def reader(i):
@@ -132,22 +140,31 @@ def workloads(scripts):
         return out
 
     return [
-        ("read lock + unlock, module", CYCLES, [],
+        ("read lock + unlock, floor", CYCLES, FLOOR, [],
+         cycles(resp("RWLOCK.FLOOR.READ", lock, owner, lease_key, 30000),
+                resp("RWLOCK.FLOOR.UNLOCK", lock, chan, owner, lease_key))),
+        ("write lock + unlock, floor", CYCLES, FLOOR, [],
+         cycles(resp("RWLOCK.FLOOR.WRITE", lock, owner + ":write", 30000),
+                resp("RWLOCK.FLOOR.UNLOCK", lock, chan, owner + ":write"))),
+        ("read lock + unlock, module", CYCLES, MODULE, [],
          cycles(resp("RWLOCK.READ", lock, owner, 30000), resp("RWLOCK.UNLOCK", lock, owner, "READ"))),
-        ("read lock + unlock, EVALSHA", CYCLES, [],
+        ("read lock + unlock, EVALSHA", CYCLES, MODULE, [],
          cycles(resp("EVALSHA", sha["read_lock"], 2, lock, tkey, 30000, owner, owner + ":write"),
                 resp("EVALSHA", sha["read_unlock"], 4, lock, chan, tkey, "{%s}" % lock, 0, owner))),
-        ("write lock + unlock, module", CYCLES, [],
+        ("write lock + unlock, module", CYCLES, MODULE, [],
          cycles(resp("RWLOCK.WRITE", lock, owner, 30000), resp("RWLOCK.UNLOCK", lock, owner, "WRITE"))),
-        ("write lock + unlock, EVALSHA", CYCLES, [],
+        ("write lock + unlock, EVALSHA", CYCLES, MODULE, [],
          cycles(resp("EVALSHA", sha["write_lock"], 1, lock, 30000, owner + ":write"),
                 resp("EVALSHA", sha["write_unlock"], 2, lock, chan, 1, 30000, owner + ":write"))),
-        ("read lock + unlock over %d locks, module" % LOCKS, CYCLES, [], spread("RWLOCK.READ", "READ")),
-        ("write lock + unlock over %d locks, module" % LOCKS, CYCLES, [], spread("RWLOCK.WRITE", "WRITE")),
-        ("HINCRBY +1/-1", CYCLES, [], cycles(resp("HINCRBY", "H", "f", 1), resp("HINCRBY", "H", "f", -1))),
-        ("read unlock among 1000 readers, module", UNLOCKS, readers_setup, readers_unlocks(False)),
-        ("read unlock among 1000 readers, EVALSHA", UNLOCKS, readers_setup, readers_unlocks(True)),
-        ("write handoff to a BLOCK waiter, module", HANDOFFS, [], handoff_rounds),
+        ("read lock + unlock over %d locks, module" % LOCKS, CYCLES, MODULE, [],
+         spread("RWLOCK.READ", "READ")),
+        ("write lock + unlock over %d locks, module" % LOCKS, CYCLES, MODULE, [],
+         spread("RWLOCK.WRITE", "WRITE")),
+        ("HINCRBY +1/-1", CYCLES, MODULE, [],
+         cycles(resp("HINCRBY", "H", "f", 1), resp("HINCRBY", "H", "f", -1))),
+        ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
+        ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
+        ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
     ]
 
 
@@ -197,18 +214,60 @@ def count(module, scripts, name, per, setup, work):
         return int(match.group(1).replace(",", "")) / per
 
 
+# (cheaper, dearer, target): every operation at least 3x cheaper than
+# Redisson's script (20x among 1,000 readers, whose unlock scans every lease),
+# the module's cycles within 1.1x of the layout floor's.
+TARGETS = [
+    ("read lock + unlock, module", "read lock + unlock, EVALSHA", ">=", 3.0),
+    ("write lock + unlock, module", "write lock + unlock, EVALSHA", ">=", 3.0),
+    ("read unlock among 1000 readers, module", "read unlock among 1000 readers, EVALSHA", ">=", 20.0),
+    ("read lock + unlock, floor", "read lock + unlock, module", "<=", 1.1),
+    ("write lock + unlock, floor", "write lock + unlock, module", "<=", 1.1),
+]
+# Shown without a target: how each compares with one plain command per request.
+REFERENCES = [
+    ("HINCRBY +1/-1", "read lock + unlock, module"),
+    ("HINCRBY +1/-1", "write lock + unlock, module"),
+    ("HINCRBY +1/-1", "read lock + unlock, floor"),
+    ("HINCRBY +1/-1", "write lock + unlock, floor"),
+]
+
+
+def verdicts(counts):
+    """Prints each target's ratio (dearer / cheaper) and verdict; returns
+    whether every one was met."""
+    print("\nratios (instructions):")
+    every = True
+    for cheaper, dearer, op, target in TARGETS:
+        ratio = counts[dearer] / counts[cheaper]
+        met = ratio >= target if op == ">=" else ratio <= target
+        every &= met
+        print(f"  {dearer} / {cheaper}: {ratio:.2f}x  target {op} {target}: {'PASS' if met else 'FAIL'}")
+    for base, other in REFERENCES:
+        print(f"  {other} / {base}: {counts[other] / counts[base]:.2f}x")
+    return every
+
+
 def main():
     module = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/release/librwlock.so")
+    floor = Path(sys.argv[2] if len(sys.argv) > 2 else
+                 os.environ.get("RWLOCK_FLOOR_MODULE") or ROOT / "target/release/librwlock_floor.so")
     lua = os.environ.get("RWLOCK_REDISSON_LUA")
     if not lua:
         sys.exit("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts")
     scripts = {k: (Path(lua) / f"{k}.lua").read_text()
                for k in ("read_lock", "read_unlock", "write_lock", "write_unlock")}
-    print(f"server instructions per operation (callgrind), module {module}")
-    for name, per, setup, work in workloads(scripts):
-        n = count(module, scripts, name, per, setup, work)
+    if not floor.is_file():
+        sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")
+    print(f"server instructions per operation (callgrind), module {module}, floor {floor}")
+    counts = {}
+    for name, per, server, setup, work in workloads(scripts):
+        loaded = floor if server == FLOOR else module
+        counts[name] = count(loaded, scripts, name, per, setup, work)
         unit = "per unlock" if "readers" in name else "per round" if "handoff" in name else "per cycle"
-        print(f"  {name:<46} {n:>12,.0f} {unit}")
+        print(f"  {name:<46} {counts[name]:>12,.0f} {unit}")
+    if not verdicts(counts):
+        print("targets NOT met (see above)")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,10 @@ def ratios(ax, rows):
 
 TITLES = {
     ("cycles", "cycles/s"): "uncontended cycles, 50 clients (higher is better)",
-    ("cycles", "server us/cycle"): "server CPU per cycle (lower is better)",
+    ("cycles", "server us/cycle"): "server time per cycle, INFO commandstats (lower is better)",
+    ("cycles", "process CPU us/cycle"): "server process CPU per cycle, I/O included (lower is better)",
+    ("cycles", "server us/call"): "server time per command, INFO commandstats (lower is better)",
+    ("fresh", "server us/op"): "fresh names among 200,000 held locks (lower is better)",
     ("handoff", "us"): "handoff latency (lower is better)",
     ("contended", "sections/s"): "50 clients on one write lock (higher is better)",
     ("memory", "bytes"): "memory (INFO used_memory deltas)",

@@ -6,19 +6,17 @@
 //! The random part is seeded (`RWLOCK_TEST_SEED` overrides the seed; the seed
 //! is printed so that a failure can be replayed).
 
-mod common;
-mod faultkit;
-
-use common::{
-    enable_keyspace_events, events_str, module_path, redis_server_bin, Collector, Server,
-};
-use faultkit::{call, seed, snapshot, Bytes, KeyState, Rng, Snapshot};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use testkit::{
+    call, enable_keyspace_events, events_str, module_path, query, redis_server_bin, reply_text,
+    seed, snapshot, Bytes, Collector, KeyState, Rng, Server, Snapshot, COMMANDS,
+};
 
 // ---------------------------------------------------------------------------
 // Local helpers
@@ -105,7 +103,7 @@ impl Fixture {
     }
 
     fn ok(&mut self, args: &[&str]) -> redis::Value {
-        faultkit::ok(&mut self.conn, args)
+        testkit::ok(&mut self.conn, args)
     }
 
     /// Locks, keys of other types and corrupt hashes used by the cases.
@@ -534,38 +532,9 @@ fn lock_name_that_would_spread_over_slots() {
 
 /// Every command on `lock`, each to fail with `code` and one of `needles`.
 fn every_command(f: &mut Fixture, lock: &str, owner: &str, code: &str, needles: &[&str]) {
-    let cases: &[&[&str]] = &[
-        &["RWLOCK.READ", lock, owner, "60000"],
-        &["RWLOCK.WRITE", lock, owner, "60000"],
-        &["RWLOCK.RENEW", lock, owner, "60000"],
-        &["RWLOCK.UNLOCK", lock, owner, "READ"],
-        &["RWLOCK.UNLOCK", lock, owner, "WRITE"],
-        &["RWLOCK.UNLOCK", lock, owner, "WRITE", "LEASE", "60000"],
-        &[
-            "RWLOCK.UNLOCK",
-            lock,
-            owner,
-            "READ",
-            "REQUEST",
-            "r1",
-            "60000",
-        ],
-        &[
-            "RWLOCK.UNLOCK",
-            lock,
-            owner,
-            "WRITE",
-            "REQUEST",
-            "r1",
-            "60000",
-        ],
-        &["RWLOCK.FORCEUNLOCK", lock],
-        &["RWLOCK.FORCEUNLOCK", lock, "READ"],
-        &["RWLOCK.FORCEUNLOCK", lock, "WRITE"],
-        &["RWLOCK.INFO", lock],
-    ];
-    for args in cases {
-        f.expect_error(args, code, needles);
+    for args in testkit::every_command(lock, owner) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        f.expect_error(&args, code, needles);
     }
 }
 
@@ -879,14 +848,6 @@ fn unlock_latch_of_the_wrong_type() {
 // Random malformed calls
 // ---------------------------------------------------------------------------
 
-const COMMANDS: &[&str] = &[
-    "RWLOCK.READ",
-    "RWLOCK.WRITE",
-    "RWLOCK.UNLOCK",
-    "RWLOCK.RENEW",
-    "RWLOCK.FORCEUNLOCK",
-    "RWLOCK.INFO",
-];
 const FUZZ_LOCKS: &[&str] = &["F0", "F1", "F2", "F3", "F4", "{f}:a", "{f}:b", "x{f}"];
 const FUZZ_OWNERS: &[&str] = &["o1", "o2", "o3:7"];
 const FUZZ_IDS: &[&str] = &["q1", "q2"];
@@ -991,7 +952,7 @@ impl Gen {
     }
 
     fn call(&mut self) -> Vec<Vec<u8>> {
-        let cmd = *self.rng.pick(COMMANDS);
+        let cmd = *self.rng.pick(&COMMANDS);
         let mut args = vec![cmd.as_bytes().to_vec()];
         if self.rng.chance(20) {
             // Random arity, random arguments.
@@ -1061,9 +1022,9 @@ impl Gen {
 /// Fills the fuzz locks (and some latches) with keys of random types: valid
 /// locks, other types, corrupt hashes. No huge counts (see the test above).
 fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
-    let _: () = redis::cmd("FLUSHALL").query(conn).expect("FLUSHALL");
+    let _: () = query(conn, &["FLUSHALL"]);
     let q = |conn: &mut redis::Connection, args: &[&str]| {
-        faultkit::ok(conn, args);
+        testkit::ok(conn, args);
     };
     for lock in FUZZ_LOCKS {
         match rng.below(10) {
@@ -1096,7 +1057,7 @@ fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
             }
         }
         for id in FUZZ_IDS {
-            let latch = common::latch_key(lock, id);
+            let latch = testkit::latch_key(lock, id);
             match rng.below(6) {
                 0 => q(conn, &["SET", &latch, "1", "PX", "600000"]),
                 1 => q(conn, &["SET", &latch, "x"]),
@@ -1204,13 +1165,13 @@ fn random_malformed_calls() {
     );
     assert!(checked >= errors / 4, "too few error replies checked");
     // The server survived.
-    let pong: String = redis::cmd("PING").query(&mut conn).expect("PING");
+    let pong = reply_text(&mut conn, &["PING"]);
     assert_eq!(pong, "PONG");
     assert!(server.is_running(), "redis-server exited");
-    let info: String = redis::cmd("INFO").query(&mut conn).expect("INFO");
+    let info = reply_text(&mut conn, &["INFO"]);
     assert!(info.contains("redis_version"), "INFO: {info}");
     let mut fresh = server.conn();
-    let pong: String = redis::cmd("PING").query(&mut fresh).expect("PING");
+    let pong = reply_text(&mut fresh, &["PING"]);
     assert_eq!(pong, "PONG");
 }
 
@@ -1284,14 +1245,9 @@ fn config_set_refuses_bad_values() {
         .arg(600_000)
         .query(&mut conn)
         .expect("WRITE");
-    let r: i64 = redis::cmd("RWLOCK.UNLOCK")
-        .arg("D")
-        .arg("d")
-        .arg("WRITE")
-        .query(&mut conn)
-        .expect("UNLOCK");
+    let r: i64 = query(&mut conn, &["RWLOCK.UNLOCK", "D", "d", "WRITE"]);
     assert_eq!(r, 0);
-    let pttl: i64 = redis::cmd("PTTL").arg("D").query(&mut conn).expect("PTTL");
+    let pttl: i64 = query(&mut conn, &["PTTL", "D"]);
     assert!(
         (40_000..=45_000).contains(&pttl),
         "PTTL {pttl} after an unlock with default-lease 45000"
@@ -1303,7 +1259,7 @@ fn config_set_refuses_bad_values() {
 /// reports it is ready. Returns its exit status (None if it had to be
 /// killed) and its log.
 fn start_expecting_failure(module_args: &[&str]) -> (Option<ExitStatus>, String) {
-    let dir: PathBuf = std::env::temp_dir().join(common::unique("rwlock-badargs"));
+    let dir: PathBuf = std::env::temp_dir().join(testkit::unique("rwlock-badargs"));
     fs::create_dir_all(&dir).expect("create dir");
     let log_path = dir.join("redis.log");
     let log = File::create(&log_path).expect("create log");

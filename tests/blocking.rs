@@ -2,59 +2,40 @@
 //! every wake-up path, timeouts, disconnects, MULTI and scripts, fairness,
 //! and failover to a replica.
 
-mod common;
-mod faultkit;
-
-use std::thread::{self, sleep, JoinHandle};
+use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{eval_lua, lua_dir, Server};
-use faultkit::{all_keys, call, ok, poll_until, rwlock_counter, wait_for_waiters};
 use redis::{Connection, Value};
+use testkit::{
+    all_keys, assert_counters, config_value, eval_lua, expect_reply, in_one_turn, lua_dir, ok,
+    poll_until, query, reply_text, rwlock_counter, wait_for_waiters, Server,
+};
 
-/// Runs a blocking call on its own connection; the handle yields the reply
-/// and how long it took.
-fn spawn(server: &Server, args: &[&str]) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
-    let mut conn = server.conn();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    thread::spawn(move || {
-        let start = Instant::now();
-        let reply = call(&mut conn, &args);
-        (reply, start.elapsed())
-    })
-}
-
+/// The number of fields of the hash `key`.
 fn hash_len(conn: &mut Connection, key: &str) -> i64 {
-    redis::cmd("HLEN").arg(key).query(conn).expect("HLEN")
+    query(conn, &["HLEN", key])
 }
 
 /// An owner's hold count in the lock hash (`field` names its holds).
 fn hold_count(conn: &mut Connection, key: &str, field: &str) -> i64 {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query(conn)
-        .expect("HGET")
+    query(conn, &["HGET", key, field])
 }
 
 #[test]
 fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "WR", "w:1", "30000"]);
     let readers: Vec<_> = (0..20)
         .map(|i| {
             let owner = format!("r:{i}");
-            spawn(
-                &server,
-                &["RWLOCK.READ", "WR", &owner, "30000", "BLOCK", "10000"],
-            )
+            server.spawn_call(&["RWLOCK.READ", "WR", &owner, "30000", "BLOCK", "10000"])
         })
         .collect();
     wait_for_waiters(&mut c, 20);
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.UNLOCK", "WR", "w:1", "WRITE"]),
-        Value::Int(1)
+    expect_reply(
+        &mut c,
+        &["RWLOCK.UNLOCK", "WR", "w:1", "WRITE"],
+        Value::Int(1),
     );
     // The unlock itself handed the lock over: no waiter is left once it replied.
     assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
@@ -63,22 +44,19 @@ fn twenty_readers_behind_a_writer_get_the_lock_in_one_batch() {
         let (reply, _) = r.join().expect("reader thread");
         assert_eq!(reply.expect("reply"), Value::Nil);
     }
-    assert_eq!(rwlock_counter(&mut c, "waits_served"), 20);
     // The unlock's own writes needed no second look at the lock.
-    assert_eq!(rwlock_counter(&mut c, "wait_rechecks"), 0);
+    assert_counters(&mut c, &[("waits_served", 20), ("wait_rechecks", 0)]);
 }
 
 #[test]
 fn a_writer_behind_readers_wakes_on_the_last_unlock() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "RW", "r:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "RW", "r:2", "30000"]);
-    let writer = spawn(
-        &server,
+    let writer = server.park_behind(
+        &mut c,
+        &["RWLOCK.READ", "RW", "r:2", "30000"],
         &["RWLOCK.WRITE", "RW", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:1", "READ"]);
     assert_eq!(
         rwlock_counter(&mut c, "waiters"),
@@ -88,26 +66,18 @@ fn a_writer_behind_readers_wakes_on_the_last_unlock() {
     ok(&mut c, &["RWLOCK.UNLOCK", "RW", "r:2", "READ"]);
     let (reply, _) = writer.join().expect("writer");
     assert_eq!(reply.expect("reply"), Value::Nil);
-    let mode: String = redis::cmd("HGET")
-        .arg("RW")
-        .arg("mode")
-        .query(&mut c)
-        .expect("HGET");
+    let mode = reply_text(&mut c, &["HGET", "RW", "mode"]);
     assert_eq!(mode, "write");
 }
 
 #[test]
 fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "400"]);
     ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "600"]);
-    let pttl: i64 = redis::cmd("PTTL").arg("EX").query(&mut c).expect("PTTL");
+    let pttl: i64 = query(&mut c, &["PTTL", "EX"]);
     let expected = Duration::from_millis(pttl as u64);
-    let writer = spawn(
-        &server,
-        &["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"],
-    );
+    let writer = server.spawn_call(&["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"]);
     let (reply, waited) = writer.join().expect("writer");
     assert_eq!(reply.expect("reply"), Value::Nil);
     // Woken at the deadline by the module's timer, not by Redis's lazy or
@@ -125,14 +95,10 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
 /// A waiter parked behind a write hold, woken by `release`, which made the
 /// module look at the lock's waiters again `rechecks` times.
 fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "K", "w:1", "30000"]);
-    let waiter = spawn(
-        &server,
+    let (server, mut c, waiter) = Server::with_waiter(
+        &["RWLOCK.WRITE", "K", "w:1", "30000"],
         &["RWLOCK.READ", "K", "r:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     release(&server, &mut c);
     let (reply, waited) = waiter.join().expect("waiter");
     assert_eq!(reply.expect("reply"), Value::Nil);
@@ -165,52 +131,35 @@ fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
     });
 }
 
-#[test]
-fn a_waiter_is_woken_by_del() {
-    woken_by(1, |_, c| {
-        ok(c, &["DEL", "K"]);
-    });
+/// One test per command that wakes the waiter of [`woken_by`] by itself,
+/// with the rechecks it makes the module do.
+macro_rules! woken_by_command {
+    ($($test:ident: $rechecks:expr, $args:expr;)+) => {$(
+        #[test]
+        fn $test() {
+            woken_by($rechecks, |_, c| {
+                ok(c, $args);
+            });
+        }
+    )+};
 }
 
-#[test]
-fn a_waiter_is_woken_by_unlink() {
-    woken_by(1, |_, c| {
-        ok(c, &["UNLINK", "K"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_flushall() {
-    woken_by(1, |_, c| {
-        ok(c, &["FLUSHALL"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_flushdb() {
-    woken_by(1, |_, c| {
-        ok(c, &["FLUSHDB"]);
-    });
-}
-
-#[test]
-fn a_waiter_is_woken_by_force_unlock() {
-    woken_by(0, |_, c| {
-        ok(c, &["RWLOCK.FORCEUNLOCK", "K"]);
-    });
+woken_by_command! {
+    a_waiter_is_woken_by_del: 1, &["DEL", "K"];
+    a_waiter_is_woken_by_unlink: 1, &["UNLINK", "K"];
+    a_waiter_is_woken_by_flushall: 1, &["FLUSHALL"];
+    a_waiter_is_woken_by_flushdb: 1, &["FLUSHDB"];
+    a_waiter_is_woken_by_force_unlock: 0, &["RWLOCK.FORCEUNLOCK", "K"];
 }
 
 #[test]
 fn block_timeout_replies_the_pttl_at_the_deadline() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "T", "w:1", "30000"]);
-    let (reply, waited) = spawn(
-        &server,
-        &["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"],
-    )
-    .join()
-    .expect("waiter");
+    let (reply, waited) = server
+        .spawn_call(&["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"])
+        .join()
+        .expect("waiter");
     let pttl = match reply.expect("reply") {
         Value::Int(p) => p,
         other => panic!("expected the PTTL, got {other:?}"),
@@ -221,14 +170,12 @@ fn block_timeout_replies_the_pttl_at_the_deadline() {
     );
     assert!(waited >= Duration::from_millis(295), "{waited:?}");
     assert!(waited < Duration::from_millis(600), "{waited:?}");
-    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 1);
+    assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 1)]);
 }
 
 #[test]
 fn waits_of_different_lengths_end_in_their_own_order() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "TO", "w:1", "30000"]);
     // The longest first, then one that ends earlier than anything before it.
     let waits = [600u64, 200, 400];
@@ -238,10 +185,8 @@ fn waits_of_different_lengths_end_in_their_own_order() {
         .map(|(i, ms)| {
             let owner = format!("r:{i}");
             let timeout = ms.to_string();
-            let waiter = spawn(
-                &server,
-                &["RWLOCK.READ", "TO", &owner, "30000", "BLOCK", &timeout],
-            );
+            let waiter =
+                server.spawn_call(&["RWLOCK.READ", "TO", &owner, "30000", "BLOCK", &timeout]);
             wait_for_waiters(&mut c, i as u64 + 1);
             waiter
         })
@@ -258,8 +203,7 @@ fn waits_of_different_lengths_end_in_their_own_order() {
             "{ms} ms: {waited:?}"
         );
     }
-    assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_timed_out"), 3);
+    assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 3)]);
     assert_eq!(hash_len(&mut c, "TO"), 2, "the writer holds it still");
 }
 
@@ -270,17 +214,13 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
     // Only the module can wake the waiter then: Redis drops the key when it
     // is next read, and raises no event before.
     ok(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    ok(&mut c, &["RWLOCK.WRITE", "RN", "w:1", "30000"]);
-    let waiter = spawn(
-        &server,
+    let waiter = server.park_behind(
+        &mut c,
+        &["RWLOCK.WRITE", "RN", "w:1", "30000"],
         &["RWLOCK.WRITE", "RN", "w:2", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     let renewed = Instant::now();
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"]),
-        Value::Int(1)
-    );
+    expect_reply(&mut c, &["RWLOCK.RENEW", "RN", "w:1", "300"], Value::Int(1));
     let (reply, _) = waiter.join().expect("waiter");
     let waited = renewed.elapsed();
     assert_eq!(reply.expect("reply"), Value::Nil);
@@ -298,14 +238,10 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
 
 #[test]
 fn block_zero_waits_without_limit() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "Z", "w:1", "60000"]);
-    let waiter = spawn(
-        &server,
+    let (_server, mut c, waiter) = Server::with_waiter(
+        &["RWLOCK.WRITE", "Z", "w:1", "60000"],
         &["RWLOCK.WRITE", "Z", "w:2", "30000", "BLOCK", "0"],
     );
-    wait_for_waiters(&mut c, 1);
     sleep(Duration::from_millis(1_500));
     assert_eq!(rwlock_counter(&mut c, "waiters"), 1, "still waiting");
     ok(&mut c, &["RWLOCK.UNLOCK", "Z", "w:1", "WRITE"]);
@@ -315,7 +251,7 @@ fn block_zero_waits_without_limit() {
 }
 
 fn used_memory(c: &mut Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("memory").query(c).expect("INFO");
+    let info = reply_text(c, &["INFO", "memory"]);
     info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .expect("used_memory")
@@ -351,8 +287,7 @@ fn park_and_hang_up(server: &Server, c: &mut Connection, round: usize) {
 
 #[test]
 fn a_disconnected_waiter_leaves_nothing_behind() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "D", "w:1", "60000"]);
     // Warm-up: the server's own first-use allocations (client list, INFO).
     for round in 0..20 {
@@ -368,18 +303,14 @@ fn a_disconnected_waiter_leaves_nothing_behind() {
         grown < 32 * 1024,
         "memory grew by {grown} bytes over 100 waiters"
     );
-    assert_eq!(rwlock_counter(&mut c, "locks_with_waiters"), 0);
-    assert_eq!(rwlock_counter(&mut c, "waits_aborted"), 120);
+    assert_counters(&mut c, &[("locks_with_waiters", 0), ("waits_aborted", 120)]);
     // The lock itself is untouched.
     assert_eq!(hash_len(&mut c, "D"), 2);
 }
 
 /// The id of the one client blocked in a module command.
 fn client_id_of_waiter(c: &mut Connection) -> String {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query(c)
-        .expect("CLIENT LIST");
+    let list = reply_text(c, &["CLIENT", "LIST"]);
     list.lines()
         .find(|l| l.contains("flags=b"))
         .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
@@ -389,20 +320,13 @@ fn client_id_of_waiter(c: &mut Connection) -> String {
 
 #[test]
 fn multi_and_scripts_make_one_attempt() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "M", "w:1", "30000"]);
     let start = Instant::now();
-    let replies: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.READ")
-        .arg("M")
-        .arg("r:1")
-        .arg("30000")
-        .arg("BLOCK")
-        .arg("0")
-        .query(&mut c)
-        .expect("MULTI/EXEC");
+    let replies = in_one_turn(
+        &mut c,
+        &[&["RWLOCK.READ", "M", "r:1", "30000", "BLOCK", "0"]],
+    );
     assert!(matches!(replies[0], Value::Int(p) if p > 0), "{replies:?}");
     let script = "return redis.call('rwlock.write', KEYS[1], ARGV[1], '1000', 'BLOCK', '0')";
     let reply = ok(&mut c, &["EVAL", script, "1", "M", "w:2"]);
@@ -415,12 +339,11 @@ fn multi_and_scripts_make_one_attempt() {
 fn fifo_never_lets_readers_starve_a_waiting_writer() {
     let server = Server::start_with_module_args(&["fairness", "fifo"], &[]);
     let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]);
-    let writer = spawn(
-        &server,
+    let writer = server.park_behind(
+        &mut c,
+        &["RWLOCK.READ", "S", "r:0", "30000"],
         &["RWLOCK.WRITE", "S", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     // A new reader queues behind the writer instead of joining the read phase.
     let reply = ok(&mut c, &["RWLOCK.READ", "S", "r:1", "30000"]);
     assert!(
@@ -428,24 +351,18 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
         "refused: {reply:?}"
     );
     // The current reader may still re-enter: a holder never deadlocks itself.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "S", "r:0", "30000"], Value::Nil);
     // A stream of blocking readers arrives while r:0 holds the lock.
     let readers: Vec<_> = (1..=5)
         .map(|i| {
-            spawn(
-                &server,
-                &[
-                    "RWLOCK.READ",
-                    "S",
-                    &format!("r:{i}"),
-                    "30000",
-                    "BLOCK",
-                    "10000",
-                ],
-            )
+            server.spawn_call(&[
+                "RWLOCK.READ",
+                "S",
+                &format!("r:{i}"),
+                "30000",
+                "BLOCK",
+                "10000",
+            ])
         })
         .collect();
     wait_for_waiters(&mut c, 6);
@@ -466,19 +383,12 @@ fn fifo_never_lets_readers_starve_a_waiting_writer() {
 
 #[test]
 fn none_keeps_redissons_unfair_read_phase() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.READ", "N", "r:0", "30000"]);
-    let writer = spawn(
-        &server,
+    let (_server, mut c, writer) = Server::with_waiter(
+        &["RWLOCK.READ", "N", "r:0", "30000"],
         &["RWLOCK.WRITE", "N", "w:1", "30000", "BLOCK", "10000"],
     );
-    wait_for_waiters(&mut c, 1);
     // Readers join the active read phase although a writer waits.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "N", "r:1", "30000"], Value::Nil);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:0", "READ"]);
     assert_eq!(rwlock_counter(&mut c, "waiters"), 1);
     ok(&mut c, &["RWLOCK.UNLOCK", "N", "r:1", "READ"]);
@@ -487,15 +397,9 @@ fn none_keeps_redissons_unfair_read_phase() {
 
 #[test]
 fn fairness_is_settable_at_run_time() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "fifo"]);
-    let got: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("rwlock.fairness")
-        .query(&mut c)
-        .expect("GET");
-    assert_eq!(got, vec!["rwlock.fairness", "fifo"]);
+    assert_eq!(config_value(&mut c, "rwlock.fairness"), "fifo");
     ok(&mut c, &["CONFIG", "SET", "rwlock.fairness", "none"]);
 }
 
@@ -506,12 +410,7 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
     let mut c = node.conn();
     ok(&mut c, &["RWLOCK.WRITE", "F", "w:1", "30000"]);
     let waiters: Vec<_> = (0..3)
-        .map(|i| {
-            spawn(
-                &node,
-                &["RWLOCK.READ", "F", &format!("r:{i}"), "30000", "BLOCK", "0"],
-            )
-        })
+        .map(|i| node.spawn_call(&["RWLOCK.READ", "F", &format!("r:{i}"), "30000", "BLOCK", "0"]))
         .collect();
     wait_for_waiters(&mut c, 3);
     ok(
@@ -557,10 +456,7 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
     let mut r = replica.conn();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut r)
-            .expect("INFO");
+        let info = reply_text(&mut r, &["INFO", "replication"]);
         if info.contains("master_link_status:up") {
             break;
         }
@@ -569,16 +465,10 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
     }
     // Served by the deadline timer: the readers' leases run out.
     ok(&mut m, &["RWLOCK.READ", "H1", "r:1", "200"]);
-    let expiry = spawn(
-        &master,
-        &["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"],
-    );
+    let expiry = master.spawn_call(&["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"]);
     // Served through a keyspace event: a Redisson Lua unlock.
     ok(&mut m, &["RWLOCK.WRITE", "H2", "w:1", "60000"]);
-    let lua = spawn(
-        &master,
-        &["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"],
-    );
+    let lua = master.spawn_call(&["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"]);
     wait_for_waiters(&mut m, 2);
     let unlock = "redis.call('hdel', KEYS[1], ARGV[1]); if redis.call('hlen', KEYS[1]) == 1 then redis.call('del', KEYS[1]) end return 1";
     ok(&mut m, &["EVAL", unlock, "1", "H2", "w:1:write"]);

@@ -14,17 +14,16 @@
 //!   error instead of hanging; waiters on a master demoted by a coordinated
 //!   `CLUSTER FAILOVER` get an error at once.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{channel, timeout_key, Server};
-use faultkit::{call, diff, info_field, ok, snapshot, wait_replica, wait_until, waiters, Snapshot};
 use redis::{Connection, Value};
+use testkit::{
+    call, channel, diff, expect_reply, info_field, ok, query, reply_text, snapshot, timeout_key,
+    wait_replica, wait_until, waiters, Call, Server, Snapshot,
+};
 
 /// How long cluster creation, convergence and failovers may take.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -117,10 +116,7 @@ struct NodeLine {
 }
 
 fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
-    let text: String = redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query(conn)
-        .expect("CLUSTER NODES");
+    let text = reply_text(conn, &["CLUSTER", "NODES"]);
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -156,10 +152,7 @@ fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
 
 /// `cluster_state` of `CLUSTER INFO`.
 fn cluster_state(conn: &mut Connection) -> Option<String> {
-    let text: String = redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query(conn)
-        .expect("CLUSTER INFO");
+    let text = reply_text(conn, &["CLUSTER", "INFO"]);
     text.lines()
         .find_map(|l| l.strip_prefix("cluster_state:"))
         .map(|v| v.trim().to_string())
@@ -276,8 +269,8 @@ impl Cluster {
             .map(|i| self.nodes[i].url())
             .collect();
         redis::cluster::ClusterClient::builder(urls)
-            .connection_timeout(common::IO_TIMEOUT)
-            .response_timeout(common::IO_TIMEOUT)
+            .connection_timeout(testkit::IO_TIMEOUT)
+            .response_timeout(testkit::IO_TIMEOUT)
             .build()
             .expect("cluster client")
             .get_connection()
@@ -322,10 +315,7 @@ impl Cluster {
 
 /// `(first slot, last slot, master port)` of every range in `CLUSTER SLOTS`.
 fn slot_owners(c: &mut Connection) -> Vec<(i64, i64, u16)> {
-    let ranges: Vec<Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(c)
-        .expect("CLUSTER SLOTS");
+    let ranges: Vec<Value> = query(c, &["CLUSTER", "SLOTS"]);
     ranges
         .into_iter()
         .filter_map(|r| {
@@ -358,7 +348,7 @@ impl Subscriber {
         conn.send_packed_command(&redis::cmd(verb).arg(channel).get_packed_command())
             .expect("send subscribe");
         let reply = conn.recv_response().expect("subscribe confirmation");
-        let parts = faultkit::flatten(&reply);
+        let parts = testkit::flatten(&reply);
         assert_eq!(
             parts[0].0.to_ascii_lowercase(),
             verb.to_ascii_lowercase().into_bytes(),
@@ -373,7 +363,7 @@ impl Subscriber {
             .conn
             .recv_response()
             .expect("a message within the read timeout");
-        let parts: Vec<String> = faultkit::flatten(&reply)
+        let parts: Vec<String> = testkit::flatten(&reply)
             .into_iter()
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
             .collect();
@@ -398,23 +388,18 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
     for (s, shard_names) in names.iter().enumerate() {
         for lock in &shard_names[..8] {
             // Every command through the cluster client, routed by the name.
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE]),
-                Value::Nil
-            );
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE]),
-                Value::Nil
-            );
+            expect_reply(&mut cc, &["RWLOCK.WRITE", lock, "u:1", LEASE], Value::Nil);
+            expect_reply(&mut cc, &["RWLOCK.READ", lock, "u:1", LEASE], Value::Nil);
             match ok(&mut cc, &["RWLOCK.READ", lock, "u:2", LEASE]) {
                 Value::Int(pttl) => assert!(pttl > 0, "{lock}: refused with PTTL {pttl}"),
                 other => panic!("{lock}: a second owner's read got {other:?}"),
             }
-            assert_eq!(
-                ok(&mut cc, &["RWLOCK.RENEW", lock, "u:1", LEASE]),
-                Value::Int(1)
+            expect_reply(
+                &mut cc,
+                &["RWLOCK.RENEW", lock, "u:1", LEASE],
+                Value::Int(1),
             );
-            let info = faultkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
+            let info = testkit::flatten(&ok(&mut cc, &["RWLOCK.INFO", lock]));
             assert_eq!(info[1].0, b"write", "{lock}: INFO {info:?}");
             // Every key of the lock is on the master that owns its slot.
             let master = &cluster.nodes[cluster.shards[s].master];
@@ -462,14 +447,8 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         let replica = &cluster.nodes[shard.replica];
         let wlock = &names[s][8];
         let rlock = &names[s][9];
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
-            Value::Nil
-        );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE]),
-            Value::Nil
-        );
+        expect_reply(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE], Value::Nil);
+        expect_reply(&mut cc, &["RWLOCK.READ", rlock, "r:1", LEASE], Value::Nil);
         let mut subs: Vec<(Subscriber, String)> = Vec::new();
         for node in [master, replica] {
             for lock in [wlock, rlock] {
@@ -482,21 +461,21 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
         let mut classic = Subscriber::new(master, "SUBSCRIBE", &channel(wlock));
 
         // Still held (a write re-entry of the same lock), then released.
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE]),
-            Value::Nil
+        expect_reply(&mut cc, &["RWLOCK.WRITE", wlock, "w:1", LEASE], Value::Nil);
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"],
+            Value::Int(0),
         );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
-            Value::Int(0)
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"],
+            Value::Int(1),
         );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", wlock, "w:1", "WRITE"]),
-            Value::Int(1)
-        );
-        assert_eq!(
-            ok(&mut cc, &["RWLOCK.UNLOCK", rlock, "r:1", "READ"]),
-            Value::Int(1)
+        expect_reply(
+            &mut cc,
+            &["RWLOCK.UNLOCK", rlock, "r:1", "READ"],
+            Value::Int(1),
         );
 
         let mut m = master.conn();
@@ -521,21 +500,28 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
 // ---------------------------------------------------------------------------
 
 /// A BLOCK call on its own connection to `server`.
-fn spawn_waiter(
-    server: &Server,
-    lock: &str,
-    owner: &str,
-) -> JoinHandle<(redis::RedisResult<Value>, Duration)> {
-    let mut conn = server.conn();
-    let args: Vec<String> = ["RWLOCK.WRITE", lock, owner, LEASE, "BLOCK", "0"]
-        .iter()
-        .map(|s| s.to_string())
+fn spawn_waiter(server: &Server, lock: &str, owner: &str) -> Call {
+    server.spawn_call(&["RWLOCK.WRITE", lock, owner, LEASE, "BLOCK", "0"])
+}
+
+/// On `master`, the holds of `take_holds` on `locks`, then three writers
+/// (owners `tag:0` to `tag:2`) parked on the first lock: the master's
+/// connection, a snapshot of the locks, and the waiters.
+fn holds_and_three_waiters(
+    master: &Server,
+    locks: &[String],
+    tag: &str,
+) -> (Connection, Snapshot, Vec<Call>) {
+    let mut c = master.conn();
+    take_holds(&mut c, locks);
+    let before = lock_snapshot(&mut c);
+    let parked: Vec<_> = (0..3)
+        .map(|i| spawn_waiter(master, &locks[0], &format!("{tag}:{i}")))
         .collect();
-    thread::spawn(move || {
-        let started = Instant::now();
-        let reply = call(&mut conn, &args);
-        (reply, started.elapsed())
-    })
+    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
+        (waiters(&mut c) == 3).then_some(())
+    });
+    (c, before, parked)
 }
 
 /// Keys of `locks` (and their timeout keys) in a full snapshot of `conn`.
@@ -582,16 +568,8 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     let (mb, rb) = (cluster.shards[b].master, cluster.shards[b].replica);
 
     // --- Shard A: kill -9 of the master, takeover by its replica. ---
-    let mut c = cluster.nodes[ma].conn();
-    take_holds(&mut c, &names[a]);
-    let before = lock_snapshot(&mut c);
+    let (c, before, parked) = holds_and_three_waiters(&cluster.nodes[ma], &names[a], "x");
     let held = &names[a][0];
-    let parked: Vec<_> = (0..3)
-        .map(|i| spawn_waiter(&cluster.nodes[ma], held, &format!("x:{i}")))
-        .collect();
-    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
-        (waiters(&mut c) == 3).then_some(())
-    });
     drop(c);
     cluster.nodes[ma].kill9();
     for w in parked {
@@ -628,9 +606,10 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
     });
     ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "READ"]);
     ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]);
-    assert_eq!(
-        ok(&mut r, &["RWLOCK.UNLOCK", held, "w:1", "WRITE"]),
-        Value::Int(1)
+    expect_reply(
+        &mut r,
+        &["RWLOCK.UNLOCK", held, "w:1", "WRITE"],
+        Value::Int(1),
     );
     let (reply, _) = w.join().expect("waiter thread");
     assert_eq!(reply.expect("the waiter gets the lock"), Value::Nil);
@@ -648,20 +627,12 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         "the cluster client to reach the new master",
         || call(&mut cc, &["RWLOCK.INFO", reader_lock]).ok(),
     );
-    let info = faultkit::flatten(&info);
+    let info = testkit::flatten(&info);
     assert_eq!(info[1].0, b"read", "{reader_lock}: {info:?}");
 
     // --- Shard B: a coordinated failover demotes a live master. ---
-    let mut c = cluster.nodes[mb].conn();
-    take_holds(&mut c, &names[b]);
-    let before = lock_snapshot(&mut c);
+    let (mut c, before, parked) = holds_and_three_waiters(&cluster.nodes[mb], &names[b], "y");
     let held = &names[b][0];
-    let parked: Vec<_> = (0..3)
-        .map(|i| spawn_waiter(&cluster.nodes[mb], held, &format!("y:{i}")))
-        .collect();
-    wait_until(WAITER_TIMEOUT, "3 waiters parked", || {
-        (waiters(&mut c) == 3).then_some(())
-    });
     let mut r = cluster.nodes[rb].conn();
     ok(&mut r, &["CLUSTER", "FAILOVER"]);
     let mut seen = Vec::new();

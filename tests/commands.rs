@@ -1,15 +1,14 @@
 //! Integration tests of every command, reply, message, keyspace event and
 //! config against a real redis-server with the module loaded.
 
-mod common;
-mod faultkit;
-
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{enable_keyspace_events, events_str, Collector, Server};
-use faultkit::{all_keys, call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
+use testkit::{
+    all_keys, call, config_value, enable_keyspace_events, events_str, expect_reply, in_one_turn,
+    ok, ok_all, pairs, query, reply_text, rwlock_configs, Collector, Server,
+};
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
     match ok(conn, args) {
@@ -46,20 +45,10 @@ fn near(value: i64, expected: i64) -> bool {
 
 #[test]
 fn read_reentry_refused_write_and_release() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"]),
-        Value::Nil
-    );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"]),
-        Value::Nil
-    );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "L", "u2:1", "10000"]),
-        Value::Nil
-    );
+    let (_server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"], Value::Nil);
+    expect_reply(&mut c, &["RWLOCK.READ", "L", "u1:1", "30000"], Value::Nil);
+    expect_reply(&mut c, &["RWLOCK.READ", "L", "u2:1", "10000"], Value::Nil);
     assert_eq!(
         hash(&mut c, "L"),
         pairs(&[("mode", "read"), ("u1:1", "2"), ("u2:1", "1")])
@@ -69,7 +58,7 @@ fn read_reentry_refused_write_and_release() {
         "{L}:u1:1:rwlock_timeout:2",
         "{L}:u2:1:rwlock_timeout:1",
     ] {
-        let value: String = redis::cmd("GET").arg(key).query(&mut c).expect("GET");
+        let value = reply_text(&mut c, &["GET", key]);
         assert_eq!(value, "1");
         assert!(pttl(&mut c, key) > 0, "{key} has a lease");
     }
@@ -90,28 +79,15 @@ fn read_reentry_refused_write_and_release() {
     assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "read"]), 1);
     assert!(all_keys(&mut c).is_empty());
     // Unlocking what does not exist replies nil (SPEC 9.1).
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "READ"]),
-        Value::Nil
-    );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "WRITE"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "READ"], Value::Nil);
+    expect_reply(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "WRITE"], Value::Nil);
 }
 
 #[test]
 fn write_reentry_unlock_lease_and_downgrade() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"]),
-        Value::Nil
-    );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"]),
-        Value::Nil
-    );
+    let (_server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"], Value::Nil);
+    expect_reply(&mut c, &["RWLOCK.WRITE", "W", "u1:1", "10000"], Value::Nil);
     // Additive: the remaining TTL plus the new lease.
     assert!(near(pttl(&mut c, "W"), 20_000));
     assert_eq!(
@@ -135,34 +111,18 @@ fn write_reentry_unlock_lease_and_downgrade() {
     );
     assert!(near(pttl(&mut c, "W"), 5_000));
     // The writer takes a read, then releases the write: downgrade to read.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "W", "u1:1", "60000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "W", "u1:1", "60000"], Value::Nil);
     assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "W", "u1:1", "WRITE"]), 1);
     assert_eq!(hash(&mut c, "W"), pairs(&[("mode", "read"), ("u1:1", "1")]));
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.READ", "W", "u2:1", "1000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.READ", "W", "u2:1", "1000"], Value::Nil);
     // A write unlock by a non-holder, or in read mode, replies nil.
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.UNLOCK", "W", "u2:1", "WRITE"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.UNLOCK", "W", "u2:1", "WRITE"], Value::Nil);
 }
 
 #[test]
 fn default_lease_config_rearms_partial_write_unlocks() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    assert_eq!(
-        ok(&mut c, &["CONFIG", "GET", "rwlock.default-lease"]),
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.default-lease".to_vec()),
-            Value::BulkString(b"30000".to_vec()),
-        ])
-    );
+    let (_server, mut c) = Server::started(&[]);
+    assert_eq!(config_value(&mut c, "rwlock.default-lease"), "30000");
     ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
     ok(&mut c, &["RWLOCK.WRITE", "D", "u:1", "1000"]);
     assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "D", "u:1", "WRITE"]), 0);
@@ -175,11 +135,11 @@ fn default_lease_config_rearms_partial_write_unlocks() {
 
 #[test]
 fn renew_extends_only_the_callers_holds() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.READ", "R", "u1:1", "5000"]);
-    ok(&mut c, &["RWLOCK.READ", "R", "u1:1", "5000"]);
-    ok(&mut c, &["RWLOCK.READ", "R", "u2:1", "5000"]);
+    let (_server, mut c) = Server::started(&[]);
+    ok_all(
+        &mut c,
+        "RWLOCK.READ R u1:1 5000; RWLOCK.READ R u1:1 5000; RWLOCK.READ R u2:1 5000",
+    );
     assert_eq!(int(&mut c, &["RWLOCK.RENEW", "R", "u1:1", "60000"]), 1);
     assert!(near(pttl(&mut c, "R"), 60_000));
     assert!(near(pttl(&mut c, "{R}:u1:1:rwlock_timeout:1"), 60_000));
@@ -197,11 +157,11 @@ fn renew_extends_only_the_callers_holds() {
 
 #[test]
 fn force_unlock_by_mode_removes_hash_and_timeout_keys() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.READ", "F", "u1:1", "60000"]);
-    ok(&mut c, &["RWLOCK.READ", "F", "u2:1", "60000"]);
-    ok(&mut c, &["RWLOCK.READ", "F", "u2:1", "60000"]);
+    let (_server, mut c) = Server::started(&[]);
+    ok_all(
+        &mut c,
+        "RWLOCK.READ F u1:1 60000; RWLOCK.READ F u2:1 60000; RWLOCK.READ F u2:1 60000",
+    );
     assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F", "WRITE"]), 0);
     assert_eq!(all_keys(&mut c).len(), 4);
     assert_eq!(int(&mut c, &["RWLOCK.FORCEUNLOCK", "F", "READ"]), 1);
@@ -215,8 +175,7 @@ fn force_unlock_by_mode_removes_hash_and_timeout_keys() {
 
 #[test]
 fn request_latch_answers_retries() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "Q", "u:1", "60000"]);
     ok(&mut c, &["RWLOCK.WRITE", "Q", "u:1", "60000"]);
     let unlock = [
@@ -266,8 +225,7 @@ fn request_latch_answers_retries() {
 
 #[test]
 fn info_shows_mode_ttl_owners_and_leases_in_resp2_and_resp3() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let none = ok(&mut c, &["RWLOCK.INFO", "I"]);
     let expected_none = Value::Array(vec![
         Value::SimpleString("mode".into()),
@@ -306,8 +264,7 @@ fn info_shows_mode_ttl_owners_and_leases_in_resp2_and_resp3() {
 
 #[test]
 fn events_and_messages_match_redissons_scripts() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     enable_keyspace_events(&mut c);
     let events = Collector::start(&server, &["__keyevent@0__:*", "redisson_rwlock*"]);
     events.sync(&mut c);
@@ -369,18 +326,11 @@ fn next_push(conn: &mut Connection) -> Vec<Value> {
 
 #[test]
 fn publish_config_chooses_publish_or_spublish() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     let mut sharded = server.conn();
     ok(&mut sharded, &["SSUBSCRIBE", "redisson_rwlock:{P}"]);
     let plain = Collector::start(&server, &["redisson_rwlock*"]);
-    assert_eq!(
-        ok(&mut c, &["CONFIG", "GET", "rwlock.publish"]),
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.publish".to_vec()),
-            Value::BulkString(b"auto".to_vec()),
-        ])
-    );
+    assert_eq!(config_value(&mut c, "rwlock.publish"), "auto");
     // auto without cluster mode: PUBLISH.
     ok(&mut c, &["RWLOCK.WRITE", "P", "u:1", "30000"]);
     ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "WRITE"]);
@@ -388,9 +338,10 @@ fn publish_config_chooses_publish_or_spublish() {
         events_str(&plain.sync(&mut c)),
         vec![("redisson_rwlock:{P}".to_string(), "1".to_string())]
     );
-    ok(&mut c, &["CONFIG", "SET", "rwlock.publish", "spublish"]);
-    ok(&mut c, &["RWLOCK.READ", "P", "u:1", "30000"]);
-    ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "READ"]);
+    ok_all(
+        &mut c,
+        "CONFIG SET rwlock.publish spublish; RWLOCK.READ P u:1 30000; RWLOCK.UNLOCK P u:1 READ",
+    );
     let push = next_push(&mut sharded);
     assert_eq!(push[0], Value::BulkString(b"smessage".to_vec()));
     assert_eq!(push[1], Value::BulkString(b"redisson_rwlock:{P}".to_vec()));
@@ -399,22 +350,17 @@ fn publish_config_chooses_publish_or_spublish() {
         plain.sync(&mut c).is_empty(),
         "no plain PUBLISH in spublish mode"
     );
-    ok(&mut c, &["CONFIG", "SET", "rwlock.publish", "publish"]);
-    ok(&mut c, &["RWLOCK.FORCEUNLOCK", "P"]);
-    ok(&mut c, &["RWLOCK.UNLOCK", "P", "u:1", "READ"]);
+    ok_all(
+        &mut c,
+        "CONFIG SET rwlock.publish publish; RWLOCK.FORCEUNLOCK P; RWLOCK.UNLOCK P u:1 READ",
+    );
     assert_eq!(
         events_str(&plain.sync(&mut c)),
         vec![("redisson_rwlock:{P}".to_string(), "0".to_string())]
     );
     let err = err(&mut c, &["CONFIG", "SET", "rwlock.fairness", "lifo"]);
     assert!(err.contains("fairness"), "{err}");
-    assert_eq!(
-        ok(&mut c, &["CONFIG", "GET", "rwlock.fairness"]),
-        Value::Array(vec![
-            Value::BulkString(b"rwlock.fairness".to_vec()),
-            Value::BulkString(b"none".to_vec()),
-        ])
-    );
+    assert_eq!(config_value(&mut c, "rwlock.fairness"), "none");
 }
 
 #[test]
@@ -446,30 +392,23 @@ fn module_arguments_set_configs_at_load() {
 
 #[test]
 fn leases_run_out_without_unlock() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "X", "u1:1", "50"]);
     assert!(int(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]) > 0);
     sleep(Duration::from_millis(80));
-    assert_eq!(ok(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]), Value::Nil);
+    expect_reply(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"], Value::Nil);
 }
 
 #[test]
 fn commands_work_in_multi_and_scripts_and_declare_their_key() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    let replies: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.READ")
-        .arg("M")
-        .arg("u:1")
-        .arg("30000")
-        .cmd("RWLOCK.WRITE")
-        .arg("M")
-        .arg("u:2")
-        .arg("30000")
-        .query(&mut c)
-        .expect("MULTI/EXEC");
+    let (_server, mut c) = Server::started(&[]);
+    let replies = in_one_turn(
+        &mut c,
+        &[
+            &["RWLOCK.READ", "M", "u:1", "30000"],
+            &["RWLOCK.WRITE", "M", "u:2", "30000"],
+        ],
+    );
     assert_eq!(replies[0], Value::Nil);
     assert!(matches!(replies[1], Value::Int(t) if near(t, 30_000)));
     let script = "return redis.call('rwlock.unlock', KEYS[1], ARGV[1], 'READ')";
@@ -494,21 +433,16 @@ fn commands_work_in_multi_and_scripts_and_declare_their_key() {
             &[Value::Int(1), Value::Int(1), Value::Int(1)]
         );
     }
-    let keys: Vec<String> = redis::cmd("COMMAND")
-        .arg("GETKEYS")
-        .arg("RWLOCK.WRITE")
-        .arg("lock-key")
-        .arg("u")
-        .arg("1")
-        .query(&mut c)
-        .expect("GETKEYS");
+    let keys: Vec<String> = query(
+        &mut c,
+        &["COMMAND", "GETKEYS", "RWLOCK.WRITE", "lock-key", "u", "1"],
+    );
     assert_eq!(keys, vec!["lock-key"]);
 }
 
 #[test]
 fn braced_lock_names_keep_their_hash_tag() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "{t}:a", "u:1", "30000"]);
     let mut keys: Vec<String> = all_keys(&mut c).into_iter().collect();
     keys.sort();
@@ -641,12 +575,8 @@ fn watch_sees_the_writes_and_only_the_writes() {
 /// must never let a change to one lease key show in another.
 #[test]
 fn lease_keys_share_their_value_but_never_its_changes() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut c)
-        .expect("INFO");
+    let (_server, mut c) = Server::started(&[]);
+    let info = reply_text(&mut c, &["INFO", "server"]);
     // Valkey and Redis 8 copy a value they store (each keeps its key name
     // inside it); Redis 7 shares it.
     let redis_major = info
@@ -706,8 +636,7 @@ fn lease_keys_share_their_value_but_never_its_changes() {
 #[test]
 fn names_past_the_interned_table_stay_exact() {
     const LOCKS: usize = 1024;
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     enable_keyspace_events(&mut c);
     let events = Collector::start(&server, &["__keyevent@0__:del", "redisson_rwlock*"]);
     events.sync(&mut c);
@@ -740,7 +669,7 @@ fn names_past_the_interned_table_stay_exact() {
             .collect::<std::collections::HashSet<_>>();
         let expected: std::collections::HashSet<_> = match mode {
             "READ" => (0..LOCKS)
-                .map(|i| common::timeout_key(&lock(i), &owner(i), 1))
+                .map(|i| testkit::timeout_key(&lock(i), &owner(i), 1))
                 .collect(),
             _ => Default::default(),
         };
@@ -769,11 +698,11 @@ fn names_past_the_interned_table_stay_exact() {
             if mode == "READ" {
                 expected.push((
                     "__keyevent@0__:del".to_string(),
-                    common::timeout_key(&lock(i), &owner(i), 1),
+                    testkit::timeout_key(&lock(i), &owner(i), 1),
                 ));
             }
             expected.push(("__keyevent@0__:del".to_string(), lock(i)));
-            expected.push((common::channel(&lock(i)), message.to_string()));
+            expected.push((testkit::channel(&lock(i)), message.to_string()));
         }
         assert_eq!(events_str(&events.sync(&mut c)), expected, "{mode}");
     }

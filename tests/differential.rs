@@ -33,9 +33,6 @@
 //! (default 2000), `RWLOCK_DIFF_SEED` (base seed), `RWLOCK_DIFF_THREADS`
 //! (default 6), `RWLOCK_DIFF_REPLAY` (run only the sequence with that index).
 
-mod common;
-mod faultkit;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,9 +40,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{enable_keyspace_events, eval_lua, events_str, lua_dir, Collector, Server};
-use faultkit::Rng;
 use redis::{Connection, PubSub, Value};
+use testkit::{enable_keyspace_events, eval_lua, events_str, lua_dir, Collector, Rng, Server};
 
 const DEFAULT_SEQUENCES: usize = 2000;
 const DEFAULT_THREADS: usize = 6;
@@ -88,7 +84,7 @@ const MISSING_LUA: &str = "RWLOCK_REDISSON_LUA is not set to a directory: the di
 // ---------------------------------------------------------------------------
 
 fn sequence_seed(base: u64, index: usize) -> u64 {
-    Rng(base.wrapping_add(index as u64)).next()
+    Rng(base.wrapping_add(index as u64)).next_u64()
 }
 
 // ---------------------------------------------------------------------------
@@ -108,8 +104,8 @@ impl Names {
     fn new(name: &str) -> Names {
         Names {
             hash: name.to_string(),
-            prefix: common::prefix_of(name),
-            channel: common::channel(name),
+            prefix: testkit::prefix_of(name),
+            channel: testkit::channel(name),
         }
     }
 
@@ -817,53 +813,21 @@ impl<'a> Side<'a> {
 // Statistics
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Default, Clone)]
-struct Stats {
-    sequences: usize,
-    completed: usize,
-    abandoned: usize,
-    abandon_reports: Vec<String>,
-    ops: usize,
-    acquisitions: usize,
-    reentries: usize,
-    refusals: usize,
-    releases: usize,
-    expiry_ops: usize,
-    expired_keys: usize,
-    spec91: usize,
-    spec92: usize,
-    renew_lock_script: usize,
-    renew_read_script: usize,
-    own_lease_races: usize,
-    own_lease_del_module: usize,
-    own_lease_del_oracle: usize,
-    stalls_but_equal: usize,
-    guard_wait: Duration,
-    max_skew_ms: f64,
+testkit::counters! {
+    #[derive(Debug, Default, Clone)]
+    struct Stats {
+        sequences, completed, abandoned, ops, acquisitions, reentries, refusals, releases,
+        expiry_ops, expired_keys, spec91, spec92, renew_lock_script, renew_read_script,
+        own_lease_races, own_lease_del_module, own_lease_del_oracle, stalls_but_equal,
+    }
+    also { abandon_reports: Vec<String>, guard_wait: Duration, max_skew_ms: f64 }
 }
 
 impl Stats {
     fn merge(&mut self, o: &Stats) {
-        self.sequences += o.sequences;
-        self.completed += o.completed;
-        self.abandoned += o.abandoned;
+        self.add(o);
         self.abandon_reports
             .extend(o.abandon_reports.iter().take(3).cloned());
-        self.ops += o.ops;
-        self.acquisitions += o.acquisitions;
-        self.reentries += o.reentries;
-        self.refusals += o.refusals;
-        self.releases += o.releases;
-        self.expiry_ops += o.expiry_ops;
-        self.expired_keys += o.expired_keys;
-        self.spec91 += o.spec91;
-        self.spec92 += o.spec92;
-        self.renew_lock_script += o.renew_lock_script;
-        self.renew_read_script += o.renew_read_script;
-        self.own_lease_races += o.own_lease_races;
-        self.own_lease_del_module += o.own_lease_del_module;
-        self.own_lease_del_oracle += o.own_lease_del_oracle;
-        self.stalls_but_equal += o.stalls_but_equal;
         self.guard_wait += o.guard_wait;
         self.max_skew_ms = self.max_skew_ms.max(o.max_skew_ms);
     }
@@ -1442,34 +1406,38 @@ fn assert_meaningful(flavor: Flavor, stats: &Stats, line: &str) {
     }
 }
 
+/// `count` random sequences of `flavor` on the module and on the scripts,
+/// with lease indexes from the first lease when `indexed`; prints the
+/// summary (with `note`) and checks that the run exercised every path.
+fn differential(flavor: Flavor, count: usize, indexed: bool, note: &str) {
+    let started = Instant::now();
+    let stats = run_differential(flavor, count, indexed);
+    let line = summary(flavor, &stats, started.elapsed());
+    eprintln!("{line}{note}");
+    assert_meaningful(flavor, &stats, &line);
+}
+
 #[test]
 fn module_matches_redisson_scripts() {
-    let started = Instant::now();
     let count = env_number("RWLOCK_DIFF_SEQUENCES")
         .map(|n| n as usize)
         .unwrap_or(DEFAULT_SEQUENCES);
-    let stats = run_differential(Flavor::Plain, count, false);
-    let line = summary(Flavor::Plain, &stats, started.elapsed());
-    eprintln!("{line}");
-    assert_meaningful(Flavor::Plain, &stats, &line);
+    differential(Flavor::Plain, count, false, "");
 }
 
 #[test]
 fn module_matches_redisson_scripts_braced_names() {
-    let started = Instant::now();
-    let stats = run_differential(Flavor::Braced, BRACED_SEQUENCES, false);
-    let line = summary(Flavor::Braced, &stats, started.elapsed());
-    eprintln!("{line}");
-    assert_meaningful(Flavor::Braced, &stats, &line);
+    differential(Flavor::Braced, BRACED_SEQUENCES, false, "");
 }
 
 #[test]
 fn module_matches_redisson_scripts_with_lease_indexes() {
-    let started = Instant::now();
-    let stats = run_differential(Flavor::Plain, INDEXED_SEQUENCES, true);
-    let line = summary(Flavor::Plain, &stats, started.elapsed());
-    eprintln!("{line} [lease indexes from the first lease]");
-    assert_meaningful(Flavor::Plain, &stats, &line);
+    differential(
+        Flavor::Plain,
+        INDEXED_SEQUENCES,
+        true,
+        " [lease indexes from the first lease]",
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1478,6 +1446,20 @@ fn module_matches_redisson_scripts_with_lease_indexes() {
 
 fn pttl(conn: &mut Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
+}
+
+/// Runs `script` (name, keys, arguments) on the oracle and `command` on
+/// the module; each must reply `expected`.
+fn on_both(
+    (oracle, module): (&mut Connection, &mut Connection),
+    (script, keys, args): (&str, &[&str], &[&str]),
+    command: &[&str],
+    expected: Reply,
+) {
+    let by_script = to_reply(eval_lua(oracle, script, keys, args));
+    assert_eq!(by_script, expected, "oracle {script} {args:?}");
+    let command: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+    assert_eq!(run_module(module, &command), expected, "module {command:?}");
 }
 
 fn lock_events(collector: &Collector, conn: &mut Connection) -> Vec<(String, String)> {
@@ -1506,47 +1488,28 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
     let (alive, crashed) = ("u1:1", "u2:7");
     let short = 300u64;
     // `alive` reads twice, `crashed` once, all with a short lease.
+    let short_ms = short.to_string();
     for owner in [alive, alive, crashed] {
-        let r = to_reply(eval_lua(
-            &mut co,
-            "read_lock",
-            &[&n.hash, &n.timeout_base(owner)],
-            &[&short.to_string(), owner, &format!("{owner}:write")],
-        ));
-        assert_eq!(r, Reply::Nil, "oracle read_lock {owner}");
-        let r = run_module(
-            &mut cm,
-            &[
-                "RWLOCK.READ".into(),
-                n.hash.clone(),
-                owner.into(),
-                short.to_string(),
-            ],
+        let write_field = format!("{owner}:write");
+        let keys = [&n.hash[..], &n.timeout_base(owner)];
+        on_both(
+            (&mut co, &mut cm),
+            ("read_lock", &keys, &[&short_ms, owner, &write_field]),
+            &["RWLOCK.READ", &n.hash, owner, &short_ms],
+            Reply::Nil,
         );
-        assert_eq!(r, Reply::Nil, "module RWLOCK.READ {owner}");
     }
     lock_events(&col_o, &mut co);
     lock_events(&col_m, &mut cm);
 
     // The watchdog of `alive` renews for 60 s.
     let lease = "60000";
-    let r = to_reply(eval_lua(
-        &mut co,
-        "read_renew",
-        &[&n.hash, &n.prefix],
-        &[lease, alive],
-    ));
-    assert_eq!(r, Reply::Int(1), "oracle read_renew");
-    let r = run_module(
-        &mut cm,
-        &[
-            "RWLOCK.RENEW".into(),
-            n.hash.clone(),
-            alive.into(),
-            lease.into(),
-        ],
+    on_both(
+        (&mut co, &mut cm),
+        ("read_renew", &[&n.hash, &n.prefix], &[lease, alive]),
+        &["RWLOCK.RENEW", &n.hash, alive, lease],
+        Reply::Int(1),
     );
-    assert_eq!(r, Reply::Int(1), "module RWLOCK.RENEW");
 
     let alive_keys = [
         format!("{}:2", n.timeout_base(alive)),
@@ -1658,32 +1621,38 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
 /// the generator is SplitMix64 as published (so seeds replay anywhere).
 #[test]
 fn helpers_follow_spec_names_and_splitmix64() {
+    // Lock, prefix, channel, and U:57's first lease key.
+    for (lock, prefix, channel, lease_key) in [
+        (
+            "L",
+            "{L}",
+            "redisson_rwlock:{L}",
+            "{L}:U:57:rwlock_timeout:1",
+        ),
+        (
+            "{t}:a",
+            "{t}:a",
+            "redisson_rwlock:{t}:a",
+            "{t}:a:U:57:rwlock_timeout:1",
+        ),
+    ] {
+        let n = Names::new(lock);
+        assert_eq!(n.hash, lock);
+        assert_eq!(n.prefix, prefix);
+        assert_eq!(n.channel, channel);
+        assert_eq!(format!("{}:1", n.timeout_base("U:57")), lease_key);
+        assert!(n.owns_key(lease_key));
+    }
     let plain = Names::new("L");
-    assert_eq!(plain.hash, "L");
-    assert_eq!(plain.prefix, "{L}");
-    assert_eq!(plain.channel, "redisson_rwlock:{L}");
-    assert_eq!(
-        format!("{}:1", plain.timeout_base("U:57")),
-        "{L}:U:57:rwlock_timeout:1"
-    );
-    assert!(plain.owns_key("L") && plain.owns_key("{L}:U:57:rwlock_timeout:1"));
+    assert!(plain.owns_key("L"));
     assert!(!plain.owns_key("L1") && !plain.owns_key("{L1}:U:57:rwlock_timeout:1"));
-
     let braced = Names::new("{t}:a");
-    assert_eq!(braced.hash, "{t}:a");
-    assert_eq!(braced.prefix, "{t}:a");
-    assert_eq!(braced.channel, "redisson_rwlock:{t}:a");
-    assert_eq!(
-        format!("{}:1", braced.timeout_base("U:57")),
-        "{t}:a:U:57:rwlock_timeout:1"
-    );
-    assert!(braced.owns_key("{t}:a:U:57:rwlock_timeout:1"));
     assert!(!braced.owns_key("{t}:ab") && !braced.owns_key("{t}:b:U:57:rwlock_timeout:1"));
 
     // Reference values of SplitMix64 seeded with 0.
     let mut rng = Rng(0);
-    assert_eq!(rng.next(), 0xE220_A839_7B1D_CDAF);
-    assert_eq!(rng.next(), 0x6E78_9E6A_A1B9_65F4);
+    assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+    assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
     // A sequence is a function of its seed alone.
     let a: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();
     let b: Vec<String> = gen_steps(42).iter().map(|s| format!("{s:?}")).collect();

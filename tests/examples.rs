@@ -4,16 +4,12 @@
 //! pass them; the server's own state and counters are then checked apart
 //! from what the example reports.
 
-mod common;
-mod faultkit;
-
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{run_bounded, Server};
-use faultkit::{all_keys, rwlock_counter};
+use testkit::{all_keys, run_bounded, rwlock_counter, Server};
 
 /// Lines both examples print when their checks pass.
 const CHECKS: &[&str] = &[

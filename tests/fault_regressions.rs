@@ -1,14 +1,20 @@
 //! Regression tests for bugs the fault tests found.
 
-mod common;
-mod faultkit;
-
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
-use faultkit::{call, ok, wait_until, waiters};
 use redis::Value;
+use testkit::{call, in_one_turn, ok, query, reply_text, waiters, Call, Server};
+
+/// A server where w:1 holds L's write lock and r:1 waits for a read hold, its
+/// deadline `block_ms` away; DEBUG SLEEP can stretch a turn past it.
+fn reader_waiting_behind_a_writer(block_ms: &str) -> (Server, redis::Connection, Call) {
+    Server::with_waiter_on(
+        &["--enable-debug-command", "yes"],
+        &["RWLOCK.WRITE", "L", "w:1", "30000"],
+        &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", block_ms],
+    )
+}
 
 /// Found by the torture test on Redis 7.0: a waiter handed the lock and
 /// timed out in the same event-loop turn got no reply at all (Redis drops
@@ -18,41 +24,20 @@ use redis::Value;
 /// in one turn, stretched by DEBUG SLEEP past the deadline.
 #[test]
 fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
-    let server = Server::start(&["--enable-debug-command", "yes"]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
-    let mut w = server.conn();
-    let waiter = thread::spawn(move || {
-        let started = Instant::now();
-        let reply = call(
-            &mut w,
-            &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "100"],
-        );
-        (reply, started.elapsed())
-    });
-    wait_until(Duration::from_secs(10), "the waiter parked", || {
-        (waiters(&mut c) == 1).then_some(())
-    });
-    let mut tx = redis::pipe();
-    tx.atomic()
-        .cmd("RWLOCK.UNLOCK")
-        .arg("L")
-        .arg("w:1")
-        .arg("WRITE")
-        .cmd("DEBUG")
-        .arg("SLEEP")
-        .arg("0.3");
-    let replies: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
+    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("100");
+    let replies = in_one_turn(
+        &mut c,
+        &[
+            &["RWLOCK.UNLOCK", "L", "w:1", "WRITE"],
+            &["DEBUG", "SLEEP", "0.3"],
+        ],
+    );
     assert_eq!(replies[0], Value::Int(1), "the writer released");
     let (reply, waited) = waiter.join().expect("waiter thread");
     let reply = reply.unwrap_or_else(|e| panic!("the waiter got no reply ({e}) after {waited:?}"));
     // The handoff ran first: the waiter holds the lock and is told so.
     assert_eq!(reply, Value::Nil, "after {waited:?}");
-    let held: Option<String> = redis::cmd("HGET")
-        .arg("L")
-        .arg("r:1")
-        .query(&mut c)
-        .expect("HGET");
+    let held: Option<String> = query(&mut c, &["HGET", "L", "r:1"]);
     assert_eq!(held.as_deref(), Some("1"));
     assert_eq!(waiters(&mut c), 0);
 }
@@ -62,32 +47,18 @@ fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
 /// released in the same turn.
 #[test]
 fn a_waiter_whose_timeout_passed_first_holds_nothing() {
-    let server = Server::start(&["--enable-debug-command", "yes"]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
-    let mut w = server.conn();
-    let waiter =
-        thread::spawn(move || call(&mut w, &["RWLOCK.READ", "L", "r:1", "30000", "BLOCK", "50"]));
-    wait_until(Duration::from_secs(10), "the waiter parked", || {
-        (waiters(&mut c) == 1).then_some(())
-    });
+    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("50");
     // Past the waiter's deadline, then a release in one turn.
-    let mut tx = redis::pipe();
-    tx.atomic()
-        .cmd("DEBUG")
-        .arg("SLEEP")
-        .arg("0.2")
-        .cmd("RWLOCK.UNLOCK")
-        .arg("L")
-        .arg("w:1")
-        .arg("WRITE");
-    let _: Vec<Value> = tx.query(&mut c).expect("MULTI/EXEC");
-    let reply = waiter.join().expect("waiter thread").expect("a reply");
-    let held: Option<String> = redis::cmd("HGET")
-        .arg("L")
-        .arg("r:1")
-        .query(&mut c)
-        .expect("HGET");
+    in_one_turn(
+        &mut c,
+        &[
+            &["DEBUG", "SLEEP", "0.2"],
+            &["RWLOCK.UNLOCK", "L", "w:1", "WRITE"],
+        ],
+    );
+    let (reply, _) = waiter.join().expect("waiter thread");
+    let reply = reply.expect("a reply");
+    let held: Option<String> = query(&mut c, &["HGET", "L", "r:1"]);
     match reply {
         // The timer fired before the release ran: refused, and not holding.
         Value::Int(pttl) => {
@@ -108,18 +79,10 @@ fn a_waiter_whose_timeout_passed_first_holds_nothing() {
 /// handoff now waits for the pause to end.
 #[test]
 fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "P", "w:1", "50"]);
-    let mut w = server.conn();
-    let waiter = thread::spawn(move || {
-        let started = Instant::now();
-        let reply = call(&mut w, &["RWLOCK.WRITE", "P", "w:2", "30000", "BLOCK", "0"]);
-        (reply, started.elapsed())
-    });
-    wait_until(Duration::from_secs(10), "the waiter parked", || {
-        (waiters(&mut c) == 1).then_some(())
-    });
+    let (_server, mut c, waiter) = Server::with_waiter(
+        &["RWLOCK.WRITE", "P", "w:1", "50"],
+        &["RWLOCK.WRITE", "P", "w:2", "30000", "BLOCK", "0"],
+    );
     ok(&mut c, &["CLIENT", "PAUSE", "300", "WRITE"]);
     // The lease ends during the pause; the server must live through it.
     thread::sleep(Duration::from_millis(400));
@@ -129,13 +92,9 @@ fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
         waited >= Duration::from_millis(250),
         "served during the pause, after {waited:?}"
     );
-    let held: Option<String> = redis::cmd("HGET")
-        .arg("P")
-        .arg("w:2:write")
-        .query(&mut c)
-        .expect("HGET");
+    let held: Option<String> = query(&mut c, &["HGET", "P", "w:2:write"]);
     assert_eq!(held.as_deref(), Some("1"));
-    let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
+    let pong = reply_text(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
 }
 

@@ -1,21 +1,12 @@
 //! Tests of the test harness itself, against plain redis-server (no module),
 //! so they pass before the module exists.
 
-mod common;
-
-use common::{enable_keyspace_events, events_on, events_str, Collector, Server};
 use redis::Commands;
 use std::time::Duration;
-
-fn pid_alive(pid: u32) -> bool {
-    std::process::Command::new("kill")
-        .arg("-0")
-        .arg(pid.to_string())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+use testkit::{
+    config_value, enable_keyspace_events, events_on, events_str, pid_alive, query, Collector,
+    Server,
+};
 
 #[test]
 fn plain_server_set_get() {
@@ -28,30 +19,15 @@ fn plain_server_set_get() {
     assert!(server.url().contains(&server.port.to_string()));
     assert!(server.log().contains("Ready to accept connections"));
     // Defaults applied: no persistence.
-    let save: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("save")
-        .query(&mut conn)
-        .expect("CONFIG GET save");
-    assert_eq!(save, vec!["save".to_string(), String::new()]);
+    assert_eq!(config_value(&mut conn, "save"), "");
 }
 
 #[test]
 fn extra_args_override_defaults() {
     let server = Server::start_plain(&["--appendonly", "yes", "--hz", "50"]);
     let mut conn = server.conn();
-    let aof: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("appendonly")
-        .query(&mut conn)
-        .expect("CONFIG GET appendonly");
-    assert_eq!(aof[1], "yes");
-    let hz: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("hz")
-        .query(&mut conn)
-        .expect("CONFIG GET hz");
-    assert_eq!(hz[1], "50");
+    assert_eq!(config_value(&mut conn, "appendonly"), "yes");
+    assert_eq!(config_value(&mut conn, "hz"), "50");
 }
 
 #[test]
@@ -68,11 +44,7 @@ fn collector_sees_keyspace_event_and_publish() {
     assert!(collector.sync(&mut conn).is_empty());
 
     let _: () = conn.set("lockname", "1").expect("SET");
-    let n: i64 = redis::cmd("PUBLISH")
-        .arg("redisson_rwlock:x")
-        .arg("0")
-        .query(&mut conn)
-        .expect("PUBLISH");
+    let n: i64 = query(&mut conn, &["PUBLISH", "redisson_rwlock:x", "0"]);
     assert_eq!(n, 1);
     let _: () = conn.set("unrelated", "2").expect("SET");
 
@@ -129,11 +101,7 @@ fn collector_catch_all_pattern_hides_markers() {
     let server = Server::start_plain(&[]);
     let mut conn = server.conn();
     let collector = Collector::start(&server, &["*"]);
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg("a")
-        .arg("b")
-        .query(&mut conn)
-        .expect("PUBLISH");
+    let _: i64 = query(&mut conn, &["PUBLISH", "a", "b"]);
     for _ in 0..3 {
         let events = events_str(&collector.sync(&mut conn));
         // The marker channel also matches "*", but markers are never returned.

@@ -6,13 +6,11 @@
 //! and must agree on every reply, field and deadline. INFO shows the index
 //! kept, dropped on foreign writes and rebuilt.
 
-mod common;
-
 use std::thread;
 use std::time::Duration;
 
-use common::{eval_lua, lua_dir, Server};
 use redis::{Connection, Value};
+use testkit::{eval_lua, lua_dir, reply_text, Server};
 
 const LOCK: &str = "orders";
 const CHANNEL: &str = "redisson_rwlock:{orders}";
@@ -91,7 +89,7 @@ impl Pair {
             keys.sort();
             keys.into_iter()
                 .map(|k| {
-                    let kind: String = redis::cmd("TYPE").arg(&k).query(c).expect("TYPE");
+                    let kind = reply_text(c, &["TYPE", k.as_str()]);
                     let value = match kind.as_str() {
                         "hash" => {
                             let mut f: Vec<(String, String)> =
@@ -119,10 +117,7 @@ impl Pair {
     }
 
     fn indexes(&mut self) -> i64 {
-        let info: String = redis::cmd("INFO")
-            .arg("rwlock")
-            .query(&mut self.ci)
-            .expect("INFO");
+        let info = reply_text(&mut self.ci, &["INFO", "rwlock"]);
         info.lines()
             .find_map(|l| l.strip_prefix("rwlock_lease_indexes:"))
             .and_then(|v| v.trim().parse().ok())

@@ -4,14 +4,12 @@
 //! later, a replica reconnecting into the backlog, the AOF switched on, the
 //! RDB save points, keyspace events switched on.
 
-mod common;
-mod faultkit;
-
 use std::time::Duration;
 
-use common::{events_str, Collector, Server};
-use faultkit::{info_field, ok, snapshot, wait_replica, wait_until};
 use redis::{Connection, Value};
+use testkit::{
+    events_str, info_field, ok, query, snapshot, wait_replica, wait_until, Collector, Server,
+};
 
 const WAIT_UP_TO: Duration = Duration::from_secs(10);
 
@@ -84,18 +82,8 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
         .and_then(|v| v.parse().ok())
         .expect("sync_partial_ok");
     // Stop the replica's link, write while it is away, let it reconnect.
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("repl-timeout")
-        .arg("60")
-        .query(&mut r)
-        .expect("CONFIG SET");
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("replica")
-        .query(&mut m)
-        .expect("CLIENT KILL");
+    let _: () = query(&mut r, &["CONFIG", "SET", "repl-timeout", "60"]);
+    let killed: i64 = query(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]);
     assert_eq!(killed, 1);
     writes(&mut m, "2");
     wait_replica(&mut m);
@@ -116,15 +104,9 @@ fn a_replica_back_from_a_broken_link_gets_the_writes_from_the_backlog() {
 
 #[test]
 fn the_aof_switched_on_at_run_time_holds_every_write() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     writes(&mut c, "1");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendonly")
-        .arg("yes")
-        .query(&mut c)
-        .expect("CONFIG SET appendonly yes");
+    let _: () = query(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
     wait_until(WAIT_UP_TO, "the AOF rewrite", || {
         (info_field(&mut c, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut c, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
@@ -133,12 +115,7 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
     });
     writes(&mut c, "2");
     let before = snapshot(&mut c);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("always")
-        .query(&mut c)
-        .expect("CONFIG SET appendfsync");
+    let _: () = query(&mut c, &["CONFIG", "SET", "appendfsync", "always"]);
     ok(&mut c, &["RWLOCK.WRITE", "last", "a:1", "60000"]);
     let before = {
         let mut b = before;
@@ -155,8 +132,7 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
 
 #[test]
 fn module_writes_count_towards_save_points() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let changes = |c: &mut Connection| -> i64 {
         info_field(c, "persistence", "rdb_changes_since_last_save")
             .and_then(|v| v.parse().ok())
@@ -173,16 +149,10 @@ fn module_writes_count_towards_save_points() {
 
 #[test]
 fn keyspace_events_switched_on_at_run_time_are_raised() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.READ", "L", "a:1", "60000"]);
     let collector = Collector::start(&server, &["__keyevent@0__:*"]);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Eh")
-        .query(&mut c)
-        .expect("CONFIG SET notify-keyspace-events");
+    let _: () = query(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Eh"]);
     ok(&mut c, &["RWLOCK.READ", "L", "b:1", "60000"]);
     // Hash events only: the class configured.
     let got = events_str(&collector.sync(&mut c));

@@ -2,20 +2,16 @@
 //! command docs (`COMMAND DOCS`, `COMMAND INFO`, `MODULE LIST`) and how
 //! `RWLOCK.INFO` reads in redis-cli with RESP2 and RESP3.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::thread;
 
-use common::Server;
-use faultkit::{call, ok, wait_for_waiters};
 use redis::{Connection, Value};
+use testkit::{call, expect_reply, in_one_turn, ok, ok_all, reply_text, wait_for_waiters, Server};
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
 fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
-    let text: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
+    let text = reply_text(conn, &["INFO", section]);
     text.lines()
         .filter_map(|l| l.strip_prefix("rwlock_"))
         .map(|l| {
@@ -30,24 +26,22 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn info_rwlock_counts_every_outcome() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
     assert_eq!(all_zero.len(), 22, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
-    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "L", "a:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "L", "b:1", "30000"]);
+    ok_all(
+        &mut c,
+        "RWLOCK.READ L a:1 30000; RWLOCK.READ L a:1 30000; RWLOCK.READ L b:1 30000",
+    );
     // A writer refused at once, and inside MULTI, where BLOCK cannot wait.
     ok(&mut c, &["RWLOCK.WRITE", "L", "w:1", "30000"]);
-    let _: Vec<Value> = redis::pipe()
-        .atomic()
-        .cmd("RWLOCK.WRITE")
-        .arg(&["L", "w:1", "30000", "BLOCK", "0"])
-        .query(&mut c)
-        .expect("MULTI");
+    in_one_turn(
+        &mut c,
+        &[&["RWLOCK.WRITE", "L", "w:1", "30000", "BLOCK", "0"]],
+    );
     // Releases: one held, one not held.
     ok(&mut c, &["RWLOCK.UNLOCK", "L", "b:1", "READ"]);
     ok(&mut c, &["RWLOCK.UNLOCK", "L", "b:1", "READ"]);
@@ -56,9 +50,10 @@ fn info_rwlock_counts_every_outcome() {
     ok(&mut c, &["RWLOCK.RENEW", "L", "gone:1", "30000"]);
     // Write, write re-entry, write→read re-entry; an idempotent unlock and
     // its retry; a forced unlock that deletes and one that finds nothing.
-    ok(&mut c, &["RWLOCK.WRITE", "W", "w:1", "30000"]);
-    ok(&mut c, &["RWLOCK.WRITE", "W", "w:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "W", "w:1", "30000"]);
+    ok_all(
+        &mut c,
+        "RWLOCK.WRITE W w:1 30000; RWLOCK.WRITE W w:1 30000; RWLOCK.READ W w:1 30000",
+    );
     for _ in 0..2 {
         let reply = ok(
             &mut c,
@@ -74,8 +69,8 @@ fn info_rwlock_counts_every_outcome() {
         );
         assert_eq!(reply, Value::Int(0));
     }
-    assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(1));
-    assert_eq!(ok(&mut c, &["RWLOCK.FORCEUNLOCK", "W"]), Value::Int(0));
+    expect_reply(&mut c, &["RWLOCK.FORCEUNLOCK", "W"], Value::Int(1));
+    expect_reply(&mut c, &["RWLOCK.FORCEUNLOCK", "W"], Value::Int(0));
     // A plain lock, fenced, and its owner's re-entry: two tokens.
     for _ in 0..2 {
         ok(&mut c, &["LOCK.ACQUIRE", "P", "p:1", "30000", "FENCED"]);
@@ -144,22 +139,15 @@ fn info_rwlock_counts_every_outcome() {
 
 #[test]
 fn info_sections_are_named_and_selectable() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    let text: String = redis::cmd("INFO")
-        .arg("rwlock")
-        .query(&mut c)
-        .expect("INFO");
+    let (_server, mut c) = Server::started(&[]);
+    let text = reply_text(&mut c, &["INFO", "rwlock"]);
     let headers: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
     assert_eq!(headers, vec!["# rwlock_locks", "# rwlock_waiting"]);
     let locks = info(&mut c, "rwlock_locks");
     assert!(locks.contains_key("read_acquired") && !locks.contains_key("waiters"));
     let waiting = info(&mut c, "rwlock_waiting");
     assert!(waiting.contains_key("waiters") && !waiting.contains_key("read_acquired"));
-    let everything: String = redis::cmd("INFO")
-        .arg("everything")
-        .query(&mut c)
-        .expect("INFO everything");
+    let everything = reply_text(&mut c, &["INFO", "everything"]);
     assert!(everything.contains("# rwlock_locks\r\nrwlock_read_acquired:0"));
 }
 
@@ -238,8 +226,7 @@ fn encoded(version: &str) -> i64 {
 
 #[test]
 fn command_docs_give_summary_arguments_and_since() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let syntax = [
         ("rwlock.read", "lock owner lease [BLOCK milliseconds]"),
         (
@@ -303,8 +290,7 @@ fn command_docs_give_summary_arguments_and_since() {
 
 #[test]
 fn command_info_gives_arity_flags_and_key_specs() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let expected = [
         (
             "rwlock.read",
@@ -374,8 +360,7 @@ fn command_info_gives_arity_flags_and_key_specs() {
 
 #[test]
 fn module_list_shows_the_crate_version() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
+    let (_server, mut c) = Server::started(&[]);
     let reply = ok(&mut c, &["MODULE", "LIST"]);
     // Valkey 9 lists its Lua engine as a module too.
     let module = list(&reply)
@@ -417,11 +402,12 @@ fn mask_ttls(rendered: &str) -> String {
 
 #[test]
 fn rwlock_info_reads_at_a_glance_in_redis_cli_resp2_and_resp3() {
-    let server = Server::start(&[]);
-    let mut c = server.conn();
-    ok(&mut c, &["RWLOCK.WRITE", "orders", "u1:1", "60000"]);
-    ok(&mut c, &["RWLOCK.READ", "orders", "u1:1", "30000"]);
-    ok(&mut c, &["RWLOCK.READ", "orders", "u1:1", "30000"]);
+    let (server, mut c) = Server::started(&[]);
+    ok_all(
+        &mut c,
+        "RWLOCK.WRITE orders u1:1 60000; RWLOCK.READ orders u1:1 30000; \
+         RWLOCK.READ orders u1:1 30000",
+    );
     let expected = "\
 1) mode
 2) \"write\"

@@ -6,18 +6,17 @@
 //! make a working 3-master cluster. What only an engine could check (the
 //! images themselves, the compose network) is not exercised here.
 
-mod common;
-mod faultkit;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{module_path, redis_server_bin, run_bounded, Server};
-use faultkit::{call, ok, pairs, rwlock_configs};
 use redis::{Connection, Value};
+use testkit::{
+    call, config_value, expect_reply, module_path, ok, pairs, redis_server_bin, reply_text,
+    run_bounded, rwlock_configs, Server,
+};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -33,7 +32,7 @@ fn read(path: &Path) -> String {
 
 /// A fresh empty directory under the system temp dir.
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(common::unique(&format!("rwlock-{tag}")));
+    let dir = std::env::temp_dir().join(testkit::unique(&format!("rwlock-{tag}")));
     fs::create_dir_all(&dir).expect("create temp dir");
     dir
 }
@@ -129,10 +128,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         format!("{modules:?}").contains(&copied_str),
         "loaded from the copy: {modules:?}"
     );
-    assert_eq!(
-        ok(&mut c, &["RWLOCK.WRITE", "L", "u:1", "30000"]),
-        Value::Nil
-    );
+    expect_reply(&mut c, &["RWLOCK.WRITE", "L", "u:1", "30000"], Value::Nil);
     drop(c);
     drop(server);
 
@@ -152,12 +148,11 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("rwlock.publish", "auto"),
         ])
     );
-    let hz: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("hz")
-        .query(&mut c)
-        .expect("CONFIG GET hz");
-    assert_eq!(hz[1], "20", "the entrypoint passes redis-server options on");
+    assert_eq!(
+        config_value(&mut c, "hz"),
+        "20",
+        "the entrypoint passes redis-server options on"
+    );
     drop(c);
     drop(server);
 
@@ -266,7 +261,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
     }
     let mut conns: Vec<Connection> = nodes.iter().map(Server::conn).collect();
     for c in &mut conns {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(c).expect("INFO");
+        let info = reply_text(c, &["CLUSTER", "INFO"]);
         assert!(info.contains("cluster_state:ok"), "{info}");
         assert!(info.contains("cluster_size:3"), "{info}");
     }
@@ -291,7 +286,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
         );
         // publish=auto in cluster mode: the release goes out with SPUBLISH
         // on the lock's own shard channel.
-        let channel = common::channel(lock);
+        let channel = testkit::channel(lock);
         let mut sub = nodes[owner].conn();
         ok(&mut sub, &["SSUBSCRIBE", &channel]);
         assert_eq!(

@@ -18,16 +18,12 @@
 //! Seeded: `RWLOCK_TEST_SEED` replays a run. `RWLOCK_PERSISTENCE_ROUNDS`
 //! sets the number of crash rounds (default 3).
 
-mod common;
-mod faultkit;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{latch_key, timeout_key, Server};
-use faultkit::{env_usize, flatten, seed, wall_us, Rng};
 use redis::{Connection, Value};
+use testkit::{env_usize, flatten, latch_key, seed, timeout_key, wall_us, Rng, Server};
 
 const WORKERS: usize = 4;
 const LOCKS_PER_WORKER: usize = 3;
@@ -121,7 +117,7 @@ fn transact(
 ) -> redis::RedisResult<Ack> {
     let mut pipe = redis::pipe();
     pipe.atomic();
-    pipe.add_command(faultkit::cmd_of(args));
+    pipe.add_command(testkit::cmd_of(args));
     pipe.cmd("HGETALL").arg(lock);
     for key in lock_keys(lock) {
         pipe.cmd("PEXPIRETIME").arg(key);
@@ -359,7 +355,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             .into_iter()
             .enumerate()
             .map(|(w, conn)| {
-                let wrng = Rng(rng.next());
+                let wrng = Rng(rng.next_u64());
                 let serial = serials[w];
                 thread::spawn(move || worker(conn, w, wrng, serial))
             })
@@ -449,7 +445,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             );
             expected_keys.insert(l.key.clone());
         }
-        let keys: BTreeSet<String> = faultkit::all_keys(&mut conn).into_iter().collect();
+        let keys: BTreeSet<String> = testkit::all_keys(&mut conn).into_iter().collect();
         let extra: Vec<&String> = keys
             .iter()
             .filter(|k| !expected_keys.contains(*k) && !pending_latches.contains(*k))
@@ -470,7 +466,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
                     l.args,
                     l.reply
                 );
-                let again = faultkit::call(&mut conn, &l.args).expect("retried unlock");
+                let again = testkit::call(&mut conn, &l.args).expect("retried unlock");
                 assert_eq!(again, Value::Int(stored), "retry of {:?}", l.args);
             }
         }

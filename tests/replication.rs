@@ -8,15 +8,13 @@
 //! The workloads are random but seeded (`RWLOCK_TEST_SEED` overrides the seed;
 //! the seed is printed so that a failure can be replayed).
 
-mod common;
-mod faultkit;
-
-use common::{Collector, Server};
-use faultkit::{diff, info_field, seed, snapshot, wait_replica, Bytes, Rng, Snapshot};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
+use testkit::{
+    diff, info_field, ok, seed, snapshot, wait_replica, Bytes, Collector, Rng, Server, Snapshot,
+};
 
 // ---------------------------------------------------------------------------
 // Local helpers
@@ -71,21 +69,18 @@ fn workload(conn: &mut redis::Connection, rng: &mut Rng, ops: usize) -> Stats {
         let lock = *rng.pick(LOCKS);
         let owner = *rng.pick(OWNERS);
         let lease = lease_for(rng, owner);
-        let mut cmd;
         let kind = rng.below(100);
-        let label = match kind {
-            0..=29 => {
-                cmd = redis::cmd("RWLOCK.READ");
-                cmd.arg(lock).arg(owner).arg(lease);
-                "acquire"
-            }
-            30..=47 => {
-                cmd = redis::cmd("RWLOCK.WRITE");
-                cmd.arg(lock).arg(owner).arg(lease);
-                "acquire"
-            }
+        // A command on the lock by the owner, for the lease.
+        let owned = |name: &str| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(lock).arg(owner).arg(lease);
+            cmd
+        };
+        let (cmd, label) = match kind {
+            0..=29 => (owned("RWLOCK.READ"), "acquire"),
+            30..=47 => (owned("RWLOCK.WRITE"), "acquire"),
             48..=77 => {
-                cmd = redis::cmd("RWLOCK.UNLOCK");
+                let mut cmd = redis::cmd("RWLOCK.UNLOCK");
                 cmd.arg(lock)
                     .arg(owner)
                     .arg(if kind < 63 { "READ" } else { "WRITE" });
@@ -110,15 +105,11 @@ fn workload(conn: &mut redis::Connection, rng: &mut Rng, ops: usize) -> Stats {
                 }
                 stats.with_lease += u32::from(lease_opt);
                 stats.with_request += u32::from(request_opt);
-                "unlock"
+                (cmd, "unlock")
             }
-            78..=89 => {
-                cmd = redis::cmd("RWLOCK.RENEW");
-                cmd.arg(lock).arg(owner).arg(lease);
-                "renew"
-            }
+            78..=89 => (owned("RWLOCK.RENEW"), "renew"),
             90..=94 => {
-                cmd = redis::cmd("RWLOCK.FORCEUNLOCK");
+                let mut cmd = redis::cmd("RWLOCK.FORCEUNLOCK");
                 cmd.arg(lock);
                 match rng.below(3) {
                     0 => {}
@@ -129,12 +120,12 @@ fn workload(conn: &mut redis::Connection, rng: &mut Rng, ops: usize) -> Stats {
                         cmd.arg("WRITE");
                     }
                 }
-                "force"
+                (cmd, "force")
             }
             _ => {
-                cmd = redis::cmd("RWLOCK.INFO");
+                let mut cmd = redis::cmd("RWLOCK.INFO");
                 cmd.arg(lock);
-                "info"
+                (cmd, "info")
             }
         };
         let reply: redis::Value = cmd
@@ -276,15 +267,26 @@ fn expect_readonly(conn: &mut redis::Connection, args: &[&str]) {
 // Master and replica
 // ---------------------------------------------------------------------------
 
-#[test]
-fn replica_with_module_reproduces_state_and_deadlines() {
-    let (master, replica) = start_replica_pair(false);
+/// A master and its replica (one without the module when
+/// `replica_without_module`), connected to, after `ops` random commands on
+/// the master that the replica is checked to reproduce; and the generator.
+fn replicated(
+    replica_without_module: bool,
+    default_seed: u64,
+    ops: usize,
+) -> (Server, Server, redis::Connection, redis::Connection, Rng) {
+    let (master, replica) = start_replica_pair(replica_without_module);
     let mut m = master.conn();
     let mut r = replica.conn();
-    let mut rng = Rng(seed(0x5EED_0001));
-
-    workload(&mut m, &mut rng, 400);
+    let mut rng = Rng(seed(default_seed));
+    workload(&mut m, &mut rng, ops);
     assert_replica_matches(&mut m, &mut r);
+    (master, replica, m, r, rng)
+}
+
+#[test]
+fn replica_with_module_reproduces_state_and_deadlines() {
+    let (_master, _replica, mut m, mut r, mut rng) = replicated(false, 0x5EED_0001, 400);
 
     // A second round on top of the first: same again.
     workload(&mut m, &mut rng, 200);
@@ -312,14 +314,8 @@ fn replica_with_module_reproduces_state_and_deadlines() {
         "replica after",
     );
     for lock in LOCKS {
-        let info_r: redis::Value = redis::cmd("RWLOCK.INFO")
-            .arg(*lock)
-            .query(&mut r)
-            .expect("RWLOCK.INFO on the replica");
-        let info_m: redis::Value = redis::cmd("RWLOCK.INFO")
-            .arg(*lock)
-            .query(&mut m)
-            .expect("RWLOCK.INFO on the master");
+        let info_r = ok(&mut r, &["RWLOCK.INFO", lock]);
+        let info_m = ok(&mut m, &["RWLOCK.INFO", lock]);
         // Same mode (the TTLs are relative, hence not compared).
         let mode = |v: &redis::Value| match v {
             redis::Value::Array(items) => items.get(1).cloned(),
@@ -333,12 +329,7 @@ fn replica_with_module_reproduces_state_and_deadlines() {
 #[test]
 fn replica_without_module_applies_the_stream() {
     // SPEC 6: a replica never needs the module to apply the stream.
-    let (master, replica) = start_replica_pair(true);
-    let mut m = master.conn();
-    let mut r = replica.conn();
-    let mut rng = Rng(seed(0x5EED_0002));
-    workload(&mut m, &mut rng, 400);
-    assert_replica_matches(&mut m, &mut r);
+    replicated(true, 0x5EED_0002, 400);
 }
 
 #[test]
@@ -378,9 +369,9 @@ fn lock_messages_reach_subscribers_on_the_replica() {
     // WAIT: the replica has applied the stream, PUBLISH included; its
     // subscriber then has the messages before the collector's marker.
     wait_replica(&mut m);
-    let got = common::events_str(&on_replica.sync(&mut r));
+    let got = testkit::events_str(&on_replica.sync(&mut r));
     assert_eq!(got, expected, "messages received on the replica");
-    let got = common::events_str(&on_master.sync(&mut m));
+    let got = testkit::events_str(&on_master.sync(&mut m));
     assert_eq!(got, expected, "messages received on the master");
 }
 

@@ -3,14 +3,10 @@
 //! owner's hold; replies, INFO and the server log carry nothing of other
 //! owners beyond what RWLOCK.INFO is documented to show.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeSet;
 
-use common::Server;
-use faultkit::{call, diff, ok, snapshot, Snapshot};
 use redis::{Connection, Value};
+use testkit::{call, diff, expect_reply, ok, ok_all, reply_text, snapshot, Server, Snapshot};
 
 const SECRET_OWNER: &str = "SECRET-OWNER-7f3a:1";
 const SECRET_VALUE: &str = "SECRET-VALUE-91c2";
@@ -43,31 +39,12 @@ fn expect_noperm(c: &mut Connection, args: &[&str]) {
     }
 }
 
-/// Every command on `lock`, each well-formed.
+/// Every command on `lock`, each well-formed, a blocking one too.
 fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
-    let calls: [&[&str]; 9] = [
-        &["RWLOCK.READ", lock, owner, "30000"],
-        &["RWLOCK.WRITE", lock, owner, "30000"],
-        &["RWLOCK.READ", lock, owner, "30000", "BLOCK", "0"],
-        &["RWLOCK.UNLOCK", lock, owner, "READ"],
-        &[
-            "RWLOCK.UNLOCK",
-            lock,
-            owner,
-            "WRITE",
-            "REQUEST",
-            "r1",
-            "60000",
-        ],
-        &["RWLOCK.RENEW", lock, owner, "30000"],
-        &["RWLOCK.FORCEUNLOCK", lock],
-        &["RWLOCK.FORCEUNLOCK", lock, "WRITE"],
-        &["RWLOCK.INFO", lock],
-    ];
+    let blocking = ["RWLOCK.READ", lock, owner, "30000", "BLOCK", "0"];
+    let mut calls = testkit::every_command(lock, owner);
+    calls.push(blocking.map(str::to_string).to_vec());
     calls
-        .iter()
-        .map(|c| c.iter().map(|s| s.to_string()).collect())
-        .collect()
 }
 
 /// Another application's lock, held by its owner, with a reader's timeout
@@ -130,22 +107,26 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
     let mut app = conn_as(&server, "app", "app-pw");
 
     // Its own locks work.
-    assert_eq!(
-        ok(&mut app, &["RWLOCK.WRITE", "app:orders", "a:1", "30000"]),
-        Value::Nil
+    expect_reply(
+        &mut app,
+        &["RWLOCK.WRITE", "app:orders", "a:1", "30000"],
+        Value::Nil,
     );
-    assert_eq!(
-        ok(&mut app, &["RWLOCK.READ", "app:orders", "a:1", "30000"]),
-        Value::Nil
+    expect_reply(
+        &mut app,
+        &["RWLOCK.READ", "app:orders", "a:1", "30000"],
+        Value::Nil,
     );
     ok(&mut app, &["RWLOCK.INFO", "app:orders"]);
-    assert_eq!(
-        ok(&mut app, &["RWLOCK.UNLOCK", "app:orders", "a:1", "READ"]),
-        Value::Int(0)
+    expect_reply(
+        &mut app,
+        &["RWLOCK.UNLOCK", "app:orders", "a:1", "READ"],
+        Value::Int(0),
     );
-    assert_eq!(
-        ok(&mut app, &["RWLOCK.UNLOCK", "app:orders", "a:1", "WRITE"]),
-        Value::Int(1)
+    expect_reply(
+        &mut app,
+        &["RWLOCK.UNLOCK", "app:orders", "a:1", "WRITE"],
+        Value::Int(1),
     );
 
     // Every command on any other name is refused before it runs: locks of
@@ -183,9 +164,10 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
 
     // A command can be taken away from a user like any other.
     let mut noforce = conn_as(&server, "app-noforce", "pw");
-    assert_eq!(
-        ok(&mut noforce, &["RWLOCK.WRITE", "app:x", "a:1", "30000"]),
-        Value::Nil
+    expect_reply(
+        &mut noforce,
+        &["RWLOCK.WRITE", "app:x", "a:1", "30000"],
+        Value::Nil,
     );
     expect_noperm(&mut noforce, &["RWLOCK.FORCEUNLOCK", "app:x"]);
 
@@ -193,7 +175,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
     // create is derived from its own lock's name, and nothing of the other
     // application changed.
     let mut admin = server.conn();
-    let keys_before: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
+    let keys_before: BTreeSet<String> = testkit::all_keys(&mut admin).into_iter().collect();
     let tricky = [
         "}",
         "{other:orders}",
@@ -220,7 +202,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_locks() {
             );
         }
     }
-    let keys_after: BTreeSet<String> = faultkit::all_keys(&mut admin).into_iter().collect();
+    let keys_after: BTreeSet<String> = testkit::all_keys(&mut admin).into_iter().collect();
     let created: Vec<&String> = keys_after.difference(&keys_before).collect();
     assert!(!created.is_empty(), "the calls created no key");
     for k in &created {
@@ -245,10 +227,11 @@ fn a_non_owner_can_neither_unlock_nor_renew_a_hold() {
     let server = Server::start(&[]);
     let mut owner = server.conn();
     let mut other = server.conn();
-    ok(&mut owner, &["RWLOCK.WRITE", "W", "a:1", "600000"]);
-    ok(&mut owner, &["RWLOCK.READ", "W", "a:1", "600000"]);
-    ok(&mut owner, &["RWLOCK.READ", "R", "a:1", "600000"]);
-    ok(&mut owner, &["RWLOCK.READ", "R", "a:2", "600000"]);
+    ok_all(
+        &mut owner,
+        "RWLOCK.WRITE W a:1 600000; RWLOCK.READ W a:1 600000; \
+         RWLOCK.READ R a:1 600000; RWLOCK.READ R a:2 600000",
+    );
     let before = snapshot(&mut owner);
     for lock in ["W", "R"] {
         // Other owners, some of them close to the holder's name.
@@ -370,10 +353,7 @@ fn replies_info_and_log_tell_nothing_of_other_owners() {
             Err(e) => texts.push(format!("{args:?} -> {e}")),
         }
     }
-    let info: String = redis::cmd("INFO")
-        .arg("everything")
-        .query(&mut other)
-        .expect("INFO");
+    let info = reply_text(&mut other, &["INFO", "everything"]);
     texts.push(info);
     let log = server.log();
     texts.push(log);
@@ -387,7 +367,7 @@ fn replies_info_and_log_tell_nothing_of_other_owners() {
         }
     }
     // RWLOCK.INFO shows the owners, as documented, to whoever may read the key.
-    let info = faultkit::flatten(&ok(&mut other, &["RWLOCK.INFO", "S"]));
+    let info = testkit::flatten(&ok(&mut other, &["RWLOCK.INFO", "S"]));
     assert!(
         info.iter().any(|b| b.0 == SECRET_OWNER.as_bytes()),
         "{info:?}"

@@ -16,17 +16,16 @@
 //! `RWLOCK_FUZZ_RANDOM_SEEDS=n` adds n fresh ones, `RWLOCK_FUZZ_OPS` sets the
 //! operations per seed (default 1500).
 
-mod common;
-mod faultkit;
-
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{channel, lua_script, timeout_key, Server};
-use faultkit::{env_usize, parse_seed, wait_until, Rng};
 use redis::{Connection, Value};
+use testkit::{
+    channel, env_usize, lua_script, parse_seed, query, reply_text, timeout_key, wait_until, Rng,
+    Server, COMMANDS,
+};
 
 /// Locks that only module commands and Redisson's scripts touch.
 const CLEAN: [&str; 4] = ["C0", "C1", "{c}:2", "x{c}3"];
@@ -180,14 +179,7 @@ impl Fuzzer<'_> {
     }
 
     fn malformed_call(&mut self) -> Vec<Vec<u8>> {
-        let cmd = *self.rng.pick(&[
-            "RWLOCK.READ",
-            "RWLOCK.WRITE",
-            "RWLOCK.UNLOCK",
-            "RWLOCK.RENEW",
-            "RWLOCK.FORCEUNLOCK",
-            "RWLOCK.INFO",
-        ]);
+        let cmd = *self.rng.pick(&COMMANDS);
         let mut v = vec![cmd.as_bytes().to_vec()];
         for _ in 0..self.rng.below(8) {
             let t = self.token();
@@ -214,7 +206,7 @@ impl Fuzzer<'_> {
             self.recent.pop_front();
         }
         self.tally.ops += 1;
-        match faultkit::call(&mut self.conn, args) {
+        match testkit::call(&mut self.conn, args) {
             Ok(v) => {
                 self.tally.ok += 1;
                 Some(v)
@@ -248,14 +240,11 @@ impl Fuzzer<'_> {
                 .query(&mut conn)
                 .expect("SELECT");
         }
-        let id: i64 = redis::cmd("CLIENT")
-            .arg("ID")
-            .query(&mut conn)
-            .expect("CLIENT ID");
+        let id: i64 = query(&mut conn, &["CLIENT", "ID"]);
         let sent = args.clone();
         let handle = thread::spawn(move || {
             let started = Instant::now();
-            let reply = faultkit::call(&mut conn, &sent);
+            let reply = testkit::call(&mut conn, &sent);
             (reply, started.elapsed())
         });
         self.tally.waits += 1;
@@ -498,7 +487,7 @@ impl Fuzzer<'_> {
             let mut c = self.server.conn();
             let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("SELECT");
             for lock in CLEAN {
-                let kind: String = redis::cmd("TYPE").arg(lock).query(&mut c).expect("TYPE");
+                let kind = reply_text(&mut c, &["TYPE", lock]);
                 if kind == "none" {
                     continue;
                 }
@@ -586,9 +575,9 @@ fn seeds() -> Vec<u64> {
             parse_seed(l).unwrap_or_else(|| panic!("bad seed line {l:?} in {}", path.display()))
         })
         .collect();
-    let mut fresh = Rng(faultkit::wall_us() as u64);
+    let mut fresh = Rng(testkit::wall_us() as u64);
     for _ in 0..env_usize("RWLOCK_FUZZ_RANDOM_SEEDS", 0) {
-        seeds.push(fresh.next());
+        seeds.push(fresh.next_u64());
     }
     assert!(!seeds.is_empty(), "no seed in {}", path.display());
     seeds
@@ -602,7 +591,7 @@ fn fuzz_one(seed: u64, ops: usize) -> Tally {
         rng: Rng(seed),
         db: 0,
         waiters: Vec::new(),
-        lua: common::lua_dir().is_some(),
+        lua: testkit::lua_dir().is_some(),
         tally: Tally::default(),
         recent: VecDeque::new(),
         last: String::new(),
@@ -620,7 +609,7 @@ fn fuzz_one(seed: u64, ops: usize) -> Tally {
         if !f.waiters[i].handle.is_finished() {
             f.waiters[i].killed = true;
             let id = f.waiters[i].id.to_string();
-            let _ = faultkit::call(&mut f.conn, &["CLIENT", "KILL", "ID", id.as_str()]);
+            let _ = testkit::call(&mut f.conn, &["CLIENT", "KILL", "ID", id.as_str()]);
         }
     }
     f.reap(true);
@@ -629,12 +618,12 @@ fn fuzz_one(seed: u64, ops: usize) -> Tally {
         Duration::from_secs(10),
         "no waiter left in the module",
         || {
-            let waiting = faultkit::info_field(&mut c, "rwlock", "rwlock_waiters");
-            let locks = faultkit::info_field(&mut c, "rwlock", "rwlock_locks_with_waiters");
+            let waiting = testkit::info_field(&mut c, "rwlock", "rwlock_waiters");
+            let locks = testkit::info_field(&mut c, "rwlock", "rwlock_locks_with_waiters");
             (waiting.as_deref() == Some("0") && locks.as_deref() == Some("0")).then_some(())
         },
     );
-    let pong: String = redis::cmd("PING").query(&mut c).expect("PING");
+    let pong = reply_text(&mut c, &["PING"]);
     assert_eq!(pong, "PONG");
     let log = server.log();
     for bad in [

@@ -23,18 +23,14 @@
 //! `RWLOCK_TORTURE_BUDGET_S` size a run (defaults 64, 100000, 8, 120; `make
 //! torture` runs a bigger one); `RWLOCK_TEST_SEED` replays one.
 
-mod common;
-mod faultkit;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Server;
-use faultkit::{env_usize, seed, wall_us, Rng};
 use redis::{Connection, Value};
+use testkit::{env_usize, seed, wall_us, Rng, Server};
 
 /// Lease of lock i (ms): every client uses its lock's lease.
 const LEASES_MS: [i64; 4] = [50, 80, 120, 200];
@@ -163,40 +159,11 @@ impl Holds {
     }
 }
 
-#[derive(Default, Debug, Clone)]
-struct Stats {
-    ops: usize,
-    acquired: usize,
-    reentered: usize,
-    refused: usize,
-    blocked: usize,
-    block_granted: usize,
-    block_timed_out: usize,
-    renewed: usize,
-    renew_lost: usize,
-    unlocks: usize,
-    lapsed: usize,
-    lost_holds: usize,
-    abandoned: usize,
-    overslept: usize,
-}
-
-impl Stats {
-    fn add(&mut self, o: &Stats) {
-        self.ops += o.ops;
-        self.acquired += o.acquired;
-        self.reentered += o.reentered;
-        self.refused += o.refused;
-        self.blocked += o.blocked;
-        self.block_granted += o.block_granted;
-        self.block_timed_out += o.block_timed_out;
-        self.renewed += o.renewed;
-        self.renew_lost += o.renew_lost;
-        self.unlocks += o.unlocks;
-        self.lapsed += o.lapsed;
-        self.lost_holds += o.lost_holds;
-        self.abandoned += o.abandoned;
-        self.overslept += o.overslept;
+testkit::counters! {
+    #[derive(Default, Debug, Clone)]
+    struct Stats {
+        ops, acquired, reentered, refused, blocked, block_granted, block_timed_out, renewed,
+        renew_lost, unlocks, lapsed, lost_holds, abandoned, overslept,
     }
 }
 
@@ -255,8 +222,7 @@ impl Client {
         self.stats.ops += 1;
         let sent = wall_us();
         let lapsed = self.holds[lock].lapsed(sent);
-        let reply =
-            faultkit::call(&mut self.conn, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let reply = testkit::call(&mut self.conn, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         let recv = wall_us();
         self.history.push(Sent {
             owner: self.id,
@@ -629,9 +595,9 @@ fn torture_mutual_exclusion_from_client_logs() {
         .map(|id| {
             let client = Client {
                 id,
-                owner: format!("c{id}:{}", rng.next() % 1000),
+                owner: format!("c{id}:{}", rng.next_u64() % 1000),
                 conn: server.conn(),
-                rng: Rng(rng.next()),
+                rng: Rng(rng.next_u64()),
                 log: Vec::new(),
                 history: Vec::new(),
                 holds: (0..locks).map(|_| Holds::default()).collect(),
@@ -709,5 +675,5 @@ fn torture_mutual_exclusion_from_client_logs() {
     assert!(stats.block_granted > 0 && stats.block_timed_out > 0 && stats.reentered > 0);
     assert!(stats.renewed > 0 && stats.lapsed > 0 && stats.refused > 0);
     let mut c = server.conn();
-    assert_eq!(faultkit::waiters(&mut c), 0, "waiters left parked");
+    assert_eq!(testkit::waiters(&mut c), 0, "waiters left parked");
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 
-use crate::common::{self, Server};
 use crate::report::{median, Report, Settings, Target};
+use testkit::Server;
 
 pub const CLIENTS: usize = 50;
 const LEASE: &str = "30000";
@@ -60,7 +60,7 @@ fn client(server: &Server, wait: Wait, lock: &str, id: usize, done: &AtomicU64, 
     let mut sub = server.conn();
     let mut pubsub = sub.as_pubsub();
     if wait == Wait::SubscribeRetry {
-        pubsub.subscribe(common::channel(lock)).expect("SUBSCRIBE");
+        pubsub.subscribe(testkit::channel(lock)).expect("SUBSCRIBE");
     }
     while !stop.load(Ordering::Relaxed) {
         loop {

@@ -14,10 +14,10 @@
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::common::{self, Server};
 use crate::report::{Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply, Value};
 use crate::scripts::Scripts;
+use testkit::Server;
 
 const ROUNDS: usize = 1000;
 const LEASE: &str = "30000";
@@ -192,7 +192,7 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
     };
     for v in &variants {
         if matches!(v.wait, Wait::Retry(_)) {
-            let subscribed = c.sub.call(&["SUBSCRIBE", &common::channel(&v.lock)]);
+            let subscribed = c.sub.call(&["SUBSCRIBE", &testkit::channel(&v.lock)]);
             Expect::NoError.require(&subscribed, "SUBSCRIBE");
         }
     }

@@ -20,6 +20,21 @@ impl Request {
     }
 }
 
+/// Sends the requests pipelined in chunks, checking every reply; `what`
+/// names the work in a failure.
+pub fn pipeline(conn: &mut Conn, requests: &[Request], what: &str) {
+    for chunk in requests.chunks(512) {
+        let mut bytes = Vec::new();
+        for r in chunk {
+            bytes.extend_from_slice(&r.bytes);
+        }
+        conn.send(&bytes);
+        for e in chunk.iter().flat_map(|r| &r.expect) {
+            e.require(&conn.recv(), what);
+        }
+    }
+}
+
 struct Batch {
     bytes: Vec<u8>,
     expect: Vec<Expect>,

@@ -5,13 +5,11 @@
 //! then draws the chart.
 //!
 //! Arguments (after `--`): section names to run only those (cycles, readers,
-//! handoff, contended, memory), `--quick` for short runs.
-
-#[path = "../../tests/common/mod.rs"]
-mod common;
+//! fresh, handoff, contended, memory), `--quick` for short runs.
 
 mod contended;
 mod cycles;
+mod fresh;
 mod handoff;
 mod load;
 mod memory;
@@ -19,14 +17,26 @@ mod readers;
 mod report;
 mod resp;
 mod scripts;
+mod stats;
 
 use std::path::PathBuf;
 
-use common::Server;
 use report::{Report, Settings};
 use scripts::Scripts;
+use testkit::Server;
 
-const SECTIONS: [&str; 5] = ["cycles", "readers", "handoff", "contended", "memory"];
+/// The servers' options beyond the harness's own: DEBUG HTSTATS tells the
+/// memory and fresh sections when rehashing is over.
+pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
+
+const SECTIONS: [&str; 6] = [
+    "cycles",
+    "readers",
+    "fresh",
+    "handoff",
+    "contended",
+    "memory",
+];
 
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -36,7 +46,7 @@ fn machine() -> String {
         .and_then(|l| l.split(':').nth(1))
         .map_or("unknown CPU".to_string(), |m| m.trim().to_string());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let version = std::process::Command::new(common::redis_server_bin())
+    let version = std::process::Command::new(testkit::redis_server_bin())
         .arg("--version")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -56,8 +66,7 @@ fn main() {
     let machine = machine();
     println!("{machine}");
 
-    // DEBUG HTSTATS tells the memory section when rehashing is over.
-    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let server = Server::start(SERVER_OPTIONS);
     let Some(scripts) = Scripts::load(server.port) else {
         eprintln!("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts");
         std::process::exit(2);
@@ -70,6 +79,13 @@ fn main() {
     if run("readers") {
         println!("\n== read unlock among N readers (server time per unlock) ==");
         readers::run(server.port, &scripts, &settings, &mut report);
+    }
+    if run("fresh") {
+        println!(
+            "\n== fresh lock names among {} held locks (server time per operation) ==",
+            fresh::HELD
+        );
+        fresh::run(server.port, &scripts, &settings, &mut report);
     }
     if run("handoff") {
         println!("\n== handoff latency, unlock -> waiter's reply ==");
@@ -94,7 +110,8 @@ fn main() {
         "\nwritten: {}/results.csv, ratios.csv, results.md",
         dir.display()
     );
-    let missed = report.missed();
+    let (table, missed) = report.summary();
+    println!("\n== summary: every target ==\n{table}");
     if missed.is_empty() {
         println!("every target met");
     } else {

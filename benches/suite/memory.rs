@@ -2,7 +2,7 @@
 //! deltas over many of them), the module against EVALSHA of the seed
 //! scripts. Both keep the same keys, so they should cost the same.
 
-use crate::common;
+use crate::load::{self, Request};
 use crate::report::{median, Report, Settings, Target};
 use crate::resp::{command, Conn, Expect, Reply};
 use crate::scripts::Scripts;
@@ -48,7 +48,7 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
             &s.read_lock,
             "2",
             &lock,
-            &format!("{}:{OWNER}:rwlock_timeout", common::prefix_of(&lock)),
+            &format!("{}:{OWNER}:rwlock_timeout", testkit::prefix_of(&lock)),
             LEASE,
             OWNER,
             &write_field,
@@ -56,11 +56,10 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
     }
 }
 
-/// `used_memory` once Redis has finished rehashing the key tables: a table
-/// half way through counts twice, and how far it got when the last key went
-/// in depends on how many lookups each variant made (the server cron then
-/// finishes it within a few ticks).
-fn used_memory(conn: &mut Conn) -> f64 {
+/// Waits (5 s at most) until Redis has finished rehashing the key tables of
+/// database 0, which the server cron does within a few ticks: until then
+/// every command pays a step of it.
+pub fn rehashed(conn: &mut Conn) {
     for _ in 0..100 {
         conn.send(&command(&["DEBUG", "HTSTATS", "0"]));
         let stats = String::from_utf8(conn.recv_bulk()).expect("HTSTATS is text");
@@ -69,20 +68,24 @@ fn used_memory(conn: &mut Conn) -> f64 {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// `used_memory` once the key tables are rehashed: a table half way through
+/// counts twice, and how far it got when the last key went in depends on how
+/// many lookups each variant made.
+fn used_memory(conn: &mut Conn) -> f64 {
+    rehashed(conn);
     conn.info_number("memory", "used_memory")
 }
 
 /// Bytes per acquisition of `layout`, over `count` of them.
 fn measure(conn: &mut Conn, layout: Layout, count: usize, script: Option<&Scripts>) -> f64 {
     assert_eq!(conn.call(&["FLUSHALL", "SYNC"]), Reply::Status);
-    let requests: Vec<Vec<u8>> = (0..count).map(|i| acquisition(layout, i, script)).collect();
+    let requests: Vec<Request> = (0..count)
+        .map(|i| Request::new(acquisition(layout, i, script), vec![Expect::Nil]))
+        .collect();
     let before = used_memory(conn);
-    for chunk in requests.chunks(256) {
-        conn.send(&chunk.concat());
-        for _ in chunk {
-            Expect::Nil.require(&conn.recv(), "memory benchmark");
-        }
-    }
+    load::pipeline(conn, &requests, "memory benchmark");
     let after = used_memory(conn);
     (after - before) / count as f64
 }

@@ -57,12 +57,15 @@ pub enum Target {
     AtMost(f64),
     /// Equal within 2 %.
     About(f64),
+    /// At least this much wished for, not required of the case: shown with
+    /// its verdict, never counted as missed.
+    Wished(f64),
 }
 
 impl Target {
     fn met(self, value: f64) -> bool {
         match self {
-            Target::AtLeast(t) => value >= t,
+            Target::AtLeast(t) | Target::Wished(t) => value >= t,
             Target::AtMost(t) => value <= t,
             Target::About(t) => (value - t).abs() <= 0.02 * t.abs(),
         }
@@ -73,6 +76,19 @@ impl Target {
             Target::AtLeast(t) => format!(">= {t}"),
             Target::AtMost(t) => format!("<= {t}"),
             Target::About(t) => format!("= {t} (2 %)"),
+            Target::Wished(t) => format!(">= {t} (not required)"),
+        }
+    }
+
+    fn required(self) -> bool {
+        !matches!(self, Target::Wished(_))
+    }
+
+    fn verdict(self, value: f64) -> &'static str {
+        match (self.met(value), self.required()) {
+            (true, _) => "PASS",
+            (false, true) => "FAIL",
+            (false, false) => "short",
         }
     }
 }
@@ -117,6 +133,12 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// Appends one CSV line of `fields`.
+fn csv_line<'a>(out: &mut String, fields: impl IntoIterator<Item = &'a String>) {
+    let fields: Vec<String> = fields.into_iter().map(|f| csv_field(f)).collect();
+    let _ = writeln!(out, "{}", fields.join(","));
+}
+
 impl Report {
     pub fn value(&mut self, section: &str, case: &str, variant: &str, value: f64, unit: &str) {
         println!("  {case:<44} {variant:<26} {:>12} {unit}", number(value));
@@ -137,11 +159,9 @@ impl Report {
         value: f64,
         target: Option<Target>,
     ) {
-        let verdict = match target {
-            Some(t) if t.met(value) => format!("target {}: met", t.text()),
-            Some(t) => format!("target {}: NOT met", t.text()),
-            None => String::new(),
-        };
+        let verdict = target.map_or(String::new(), |t| {
+            format!("target {}: {}", t.text(), t.verdict(value))
+        });
         println!(
             "  {case:<44} {name:<26} {:>12} {verdict}",
             format!("{value:.2}x")
@@ -160,28 +180,22 @@ impl Report {
         fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut values = String::from("section,case,variant,value,unit\n");
         for v in &self.values {
-            let _ = writeln!(
-                values,
-                "{},{},{},{},{}",
-                csv_field(&v.section),
-                csv_field(&v.case),
-                csv_field(&v.variant),
-                v.value,
-                csv_field(&v.unit)
+            let value = v.value.to_string();
+            csv_line(
+                &mut values,
+                [&v.section, &v.case, &v.variant, &value, &v.unit],
             );
         }
         let mut ratios = String::from("section,case,ratio,value,target,met\n");
         for r in &self.ratios {
-            let _ = writeln!(
-                ratios,
-                "{},{},{},{},{},{}",
-                csv_field(&r.section),
-                csv_field(&r.case),
-                csv_field(&r.name),
-                r.value,
-                csv_field(&r.target.map(Target::text).unwrap_or_default()),
-                r.target
-                    .map_or(String::new(), |t| t.met(r.value).to_string())
+            let value = r.value.to_string();
+            let target = r.target.map(Target::text).unwrap_or_default();
+            let met = r
+                .target
+                .map_or(String::new(), |t| t.met(r.value).to_string());
+            csv_line(
+                &mut ratios,
+                [&r.section, &r.case, &r.name, &value, &target, &met],
             );
         }
         let mut md =
@@ -199,11 +213,9 @@ impl Report {
         }
         md.push_str("\n| section | case | ratio | value | target |\n|---|---|---|---|---|\n");
         for r in &self.ratios {
-            let target = match r.target {
-                Some(t) if t.met(r.value) => format!("{} met", t.text()),
-                Some(t) => format!("{} **not met**", t.text()),
-                None => String::new(),
-            };
+            let target = r.target.map_or(String::new(), |t| {
+                format!("{} {}", t.text(), t.verdict(r.value))
+            });
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {:.2}x | {} |",
@@ -221,23 +233,37 @@ impl Report {
         dir.to_path_buf()
     }
 
-    /// The targets that were not met, for the closing summary.
-    pub fn missed(&self) -> Vec<String> {
-        self.ratios
-            .iter()
-            .filter_map(|r| {
-                let t = r.target?;
-                (!t.met(r.value)).then(|| {
-                    format!(
-                        "{} / {} / {}: {:.2}x, target {}",
-                        r.section,
-                        r.case,
-                        r.name,
-                        r.value,
-                        t.text()
-                    )
-                })
-            })
-            .collect()
+    /// Every ratio with a target, as a table with its verdict, for the
+    /// closing summary; and the required ones that were missed.
+    pub fn summary(&self) -> (String, Vec<String>) {
+        let mut table = format!(
+            "  {:<10} {:<46} {:<34} {:>8}  {:<24} verdict\n",
+            "section", "case", "ratio", "value", "target"
+        );
+        let mut missed = Vec::new();
+        for r in &self.ratios {
+            let Some(t) = r.target else { continue };
+            let verdict = t.verdict(r.value);
+            let _ = writeln!(
+                table,
+                "  {:<10} {:<46} {:<34} {:>8}  {:<24} {verdict}",
+                r.section,
+                r.case,
+                r.name,
+                format!("{:.2}x", r.value),
+                t.text()
+            );
+            if verdict == "FAIL" {
+                missed.push(format!(
+                    "{} / {} / {}: {:.2}x, target {}",
+                    r.section,
+                    r.case,
+                    r.name,
+                    r.value,
+                    t.text()
+                ));
+            }
+        }
+        (table, missed)
     }
 }

@@ -1,7 +1,6 @@
 //! Redisson's seed scripts, read at run time from `$RWLOCK_REDISSON_LUA` and
 //! loaded into the server's script cache for EVALSHA.
 
-use crate::common;
 use crate::resp::Conn;
 
 pub struct Scripts {
@@ -15,7 +14,7 @@ fn load(conn: &mut Conn, name: &str) -> String {
     conn.send(&crate::resp::command(&[
         "SCRIPT",
         "LOAD",
-        &common::lua_script(name),
+        &testkit::lua_script(name),
     ]));
     String::from_utf8(conn.recv_bulk()).expect("a SHA1 in hex")
 }
@@ -23,7 +22,7 @@ fn load(conn: &mut Conn, name: &str) -> String {
 impl Scripts {
     /// None when `$RWLOCK_REDISSON_LUA` does not name the scripts' directory.
     pub fn load(port: u16) -> Option<Scripts> {
-        common::lua_dir()?;
+        testkit::lua_dir()?;
         let mut conn = Conn::connect(port);
         Some(Scripts {
             read_lock: load(&mut conn, "read_lock"),

@@ -1,14 +1,5 @@
-//! Shared harness for the integration tests.
-//!
-//! Every test file that needs it does `mod common;`. Not every file uses every
-//! helper, hence the `dead_code` allowance.
-//!
-//! Environment:
-//! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
-//! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
-//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
-//! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
-#![allow(dead_code)]
+//! Servers, their paths and names, the event collector and bounded runs of
+//! other programs.
 
 use std::fmt;
 use std::fs::{self, OpenOptions};
@@ -67,6 +58,9 @@ pub fn scaled(d: Duration) -> Duration {
 }
 const START_ATTEMPTS: usize = 5;
 
+/// A command running in a thread of its own: its reply and how long it took.
+pub type Call = JoinHandle<(redis::RedisResult<redis::Value>, Duration)>;
+
 /// One pub/sub message: (channel, payload).
 pub type Event = (Vec<u8>, Vec<u8>);
 
@@ -74,12 +68,17 @@ pub type Event = (Vec<u8>, Vec<u8>);
 // Paths
 // ---------------------------------------------------------------------------
 
+/// The workspace's root, where the module's crate is.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// Path of the module under test: `$RWLOCK_MODULE`, else
-/// `<crate>/target/release/librwlock.so`. Panics when the file does not exist.
+/// `<workspace>/target/release/librwlock.so`. Panics when the file does not exist.
 pub fn module_path() -> PathBuf {
     let path = match std::env::var_os("RWLOCK_MODULE") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/librwlock.so"),
+        _ => workspace_root().join("target/release/librwlock.so"),
     };
     if !path.is_file() {
         panic!(
@@ -192,7 +191,8 @@ fn free_cluster_port() -> u16 {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// Whether a process `pid` exists (`kill -0`).
+pub fn pid_alive(pid: u32) -> bool {
     Command::new("kill")
         .arg("-0")
         .arg(pid.to_string())
@@ -257,6 +257,31 @@ impl Server {
     /// Start a server with the module loaded (no module arguments).
     pub fn start(extra_args: &[&str]) -> Server {
         Self::start_with_module_args(&[], extra_args)
+    }
+
+    /// Start a server with the module loaded (no module arguments), and
+    /// connect to it.
+    pub fn started(extra_args: &[&str]) -> (Server, redis::Connection) {
+        let server = Self::start(extra_args);
+        let conn = server.conn();
+        (server, conn)
+    }
+
+    /// Start a server with the module loaded, connect to it, and park a
+    /// client behind a holder (see [`Server::park_behind`]).
+    pub fn with_waiter(hold: &[&str], wait: &[&str]) -> (Server, redis::Connection, Call) {
+        Self::with_waiter_on(&[], hold, wait)
+    }
+
+    /// [`Server::with_waiter`] on a server started with `extra_args`.
+    pub fn with_waiter_on(
+        extra_args: &[&str],
+        hold: &[&str],
+        wait: &[&str],
+    ) -> (Server, redis::Connection, Call) {
+        let (server, mut conn) = Self::started(extra_args);
+        let waiter = server.park_behind(&mut conn, hold, wait);
+        (server, conn, waiter)
     }
 
     /// Start a server with the module loaded as
@@ -534,6 +559,28 @@ impl Server {
 
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url().as_str()).expect("redis::Client::open")
+    }
+
+    /// Runs a command on a connection of its own in a thread (a waiter that
+    /// blocks, say); the thread returns the reply and how long it took.
+    pub fn spawn_call(&self, args: &[&str]) -> Call {
+        let mut conn = self.conn();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        thread::spawn(move || {
+            let start = Instant::now();
+            let reply = crate::call(&mut conn, &args);
+            (reply, start.elapsed())
+        })
+    }
+
+    /// Runs `hold` on `conn` (it must succeed: it takes the lock), then
+    /// `wait` with [`Server::spawn_call`], and returns once one client is
+    /// parked in the module.
+    pub fn park_behind(&self, conn: &mut redis::Connection, hold: &[&str], wait: &[&str]) -> Call {
+        crate::ok(conn, hold);
+        let waiter = self.spawn_call(wait);
+        crate::wait_for_waiters(conn, 1);
+        waiter
     }
 
     /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.

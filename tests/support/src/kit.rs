@@ -1,9 +1,6 @@
-//! Helpers shared by the integration tests: a seeded generator, key
-//! snapshots with absolute deadlines, raw calls, key listings, INFO and
-//! config readers, and bounded waits. Each test file takes what it needs,
-//! hence the `dead_code` allowance. It lives apart from `common` because the
-//! benches include `common` too and need none of this.
-#![allow(dead_code)]
+//! The fault tests' kit: a seeded generator, key snapshots with absolute
+//! deadlines, raw calls, key listings, INFO and config readers, and bounded
+//! waits.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -15,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -25,7 +22,7 @@ impl Rng {
 
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 
     /// Uniform in `lo..=hi`.
@@ -275,15 +272,141 @@ pub fn call<A: AsRef<[u8]>>(
     cmd_of(args).query(conn)
 }
 
+fn shown<A: AsRef<[u8]>>(args: &[A]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.as_ref().escape_ascii().to_string())
+        .collect()
+}
+
 /// Runs a command that must succeed.
+#[track_caller]
 pub fn ok<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> redis::Value {
-    call(conn, args).unwrap_or_else(|e| {
-        let shown: Vec<String> = args
-            .iter()
-            .map(|a| a.as_ref().escape_ascii().to_string())
-            .collect();
-        panic!("{shown:?}: {e}")
-    })
+    match call(conn, args) {
+        Ok(reply) => reply,
+        Err(e) => panic!("{:?}: {e}", shown(args)),
+    }
+}
+
+/// Runs the commands as one MULTI/EXEC, in one turn of the event loop;
+/// returns EXEC's replies.
+#[track_caller]
+pub fn in_one_turn(
+    conn: &mut impl redis::ConnectionLike,
+    commands: &[&[&str]],
+) -> Vec<redis::Value> {
+    let mut tx = redis::pipe();
+    tx.atomic();
+    for args in commands {
+        tx.add_command(cmd_of(args));
+    }
+    tx.query(conn).unwrap_or_else(|e| panic!("MULTI/EXEC: {e}"))
+}
+
+/// Runs commands that must each succeed, in order: a test's setup, written
+/// as in redis-cli (`;` between commands, spaces between arguments, so no
+/// argument may be empty or hold either).
+#[track_caller]
+pub fn ok_all(conn: &mut impl redis::ConnectionLike, commands: &str) {
+    for command in commands.split(';') {
+        let args: Vec<&str> = command.split_whitespace().collect();
+        ok(conn, &args);
+    }
+}
+
+/// Runs a command that must succeed with `expected` for its reply.
+#[track_caller]
+pub fn expect_reply<A: AsRef<[u8]>>(
+    conn: &mut impl redis::ConnectionLike,
+    args: &[A],
+    expected: redis::Value,
+) {
+    assert_eq!(ok(conn, args), expected, "{:?}", shown(args));
+}
+
+/// A struct of `usize` counters (and, after `also`, fields of other types),
+/// with `add`, which sums another's counters into its own: counters kept per
+/// thread or per run, summed into one.
+#[macro_export]
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident { $($count:ident),+ $(,)? }
+        $(also { $($field:ident: $kind:ty),+ $(,)? })?
+    ) => {
+        $(#[$meta])*
+        struct $name {
+            $($count: usize,)+
+            $($($field: $kind,)+)?
+        }
+
+        impl $name {
+            fn add(&mut self, other: &Self) {
+                $(self.$count += other.$count;)+
+            }
+        }
+    };
+}
+
+/// The module's commands.
+pub const COMMANDS: [&str; 6] = [
+    "RWLOCK.READ",
+    "RWLOCK.WRITE",
+    "RWLOCK.UNLOCK",
+    "RWLOCK.RENEW",
+    "RWLOCK.FORCEUNLOCK",
+    "RWLOCK.INFO",
+];
+
+/// Each form of each command, with `L` for the lock and `O` for the owner.
+const FORMS: [&str; 12] = [
+    "RWLOCK.READ L O 60000",
+    "RWLOCK.WRITE L O 60000",
+    "RWLOCK.RENEW L O 60000",
+    "RWLOCK.UNLOCK L O READ",
+    "RWLOCK.UNLOCK L O WRITE",
+    "RWLOCK.UNLOCK L O WRITE LEASE 60000",
+    "RWLOCK.UNLOCK L O READ REQUEST r1 60000",
+    "RWLOCK.UNLOCK L O WRITE REQUEST r1 60000",
+    "RWLOCK.FORCEUNLOCK L",
+    "RWLOCK.FORCEUNLOCK L READ",
+    "RWLOCK.FORCEUNLOCK L WRITE",
+    "RWLOCK.INFO L",
+];
+
+/// Every command on `lock`, in each of its forms, well-formed and none
+/// blocking: for checks that each of them is refused alike.
+pub fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
+    FORMS
+        .iter()
+        .map(|form| {
+            form.split(' ')
+                .map(|word| match word {
+                    "L" => lock,
+                    "O" => owner,
+                    other => other,
+                })
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs a command that must succeed, its reply read as a `T`.
+#[track_caller]
+pub fn query<T: redis::FromRedisValue, A: AsRef<[u8]>>(
+    conn: &mut impl redis::ConnectionLike,
+    args: &[A],
+) -> T {
+    match redis::from_redis_value(ok(conn, args)) {
+        Ok(reply) => reply,
+        Err(e) => panic!("{:?}: {e}", shown(args)),
+    }
+}
+
+/// Runs a command whose reply is text (INFO, CLIENT LIST, PING...).
+#[track_caller]
+pub fn reply_text<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> String {
+    query(conn, args)
 }
 
 /// Owned pairs, to compare with the field/value pairs a reply is read into.
@@ -291,6 +414,16 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
+}
+
+/// The value of one config (`CONFIG GET name`, which must name exactly it).
+#[track_caller]
+pub fn config_value(conn: &mut redis::Connection, name: &str) -> String {
+    let reply: Vec<String> = query(conn, &["CONFIG", "GET", name]);
+    match <[String; 2]>::try_from(reply) {
+        Ok([got, value]) if got == name => value,
+        other => panic!("CONFIG GET {name}: {other:?}"),
+    }
 }
 
 /// The module's configs (`CONFIG GET rwlock.*`), sorted by name.
@@ -318,7 +451,7 @@ pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
 
 /// One field of `INFO <section>`.
 pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
+    let info = reply_text(conn, &["INFO", section]);
     let prefix = format!("{field}:");
     info.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))
@@ -341,6 +474,14 @@ pub fn rwlock_counter(conn: &mut redis::Connection, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no rwlock_{name} in INFO rwlock"))
         .parse()
         .expect("a number")
+}
+
+/// Asserts counters of `INFO rwlock` (named as for [`rwlock_counter`]).
+#[track_caller]
+pub fn assert_counters(conn: &mut redis::Connection, expected: &[(&str, u64)]) {
+    for &(name, value) in expected {
+        assert_eq!(rwlock_counter(conn, name), value, "rwlock_{name}");
+    }
 }
 
 /// Clients parked in the module (`INFO rwlock`'s `waiters`).

@@ -1,0 +1,17 @@
+//! What rwlock's integration tests (`tests/*.rs`) and benches share, as one
+//! crate both take as a dev-dependency: redis-server processes with the
+//! module (`Server`), pub/sub collection (`Collector`), Redisson's key names
+//! and seed scripts, and the fault tests' kit (a seeded generator, key
+//! snapshots, raw calls, INFO and config readers, bounded waits).
+//!
+//! Environment:
+//! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
+//! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
+//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
+//! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
+
+mod harness;
+mod kit;
+
+pub use harness::*;
+pub use kit::*;
