@@ -34,8 +34,12 @@ REDIS_ARGS   ?=
 RWLOCK_MODULE ?= $(ROOT)/target/release/librwlock.so
 LUA_REF_DIR   := $(abspath $(ROOT)/../shared/reference/redisson-seed-lua)
 RWLOCK_REDISSON_LUA ?= $(if $(wildcard $(LUA_REF_DIR)/.),$(LUA_REF_DIR))
+# Redisson 4.7's scripts for the plain lock family, the LOCK.* oracle.
+LOCK_LUA_REF_DIR := $(abspath $(ROOT)/../shared/reference/redisson-4.7-lua)
+RWLOCK_REDISSON_LOCK_LUA ?= $(if $(wildcard $(LOCK_LUA_REF_DIR)/.),$(LOCK_LUA_REF_DIR))
 export RWLOCK_MODULE
 export RWLOCK_REDISSON_LUA
+export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -82,6 +86,7 @@ lint: deps
 test: deps build lint
 	@echo "RWLOCK_MODULE=$$RWLOCK_MODULE"
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
+	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8

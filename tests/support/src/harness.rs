@@ -99,10 +99,22 @@ pub fn redis_server_bin() -> String {
     }
 }
 
+/// Redisson's seed scripts, the read-write lock's oracle.
+pub const SEED_LUA: &str = "RWLOCK_REDISSON_LUA";
+/// Redisson 4.7's scripts of the plain lock family (lock, fenced lock,
+/// non-reentrant lock, unlock with latch, force unlock, renewal).
+pub const LOCK_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA";
+
 /// Directory of Redisson's seed Lua scripts (`$RWLOCK_REDISSON_LUA`), or None
 /// when the variable is unset or not a directory.
 pub fn lua_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os("RWLOCK_REDISSON_LUA")?);
+    lua_dir_of(SEED_LUA)
+}
+
+/// The directory the variable `var` names, or None when it is unset or not
+/// a directory.
+pub fn lua_dir_of(var: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os(var)?);
     if dir.is_dir() {
         Some(dir)
     } else {
@@ -113,7 +125,14 @@ pub fn lua_dir() -> Option<PathBuf> {
 /// Text of `<lua_dir>/<name>.lua`. Panics when the directory is not configured
 /// or the file cannot be read.
 pub fn lua_script(name: &str) -> String {
-    let dir = lua_dir().expect("RWLOCK_REDISSON_LUA is not set to a directory of Lua scripts");
+    lua_script_of(SEED_LUA, name)
+}
+
+/// Text of `<$var>/<name>.lua` ([`SEED_LUA`] or [`LOCK_LUA`]). Panics when
+/// the directory is not configured or the file cannot be read.
+pub fn lua_script_of(var: &str, name: &str) -> String {
+    let dir = lua_dir_of(var)
+        .unwrap_or_else(|| panic!("{var} is not set to a directory of Redisson's Lua scripts"));
     let path = dir.join(format!("{name}.lua"));
     fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read Lua script {}: {e}", path.display()))
@@ -126,8 +145,19 @@ pub fn eval_lua(
     keys: &[&str],
     args: &[&str],
 ) -> redis::RedisResult<redis::Value> {
+    eval_lua_of(conn, SEED_LUA, name, keys, args)
+}
+
+/// `EVAL <lua_script_of(var, name)> numkeys keys... args...`.
+pub fn eval_lua_of(
+    conn: &mut redis::Connection,
+    var: &str,
+    name: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::RedisResult<redis::Value> {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(lua_script(name))
+    cmd.arg(lua_script_of(var, name))
         .arg(keys.len())
         .arg(keys)
         .arg(args);
