@@ -135,23 +135,39 @@ pub fn acquire_with<A: Arg>(
         block: None,
     };
     let mut flags = Flags::default();
-    let mut rest = &args[4..];
-    while let Some(option) = rest.first() {
-        let word = option.bytes();
-        if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-            parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-            rest = &rest[2..];
-        } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
-            flags.fenced = true;
-            rest = &rest[1..];
-        } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
-            flags.non_reentrant = true;
-            rest = &rest[1..];
-        } else {
-            return Err(RedisError::Str(ERR_SYNTAX));
+    options(&args[4..], |word, rest| {
+        Ok(
+            if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
+                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+                Some(2)
+            } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
+                flags.fenced = true;
+                Some(1)
+            } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
+                flags.non_reentrant = true;
+                Some(1)
+            } else {
+                None
+            },
+        )
+    })?;
+    Ok((parsed, flags))
+}
+
+/// Options in any order: `take(word, rest)` takes the option whose keyword
+/// `word` heads `rest` and says how many arguments it used, or None when it
+/// takes no such option there (a syntax error).
+fn options<'a, A: Arg>(
+    mut rest: &'a [A],
+    mut take: impl FnMut(&'a [u8], &'a [A]) -> Result<Option<usize>, RedisError>,
+) -> Result<(), RedisError> {
+    while let Some(first) = rest.first() {
+        match take(first.bytes(), rest)? {
+            Some(used) => rest = &rest[used..],
+            None => return Err(RedisError::Str(ERR_SYNTAX)),
         }
     }
-    Ok((parsed, flags))
+    Ok(())
 }
 
 /// `lock owner [LEASE ms] [REQUEST id ttl]`: LOCK.UNLOCK.
@@ -176,27 +192,24 @@ pub fn lock_unlock<A: Arg>(args: &[A]) -> Result<LockUnlock<'_>, RedisError> {
 }
 
 /// `[LEASE ms] [REQUEST id ttl]`, in any order, each at most once.
-fn release_options<A: Arg>(
-    mut rest: &[A],
-) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
+fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
     let (mut lease, mut request) = (None, None);
-    while let Some(option) = rest.first() {
-        let option = option.bytes();
-        if is(option, "LEASE") && lease.is_none() && rest.len() >= 2 {
+    options(rest, |word, rest| {
+        Ok(if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
             lease = Some(self::lease(&rest[1])?);
-            rest = &rest[2..];
-        } else if is(option, "REQUEST") && request.is_none() && rest.len() >= 3 {
+            Some(2)
+        } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
             let id = rest[1].bytes();
             if id.is_empty() {
                 return Err(RedisError::Str(ERR_REQUEST_ID));
             }
             let ttl = millis(&rest[2], 1, ERR_TTL)?;
             request = Some(Request { id, ttl });
-            rest = &rest[3..];
+            Some(3)
         } else {
-            return Err(RedisError::Str(ERR_SYNTAX));
-        }
-    }
+            None
+        })
+    })?;
     Ok((lease, request))
 }
 

@@ -3,15 +3,12 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::acquire::{acquire, lock_and_owner};
+use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
-use crate::metrics::{self, Counter};
-use crate::reply;
-use crate::waiting::clients as waiting;
 
 /// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]`
 ///
@@ -43,13 +40,10 @@ pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::lock_unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    let outcome = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         lock::unlock(store, &a.names, a.owner, lease, a.request)
-    })
-    .map_err(lock_error)?;
-    metrics::unlocked(outcome);
-    Ok(reply::release(outcome.reply()))
+    })?;
+    Ok(released(outcome))
 }
 
 /// `LOCK.RENEW lock owner lease`
@@ -58,14 +52,10 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// the lock, else 0 (stop renewing).
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::owner_lease(args)?;
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    // A shorter lease moves the deadline its waiters are woken at.
-    let held = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
         lock::renew(store, &a.names, a.owner, a.lease)
-    })
-    .map_err(lock_error)?;
-    metrics::renewed(held);
-    Ok(RedisValue::Integer(held.into()))
+    })?;
+    Ok(renewed(held))
 }
 
 /// `LOCK.FORCEUNLOCK lock`
@@ -74,15 +64,10 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// deleted it, else 0.
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
-    let mut store = RedisStore::for_write(ctx, args.get(1..2).unwrap_or_default());
-    let deleted = waiting::serve_after(ctx, &mut store, &names, |store| {
+    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
         lock::force_unlock(store, &names)
-    })
-    .map_err(lock_error)?;
-    if deleted {
-        metrics::bump(Counter::ForceUnlocks);
-    }
-    Ok(RedisValue::Integer(deleted.into()))
+    })?;
+    Ok(forced(deleted))
 }
 
 /// `LOCK.INFO lock`

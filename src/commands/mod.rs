@@ -4,7 +4,7 @@
 //! is checked (a test below). The handlers live beside it, one file per lock
 //! kind.
 
-mod acquire;
+mod apply;
 pub mod docs;
 pub mod lock;
 pub mod rwlock;

@@ -3,15 +3,12 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::acquire::{acquire, lock_and_owner};
+use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::queue::Hold;
 use crate::engine::rwlock::{self, LockInfo};
 use crate::keyspace::RedisStore;
-use crate::metrics::{self, Counter};
-use crate::reply;
-use crate::waiting::clients as waiting;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
 ///
@@ -53,13 +50,10 @@ pub fn write(ctx: &Context, args: &[ArgString]) -> RedisResult {
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    let outcome = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         rwlock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
-    })
-    .map_err(lock_error)?;
-    metrics::unlocked(outcome);
-    Ok(reply::release(outcome.reply()))
+    })?;
+    Ok(released(outcome))
 }
 
 /// `RWLOCK.RENEW lock owner lease`
@@ -68,14 +62,10 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// anything, else 0.
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::owner_lease(args)?;
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    // A shorter lease moves the deadline its waiters are woken at.
-    let held = waiting::serve_after(ctx, &mut store, &a.names, |store| {
+    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
         rwlock::renew(store, &a.names, a.owner, a.lease)
-    })
-    .map_err(lock_error)?;
-    metrics::renewed(held);
-    Ok(RedisValue::Integer(held.into()))
+    })?;
+    Ok(renewed(held))
 }
 
 /// `RWLOCK.FORCEUNLOCK lock [READ|WRITE]`
@@ -84,15 +74,10 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// Replies 1 if it deleted it, else 0.
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (names, only) = args::force_unlock(args)?;
-    let mut store = RedisStore::for_write(ctx, args.get(1..2).unwrap_or_default());
-    let deleted = waiting::serve_after(ctx, &mut store, &names, |store| {
+    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
         rwlock::force_unlock(store, &names, only)
-    })
-    .map_err(lock_error)?;
-    if deleted {
-        metrics::bump(Counter::ForceUnlocks);
-    }
-    Ok(RedisValue::Integer(deleted.into()))
+    })?;
+    Ok(forced(deleted))
 }
 
 /// `RWLOCK.INFO lock`

@@ -85,10 +85,8 @@ pub fn acquire<S: Store>(
     let token = options.fenced.then(|| s.incr(&token_key));
     s.hincrby(hash, owner, 1);
     s.expire_at(hash, until);
-    Ok(Taken::Acquired {
-        reentry: held.is_some(),
-        token,
-    })
+    let reentry = held.is_some();
+    Ok(Taken::Acquired { reentry, token })
 }
 
 /// `LOCK.UNLOCK`: as Redisson's `unlock.lua`. Releases one hold of

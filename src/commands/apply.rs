@@ -1,12 +1,17 @@
-//! Taking a hold of any lock kind, the same way for every acquisition
-//! command: waiters the lock could take go first, fair mode queues a new
-//! acquisition behind them, and `BLOCK` parks the client when refused.
+//! The steps every lock command shares, whatever the lock's kind: run the
+//! machine's change on the live keyspace and serve the lock's waiters in
+//! the same command, count it, reply. Acquisitions also let the waiters the
+//! lock could take go first, queue behind them in fair mode, and park the
+//! client with `BLOCK` when refused.
 
-use redis_module::{Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{lock_error, Acquire};
 use crate::config;
+use crate::engine::error::LockError;
+use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold};
+use crate::engine::rwlock::Unlocked;
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -50,4 +55,37 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
 /// owner's hash field: the store reuses their strings.
 pub fn lock_and_owner(args: &[ArgString]) -> &[ArgString] {
     args.get(1..3).unwrap_or_default()
+}
+
+/// Makes `change` to the lock `names` (the store reusing the `lent`
+/// arguments' strings), then serves its waiters: a release, a renewal or a
+/// forced unlock may free the lock or move its deadline.
+pub fn change<T>(
+    ctx: &Context,
+    lent: &[ArgString],
+    names: &LockNames,
+    change: impl FnOnce(&mut RedisStore) -> Result<T, LockError>,
+) -> Result<T, RedisError> {
+    let mut store = RedisStore::for_write(ctx, lent);
+    waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
+}
+
+/// An unlock's reply: nil, 0 or 1.
+pub fn released(outcome: Unlocked) -> RedisValue {
+    metrics::unlocked(outcome);
+    reply::release(outcome.reply())
+}
+
+/// A renewal's reply: 1 when the owner held the lock, else 0.
+pub fn renewed(held: bool) -> RedisValue {
+    metrics::renewed(held);
+    RedisValue::Integer(held.into())
+}
+
+/// A forced unlock's reply: 1 when it deleted the lock, else 0.
+pub fn forced(deleted: bool) -> RedisValue {
+    if deleted {
+        metrics::bump(Counter::ForceUnlocks);
+    }
+    RedisValue::Integer(deleted.into())
 }
