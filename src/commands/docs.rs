@@ -12,9 +12,6 @@ use redis_module::{raw, Context};
 
 use crate::server::{self, CommandFn};
 
-/// The module version in which every command below first appeared.
-const SINCE: &CStr = c"0.1.0";
-
 /// One command of the table.
 pub struct Command {
     pub name: &'static CStr,
@@ -23,6 +20,8 @@ pub struct Command {
     pub flags: &'static CStr,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
+    /// The module version in which the command first appeared.
+    pub since: &'static CStr,
     /// Redis's convention: N exactly, -N at least N (the name included).
     pub arity: c_int,
     /// The lock name, argument 1, is the only key a command is given.
@@ -267,7 +266,7 @@ pub fn describe(ctx: &Context, command: &Command) -> Result<(), String> {
         version: &version,
         summary: command.summary.as_ptr(),
         complexity: command.complexity.as_ptr(),
-        since: SINCE.as_ptr(),
+        since: command.since.as_ptr(),
         history: ptr::null_mut(),
         tips: ptr::null(),
         arity: command.arity,

@@ -46,6 +46,7 @@ macro_rules! entry {
 /// park the client.
 fn acquisition(
     name: &'static CStr,
+    since: &'static CStr,
     entry: CommandFn,
     summary: &'static CStr,
     key_notes: &'static CStr,
@@ -59,6 +60,7 @@ fn acquisition(
         flags: c"write deny-oom blocking",
         summary,
         complexity: c"O(1), O(W) when the lock is released to W waiters",
+        since,
         arity: -4,
         key: ACQUIRE_KEY,
         key_notes,
@@ -93,11 +95,17 @@ fn request_option() -> Arg {
     )
 }
 
+/// The module versions the commands appeared in: the read-write lock, then
+/// the plain lock.
+const V1: &CStr = c"0.1.0";
+const V2: &CStr = c"0.2.0";
+
 /// Every command.
 pub fn table() -> Vec<Command> {
     vec![
         acquisition(
             c"rwlock.read",
+            V1,
             entry!(rwlock::read),
             c"Takes a read hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
             RWLOCK_KEYS,
@@ -105,6 +113,7 @@ pub fn table() -> Vec<Command> {
         ),
         acquisition(
             c"rwlock.write",
+            V1,
             entry!(rwlock::write),
             c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
             c"Also the lock's read-lease keys, unlock latches and (FENCED) its fencing token redisson_lock_token:{lock}, named from the lock and in its hash slot",
@@ -116,6 +125,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Releases one hold. Replies nil (nothing held), 0 (still held) or 1 (released)",
             complexity: c"O(R) where R is the number of read holds on the lock",
+            since: V1,
             arity: -4,
             key: RELEASE_KEY,
             key_notes: RWLOCK_KEYS,
@@ -133,6 +143,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Extends the owner's own holds to the lease (the watchdog's call). Replies 1 if it held anything, else 0",
             complexity: c"O(N) where N is the owner's number of read holds",
+            since: V1,
             arity: 4,
             key: ACQUIRE_KEY,
             key_notes: RWLOCK_KEYS,
@@ -144,6 +155,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Deletes the lock whoever holds it (only in the given mode, if any). Replies 1 if deleted, else 0",
             complexity: c"O(R) where R is the number of read holds on the lock",
+            since: V1,
             arity: -2,
             key: FORCE_KEY,
             key_notes: RWLOCK_KEYS,
@@ -161,6 +173,7 @@ pub fn table() -> Vec<Command> {
             flags: c"readonly",
             summary: c"Shows the lock's mode, TTL and owners with their read and write counts and read leases",
             complexity: c"O(R) where R is the number of read holds on the lock",
+            since: V1,
             arity: 2,
             key: INFO_KEY,
             key_notes: RWLOCK_KEYS,
@@ -168,6 +181,7 @@ pub fn table() -> Vec<Command> {
         },
         acquisition(
             c"lock.acquire",
+            V2,
             entry!(lock::acquire_lock),
             c"Takes a Redisson reentrant lock (RLock). Replies nil when held, else the lock's PTTL",
             LOCK_KEYS,
@@ -186,6 +200,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Releases one hold of a Redisson lock. Replies nil (not held), 0 (still held) or 1 (released)",
             complexity: c"O(1)",
+            since: V2,
             arity: -3,
             key: RELEASE_KEY,
             key_notes: LOCK_KEYS,
@@ -197,6 +212,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Sets the lock's TTL to the lease if the owner holds it (the watchdog's call). Replies 1, else 0",
             complexity: c"O(1)",
+            since: V2,
             arity: 4,
             key: ACQUIRE_KEY,
             key_notes: LOCK_KEYS,
@@ -208,6 +224,7 @@ pub fn table() -> Vec<Command> {
             flags: c"write",
             summary: c"Deletes the lock whoever holds it. Replies 1 if deleted, else 0",
             complexity: c"O(1)",
+            since: V2,
             arity: 2,
             key: FORCE_KEY,
             key_notes: LOCK_KEYS,
@@ -219,6 +236,7 @@ pub fn table() -> Vec<Command> {
             flags: c"readonly",
             summary: c"Shows the lock's holders with their counts, its TTL and its fencing token",
             complexity: c"O(1)",
+            since: V2,
             arity: 2,
             key: INFO_KEY,
             key_notes: LOCK_KEYS,
