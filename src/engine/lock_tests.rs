@@ -683,3 +683,27 @@ fn a_fenced_write_at_its_bound_overflows_before_its_token() {
         rwlock::fenced_write_lock(s, &n, U, 1)
     });
 }
+
+#[test]
+fn plain_writes_to_a_read_write_hash_drop_its_lease_index() {
+    // The read-write machine may keep its readers' lease deadlines in an
+    // index (docs/design.md, "Lease indexes stay a cache"). The plain
+    // machine changes counts the index does not track: kept, it would make
+    // a read unlock count the lease of a hold the hash no longer has.
+    for index_from in [None, Some(1)] {
+        let (mut s, n) = setup();
+        s.index_from = index_from;
+        for (owner, lease) in [(V, 1_000), (U, 1_000), (U, 50_000), (b"w:1", 1)] {
+            rwlock::read_lock(&mut s, &n, owner, lease).expect("read");
+        }
+        // This read unlock reads every lease key, and keeps the index.
+        rwlock::unlock(&mut s, &n, b"w:1", Mode::Read, 1, None).expect("unlock");
+        assert_eq!(s.indexes().is_empty(), index_from.is_none());
+        // As unlock.lua: U's count drops to 1, its second lease key stays.
+        assert_eq!(release(&mut s, &n, U, 30_000, None), Ok(Some(0)));
+        let read_unlock = rwlock::unlock(&mut s, &n, V, Mode::Read, 1, None);
+        assert_eq!(read_unlock.map(Unlocked::reply), Ok(Some(0)));
+        // Redisson's read unlock reads U's one counted lease, not the 50 s key.
+        assert_eq!(s.pttl(b"L"), 1_000, "index from {index_from:?}");
+    }
+}
