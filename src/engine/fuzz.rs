@@ -18,6 +18,8 @@
 //!   expires it at once);
 //! - the queue serves waiters in order, a prefix of the queue.
 //!
+//! The plain lock's fuzz test (lock_fuzz.rs) draws from the same strategies.
+//!
 //! `PROPTEST_CASES` sets the number of cases (`make fuzz` runs many more);
 //! failures are kept in `proptest-regressions/`.
 
@@ -35,11 +37,11 @@ use super::rwlock::{
     force_unlock, info, parse_count, read_lock, renew, unlock, write_lock, Mode, Request,
 };
 
-const T0: i64 = 1_700_000_000_000;
-const LOCKS: [&str; 2] = ["L", "{t}:a"];
+pub(super) const T0: i64 = 1_700_000_000_000;
+pub(super) const LOCKS: [&str; 2] = ["L", "{t}:a"];
 /// Valid owners, and three the machine must refuse.
-const OWNERS: [&str; 6] = ["u:1", "u:2", "{o}", "mode", "x:write", ""];
-const REQUESTS: [&str; 2] = ["r1", "r2"];
+pub(super) const OWNERS: [&str; 6] = ["u:1", "u:2", "{o}", "mode", "x:write", ""];
+pub(super) const REQUESTS: [&str; 2] = ["r1", "r2"];
 const LEASES: [i64; 8] = [1, 2, 7, 50, 1_000, 30_000, 600_000, MAX_MILLIS];
 
 #[derive(Debug, Clone)]
@@ -60,18 +62,28 @@ fn mode() -> impl Strategy<Value = Mode> {
     prop_oneof![Just(Mode::Read), Just(Mode::Write)]
 }
 
-fn lease() -> impl Strategy<Value = i64> {
+pub(super) fn lease() -> impl Strategy<Value = i64> {
     prop::sample::select(&LEASES[..])
 }
 
-fn owner() -> impl Strategy<Value = usize> {
+pub(super) fn owner() -> impl Strategy<Value = usize> {
     prop_oneof![4 => 0..3usize, 1 => 3..OWNERS.len()]
 }
 
-fn bytes_from(list: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn bytes_from(list: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         4 => prop::sample::select(list).prop_map(|s| s.as_bytes().to_vec()),
         1 => prop::collection::vec(any::<u8>(), 0..6),
+    ]
+}
+
+/// A hold count: mostly a good one (the largest included), sometimes one
+/// that is not.
+pub(super) fn count() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop::sample::select(&["1", "2", "3", "99999", "100000"][..])
+            .prop_map(|s| s.as_bytes().to_vec()),
+        1 => bytes_from(&["0", "-1", "01", "100001", "99999999999999999999", "", "1.0", " 1"]),
     ]
 }
 
@@ -79,17 +91,12 @@ fn bytes_from(list: &'static [&'static str]) -> impl Strategy<Value = Vec<u8>> {
 /// a bad mode or a bad count here and there, sometimes anything at all.
 fn hash_value() -> impl Strategy<Value = Value> {
     let field = bytes_from(&["u:1", "u:2", "{o}", "u:1:write", "u:2:write", "mode", "x"]);
-    let count = prop_oneof![
-        3 => prop::sample::select(&["1", "2", "3", "99999", "100000"][..])
-            .prop_map(|s| s.as_bytes().to_vec()),
-        1 => bytes_from(&["0", "-1", "01", "100001", "99999999999999999999", "", "1.0", " 1"]),
-    ];
     let mode = prop_oneof![
         6 => prop::sample::select(&["read", "write"][..]).prop_map(|s| Some(s.as_bytes().to_vec())),
         1 => bytes_from(&["READ", "", "x", "readwrite"]).prop_map(Some),
         1 => Just(None),
     ];
-    (mode, prop::collection::btree_map(field, count, 0..4)).prop_map(|(mode, mut fields)| {
+    (mode, prop::collection::btree_map(field, count(), 0..4)).prop_map(|(mode, mut fields)| {
         if let Some(m) = mode {
             fields.insert(MODE_FIELD.to_vec(), m);
         }
@@ -97,7 +104,7 @@ fn hash_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn any_value() -> impl Strategy<Value = Value> {
+pub(super) fn any_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         3 => hash_value(),
         2 => bytes_from(&["1", "0", "x", ""]).prop_map(Value::Str),
@@ -142,7 +149,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn names(lock: usize) -> LockNames<'static> {
+pub(super) fn names(lock: usize) -> LockNames<'static> {
     LockNames::new(LOCKS[lock].as_bytes()).expect("a valid lock name")
 }
 

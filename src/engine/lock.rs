@@ -83,6 +83,9 @@ pub fn acquire<S: Store>(
     }
     // The scripts' order of writes: the token, the count, the TTL.
     let token = options.fenced.then(|| s.incr(&token_key));
+    // A count the read-write machine's lease index does not track, on a
+    // name it may also serve.
+    s.forget_lease_index(hash);
     s.hincrby(hash, owner, 1);
     s.expire_at(hash, until);
     let reentry = held.is_some();
@@ -115,11 +118,15 @@ pub fn unlock<S: Store>(
         None => Release::NotHeld,
         Some(held) if held > 1 => {
             let until = deadline(s.now_ms(), lease)?;
+            // A read-write lock's index would keep the leases of holds its
+            // hash no longer counts.
+            s.forget_lease_index(hash);
             s.hincrby(hash, owner, -1);
             s.expire_at(hash, until);
             Release::StillHeld
         }
         Some(_) => {
+            s.forget_lease_index(hash);
             // The count reaches 0 and the hash goes: the decrement is moot.
             s.moot(Moot::Hincrby {
                 key: hash,
@@ -161,6 +168,7 @@ pub fn force_unlock<S: Store>(s: &mut S, names: &LockNames) -> Result<bool, Lock
     if !exists(s, hash)? {
         return Ok(false);
     }
+    s.forget_lease_index(hash);
     s.del(hash);
     s.publish(&names.lock_channel(), RELEASED);
     Ok(true)

@@ -18,6 +18,12 @@ mod fuzz;
 #[cfg(test)]
 pub(crate) mod fuzz_cases;
 #[cfg(test)]
+mod lock_fuzz;
+#[cfg(test)]
+mod lock_model;
+#[cfg(test)]
+mod lock_tests;
+#[cfg(test)]
 mod memstore;
 #[cfg(test)]
 mod model;

@@ -28,6 +28,21 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
+    /// A lease short enough that time passing ends it.
+    pub fn lease(&mut self) -> i64 {
+        *self.pick(&[1, 2, 5, 20, 100, 1_000])
+    }
+    /// A random operation's lock and owner (indexes into [`LOCKS`] and
+    /// [`OWNERS`]) and lease.
+    pub fn target(&mut self) -> (usize, usize, i64) {
+        let lock = self.below(LOCKS.len());
+        let owner = self.below(OWNERS.len());
+        (lock, owner, self.lease())
+    }
+    /// How far a random step moves the clock.
+    pub fn pause(&mut self) -> i64 {
+        *self.pick(&[0, 1, 2, 5, 20, 100, 500])
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -60,9 +75,11 @@ enum Op {
     Advance(i64),
 }
 
-const LOCKS: [&str; 2] = ["L", "{t}:a"];
-const OWNERS: [&str; 3] = ["u1:1", "u1:2", "u2:7"];
-const REQUESTS: [&str; 2] = ["r1", "r2"];
+/// The locks, owners and unlock requests of random operations (the plain
+/// lock's model, lock_model.rs, uses them too).
+pub(super) const LOCKS: [&str; 2] = ["L", "{t}:a"];
+pub(super) const OWNERS: [&str; 3] = ["u1:1", "u1:2", "u2:7"];
+pub(super) const REQUESTS: [&str; 2] = ["r1", "r2"];
 
 #[derive(Debug, PartialEq)]
 enum Reply {
@@ -330,10 +347,7 @@ impl Model {
 }
 
 fn random_op(rng: &mut Rng) -> Op {
-    let leases = [1, 2, 5, 20, 100, 1_000];
-    let lock = rng.below(LOCKS.len());
-    let owner = rng.below(OWNERS.len());
-    let lease = *rng.pick(&leases);
+    let (lock, owner, lease) = rng.target();
     match rng.below(16) {
         0..=3 => Op::Read(lock, owner, lease),
         4..=6 => Op::Write(lock, owner, lease),
@@ -351,7 +365,7 @@ fn random_op(rng: &mut Rng) -> Op {
             lock,
             [None, Some(Mode::Read), Some(Mode::Write)][rng.below(3)],
         ),
-        _ => Op::Advance(*rng.pick(&[0, 1, 2, 5, 20, 100, 500])),
+        _ => Op::Advance(rng.pause()),
     }
 }
 

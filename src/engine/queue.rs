@@ -137,10 +137,24 @@ mod tests {
     use crate::engine::memstore::MemStore;
     use crate::engine::rwlock::unlock;
 
-    fn ticket(owner: &str, mode: Mode, token: u32) -> Ticket<u32> {
+    const LOCK: Hold = Hold::Lock(Options {
+        fenced: false,
+        non_reentrant: false,
+    });
+    const FENCED_LOCK: Hold = Hold::Lock(Options {
+        fenced: true,
+        non_reentrant: false,
+    });
+    const NOREENTRY_LOCK: Hold = Hold::Lock(Options {
+        fenced: false,
+        non_reentrant: true,
+    });
+    const FENCED_WRITE: Hold = Hold::Write { fenced: true };
+
+    fn ticket(owner: &str, hold: impl Into<Hold>, token: u32) -> Ticket<u32> {
         Ticket {
             owner: owner.as_bytes().to_vec(),
-            hold: mode.into(),
+            hold: hold.into(),
             lease: 10_000,
             token,
         }
@@ -162,6 +176,125 @@ mod tests {
                 (s.ticket.token, reentry)
             })
             .collect()
+    }
+
+    /// (ticket, grant or error) of each waiter served.
+    fn grants(served: Vec<Served<u32>>) -> Vec<(u32, Result<Granted, LockError>)> {
+        served
+            .into_iter()
+            .map(|s| (s.ticket.token, s.outcome))
+            .collect()
+    }
+
+    fn granted(reentry: bool, token: Option<i64>) -> Result<Granted, LockError> {
+        Ok(Granted { reentry, token })
+    }
+
+    /// Gives back every hold `owner` has of the plain lock `Q`.
+    fn free(s: &mut MemStore, n: &LockNames, owner: &[u8]) {
+        while lock::unlock(s, n, owner, 10_000, None)
+            .expect("unlock")
+            .reply()
+            == Some(0)
+        {}
+    }
+
+    /// Asserts that `owner` holds `Q` `holds` times with one waiter left,
+    /// then frees it: that waiter, `next`, takes the lock.
+    #[track_caller]
+    fn hands_over(
+        s: &mut MemStore,
+        n: &LockNames,
+        q: &mut VecDeque<Ticket<u32>>,
+        owner: &[u8],
+        holds: &[u8],
+        next: u32,
+    ) {
+        assert_eq!(s.hget(b"Q", owner).as_deref(), Some(holds));
+        assert_eq!(q.len(), 1, "the last waiter waits");
+        free(s, n, owner);
+        assert_eq!(grants(admit(s, n, q)), vec![(next, granted(false, None))]);
+    }
+
+    #[test]
+    fn plain_and_fenced_locks_wait_in_line_with_read_write_tickets() {
+        let (mut s, n) = setup();
+        let mut q: VecDeque<_> = [
+            ticket("a:1", FENCED_WRITE, 1),
+            ticket("a:1", FENCED_WRITE, 2),
+            ticket("b:1", FENCED_LOCK, 3),
+            ticket("c:1", Mode::Read, 4),
+            ticket("b:1", LOCK, 5),
+            ticket("d:1", LOCK, 6),
+        ]
+        .into();
+        assert_eq!(
+            grants(admit(&mut s, &n, &mut q)),
+            vec![(1, granted(false, Some(1))), (2, granted(true, Some(2)))],
+            "the writer, then its own re-entry; b is no holder of the write lock"
+        );
+        for _ in 0..2 {
+            unlock(&mut s, &n, b"a:1", Mode::Write, 1, None).expect("unlock");
+        }
+        assert_eq!(
+            grants(admit(&mut s, &n, &mut q)),
+            vec![
+                (3, granted(false, Some(3))),
+                (4, Err(LockError::Corrupt)),
+                (5, granted(true, None)),
+            ],
+            "b takes the next token; a read of a plain lock's hash fails \
+             (contract §2) without holding up b's re-entry behind it"
+        );
+        hands_over(&mut s, &n, &mut q, b"b:1", b"2", 6);
+    }
+
+    #[test]
+    fn a_waiting_non_reentrant_reacquire_is_refused_and_blocks_no_one() {
+        let (mut s, n) = setup();
+        let first = lock::acquire(&mut s, &n, b"a:1", 10_000, Options::default());
+        assert!(matches!(first, Ok(Taken::Acquired { .. })));
+        let mut q: VecDeque<_> = [
+            ticket("a:1", NOREENTRY_LOCK, 1),
+            ticket("a:1", LOCK, 2),
+            ticket("b:1", NOREENTRY_LOCK, 3),
+        ]
+        .into();
+        assert_eq!(
+            grants(admit(&mut s, &n, &mut q)),
+            vec![(1, Err(LockError::Reentry)), (2, granted(true, None))],
+            "the holder's plain re-entry behind its refused one goes on"
+        );
+        // One hold added: the refused re-acquire took none.
+        hands_over(&mut s, &n, &mut q, b"a:1", b"2", 3);
+    }
+
+    #[test]
+    fn fenced_waiters_get_strictly_increasing_tokens() {
+        let (mut s, n) = setup();
+        let owners = ["a:1", "b:1", "c:1"];
+        // Each owner waits twice: its acquisition, then its re-entry.
+        let mut q: VecDeque<_> = (0..6)
+            .map(|i| ticket(owners[i / 2], FENCED_LOCK, i as u32))
+            .collect();
+        let mut tokens = Vec::new();
+        for owner in owners {
+            let served = grants(admit(&mut s, &n, &mut q));
+            assert_eq!(served.len(), 2, "{owner} and its re-entry");
+            for (_, grant) in served {
+                tokens.push(grant.expect("granted").token.expect("fenced"));
+            }
+            free(&mut s, &n, owner.as_bytes());
+        }
+        assert_eq!(tokens, [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_plain_lock_holder_may_overtake_in_fair_mode() {
+        let (mut s, n) = setup();
+        lock::acquire(&mut s, &n, b"a:1", 10_000, Options::default()).expect("taken");
+        assert_eq!(may_overtake(&mut s, &n, b"a:1"), Ok(true));
+        assert_eq!(may_overtake(&mut s, &n, b"b:1"), Ok(false));
     }
 
     #[test]

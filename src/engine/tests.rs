@@ -1,4 +1,6 @@
 //! Unit tests of the lock machine, one or more per row of contract §3.1–§3.6.
+//! The set-up and checks marked `pub(super)` serve the plain lock's tests
+//! (lock_tests.rs) too.
 
 use std::fmt::Debug;
 
@@ -9,11 +11,11 @@ use super::names::LockNames;
 use super::rwlock::*;
 use super::store::Store;
 
-const T0: i64 = 1_700_000_000_000;
-const U: &[u8] = b"u1:57";
-const V: &[u8] = b"u2:9";
+pub(super) const T0: i64 = 1_700_000_000_000;
+pub(super) const U: &[u8] = b"u1:57";
+pub(super) const V: &[u8] = b"u2:9";
 
-fn setup() -> (MemStore, LockNames<'static>) {
+pub(super) fn setup() -> (MemStore, LockNames<'static>) {
     (MemStore::new(T0), LockNames::new(b"L").expect("name"))
 }
 
@@ -51,7 +53,7 @@ fn tk(n: &LockNames, owner: &[u8], i: i64) -> Vec<u8> {
 /// Asserts the keyspace events raised since the last look, each written
 /// `"event key"`, and forgets them.
 #[track_caller]
-fn assert_events(s: &mut MemStore, expected: &[&'static str]) {
+pub(super) fn assert_events(s: &mut MemStore, expected: &[&'static str]) {
     let expected: Vec<(&str, Vec<u8>)> = expected
         .iter()
         .map(|e| {
@@ -63,7 +65,7 @@ fn assert_events(s: &mut MemStore, expected: &[&'static str]) {
 }
 
 /// A field of the lock hash `L`.
-fn field(s: &mut MemStore, f: &[u8]) -> Option<String> {
+pub(super) fn field(s: &mut MemStore, f: &[u8]) -> Option<String> {
     s.hget(b"L", f).map(|v| String::from_utf8(v).expect("utf8"))
 }
 
@@ -103,7 +105,7 @@ fn release(
 }
 
 /// A `REQUEST id ttl` whose latch lives 5 s.
-fn request(id: &[u8]) -> Option<Request<'_>> {
+pub(super) fn request(id: &[u8]) -> Option<Request<'_>> {
     Some(Request { id, ttl: 5_000 })
 }
 
@@ -112,7 +114,7 @@ fn request(id: &[u8]) -> Option<Request<'_>> {
 /// (contract §7 for errors; a refusal or a call by a non-holder changes
 /// nothing either).
 #[track_caller]
-fn gives_without_effect<R: Debug + PartialEq>(
+pub(super) fn gives_without_effect<R: Debug + PartialEq>(
     s: &mut MemStore,
     expected: R,
     call: impl FnOnce(&mut MemStore) -> R,
