@@ -7,8 +7,9 @@
 
 use super::error::LockError;
 use super::hold::{check_token, count_of, deadline, latch, one_more, remember, Latch};
-use super::hold::{Release, Request, Unlocked};
-use super::names::{check_owner, LockNames};
+use super::hold::{parse_count, Release, Request, Unlocked};
+use super::int::parse_i64;
+use super::names::{check_owner, LockNames, MODE_FIELD};
 use super::store::{KeyKind, Moot, Store};
 
 /// Payload published when the lock ends (Redisson's `UNLOCK_MESSAGE`).
@@ -179,8 +180,10 @@ pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockErro
     let hash = names.hash();
     let mut holders = Vec::new();
     if exists(s, hash)? {
-        for (field, value) in s.hgetall(hash).iter() {
-            holders.push((field.to_vec(), super::hold::parse_count(value)?));
+        // A read-write lock's hash shows its holds' fields as they are, its
+        // `mode` left out: the plain machine reads that data as its scripts do.
+        for (field, value) in s.hgetall(hash).iter().filter(|(f, _)| *f != MODE_FIELD) {
+            holders.push((field.to_vec(), parse_count(value)?));
         }
         holders.sort();
     }
@@ -190,7 +193,7 @@ pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockErro
         KeyKind::String => Some(
             s.get(&token_key)
                 .as_deref()
-                .and_then(super::int::parse_i64)
+                .and_then(parse_i64)
                 .ok_or(LockError::BadToken)?,
         ),
         KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),

@@ -474,6 +474,18 @@ fn info_shows_every_holder_in_byte_order_the_ttl_and_the_token() {
         token: Some(2),
     };
     gives_without_effect(&mut s, Ok(shared), |s| info(s, &n));
+    // A read-write lock's hash: its holds, without `mode`.
+    s.put(
+        b"L",
+        Value::hash(&[(b"mode", b"write"), (b"w:1:write", b"2"), (b"w:1", b"1")]),
+        None,
+    );
+    let read_write = LockInfo {
+        holders: vec![(b"w:1".to_vec(), 1), (b"w:1:write".to_vec(), 2)],
+        pttl: -1,
+        token: Some(2),
+    };
+    gives_without_effect(&mut s, Ok(read_write), |s| info(s, &n));
 }
 
 // --- Bad state and input change nothing ---
