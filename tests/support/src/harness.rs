@@ -613,6 +613,37 @@ impl Server {
         waiter
     }
 
+    /// Runs `wait` with [`Server::spawn_call`] and returns once it is
+    /// parked in the module, behind the clients already waiting (`conn`,
+    /// another client, watches `INFO rwlock`).
+    pub fn park(&self, conn: &mut redis::Connection, wait: &[&str]) -> Call {
+        let before = crate::waiters(conn);
+        let waiter = self.spawn_call(wait);
+        crate::wait_for_waiters(conn, before + 1);
+        waiter
+    }
+
+    /// Sends `wait` (a BLOCK acquisition that will park) on a connection of
+    /// its own without reading the reply, kills that client once it is
+    /// parked, and returns when the module has let go of it: a waiter that
+    /// hung up. `conn` (another client) watches `INFO rwlock`.
+    pub fn park_and_hang_up(&self, conn: &mut redis::Connection, wait: &[&str]) {
+        let before = crate::waiters(conn);
+        let mut waiter = self.conn();
+        let id: i64 = crate::query(&mut waiter, &["CLIENT", "ID"]);
+        waiter
+            .send_packed_command(&crate::cmd_of(wait).get_packed_command())
+            .expect("send the waiting command");
+        crate::wait_for_waiters(conn, before + 1);
+        crate::expect_reply(
+            conn,
+            &["CLIENT", "KILL", "ID", &id.to_string()],
+            redis::Value::Int(1),
+        );
+        drop(waiter);
+        crate::wait_for_waiters(conn, before);
+    }
+
     /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.
     pub fn conn(&self) -> redis::Connection {
         let conn = self
