@@ -407,22 +407,29 @@ impl Client {
         self.forget(lock, sent);
     }
 
+    /// The arguments of an acquisition by `verb` of `lock` for its lease,
+    /// waiting up to `block` ms on the server.
+    fn acquisition(&mut self, verb: &str, lock: usize, block: Option<i64>) -> Vec<String> {
+        let mut args = vec![
+            verb.to_string(),
+            lock_name(lock),
+            self.owner.clone(),
+            lease_of(lock).to_string(),
+        ];
+        if let Some(ms) = block {
+            args.extend(["BLOCK".to_string(), ms.to_string()]);
+            self.stats.blocked += 1;
+        }
+        args
+    }
+
     fn acquire(&mut self, lock: usize, kind: Kind, block: Option<i64>) -> Option<()> {
         let l = lease_of(lock);
         let verb = match kind {
             Kind::Read => "RWLOCK.READ",
             Kind::Write => "RWLOCK.WRITE",
         };
-        let mut args = vec![
-            verb.to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-            l.to_string(),
-        ];
-        if let Some(ms) = block {
-            args.extend(["BLOCK".to_string(), ms.to_string()]);
-            self.stats.blocked += 1;
-        }
+        let args = self.acquisition(verb, lock, block);
         let (reply, t) = self.send(lock, &args)?;
         match reply {
             Value::Nil => {
@@ -523,15 +530,20 @@ impl Client {
         Some(())
     }
 
+    /// Releases one hold of `kind`. A plain lock's hold is released as a
+    /// write hold without reads is: `LOCK.UNLOCK` replies and re-arms the
+    /// lease as `RWLOCK.UNLOCK … WRITE LEASE` does.
     fn unlock(&mut self, lock: usize, kind: Kind) -> Option<()> {
         let l = lease_of(lock);
-        let mut args = vec![
-            "RWLOCK.UNLOCK".to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-        ];
+        let verb = if self.plain {
+            "LOCK.UNLOCK"
+        } else {
+            "RWLOCK.UNLOCK"
+        };
+        let mut args = vec![verb.to_string(), lock_name(lock), self.owner.clone()];
         match kind {
             Kind::Read => args.push("READ".into()),
+            Kind::Write if self.plain => args.extend(["LEASE".to_string(), l.to_string()]),
             Kind::Write => args.extend(["WRITE".to_string(), "LEASE".to_string(), l.to_string()]),
         }
         let (reply, t) = self.send(lock, &args)?;
@@ -646,7 +658,7 @@ impl Client {
         if roll < 18 && self.holds[lock].writes < 4 {
             self.take(lock, None)
         } else {
-            self.release(lock)
+            self.unlock(lock, Kind::Write)
         }
     }
 
@@ -656,16 +668,7 @@ impl Client {
         let l = lease_of(lock);
         let fenced = fenced_lock(lock);
         let no_reentry = self.rng.chance(20);
-        let mut args = vec![
-            "LOCK.ACQUIRE".to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-            l.to_string(),
-        ];
-        if let Some(ms) = block {
-            args.extend(["BLOCK".to_string(), ms.to_string()]);
-            self.stats.blocked += 1;
-        }
+        let mut args = self.acquisition("LOCK.ACQUIRE", lock, block);
         args.extend(fenced.then(|| "FENCED".to_string()));
         args.extend(no_reentry.then(|| "NOREENTRY".to_string()));
         let held = self.holds[lock].held();
@@ -735,44 +738,6 @@ impl Client {
         self.claim(lock, true, t.recv, end);
         let claimed = (self.log.len() > before).then_some(before);
         self.grants.extend(token.map(|_| (grant, claimed)));
-        Some(())
-    }
-
-    /// `LOCK.UNLOCK` of one hold, re-arming the lease when others are left.
-    fn release(&mut self, lock: usize) -> Option<()> {
-        let l = lease_of(lock);
-        let args = vec![
-            "LOCK.UNLOCK".to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-            "LEASE".to_string(),
-            l.to_string(),
-        ];
-        let (reply, t) = self.send(lock, &args)?;
-        self.stats.unlocks += 1;
-        if t.lapsed {
-            self.lapsed(lock, t.sent);
-            return Some(());
-        }
-        match (reply, self.holds[lock].writes) {
-            (Value::Int(1), 1) => {
-                self.holds[lock].writes = 0;
-                self.cut(lock, true, t.sent);
-            }
-            (Value::Int(0), writes) if writes > 1 => {
-                self.extend_upper(lock, t.recv, false);
-                self.holds[lock].writes -= 1;
-                self.cut(lock, true, t.sent);
-                let end = lease_end(t.sent, l);
-                self.holds[lock].write_end = end;
-                self.claim(lock, true, t.recv, end);
-            }
-            _ => {
-                // The server no longer has what we thought.
-                self.stats.lost_holds += 1;
-                self.forget(lock, t.sent);
-            }
-        }
         Some(())
     }
 
