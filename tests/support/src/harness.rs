@@ -545,6 +545,32 @@ impl Server {
         self.running = false;
     }
 
+    /// Sends `sig` (`STOP`, `CONT`...) to the server's process: `STOP`
+    /// freezes it (a replica that stops acknowledging) until `CONT`.
+    pub fn signal(&self, sig: &str) {
+        send_signal(self.child.id(), sig);
+    }
+
+    /// Starts a server with the module as a replica of this one, with
+    /// `extra_args`, and waits (bounded) until it acknowledges what this one
+    /// streams to it. (The replica reports its link up once it has loaded
+    /// the master's data, but after a diskless sync the master streams
+    /// commands to it only from its first acknowledgement, up to a second
+    /// later: a `WAIT` meanwhile lasts that long.) The probe is a `PUBLISH`,
+    /// which is replicated but writes no key.
+    pub fn start_replica(&self, extra_args: &[&str]) -> Server {
+        let port = self.port.to_string();
+        let replicaof = ["--replicaof", "127.0.0.1", port.as_str()];
+        let replica = Server::start(&[&replicaof[..], extra_args].concat());
+        let mut master = self.conn();
+        crate::wait_until(scaled(START_TIMEOUT), "the replica streamed to", || {
+            crate::ok(&mut master, &["PUBLISH", "__rwlock_test_replica", "probe"]);
+            let acked: i64 = crate::query(&mut master, &["WAIT", "1", "100"]);
+            (acked == 1).then_some(())
+        });
+        replica
+    }
+
     /// True while the child process has not exited.
     pub fn is_running(&mut self) -> bool {
         self.running && matches!(self.child.try_wait(), Ok(None))
