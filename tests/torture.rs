@@ -19,9 +19,18 @@
 //! timeout (see the README's "Fault testing" section for why mixed leases are
 //! another matter).
 //!
+//! A second run does the same with Redisson's plain lock (`LOCK.*`), whose
+//! holds are all exclusive, half of its locks fenced: every acquisition there
+//! is `FENCED`, and each client also logs the token each reply gave it. A
+//! second checker proves from those logs that a lock never handed out one
+//! token twice nor skipped one, that a token answered before another
+//! acquisition was sent is below that one's, and that the tokens of
+//! successive holders of one lock (re-entries included) strictly increase.
+//!
 //! `RWLOCK_TORTURE_CLIENTS`, `RWLOCK_TORTURE_OPS`, `RWLOCK_TORTURE_LOCKS` and
-//! `RWLOCK_TORTURE_BUDGET_S` size a run (defaults 64, 100000, 8, 120; `make
-//! torture` runs a bigger one); `RWLOCK_TEST_SEED` replays one.
+//! `RWLOCK_TORTURE_BUDGET_S` size a run (defaults 64, 100000, 8, 120; for the
+//! plain lock 64, 30000, 16, 120; `make torture` runs bigger ones);
+//! `RWLOCK_TEST_SEED` replays one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,7 +39,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use testkit::{env_usize, seed, wall_us, Rng, Server};
+use testkit::{env_usize, fenced_pair, seed, token_counter, wall_us, Rng, Server};
 
 /// Lease of lock i (ms): every client uses its lock's lease.
 const LEASES_MS: [i64; 4] = [50, 80, 120, 200];
@@ -45,6 +54,12 @@ fn lease_of(lock: usize) -> i64 {
 /// left counts as gone.
 fn lease_end(sent: i64, lease_ms: i64) -> i64 {
     (sent / 1000 + lease_ms) * 1000
+}
+
+/// Whether every acquisition of plain lock `lock` is fenced: half the
+/// locks, of both kinds of name.
+fn fenced_lock(lock: usize) -> bool {
+    lock % 4 < 2
 }
 
 fn lock_name(lock: usize) -> String {
@@ -122,6 +137,78 @@ fn shared_reads(claims: &[Claim]) -> usize {
     n
 }
 
+/// A fenced acquisition as its client saw it: the token, when the command
+/// was sent and answered (µs), and the interval the client then claimed,
+/// as cut by its later commands (None when it could claim nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Grant {
+    lock: usize,
+    owner: usize,
+    token: i64,
+    sent: i64,
+    recv: i64,
+    held: Option<(i64, i64)>,
+}
+
+/// What the token checker went through, and what it found wrong.
+#[derive(Debug, Default)]
+struct TokenCheck {
+    /// Pairs of successive holders compared, and those of two owners.
+    successions: usize,
+    handoffs: usize,
+    violations: Vec<String>,
+}
+
+/// The second checker, from the client logs alone: on each lock, no token
+/// twice; a grant answered before another was sent has the lower token
+/// (the server ran it first); and ordered by the start of their claims,
+/// successive holders' tokens strictly increase.
+fn check_tokens(grants: &[Grant]) -> TokenCheck {
+    let mut by_lock: BTreeMap<usize, Vec<Grant>> = BTreeMap::new();
+    for g in grants {
+        by_lock.entry(g.lock).or_default().push(*g);
+    }
+    let mut out = TokenCheck::default();
+    for list in by_lock.values_mut() {
+        list.sort_by_key(|g| g.token);
+        for pair in list.windows(2).filter(|p| p[0].token == p[1].token) {
+            out.violations.push(format!(
+                "token given twice: {:?} and {:?}",
+                pair[0], pair[1]
+            ));
+        }
+        // From the highest token down, the earliest answer of any grant
+        // with a higher token than the one at hand.
+        let mut first_answer: Option<Grant> = None;
+        for g in list.iter().rev() {
+            if let Some(a) = first_answer.filter(|a| a.recv < g.sent && a.token > g.token) {
+                out.violations.push(format!(
+                    "{a:?} was answered before {g:?} was sent, with a higher token"
+                ));
+            }
+            if first_answer.is_none_or(|a| g.recv < a.recv) {
+                first_answer = Some(*g);
+            }
+        }
+        let mut held: Vec<(i64, Grant)> = list
+            .iter()
+            .filter_map(|g| g.held.filter(|(s, e)| s < e).map(|(s, _)| (s, *g)))
+            .collect();
+        held.sort_by_key(|(start, _)| *start);
+        for pair in held.windows(2) {
+            let ((_, a), (_, b)) = (pair[0], pair[1]);
+            out.successions += 1;
+            out.handoffs += usize::from(a.owner != b.owner);
+            if a.token >= b.token {
+                out.violations.push(format!(
+                    "successive holders' tokens do not increase: {a:?} then {b:?}"
+                ));
+            }
+        }
+    }
+    out
+}
+
 // ---------------------------------------------------------------------------
 // A client
 // ---------------------------------------------------------------------------
@@ -163,9 +250,22 @@ testkit::counters! {
     #[derive(Default, Debug, Clone)]
     struct Stats {
         ops, acquired, reentered, refused, blocked, block_granted, block_timed_out, renewed,
-        renew_lost, unlocks, lapsed, lost_holds, abandoned, overslept,
+        renew_lost, unlocks, lapsed, lost_holds, abandoned, overslept, reentry_refused,
     }
 }
+
+/// What a client's run leaves: its claims, its commands, its counts and the
+/// fenced acquisitions it made.
+struct Record {
+    claims: Vec<Claim>,
+    history: Vec<Sent>,
+    stats: Stats,
+    grants: Vec<Grant>,
+}
+
+/// The error a plain lock's `NOREENTRY` re-acquire gets, which `send`
+/// passes on as a reply.
+const REENTRY_REFUSED: &str = "NON_REENTRANT_REACQUIRE";
 
 /// One command as a client saw it, to explain a violation.
 #[derive(Debug, Clone)]
@@ -190,6 +290,10 @@ struct Client {
     stats: Stats,
     budget: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
+    /// Plain locks (`LOCK.*`) instead of read-write ones.
+    plain: bool,
+    /// Fenced acquisitions, with the index of their claim in `log`.
+    grants: Vec<(Grant, Option<usize>)>,
 }
 
 enum Kind {
@@ -222,7 +326,14 @@ impl Client {
         self.stats.ops += 1;
         let sent = wall_us();
         let lapsed = self.holds[lock].lapsed(sent);
-        let reply = testkit::call(&mut self.conn, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let reply = match testkit::call(&mut self.conn, args) {
+            Ok(reply) => reply,
+            // The one error a well-formed command of these runs may get.
+            Err(e) if e.code() == Some(REENTRY_REFUSED) => {
+                Value::SimpleString(REENTRY_REFUSED.to_string())
+            }
+            Err(e) => panic!("{args:?}: {e}"),
+        };
         let recv = wall_us();
         self.history.push(Sent {
             owner: self.id,
@@ -296,22 +407,29 @@ impl Client {
         self.forget(lock, sent);
     }
 
+    /// The arguments of an acquisition by `verb` of `lock` for its lease,
+    /// waiting up to `block` ms on the server.
+    fn acquisition(&mut self, verb: &str, lock: usize, block: Option<i64>) -> Vec<String> {
+        let mut args = vec![
+            verb.to_string(),
+            lock_name(lock),
+            self.owner.clone(),
+            lease_of(lock).to_string(),
+        ];
+        if let Some(ms) = block {
+            args.extend(["BLOCK".to_string(), ms.to_string()]);
+            self.stats.blocked += 1;
+        }
+        args
+    }
+
     fn acquire(&mut self, lock: usize, kind: Kind, block: Option<i64>) -> Option<()> {
         let l = lease_of(lock);
         let verb = match kind {
             Kind::Read => "RWLOCK.READ",
             Kind::Write => "RWLOCK.WRITE",
         };
-        let mut args = vec![
-            verb.to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-            l.to_string(),
-        ];
-        if let Some(ms) = block {
-            args.extend(["BLOCK".to_string(), ms.to_string()]);
-            self.stats.blocked += 1;
-        }
+        let args = self.acquisition(verb, lock, block);
         let (reply, t) = self.send(lock, &args)?;
         match reply {
             Value::Nil => {
@@ -364,8 +482,13 @@ impl Client {
 
     fn renew(&mut self, lock: usize) -> Option<()> {
         let l = lease_of(lock);
+        let verb = if self.plain {
+            "LOCK.RENEW"
+        } else {
+            "RWLOCK.RENEW"
+        };
         let args = vec![
-            "RWLOCK.RENEW".to_string(),
+            verb.to_string(),
             lock_name(lock),
             self.owner.clone(),
             l.to_string(),
@@ -407,15 +530,20 @@ impl Client {
         Some(())
     }
 
+    /// Releases one hold of `kind`. A plain lock's hold is released as a
+    /// write hold without reads is: `LOCK.UNLOCK` replies and re-arms the
+    /// lease as `RWLOCK.UNLOCK … WRITE LEASE` does.
     fn unlock(&mut self, lock: usize, kind: Kind) -> Option<()> {
         let l = lease_of(lock);
-        let mut args = vec![
-            "RWLOCK.UNLOCK".to_string(),
-            lock_name(lock),
-            self.owner.clone(),
-        ];
+        let verb = if self.plain {
+            "LOCK.UNLOCK"
+        } else {
+            "RWLOCK.UNLOCK"
+        };
+        let mut args = vec![verb.to_string(), lock_name(lock), self.owner.clone()];
         match kind {
             Kind::Read => args.push("READ".into()),
+            Kind::Write if self.plain => args.extend(["LEASE".to_string(), l.to_string()]),
             Kind::Write => args.extend(["WRITE".to_string(), "LEASE".to_string(), l.to_string()]),
         }
         let (reply, t) = self.send(lock, &args)?;
@@ -482,10 +610,11 @@ impl Client {
             self.lapsed(lock, now);
             return Some(());
         }
-        let h = &self.holds[lock];
-        let (writes, reads) = (h.writes, h.reads.len());
-        if !h.held() {
+        if !self.holds[lock].held() {
             let block = self.rng.chance(30).then(|| self.rng.range(1, 3 * l));
+            if self.plain {
+                return self.take(lock, block);
+            }
             let kind = if self.rng.chance(40) {
                 Kind::Write
             } else {
@@ -493,9 +622,8 @@ impl Client {
             };
             return self.acquire(lock, kind, block);
         }
-        match self.rng.below(100) {
-            0..=9 if reads < 4 => self.acquire(lock, Kind::Read, None)?,
-            10..=17 if writes > 0 && writes < 4 => self.acquire(lock, Kind::Write, None)?,
+        let roll = self.rng.below(100);
+        match roll {
             18..=27 => self.renew(lock)?,
             28..=29 => {
                 // Walk away: the hold ends on the server when its lease does.
@@ -507,15 +635,113 @@ impl Client {
                 thread::sleep(Duration::from_millis(self.rng.range(l, l + l / 2) as u64));
             }
             33..=52 => thread::sleep(Duration::from_micros(self.rng.range(0, 3000) as u64)),
-            _ if reads > 0 && (writes == 0 || self.rng.chance(50)) => {
-                self.unlock(lock, Kind::Read)?
-            }
-            _ => self.unlock(lock, Kind::Write)?,
+            _ if self.plain => self.plain_step(lock, roll)?,
+            _ => self.rwlock_step(lock, roll)?,
         }
         Some(())
     }
 
-    fn run(mut self, locks: usize) -> (Vec<Claim>, Vec<Sent>, Stats) {
+    /// A read-write lock's holder takes more, or lets go of some.
+    fn rwlock_step(&mut self, lock: usize, roll: u64) -> Option<()> {
+        let h = &self.holds[lock];
+        let (writes, reads) = (h.writes, h.reads.len());
+        match roll {
+            0..=9 if reads < 4 => self.acquire(lock, Kind::Read, None),
+            10..=17 if writes > 0 && writes < 4 => self.acquire(lock, Kind::Write, None),
+            _ if reads > 0 && (writes == 0 || self.rng.chance(50)) => self.unlock(lock, Kind::Read),
+            _ => self.unlock(lock, Kind::Write),
+        }
+    }
+
+    /// A plain lock's holder re-enters it, or releases one hold.
+    fn plain_step(&mut self, lock: usize, roll: u64) -> Option<()> {
+        if roll < 18 && self.holds[lock].writes < 4 {
+            self.take(lock, None)
+        } else {
+            self.unlock(lock, Kind::Write)
+        }
+    }
+
+    /// `LOCK.ACQUIRE`, fenced on a fenced lock, with `NOREENTRY` at times
+    /// (which a holder must be refused with its error).
+    fn take(&mut self, lock: usize, block: Option<i64>) -> Option<()> {
+        let l = lease_of(lock);
+        let fenced = fenced_lock(lock);
+        let no_reentry = self.rng.chance(20);
+        let mut args = self.acquisition("LOCK.ACQUIRE", lock, block);
+        args.extend(fenced.then(|| "FENCED".to_string()));
+        args.extend(no_reentry.then(|| "NOREENTRY".to_string()));
+        let held = self.holds[lock].held();
+        let (reply, t) = self.send(lock, &args)?;
+        // Some(token) when it took the lock (the token None unless fenced).
+        let taken = match &reply {
+            Value::Nil if !fenced => Some(None),
+            Value::Int(_) if !fenced => None,
+            Value::Array(_) if fenced => match fenced_pair(&reply) {
+                (-1, token) => Some(Some(token)),
+                _ => None,
+            },
+            Value::SimpleString(e) if e == REENTRY_REFUSED => {
+                // The server has a hold of ours; so must we, unless one lapsed.
+                assert!(
+                    held || t.lapsed,
+                    "{args:?} refused as a re-entry of a lock we do not hold"
+                );
+                self.stats.reentry_refused += 1;
+                if t.lapsed {
+                    self.lapsed(lock, t.sent);
+                }
+                return Some(());
+            }
+            other => panic!("{args:?} replied {other:?}"),
+        };
+        let Some(token) = taken else {
+            self.stats.refused += 1;
+            self.stats.block_timed_out += usize::from(block.is_some());
+            if held {
+                // We held it, and it went: our hold had run out on the server.
+                self.stats.lost_holds += usize::from(!t.lapsed);
+                self.forget(lock, t.sent);
+            }
+            return Some(());
+        };
+        self.stats.block_granted += usize::from(block.is_some());
+        let grant = Grant {
+            lock,
+            owner: self.id,
+            token: token.unwrap_or(-1),
+            sent: t.sent,
+            recv: t.recv,
+            held: None,
+        };
+        self.extend_upper(lock, t.recv, false);
+        if t.lapsed || (held && no_reentry) {
+            // A re-entry it should have refused: the server no longer had
+            // our hold when it ran, so it may hold less, or more, than we think.
+            self.stats.lost_holds += usize::from(!t.lapsed);
+            self.lapsed(lock, t.sent);
+            self.grants.extend(token.map(|_| (grant, None)));
+            return Some(());
+        }
+        if held {
+            self.stats.reentered += 1;
+            // The TTL is set to the lease anew.
+            self.cut(lock, true, t.sent);
+        } else {
+            self.stats.acquired += 1;
+        }
+        let end = lease_end(t.sent, l);
+        let h = &mut self.holds[lock];
+        h.writes += 1;
+        h.write_end = end;
+        let before = self.log.len();
+        self.claim(lock, true, t.recv, end);
+        let claimed = (self.log.len() > before).then_some(before);
+        self.grants.extend(token.map(|_| (grant, claimed)));
+        Some(())
+    }
+
+    fn run(mut self, locks: usize) -> Record {
         let mut lock = 0;
         loop {
             if !self.holds[lock].held() {
@@ -537,7 +763,21 @@ impl Client {
                 break;
             }
         }
-        (self.log, self.history, self.stats)
+        // Each grant with its claim as later commands left it.
+        let grants = self
+            .grants
+            .iter()
+            .map(|(g, claim)| Grant {
+                held: claim.map(|i| (self.log[i].start, self.log[i].end)),
+                ..*g
+            })
+            .collect();
+        Record {
+            claims: self.log,
+            history: self.history,
+            stats: self.stats,
+            grants,
+        }
     }
 }
 
@@ -581,13 +821,85 @@ fn checker_finds_overlaps_and_accepts_shared_reads() {
 }
 
 #[test]
-fn torture_mutual_exclusion_from_client_logs() {
-    let clients = env_usize("RWLOCK_TORTURE_CLIENTS", 64);
-    let ops = env_usize("RWLOCK_TORTURE_OPS", 100_000);
-    let locks = env_usize("RWLOCK_TORTURE_LOCKS", 8);
-    let budget = Duration::from_secs(env_usize("RWLOCK_TORTURE_BUDGET_S", 120) as u64);
+fn token_checker_finds_repeats_reorderings_and_decreases() {
+    let g = |owner, token, sent, recv, held| Grant {
+        lock: 0,
+        owner,
+        token,
+        sent,
+        recv,
+        held,
+    };
+    // Three holders in turn, one re-entering; a grant answered late (a
+    // waiter) whose claim is empty; another lock's tokens apart.
+    let mut other = g(9, 1, 0, 1, Some((1, 100)));
+    other.lock = 1;
+    let fine = [
+        g(1, 1, 0, 10, Some((10, 20))),
+        g(1, 2, 15, 16, Some((16, 25))),
+        g(2, 3, 5, 40, Some((40, 50))),
+        g(3, 4, 12, 60, None),
+        g(3, 5, 61, 62, Some((62, 70))),
+        other,
+    ];
+    let ok = check_tokens(&fine);
+    assert!(ok.violations.is_empty(), "{:?}", ok.violations);
+    assert_eq!((ok.successions, ok.handoffs), (3, 2));
+    // A token twice; a lower token sent after a higher one was answered;
+    // a later holder with a lower token.
+    let twice = check_tokens(&[g(1, 1, 0, 10, None), g(2, 1, 20, 30, None)]);
+    assert_eq!(twice.violations.len(), 1, "{:?}", twice.violations);
+    assert!(twice.violations[0].starts_with("token given twice"));
+    let late = check_tokens(&[g(1, 2, 0, 10, None), g(2, 1, 20, 30, None)]);
+    assert_eq!(late.violations.len(), 1, "{:?}", late.violations);
+    assert!(late.violations[0].contains("answered before"));
+    let down = check_tokens(&[
+        g(1, 2, 0, 50, Some((50, 60))),
+        g(2, 1, 0, 70, Some((70, 80))),
+    ]);
+    assert_eq!(down.violations.len(), 1, "{:?}", down.violations);
+    assert!(down.violations[0].contains("do not increase"));
+}
+
+/// A run's size, from the environment.
+struct Size {
+    clients: usize,
+    ops: usize,
+    locks: usize,
+    budget: Duration,
+}
+
+impl Size {
+    fn from_env(default_ops: usize, default_locks: usize) -> Size {
+        Size {
+            clients: env_usize("RWLOCK_TORTURE_CLIENTS", 64),
+            ops: env_usize("RWLOCK_TORTURE_OPS", default_ops),
+            locks: env_usize("RWLOCK_TORTURE_LOCKS", default_locks),
+            budget: Duration::from_secs(env_usize("RWLOCK_TORTURE_BUDGET_S", 120) as u64),
+        }
+    }
+}
+
+/// Every client's record of a run, merged, with the server it ran on.
+struct Run {
+    server: Server,
+    claims: Vec<Claim>,
+    grants: Vec<Grant>,
+    stats: Stats,
+}
+
+/// Runs `size.clients` clients on read-write locks, or on plain ones
+/// (`plain`), until `size.ops` operations are spent; checks mutual
+/// exclusion, printing the commands around the first violations.
+fn torture(size: &Size, plain: bool, default_seed: u64) -> Run {
+    let Size {
+        clients,
+        ops,
+        locks,
+        budget,
+    } = *size;
     let server = Server::start(&["--maxclients", "10000"]);
-    let mut rng = Rng(seed(0x7047_7E5E));
+    let mut rng = Rng(seed(default_seed));
     let remaining = Arc::new(AtomicUsize::new(ops));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -604,6 +916,8 @@ fn torture_mutual_exclusion_from_client_logs() {
                 stats: Stats::default(),
                 budget: Arc::clone(&remaining),
                 stop: Arc::clone(&stop),
+                plain,
+                grants: Vec::new(),
             };
             thread::spawn(move || client.run(locks))
         })
@@ -615,27 +929,29 @@ fn torture_mutual_exclusion_from_client_logs() {
     stop.store(true, Ordering::Relaxed);
     let mut claims = Vec::new();
     let mut history = Vec::new();
+    let mut grants = Vec::new();
     let mut stats = Stats::default();
     for h in handles {
-        let (log, sent, s) = h.join().expect("a client panicked");
-        claims.extend(log);
-        history.extend(sent);
-        stats.add(&s);
+        let record = h.join().expect("a client panicked");
+        claims.extend(record.claims);
+        history.extend(record.history);
+        grants.extend(record.grants);
+        stats.add(&record.stats);
     }
     let elapsed = started.elapsed();
     let violations = check(&claims);
     let held_ms: i64 = claims.iter().map(|c| (c.end - c.start).max(0)).sum::<i64>() / 1000;
     let write_claims = claims.iter().filter(|c| c.write && c.start < c.end).count();
-    let shared = shared_reads(&claims);
+    let kind = if plain { "plain locks" } else { "locks" };
     eprintln!(
-        "torture: {clients} clients, {locks} locks, leases {LEASES_MS:?} ms: {} operations in {:.1} s = {:.0} ops/s",
+        "torture: {clients} clients, {locks} {kind}, leases {LEASES_MS:?} ms: {} operations in {:.1} s = {:.0} ops/s",
         stats.ops,
         elapsed.as_secs_f64(),
         stats.ops as f64 / elapsed.as_secs_f64()
     );
     eprintln!("torture: {stats:?}");
     eprintln!(
-        "torture: {} claims ({write_claims} write), {held_ms} ms claimed in all, {shared} overlapping read pairs; violations: {}",
+        "torture: {} claims ({write_claims} write), {held_ms} ms claimed in all; violations: {}",
         claims.len(),
         violations.len()
     );
@@ -665,6 +981,28 @@ fn torture_mutual_exclusion_from_client_logs() {
         "only {} of {ops} operations within {budget:?}",
         stats.ops
     );
+    assert!(stats.block_granted > 0 && stats.block_timed_out > 0 && stats.reentered > 0);
+    assert!(stats.renewed > 0 && stats.lapsed > 0 && stats.refused > 0);
+    let mut c = server.conn();
+    assert_eq!(testkit::waiters(&mut c), 0, "waiters left parked");
+    Run {
+        server,
+        claims,
+        grants,
+        stats,
+    }
+}
+
+#[test]
+fn torture_mutual_exclusion_from_client_logs() {
+    let run = torture(&Size::from_env(100_000, 8), false, 0x7047_7E5E);
+    let write_claims = run
+        .claims
+        .iter()
+        .filter(|c| c.write && c.start < c.end)
+        .count();
+    let shared = shared_reads(&run.claims);
+    eprintln!("torture: {shared} overlapping read pairs");
     // The run exercised what it claims to.
     assert!(
         write_claims > 100 && shared > 100,
@@ -672,8 +1010,52 @@ fn torture_mutual_exclusion_from_client_logs() {
          overlapping read pairs (with many clients per lock, readers keep it in read mode: \
          use more locks)"
     );
-    assert!(stats.block_granted > 0 && stats.block_timed_out > 0 && stats.reentered > 0);
-    assert!(stats.renewed > 0 && stats.lapsed > 0 && stats.refused > 0);
-    let mut c = server.conn();
-    assert_eq!(testkit::waiters(&mut c), 0, "waiters left parked");
+}
+
+#[test]
+fn torture_plain_locks_exclusion_and_fencing_tokens_from_client_logs() {
+    // 16 locks: 4 clients a lock, where a plain lock hands over often.
+    let size = Size::from_env(30_000, 16);
+    let run = torture(&size, true, 0xF3_7C3D);
+    let tokens = check_tokens(&run.grants);
+    eprintln!(
+        "torture: {} fenced acquisitions, {} successions of holders ({} between owners); token violations: {}",
+        run.grants.len(),
+        tokens.successions,
+        tokens.handoffs,
+        tokens.violations.len()
+    );
+    for v in tokens.violations.iter().take(5) {
+        eprintln!("TOKEN VIOLATION {v}");
+    }
+    assert!(
+        tokens.violations.is_empty(),
+        "{} token violations",
+        tokens.violations.len()
+    );
+    // Every grant's reply was read: each fenced lock handed out exactly
+    // the tokens 1 to its counter, once each.
+    let mut c = run.server.conn();
+    for lock in (0..size.locks).filter(|&l| fenced_lock(l)) {
+        let mut seen: Vec<i64> = run
+            .grants
+            .iter()
+            .filter(|g| g.lock == lock)
+            .map(|g| g.token)
+            .collect();
+        seen.sort_unstable();
+        let counter = token_counter(&mut c, &lock_name(lock));
+        assert!(
+            seen.iter().copied().eq(1..=counter),
+            "lock {lock}: counter {counter}, {} tokens seen",
+            seen.len()
+        );
+    }
+    let held = run.claims.iter().filter(|c| c.start < c.end).count();
+    assert!(
+        held > 100 && tokens.handoffs > 100 && run.stats.reentry_refused > 0,
+        "too little happened to prove anything: {held} holds, {} handoffs between owners, {} refused re-entries",
+        tokens.handoffs,
+        run.stats.reentry_refused
+    );
 }

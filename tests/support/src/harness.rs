@@ -545,6 +545,32 @@ impl Server {
         self.running = false;
     }
 
+    /// Sends `sig` (`STOP`, `CONT`...) to the server's process: `STOP`
+    /// freezes it (a replica that stops acknowledging) until `CONT`.
+    pub fn signal(&self, sig: &str) {
+        send_signal(self.child.id(), sig);
+    }
+
+    /// Starts a server with the module as a replica of this one, with
+    /// `extra_args`, and waits (bounded) until it acknowledges what this one
+    /// streams to it. (The replica reports its link up once it has loaded
+    /// the master's data, but after a diskless sync the master streams
+    /// commands to it only from its first acknowledgement, up to a second
+    /// later: a `WAIT` meanwhile lasts that long.) The probe is a `PUBLISH`,
+    /// which is replicated but writes no key.
+    pub fn start_replica(&self, extra_args: &[&str]) -> Server {
+        let port = self.port.to_string();
+        let replicaof = ["--replicaof", "127.0.0.1", port.as_str()];
+        let replica = Server::start(&[&replicaof[..], extra_args].concat());
+        let mut master = self.conn();
+        crate::wait_until(scaled(START_TIMEOUT), "the replica streamed to", || {
+            crate::ok(&mut master, &["PUBLISH", "__rwlock_test_replica", "probe"]);
+            let acked: i64 = crate::query(&mut master, &["WAIT", "1", "100"]);
+            (acked == 1).then_some(())
+        });
+        replica
+    }
+
     /// True while the child process has not exited.
     pub fn is_running(&mut self) -> bool {
         self.running && matches!(self.child.try_wait(), Ok(None))
@@ -611,6 +637,37 @@ impl Server {
         let waiter = self.spawn_call(wait);
         crate::wait_for_waiters(conn, 1);
         waiter
+    }
+
+    /// Runs `wait` with [`Server::spawn_call`] and returns once it is
+    /// parked in the module, behind the clients already waiting (`conn`,
+    /// another client, watches `INFO rwlock`).
+    pub fn park(&self, conn: &mut redis::Connection, wait: &[&str]) -> Call {
+        let before = crate::waiters(conn);
+        let waiter = self.spawn_call(wait);
+        crate::wait_for_waiters(conn, before + 1);
+        waiter
+    }
+
+    /// Sends `wait` (a BLOCK acquisition that will park) on a connection of
+    /// its own without reading the reply, kills that client once it is
+    /// parked, and returns when the module has let go of it: a waiter that
+    /// hung up. `conn` (another client) watches `INFO rwlock`.
+    pub fn park_and_hang_up(&self, conn: &mut redis::Connection, wait: &[&str]) {
+        let before = crate::waiters(conn);
+        let mut waiter = self.conn();
+        let id: i64 = crate::query(&mut waiter, &["CLIENT", "ID"]);
+        waiter
+            .send_packed_command(&crate::cmd_of(wait).get_packed_command())
+            .expect("send the waiting command");
+        crate::wait_for_waiters(conn, before + 1);
+        crate::expect_reply(
+            conn,
+            &["CLIENT", "KILL", "ID", &id.to_string()],
+            redis::Value::Int(1),
+        );
+        drop(waiter);
+        crate::wait_for_waiters(conn, before);
     }
 
     /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.

@@ -391,6 +391,38 @@ pub fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A fenced acquisition's reply, `[-1, token]` when it took the lock and
+/// `[pttl, -1]` when refused, as its two integers.
+#[track_caller]
+pub fn fenced_pair(reply: &redis::Value) -> (i64, i64) {
+    match reply {
+        redis::Value::Array(items) => match items.as_slice() {
+            [redis::Value::Int(a), redis::Value::Int(b)] => (*a, *b),
+            _ => panic!("not a fenced reply: {reply:?}"),
+        },
+        _ => panic!("not a fenced reply: {reply:?}"),
+    }
+}
+
+/// The token of a fenced acquisition that took the lock; panics on a
+/// refusal (whose second element is -1).
+#[track_caller]
+pub fn granted_token(reply: &redis::Value) -> i64 {
+    match fenced_pair(reply) {
+        (-1, token) if token > 0 => token,
+        other => panic!("not a granted fenced acquisition: {other:?}"),
+    }
+}
+
+/// The fencing token counter of the plain lock `lock`
+/// (`redisson_lock_token:{lock}`), which `FENCED` acquisitions of both kinds
+/// share; 0 while it does not exist.
+pub fn token_counter(conn: &mut impl redis::ConnectionLike, lock: &str) -> i64 {
+    let key = format!("redisson_lock_token:{}", crate::prefix_of(lock));
+    let value: Option<i64> = query(conn, &["GET", key.as_str()]);
+    value.unwrap_or(0)
+}
+
 /// Runs a command that must succeed, its reply read as a `T`.
 #[track_caller]
 pub fn query<T: redis::FromRedisValue, A: AsRef<[u8]>>(
@@ -498,6 +530,15 @@ pub fn wait_for_waiters(conn: &mut redis::Connection, n: u64) {
         Duration::from_millis(2),
         &format!("{n} waiters"),
         || (waiters(conn) == n).then_some(()),
+    );
+}
+
+/// Asserts that `took` (how long a wait lasted) lies in `lo..hi`.
+#[track_caller]
+pub fn assert_took(took: Duration, lo: Duration, hi: Duration, what: &str) {
+    assert!(
+        lo <= took && took < hi,
+        "{what}: took {took:?}, expected from {lo:?} to {hi:?}"
     );
 }
 
