@@ -78,6 +78,13 @@ TITLES = {
     ("handoff", "us"): "handoff latency (lower is better)",
     ("contended", "sections/s"): "50 clients on one write lock (higher is better)",
     ("memory", "bytes"): "memory (INFO used_memory deltas)",
+    ("lock-cycles", "cycles/s"): "plain lock: uncontended cycles, 50 clients (higher is better)",
+    ("lock-cycles", "server us/cycle"): "plain lock: server time per cycle, INFO commandstats (lower is better)",
+    ("lock-cycles", "process CPU us/cycle"): "plain lock: server process CPU per cycle (lower is better)",
+    ("lock-cycles", "server us/call"): "plain lock: server time per command (lower is better)",
+    ("lock-handoff", "us"): "plain lock: handoff latency (lower is better)",
+    ("lock-contended", "sections/s"): "50 clients on one plain lock (higher is better)",
+    ("lock-memory", "bytes"): "plain lock: memory (INFO used_memory deltas)",
 }
 
 

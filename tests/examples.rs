@@ -1,8 +1,9 @@
 //! The client examples, run against the module as smoke tests: each runs
 //! its own checks (mutual exclusion under contention, re-entry, the
-//! watchdog keeping a lock past its lease, waiting on the server) and must
-//! pass them; the server's own state and counters are then checked apart
-//! from what the example reports.
+//! watchdog keeping a lock past its lease, waiting on the server; for the
+//! read-write lock and the plain lock, fenced tokens included) and must pass
+//! them; the server's own state and counters are then checked apart from
+//! what the example reports.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -22,6 +23,13 @@ const CHECKS: &[&str] = &[
     "ok: the watchdog kept the hold for 3.5 leases",
     "ok: a 50 ms wait gives up while the writer holds on",
     "ok: the reader waited on the server until the writer released",
+    "ok: 4 workers x 25 increments under the plain lock = 100, none lost",
+    "ok: each holder's fencing token is larger than the last holder's",
+    "ok: the plain lock re-entered (count 2)",
+    "ok: another owner is refused the plain lock",
+    "ok: the plain lock released, no unlock latch left",
+    "ok: the watchdog kept the plain lock for 3.5 leases",
+    "ok: the watchdog stopped when the lock was forced open",
     "all checks passed",
 ];
 
@@ -30,15 +38,28 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// What the server shows after an example's run, whatever it printed.
 fn check_server_side(server: &Server, prefix: &str) {
     let mut c = server.conn();
-    let total: u64 = redis::cmd("GET")
-        .arg(format!("{prefix}:counter"))
-        .query(&mut c)
-        .expect("GET counter");
-    assert_eq!(total, 100, "every increment made under the write lock");
+    let get = |c: &mut redis::Connection, key: &str| -> u64 {
+        redis::cmd("GET").arg(key).query(c).expect(key)
+    };
+    let counter = format!("{prefix}:counter");
+    let plain_counter = format!("{prefix}:plain-counter");
+    // The fenced lock's token counter stays: nothing deletes it.
+    let token = format!("redisson_lock_token:{{{prefix}:plain-lock}}");
+    assert_eq!(
+        get(&mut c, &counter),
+        100,
+        "every increment made under the write lock"
+    );
+    assert_eq!(
+        get(&mut c, &plain_counter),
+        100,
+        "every increment made under the plain lock"
+    );
+    assert_eq!(get(&mut c, &token), 100, "one token per fenced hold");
     assert_eq!(
         all_keys(&mut c),
-        HashSet::from([format!("{prefix}:counter")]),
-        "every lock released"
+        HashSet::from([counter, plain_counter, token]),
+        "every lock released, every unlock latch deleted"
     );
     assert!(rwlock_counter(&mut c, "write_acquired") >= 100);
     assert!(rwlock_counter(&mut c, "reentries") >= 2, "write→read→write");
@@ -48,6 +69,14 @@ fn check_server_side(server: &Server, prefix: &str) {
     assert!(rwlock_counter(&mut c, "waits_served") >= 1);
     assert!(rwlock_counter(&mut c, "waits_timed_out") >= 1);
     assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
+    // The plain lock: 100 fenced holds, a re-entered hold, a held 1 s lease.
+    assert!(rwlock_counter(&mut c, "lock_acquired") >= 103);
+    assert_eq!(rwlock_counter(&mut c, "tokens_issued"), 100);
+    // Every release was sent once; the forced-open lock's watchdog stopped
+    // on LOCK.RENEW's 0.
+    assert_eq!(rwlock_counter(&mut c, "unlocks_replayed"), 0);
+    assert_eq!(rwlock_counter(&mut c, "force_unlocks"), 1);
+    assert!(rwlock_counter(&mut c, "renewals_not_held") >= 1);
 }
 
 fn assert_checks_passed(name: &str, passed: bool, output: &str) {

@@ -15,7 +15,9 @@ use crate::stats;
 use testkit::Server;
 
 pub const CLIENTS: usize = 50;
-pub const DEPTHS: [usize; 2] = [1, 16];
+pub const DEPTHS: [usize; 2] = [1, JUDGED_DEPTH];
+/// The depth at which server cost is judged.
+pub const JUDGED_DEPTH: usize = 16;
 const LEASE: &str = "30000";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -295,46 +297,74 @@ fn hincrby(client: usize) -> Vec<Request> {
     ]
 }
 
-struct Variant {
-    name: &'static str,
-    kind: Option<Kind>,
+/// The commands of a cycle as INFO commandstats names them (a script's or a
+/// transaction's own calls are inside their figure), each with its calls
+/// per cycle.
+pub type Calls = &'static [(&'static str, f64)];
+
+/// One way to run a cycle, by every client.
+pub struct Variant {
+    pub name: &'static str,
+    /// The case it runs: a lock's label, or "" for a reference of all cases.
+    pub of: &'static str,
     /// Run on the floor's server rather than the module's.
-    on_floor: bool,
-    /// The commands the client sends, as INFO commandstats names them (a
-    /// script's or a transaction's own calls are inside their figure).
-    commands: &'static [&'static str],
-    /// How many calls of `commands` make one cycle.
-    calls_per_cycle: f64,
-    cycles: Vec<Vec<Request>>,
+    pub on_floor: bool,
+    /// The commands whose server cost is judged.
+    pub cost: Calls,
+    /// The cycle's other commands, shown apart (Redisson's `DEL` of the
+    /// unlock latch, which both sides send after a release).
+    pub also: Calls,
+    /// Requests per cycle (a MULTI/EXEC counts as one).
+    pub requests: f64,
+    /// Each client's requests, run round and round.
+    pub cycles: Vec<Vec<Request>>,
 }
 
-impl Variant {
-    fn new(name: &'static str, kind: Option<Kind>, cycles: Vec<Vec<Request>>) -> Variant {
-        let (on_floor, commands, calls_per_cycle): (bool, &'static [&'static str], f64) =
-            match (name, kind) {
-                (LAYOUT_FLOOR, Some(Kind::Read)) => {
-                    (true, &["rwlock.floor.read", "rwlock.floor.unlock"], 2.0)
-                }
-                (LAYOUT_FLOOR, _) => (true, &["rwlock.floor.write", "rwlock.floor.unlock"], 2.0),
-                ("module", Some(Kind::Read)) => (false, &["rwlock.read", "rwlock.unlock"], 2.0),
-                ("module", _) => (false, &["rwlock.write", "rwlock.unlock"], 2.0),
-                ("EVALSHA", _) => (false, &["evalsha"], 2.0),
-                // MULTI and EXEC for each of the two requests.
-                ("MULTI/EXEC", _) => (false, &["multi", "exec"], 4.0),
-                _ => (false, &["hincrby"], 2.0),
-            };
-        Variant {
-            name,
-            kind,
-            on_floor,
-            commands,
-            calls_per_cycle,
-            cycles,
-        }
+/// An acquire and a release, each one request: the read-write lock's cycles.
+fn rwlock_variant(name: &'static str, kind: Option<Kind>, cycles: Vec<Vec<Request>>) -> Variant {
+    let (on_floor, cost): (bool, Calls) = match (name, kind) {
+        (LAYOUT_FLOOR, Some(Kind::Read)) => (
+            true,
+            &[("rwlock.floor.read", 1.0), ("rwlock.floor.unlock", 1.0)],
+        ),
+        (LAYOUT_FLOOR, _) => (
+            true,
+            &[("rwlock.floor.write", 1.0), ("rwlock.floor.unlock", 1.0)],
+        ),
+        ("module", Some(Kind::Read)) => (false, &[("rwlock.read", 1.0), ("rwlock.unlock", 1.0)]),
+        ("module", _) => (false, &[("rwlock.write", 1.0), ("rwlock.unlock", 1.0)]),
+        ("EVALSHA", _) => (false, &[("evalsha", 2.0)]),
+        // MULTI and EXEC for each of the two requests.
+        ("MULTI/EXEC", _) => (false, &[("multi", 2.0), ("exec", 2.0)]),
+        _ => (false, HINCRBY_CALLS),
+    };
+    Variant {
+        name,
+        of: kind.map_or("", Kind::label),
+        on_floor,
+        cost,
+        also: &[],
+        requests: 2.0,
+        cycles,
     }
 }
 
 const LAYOUT_FLOOR: &str = "layout floor";
+const HINCRBY_CALLS: Calls = &[("hincrby", 2.0)];
+
+/// The reference every section's cycles are shown against: one native
+/// command per acquire and per release.
+pub fn hincrby_variant() -> Variant {
+    Variant {
+        name: "HINCRBY",
+        of: "",
+        on_floor: false,
+        cost: HINCRBY_CALLS,
+        also: &[],
+        requests: 2.0,
+        cycles: (0..CLIENTS).map(hincrby).collect(),
+    }
+}
 
 fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
     type Cycle<'a> = &'a dyn Fn(Kind, &Names) -> Vec<Request>;
@@ -352,40 +382,57 @@ fn variants(s: &Scripts, with_layout_floor: bool) -> Vec<Variant> {
     for kind in [Kind::Read, Kind::Write] {
         for (name, cycle) in &ways {
             let cycles = all.iter().map(|n| cycle(kind, n)).collect();
-            out.push(Variant::new(name, Some(kind), cycles));
+            out.push(rwlock_variant(name, Some(kind), cycles));
         }
     }
-    out.push(Variant::new(
-        "HINCRBY",
-        None,
-        (0..CLIENTS).map(hincrby).collect(),
-    ));
+    out.push(hincrby_variant());
     out
 }
 
+/// The variant `name` of case `of`.
+pub fn index(variants: &[Variant], name: &str, of: &str) -> usize {
+    variants
+        .iter()
+        .position(|v| v.name == name && v.of == of)
+        .unwrap_or_else(|| panic!("no variant {name} of {of:?}"))
+}
+
 /// What a ratio compares.
-struct Metric {
+#[derive(Clone, Copy)]
+pub struct Metric {
     unit: &'static str,
     of: fn(&Measured) -> f64,
 }
 
-const COST: Metric = Metric {
+pub const COST: Metric = Metric {
     unit: "server us",
     of: |m| m.cost_us,
 };
-const RATE: Metric = Metric {
+/// The cost with the cycle's other commands.
+pub const WHOLE_COST: Metric = Metric {
+    unit: "server us, whole cycle",
+    of: |m| m.cost_us + m.also_us,
+};
+pub const RATE: Metric = Metric {
     unit: "cycles/s",
     of: |m| m.per_s,
 };
 
+/// A ratio to report: a metric of one variant (by index) over the same
+/// metric of another, with its target if it has one.
+pub type RatioOf<'a> = (Metric, &'a str, usize, usize, Option<Target>);
+
 /// One variant's run: throughput and the server's cost per cycle.
-struct Measured {
+pub struct Measured {
     per_s: f64,
     /// The server process's CPU time per cycle, I/O included.
     cpu_us: f64,
-    /// INFO commandstats' time per cycle: the commands' own execution.
+    /// INFO commandstats' time per cycle of the judged commands: their own
+    /// execution.
     cost_us: f64,
-    /// INFO commandstats' time per call of each command.
+    /// The same for the cycle's other commands.
+    also_us: f64,
+    /// INFO commandstats' time per call of each judged command.
     per_command: Vec<f64>,
 }
 
@@ -401,36 +448,42 @@ fn measure(server: &Server, v: &Variant, depth: usize, settings: &Settings) -> M
         settings.measure,
     );
     let counted = stats::read(&mut control);
-    Measured {
-        // Two requests make a cycle, for every variant.
-        per_s: t.per_s / 2.0,
-        cpu_us: t.cpu_us * 2.0,
-        cost_us: counted.usec_per_call(v.commands) * v.calls_per_cycle,
-        per_command: v
-            .commands
+    let per_call = |calls: Calls| -> Vec<f64> {
+        calls
             .iter()
-            .map(|c| counted.usec_per_call(&[c]))
-            .collect(),
+            .map(|(c, _)| counted.usec_per_call(&[c]))
+            .collect()
+    };
+    let per_cycle = |calls: Calls| -> f64 {
+        calls
+            .iter()
+            .zip(per_call(calls))
+            .map(|((_, n), us)| n * us)
+            .sum()
+    };
+    Measured {
+        per_s: t.per_s / v.requests,
+        cpu_us: t.cpu_us * v.requests,
+        cost_us: per_cycle(v.cost),
+        also_us: per_cycle(v.also),
+        per_command: per_call(v.cost),
     }
 }
 
-pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
-    let floor = floor_server(crate::SERVER_OPTIONS);
-    match &floor {
-        Some(f) => check_layout_floor(server.port, f.port),
-        None => println!("  (no layout floor: build benches/floor, or set RWLOCK_FLOOR_MODULE)"),
-    }
-    let variants = variants(scripts, floor.is_some());
-    let index = |name: &str, kind: Option<Kind>| {
-        variants
-            .iter()
-            .position(|v| v.name == name && v.kind == kind)
-            .expect("variant")
-    };
-    for depth in DEPTHS {
-        // Every round runs every variant, in alternating order (ABBA), so
-        // drift on the machine hits all alike; ratios are taken per round.
-        let mut rounds: Vec<Vec<Measured>> = Vec::new();
+/// Every variant's measurements, round by round.
+pub struct Rounds(Vec<Vec<Measured>>);
+
+impl Rounds {
+    /// Runs every variant once per round, in alternating order (ABBA), so
+    /// drift on the machine hits all alike; ratios are taken per round.
+    pub fn measure(
+        server: &Server,
+        floor: Option<&Server>,
+        variants: &[Variant],
+        depth: usize,
+        settings: &Settings,
+    ) -> Rounds {
+        let mut rounds = Vec::new();
         for round in 0..settings.rounds {
             let mut order: Vec<usize> = (0..variants.len()).collect();
             if round % 2 == 1 {
@@ -439,7 +492,7 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
             let mut results: Vec<Option<Measured>> = (0..variants.len()).map(|_| None).collect();
             for i in order {
                 let v = &variants[i];
-                let on = match (&floor, v.on_floor) {
+                let on = match (floor, v.on_floor) {
                     (Some(f), true) => f,
                     _ => server,
                 };
@@ -452,71 +505,105 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
                     .collect(),
             );
         }
-        let med = |f: &dyn Fn(&[Measured]) -> f64| {
-            median(&mut rounds.iter().map(|r| f(r)).collect::<Vec<_>>())
-        };
-        let section = "cycles";
-        let hincrby = index("HINCRBY", None);
+        Rounds(rounds)
+    }
+
+    /// The median over rounds of `f` of a round.
+    pub fn median(&self, f: impl Fn(&[Measured]) -> f64) -> f64 {
+        median(&mut self.0.iter().map(|r| f(r)).collect::<Vec<_>>())
+    }
+
+    /// Throughput, server CPU and server cost per cycle of the variants
+    /// `shown`, as figures of `case`.
+    pub fn values(
+        &self,
+        report: &mut Report,
+        (section, case): (&str, &str),
+        variants: &[Variant],
+        shown: &[usize],
+    ) {
+        type Figure = (fn(&Measured) -> f64, &'static str);
+        let figures: [Figure; 3] = [
+            (|m| m.per_s, "cycles/s"),
+            (|m| m.cpu_us, "process CPU us/cycle"),
+            (|m| m.cost_us, "server us/cycle"),
+        ];
+        for (figure, unit) in figures {
+            for &i in shown {
+                let value = self.median(|r| figure(&r[i]));
+                report.value(section, case, variants[i].name, value, unit);
+            }
+        }
+    }
+
+    /// The server time per call of each judged command of the variants
+    /// `shown`.
+    pub fn per_call(
+        &self,
+        report: &mut Report,
+        (section, case): (&str, &str),
+        variants: &[Variant],
+        shown: &[usize],
+    ) {
+        for &i in shown {
+            for (c, (command, _)) in variants[i].cost.iter().enumerate() {
+                let cost = self.median(|r| r[i].per_command[c]);
+                // Two module variants may send the same commands, with other
+                // options ("module, REQUEST"): their names tell them apart.
+                let name = variants[i].name;
+                let label = if name.starts_with("module, ") {
+                    format!("{command} ({name})")
+                } else {
+                    command.to_string()
+                };
+                report.value(section, case, &label, cost, "server us/call");
+            }
+        }
+    }
+
+    /// Each ratio's median over rounds, taken per round.
+    pub fn ratios(&self, report: &mut Report, (section, case): (&str, &str), ratios: &[RatioOf]) {
+        for &(metric, name, a, b, target) in ratios {
+            let value = self.median(|r| (metric.of)(&r[a]) / (metric.of)(&r[b]));
+            let name = format!("{name}, {}", metric.unit);
+            report.ratio(section, case, &name, value, target);
+        }
+    }
+}
+
+pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut Report) {
+    let floor = floor_server(crate::SERVER_OPTIONS);
+    match &floor {
+        Some(f) => check_layout_floor(server.port, f.port),
+        None => println!("  (no layout floor: build benches/floor, or set RWLOCK_FLOOR_MODULE)"),
+    }
+    let variants = variants(scripts, floor.is_some());
+    let hincrby = index(&variants, "HINCRBY", "");
+    let section = "cycles";
+    for depth in DEPTHS {
+        let rounds = Rounds::measure(server, floor.as_ref(), &variants, depth, settings);
         let hincrby_case = format!("HINCRBY +1/-1, depth {depth}");
-        report.value(
-            section,
-            &hincrby_case,
-            "HINCRBY",
-            med(&|r| r[hincrby].per_s),
-            "cycles/s",
-        );
-        report.value(
-            section,
-            &hincrby_case,
-            "HINCRBY",
-            med(&|r| r[hincrby].cost_us),
-            "server us/cycle",
-        );
+        rounds.values(report, (section, &hincrby_case), &variants, &[hincrby]);
         for kind in [Kind::Read, Kind::Write] {
             let case = format!("{} lock + unlock, depth {depth}", kind.label());
-            let module = index("module", Some(kind));
-            let script = index("EVALSHA", Some(kind));
-            let multi = index("MULTI/EXEC", Some(kind));
-            let layout = floor.is_some().then(|| index(LAYOUT_FLOOR, Some(kind)));
+            let at = (section, case.as_str());
+            let module = index(&variants, "module", kind.label());
+            let script = index(&variants, "EVALSHA", kind.label());
+            let multi = index(&variants, "MULTI/EXEC", kind.label());
+            let layout = floor
+                .is_some()
+                .then(|| index(&variants, LAYOUT_FLOOR, kind.label()));
             let shown: Vec<usize> = [module, script, multi].into_iter().chain(layout).collect();
-            for &i in &shown {
-                report.value(
-                    section,
-                    &case,
-                    variants[i].name,
-                    med(&|r| r[i].per_s),
-                    "cycles/s",
-                );
-            }
-            for &i in &shown {
-                let cpu = med(&|r| r[i].cpu_us);
-                report.value(
-                    section,
-                    &case,
-                    variants[i].name,
-                    cpu,
-                    "process CPU us/cycle",
-                );
-            }
-            for &i in &shown {
-                let cost = med(&|r| r[i].cost_us);
-                report.value(section, &case, variants[i].name, cost, "server us/cycle");
-            }
+            rounds.values(report, at, &variants, &shown);
             // Server cost is judged once, pipelined: the depth changes the
             // I/O around the commands, not the commands' own work.
-            let judged = |t: Target| (depth == 16).then_some(t);
+            let judged = |t: Target| (depth == JUDGED_DEPTH).then_some(t);
             let (three_times, near_floor) =
                 (judged(Target::AtLeast(3.0)), judged(Target::AtMost(1.1)));
-            if depth == 16 {
-                for i in [module].into_iter().chain(layout) {
-                    for (c, command) in variants[i].commands.iter().enumerate() {
-                        let cost = med(&|r| r[i].per_command[c]);
-                        report.value(section, &case, command, cost, "server us/call");
-                    }
-                }
+            if depth == JUDGED_DEPTH {
+                let with_calls: Vec<usize> = [module].into_iter().chain(layout).collect();
+                rounds.per_call(report, at, &variants, &with_calls);
             }
-            // Each ratio is a metric of one variant over the same metric of
-            // another, taken per round.
             let mut ratios = vec![
                 (COST, "EVALSHA / module", script, module, three_times),
                 (COST, "MULTI/EXEC / module", multi, module, None),
@@ -533,11 +620,7 @@ pub fn run(server: &Server, scripts: &Scripts, settings: &Settings, report: &mut
                     (RATE, "module / layout floor", module, layout, None),
                 ]);
             }
-            for (metric, name, a, b, target) in ratios {
-                let value = med(&|r| (metric.of)(&r[a]) / (metric.of)(&r[b]));
-                let name = format!("{name}, {}", metric.unit);
-                report.ratio(section, &case, &name, value, target);
-            }
+            rounds.ratios(report, at, &ratios);
         }
     }
 }

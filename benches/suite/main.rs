@@ -5,14 +5,18 @@
 //! then draws the chart.
 //!
 //! Arguments (after `--`): section names to run only those (cycles, readers,
-//! fresh, handoff, contended, memory), `--quick` for short runs.
+//! fresh, handoff, contended, memory for the read-write lock; lock-cycles,
+//! lock-handoff, lock-contended, lock-memory for the plain lock, or `lock`
+//! for all four), `--quick` for short runs.
 
 mod contended;
 mod cycles;
 mod fresh;
 mod handoff;
+mod kinds;
 mod load;
 mod memory;
+mod plain;
 mod readers;
 mod report;
 mod resp;
@@ -21,6 +25,7 @@ mod stats;
 
 use std::path::PathBuf;
 
+use kinds::{PLAIN, WRITE};
 use report::{Report, Settings};
 use scripts::Scripts;
 use testkit::Server;
@@ -29,14 +34,46 @@ use testkit::Server;
 /// memory and fresh sections when rehashing is over.
 pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
 
-const SECTIONS: [&str; 6] = [
-    "cycles",
-    "readers",
-    "fresh",
-    "handoff",
-    "contended",
-    "memory",
+/// The argument that names every section of the plain lock (`lock-…`).
+const PLAIN_LOCK: &str = "lock";
+
+/// Every section: the argument that selects it, and its title.
+const SECTIONS: [(&str, &str); 10] = [
+    ("cycles", "uncontended cycles, 50 clients"),
+    ("readers", "read unlock among N readers"),
+    ("fresh", "fresh names among 200,000 held locks"),
+    ("handoff", "handoff latency, unlock -> reply"),
+    ("contended", "50 clients on one write lock"),
+    ("memory", "memory, INFO used_memory deltas"),
+    ("lock-cycles", "plain lock: uncontended cycles"),
+    ("lock-handoff", "plain lock: handoff latency"),
+    ("lock-contended", "plain lock: 50 clients on one lock"),
+    ("lock-memory", "plain lock: memory"),
 ];
+
+// The titles name these.
+const _: () = assert!(cycles::CLIENTS == 50 && contended::CLIENTS == 50 && fresh::HELD == 200_000);
+
+fn run_section(
+    name: &str,
+    (server, scripts, settings): (&Server, &Scripts, &Settings),
+    report: &mut Report,
+) {
+    let (port, on) = (server.port, (server, scripts, settings));
+    match name {
+        "cycles" => cycles::run(server, scripts, settings, report),
+        "readers" => readers::run(port, scripts, settings, report),
+        "fresh" => fresh::run(port, scripts, settings, report),
+        "handoff" => handoff::run(server, scripts, settings, report),
+        "contended" => contended::run(on, (name, &WRITE, contended::WRITE_WAYS), report),
+        "memory" => memory::run(port, scripts, settings, (name, memory::RWLOCK), report),
+        "lock-cycles" => plain::run(server, scripts.plain(), settings, report),
+        "lock-handoff" => handoff::run_plain(server, scripts, settings, report),
+        "lock-contended" => contended::run(on, (name, &PLAIN, contended::PLAIN_WAYS), report),
+        "lock-memory" => memory::run(port, scripts, settings, (name, memory::PLAIN), report),
+        other => unreachable!("no section {other}"),
+    }
+}
 
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -57,11 +94,6 @@ fn machine() -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let chosen: Vec<&str> = SECTIONS
-        .into_iter()
-        .filter(|s| args.iter().any(|a| a == s))
-        .collect();
-    let run = |s: &str| chosen.is_empty() || chosen.contains(&s);
     let settings = Settings::new(quick);
     let machine = machine();
     println!("{machine}");
@@ -71,36 +103,20 @@ fn main() {
         eprintln!("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts");
         std::process::exit(2);
     };
+    let named = |name: &str| {
+        let plain = name
+            .strip_prefix(PLAIN_LOCK)
+            .is_some_and(|rest| rest.starts_with('-'));
+        args.iter().any(|a| a == name || (plain && a == PLAIN_LOCK))
+    };
+    // No section named: all of them.
+    let any_named = SECTIONS.iter().any(|(name, _)| named(name));
     let mut report = Report::default();
-    if run("cycles") {
-        println!("\n== uncontended cycles, {} clients ==", cycles::CLIENTS);
-        cycles::run(&server, &scripts, &settings, &mut report);
-    }
-    if run("readers") {
-        println!("\n== read unlock among N readers (server time per unlock) ==");
-        readers::run(server.port, &scripts, &settings, &mut report);
-    }
-    if run("fresh") {
-        println!(
-            "\n== fresh lock names among {} held locks (server time per operation) ==",
-            fresh::HELD
-        );
-        fresh::run(server.port, &scripts, &settings, &mut report);
-    }
-    if run("handoff") {
-        println!("\n== handoff latency, unlock -> waiter's reply ==");
-        handoff::run(&server, &scripts, &settings, &mut report);
-    }
-    if run("contended") {
-        println!(
-            "\n== contended throughput, {} clients on one write lock ==",
-            contended::CLIENTS
-        );
-        contended::run(&server, &settings, &mut report);
-    }
-    if run("memory") {
-        println!("\n== memory (INFO used_memory deltas) ==");
-        memory::run(server.port, &scripts, &settings, &mut report);
+    for (name, title) in SECTIONS {
+        if named(name) || !any_named {
+            println!("\n== {title} ==");
+            run_section(name, (&server, &scripts, &settings), &mut report);
+        }
     }
     let out = std::env::var_os("RWLOCK_BENCH_OUT")
         .map(PathBuf::from)

@@ -1,6 +1,8 @@
 //! Memory per held lock and per read acquisition (INFO memory `used_memory`
-//! deltas over many of them), the module against EVALSHA of the seed
-//! scripts. Both keep the same keys, so they should cost the same.
+//! deltas over many of them), the module against EVALSHA of Redisson's
+//! scripts: the seed scripts for the read-write lock, Redisson 4.7's for the
+//! plain lock (section lock-memory). Both keep the same keys, so they should
+//! cost the same.
 
 use crate::load::{self, Request};
 use crate::report::{median, Report, Settings, Target};
@@ -10,14 +12,23 @@ use crate::scripts::Scripts;
 const LEASE: &str = "600000";
 
 #[derive(Clone, Copy)]
-enum Layout {
+pub enum Layout {
     /// Many locks, one writer each: a hash with `mode` and one write field.
     WriteLock,
     /// Many locks, one reader each: a hash and one lease key.
     ReadLock,
     /// One reader re-entering one lock: one more lease key each time.
     ReadReentry,
+    /// Many plain locks, one holder each: a hash with one field.
+    PlainLock,
+    /// Many fenced locks: the hash and the lock's token counter.
+    FencedLock,
 }
+
+/// The read-write lock's layouts (section memory).
+pub const RWLOCK: &[Layout] = &[Layout::WriteLock, Layout::ReadLock, Layout::ReadReentry];
+/// The plain lock's (section lock-memory).
+pub const PLAIN: &[Layout] = &[Layout::PlainLock, Layout::FencedLock];
 
 impl Layout {
     fn label(self) -> &'static str {
@@ -25,23 +36,42 @@ impl Layout {
             Layout::WriteLock => "per write lock (hash)",
             Layout::ReadLock => "per read lock (hash + lease key)",
             Layout::ReadReentry => "per read re-entry (lease key)",
+            Layout::PlainLock => "per plain lock (hash)",
+            Layout::FencedLock => "per fenced lock (hash + token)",
         }
     }
 }
 
 const OWNER: &str = "m-0000-4000-8000-000000000000:1";
 
-fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
+/// The acquisition of lock `i` (by the module, or by Redisson's script),
+/// and its reply.
+fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Request {
     let lock = match layout {
         Layout::ReadReentry => "bench:mem".to_string(),
         _ => format!("bench:mem:{i}"),
     };
     let write_field = format!("{OWNER}:write");
-    match (layout, script) {
+    let token = format!("redisson_lock_token:{}", testkit::prefix_of(&lock));
+    let acquire = match (layout, script) {
         (Layout::WriteLock, None) => command(&["RWLOCK.WRITE", &lock, OWNER, LEASE]),
         (Layout::WriteLock, Some(s)) => {
             command(&["EVALSHA", &s.write_lock, "1", &lock, LEASE, &write_field])
         }
+        (Layout::PlainLock, None) => command(&["LOCK.ACQUIRE", &lock, OWNER, LEASE]),
+        (Layout::PlainLock, Some(s)) => {
+            command(&["EVALSHA", &s.plain().lock, "1", &lock, LEASE, OWNER])
+        }
+        (Layout::FencedLock, None) => command(&["LOCK.ACQUIRE", &lock, OWNER, LEASE, "FENCED"]),
+        (Layout::FencedLock, Some(s)) => command(&[
+            "EVALSHA",
+            &s.plain().fenced_lock,
+            "2",
+            &lock,
+            &token,
+            LEASE,
+            OWNER,
+        ]),
         (_, None) => command(&["RWLOCK.READ", &lock, OWNER, LEASE]),
         (_, Some(s)) => command(&[
             "EVALSHA",
@@ -53,7 +83,13 @@ fn acquisition(layout: Layout, i: usize, script: Option<&Scripts>) -> Vec<u8> {
             OWNER,
             &write_field,
         ]),
-    }
+    };
+    // A fenced acquisition replies [-1, token].
+    let acquired = match layout {
+        Layout::FencedLock => Expect::NoError,
+        _ => Expect::Nil,
+    };
+    Request::new(acquire, vec![acquired])
 }
 
 /// Waits (5 s at most) until Redis has finished rehashing the key tables of
@@ -81,20 +117,24 @@ fn used_memory(conn: &mut Conn) -> f64 {
 /// Bytes per acquisition of `layout`, over `count` of them.
 fn measure(conn: &mut Conn, layout: Layout, count: usize, script: Option<&Scripts>) -> f64 {
     assert_eq!(conn.call(&["FLUSHALL", "SYNC"]), Reply::Status);
-    let requests: Vec<Request> = (0..count)
-        .map(|i| Request::new(acquisition(layout, i, script), vec![Expect::Nil]))
-        .collect();
+    let requests: Vec<Request> = (0..count).map(|i| acquisition(layout, i, script)).collect();
     let before = used_memory(conn);
     load::pipeline(conn, &requests, "memory benchmark");
     let after = used_memory(conn);
     (after - before) / count as f64
 }
 
-pub fn run(port: u16, scripts: &Scripts, settings: &Settings, report: &mut Report) {
+/// Bytes per acquisition of each of `layouts`, as figures of `section`.
+pub fn run(
+    port: u16,
+    scripts: &Scripts,
+    settings: &Settings,
+    (section, layouts): (&str, &[Layout]),
+    report: &mut Report,
+) {
     let mut conn = Conn::connect(port);
     let count = settings.scaled(20_000);
-    let section = "memory";
-    for layout in [Layout::WriteLock, Layout::ReadLock, Layout::ReadReentry] {
+    for &layout in layouts {
         let (mut module, mut script) = (Vec::new(), Vec::new());
         // Alternating order, so neither always runs on a freshly flushed server.
         for round in 0..settings.rounds.max(2) {

@@ -237,7 +237,7 @@ impl Report {
     /// closing summary; and the required ones that were missed.
     pub fn summary(&self) -> (String, Vec<String>) {
         let mut table = format!(
-            "  {:<10} {:<46} {:<34} {:>8}  {:<24} verdict\n",
+            "  {:<14} {:<46} {:<34} {:>8}  {:<24} verdict\n",
             "section", "case", "ratio", "value", "target"
         );
         let mut missed = Vec::new();
@@ -246,7 +246,7 @@ impl Report {
             let verdict = t.verdict(r.value);
             let _ = writeln!(
                 table,
-                "  {:<10} {:<46} {:<34} {:>8}  {:<24} {verdict}",
+                "  {:<14} {:<46} {:<34} {:>8}  {:<24} {verdict}",
                 r.section,
                 r.case,
                 r.name,
