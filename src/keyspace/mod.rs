@@ -450,18 +450,28 @@ impl Store for RedisStore<'_> {
     fn incr(&mut self, key: &[u8]) -> i64 {
         self.forget_count();
         self.with_writable(key, |s, handle, name| {
-            let (next, expiry) = match handle.kind() {
-                KeyType::String => {
-                    let value = parse_i64(&handle.string_bytes()).unwrap_or(0);
-                    (value + 1, handle.abs_expire())
-                }
-                _ => (1, None),
+            // In place, as INCR does: the TTL stays and no new value is made
+            // (but the first time, when Redis copies the value to a string of
+            // the key's own).
+            let current = match handle.kind() {
+                KeyType::String => handle.with_string_mut(|b| parse_i64(b)),
+                _ => None,
             };
+            let next = current.unwrap_or(0) + 1;
             let mut buf = [0; DECIMAL_LEN];
-            handle.string_set(Str::of(decimal(next, &mut buf)).ptr());
-            // Setting a string drops its TTL; INCR keeps it.
-            if let Some(at) = expiry.filter(|&at| at != raw::REDISMODULE_NO_EXPIRE as i64) {
-                handle.set_abs_expire(at);
+            let digits = decimal(next, &mut buf);
+            let in_place = current.is_some() && {
+                handle.string_truncate(digits.len());
+                handle.with_string_mut(|b| {
+                    let fits = b.len() == digits.len();
+                    if fits {
+                        b.copy_from_slice(digits);
+                    }
+                    fits
+                })
+            };
+            if !in_place {
+                handle.string_set(Str::of(digits).ptr());
             }
             s.signal(name);
             notify(s.ctx, s.classes(), Event::Incrby, name);

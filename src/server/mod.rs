@@ -257,6 +257,26 @@ impl Key {
         unsafe { raw::RedisModule_StringSet.expect("StringSet")(self.0, value) };
     }
 
+    /// Runs `f` on the bytes of a string key opened writable, to change them
+    /// in place: Redis first gives the key a plain string of its own (an
+    /// integer, a shared or an embedded string is copied).
+    pub fn with_string_mut<R>(self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut len = 0usize;
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: a writable string handle; the bytes are the key's own and
+        // stay valid while nothing else touches the key, which is for `f`.
+        unsafe {
+            let data = raw::RedisModule_StringDMA.expect("StringDMA")(self.0, &mut len, mode);
+            f(std::slice::from_raw_parts_mut(data as *mut u8, len))
+        }
+    }
+
+    /// Resizes a string key opened writable to `len` bytes.
+    pub fn string_truncate(self, len: usize) {
+        // SAFETY: a writable string handle.
+        unsafe { raw::RedisModule_StringTruncate.expect("StringTruncate")(self.0, len) };
+    }
+
     /// A copy of a string key's bytes. Needs a writable handle: Redis decodes
     /// shared integer strings in place first.
     pub fn string_bytes(self) -> Vec<u8> {
