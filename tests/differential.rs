@@ -45,8 +45,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::differential::{
-    self as diff, run_command as run_module, to_reply, Differential, Obs, Reply, Scope, Span,
-    StepRecord,
+    self as diff, run_command as run_module, to_reply, Before, Differential, LockKeys, Locks,
+    Reply, Span, StepRecord,
 };
 use testkit::{enable_keyspace_events, eval_lua, events_str, Collector, Rng, SEED_LUA};
 
@@ -94,7 +94,9 @@ impl Names {
     fn timeout_base(&self, owner: &str) -> String {
         format!("{}:{owner}:rwlock_timeout", self.prefix)
     }
+}
 
+impl LockKeys for Names {
     /// True for the hash and every key derived from it.
     fn owns_key(&self, key: &str) -> bool {
         key == self.hash
@@ -102,14 +104,14 @@ impl Names {
                 .strip_prefix(self.prefix.as_str())
                 .is_some_and(|rest| rest.starts_with(':'))
     }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
 }
 
 /// The lock names of one sequence, and a KEYS pattern matching all their keys.
-#[derive(Debug, Clone)]
-struct SeqNames {
-    locks: Vec<Names>,
-    pattern: String,
-}
+type SeqNames = Locks<Names>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flavor {
@@ -136,35 +138,17 @@ impl Flavor {
 
     fn names(self, index: usize) -> SeqNames {
         match self {
-            Flavor::Plain => SeqNames {
-                locks: vec![
-                    Names::new(&format!("s{index}_L0")),
-                    Names::new(&format!("s{index}_L1")),
-                ],
-                pattern: format!("*s{index}_L*"),
-            },
-            Flavor::Braced => SeqNames {
-                locks: vec![
-                    Names::new(&format!("{{t{index}}}:a")),
-                    Names::new(&format!("{{t{index}}}:b")),
-                ],
-                pattern: format!("*{{t{index}}}:*"),
-            },
+            Flavor::Plain => Locks::new(
+                vec![format!("s{index}_L0"), format!("s{index}_L1")],
+                format!("*s{index}_L*"),
+                Names::new,
+            ),
+            Flavor::Braced => Locks::new(
+                vec![format!("{{t{index}}}:a"), format!("{{t{index}}}:b")],
+                format!("*{{t{index}}}:*"),
+                Names::new,
+            ),
         }
-    }
-}
-
-impl Scope for SeqNames {
-    fn pattern(&self) -> &str {
-        &self.pattern
-    }
-
-    fn owns_key(&self, key: &str) -> bool {
-        self.locks.iter().any(|n| n.owns_key(key))
-    }
-
-    fn owns_channel(&self, channel: &str) -> bool {
-        self.locks.iter().any(|n| n.channel == channel)
     }
 }
 
@@ -181,20 +165,10 @@ enum Kind {
     Renew,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Op {
-    kind: Kind,
-    lock: usize,
-    owner: usize,
-    /// Lease of READ/WRITE/RENEW, `LEASE ms` of a write unlock; unused by a read unlock.
-    lease: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Step {
-    pause_ms: u64,
-    op: Op,
-}
+/// Its lease is that of READ/WRITE/RENEW, `LEASE ms` of a write unlock;
+/// unused by a read unlock.
+type Op = diff::Op<Kind>;
+type Step = diff::Step<Kind>;
 
 /// The steps of a sequence: a function of its seed only (never of what the
 /// servers answered), so a seed replays exactly.
@@ -210,16 +184,8 @@ fn gen_steps(seed: u64) -> Vec<Step> {
     // (kind, lock, owner) of acquisitions not yet aimed at by an unlock.
     let mut acquired: Vec<(Kind, usize, usize)> = Vec::new();
     for _ in 0..n {
-        let pause_ms = match rng.below(100) {
-            0..=44 => 0,
-            45..=84 => rng.range(1, 12),
-            _ => rng.range(15, 120),
-        };
-        let lease = match rng.below(100) {
-            0..=14 => rng.range(1, 5),
-            15..=59 => rng.range(20, 100),
-            _ => rng.range(100, 300),
-        };
+        let pause_ms = diff::draw_pause(&mut rng);
+        let lease = diff::draw_lease(&mut rng);
         let mut kind = match rng.below(100) {
             0..=27 => Kind::Read,
             28..=47 => Kind::Write,
@@ -258,14 +224,13 @@ fn gen_steps(seed: u64) -> Vec<Step> {
             }
             _ => {}
         }
-        // Both drawn from positive ranges.
         steps.push(Step {
-            pause_ms: pause_ms as u64,
+            pause_ms,
             op: Op {
                 kind,
                 lock,
                 owner,
-                lease: lease as u64,
+                lease,
             },
         });
     }
@@ -460,6 +425,8 @@ struct Plan {
     op: Op,
     /// The lock's hash (its name).
     lock: String,
+    /// Both sides' deadlines of the hash before the step.
+    hash_hull: Option<Span>,
     module: Vec<String>,
     oracle: OraclePlan,
     renew_path: Option<RenewPath>,
@@ -490,7 +457,7 @@ fn predicted_spans(op: &Op, start: Instant, end: Instant, hash: Option<&Span>) -
 
 impl Differential for Rw {
     type Names = SeqNames;
-    type Step = Step;
+    type Kind = Kind;
     type Plan = Plan;
     /// Set when the replies differ exactly as SPEC 9.1 allows.
     type Verdict = bool;
@@ -514,30 +481,26 @@ impl Differential for Rw {
     }
 
     fn context(&self, names: &SeqNames) -> String {
-        let lock_names: Vec<&str> = names.locks.iter().map(|n| n.hash.as_str()).collect();
-        format!("locks {lock_names:?}, owners {OWNERS:?}")
+        names.context(&OWNERS)
     }
 
     fn steps(&self, seed: u64) -> Vec<Step> {
         gen_steps(seed)
     }
 
-    fn pause_ms(&self, step: &Step) -> u64 {
-        step.pause_ms
+    fn module_cmd(&self, names: &SeqNames, op: &Op) -> String {
+        module_args(names, op).join(" ")
     }
 
-    fn module_cmd(&self, names: &SeqNames, step: &Step) -> String {
-        module_args(names, &step.op).join(" ")
-    }
-
-    fn plan(&self, names: &SeqNames, step: &Step, before: &Obs, now: Instant) -> Plan {
-        let lock = names.locks[step.op.lock].hash.clone();
-        let pre = before.hash_at(&lock, now).cloned();
-        let (oracle, renew_path) = oracle_plan(names, &step.op, pre.as_ref());
+    fn plan(&self, names: &SeqNames, op: &Op, before: &Before<'_>) -> Plan {
+        let lock = names.locks[op.lock].hash.clone();
+        let pre = before.oracle.hash_at(&lock, before.now).cloned();
+        let (oracle, renew_path) = oracle_plan(names, op, pre.as_ref());
         Plan {
-            op: step.op,
+            op: *op,
+            hash_hull: before.hulls.get(&lock).copied(),
             lock,
-            module: module_args(names, &step.op),
+            module: module_args(names, op),
             oracle,
             renew_path,
             pre,
@@ -558,27 +521,17 @@ impl Differential for Rw {
         (reply_o, reply_m)
     }
 
-    fn predicted(
-        &self,
-        plan: &Plan,
-        (start, end): (Instant, Instant),
-        hulls: &BTreeMap<String, Span>,
-    ) -> Vec<Span> {
-        predicted_spans(&plan.op, start, end, hulls.get(&plan.lock))
+    fn predicted(&self, plan: &Plan, (start, end): (Instant, Instant)) -> Vec<Span> {
+        predicted_spans(&plan.op, start, end, plan.hash_hull.as_ref())
     }
 
     fn own_lease(&self, plan: &Plan) -> (u64, String) {
         (plan.op.lease, plan.lock.clone())
     }
 
-    fn compare_replies(
-        &self,
-        plan: &Plan,
-        rec: &StepRecord,
-        tol: f64,
-        diffs: &mut Vec<String>,
-    ) -> bool {
+    fn compare_replies(&self, plan: &Plan, rec: &StepRecord, diffs: &mut Vec<String>) -> bool {
         let op = &plan.op;
+        let tol = rec.tol_ms;
         match (&rec.reply_o, &rec.reply_m) {
             (a, b) if a == b => false,
             (Reply::Int(1), Reply::Nil)

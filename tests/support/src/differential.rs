@@ -107,6 +107,7 @@ pub fn sequence_seed(base: u64, index: usize) -> u64 {
 /// Fails the test (with `missing`, which says how to run it) unless the
 /// variable `var` names the directory of the oracle's scripts: a
 /// differential test without its oracle must not pass.
+#[track_caller]
 pub fn require_oracle(var: &str, missing: &str) {
     assert!(lua_dir_of(var).is_some(), "{missing}");
 }
@@ -134,6 +135,7 @@ pub enum Reply {
     Text(String),
     Array(Vec<Reply>),
     /// An error reply: its code (the first word) and the whole text.
+    /// Equal errors have the same code and text.
     Error {
         code: String,
         text: String,
@@ -156,7 +158,11 @@ pub fn to_reply(result: redis::RedisResult<Value>) -> Reply {
         Ok(v) => value_reply(v),
         Err(e) => Reply::Error {
             code: e.code().unwrap_or_default().to_string(),
-            text: e.to_string(),
+            // A server's error as it sent it: code, space, detail.
+            text: match (e.code(), e.detail()) {
+                (Some(code), Some(detail)) => format!("{code} {detail}"),
+                _ => e.to_string(),
+            },
         },
     }
 }
@@ -299,6 +305,54 @@ pub trait Scope {
     fn pattern(&self) -> &str;
     fn owns_key(&self, key: &str) -> bool;
     fn owns_channel(&self, channel: &str) -> bool;
+}
+
+/// One lock's names, as a sequence's [`Locks`] asks them.
+pub trait LockKeys {
+    /// True for the lock's hash and every key derived from it that the
+    /// comparison covers.
+    fn owns_key(&self, key: &str) -> bool;
+    /// The channel its messages go to.
+    fn channel(&self) -> &str;
+}
+
+/// The locks of one sequence, and a `KEYS` pattern matching all their keys.
+#[derive(Debug, Clone)]
+pub struct Locks<N> {
+    pub locks: Vec<N>,
+    names: Vec<String>,
+    pattern: String,
+}
+
+impl<N: LockKeys> Scope for Locks<N> {
+    fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    fn owns_key(&self, key: &str) -> bool {
+        self.locks.iter().any(|n| n.owns_key(key))
+    }
+
+    fn owns_channel(&self, channel: &str) -> bool {
+        self.locks.iter().any(|n| n.channel() == channel)
+    }
+}
+
+impl<N> Locks<N> {
+    /// The locks named `names` (each one's names by `lock`), whose keys all
+    /// match `pattern`.
+    pub fn new(names: Vec<String>, pattern: String, lock: impl Fn(&str) -> N) -> Locks<N> {
+        Locks {
+            locks: names.iter().map(|n| lock(n)).collect(),
+            names,
+            pattern,
+        }
+    }
+
+    /// The locks and `owners`, for reports.
+    pub fn context(&self, owners: &[&str]) -> String {
+        format!("locks {:?}, owners {owners:?}", self.names)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -625,6 +679,53 @@ pub fn compare_state(
 // What a test describes
 // ---------------------------------------------------------------------------
 
+/// An operation of a sequence: what (`kind`), on which of its locks, by
+/// which of its owners, with which lease (for the kinds that take one).
+#[derive(Debug, Clone, Copy)]
+pub struct Op<K> {
+    pub kind: K,
+    pub lock: usize,
+    pub owner: usize,
+    pub lease: u64,
+}
+
+/// One step of a sequence: a pause, then an operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<K> {
+    pub pause_ms: u64,
+    pub op: Op<K>,
+}
+
+/// The state before a step, as a plan sees it.
+pub struct Before<'a> {
+    /// The oracle's keys as last observed.
+    pub oracle: &'a Obs,
+    /// Per key, the hull of its deadlines on both sides.
+    pub hulls: &'a BTreeMap<String, Span>,
+    /// When the step is about to run.
+    pub now: Instant,
+}
+
+/// The pause before a step: none (45%), 1..12 ms (40%) or 15..120 ms, so
+/// that leases run out between steps as well as during them.
+pub fn draw_pause(rng: &mut Rng) -> u64 {
+    (match rng.below(100) {
+        0..=44 => 0,
+        45..=84 => rng.range(1, 12),
+        _ => rng.range(15, 120),
+    }) as u64
+}
+
+/// A lease: mostly 20..300 ms, some (15%) 1..5 ms, which may run out while
+/// the command runs.
+pub fn draw_lease(rng: &mut Rng) -> u64 {
+    (match rng.below(100) {
+        0..=14 => rng.range(1, 5),
+        15..=59 => rng.range(20, 100),
+        _ => rng.range(100, 300),
+    }) as u64
+}
+
 /// Everything about one executed step, for comparison and reports.
 pub struct StepRecord {
     pub index: usize,
@@ -633,6 +734,9 @@ pub struct StepRecord {
     pub oracle_cmd: String,
     pub reply_o: Reply,
     pub reply_m: Reply,
+    /// How far the sides' TTLs may differ: [`PTTL_TOLERANCE_MS`] plus the
+    /// largest skew of the sequence's operation pairs so far.
+    pub tol_ms: f64,
 }
 
 impl StepRecord {
@@ -651,7 +755,8 @@ impl StepRecord {
 pub trait Differential: Sync {
     /// The names of one sequence.
     type Names: Scope;
-    type Step: Clone;
+    /// What an operation does ([`Op`]'s `kind`).
+    type Kind: Clone;
     /// What both sides run for one step, decided from the state before it;
     /// `execute` may note in it what it saw.
     type Plan;
@@ -674,21 +779,12 @@ pub trait Differential: Sync {
     fn context(&self, names: &Self::Names) -> String;
     /// The steps of a sequence: a function of its seed only (never of what
     /// the servers answered), so a seed replays exactly.
-    fn steps(&self, seed: u64) -> Vec<Self::Step>;
-    /// How long to wait before the step.
-    fn pause_ms(&self, step: &Self::Step) -> u64;
+    fn steps(&self, seed: u64) -> Vec<Step<Self::Kind>>;
     /// What the module runs, as text (also for steps not run, in reports).
-    fn module_cmd(&self, names: &Self::Names, step: &Self::Step) -> String;
-    /// What both sides will run, from the oracle's keys before the step as
-    /// they are at `now`. The plan holds what the later calls need of the
-    /// step.
-    fn plan(
-        &self,
-        names: &Self::Names,
-        step: &Self::Step,
-        before: &Obs,
-        now: Instant,
-    ) -> Self::Plan;
+    fn module_cmd(&self, names: &Self::Names, op: &Op<Self::Kind>) -> String;
+    /// What both sides will run, from the state before the step. The plan
+    /// holds what the later calls need of the operation and that state.
+    fn plan(&self, names: &Self::Names, op: &Op<Self::Kind>, before: &Before<'_>) -> Self::Plan;
     /// What the oracle runs, as text.
     fn oracle_cmd(&self, plan: &Self::Plan) -> String;
     /// Runs the step on the oracle, then on the module; their replies.
@@ -697,24 +793,17 @@ pub trait Differential: Sync {
         plan: &mut Self::Plan,
         sides: (&mut Connection, &mut Connection),
     ) -> (Reply, Reply);
-    /// The deadlines the step may set, having run in `window`, given the
-    /// hulls of the keys' deadlines before it.
-    fn predicted(
-        &self,
-        plan: &Self::Plan,
-        window: (Instant, Instant),
-        hulls: &BTreeMap<String, Span>,
-    ) -> Vec<Span>;
+    /// The deadlines the step may set, having run in `window`.
+    fn predicted(&self, plan: &Self::Plan, window: (Instant, Instant)) -> Vec<Span>;
     /// The step's shortest lease or TTL in ms, and the lock whose `del`
     /// event shows that a lease ran out during the command (for reports).
     fn own_lease(&self, plan: &Self::Plan) -> (u64, String);
-    /// Compares the replies (`tol`: the PTTL tolerance in ms), appending
+    /// Compares the replies (PTTLs within `rec.tol_ms`), appending
     /// differences to `diffs`.
     fn compare_replies(
         &self,
         plan: &Self::Plan,
         rec: &StepRecord,
-        tol: f64,
         diffs: &mut Vec<String>,
     ) -> Self::Verdict;
     /// Counts what a step that matched exercised.
@@ -948,7 +1037,7 @@ impl<D: Differential> Sequence<'_, D> {
         let mut skew_ms: f64 = 0.0;
 
         for (i, step) in steps.iter().enumerate() {
-            let pause_ms = test.pause_ms(step);
+            let pause_ms = step.pause_ms;
             if pause_ms > 0 {
                 thread::sleep(Duration::from_millis(pause_ms));
             }
@@ -956,13 +1045,18 @@ impl<D: Differential> Sequence<'_, D> {
             let tracked: Vec<Span> = hulls.values().copied().collect();
             self.tally.guard_wait += guard(&tracked, GUARD_AHEAD);
 
-            let mut plan = test.plan(&names, step, &prev_o, Instant::now());
+            let state = Before {
+                oracle: &prev_o,
+                hulls: &hulls,
+                now: Instant::now(),
+            };
+            let mut plan = test.plan(&names, &step.op, &state);
             let start = Instant::now();
             let (reply_o, reply_m) = test.execute(&mut plan, (&mut o.data, &mut m.data));
             let end = Instant::now();
             skew_ms = skew_ms.max(ms(end - start));
 
-            let predicted = test.predicted(&plan, (start, end), &hulls);
+            let predicted = test.predicted(&plan, (start, end));
             let mut candidates = tracked.clone();
             candidates.extend(predicted.iter().copied());
             self.tally.guard_wait += guard(&candidates, GUARD_AHEAD);
@@ -1000,15 +1094,15 @@ impl<D: Differential> Sequence<'_, D> {
             let rec = StepRecord {
                 index: i,
                 pause_ms,
-                module_cmd: test.module_cmd(&names, step),
+                module_cmd: test.module_cmd(&names, &step.op),
                 oracle_cmd: test.oracle_cmd(&plan),
                 reply_o,
                 reply_m,
+                tol_ms: PTTL_TOLERANCE_MS + skew_ms,
             };
-            let tol = PTTL_TOLERANCE_MS + skew_ms;
             let mut diffs = Vec::new();
-            let verdict = test.compare_replies(&plan, &rec, tol, &mut diffs);
-            compare_state((&obs_o, &obs_m), (&ev_o, &ev_m), tol, &mut diffs);
+            let verdict = test.compare_replies(&plan, &rec, &mut diffs);
+            compare_state((&obs_o, &obs_m), (&ev_o, &ev_m), rec.tol_ms, &mut diffs);
             self.tally.max_skew_ms = self.tally.max_skew_ms.max(skew_ms);
             if !diffs.is_empty() {
                 let seen = Seen {
@@ -1092,7 +1186,7 @@ impl<D: Differential> Sequence<'_, D> {
     fn report(
         &self,
         names: &D::Names,
-        (steps, history, rec): (&[D::Step], &[StepRecord], &StepRecord),
+        (steps, history, rec): (&[Step<D::Kind>], &[StepRecord], &StepRecord),
         diffs: &[String],
         taint: &str,
         seen: &Seen<'_>,
@@ -1129,8 +1223,8 @@ impl<D: Differential> Sequence<'_, D> {
             let _ = writeln!(
                 report,
                 "  #{j:<2} pause {:>3}ms  {}  (not run)",
-                test.pause_ms(s),
-                test.module_cmd(names, s)
+                s.pause_ms,
+                test.module_cmd(names, &s.op)
             );
         }
         let _ = writeln!(
