@@ -35,17 +35,22 @@
 //! Deliberate differences (design.md §10.10), each handled explicitly,
 //! counted and required to occur:
 //!
-//! - **An unlock without `REQUEST`.** Redisson 4.7 always passes a latch;
-//!   `LOCK.UNLOCK` without `REQUEST` stores none (§10.3). Such a call is
-//!   compared with `unlock.lua` given a latch id of its own (`oracle-only…`,
-//!   never a module's): everything must match but that latch, which the
-//!   step reads back on the oracle (it must hold the reply, or not exist
-//!   after a nil) and deletes there, and which the comparison leaves out.
-//!   The honest alternative, `REQUEST` on every call, would leave the
-//!   module's own no-latch path untested.
-//! - **The re-entry error's text.** `nonreentrant_lock.lua` replies the
-//!   error `NON_REENTRANT_REACQUIRE`; the module's error starts with that
-//!   code and says more. Error replies are compared by code.
+//! - **An unlock without `REQUEST`.** Redisson 4.7 always passes a latch,
+//!   so most unlocks carry `REQUEST` and match `unlock.lua` one to one.
+//!   `LOCK.UNLOCK` without `REQUEST` stores no latch (§10.3); rather than
+//!   leave that path untested, such a call is compared with `unlock.lua`
+//!   given a latch id of its own (`oracle-only…`, never a module's):
+//!   everything must match but that latch, which the step reads back on the
+//!   oracle (it must hold the reply, or not exist after a nil) and deletes
+//!   there, and which the comparison leaves out.
+//! - **The re-entry error.** `nonreentrant_lock.lua` returns
+//!   `redis.error_reply('NON_REENTRANT_REACQUIRE')`, which Redis 7+, Valkey
+//!   and Redis 8 send as `ERR NON_REENTRANT_REACQUIRE` (a script's error
+//!   without a code gets `ERR`); the module sends `NON_REENTRANT_REACQUIRE
+//!   the owner already holds this non-reentrant lock`. They are compared as
+//!   Redisson tells a re-entry (`RedissonNonReentrantLock.isReentryError`:
+//!   the message contains `NON_REENTRANT_REACQUIRE`), and the module's code
+//!   must be that word (§10.7).
 //! - **One lock per renewal.** `renew.lua` replies one 0/1 per lock, `[1]`
 //!   for one; `LOCK.RENEW` replies the integer.
 //!
@@ -523,7 +528,8 @@ fn take_latch(conn: &mut Connection, key: &str) -> Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verdict {
     Same,
-    /// `NON_REENTRANT_REACQUIRE` on both sides, the module's with more text.
+    /// A re-entry error on both sides, as Redisson tells one; the texts
+    /// differ (`ERR NON_REENTRANT_REACQUIRE` from the script).
     ReacquireText,
     /// `renew.lua`'s `[x]` against `LOCK.RENEW`'s `x`.
     RenewOfOne,
