@@ -23,7 +23,23 @@ pub fn prefix_of(lock: &str) -> String {
 
 /// The lock's message channel.
 pub fn channel(lock: &str) -> String {
-    format!("redisson_rwlock:{}", prefix_of(lock))
+    channel_style("redisson_rwlock", lock)
+}
+
+/// `p:{name}`, or `p:name` when the name has a `{` (Redisson's
+/// channel-style prefix, design.md §1).
+fn channel_style(p: &str, lock: &str) -> String {
+    format!("{p}:{}", prefix_of(lock))
+}
+
+/// The plain lock's message channel (§10.1).
+pub fn lock_channel(lock: &str) -> String {
+    channel_style("redisson_lock__channel", lock)
+}
+
+/// The fencing token's counter (§10.1), shared by both kinds of lock.
+pub fn token_key(lock: &str) -> String {
+    channel_style("redisson_lock_token", lock)
 }
 
 /// The timeout key of `owner`'s `n`th read hold on `lock`.
@@ -33,7 +49,7 @@ pub fn timeout_key(lock: &str, owner: &str, n: impl fmt::Display) -> String {
 
 /// The unlock latch of request `id` on `lock`.
 pub fn latch_key(lock: &str, id: &str) -> String {
-    format!("redisson_unlock_latch:{}:{id}", prefix_of(lock))
+    format!("{}:{id}", channel_style("redisson_unlock_latch", lock))
 }
 
 /// How long a server may take to answer PING after it was started.

@@ -323,25 +323,38 @@ pub fn expect_reply<A: AsRef<[u8]>>(
     assert_eq!(ok(conn, args), expected, "{:?}", shown(args));
 }
 
+/// Counters that sum: per thread or per run, summed into one. Generic code
+/// (the differential runner) sums a test's own counters through it.
+pub trait Counters {
+    fn add(&mut self, other: &Self);
+}
+
 /// A struct of `usize` counters (and, after `also`, fields of other types),
 /// with `add`, which sums another's counters into its own: counters kept per
-/// thread or per run, summed into one.
+/// thread or per run, summed into one. The struct's visibility is its
+/// fields' too.
 #[macro_export]
 macro_rules! counters {
     (
         $(#[$meta:meta])*
-        struct $name:ident { $($count:ident),+ $(,)? }
+        $vis:vis struct $name:ident { $($count:ident),+ $(,)? }
         $(also { $($field:ident: $kind:ty),+ $(,)? })?
     ) => {
         $(#[$meta])*
-        struct $name {
-            $($count: usize,)+
-            $($($field: $kind,)+)?
+        $vis struct $name {
+            $($vis $count: usize,)+
+            $($($vis $field: $kind,)+)?
         }
 
         impl $name {
-            fn add(&mut self, other: &Self) {
+            $vis fn add(&mut self, other: &Self) {
                 $(self.$count += other.$count;)+
+            }
+        }
+
+        impl $crate::Counters for $name {
+            fn add(&mut self, other: &Self) {
+                $name::add(self, other)
             }
         }
     };

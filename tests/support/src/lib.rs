@@ -2,14 +2,17 @@
 //! crate both take as a dev-dependency: redis-server processes with the
 //! module (`Server`), pub/sub collection (`Collector`), Redisson's key names
 //! and seed scripts, and the fault tests' kit (a seeded generator, key
-//! snapshots, raw calls, INFO and config readers, bounded waits).
+//! snapshots, raw calls, INFO and config readers, bounded waits), and the
+//! differential tests' two servers and runner (`testkit::differential`).
 //!
 //! Environment:
 //! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
 //! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
 //! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
+//! - `RWLOCK_REDISSON_LOCK_LUA`: directory holding Redisson 4.7's plain lock scripts (oracle).
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 
+pub mod differential;
 mod harness;
 mod kit;
 
