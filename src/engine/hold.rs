@@ -4,7 +4,7 @@
 
 use super::error::LockError;
 use super::int::parse_i64;
-use super::names::LockNames;
+use super::names::{KeyBuf, LockNames};
 use super::store::{KeyKind, Store};
 
 /// Most holds one owner may stack on one lock. Commands loop over a reader's
@@ -141,10 +141,25 @@ pub(super) fn remember<S: Store>(s: &mut S, latch: Option<(Vec<u8>, i64)>, relea
     }
 }
 
+/// The fencing token counter of a fenced acquisition, checked before any
+/// write (see [`check_token`]); None, and no key name made, for others.
+pub(super) fn token_key<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    fenced: bool,
+) -> Result<Option<KeyBuf>, LockError> {
+    if !fenced {
+        return Ok(None);
+    }
+    let key = names.token_key();
+    check_token(s, &key)?;
+    Ok(Some(key))
+}
+
 /// Checks, before any write, that the fencing token at `key` can be
 /// incremented: missing (the first token is 1) or an integer below the
 /// largest. Redisson's script would fail half way, after its INCR.
-pub(super) fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<(), LockError> {
+fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<(), LockError> {
     match s.kind(key) {
         KeyKind::Missing => Ok(()),
         KeyKind::String => match s.get(key).as_deref().and_then(parse_i64) {

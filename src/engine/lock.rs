@@ -6,7 +6,7 @@
 //! writes, so a refused or failing call changes nothing.
 
 use super::error::LockError;
-use super::hold::{check_token, count_of, deadline, latch, one_more, remember, Latch};
+use super::hold::{count_of, deadline, latch, one_more, remember, token_key, Latch};
 use super::hold::{parse_count, Release, Request, Unlocked};
 use super::int::parse_i64;
 use super::names::{check_owner, LockNames, MODE_FIELD};
@@ -78,12 +78,9 @@ pub fn acquire<S: Store>(
     };
     one_more(held.unwrap_or(0))?;
     let until = deadline(s.now_ms(), lease)?;
-    let token_key = names.token_key();
-    if options.fenced {
-        check_token(s, &token_key)?;
-    }
+    let token_key = token_key(s, names, options.fenced)?;
     // The scripts' order of writes: the token, the count, the TTL.
-    let token = options.fenced.then(|| s.incr(&token_key));
+    let token = token_key.map(|key| s.incr(&key));
     // A count the read-write machine's lease index does not track, on a
     // name it may also serve.
     s.forget_lease_index(hash);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
-use super::hold::{check_token, count_of, deadline, latch, one_more, remember, Latch};
+use super::hold::{count_of, deadline, latch, one_more, remember, token_key, Latch};
 pub use super::hold::{parse_count, Release, Request, Unlocked, MAX_HOLDS};
 use super::index::LeaseIndex;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
@@ -168,12 +168,9 @@ fn take_write<S: Store>(
         }
         _ => return Ok((Acquire::Refused { pttl: s.pttl(hash) }, None)),
     };
-    let token_key = names.token_key();
-    if fenced {
-        check_token(s, &token_key)?;
-    }
+    let token_key = token_key(s, names, fenced)?;
     // The token first, as Redisson's fenced lock takes it.
-    let token = fenced.then(|| s.incr(&token_key));
+    let token = token_key.map(|key| s.incr(&key));
     // Write holds are not tracked: an index would miss a count.
     s.forget_lease_index(hash);
     if held.is_some() {
