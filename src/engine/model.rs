@@ -8,25 +8,19 @@ use super::memstore::{MemStore, Value};
 use super::names::{write_field, LockNames};
 use super::rwlock::{self, Acquire, Mode, Request, Unlocked};
 
-/// SplitMix64: a tiny deterministic generator, so a failing seed replays.
-pub struct Rng(u64);
+/// The tests' seeded generator (the testkit's SplitMix64, so a failing seed
+/// replays), with the draws of the model-based tests.
+pub struct Rng(testkit::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        Rng(testkit::Rng(seed))
     }
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
+        self.0.pick(items)
     }
     /// A lease short enough that time passing ends it.
     pub fn lease(&mut self) -> i64 {
