@@ -40,9 +40,9 @@ pub fn subscribed() -> bool {
 }
 
 /// Subscribes to keyspace events once a waiter or a lease index needs to
-/// hear of other clients' writes; called after every command, which is
-/// where both appear (the same command, so no write of anyone else comes
-/// between). Redis 7.0 cannot unsubscribe, so it lasts.
+/// hear of other clients' writes; called by the commands that park a client
+/// or may keep an index, before they return (so no write of anyone else
+/// comes between). Redis 7.0 cannot unsubscribe, so it lasts.
 #[inline]
 pub fn follow_writes(ctx: &Context) {
     if subscribed() || (waiting::idle() && !leases::any()) {

@@ -13,6 +13,7 @@ use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold};
 use crate::engine::rwlock::Unlocked;
 use crate::engine::store::Store;
+use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
@@ -44,6 +45,8 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
         (Attempt::Granted(granted), _) => metrics::acquired(hold, granted),
         (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
             waiting::park(ctx, &mut store, names, owner, hold, lease, timeout);
+            // From now on other clients' writes may free the lock.
+            events::follow_writes(ctx);
             return Ok(RedisValue::NoReply);
         }
         (Attempt::Refused { .. }, _) => metrics::bump(Counter::Refused),

@@ -19,7 +19,6 @@ use self::docs::{
     Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
-use crate::events;
 use crate::server::{self, CommandFn};
 
 type Handler = fn(&Context, &[ArgString]) -> RedisResult;
@@ -257,13 +256,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// Every command: the handler's reply, then the keyspace subscription
-/// brought up to date with what the command left (a waiter, an index).
+/// Every command: the handler's reply.
 fn run(ctx: *mut raw::RedisModuleCtx, args: &[ArgString], handler: Handler) -> c_int {
     let context = Context::new(ctx);
-    let status = context.reply(handler(&context, args)) as c_int;
-    events::follow_writes(&context);
-    status
+    context.reply(handler(&context, args)) as c_int
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::queue::Hold;
 use crate::engine::rwlock::{self, LockInfo};
+use crate::events;
 use crate::keyspace::RedisStore;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms]`
@@ -53,6 +54,9 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         rwlock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
     })?;
+    // A read unlock may have kept the lock's lease index, which other
+    // clients' writes must be able to drop.
+    events::follow_writes(ctx);
     Ok(released(outcome))
 }
 
