@@ -39,11 +39,23 @@ fn expect_noperm(c: &mut Connection, args: &[&str]) {
     }
 }
 
-/// Every command on `lock`, each well-formed, a blocking one too.
+/// Every command on `lock`, each well-formed, blocking ones too, the plain
+/// lock's included (its ACL rules are the lock name's, as the read-write
+/// lock's).
 fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
-    let blocking = ["RWLOCK.READ", lock, owner, "30000", "BLOCK", "0"];
     let mut calls = testkit::every_command(lock, owner);
-    calls.push(blocking.map(str::to_string).to_vec());
+    for call in [
+        &["RWLOCK.READ", lock, owner, "30000", "BLOCK", "0"][..],
+        &["LOCK.ACQUIRE", lock, owner, "30000", "BLOCK", "0", "FENCED"],
+        &["LOCK.ACQUIRE", lock, owner, "30000", "NOREENTRY"],
+        &["LOCK.UNLOCK", lock, owner, "REQUEST", "r1", "60000"],
+        &["LOCK.RENEW", lock, owner, "30000"],
+        &["LOCK.FORCEUNLOCK", lock],
+        &["LOCK.INFO", lock],
+        &["RWLOCK.WRITE", lock, owner, "30000", "FENCED"],
+    ] {
+        calls.push(call.iter().map(|a| a.to_string()).collect());
+    }
     calls
 }
 
