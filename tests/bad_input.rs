@@ -1,4 +1,4 @@
-//! Bad input (SPEC section 7): every malformed call gets an error reply and
+//! Bad input (docs/design.md, contract §7): every malformed call gets an error reply and
 //! changes nothing (no key, value or deadline changes, no keyspace event, no
 //! lock message), and nothing crashes or hangs the server. Also bad configs
 //! and bad module arguments.
@@ -223,7 +223,7 @@ fn show_events(events: &[(String, String)]) -> String {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC 7, case by case
+// contract §7, case by case
 // ---------------------------------------------------------------------------
 
 const ARITY: &[&str] = &["wrong number of arguments"];
@@ -627,7 +627,7 @@ fn corrupt_hold_count_of_the_caller() {
 }
 
 /// A corrupt count in a field the call does not itself need: the hash is
-/// still corrupt (SPEC 7: "a lock hash whose hold counts are not integers …
+/// still corrupt (contract §7: "a lock hash whose hold counts are not integers …
 /// reported as a corrupt lock, never repaired silently").
 /// The module checks every count a command reads. An acquisition or a
 /// renewal reads only the caller's own fields (so it stays O(1) however many
@@ -709,7 +709,7 @@ fn hold_count_overflow() {
 }
 
 /// A huge (valid) hold count must not make a command loop for ages: the
-/// module never takes the server down (SPEC 7). Each command runs on a fresh
+/// module never takes the server down (contract §7). Each command runs on a fresh
 /// server, with a short read timeout; any reply (error or not) will do.
 #[test]
 fn huge_hold_count_does_not_hang_the_server() {

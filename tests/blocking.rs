@@ -1,4 +1,4 @@
-//! Server-side waiting (SPEC section 4) against a real server: batches,
+//! Server-side waiting (docs/design.md, contract §4) against a real server: batches,
 //! every wake-up path, timeouts, disconnects, MULTI and scripts, fairness,
 //! and failover to a replica.
 

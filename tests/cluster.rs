@@ -1,4 +1,4 @@
-//! Redis Cluster (SPEC section 6): a local cluster of 3 masters and 3
+//! Redis Cluster (docs/design.md, contract §6): a local cluster of 3 masters and 3
 //! replicas, every node with the module loaded, all on 127.0.0.1.
 //!
 //! - Locks spread over every master; a cluster-aware client (the `redis`

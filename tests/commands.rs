@@ -78,7 +78,7 @@ fn read_reentry_refused_write_and_release() {
     assert!(near(pttl(&mut c, "L"), 10_000));
     assert_eq!(int(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "read"]), 1);
     assert!(all_keys(&mut c).is_empty());
-    // Unlocking what does not exist replies nil (SPEC 9.1).
+    // Unlocking what does not exist replies nil (contract §9.1).
     expect_reply(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "READ"], Value::Nil);
     expect_reply(&mut c, &["RWLOCK.UNLOCK", "L", "u2:1", "WRITE"], Value::Nil);
 }

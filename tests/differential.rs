@@ -29,7 +29,7 @@
 //! what the operations are, how each maps to a seed script, how replies
 //! compare and what the run must have exercised.
 //!
-//! Deliberate differences (SPEC section 9) are handled explicitly and counted:
+//! Deliberate differences (docs/design.md, contract §9) are handled explicitly and counted:
 //! 9.1 (unlocking a lock that does not exist: script 1, module nil) and 9.2
 //! (renewal with several readers: the oracle side applies the module's
 //! documented behaviour with plain PEXPIREs; `renew_with_several_readers_differs_as_spec_9_2`
@@ -69,7 +69,7 @@ const MISSING_LUA: &str = "RWLOCK_REDISSON_LUA is not set to a directory: the di
      --test differential`, or through `make test` / `.ci/run`, which set it.";
 
 // ---------------------------------------------------------------------------
-// Names (SPEC section 1)
+// Names (docs/design.md, contract §1)
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -264,7 +264,7 @@ enum RenewPath {
     LockScript,
     /// The owner is the only reader: `read_renew.lua` (same as the module then).
     ReadScript,
-    /// Other owners hold reads too: SPEC 9.2, the module's behaviour as plain commands.
+    /// Other owners hold reads too: contract §9.2, the module's behaviour as plain commands.
     Spec92,
 }
 
@@ -276,7 +276,7 @@ enum OraclePlan {
         keys: Vec<String>,
         args: Vec<String>,
     },
-    /// SPEC 9.2: plain commands, reply 1 (the module's documented reply).
+    /// contract §9.2: plain commands, reply 1 (the module's documented reply).
     Plain(Vec<Vec<String>>),
 }
 
@@ -459,7 +459,7 @@ impl Differential for Rw {
     type Names = SeqNames;
     type Kind = Kind;
     type Plan = Plan;
-    /// Set when the replies differ exactly as SPEC 9.1 allows.
+    /// Set when the replies differ exactly as contract §9.1 allows.
     type Verdict = bool;
     type Stats = Stats;
 
@@ -597,8 +597,8 @@ fn require_lua() {
 
 fn summary(s: &Stats) -> String {
     format!(
-        "acquisitions {} (re-entries {}), refused {}, releases {}, SPEC 9.1 cases {}, \
-         SPEC 9.2 cases {}, renewals via lock_renew.lua {} / read_renew.lua {}",
+        "acquisitions {} (re-entries {}), refused {}, releases {}, contract §9.1 cases {}, \
+         contract §9.2 cases {}, renewals via lock_renew.lua {} / read_renew.lua {}",
         s.acquisitions,
         s.reentries,
         s.refusals,
@@ -644,7 +644,7 @@ fn assert_meaningful(flavor: Flavor, stats: Option<&Stats>, line: &str) {
     assert!(stats.reentries > 0, "no re-entry: {line}");
     assert!(stats.refusals > 0, "no refused acquisition: {line}");
     assert!(stats.releases > 0, "no release: {line}");
-    assert!(stats.spec91 > 0, "no SPEC 9.1 case: {line}");
+    assert!(stats.spec91 > 0, "no contract §9.1 case: {line}");
     assert!(
         stats.renew_read_script > 0,
         "no read_renew.lua renewal: {line}"
@@ -654,7 +654,7 @@ fn assert_meaningful(flavor: Flavor, stats: Option<&Stats>, line: &str) {
         "no lock_renew.lua renewal: {line}"
     );
     if flavor == Flavor::Plain {
-        assert!(stats.spec92 > 0, "no SPEC 9.2 case: {line}");
+        assert!(stats.spec92 > 0, "no contract §9.2 case: {line}");
     }
 }
 
@@ -679,7 +679,7 @@ fn module_matches_redisson_scripts_with_lease_indexes() {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC 9.2 itself
+// contract §9.2 itself
 // ---------------------------------------------------------------------------
 
 fn pttl(conn: &mut Connection, key: &str) -> i64 {
@@ -708,7 +708,7 @@ fn lock_events(collector: &Collector, conn: &mut Connection) -> Vec<(String, Str
 }
 
 /// Seed `read_renew.lua` renews every reader's timeout keys; the module
-/// renews only the caller's (SPEC 9.2), so a crashed reader's hold expires
+/// renews only the caller's (contract §9.2), so a crashed reader's hold expires
 /// with the module and lives on with the seed script.
 #[test]
 fn renew_with_several_readers_differs_as_spec_9_2() {
@@ -855,7 +855,7 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
 // The test's own helpers
 // ---------------------------------------------------------------------------
 
-/// The names this test derives (its oracle's KEYS) follow SPEC section 1, and
+/// The names this test derives (its oracle's KEYS) follow docs/design.md, contract §1, and
 /// the generator is SplitMix64 as published (so seeds replay anywhere).
 #[test]
 fn helpers_follow_spec_names_and_splitmix64() {

@@ -1,4 +1,4 @@
-//! Persistence under crashes (SPEC section 6): with `appendonly yes` and
+//! Persistence under crashes (docs/design.md, contract §6): with `appendonly yes` and
 //! `appendfsync always`, after `kill -9` at a random moment and a restart, no
 //! acknowledged acquisition or release is lost and every deadline is the same
 //! absolute time.

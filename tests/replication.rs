@@ -1,4 +1,4 @@
-//! Replication and persistence of the module's effects (SPEC section 6).
+//! Replication and persistence of the module's effects (docs/design.md, contract §6).
 //!
 //! Each command must propagate its effects (HSET, HINCRBY, HDEL, SET … PXAT,
 //! PEXPIREAT, DEL, PUBLISH) with absolute deadlines, never itself, so that a
@@ -328,7 +328,7 @@ fn replica_with_module_reproduces_state_and_deadlines() {
 
 #[test]
 fn replica_without_module_applies_the_stream() {
-    // SPEC 6: a replica never needs the module to apply the stream.
+    // contract §6: a replica never needs the module to apply the stream.
     replicated(true, 0x5EED_0002, 400);
 }
 

@@ -16,7 +16,7 @@
 //! lock and keeps away from it until everything it may still hold there has
 //! expired. Client and server read the same wall clock. All clients of a
 //! lock use the same lease, as a Redisson application does with its watchdog
-//! timeout (see the README's "Fault testing" section for why mixed leases are
+//! timeout (see docs/testing.md, "Why every torture client of a lock uses the same lease", for why mixed leases are
 //! another matter).
 //!
 //! A second run does the same with Redisson's plain lock (`LOCK.*`), whose

@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The prefix of a lock's other keys (SPEC section 1): `{name}`, or the
+/// The prefix of a lock's other keys (docs/design.md, contract §1): `{name}`, or the
 /// name itself when it has a `{`, so that they all share its hash slot.
 pub fn prefix_of(lock: &str) -> String {
     if lock.contains('{') {
