@@ -285,6 +285,13 @@ impl Fuzzer<'_> {
         } else {
             lock
         };
+        // A plain lock's name is often free: half the time another owner
+        // takes it first, so its waiter waits, and is served or times out.
+        if verb == "LOCK.ACQUIRE" && PLAIN.contains(&lock) && self.rng.chance(50) {
+            let holder = self.owner();
+            let hold = *self.rng.pick(&LEASES);
+            self.call(&strings(&["LOCK.ACQUIRE", lock, holder, hold]));
+        }
         let lease = *self.rng.pick(&LEASES);
         let wait = *self.rng.pick(&WAITS);
         let args = strings(&[verb, lock, owner, lease, "BLOCK", wait]);
