@@ -54,6 +54,15 @@ fn exists<S: Store>(s: &mut S, hash: &[u8]) -> Result<bool, LockError> {
     }
 }
 
+/// The owner's hold count, None when the lock or its field is missing.
+fn held_by<S: Store>(s: &mut S, hash: &[u8], owner: &[u8]) -> Result<Option<i64>, LockError> {
+    if exists(s, hash)? {
+        count_of(s, hash, owner)
+    } else {
+        Ok(None)
+    }
+}
+
 /// `LOCK.ACQUIRE`: as Redisson's `lock.lua` (`fenced_lock.lua` with
 /// `fenced`, `nonreentrant_lock.lua` with `non_reentrant`). A free lock or
 /// one the owner holds: one more hold, the TTL set to `lease` (a re-entry
@@ -107,12 +116,7 @@ pub fn unlock<S: Store>(
         Latch::Set(latch) => latch,
     };
     let hash = names.hash();
-    let held = if exists(s, hash)? {
-        count_of(s, hash, owner)?
-    } else {
-        None
-    };
-    let release = match held {
+    let release = match held_by(s, hash, owner)? {
         None => Release::NotHeld,
         Some(held) if held > 1 => {
             let until = deadline(s.now_ms(), lease)?;
@@ -150,7 +154,7 @@ pub fn renew<S: Store>(
 ) -> Result<bool, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
-    if !exists(s, hash)? || count_of(s, hash, owner)?.is_none() {
+    if held_by(s, hash, owner)?.is_none() {
         return Ok(false);
     }
     let until = deadline(s.now_ms(), lease)?;
