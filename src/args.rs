@@ -5,10 +5,14 @@
 use redis_module::RedisError;
 
 use crate::engine::error::{
-    LockError, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, MAX_MILLIS,
+    LockError, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX,
+    ERR_TIMEOUT, ERR_TTL, MAX_HOLDS_LISTED, MAX_MILLIS,
 };
 use crate::engine::int::parse_i64;
+use crate::engine::lock::Options;
+use crate::engine::multi::Want;
 use crate::engine::names::{check_owner, LockNames};
+use crate::engine::queue::Hold;
 use crate::engine::rwlock::{Mode, Request};
 pub use crate::server::ArgString;
 
@@ -254,6 +258,113 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
         return Err(RedisError::WrongArity);
     };
     names(lock)
+}
+
+/// A multi-hold command: `owner [lease] [BLOCK ms] HOLDS n kind name …`.
+pub struct Multi<'a> {
+    pub owner: &'a [u8],
+    /// ACQUIREALL and RENEWALL.
+    pub lease: Option<i64>,
+    /// ACQUIREALL: how long to wait on the server; 0 waits without limit.
+    pub block: Option<i64>,
+    /// The holds in the listed order, every name once.
+    pub wants: Vec<Want<'a>>,
+}
+
+/// What a multi-hold command takes before `HOLDS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiForm {
+    pub lease: bool,
+    pub block: bool,
+}
+
+/// `owner [lease] [options] HOLDS n kind name [kind name …]`: the options
+/// (`BLOCK ms` where the form takes it) in any order before `HOLDS`, which
+/// ends them; a flag such as `SESSION` would be one more option here.
+pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisError> {
+    let fixed = 2 + usize::from(form.lease);
+    if args.len() < fixed + 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let owner = owner(&args[1])?;
+    let lease = if form.lease {
+        Some(lease(&args[2])?)
+    } else {
+        None
+    };
+    let mut rest = &args[fixed..];
+    let mut block = None;
+    loop {
+        let Some(word) = rest.first().map(Arg::bytes) else {
+            return Err(RedisError::Str(ERR_SYNTAX));
+        };
+        if is(word, "HOLDS") {
+            break;
+        } else if is(word, "BLOCK") && form.block && block.is_none() && rest.len() >= 2 {
+            block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+            rest = &rest[2..];
+        } else {
+            return Err(RedisError::Str(ERR_SYNTAX));
+        }
+    }
+    let wants = holds(&rest[1..])?;
+    Ok(Multi {
+        owner,
+        lease,
+        block,
+        wants,
+    })
+}
+
+/// Where a multi-hold command's lock names are, found as its key spec
+/// finds them: after the keyword `HOLDS` (searched from argument `from`) and
+/// its count, every second argument; None when there is no such list.
+pub fn hold_positions<A: Arg>(args: &[A], from: usize) -> Option<impl Iterator<Item = usize>> {
+    let at = from
+        + args
+            .get(from..)?
+            .iter()
+            .position(|a| is(a.bytes(), "HOLDS"))?;
+    let n = parse_i64(args.get(at + 1)?.bytes()).filter(|n| *n >= 0)?;
+    let len = args.len();
+    Some(
+        (0..n as usize)
+            .map(move |i| at + 3 + 2 * i)
+            .take_while(move |&p| p < len),
+    )
+}
+
+/// `n kind name [kind name …]`: n from 1 to `MAX_HOLDS_LISTED`, exactly n
+/// pairs, each name once.
+fn holds<A: Arg>(rest: &[A]) -> Result<Vec<Want<'_>>, RedisError> {
+    let n = rest
+        .first()
+        .and_then(|n| parse_i64(n.bytes()))
+        .filter(|n| (1..=MAX_HOLDS_LISTED).contains(n))
+        .ok_or(RedisError::Str(ERR_HOLDS))?;
+    let pairs = &rest[1..];
+    if pairs.len() != 2 * n as usize {
+        return Err(RedisError::Str(ERR_HOLDS));
+    }
+    let mut wants: Vec<Want> = Vec::with_capacity(n as usize);
+    for pair in pairs.chunks_exact(2) {
+        let word = pair[0].bytes();
+        let hold = if is(word, "LOCK") {
+            Hold::Lock(Options::default())
+        } else if is(word, "READ") {
+            Hold::Read
+        } else if is(word, "WRITE") {
+            Hold::Write { fenced: false }
+        } else {
+            return Err(RedisError::Str(ERR_KIND));
+        };
+        let names = names(&pair[1])?;
+        if wants.iter().any(|w| w.names.hash() == names.hash()) {
+            return Err(RedisError::Str(ERR_DUPLICATE));
+        }
+        wants.push(Want { names, hold });
+    }
+    Ok(wants)
 }
 
 #[cfg(test)]

@@ -51,6 +51,8 @@ pub struct Arg {
     /// The keyword in front of the value (`BLOCK ms`); None for positional.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// Given one or more times (`kind name [kind name ...]`).
+    pub multiple: bool,
     pub summary: &'static CStr,
 }
 
@@ -60,8 +62,54 @@ pub fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
         kind,
         token: None,
         optional: false,
+        multiple: false,
         summary,
     }
+}
+
+/// The keyword that heads a multi-hold's list, where its key spec begins.
+pub const HOLDS: &CStr = c"HOLDS";
+
+/// `HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`: the count,
+/// then each hold's kind and lock name.
+pub fn holds() -> [Arg; 2] {
+    [
+        Arg {
+            token: Some(HOLDS),
+            ..arg(c"n", Kind::Int, c"How many holds follow (1 to 100)")
+        },
+        Arg {
+            multiple: true,
+            ..arg(
+                c"hold",
+                Kind::Block(vec![
+                    arg(
+                        c"kind",
+                        Kind::OneOf(vec![
+                            arg(
+                                c"lock",
+                                Kind::Token(c"LOCK"),
+                                c"A plain lock (LOCK.ACQUIRE)",
+                            ),
+                            arg(c"read", Kind::Token(c"READ"), c"A read hold (RWLOCK.READ)"),
+                            arg(
+                                c"write",
+                                Kind::Token(c"WRITE"),
+                                c"The write hold (RWLOCK.WRITE)",
+                            ),
+                        ]),
+                        c"What to take of the lock",
+                    ),
+                    arg(
+                        c"name",
+                        Kind::Key,
+                        c"The lock's name; each name once, all in one hash slot in a cluster",
+                    ),
+                ]),
+                c"One hold",
+            )
+        },
+    ]
 }
 
 pub fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
@@ -123,6 +171,9 @@ pub const RWLOCK_KEYS: &CStr =
     c"Also the lock's read-lease keys and unlock latches, named from the lock and in its hash slot";
 /// What a plain lock command touches besides its hash.
 pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token:{lock} and unlock latches, named from the lock and in its hash slot";
+
+/// What a multi-hold command touches besides the listed hashes.
+pub const MULTI_KEYS: &CStr = c"Also each lock's read-lease keys, named from the lock and in its hash slot; in a cluster every listed name must be in one slot (hash tags)";
 
 /// An optional flag standing alone, such as `FENCED`.
 pub fn flag(name: &'static CStr, token: &'static CStr, summary: &'static CStr) -> Arg {
@@ -208,11 +259,15 @@ fn raw_args(
                 token: token.map_or(ptr::null(), CStr::as_ptr),
                 summary: a.summary.as_ptr(),
                 since: ptr::null(),
-                flags: if a.optional {
-                    raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+                flags: (if a.optional {
+                    raw::REDISMODULE_CMD_ARG_OPTIONAL
                 } else {
-                    raw::REDISMODULE_CMD_ARG_NONE as c_int
-                },
+                    raw::REDISMODULE_CMD_ARG_NONE
+                } | if a.multiple {
+                    raw::REDISMODULE_CMD_ARG_MULTIPLE
+                } else {
+                    raw::REDISMODULE_CMD_ARG_NONE
+                }) as c_int,
                 deprecated_since: ptr::null(),
                 subargs: subargs.unwrap_or(ptr::null_mut()),
                 display_text: ptr::null(),
@@ -230,13 +285,38 @@ fn raw_args(
 
 /// The lock key is argument 1, and the command touches no other key it is
 /// given: the timeout keys and latches it also uses derive from the name and
-/// share its hash slot.
-fn key_specs(flags: &KeyFlags, notes: &'static CStr) -> [raw::RedisModuleCommandKeySpec; 2] {
+/// share its hash slot. A multi-hold's names follow `HOLDS n`, one every
+/// second argument after each kind.
+fn key_specs(command: &Command) -> [raw::RedisModuleCommandKeySpec; 2] {
     // SAFETY: plain C data; zeroes are the terminator (begin_search_type 0,
     // INVALID) and unused union members.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
-    specs[0].notes = notes.as_ptr();
-    specs[0].flags = u64::from(flags.0);
+    specs[0].notes = command.key_notes.as_ptr();
+    specs[0].flags = u64::from(command.key.0);
+    if let Some(at) = command.args.iter().position(|a| a.token == Some(HOLDS)) {
+        // The search starts after the owner and lease: an owner spelled
+        // HOLDS is no keyword, and options before HOLDS are words and
+        // numbers.
+        let fixed = command.args[..at].iter().filter(|a| !a.optional).count();
+        specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+        specs[0].bs.keyword = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 {
+            keyword: HOLDS.as_ptr(),
+            startfrom: fixed as c_int + 1,
+        };
+        // Redis 7.0 ends a keynum spec at first + n - 1 whatever the step
+        // (a bug later releases fix): it would find half the names. Variable
+        // flags make every version ask the command's own keys report
+        // (`getkeys-api`) instead; the spec still tells clients the layout.
+        specs[0].flags |= u64::from(raw::REDISMODULE_CMD_KEY_VARIABLE_FLAGS);
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        specs[0].fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+            keynumidx: 0,
+            firstkey: 2,
+            keystep: 2,
+        };
+        return specs;
+    }
     specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     specs[0].bs.index.pos = 1;
     specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -261,7 +341,7 @@ pub fn describe(ctx: &Context, command: &Command) -> Result<(), String> {
     };
     let mut arena = Vec::new();
     let args = raw_args(&command.args, &mut arena);
-    let mut specs = key_specs(&command.key, command.key_notes);
+    let mut specs = key_specs(command);
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: command.summary.as_ptr(),
@@ -302,6 +382,11 @@ fn shown(a: &Arg) -> String {
         Kind::Token(word) => word.to_string_lossy().into_owned(),
         Kind::OneOf(subs) => subs.iter().map(shown).collect::<Vec<_>>().join("|"),
         Kind::Block(subs) => subs.iter().map(shown).collect::<Vec<_>>().join(" "),
+    };
+    let text = if a.multiple {
+        format!("{text} [{text} ...]")
+    } else {
+        text
     };
     let text = match a.token {
         Some(token) => format!("{} {text}", token.to_string_lossy()),

@@ -7,6 +7,7 @@
 mod apply;
 pub mod docs;
 pub mod lock;
+pub mod multi;
 pub mod rwlock;
 
 use std::ffi::CStr;
@@ -15,8 +16,9 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
-    arg, block, fenced, flag, lease, lock, millis, mode_choice, optional, owner, Arg, Command,
-    Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, RELEASE_KEY, RWLOCK_KEYS,
+    arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, Arg,
+    Command, Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY,
+    RWLOCK_KEYS,
 };
 use crate::args::ArgString;
 use crate::server::{self, CommandFn};
@@ -94,10 +96,18 @@ fn request_option() -> Arg {
     )
 }
 
-/// The module versions the commands appeared in: the read-write lock, then
-/// the plain lock.
+/// The module versions the commands appeared in: the read-write lock, the
+/// plain lock, then the multi-hold.
 const V1: &CStr = c"0.1.0";
 const V2: &CStr = c"0.2.0";
+const V3: &CStr = c"0.3.0";
+
+/// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
+fn multi_args(head: Vec<Arg>) -> Vec<Arg> {
+    let mut args = head;
+    args.extend(holds());
+    args
+}
 
 /// Every command.
 pub fn table() -> Vec<Command> {
@@ -241,13 +251,54 @@ pub fn table() -> Vec<Command> {
             key_notes: LOCK_KEYS,
             args: vec![lock()],
         },
+        Command {
+            name: c"lock.acquireall",
+            entry: entry!(multi::acquire_all),
+            flags: c"write deny-oom blocking getkeys-api",
+            summary: c"Takes every listed hold (plain lock, read or write hold) at once or none. Replies nil when all were taken, else the largest PTTL in the way",
+            complexity: c"O(N) where N is the number of holds listed",
+            since: V3,
+            arity: -7,
+            key: ACQUIRE_KEY,
+            key_notes: MULTI_KEYS,
+            args: multi_args(vec![owner(), lease(), block()]),
+        },
+        Command {
+            name: c"lock.unlockall",
+            entry: entry!(multi::unlock_all),
+            flags: c"write getkeys-api",
+            summary: c"Releases one hold of each listed lock. Replies the array of the single unlocks' replies (nil, 0 or 1)",
+            complexity: c"O(N) where N is the number of holds listed, plus each unlock's",
+            since: V3,
+            arity: -6,
+            key: RELEASE_KEY,
+            key_notes: MULTI_KEYS,
+            args: multi_args(vec![owner()]),
+        },
+        Command {
+            name: c"lock.renewall",
+            entry: entry!(multi::renew_all),
+            flags: c"write getkeys-api",
+            summary: c"Renews the owner's holds of each listed lock (the watchdog's call). Replies the array of 1 (renewed) or 0",
+            complexity: c"O(N) where N is the number of holds listed, plus each renewal's",
+            since: V3,
+            arity: -7,
+            key: ACQUIRE_KEY,
+            key_notes: MULTI_KEYS,
+            args: multi_args(vec![owner(), lease()]),
+        },
     ]
 }
 
 /// Creates every command of the table and describes it to Redis.
 pub fn register(ctx: &Context) -> Result<(), String> {
     for command in table() {
-        if !server::create_command(ctx, command.name, command.entry, command.flags) {
+        let first_key = if command.flags.to_bytes().ends_with(b"getkeys-api") {
+            0
+        } else {
+            1
+        };
+        if !server::create_command(ctx, command.name, command.entry, command.flags, first_key) {
             let name = command.name.to_string_lossy();
             return Err(format!("cannot create command {name}"));
         }
@@ -296,6 +347,9 @@ mod tests {
                 "LOCK.RENEW lock owner lease",
                 "LOCK.FORCEUNLOCK lock",
                 "LOCK.INFO lock",
+                "LOCK.ACQUIREALL owner lease [BLOCK ms] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
             ]
         );
     }
@@ -307,12 +361,26 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), table.len());
+        // The words an argument takes: its keyword, and each of a block's.
+        fn words(a: &super::docs::Arg) -> i32 {
+            let own = match &a.kind {
+                super::docs::Kind::Block(subs) => subs.iter().map(words).sum(),
+                _ => 1,
+            };
+            own + i32::from(a.token.is_some())
+        }
         for c in &table {
-            let required = c.args.iter().filter(|a| !a.optional).count() as i32 + 1;
+            let required: i32 = c
+                .args
+                .iter()
+                .filter(|a| !a.optional)
+                .map(words)
+                .sum::<i32>()
+                + 1;
             assert_eq!(c.arity.abs(), required, "{:?}", c.name);
             assert_eq!(
                 c.arity < 0,
-                c.args.iter().any(|a| a.optional),
+                c.args.iter().any(|a| a.optional || a.multiple),
                 "{:?}",
                 c.name
             );

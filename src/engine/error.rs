@@ -23,6 +23,13 @@ pub const ERR_REENTRY: &str =
 pub const ERR_OVERFLOW: &str =
     "ERR overflow: the hold count would pass 100000, the deadline the clock's range, or the fencing token its largest value";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+/// Most holds one multi-hold command lists.
+pub const MAX_HOLDS_LISTED: i64 = 100;
+pub const ERR_HOLDS: &str =
+    "ERR HOLDS must give a count from 1 to 100 and then exactly that many kind and name pairs";
+pub const ERR_KIND: &str = "ERR hold kind must be LOCK, READ or WRITE";
+pub const ERR_DUPLICATE: &str =
+    "ERR a lock name is listed twice: one multi-hold takes one hold of each lock";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 

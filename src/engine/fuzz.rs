@@ -271,6 +271,7 @@ fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
                     hold: (*m).into(),
                     lease: *x,
                     token: i,
+                    multi: false,
                 })
                 .collect();
             let served = admit(s, &names(*l), &mut queue);

@@ -160,6 +160,7 @@ fn run(s: &mut MemStore, n: &LockNames, op: &Op) -> Effect {
                     hold: Hold::Lock(options),
                     lease,
                     token: i,
+                    multi: false,
                 });
             }
             let served = admit(s, n, &mut queue);

@@ -8,6 +8,7 @@ pub mod hold;
 pub mod index;
 pub mod int;
 pub mod lock;
+pub mod multi;
 pub mod names;
 pub mod queue;
 pub mod rwlock;

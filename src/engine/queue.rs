@@ -58,6 +58,9 @@ pub struct Ticket<T> {
     pub hold: Hold,
     pub lease: i64,
     pub token: T,
+    /// One of a multi-hold's tickets, one in each of its locks' queues:
+    /// served by the shell, which takes all its holds at once or none.
+    pub multi: bool,
 }
 
 /// Tries one acquisition as the command would, on the machine of its kind.
@@ -92,7 +95,8 @@ pub struct Served<T> {
 }
 
 /// Serves the queue in arrival order: the head acquires while it can, so all
-/// consecutive readers at the head get in together. A waiter whose attempt
+/// consecutive readers at the head get in together; a multi-hold's ticket
+/// at the head stops it, for the shell to serve. A waiter whose attempt
 /// fails with an error (a corrupt or retyped key, a non-reentrant lock its
 /// owner holds already) leaves with that error rather than blocking the
 /// queue.
@@ -102,7 +106,7 @@ pub fn admit<S: Store, T>(
     queue: &mut VecDeque<Ticket<T>>,
 ) -> Vec<Served<T>> {
     let mut served = Vec::new();
-    while let Some(head) = queue.front() {
+    while let Some(head) = queue.front().filter(|t| !t.multi) {
         let outcome = match attempt(s, names, &head.owner, head.hold, head.lease) {
             Ok(Attempt::Refused { .. }) => break,
             Ok(Attempt::Granted(granted)) => Ok(granted),
@@ -157,6 +161,7 @@ mod tests {
             hold: hold.into(),
             lease: 10_000,
             token,
+            multi: false,
         }
     }
 

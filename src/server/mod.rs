@@ -524,8 +524,16 @@ impl Drop for ServerInfo<'_> {
 // Commands
 // ---------------------------------------------------------------------------
 
-/// Creates a command whose one key is argument 1; false when Redis refused.
-pub fn create_command(ctx: &Context, name: &CStr, entry: CommandFn, flags: &CStr) -> bool {
+/// Creates a command whose one key is argument 1 (`first_key` 1), or whose
+/// keys its own entry reports (`first_key` 0, with `getkeys-api`); false
+/// when Redis refused.
+pub fn create_command(
+    ctx: &Context,
+    name: &CStr,
+    entry: CommandFn,
+    flags: &CStr,
+    first_key: c_int,
+) -> bool {
     // SAFETY: a loading module's context and NUL-terminated names.
     unsafe {
         raw::RedisModule_CreateCommand.expect("CreateCommand")(
@@ -533,11 +541,27 @@ pub fn create_command(ctx: &Context, name: &CStr, entry: CommandFn, flags: &CStr
             name.as_ptr(),
             entry,
             flags.as_ptr(),
-            1,
-            1,
-            1,
+            first_key,
+            first_key,
+            first_key,
         ) == raw::REDISMODULE_OK as c_int
     }
+}
+
+/// True when Redis calls a `getkeys-api` command only to learn where its
+/// keys are (COMMAND GETKEYS, cluster routing, ACL key checks).
+pub fn keys_position_request(ctx: &Context) -> bool {
+    // SAFETY: a live command context.
+    unsafe {
+        raw::RedisModule_IsKeysPositionRequest.expect("IsKeysPositionRequest")(ctx.get_raw()) != 0
+    }
+}
+
+/// Reports argument `pos` as a key, in a keys-position request.
+pub fn key_at(ctx: &Context, pos: usize) {
+    // SAFETY: a keys-position request's context, and an argument index
+    // below its argc.
+    unsafe { raw::RedisModule_KeyAtPos.expect("KeyAtPos")(ctx.get_raw(), pos as c_int) };
 }
 
 /// Hands a created command's docs to Redis (`COMMAND DOCS`, `COMMAND INFO`).

@@ -18,10 +18,11 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags};
+use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use super::registry::{Due, LockId, Registry};
 use crate::engine::error::ERR_REPLICA;
+use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
@@ -40,6 +41,8 @@ const PAUSED_RETRY: Duration = Duration::from_millis(10);
 /// have replied at once.
 enum Outcome {
     Acquired(Attempt, Hold),
+    /// A multi-hold's: nil when it took every hold, else the largest PTTL.
+    All(Option<i64>),
     Failed(&'static str),
 }
 
@@ -108,10 +111,60 @@ pub fn park(
         hold,
         lease,
         token: bc as Handle,
+        multi: false,
     };
     with(|r| r.park(id.clone(), ticket, ends));
     metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
+}
+
+/// Parks the calling client until it can take every hold of `wants` at
+/// once, or `timeout_ms` passes (0: no limit): queued on each lock, it holds
+/// none of them while it waits. The caller replies nothing now.
+pub fn park_all(
+    ctx: &Context,
+    store: &mut RedisStore,
+    owner: &[u8],
+    lease: i64,
+    wants: &[Want],
+    timeout_ms: i64,
+) {
+    let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
+    let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
+    let tickets = wants
+        .iter()
+        .map(|w| {
+            let ticket = Ticket {
+                owner: owner.to_vec(),
+                hold: w.hold,
+                lease,
+                token: bc as Handle,
+                multi: true,
+            };
+            (lock_id(ctx, &w.names), ticket)
+        })
+        .collect();
+    with(|r| r.park_all(tickets, ends));
+    metrics::bump(Counter::WaitsStarted);
+    for w in wants {
+        rearm(ctx, store, &w.names, &lock_id(ctx, &w.names));
+    }
+}
+
+/// True when clients wait for any lock of `wants` that `owner` may not
+/// overtake in fair mode (it holds none of its holds).
+pub fn queued_before(
+    ctx: &Context,
+    store: &mut RedisStore,
+    owner: &[u8],
+    wants: &[Want],
+) -> Result<bool, crate::engine::error::LockError> {
+    for w in wants {
+        if has_waiters(ctx, &w.names) && !queue::may_overtake(store, &w.names, owner)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Hands the lock to the waiters that can take it now, in arrival order.
@@ -148,7 +201,18 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     let Some(mut tickets) = with(|r| r.take_tickets(&id)) else {
         return;
     };
-    let served = queue::admit(store, names, &mut tickets);
+    let mut served = Vec::new();
+    loop {
+        served.extend(queue::admit(store, names, &mut tickets));
+        // A multi-hold at the head: served when it can take all its holds.
+        let Some(head) = tickets.front().filter(|t| t.multi) else {
+            break;
+        };
+        if !serve_all(ctx, store, head, &id) {
+            break;
+        }
+        tickets.pop_front();
+    }
     with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
         let outcome = match outcome {
@@ -164,6 +228,53 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         server::unblock(blocked(ticket.token), boxed(outcome));
     }
     rearm(ctx, store, names, &id);
+}
+
+/// Serves the multi-hold whose ticket heads the queue of `serving`, which
+/// is lent out: when it is first in line for all its other locks too and
+/// can take every hold now, it takes them, leaves every queue and is
+/// answered, and its other locks get a look (readers behind it may enter).
+/// False when it must wait on.
+fn serve_all(
+    ctx: &Context,
+    store: &mut RedisStore,
+    head: &Ticket<Handle>,
+    serving: &LockId,
+) -> bool {
+    let handle = head.token;
+    let Some(holds) = with(|r| r.first_in_line(handle, serving)) else {
+        return false;
+    };
+    let wants: Option<Vec<Want>> = holds
+        .iter()
+        .map(|(id, hold)| {
+            let names = LockNames::new(&id.1).ok()?;
+            Some(Want { names, hold: *hold })
+        })
+        .collect();
+    // Every name was checked when the client parked.
+    let Some(wants) = wants else {
+        return false;
+    };
+    let outcome = match multi::acquire_all(store, &head.owner, head.lease, &wants) {
+        Ok(AllAttempt::Refused { .. }) => return false,
+        Ok(AllAttempt::Granted(granted)) => {
+            for (w, g) in wants.iter().zip(granted) {
+                metrics::acquired(w.hold, g);
+            }
+            Outcome::All(None)
+        }
+        Err(e) => Outcome::Failed(e.message()),
+    };
+    // Its ticket in `serving` goes with the caller's pop.
+    with(|r| r.unregister(handle));
+    metrics::bump(Counter::WaitsServed);
+    // It was registered until now, so parked: unblocked once, here.
+    server::unblock(blocked(handle), boxed(outcome));
+    for (id, _) in holds.into_iter().filter(|(id, _)| id != serving) {
+        schedule_in(ctx, id, Duration::ZERO);
+    }
+    true
 }
 
 fn boxed(outcome: Outcome) -> *mut c_void {
@@ -285,14 +396,24 @@ fn time_out(ctx: &Context, handle: Handle) {
     let Some(waiter) = with(|r| r.unregister(handle)) else {
         return;
     };
-    let id = waiter.lock;
-    server::select_db(ctx, id.0);
-    let pttl = RedisStore::new(ctx).pttl(&id.1);
+    server::select_db(ctx, waiter.lock.0);
+    let mut store = RedisStore::new(ctx);
+    let pttl = store.pttl(&waiter.lock.1);
     metrics::bump(Counter::WaitsTimedOut);
-    let refused = Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold);
+    let refused = if waiter.others.is_empty() {
+        Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold)
+    } else {
+        let longest = waiter
+            .others
+            .iter()
+            .fold(pttl, |p, (id, _)| longer(p, store.pttl(&id.1)));
+        Outcome::All(Some(longest))
+    };
     // Still registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(refused));
-    schedule_in(ctx, id, Duration::ZERO);
+    for id in waiter.locks() {
+        schedule_in(ctx, id.clone(), Duration::ZERO);
+    }
 }
 
 unsafe extern "C" fn reply_callback(
@@ -307,6 +428,9 @@ unsafe extern "C" fn reply_callback(
     let status = match unsafe { outcome.as_ref() } {
         Some(Outcome::Acquired(attempt, hold)) => {
             context.reply(Ok(reply::attempt(*attempt, *hold)))
+        }
+        Some(Outcome::All(pttl)) => {
+            context.reply(Ok(pttl.map_or(RedisValue::Null, RedisValue::Integer)))
         }
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
         None => context.reply_error_string(ERR_NO_OUTCOME),
@@ -331,7 +455,10 @@ unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Bloc
     // nothing more and frees it.
     server::unblock(bc, std::ptr::null_mut());
     metrics::bump(Counter::WaitsAborted);
-    schedule_in(&Context::new(ctx), waiter.lock, Duration::ZERO);
+    let context = Context::new(ctx);
+    for id in waiter.locks() {
+        schedule_in(&context, id.clone(), Duration::ZERO);
+    }
 }
 
 /// Fails every waiter at once: the node stopped being a master.

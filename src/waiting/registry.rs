@@ -30,12 +30,22 @@ pub enum Due<H> {
 }
 
 /// A parked client: the lock it waits for, what it asked for, and its
-/// timeout, if any.
+/// timeout, if any. A multi-hold waits for several locks at once: the first
+/// listed is `lock`, the others (with what it asks of each) `others`, empty
+/// for a single acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
     pub lock: LockId,
     pub hold: Hold,
+    pub others: Vec<(LockId, Hold)>,
     timeout: Option<Slot>,
+}
+
+impl Waiter {
+    /// Every lock it waits for, the first listed first.
+    pub fn locks(&self) -> impl Iterator<Item = &LockId> {
+        std::iter::once(&self.lock).chain(self.others.iter().map(|(id, _)| id))
+    }
 }
 
 struct Queue<H> {
@@ -98,9 +108,59 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             Waiter {
                 lock: id.clone(),
                 hold: ticket.hold,
+                others: Vec::new(),
                 timeout,
             },
         );
+        self.enqueue(id, ticket);
+    }
+
+    /// Queues a multi-hold's `tickets` (one per lock, the first listed
+    /// first, all with the client's handle and marked multi) behind each
+    /// lock's waiters, with one timeout at `ends` if any. Every queue is in
+    /// arrival order, so any two waiters stand in the same order in every
+    /// queue they share: the earliest waiter is first in all of its queues,
+    /// and no order of names can deadlock.
+    pub fn park_all(&mut self, tickets: Vec<(LockId, Ticket<H>)>, ends: Option<i64>) {
+        let Some((first, head)) = tickets.first() else {
+            return;
+        };
+        let handle = head.token;
+        let waiter = Waiter {
+            lock: first.clone(),
+            hold: head.hold,
+            others: tickets[1..]
+                .iter()
+                .map(|(id, t)| (id.clone(), t.hold))
+                .collect(),
+            timeout: ends.map(|at| self.appoint(at, Due::Timeout(handle))),
+        };
+        self.waiting.insert(handle, waiter);
+        for (id, ticket) in tickets {
+            self.enqueue(id, ticket);
+        }
+    }
+
+    /// The holds a multi-hold asks for, the first listed first, when it is
+    /// first in line for every one of its locks besides `serving` (whose
+    /// queue the caller has lent out, with this waiter at its head).
+    pub fn first_in_line(&self, handle: H, serving: &LockId) -> Option<Vec<(LockId, Hold)>> {
+        let waiter = self.waiting.get(&handle)?;
+        let ahead = waiter.locks().filter(|id| *id != serving).any(|id| {
+            self.queues
+                .get(id)
+                .and_then(|q| q.tickets.front())
+                .is_some_and(|t| t.token != handle)
+        });
+        if ahead {
+            return None;
+        }
+        let mut holds = vec![(waiter.lock.clone(), waiter.hold)];
+        holds.extend(waiter.others.iter().cloned());
+        Some(holds)
+    }
+
+    fn enqueue(&mut self, id: LockId, ticket: Ticket<H>) {
         self.queues
             .entry(id)
             .or_insert_with(|| Queue {
@@ -190,8 +250,10 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// or None when it was already served or released.
     pub fn unregister(&mut self, handle: H) -> Option<Waiter> {
         let waiter = self.forget(handle)?;
-        if let Some(q) = self.queues.get_mut(&waiter.lock) {
-            q.tickets.retain(|t| t.token != handle);
+        for id in waiter.locks() {
+            if let Some(q) = self.queues.get_mut(id) {
+                q.tickets.retain(|t| t.token != handle);
+            }
         }
         Some(waiter)
     }
@@ -243,15 +305,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
-    /// Empties the registry: every waiter's handle, and the timer to stop.
+    /// Empties the registry: every waiter's handle (once, though a
+    /// multi-hold stands in several queues), and the timer to stop.
     pub fn drain(&mut self) -> (Vec<H>, Option<u64>) {
         let all = std::mem::take(self);
-        let handles = all
-            .queues
-            .into_values()
-            .flat_map(|q| q.tickets)
-            .map(|t| t.token)
-            .collect();
+        let handles = all.waiting.into_keys().collect();
         (handles, all.timer.map(|(id, _)| id))
     }
 
@@ -296,6 +354,7 @@ mod tests {
             hold: Mode::Write.into(),
             lease: 1_000,
             token: handle,
+            multi: false,
         }
     }
 

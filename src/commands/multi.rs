@@ -1,0 +1,153 @@
+//! The multi-hold commands (docs/design.md, contract §11): several holds of
+//! distinct locks, plain or read-write, taken all or none, released or
+//! renewed in one round trip. Each hold is made on its own lock exactly as
+//! its single command makes it; Redis wraps the effects of one command in
+//! MULTI/EXEC for replicas and the AOF.
+
+use redis_module::{Context, RedisResult, RedisValue};
+
+use super::apply::{released, renewed};
+use crate::args::{self, lock_error, ArgString, MultiForm};
+use crate::config;
+use crate::engine::multi::{self, longer, AllAttempt, Want};
+use crate::engine::store::Store;
+use crate::events;
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::server;
+use crate::waiting::clients as waiting;
+
+/// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
+/// key checks) with the listed names, searched for `HOLDS` from argument
+/// `from`; true when it was one, and the command must not run.
+fn report_keys(ctx: &Context, args: &[ArgString], from: usize) -> bool {
+    if !server::keys_position_request(ctx) {
+        return false;
+    }
+    for pos in args::hold_positions(args, from).into_iter().flatten() {
+        server::key_at(ctx, pos);
+    }
+    true
+}
+
+/// The owner argument, which names a hash field in every lock: the store
+/// reuses its string.
+fn owner_arg(args: &[ArgString]) -> &[ArgString] {
+    args.get(1..2).unwrap_or_default()
+}
+
+/// `LOCK.ACQUIREALL owner lease [BLOCK ms] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`
+///
+/// Takes every listed hold for `lease` ms, each as `LOCK.ACQUIRE`,
+/// `RWLOCK.READ` or `RWLOCK.WRITE` takes it, or none. Replies nil when all
+/// were taken, else the largest PTTL among the locks in the way (-1, a lock
+/// without TTL, counting as the largest). With `BLOCK` the client waits on
+/// the server until it can take them all at once, holding none meanwhile;
+/// at the timeout it gets the largest PTTL of its locks.
+pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    if report_keys(ctx, args, 3) {
+        return Ok(RedisValue::NoReply);
+    }
+    let form = MultiForm {
+        lease: true,
+        block: true,
+    };
+    let a = args::multi(args, form)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let mut store = RedisStore::for_write(ctx, owner_arg(args));
+    // Waiters each lock could take already go first.
+    for w in &a.wants {
+        waiting::serve(ctx, &mut store, &w.names);
+    }
+    let queued = config::fair()
+        && !waiting::idle()
+        && waiting::queued_before(ctx, &mut store, a.owner, &a.wants).map_err(lock_error)?;
+    let outcome = if queued {
+        AllAttempt::Refused {
+            pttl: longest_pttl(&mut store, &a.wants),
+        }
+    } else {
+        multi::acquire_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?
+    };
+    match (outcome, a.block) {
+        (AllAttempt::Granted(granted), _) => {
+            for (w, g) in a.wants.iter().zip(granted) {
+                metrics::acquired(w.hold, g);
+                // The new holds moved the lock's deadline.
+                waiting::serve(ctx, &mut store, &w.names);
+            }
+            Ok(RedisValue::Null)
+        }
+        (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
+            waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout);
+            // From now on other clients' writes may free the locks.
+            events::follow_writes(ctx);
+            Ok(RedisValue::NoReply)
+        }
+        (AllAttempt::Refused { pttl }, _) => {
+            metrics::bump(Counter::Refused);
+            Ok(RedisValue::Integer(pttl))
+        }
+    }
+}
+
+/// The largest PTTL among the locks (a lock without TTL the largest).
+fn longest_pttl(store: &mut RedisStore, wants: &[Want]) -> i64 {
+    wants
+        .iter()
+        .map(|w| store.pttl(w.names.hash()))
+        .reduce(longer)
+        .unwrap_or_default()
+}
+
+/// `LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`
+///
+/// Releases one hold of each, as `LOCK.UNLOCK` or `RWLOCK.UNLOCK` does
+/// (publishing for each lock that ends, the TTL of one still held re-armed
+/// to `rwlock.default-lease`). Replies the array of the single unlocks'
+/// replies: nil (not held), 0 (still held) or 1 (released). An error on any
+/// hold changes nothing.
+pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    if report_keys(ctx, args, 2) {
+        return Ok(RedisValue::NoReply);
+    }
+    let form = MultiForm {
+        lease: false,
+        block: false,
+    };
+    let a = args::multi(args, form)?;
+    let lease = config::default_lease();
+    let mut store = RedisStore::for_write(ctx, owner_arg(args));
+    let outcomes = multi::unlock_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;
+    for w in &a.wants {
+        waiting::serve(ctx, &mut store, &w.names);
+    }
+    // A read unlock may have kept the lock's lease index, which other
+    // clients' writes must be able to drop.
+    events::follow_writes(ctx);
+    Ok(RedisValue::Array(
+        outcomes.into_iter().map(released).collect(),
+    ))
+}
+
+/// `LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`
+///
+/// The watchdog's call for a multi-hold: each lock renewed as `LOCK.RENEW`
+/// or `RWLOCK.RENEW` renews it. Replies the array of 1 (held, renewed) or 0.
+pub fn renew_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    if report_keys(ctx, args, 3) {
+        return Ok(RedisValue::NoReply);
+    }
+    let form = MultiForm {
+        lease: true,
+        block: false,
+    };
+    let a = args::multi(args, form)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let mut store = RedisStore::for_write(ctx, owner_arg(args));
+    let held = multi::renew_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;
+    for w in &a.wants {
+        waiting::serve(ctx, &mut store, &w.names);
+    }
+    Ok(RedisValue::Array(held.into_iter().map(renewed).collect()))
+}

@@ -1,0 +1,198 @@
+//! Several holds of distinct locks as one step (docs/design.md, contract
+//! §11): `LOCK.ACQUIREALL` takes all or none, `LOCK.UNLOCKALL` and
+//! `LOCK.RENEWALL` release or renew each. Every machine reads and checks
+//! what it needs before it writes, and distinct names share no key, so each
+//! hold is first decided on a [`DryRun`] of the store, which drops the
+//! writes: only when every hold would succeed is any of them made.
+
+use super::error::LockError;
+use super::hold::Unlocked;
+use super::index::LeaseIndex;
+use super::lock;
+use super::names::LockNames;
+use super::queue::{attempt, Attempt, Granted, Hold};
+use super::rwlock::{self, Mode};
+use super::store::{Fields, KeyKind, Moot, Store, PTTL_PERSISTENT};
+
+/// One listed hold: its lock and what is asked of it, `LOCK`, `READ` or
+/// `WRITE` (no fencing token, no `NOREENTRY`: their replies have no place
+/// in the multi-hold's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want<'a> {
+    pub names: LockNames<'a>,
+    pub hold: Hold,
+}
+
+/// Outcome of a multi-hold acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllAttempt {
+    /// Every hold taken, in the listed order.
+    Granted(Vec<Granted>),
+    /// Nothing taken: the largest PTTL among the locks in the way.
+    Refused { pttl: i64 },
+}
+
+/// The longer of two waits a refusal reports: a lock without TTL (`-1`)
+/// is held until released, longer than any PTTL.
+pub fn longer(a: i64, b: i64) -> i64 {
+    if a == PTTL_PERSISTENT || b == PTTL_PERSISTENT {
+        PTTL_PERSISTENT
+    } else {
+        a.max(b)
+    }
+}
+
+/// Whether every hold could be taken now: None when all could, else the
+/// largest PTTL among the locks in the way. Writes nothing.
+pub fn refusal<S: Store>(
+    s: &mut S,
+    owner: &[u8],
+    lease: i64,
+    wants: &[Want],
+) -> Result<Option<i64>, LockError> {
+    let mut dry = DryRun(s);
+    let mut refused = None;
+    for w in wants {
+        if let Attempt::Refused { pttl } = attempt(&mut dry, &w.names, owner, w.hold, lease)? {
+            refused = Some(refused.map_or(pttl, |p| longer(p, pttl)));
+        }
+    }
+    Ok(refused)
+}
+
+/// `LOCK.ACQUIREALL`: every hold as its single command takes it, or none.
+/// An error on any hold (a wrong type, a corrupt lock) changes nothing.
+pub fn acquire_all<S: Store>(
+    s: &mut S,
+    owner: &[u8],
+    lease: i64,
+    wants: &[Want],
+) -> Result<AllAttempt, LockError> {
+    if let Some(pttl) = refusal(s, owner, lease, wants)? {
+        return Ok(AllAttempt::Refused { pttl });
+    }
+    let mut granted = Vec::with_capacity(wants.len());
+    for w in wants {
+        match attempt(s, &w.names, owner, w.hold, lease)? {
+            Attempt::Granted(g) => granted.push(g),
+            // The dry run read the same keys: a refusal now would mean a
+            // machine that writes before it decides.
+            Attempt::Refused { pttl } => return Ok(AllAttempt::Refused { pttl }),
+        }
+    }
+    Ok(AllAttempt::Granted(granted))
+}
+
+/// One hold's release as its single unlock (`lease`: the TTL re-armed
+/// while holds are left).
+fn unlock_one<S: Store>(
+    s: &mut S,
+    w: &Want,
+    owner: &[u8],
+    lease: i64,
+) -> Result<Unlocked, LockError> {
+    match w.hold {
+        Hold::Lock(_) => lock::unlock(s, &w.names, owner, lease, None),
+        Hold::Read => rwlock::unlock(s, &w.names, owner, Mode::Read, lease, None),
+        Hold::Write { .. } => rwlock::unlock(s, &w.names, owner, Mode::Write, lease, None),
+    }
+}
+
+/// One lock's renewal as its single renew.
+fn renew_one<S: Store>(s: &mut S, w: &Want, owner: &[u8], lease: i64) -> Result<bool, LockError> {
+    match w.hold {
+        Hold::Lock(_) => lock::renew(s, &w.names, owner, lease),
+        Hold::Read | Hold::Write { .. } => rwlock::renew(s, &w.names, owner, lease),
+    }
+}
+
+/// `LOCK.UNLOCKALL`: one hold of each released as its single unlock does
+/// (the per-hold replies nil, 0 or 1), after checking that none fails.
+pub fn unlock_all<S: Store>(
+    s: &mut S,
+    owner: &[u8],
+    lease: i64,
+    wants: &[Want],
+) -> Result<Vec<Unlocked>, LockError> {
+    for w in wants {
+        unlock_one(&mut DryRun(s), w, owner, lease)?;
+    }
+    wants
+        .iter()
+        .map(|w| unlock_one(s, w, owner, lease))
+        .collect()
+}
+
+/// `LOCK.RENEWALL`: each lock renewed as its single renew does (true when
+/// the owner held it), after checking that none fails.
+pub fn renew_all<S: Store>(
+    s: &mut S,
+    owner: &[u8],
+    lease: i64,
+    wants: &[Want],
+) -> Result<Vec<bool>, LockError> {
+    for w in wants {
+        renew_one(&mut DryRun(s), w, owner, lease)?;
+    }
+    wants
+        .iter()
+        .map(|w| renew_one(s, w, owner, lease))
+        .collect()
+}
+
+/// A store whose reads are the store's and whose writes go nowhere: the
+/// machines decide on it what they would do.
+pub struct DryRun<'s, S>(pub &'s mut S);
+
+impl<S: Store> Store for DryRun<'_, S> {
+    fn now_ms(&mut self) -> i64 {
+        self.0.now_ms()
+    }
+    fn kind(&mut self, key: &[u8]) -> KeyKind {
+        self.0.kind(key)
+    }
+    fn hget(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+        self.0.hget(key, field)
+    }
+    fn hget_with<R>(&mut self, key: &[u8], field: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        self.0.hget_with(key, field, f)
+    }
+    fn hgetall(&mut self, key: &[u8]) -> Fields {
+        self.0.hgetall(key)
+    }
+    fn hlen(&mut self, key: &[u8]) -> usize {
+        self.0.hlen(key)
+    }
+    fn hset(&mut self, _: &[u8], _: &[u8], _: &[u8]) {}
+    fn create_hash(&mut self, _: &[u8], _: [(&[u8], &[u8]); 2]) {}
+    fn hincrby(&mut self, _: &[u8], _: &[u8], _: i64) -> i64 {
+        0
+    }
+    fn hdel(&mut self, _: &[u8], _: &[u8]) {}
+    fn moot(&mut self, _: Moot<'_>) {}
+    fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0.get(key)
+    }
+    fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
+    fn incr(&mut self, _: &[u8]) -> i64 {
+        0
+    }
+    fn pttl(&mut self, key: &[u8]) -> i64 {
+        self.0.pttl(key)
+    }
+    fn expire_at(&mut self, _: &[u8], _: i64) -> bool {
+        false
+    }
+    fn del(&mut self, _: &[u8]) -> bool {
+        false
+    }
+    fn publish(&mut self, _: &[u8], _: &[u8]) {}
+    // No lease index: the machines fall back to the keys, which decide
+    // the same, and none is kept or dropped.
+    fn lease_index_from(&mut self) -> Option<usize> {
+        None
+    }
+    fn with_lease_index<R>(&mut self, _: &[u8], _: impl FnOnce(&mut LeaseIndex) -> R) -> Option<R> {
+        None
+    }
+}
