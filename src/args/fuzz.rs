@@ -516,3 +516,95 @@ fn corpus() {
         }
     }
 }
+
+/// The multi-hold grammar: options before `HOLDS`, the count, the pairs,
+/// and where the names are for the key spec's report.
+mod multi_holds {
+    use super::super::{hold_positions, multi, MultiForm};
+    use super::Arg;
+    use crate::engine::error::{ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_SYNTAX, ERR_TIMEOUT};
+    use crate::engine::queue::Hold;
+    use redis_module::RedisError;
+
+    const ACQUIRE: MultiForm = MultiForm {
+        lease: true,
+        block: true,
+    };
+    const UNLOCK: MultiForm = MultiForm {
+        lease: false,
+        block: false,
+    };
+
+    fn argv(line: &str) -> Vec<Vec<u8>> {
+        line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    fn error(line: &str, form: MultiForm) -> String {
+        match multi(&argv(line), form) {
+            Err(RedisError::Str(e)) => e.to_string(),
+            Err(RedisError::WrongArity) => "arity".to_string(),
+            Err(e) => format!("{e:?}"),
+            Ok(_) => "accepted".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_well_formed_call_lists_its_holds_in_order() {
+        let line = argv("X o:1 500 block 20 HOLDS 3 lock a READ {t}b write c");
+        let a = multi(&line, ACQUIRE).expect("accepted");
+        assert_eq!(a.owner, b"o:1");
+        assert_eq!((a.lease, a.block), (Some(500), Some(20)));
+        let kinds: Vec<Hold> = a.wants.iter().map(|w| w.hold).collect();
+        assert_eq!(
+            kinds,
+            [
+                Hold::Lock(Default::default()),
+                Hold::Read,
+                Hold::Write { fenced: false }
+            ]
+        );
+        let names: Vec<&[u8]> = a.wants.iter().map(|w| w.names.hash()).collect();
+        assert_eq!(names, [&b"a"[..], b"{t}b", b"c"]);
+        let line = argv("X o:1 HOLDS 1 LOCK a");
+        let u = multi(&line, UNLOCK).expect("accepted");
+        assert_eq!((u.lease, u.block), (None, None));
+    }
+
+    #[test]
+    fn every_malformed_call_gets_its_error() {
+        let cases = [
+            ("X o:1 500 HOLDS 1 LOCK", "arity"),
+            ("X o:1 500 HOLDS 0 LOCK a", ERR_HOLDS),
+            ("X o:1 500 HOLDS 101 LOCK a", ERR_HOLDS),
+            ("X o:1 500 HOLDS x LOCK a", ERR_HOLDS),
+            ("X o:1 500 HOLDS 2 LOCK a", ERR_HOLDS),
+            ("X o:1 500 HOLDS 1 LOCK a READ b", ERR_HOLDS),
+            ("X o:1 500 HOLDS 1 FENCED a", ERR_KIND),
+            ("X o:1 500 HOLDS 2 LOCK a READ a", ERR_DUPLICATE),
+            ("X o:1 500 BLOCK -1 HOLDS 1 LOCK a", ERR_TIMEOUT),
+            ("X o:1 500 BLOCK 1 BLOCK 1 HOLDS 1 LOCK a", ERR_SYNTAX),
+            ("X o:1 500 FENCED HOLDS 1 LOCK a", ERR_SYNTAX),
+            ("X o:1 500 1 LOCK a READ b", ERR_SYNTAX),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(error(line, ACQUIRE), expected, "{line}");
+        }
+        assert_eq!(error("X o:1 BLOCK 1 HOLDS 1 LOCK a", UNLOCK), ERR_SYNTAX);
+        assert_eq!(
+            error("X o:1 500 HOLDS 1 LOCK a{", ACQUIRE),
+            crate::engine::error::ERR_SPREAD_NAME
+        );
+    }
+
+    #[test]
+    fn key_positions_follow_holds_and_its_count() {
+        let a = argv("X HOLDS 500 BLOCK 1 HOLDS 2 LOCK a READ b");
+        let found: Vec<usize> = hold_positions(&a, 3).expect("a list").collect();
+        assert_eq!(found, [8, 10], "the owner spelled HOLDS is no keyword");
+        assert_eq!(a[8].bytes(), b"a");
+        let short = argv("X o:1 HOLDS 3 LOCK a READ");
+        let found: Vec<usize> = hold_positions(&short, 2).expect("a list").collect();
+        assert_eq!(found, [5], "positions stop at the last argument");
+        assert!(hold_positions(&argv("X o:1 500"), 3).is_none());
+    }
+}

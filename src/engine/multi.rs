@@ -196,3 +196,154 @@ impl<S: Store> Store for DryRun<'_, S> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::lock::Options;
+    use crate::engine::memstore::{MemStore, Value};
+
+    const LOCK: Hold = Hold::Lock(Options {
+        fenced: false,
+        non_reentrant: false,
+    });
+    const WRITE: Hold = Hold::Write { fenced: false };
+
+    fn want(name: &'static str, hold: Hold) -> Want<'static> {
+        Want {
+            names: LockNames::new(name.as_bytes()).expect("name"),
+            hold,
+        }
+    }
+
+    #[test]
+    fn all_holds_are_taken_as_the_single_commands_take_them() {
+        let mut s = MemStore::new(1_000);
+        let wants = [want("A", LOCK), want("B", Hold::Read), want("C", WRITE)];
+        let granted = acquire_all(&mut s, b"o:1", 5_000, &wants).expect("no error");
+        assert!(matches!(granted, AllAttempt::Granted(ref g) if g.len() == 3));
+        let mut single = MemStore::new(1_000);
+        for w in &wants {
+            attempt(&mut single, &w.names, b"o:1", w.hold, 5_000).expect("single");
+        }
+        assert_eq!(s.dump(), single.dump(), "the same data, deadlines and keys");
+        assert_eq!(s.take_events(), single.take_events(), "and the same events");
+    }
+
+    #[test]
+    fn one_lock_in_the_way_takes_nothing_and_replies_the_largest_pttl() {
+        let mut s = MemStore::new(1_000);
+        lock::acquire(
+            &mut s,
+            &want("B", LOCK).names,
+            b"x:1",
+            700,
+            Options::default(),
+        )
+        .expect("B");
+        rwlock::write_lock(&mut s, &want("C", LOCK).names, b"x:1", 900).expect("C");
+        s.take_events();
+        let before = s.dump();
+        let wants = [want("A", LOCK), want("B", LOCK), want("C", Hold::Read)];
+        assert_eq!(
+            acquire_all(&mut s, b"o:1", 5_000, &wants),
+            Ok(AllAttempt::Refused { pttl: 900 })
+        );
+        assert_eq!(s.dump(), before, "A was free but is not taken");
+        assert!(s.take_events().is_empty());
+        assert!(s.published.is_empty());
+    }
+
+    #[test]
+    fn a_lock_without_ttl_in_the_way_counts_as_the_longest() {
+        let mut s = MemStore::new(1_000);
+        s.put(b"B", Value::hash(&[(b"x:1", b"1")]), None);
+        lock::acquire(
+            &mut s,
+            &want("A", LOCK).names,
+            b"x:1",
+            700,
+            Options::default(),
+        )
+        .expect("A");
+        let wants = [want("A", LOCK), want("B", LOCK)];
+        assert_eq!(
+            acquire_all(&mut s, b"o:1", 5_000, &wants),
+            Ok(AllAttempt::Refused { pttl: -1 })
+        );
+        assert_eq!(longer(5, -1), -1);
+        assert_eq!(longer(-2, 7), 7);
+    }
+
+    #[test]
+    fn an_error_on_any_hold_changes_nothing() {
+        let mut s = MemStore::new(1_000);
+        s.put(b"C", Value::Str(b"x".to_vec()), None);
+        s.put(b"D", Value::hash(&[(b"mode", b"bogus")]), None);
+        let before = s.dump();
+        let wrong = [want("A", LOCK), want("B", Hold::Read), want("C", LOCK)];
+        assert_eq!(
+            acquire_all(&mut s, b"o:1", 5_000, &wrong),
+            Err(LockError::WrongType)
+        );
+        let corrupt = [want("A", LOCK), want("D", WRITE)];
+        assert_eq!(
+            acquire_all(&mut s, b"o:1", 5_000, &corrupt),
+            Err(LockError::Corrupt)
+        );
+        assert_eq!(
+            unlock_all(&mut s, b"o:1", 5_000, &wrong),
+            Err(LockError::WrongType)
+        );
+        assert_eq!(
+            renew_all(&mut s, b"o:1", 5_000, &corrupt),
+            Err(LockError::Corrupt)
+        );
+        assert_eq!(s.dump(), before);
+        assert!(s.take_events().is_empty());
+    }
+
+    #[test]
+    fn unlock_all_and_renew_all_reply_each_single_commands_reply() {
+        let mut s = MemStore::new(1_000);
+        let wants = [want("A", LOCK), want("B", Hold::Read), want("C", WRITE)];
+        acquire_all(&mut s, b"o:1", 5_000, &wants).expect("taken");
+        // A taken twice: its release leaves it held.
+        lock::acquire(&mut s, &wants[0].names, b"o:1", 5_000, Options::default()).expect("A");
+        let not_held = [want("Z", LOCK)];
+        assert_eq!(renew_all(&mut s, b"o:1", 9_000, &wants), Ok(vec![true; 3]));
+        assert_eq!(renew_all(&mut s, b"o:1", 9_000, &not_held), Ok(vec![false]));
+        assert_eq!(s.pttl(b"A"), 9_000);
+        let replies: Vec<_> = unlock_all(&mut s, b"o:1", 5_000, &wants)
+            .expect("released")
+            .into_iter()
+            .map(Unlocked::reply)
+            .collect();
+        assert_eq!(replies, vec![Some(0), Some(1), Some(1)]);
+        assert_eq!(
+            s.published.len(),
+            2,
+            "B and C published as their unlocks do"
+        );
+        let again: Vec<_> = unlock_all(&mut s, b"o:1", 5_000, &wants[1..])
+            .expect("nothing held")
+            .into_iter()
+            .map(Unlocked::reply)
+            .collect();
+        assert_eq!(again, vec![None, None]);
+    }
+
+    #[test]
+    fn the_owners_own_holds_re_enter() {
+        let mut s = MemStore::new(1_000);
+        let wants = [want("A", LOCK), want("B", WRITE)];
+        acquire_all(&mut s, b"o:1", 5_000, &wants).expect("first");
+        let read_under_write = [want("A", LOCK), want("B", Hold::Read)];
+        let again = acquire_all(&mut s, b"o:1", 5_000, &read_under_write).expect("again");
+        assert!(
+            matches!(again, AllAttempt::Granted(ref g) if g.iter().all(|g| g.reentry)),
+            "{again:?}"
+        );
+        assert_eq!(s.hget(b"A", b"o:1").as_deref(), Some(&b"2"[..]));
+    }
+}

@@ -532,4 +532,71 @@ mod tests {
         assert_eq!(r.counts(), (0, 0));
         assert_eq!(r.timer_needed(), None);
     }
+
+    fn multi(handle: u32, locks: &[&str]) -> Vec<(LockId, Ticket<u32>)> {
+        locks
+            .iter()
+            .map(|l| {
+                let t = Ticket {
+                    multi: true,
+                    ..ticket(handle)
+                };
+                (id(l), t)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_multi_hold_waits_in_every_queue_and_leaves_them_all_at_once() {
+        let mut r = Registry::default();
+        r.park(id("B"), ticket(1), None);
+        r.park_all(multi(2, &["A", "B", "C"]), Some(50));
+        assert_eq!(r.counts(), (2, 3), "one waiter counted once, three locks");
+        assert_eq!(queued(&mut r, &id("A")), vec![2]);
+        assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
+        assert_eq!(r.first_in_line(2, &id("A")), None, "1 is ahead of it on B");
+        let waiter = r.unregister(1).expect("1 waits");
+        assert!(waiter.others.is_empty());
+        let holds = r.first_in_line(2, &id("A")).expect("first everywhere");
+        assert_eq!(
+            holds.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>(),
+            vec![id("A"), id("B"), id("C")],
+            "its holds in the listed order"
+        );
+        let waiter = r.unregister(2).expect("2 waits");
+        assert_eq!(waiter.locks().count(), 3);
+        for l in ["A", "B", "C"] {
+            assert!(queued(&mut r, &id(l)).is_empty(), "{l}");
+        }
+        assert_eq!(r.take_due(100), vec![], "its one timeout left with it");
+        assert_eq!(r.counts(), (0, 0));
+    }
+
+    #[test]
+    fn waiters_stand_in_the_same_order_in_every_queue_they_share() {
+        // Two multi-holds listing the same locks in opposite orders: the
+        // earlier is first in both queues, so one of them can always go.
+        let mut r = Registry::default();
+        r.park_all(multi(1, &["A", "B"]), None);
+        r.park_all(multi(2, &["B", "A"]), None);
+        assert_eq!(queued(&mut r, &id("A")), vec![1, 2]);
+        assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
+        assert!(r.first_in_line(1, &id("A")).is_some());
+        assert!(r.first_in_line(1, &id("B")).is_some());
+        assert!(r.first_in_line(2, &id("A")).is_none());
+        assert!(r.first_in_line(2, &id("B")).is_none());
+        r.unregister(1);
+        assert!(r.first_in_line(2, &id("B")).is_some());
+    }
+
+    #[test]
+    fn a_drain_gives_a_multi_hold_once() {
+        let mut r = Registry::default();
+        r.park_all(multi(1, &["A", "B"]), Some(10));
+        r.park(id("A"), ticket(2), None);
+        let (mut handles, _) = r.drain();
+        handles.sort();
+        assert_eq!(handles, vec![1, 2]);
+        assert!(r.idle());
+    }
 }
