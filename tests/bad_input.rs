@@ -1364,3 +1364,292 @@ fn good_module_args_are_applied() {
     assert_eq!(config_get(&mut conn, "rwlock.publish"), "publish");
     assert_eq!(config_get(&mut conn, "rwlock.fairness"), "none");
 }
+
+/// The multi-hold commands (contract §11): a malformed list, a kind that is
+/// none of LOCK, READ and WRITE, a name listed twice, and any hold failing
+/// as its single command would fail, each an error that takes no hold,
+/// however many of the other listed locks were free.
+#[test]
+fn multi_hold_lists() {
+    let mut f = Fixture::new();
+    f.populate();
+    let lease = "60000";
+    let holds = &["wrong number of arguments", "holds must give"];
+    let cases: &[(&[&str], &str, &[&str])] = &[
+        (&["LOCK.ACQUIREALL", "m", lease, "HOLDS", "1"], "ERR", ARITY),
+        (&["LOCK.UNLOCKALL", "m", "HOLDS", "1"], "ERR", ARITY),
+        (&["LOCK.RENEWALL", "m", lease, "HOLDS"], "ERR", ARITY),
+        (
+            &["LOCK.ACQUIREALL", "m", lease, "HOLDS", "0", "LOCK", "F"],
+            "ERR",
+            holds,
+        ),
+        (
+            &["LOCK.ACQUIREALL", "m", lease, "HOLDS", "2", "LOCK", "F"],
+            "ERR",
+            holds,
+        ),
+        (
+            &["LOCK.ACQUIREALL", "m", lease, "HOLDS", "101", "LOCK", "F"],
+            "ERR",
+            holds,
+        ),
+        (
+            &["LOCK.ACQUIREALL", "m", lease, "HOLDS", "x", "LOCK", "F"],
+            "ERR",
+            holds,
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+                "READ",
+                "G",
+            ],
+            "ERR",
+            holds,
+        ),
+        (
+            &["LOCK.UNLOCKALL", "m", "HOLDS", "2", "LOCK", "F", "LOCK"],
+            "ERR",
+            holds,
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "2",
+                "LOCK",
+                "F",
+                "FENCED",
+                "G",
+            ],
+            "ERR",
+            &["kind must be"],
+        ),
+        (
+            &["LOCK.RENEWALL", "m", lease, "HOLDS", "1", "UNLOCK", "F"],
+            "ERR",
+            &["kind must be"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "2",
+                "LOCK",
+                "F",
+                "LOCK",
+                "F",
+            ],
+            "ERR",
+            &["listed twice"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "2",
+                "READ",
+                "F",
+                "WRITE",
+                "F",
+            ],
+            "ERR",
+            &["listed twice"],
+        ),
+        (
+            &[
+                "LOCK.UNLOCKALL",
+                "w",
+                "HOLDS",
+                "2",
+                "WRITE",
+                "W",
+                "READ",
+                "W",
+            ],
+            "ERR",
+            &["listed twice"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+                "BLOCK",
+                "1",
+            ],
+            "ERR",
+            holds,
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "BLOCK",
+                "-1",
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+            ],
+            "ERR",
+            &["block timeout"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "FENCED",
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+            ],
+            "ERR",
+            SYNTAX,
+        ),
+        (
+            &[
+                "LOCK.UNLOCKALL",
+                "m",
+                "BLOCK",
+                "1",
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+            ],
+            "ERR",
+            SYNTAX,
+        ),
+        (
+            &["LOCK.ACQUIREALL", "m", "0", "HOLDS", "1", "LOCK", "F"],
+            "ERR",
+            &["lease"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "u1:write",
+                lease,
+                "HOLDS",
+                "1",
+                "LOCK",
+                "F",
+            ],
+            "ERR",
+            &["owner"],
+        ),
+        (
+            &["LOCK.ACQUIREALL", "m", lease, "HOLDS", "1", "LOCK", "a{b"],
+            "ERR",
+            &["hash slot"],
+        ),
+        // One hold failing as its single command fails: the free F and G
+        // are not taken.
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "3",
+                "LOCK",
+                "F",
+                "WRITE",
+                "G",
+                "READ",
+                "S",
+            ],
+            "WRONGTYPE",
+            &["wrong kind"],
+        ),
+        (
+            &[
+                "LOCK.ACQUIREALL",
+                "m",
+                lease,
+                "HOLDS",
+                "2",
+                "LOCK",
+                "F",
+                "READ",
+                "Li",
+            ],
+            "WRONGTYPE",
+            &["wrong kind"],
+        ),
+        (
+            &[
+                "LOCK.UNLOCKALL",
+                "u1",
+                "HOLDS",
+                "2",
+                "READ",
+                "L",
+                "LOCK",
+                "S",
+            ],
+            "WRONGTYPE",
+            &["wrong kind"],
+        ),
+        (
+            &[
+                "LOCK.RENEWALL",
+                "u1",
+                lease,
+                "HOLDS",
+                "2",
+                "READ",
+                "L",
+                "LOCK",
+                "Z",
+            ],
+            "WRONGTYPE",
+            &["wrong kind"],
+        ),
+    ];
+    for (args, code, needles) in cases {
+        f.expect_error(args, code, needles);
+    }
+    // A read-write lock's hash read as a plain lock's is corrupt for the
+    // plain machine only when its counts are: W's write field counts 2, so
+    // the failing read of a corrupt mode stands in for it.
+    f.ok(&["HSET", "C", "mode", "bogus", "x", "1"]);
+    f.drain();
+    f.expect_error(
+        &[
+            "LOCK.ACQUIREALL",
+            "m",
+            lease,
+            "HOLDS",
+            "2",
+            "LOCK",
+            "F",
+            "READ",
+            "C",
+        ],
+        "ERR",
+        &["corrupt lock"],
+    );
+    eprintln!("{} cases", f.checked);
+}
