@@ -383,7 +383,7 @@ impl Subscriber {
 fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
     let cluster = Cluster::start();
     let mut cc = cluster.client(&[]);
-    let names = cluster.names_per_shard("order", 10);
+    let names = cluster.names_per_shard("order", 11);
     let mut per_master = BTreeMap::new();
     for (s, shard_names) in names.iter().enumerate() {
         for lock in &shard_names[..8] {
@@ -438,6 +438,39 @@ fn locks_spread_over_masters_route_by_name_and_publish_on_shard_channels() {
     for bad in ["a{b", "{}x", "x}y", "{"] {
         let e = call(&mut cc, &["RWLOCK.WRITE", bad, "u:1", LEASE]).expect_err("refused");
         assert!(e.to_string().contains("slot"), "{bad}: {e}");
+    }
+
+    // A multi-hold (contract §11): names in one slot (a hash tag) are
+    // routed and taken as one; names in two slots are refused with
+    // CROSSSLOT by the server, from the keys the command reports, and
+    // nothing is taken.
+    let holds = ["LOCK", "{grp}:a", "WRITE", "{grp}:b"];
+    let acquire = [&["LOCK.ACQUIREALL", "m:1", LEASE, "HOLDS", "2"][..], &holds].concat();
+    expect_reply(&mut cc, &acquire, Value::Nil);
+    let release = [&["LOCK.UNLOCKALL", "m:1", "HOLDS", "2"][..], &holds].concat();
+    expect_reply(
+        &mut cc,
+        &release,
+        Value::Array(vec![Value::Int(1), Value::Int(1)]),
+    );
+    let (a, b) = (&names[0][10], &names[1][10]);
+    for (s, own) in [(0, a), (1, b)] {
+        let mut node = cluster.nodes[cluster.shards[s].master].conn();
+        let spread = [
+            "LOCK.ACQUIREALL",
+            "m:1",
+            LEASE,
+            "HOLDS",
+            "2",
+            "LOCK",
+            a,
+            "READ",
+            b,
+        ];
+        let e = call(&mut node, &spread).expect_err("two slots");
+        assert_eq!(e.code(), Some("CROSSSLOT"), "{e}");
+        let taken: i64 = query(&mut node, &["EXISTS", own.as_str()]);
+        assert_eq!(taken, 0, "{own} not taken");
     }
 
     // Releases are SPUBLISHed: shard subscribers on the master and on its
