@@ -85,6 +85,8 @@ TITLES = {
     ("lock-handoff", "us"): "plain lock: handoff latency (lower is better)",
     ("lock-contended", "sections/s"): "50 clients on one plain lock (higher is better)",
     ("lock-memory", "bytes"): "plain lock: memory (INFO used_memory deltas)",
+    ("multilock", "sections/s"): "multi-lock: 32 clients, random 2-4 of 8 locks (higher is better)",
+    ("multilock", "ms"): "multi-lock: p99 wait for all the locks (lower is better)",
 }
 
 

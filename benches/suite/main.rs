@@ -7,7 +7,7 @@
 //! Arguments (after `--`): section names to run only those (cycles, readers,
 //! fresh, handoff, contended, memory for the read-write lock; lock-cycles,
 //! lock-handoff, lock-contended, lock-memory for the plain lock, or `lock`
-//! for all four), `--quick` for short runs.
+//! for all four; multilock for the multi-hold), `--quick` for short runs.
 
 mod contended;
 mod cycles;
@@ -16,6 +16,7 @@ mod handoff;
 mod kinds;
 mod load;
 mod memory;
+mod multilock;
 mod plain;
 mod readers;
 mod report;
@@ -38,7 +39,7 @@ pub const SERVER_OPTIONS: &[&str] = &["--enable-debug-command", "yes"];
 const PLAIN_LOCK: &str = "lock";
 
 /// Every section: the argument that selects it, and its title.
-const SECTIONS: [(&str, &str); 10] = [
+const SECTIONS: [(&str, &str); 11] = [
     ("cycles", "uncontended cycles, 50 clients"),
     ("readers", "read unlock among N readers"),
     ("fresh", "fresh names among 200,000 held locks"),
@@ -49,10 +50,16 @@ const SECTIONS: [(&str, &str); 10] = [
     ("lock-handoff", "plain lock: handoff latency"),
     ("lock-contended", "plain lock: 50 clients on one lock"),
     ("lock-memory", "plain lock: memory"),
+    ("multilock", "multi-lock: 32 clients, random 2-4 of 8 locks"),
 ];
 
 // The titles name these.
-const _: () = assert!(cycles::CLIENTS == 50 && contended::CLIENTS == 50 && fresh::HELD == 200_000);
+const _: () = assert!(
+    cycles::CLIENTS == 50
+        && contended::CLIENTS == 50
+        && fresh::HELD == 200_000
+        && multilock::CLIENTS == 32
+);
 
 fn run_section(
     name: &str,
@@ -71,6 +78,7 @@ fn run_section(
         "lock-handoff" => handoff::run_plain(server, scripts, settings, report),
         "lock-contended" => contended::run(on, (name, &PLAIN, contended::PLAIN_WAYS), report),
         "lock-memory" => memory::run(port, scripts, settings, (name, memory::PLAIN), report),
+        "multilock" => multilock::run(server, settings, report),
         other => unreachable!("no section {other}"),
     }
 }
