@@ -538,3 +538,34 @@ fn a_multi_hold_reaches_replicas_and_the_aof_as_one_transaction() {
         "effects, not the command"
     );
 }
+
+#[test]
+fn a_waiter_already_holding_a_lock_is_not_held_up_by_those_waiting_for_it() {
+    // o:1 holds A; b:1 waits for A; o:1's multi-hold of A (a re-entry) and
+    // B (held by p:1) queues behind b:1 on A. b:1 waits for o:1 anyway: when
+    // B is released, o:1 must get both rather than wait for b:1.
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["LOCK.ACQUIRE", "A", "o:1", LONG]);
+    ok(&mut c, &["LOCK.ACQUIRE", "B", "p:1", LONG]);
+    let single = server.park(
+        &mut c,
+        &["LOCK.ACQUIRE", "A", "b:1", LONG, "BLOCK", "10000"],
+    );
+    let multi = park_all(&server, &mut c, "o:1", &["LOCK", "A", "LOCK", "B"]);
+    ok(&mut c, &["LOCK.UNLOCK", "B", "p:1"]);
+    assert_eq!(reply_of(multi).0, Value::Nil);
+    assert_eq!(
+        field(&mut c, "A", "o:1").as_deref(),
+        Some("2"),
+        "a re-entry"
+    );
+    assert_eq!(field(&mut c, "B", "o:1").as_deref(), Some("1"));
+    assert_eq!(waiters(&mut c), 1, "b:1 still waits");
+    all(
+        &mut c,
+        &["LOCK.UNLOCKALL", "o:1"],
+        &["LOCK", "A", "LOCK", "B"],
+    );
+    ok(&mut c, &["LOCK.UNLOCK", "A", "o:1"]);
+    assert_eq!(reply_of(single).0, Value::Nil, "then b:1 gets A");
+}

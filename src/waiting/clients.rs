@@ -201,17 +201,15 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     let Some(mut tickets) = with(|r| r.take_tickets(&id)) else {
         return;
     };
-    let mut served = Vec::new();
-    loop {
-        served.extend(queue::admit(store, names, &mut tickets));
-        // A multi-hold at the head: served when it can take all its holds.
-        let Some(head) = tickets.front().filter(|t| t.multi) else {
-            break;
-        };
+    let mut served = queue::admit(store, names, &mut tickets);
+    // A multi-hold at the head: served when it can take all its holds,
+    // then those behind it.
+    while let Some(head) = tickets.front().filter(|t| t.multi) {
         if !serve_all(ctx, store, head, &id) {
             break;
         }
         tickets.pop_front();
+        served.extend(queue::admit(store, names, &mut tickets));
     }
     with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
@@ -231,10 +229,11 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
 }
 
 /// Serves the multi-hold whose ticket heads the queue of `serving`, which
-/// is lent out: when it is first in line for all its other locks too and
-/// can take every hold now, it takes them, leaves every queue and is
-/// answered, and its other locks get a look (readers behind it may enter).
-/// False when it must wait on.
+/// is lent out: when it is first in line for all its other locks too (or
+/// holds a lock where others stand ahead of it: they wait for its owner
+/// anyway, and it must not wait for them) and can take every hold now, it
+/// takes them, leaves every queue and is answered, and its other locks get
+/// a look (readers behind it may enter). False when it must wait on.
 fn serve_all(
     ctx: &Context,
     store: &mut RedisStore,
@@ -242,20 +241,20 @@ fn serve_all(
     serving: &LockId,
 ) -> bool {
     let handle = head.token;
-    let Some(holds) = with(|r| r.first_in_line(handle, serving)) else {
+    let Some(line) = with(|r| r.line_of(handle, serving)) else {
         return false;
     };
-    let wants: Option<Vec<Want>> = holds
-        .iter()
-        .map(|(id, hold)| {
-            let names = LockNames::new(&id.1).ok()?;
-            Some(Want { names, hold: *hold })
-        })
-        .collect();
-    // Every name was checked when the client parked.
-    let Some(wants) = wants else {
-        return false;
-    };
+    let mut wants = Vec::with_capacity(line.len());
+    for (id, hold, ahead) in &line {
+        // Every name was checked when the client parked.
+        let Ok(names) = LockNames::new(&id.1) else {
+            return false;
+        };
+        if *ahead && !queue::may_overtake(store, &names, &head.owner).unwrap_or(false) {
+            return false;
+        }
+        wants.push(Want { names, hold: *hold });
+    }
     let outcome = match multi::acquire_all(store, &head.owner, head.lease, &wants) {
         Ok(AllAttempt::Refused { .. }) => return false,
         Ok(AllAttempt::Granted(granted)) => {
@@ -271,7 +270,7 @@ fn serve_all(
     metrics::bump(Counter::WaitsServed);
     // It was registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(outcome));
-    for (id, _) in holds.into_iter().filter(|(id, _)| id != serving) {
+    for (id, _, _) in line.into_iter().filter(|(id, _, _)| id != serving) {
         schedule_in(ctx, id, Duration::ZERO);
     }
     true

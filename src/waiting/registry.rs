@@ -141,23 +141,25 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
     }
 
-    /// The holds a multi-hold asks for, the first listed first, when it is
-    /// first in line for every one of its locks besides `serving` (whose
-    /// queue the caller has lent out, with this waiter at its head).
-    pub fn first_in_line(&self, handle: H, serving: &LockId) -> Option<Vec<(LockId, Hold)>> {
+    /// The holds a multi-hold asks for, the first listed first, each with
+    /// whether another waiter stands ahead of it in that lock's queue (never
+    /// in `serving`, whose queue the caller has lent out, with this waiter
+    /// at its head). None when it no longer waits.
+    pub fn line_of(&self, handle: H, serving: &LockId) -> Option<Vec<(LockId, Hold, bool)>> {
         let waiter = self.waiting.get(&handle)?;
-        let ahead = waiter.locks().filter(|id| *id != serving).any(|id| {
-            self.queues
-                .get(id)
-                .and_then(|q| q.tickets.front())
-                .is_some_and(|t| t.token != handle)
-        });
-        if ahead {
-            return None;
+        let ahead = |id: &LockId| {
+            id != serving
+                && self
+                    .queues
+                    .get(id)
+                    .and_then(|q| q.tickets.front())
+                    .is_some_and(|t| t.token != handle)
+        };
+        let mut line = vec![(waiter.lock.clone(), waiter.hold, ahead(&waiter.lock))];
+        for (id, hold) in &waiter.others {
+            line.push((id.clone(), *hold, ahead(id)));
         }
-        let mut holds = vec![(waiter.lock.clone(), waiter.hold)];
-        holds.extend(waiter.others.iter().cloned());
-        Some(holds)
+        Some(line)
     }
 
     fn enqueue(&mut self, id: LockId, ticket: Ticket<H>) {
@@ -533,6 +535,13 @@ mod tests {
         assert_eq!(r.timer_needed(), None);
     }
 
+    /// Whether someone stands ahead of `handle` in each of its queues,
+    /// `serving` lent out.
+    fn ahead(r: &Registry<u32>, handle: u32, serving: &str) -> Vec<bool> {
+        let line = r.line_of(handle, &id(serving)).expect("it waits");
+        line.into_iter().map(|(_, _, ahead)| ahead).collect()
+    }
+
     fn multi(handle: u32, locks: &[&str]) -> Vec<(LockId, Ticket<u32>)> {
         locks
             .iter()
@@ -554,15 +563,20 @@ mod tests {
         assert_eq!(r.counts(), (2, 3), "one waiter counted once, three locks");
         assert_eq!(queued(&mut r, &id("A")), vec![2]);
         assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
-        assert_eq!(r.first_in_line(2, &id("A")), None, "1 is ahead of it on B");
+        assert_eq!(
+            ahead(&r, 2, "A"),
+            vec![false, true, false],
+            "1 is ahead of it on B"
+        );
         let waiter = r.unregister(1).expect("1 waits");
         assert!(waiter.others.is_empty());
-        let holds = r.first_in_line(2, &id("A")).expect("first everywhere");
+        let line = r.line_of(2, &id("A")).expect("it waits");
         assert_eq!(
-            holds.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>(),
+            line.iter().map(|(l, _, _)| l.clone()).collect::<Vec<_>>(),
             vec![id("A"), id("B"), id("C")],
             "its holds in the listed order"
         );
+        assert_eq!(ahead(&r, 2, "A"), vec![false; 3], "first everywhere");
         let waiter = r.unregister(2).expect("2 waits");
         assert_eq!(waiter.locks().count(), 3);
         for l in ["A", "B", "C"] {
@@ -581,12 +595,13 @@ mod tests {
         r.park_all(multi(2, &["B", "A"]), None);
         assert_eq!(queued(&mut r, &id("A")), vec![1, 2]);
         assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
-        assert!(r.first_in_line(1, &id("A")).is_some());
-        assert!(r.first_in_line(1, &id("B")).is_some());
-        assert!(r.first_in_line(2, &id("A")).is_none());
-        assert!(r.first_in_line(2, &id("B")).is_none());
+        assert_eq!(ahead(&r, 1, "A"), vec![false, false]);
+        assert_eq!(ahead(&r, 1, "B"), vec![false, false]);
+        assert_eq!(ahead(&r, 2, "A"), vec![true, false], "1 is ahead on B");
+        assert_eq!(ahead(&r, 2, "B"), vec![false, true], "and on A");
         r.unregister(1);
-        assert!(r.first_in_line(2, &id("B")).is_some());
+        assert_eq!(ahead(&r, 2, "B"), vec![false, false]);
+        assert_eq!(r.line_of(1, &id("A")), None, "1 waits no more");
     }
 
     #[test]
