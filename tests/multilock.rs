@@ -509,8 +509,9 @@ fn a_multi_hold_reaches_replicas_and_the_aof_as_one_transaction() {
     let holds = ["LOCK", "{t}a", "READ", "{t}b", "WRITE", "{t}c"];
     all(&mut m, &["LOCK.ACQUIREALL", "m:1", LONG], &holds);
     wait_replica(&mut m);
-    for k in ["{t}a", "{t}b", "{t}c", "{t}:m:1:rwlock_timeout:1"] {
+    for k in ["{t}a", "{t}b", "{t}c", "{t}b:m:1:rwlock_timeout:1"] {
         let on_master: i64 = query(&mut m, &["PEXPIRETIME", k]);
+        assert!(on_master > 0, "{k} held with a deadline");
         expect_reply(&mut r, &["PEXPIRETIME", k], Value::Int(on_master));
     }
     let aof_dir = master.dir().join("appendonlydir");
@@ -568,4 +569,47 @@ fn a_waiter_already_holding_a_lock_is_not_held_up_by_those_waiting_for_it() {
     );
     ok(&mut c, &["LOCK.UNLOCK", "A", "o:1"]);
     assert_eq!(reply_of(single).0, Value::Nil, "then b:1 gets A");
+}
+
+#[test]
+fn a_waiter_served_by_the_deadline_timer_replicates_as_one_transaction() {
+    let master = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let port = master.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    testkit::wait_until(Duration::from_secs(10), "the replica's link", || {
+        let info: String = query(&mut r, &["INFO", "replication"]);
+        info.contains("master_link_status:up").then_some(())
+    });
+    // h:1's lease on {w}b runs out: the module's timer serves the waiter,
+    // no command.
+    ok(&mut m, &["LOCK.ACQUIRE", "{w}b", "h:1", "300"]);
+    let waiter = park_all(&master, &mut m, "m:1", &["READ", "{w}a", "LOCK", "{w}b"]);
+    assert_eq!(reply_of(waiter).0, Value::Nil);
+    wait_replica(&mut m);
+    for k in ["{w}a", "{w}b", "{w}a:m:1:rwlock_timeout:1"] {
+        let on_master: i64 = query(&mut m, &["PEXPIRETIME", k]);
+        assert!(on_master > 0, "{k} held with a deadline");
+        expect_reply(&mut r, &["PEXPIRETIME", k], Value::Int(on_master));
+    }
+    let aof_dir = master.dir().join("appendonlydir");
+    let mut text = Vec::new();
+    for entry in fs::read_dir(&aof_dir).expect("the AOF directory") {
+        let path = entry.expect("an entry").path();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            text.extend(fs::read(&path).expect("the AOF"));
+        }
+    }
+    let text = String::from_utf8_lossy(&text).to_ascii_lowercase();
+    // The waiter's holds are the AOF's last transaction.
+    let multi = text.rfind("multi").expect("MULTI in the AOF");
+    let exec = text.rfind("exec").expect("EXEC in the AOF");
+    let last = &text[multi..exec];
+    for needle in ["{w}a", "{w}b", "m:1", "pexpireat"] {
+        assert!(
+            last.contains(needle),
+            "{needle} in the last MULTI/EXEC:\n{text}"
+        );
+    }
 }

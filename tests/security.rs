@@ -53,6 +53,51 @@ fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
         &["LOCK.FORCEUNLOCK", lock],
         &["LOCK.INFO", lock],
         &["RWLOCK.WRITE", lock, owner, "30000", "FENCED"],
+        // The multi-hold forms: the name alone, and after one of the
+        // user's own (every listed name is checked, not the first).
+        &[
+            "LOCK.ACQUIREALL",
+            owner,
+            "30000",
+            "HOLDS",
+            "1",
+            "LOCK",
+            lock,
+        ],
+        &[
+            "LOCK.ACQUIREALL",
+            owner,
+            "30000",
+            "BLOCK",
+            "0",
+            "HOLDS",
+            "2",
+            "LOCK",
+            "app:mine",
+            "WRITE",
+            lock,
+        ],
+        &[
+            "LOCK.UNLOCKALL",
+            owner,
+            "HOLDS",
+            "2",
+            "READ",
+            "app:mine",
+            "LOCK",
+            lock,
+        ],
+        &[
+            "LOCK.RENEWALL",
+            owner,
+            "30000",
+            "HOLDS",
+            "2",
+            "LOCK",
+            "app:mine",
+            "READ",
+            lock,
+        ],
     ] {
         calls.push(call.iter().map(|a| a.to_string()).collect());
     }
