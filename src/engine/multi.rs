@@ -346,4 +346,84 @@ mod tests {
         );
         assert_eq!(s.hget(b"A", b"o:1").as_deref(), Some(&b"2"[..]));
     }
+
+    /// Locks of the property test: two plain, two read-write.
+    const NAMES: [&str; 4] = ["P0", "P1", "R0", "R1"];
+    const OWNERS: [&[u8]; 3] = [b"a:1", b"b:1", b"m:1"];
+
+    /// A hold its lock's kind takes: plain locks `LOCK`, read-write locks
+    /// `READ` or `WRITE`.
+    fn hold_of(lock: usize, write: bool) -> Hold {
+        match (lock < 2, write) {
+            (true, _) => LOCK,
+            (false, false) => Hold::Read,
+            (false, true) => WRITE,
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            crate::engine::fuzz_cases::cases(2000)
+        ))]
+
+        /// Whatever the locks hold: the multi-hold does exactly what the
+        /// single commands would do one after another when all of them
+        /// would succeed, and otherwise changes nothing and replies the
+        /// first error, or else the largest PTTL of the refusals.
+        #[test]
+        fn a_multi_hold_is_the_single_commands_or_nothing(
+            before in proptest::collection::vec((0..3usize, 0..4usize, proptest::bool::ANY, 1..5_000i64), 0..8),
+            retyped in proptest::option::of(0..4usize),
+            owner in 0..3usize,
+            picks in proptest::collection::vec((0..4usize, proptest::bool::ANY), 1..5),
+            lease in 1..5_000i64,
+        ) {
+            let mut s = MemStore::new(1_000);
+            for (o, l, write, lease) in before {
+                let n = LockNames::new(NAMES[l].as_bytes()).expect("name");
+                let _ = attempt(&mut s, &n, OWNERS[o], hold_of(l, write), lease);
+            }
+            if let Some(l) = retyped {
+                s.put(NAMES[l].as_bytes(), Value::Str(b"x".to_vec()), None);
+            }
+            let mut wants = Vec::new();
+            for (l, write) in picks {
+                if !wants.iter().any(|w: &Want| w.names.hash() == NAMES[l].as_bytes()) {
+                    wants.push(want(NAMES[l], hold_of(l, write)));
+                }
+            }
+            let owner = OWNERS[owner];
+            s.take_events();
+            let original = s.dump();
+            let mut singles = s.clone();
+            let mut expected: Result<Option<i64>, LockError> = Ok(None);
+            for w in &wants {
+                match attempt(&mut singles, &w.names, owner, w.hold, lease) {
+                    Err(e) => {
+                        expected = Err(e);
+                        break;
+                    }
+                    Ok(Attempt::Refused { pttl }) => {
+                        if let Ok(refused) = &mut expected {
+                            *refused = Some(refused.map_or(pttl, |p| longer(p, pttl)));
+                        }
+                    }
+                    Ok(Attempt::Granted(_)) => {}
+                }
+            }
+            let got = acquire_all(&mut s, owner, lease, &wants);
+            match expected {
+                Err(e) => proptest::prop_assert_eq!(got, Err(e)),
+                Ok(Some(pttl)) => proptest::prop_assert_eq!(got, Ok(AllAttempt::Refused { pttl })),
+                Ok(None) => {
+                    proptest::prop_assert!(matches!(got, Ok(AllAttempt::Granted(ref g)) if g.len() == wants.len()));
+                    proptest::prop_assert_eq!(s.dump(), singles.dump());
+                    proptest::prop_assert_eq!(s.take_events(), singles.take_events());
+                    return Ok(());
+                }
+            }
+            proptest::prop_assert_eq!(s.dump(), original, "a refusal or an error changes nothing");
+            proptest::prop_assert!(s.take_events().is_empty());
+        }
+    }
 }
