@@ -1653,3 +1653,122 @@ fn multi_hold_lists() {
     );
     eprintln!("{} cases", f.checked);
 }
+
+/// Random damage to well-formed multi-hold calls (a word dropped, doubled,
+/// swapped for another or for garbage, the count moved; never `BLOCK 0`,
+/// which could wait for good): every call the
+/// module refuses is an error that changes nothing and raises no event, and
+/// none crashes or hangs the server.
+#[test]
+fn random_malformed_multi_holds() {
+    const CALLS: usize = 1000;
+    let mut f = Fixture::new();
+    f.populate();
+    let mut rng = Rng(seed(0xBAD_3017));
+    let templates: [&[&str]; 3] = [
+        &[
+            "LOCK.ACQUIREALL",
+            "m",
+            "60000",
+            "BLOCK",
+            "1",
+            "HOLDS",
+            "3",
+            "LOCK",
+            "F",
+            "READ",
+            "L",
+            "WRITE",
+            "G",
+        ],
+        &[
+            "LOCK.UNLOCKALL",
+            "u1",
+            "HOLDS",
+            "2",
+            "READ",
+            "L",
+            "LOCK",
+            "F",
+        ],
+        &[
+            "LOCK.RENEWALL",
+            "w",
+            "60000",
+            "HOLDS",
+            "2",
+            "WRITE",
+            "W",
+            "READ",
+            "{t}:a",
+        ],
+    ];
+    let words = [
+        "HOLDS", "LOCK", "READ", "WRITE", "BLOCK", "-1", "2", "101", "x", "S", "Li", "L", "W", "F",
+        "a{b", "", "mode", "u1:write", "FENCED",
+    ];
+    let (mut refused, mut accepted) = (0, 0);
+    for _ in 0..CALLS {
+        let mut args: Vec<String> = rng.pick(&templates).iter().map(|s| s.to_string()).collect();
+        for _ in 0..1 + rng.below(2) {
+            let at = 1 + rng.below(args.len() as u64 - 1) as usize;
+            match rng.below(4) {
+                0 => {
+                    args.remove(at);
+                }
+                1 => {
+                    let again = args[at].clone();
+                    args.insert(at, again);
+                }
+                2 => args[at] = rng.pick(&words).to_string(),
+                _ => {
+                    let n = args.iter().position(|a| a == "HOLDS").map_or(1, |h| h + 1);
+                    if n < args.len() {
+                        args[n] = rng.below(6).to_string();
+                    }
+                }
+            }
+        }
+        let bytes: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        f.drain();
+        let before = snapshot(&mut f.conn);
+        match call(&mut f.conn, &bytes) {
+            Ok(_) => {
+                accepted += 1;
+                // Undo what a well-formed call took, for the next ones.
+                let owners = ["m", "u1", "w"];
+                for l in ["F", "G", "L", "W", "{t}:a"] {
+                    for o in owners {
+                        let _ = call(&mut f.conn, &["HDEL", l, o]);
+                    }
+                }
+                let _ = call(&mut f.conn, &["DEL", "F", "G"]);
+                f.populate();
+            }
+            Err(e) => {
+                refused += 1;
+                let shown = show_args(&bytes);
+                assert!(f.server.is_running(), "{shown}: redis-server exited");
+                assert!(
+                    matches!(e.code(), Some("ERR" | "WRONGTYPE")),
+                    "{shown}: unexpected error {e}"
+                );
+                let after = snapshot(&mut f.conn);
+                let now = server_ms(&mut f.conn);
+                let d = diff_unexpired(&before, &after, now);
+                assert!(d.is_empty(), "{shown} failed ({e}) but changed:\n{d}");
+                // Keys expiring on their own (short leases) are no effect.
+                let events: Vec<(String, String)> = events_str(&f.collector.sync(&mut f.conn))
+                    .into_iter()
+                    .filter(|(c, p)| p != "expired" && !c.ends_with(":expired"))
+                    .collect();
+                assert!(
+                    events.is_empty(),
+                    "{shown} failed ({e}) but raised {events:?}"
+                );
+            }
+        }
+    }
+    eprintln!("{CALLS} damaged multi-hold calls: {refused} refused, {accepted} accepted");
+    assert!(refused > CALLS / 2, "most damaged calls are refused");
+}
