@@ -613,3 +613,39 @@ fn a_waiter_served_by_the_deadline_timer_replicates_as_one_transaction() {
         );
     }
 }
+
+#[test]
+fn multi_hold_waiters_fail_once_when_the_node_becomes_a_replica() {
+    let master = Server::start(&[]);
+    let node = Server::start(&[]);
+    let mut c = node.conn();
+    ok(&mut c, &["LOCK.ACQUIRE", "F", "h:1", LONG]);
+    let parked = [
+        park_all(&node, &mut c, "m:1", &["LOCK", "A", "LOCK", "F"]),
+        park_all(
+            &node,
+            &mut c,
+            "m:2",
+            &["LOCK", "F", "READ", "B", "WRITE", "C"],
+        ),
+        node.park(
+            &mut c,
+            &["LOCK.ACQUIRE", "F", "s:1", LONG, "BLOCK", "10000"],
+        ),
+    ];
+    ok(
+        &mut c,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    for waiter in parked {
+        let (reply, waited) = waiter.join().expect("the waiter's thread");
+        let e = reply.expect_err("a waiter on a demoted master must fail");
+        // The module's READONLY, or Redis 7.0's own UNBLOCKED.
+        assert!(
+            matches!(e.code(), Some("READONLY" | "UNBLOCKED")) && e.to_string().contains("replica"),
+            "{e}"
+        );
+        assert!(waited < Duration::from_secs(5), "told after {waited:?}");
+    }
+    testkit::assert_counters(&mut c, &[("waiters", 0), ("waits_aborted", 3)]);
+}

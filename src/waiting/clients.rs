@@ -21,7 +21,7 @@ use std::time::Duration;
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use super::registry::{Due, LockId, Registry};
-use crate::engine::error::ERR_REPLICA;
+use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
@@ -158,7 +158,7 @@ pub fn queued_before(
     store: &mut RedisStore,
     owner: &[u8],
     wants: &[Want],
-) -> Result<bool, crate::engine::error::LockError> {
+) -> Result<bool, LockError> {
     for w in wants {
         if has_waiters(ctx, &w.names) && !queue::may_overtake(store, &w.names, owner)? {
             return Ok(true);
