@@ -649,3 +649,36 @@ fn multi_hold_waiters_fail_once_when_the_node_becomes_a_replica() {
     }
     testkit::assert_counters(&mut c, &[("waiters", 0), ("waits_aborted", 3)]);
 }
+
+#[test]
+fn inside_multi_and_scripts_block_makes_one_attempt() {
+    let (_server, mut c) = Server::started(&[]);
+    ok(&mut c, &["LOCK.ACQUIRE", "B", "h:1", LONG]);
+    let acquire = [
+        "LOCK.ACQUIREALL",
+        "m:1",
+        LONG,
+        "BLOCK",
+        "0",
+        "HOLDS",
+        "2",
+        "LOCK",
+        "A",
+        "LOCK",
+        "B",
+    ];
+    let replies = testkit::in_one_turn(&mut c, &[&acquire, &["EXISTS", "A"]]);
+    assert!(matches!(replies[0], Value::Int(p) if p > 0), "{replies:?}");
+    assert_eq!(replies[1], Value::Int(0), "nothing taken");
+    let script = "return redis.call('LOCK.ACQUIREALL', ARGV[1], '30000', 'BLOCK', '0', \
+                  'HOLDS', '2', 'LOCK', KEYS[1], 'LOCK', KEYS[2])";
+    let reply = ok(&mut c, &["EVAL", script, "2", "A", "B", "m:1"]);
+    assert!(matches!(reply, Value::Int(p) if p > 0), "{reply:?}");
+    ok(&mut c, &["LOCK.UNLOCK", "B", "h:1"]);
+    assert_eq!(
+        ok(&mut c, &["EVAL", script, "2", "A", "B", "m:1"]),
+        Value::Nil
+    );
+    assert_eq!(field(&mut c, "A", "m:1").as_deref(), Some("1"));
+    assert_eq!(waiters(&mut c), 0);
+}
