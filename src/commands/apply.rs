@@ -8,7 +8,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{lock_error, Acquire};
 use crate::config;
-use crate::engine::error::LockError;
+use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold};
 use crate::engine::rwlock::Unlocked;
@@ -17,13 +17,25 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::server::ArgString;
+use crate::server::{self, ArgString};
+use crate::sessions;
 use crate::waiting::clients as waiting;
 
 /// Takes `hold` as the parsed call `a` asks; `args` are the command's
-/// arguments, whose lock and owner strings the store reuses.
+/// arguments, whose lock and owner strings the store reuses. With
+/// `SESSION` the hold is bound to the calling connection, now or when the
+/// parked client is served.
 pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
     let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
+    let session = if a.session {
+        let client = sessions::caller(ctx);
+        if !server::is_connection(client) {
+            return Err(RedisError::Str(ERR_SESSION));
+        }
+        Some(client)
+    } else {
+        None
+    };
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
     // Waiters the lock could take already go first; those left are served
     // again after the attempt, which may have moved the lock's deadline.
@@ -42,9 +54,23 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
     })
     .map_err(lock_error)?;
     match (outcome, a.block) {
-        (Attempt::Granted(granted), _) => metrics::acquired(hold, granted),
+        (Attempt::Granted(granted), _) => {
+            metrics::acquired(hold, granted);
+            if let Some(client) = session {
+                sessions::bind(ctx, &mut store, client, names, hold, owner, lease);
+                // Later writes to the lock must reach the session's counts.
+                events::follow_writes(ctx);
+            }
+        }
         (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            waiting::park(ctx, &mut store, names, owner, hold, lease, timeout);
+            let wait = waiting::Wait {
+                owner,
+                hold,
+                lease,
+                timeout,
+                session,
+            };
+            waiting::park(ctx, &mut store, names, wait);
             // From now on other clients' writes may free the lock.
             events::follow_writes(ctx);
             return Ok(RedisValue::NoReply);
@@ -62,7 +88,8 @@ pub fn lock_and_owner(args: &[ArgString]) -> &[ArgString] {
 
 /// Makes `change` to the lock `names` (the store reusing the `lent`
 /// arguments' strings), then serves its waiters: a release, a renewal or a
-/// forced unlock may free the lock or move its deadline.
+/// forced unlock may free the lock or move its deadline, and give back
+/// session holds.
 pub fn change<T>(
     ctx: &Context,
     lent: &[ArgString],
@@ -70,7 +97,10 @@ pub fn change<T>(
     change: impl FnOnce(&mut RedisStore) -> Result<T, LockError>,
 ) -> Result<T, RedisError> {
     let mut store = RedisStore::for_write(ctx, lent);
-    waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
+    let changed = waiting::serve_after(ctx, &mut store, names, change);
+    // The change may have given back session holds.
+    sessions::settle(ctx, names);
+    changed.map_err(lock_error)
 }
 
 /// An unlock's reply: nil, 0 or 1.

@@ -15,8 +15,8 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
-    arg, block, fenced, flag, lease, lock, millis, mode_choice, optional, owner, Arg, Command,
-    Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, RELEASE_KEY, RWLOCK_KEYS,
+    arg, block, fenced, flag, lease, lock, millis, mode_choice, optional, owner, session, Arg,
+    Command, Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
 use crate::server::{self, CommandFn};
@@ -41,8 +41,8 @@ macro_rules! entry {
     }};
 }
 
-/// `lock owner lease [BLOCK ms]` and the `flags` the command takes: may
-/// park the client.
+/// `lock owner lease [BLOCK ms] [SESSION]` and the `flags` the command
+/// takes: may park the client.
 fn acquisition(
     name: &'static CStr,
     since: &'static CStr,
@@ -51,7 +51,7 @@ fn acquisition(
     key_notes: &'static CStr,
     flags: Vec<Arg>,
 ) -> Command {
-    let mut args = vec![lock(), owner(), lease(), block()];
+    let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
     args.extend(flags);
     Command {
         name,
@@ -95,9 +95,10 @@ fn request_option() -> Arg {
 }
 
 /// The module versions the commands appeared in: the read-write lock, then
-/// the plain lock.
+/// the plain lock; then session holds.
 const V1: &CStr = c"0.1.0";
 const V2: &CStr = c"0.2.0";
+const V3: &CStr = c"0.3.0";
 
 /// Every command.
 pub fn table() -> Vec<Command> {
@@ -285,13 +286,13 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "RWLOCK.READ lock owner lease [BLOCK ms]",
-                "RWLOCK.WRITE lock owner lease [BLOCK ms] [FENCED]",
+                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED]",
                 "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
                 "RWLOCK.RENEW lock owner lease",
                 "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
                 "RWLOCK.INFO lock",
-                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]",
+                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]",
                 "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "LOCK.RENEW lock owner lease",
                 "LOCK.FORCEUNLOCK lock",

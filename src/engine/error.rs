@@ -23,6 +23,8 @@ pub const ERR_REENTRY: &str =
 pub const ERR_OVERFLOW: &str =
     "ERR overflow: the hold count would pass 100000, the deadline the clock's range, or the fencing token its largest value";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_SESSION: &str =
+    "ERR SESSION binds holds to a client connection: scripts and module calls have none";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 

@@ -11,6 +11,7 @@ pub mod lock;
 pub mod names;
 pub mod queue;
 pub mod rwlock;
+pub mod session;
 pub mod store;
 
 #[cfg(test)]

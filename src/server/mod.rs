@@ -84,6 +84,27 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.get_raw()) }
 }
 
+/// The id of the context's client (`CLIENT ID`).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: a live context.
+    unsafe { raw::RedisModule_GetClientId.expect("GetClientId")(ctx.get_raw()) }
+}
+
+/// Whether `id` is a client with a connection: scripts' and module
+/// calls' clients are none.
+pub fn is_connection(id: u64) -> bool {
+    // SAFETY: plain C data, all zeroes but the version GetClientInfoById
+    // reads first; it fills the rest or fails.
+    unsafe {
+        let mut info: raw::RedisModuleClientInfo = std::mem::zeroed();
+        info.version = 1;
+        raw::RedisModule_GetClientInfoById.expect("GetClientInfoById")(
+            &mut info as *mut raw::RedisModuleClientInfo as *mut c_void,
+            id,
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
 /// Selects `db` for the context's client: only for the temporary client of a
 /// timer's or an event's context, never a user's.
 pub fn select_db(ctx: &Context, db: i32) {

@@ -29,6 +29,7 @@ use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
 use crate::server::{self, Blocked, RawString};
+use crate::sessions::{self, registry::ClientId};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
@@ -86,17 +87,27 @@ pub fn has_waiters(ctx: &Context, names: &LockNames) -> bool {
     with(|r| r.has_waiters(&id))
 }
 
-/// Parks the calling client until it holds the lock or `timeout_ms` passes
-/// (0: no limit). The caller replies nothing now.
-pub fn park(
-    ctx: &Context,
-    store: &mut RedisStore,
-    names: &LockNames,
-    owner: &[u8],
-    hold: Hold,
-    lease: i64,
-    timeout_ms: i64,
-) {
+/// What a parked client asks for.
+pub struct Wait<'a> {
+    pub owner: &'a [u8],
+    pub hold: Hold,
+    pub lease: i64,
+    /// How long it waits at most; 0 without limit.
+    pub timeout: i64,
+    /// With `SESSION`, the connection the hold is bound to once served.
+    pub session: Option<ClientId>,
+}
+
+/// Parks the calling client until it holds the lock or its wait's timeout
+/// passes. The caller replies nothing now.
+pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait) {
+    let Wait {
+        owner,
+        hold,
+        lease,
+        timeout: timeout_ms,
+        session,
+    } = wait;
     // No Redis timeout: ours is on the agenda (see the module's comment).
     let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
     let id = lock_id(ctx, names);
@@ -109,7 +120,7 @@ pub fn park(
         lease,
         token: bc as Handle,
     };
-    with(|r| r.park(id.clone(), ticket, ends));
+    with(|r| r.park(id.clone(), ticket, ends, session));
     metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
 }
@@ -149,11 +160,18 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         return;
     };
     let served = queue::admit(store, names, &mut tickets);
-    with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
+    let bound = with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
         let outcome = match outcome {
             Ok(granted) => {
                 metrics::acquired(ticket.hold, granted);
+                let session = bound.iter().find(|(h, _)| *h == ticket.token);
+                if let Some(&(_, client)) = session {
+                    let Ticket {
+                        owner, hold, lease, ..
+                    } = &ticket;
+                    sessions::bind(ctx, store, client, names, *hold, owner, *lease);
+                }
                 Outcome::Acquired(Attempt::Granted(granted), ticket.hold)
             }
             Err(e) => Outcome::Failed(e.message()),
