@@ -105,6 +105,20 @@ pub fn is_connection(id: u64) -> bool {
     }
 }
 
+/// Ends the event loop's next wait at once. A timer created between two
+/// turns (Redis frees a client that sent QUIT just before it waits) would
+/// otherwise wait for the next event or `serverCron`, up to 1000/hz ms.
+pub fn wake_event_loop() {
+    unsafe extern "C" fn nothing(_data: *mut c_void) {}
+    // SAFETY: the main thread; a callback that touches nothing and no data.
+    // Redis writes to its module pipe, which the loop's wait watches.
+    unsafe {
+        if let Some(add) = raw::RedisModule_EventLoopAddOneShot {
+            add(Some(nothing), ptr::null_mut());
+        }
+    }
+}
+
 /// Selects `db` for the context's client: only for the temporary client of a
 /// timer's or an event's context, never a user's.
 pub fn select_db(ctx: &Context, db: i32) {

@@ -4,7 +4,8 @@
 //! the lock's waiters served. The disconnect arrives inside Redis freeing
 //! the client, maybe in the middle of another client's command (`CLIENT
 //! KILL`), where writing is unsafe: the release runs from a timer that
-//! fires in the next turn of the event loop.
+//! fires in the next turn of the event loop, which the module wakes in case
+//! it was about to wait (a client freed between turns, after QUIT).
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub fn on_disconnect(ctx: &Context, client: ClientId) {
     let orphans = super::take(client);
     if !orphans.is_empty() {
         ctx.create_timer(Duration::ZERO, release_all, orphans);
+        server::wake_event_loop();
     }
 }
 
