@@ -317,6 +317,56 @@ fn holds_given_back_elsewhere_are_never_released_again() {
 }
 
 #[test]
+fn writes_between_the_close_and_its_release_still_count() {
+    let (server, mut c) = Server::started(&[]);
+    let mut holder = server.conn();
+    let id = client_id(&mut holder);
+    ok(&mut holder, &["LOCK.ACQUIRE", "K", "a:1", LONG, "SESSION"]);
+    // The close and, before the release's turn, the owner's unlock and a
+    // new hold without SESSION: one EXEC, so one turn.
+    testkit::in_one_turn(
+        &mut c,
+        &[
+            &["CLIENT", "KILL", "ID", &id],
+            &["LOCK.UNLOCK", "K", "a:1"],
+            &["LOCK.ACQUIRE", "K", "a:1", LONG],
+        ],
+    );
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(rwlock_counter(&mut c, "session_releases"), 0);
+    assert_eq!(count(&mut c, "K", "a:1"), 1, "the new hold stays");
+}
+
+#[test]
+fn session_inside_multi_binds_to_the_client_and_a_release_is_replicated() {
+    let master = Server::start(&[]);
+    let replica = master.start_replica(&[]);
+    let mut m = master.conn();
+    let mut holder = master.conn();
+    let id = client_id(&mut holder);
+    testkit::in_one_turn(
+        &mut holder,
+        &[
+            &["LOCK.ACQUIRE", "M", "a:1", "300", "SESSION"],
+            &["RWLOCK.WRITE", "W", "a:1", "300", "SESSION", "FENCED"],
+        ],
+    );
+    thread::sleep(Duration::from_millis(600));
+    wait_replica(&mut m);
+    let mut r = replica.conn();
+    assert_eq!(count(&mut r, "M", "a:1"), 1, "renewals replicated");
+    assert_eq!(count(&mut r, "W", "a:1:write"), 1);
+    kill(&mut m, &id);
+    until_count(&mut m, "M", "a:1", 0);
+    until_count(&mut m, "W", "a:1:write", 0);
+    wait_replica(&mut m);
+    assert_eq!(count(&mut r, "M", "a:1"), 0, "the release replicated");
+    assert_eq!(count(&mut r, "W", "a:1:write"), 0);
+    let token: i64 = query(&mut r, &["GET", "redisson_lock_token:{W}"]);
+    assert_eq!(token, 1, "the fenced hold's token");
+}
+
+#[test]
 fn block_and_session_bind_the_hold_when_the_waiter_is_served() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["LOCK.ACQUIRE", "B", "h:1", LONG]);

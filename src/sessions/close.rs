@@ -24,16 +24,17 @@ use crate::waiting::clients as waiting;
 const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
 /// The connection `client` closed: its session holds are released in the
-/// next turn of the event loop.
+/// next turn of the event loop. Until then they stay in the registry, where
+/// the writes of the rest of this turn (other clients' unlocks) still move
+/// their levels.
 pub fn on_disconnect(ctx: &Context, client: ClientId) {
-    let orphans = super::take(client);
-    if !orphans.is_empty() {
-        ctx.create_timer(Duration::ZERO, release_all, orphans);
+    if super::binds_client(client) {
+        ctx.create_timer(Duration::ZERO, release_all, client);
         server::wake_event_loop();
     }
 }
 
-fn release_all(ctx: &Context, orphans: Vec<Orphan>) {
+fn release_all(ctx: &Context, client: ClientId) {
     // A replica never writes: a master demoted since forgot what it bound,
     // and the holds end at their lease.
     if !ctx.get_flags().contains(ContextFlags::MASTER) {
@@ -41,10 +42,10 @@ fn release_all(ctx: &Context, orphans: Vec<Orphan>) {
     }
     // While clients are paused no write may go through (see `waiting`).
     if server::writes_paused() {
-        ctx.create_timer(PAUSED_RETRY, release_all, orphans);
+        ctx.create_timer(PAUSED_RETRY, release_all, client);
         return;
     }
-    for orphan in orphans {
+    for orphan in super::take(client) {
         release(ctx, orphan);
     }
 }

@@ -128,6 +128,11 @@ pub fn forget(db: Option<i32>) {
     }
 }
 
+/// Whether the connection `client` has session holds.
+fn binds_client(client: ClientId) -> bool {
+    !idle() && with(|r| r.binds_client(client))
+}
+
 /// Takes what the closed connection `client` had bound.
 fn take(client: ClientId) -> Vec<Orphan> {
     if idle() {

@@ -96,6 +96,11 @@ impl Registry {
         self.by_lock.contains_key(lock)
     }
 
+    /// Whether the connection `client` has session holds.
+    pub fn binds_client(&self, client: ClientId) -> bool {
+        self.by_client.contains_key(&client)
+    }
+
     /// `client` took a hold of `bond` with `SESSION`, leaving the owner's
     /// count at `level`, at `now`; it is renewed every lease/3 from now.
     pub fn bind(&mut self, client: ClientId, bond: Bond, level: i64, lease: i64, now: i64) {
@@ -353,6 +358,7 @@ mod tests {
         r.bind(2, bond(Kind::Read, "b:1"), 2, 900, 0);
         assert_eq!(r.counts(), (2, 3));
         assert!(r.binds(&(0, b"L".to_vec())));
+        assert!(r.binds_client(1) && !r.binds_client(3));
         assert_eq!(r.bound(&a.lock, b"b:1", Kind::Read), 2);
         let orphans = r.close(1);
         assert_eq!(

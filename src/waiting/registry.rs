@@ -420,6 +420,18 @@ mod tests {
     }
 
     #[test]
+    fn served_waiters_that_asked_for_session_are_returned_with_their_connection() {
+        let mut r = Registry::default();
+        r.park(id("A"), ticket(1), None, Some(41));
+        r.park(id("A"), ticket(2), None, None);
+        r.park(id("A"), ticket(3), None, Some(43));
+        let mut tickets = r.take_tickets(&id("A")).expect("a queue");
+        let served: Vec<u32> = tickets.drain(..2).map(|t| t.token).collect();
+        assert_eq!(r.return_tickets(&id("A"), tickets, served), vec![(1, 41)]);
+        assert_eq!(r.unregister(3).map(|w| w.session), Some(Some(43)));
+    }
+
+    #[test]
     fn a_client_is_unregistered_once() {
         let mut r = Registry::default();
         r.park(id("A"), ticket(1), Some(10), None);
