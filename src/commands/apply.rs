@@ -88,8 +88,7 @@ pub fn lock_and_owner(args: &[ArgString]) -> &[ArgString] {
 
 /// Makes `change` to the lock `names` (the store reusing the `lent`
 /// arguments' strings), then serves its waiters: a release, a renewal or a
-/// forced unlock may free the lock or move its deadline, and give back
-/// session holds.
+/// forced unlock may free the lock or move its deadline.
 pub fn change<T>(
     ctx: &Context,
     lent: &[ArgString],
@@ -97,10 +96,7 @@ pub fn change<T>(
     change: impl FnOnce(&mut RedisStore) -> Result<T, LockError>,
 ) -> Result<T, RedisError> {
     let mut store = RedisStore::for_write(ctx, lent);
-    let changed = waiting::serve_after(ctx, &mut store, names, change);
-    // The change may have given back session holds.
-    sessions::settle(ctx, names);
-    changed.map_err(lock_error)
+    waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
 }
 
 /// An unlock's reply: nil, 0 or 1.

@@ -77,9 +77,6 @@ fn release(ctx: &Context, orphan: Orphan) {
         }
         released
     });
-    // The release may end other bonds' holds on the lock (a downgrade's
-    // write, the hash deleted).
-    super::settle(ctx, &names);
     for _ in 0..released {
         metrics::bump(Counter::SessionReleases);
     }

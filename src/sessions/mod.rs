@@ -84,8 +84,8 @@ pub fn bound(ctx: &Context, names: &LockNames, owner: &[u8], kind: Kind) -> i64 
     with(|r| r.bound(&lock, owner, kind))
 }
 
-/// The module's own command changed the lock `names` (an unlock, a forced
-/// unlock, a renewal): as [`on_keyspace_event`]. The module's writes raise
+/// The module changed the lock `names` (any command, a served waiter, a
+/// release on close): as [`on_keyspace_event`]. The module's writes raise
 /// keyspace events only when `notify-keyspace-events` asks for them.
 pub fn settle(ctx: &Context, names: &LockNames) {
     if !idle() {
