@@ -298,6 +298,10 @@ fn command_docs_give_summary_arguments_and_since() {
         .map(|a| text(&fields(a)["type"]))
         .collect();
     assert_eq!(kinds, ["key", "string", "integer", "integer", "pure-token"]);
+    // SESSION came after the commands: its own since.
+    let session = fields(&list(&read["arguments"])[4]);
+    assert_eq!(text(&session["token"]), "SESSION");
+    assert_eq!(text(&session["since"]), "0.3.0");
 }
 
 #[test]
