@@ -259,6 +259,16 @@ impl Registry {
             .sum()
     }
 
+    /// The levels `client` has of `bond`, ascending.
+    #[cfg(test)]
+    fn levels_of(&self, client: ClientId, bond: &Bond) -> Vec<i64> {
+        self.by_client
+            .get(&client)
+            .and_then(|e| e.get(bond))
+            .map(|e| e.levels.clone())
+            .unwrap_or_default()
+    }
+
     /// Connections with session holds, and those holds, for `INFO rwlock`.
     pub fn counts(&self) -> (usize, usize) {
         let holds = self
@@ -470,5 +480,88 @@ mod tests {
         r.forget(None);
         assert!(r.idle());
         assert_eq!(r.timer_needed(), None);
+    }
+
+    /// One owner's holds of one kind on one lock, each tagged with the
+    /// connection that bound it, if any: the stack an unlock pops.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Take { client: ClientId, session: bool },
+        Unlock,
+        Delete,
+        Close(ClientId),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (1..4u64, any::<bool>()).prop_map(|(client, session)| Op::Take { client, session }),
+            3 => Just(Op::Unlock),
+            1 => Just(Op::Delete),
+            2 => (1..4u64).prop_map(Op::Close),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against a model that knows which hold each connection bound: the
+        /// registry's levels are always where that connection's holds are in
+        /// the stack, and a close releases exactly them.
+        #[test]
+        fn levels_follow_the_holds_each_connection_bound(
+            ops in proptest::collection::vec(op(), 1..60)
+        ) {
+            let a = bond(Kind::Lock, "a:1");
+            let mut r = Registry::default();
+            let mut stack: Vec<Option<ClientId>> = Vec::new();
+            let mut closed = std::collections::HashSet::new();
+            for op in ops {
+                match op {
+                    Op::Take { client, session } => {
+                        if closed.contains(&client) {
+                            continue;
+                        }
+                        let tag = session.then_some(client);
+                        stack.push(tag);
+                        if session {
+                            r.bind(client, a.clone(), stack.len() as i64, 900, 0);
+                        }
+                    }
+                    Op::Unlock => {
+                        stack.pop();
+                        r.observe(&a, stack.len() as i64);
+                    }
+                    Op::Delete => {
+                        stack.clear();
+                        r.observe(&a, 0);
+                    }
+                    Op::Close(client) => {
+                        closed.insert(client);
+                        let count = stack.len() as i64;
+                        for orphan in r.close(client) {
+                            // As the shell releases: latest first, each one
+                            // hold off the top.
+                            for &level in orphan.levels.iter().rev().filter(|&&l| l <= count) {
+                                r.released(&orphan.bond, level);
+                                stack.remove(level as usize - 1);
+                                r.observe(&a, stack.len() as i64);
+                            }
+                        }
+                        proptest::prop_assert!(
+                            !stack.contains(&Some(client)),
+                            "a session hold of {client} left: {stack:?}"
+                        );
+                    }
+                }
+                for client in 1..4u64 {
+                    let expected: Vec<i64> = stack
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, tag)| **tag == Some(client))
+                        .map(|(i, _)| i as i64 + 1)
+                        .collect();
+                    proptest::prop_assert_eq!(r.levels_of(client, &a), expected);
+                }
+            }
+        }
     }
 }
