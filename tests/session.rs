@@ -222,6 +222,25 @@ fn quit_releases_at_once() {
 }
 
 #[test]
+fn the_servers_idle_timeout_closes_a_session_client_and_releases_its_holds() {
+    let (server, mut c) = Server::started(&["--timeout", "1"]);
+    let mut holder = server.conn();
+    ok(&mut holder, &["LOCK.ACQUIRE", "T", "t:1", "300", "SESSION"]);
+    let took = Instant::now();
+    // Renewed past its lease while the connection lives, idle.
+    thread::sleep(Duration::from_millis(600));
+    assert_eq!(count(&mut c, "T", "t:1"), 1, "renewed while open");
+    // Redis closes the idle client after `timeout` seconds.
+    wait_until(Duration::from_secs(5), "the timeout's release", || {
+        thread::sleep(Duration::from_millis(20));
+        (count(&mut c, "T", "t:1") == 0).then_some(())
+    });
+    let after = took.elapsed();
+    assert!(after >= Duration::from_secs(1), "released at {after:?}");
+    assert_eq!(rwlock_counter(&mut c, "session_releases"), 1);
+}
+
+#[test]
 fn only_the_session_holds_of_the_closed_connection_are_released() {
     let (server, mut c) = Server::started(&[]);
     let mut holder = server.conn();
