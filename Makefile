@@ -142,7 +142,7 @@ FUZZ_SEEDS    ?= 20
 # differential runs (too slow there), and the tests that time leases of a
 # few milliseconds, which a server 20-50 times slower cannot keep.
 VALGRIND_TESTS := commands blocking bad_input replication security fault_regressions lease_index \
-                  persistence server_fuzz
+                  persistence server_fuzz session
 VALGRIND_SKIP  ?= --skip leases_run_out_without_unlock \
                   --skip a_lease_ending_while_clients_are_paused
 VALGRIND_SCALE ?= 20
