@@ -197,6 +197,11 @@ fn quit_releases_at_once() {
     let server = Server::start(&[]);
     let mut holder = server.conn();
     ok(&mut holder, &["RWLOCK.READ", "Q", "q:1", LONG, "SESSION"]);
+    let mut c = server.conn();
+    let waiter = server.park(
+        &mut c,
+        &["RWLOCK.WRITE", "Q", "w:1", LONG, "BLOCK", "10000"],
+    );
     // Nothing else talks to the server: the release's message is awaited,
     // not polled for.
     let mut listener = server.conn();
@@ -216,8 +221,10 @@ fn quit_releases_at_once() {
     // at the next: at most one serverCron period (hz 10) later when idle.
     assert!(took < prompt(), "released after {took:?}");
     drop(sub);
-    let mut c = server.conn();
+    let (reply, _) = waiter.join().expect("the waiter's thread");
+    assert_eq!(reply.expect("the waiter's reply"), Value::Nil, "served");
     assert_eq!(count(&mut c, "Q", "q:1"), 0);
+    assert_eq!(count(&mut c, "Q", "w:1:write"), 1);
     assert_eq!(rwlock_counter(&mut c, "session_releases"), 1);
 }
 
