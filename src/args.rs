@@ -86,35 +86,21 @@ pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
     })
 }
 
-/// `lock owner lease [BLOCK ms]`: READ and WRITE.
+/// `lock owner lease [BLOCK ms] [SESSION]`: what every acquisition takes.
 pub struct Acquire<'a> {
     pub lock: OwnerLease<'a>,
     /// How long to wait on the server; 0 waits without limit.
     pub block: Option<i64>,
+    /// `SESSION`: the hold is bound to the calling connection.
+    pub session: bool,
 }
 
+/// `lock owner lease [BLOCK ms] [SESSION]`: RWLOCK.READ.
 pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
-    match args {
-        [_, _, _, _] => Ok(Acquire {
-            lock: owner_lease(args)?,
-            block: None,
-        }),
-        [head @ .., option, ms] if head.len() == 4 => {
-            let lock = owner_lease(head)?;
-            if !is(option.bytes(), "BLOCK") {
-                return Err(RedisError::Str(ERR_SYNTAX));
-            }
-            Ok(Acquire {
-                lock,
-                block: Some(millis(ms, 0, ERR_TIMEOUT)?),
-            })
-        }
-        [_, _, _, _, _] => Err(RedisError::Str(ERR_SYNTAX)),
-        _ => Err(RedisError::WrongArity),
-    }
+    acquire_with(args, Flags::default()).map(|(a, _)| a)
 }
 
-/// The flags an acquisition command takes besides `BLOCK`.
+/// The flags an acquisition command takes besides `BLOCK` and `SESSION`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flags {
     /// `FENCED`: take a fencing token.
@@ -123,20 +109,21 @@ pub struct Flags {
     pub non_reentrant: bool,
 }
 
-/// `lock owner lease [BLOCK ms]` and, in any order, the `flags` the
-/// command accepts, each at most once: RWLOCK.WRITE (`FENCED`) and
+/// `lock owner lease [BLOCK ms] [SESSION]` and, in any order, the `flags`
+/// the command accepts, each at most once: RWLOCK.WRITE (`FENCED`) and
 /// LOCK.ACQUIRE (`FENCED`, `NOREENTRY`).
 pub fn acquire_with<A: Arg>(
     args: &[A],
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
-    let most = 6 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
+    let most = 7 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
     if args.len() < 4 || args.len() > most {
         return Err(RedisError::WrongArity);
     }
     let mut parsed = Acquire {
         lock: owner_lease(&args[..4])?,
         block: None,
+        session: false,
     };
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
@@ -144,6 +131,9 @@ pub fn acquire_with<A: Arg>(
             if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
                 parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
                 Some(2)
+            } else if is(word, "SESSION") && !parsed.session {
+                parsed.session = true;
+                Some(1)
             } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
                 flags.fenced = true;
                 Some(1)
@@ -267,6 +257,8 @@ pub struct Multi<'a> {
     pub lease: Option<i64>,
     /// ACQUIREALL: how long to wait on the server; 0 waits without limit.
     pub block: Option<i64>,
+    /// ACQUIREALL: bind the holds to the calling connection.
+    pub session: bool,
     /// The holds in the listed order, every name once.
     pub wants: Vec<Want<'a>>,
 }
@@ -276,11 +268,12 @@ pub struct Multi<'a> {
 pub struct MultiForm {
     pub lease: bool,
     pub block: bool,
+    pub session: bool,
 }
 
 /// `owner [lease] [options] HOLDS n kind name [kind name …]`: the options
-/// (`BLOCK ms` where the form takes it) in any order before `HOLDS`, which
-/// ends them; a flag such as `SESSION` would be one more option here.
+/// (`BLOCK ms`, `SESSION` where the form takes them) in any order before
+/// `HOLDS`, which ends them, each at most once.
 pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisError> {
     let fixed = 2 + usize::from(form.lease);
     if args.len() < fixed + 4 {
@@ -294,6 +287,7 @@ pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisErro
     };
     let mut rest = &args[fixed..];
     let mut block = None;
+    let mut session = false;
     loop {
         let Some(word) = rest.first().map(Arg::bytes) else {
             return Err(RedisError::Str(ERR_SYNTAX));
@@ -303,6 +297,9 @@ pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisErro
         } else if is(word, "BLOCK") && form.block && block.is_none() && rest.len() >= 2 {
             block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
             rest = &rest[2..];
+        } else if is(word, "SESSION") && form.session && !session {
+            session = true;
+            rest = &rest[1..];
         } else {
             return Err(RedisError::Str(ERR_SYNTAX));
         }
@@ -312,6 +309,7 @@ pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisErro
         owner,
         lease,
         block,
+        session,
         wants,
     })
 }

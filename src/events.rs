@@ -1,14 +1,15 @@
 //! Where the server's events reach the module, and fan out: flushes, role
-//! changes, SWAPDB, loads, forks, replica links and module loads (server
-//! events, subscribed at load), and writes to keys (keyspace events,
-//! subscribed on first need). A module has one callback per event, so each
+//! changes, SWAPDB, loads, forks, replica links, module loads and closed
+//! connections (server events, subscribed at load), and writes to keys
+//! (keyspace events, subscribed on first need). A module has one callback per event, so each
 //! callback here tells every part that cares.
 //!
 //! The keyspace subscription: Redis makes a context and a temporary client
 //! for each subscriber on every matching event of the server, whoever
 //! writes, which costs every write of other clients about a tenth of a
-//! HINCRBY. Only waiters and lease indexes need the events, so the module
-//! subscribes, once and for every class, when the first of either appears,
+//! HINCRBY. Only waiters, lease indexes and session holds need the events,
+//! so the module subscribes, once and for every class, when the first
+//! appears,
 //! and a server that never has one never pays.
 
 use std::cell::Cell;
@@ -20,6 +21,7 @@ use redis_module::{raw, Context, NotifyEvent};
 use crate::effects::observers;
 use crate::keyspace::leases;
 use crate::server::{self, strings, RawString};
+use crate::sessions::{self, close as session_close};
 use crate::waiting::clients as waiting;
 
 /// The classes of the writes that may free a lock its waiters wait on.
@@ -39,13 +41,13 @@ pub fn subscribed() -> bool {
     SUBSCRIBED.with(Cell::get)
 }
 
-/// Subscribes to keyspace events once a waiter or a lease index needs to
-/// hear of other clients' writes; called by the commands that park a client
-/// or may keep an index, before they return (so no write of anyone else
+/// Subscribes to keyspace events once a waiter, a lease index or a session
+/// hold needs to hear of other clients' writes; called by the commands that
+/// park a client, may keep an index or bind a hold, before they return (so no write of anyone else
 /// comes between). Redis 7.0 cannot unsubscribe, so it lasts.
 #[inline]
 pub fn follow_writes(ctx: &Context) {
-    if subscribed() || (waiting::idle() && !leases::any()) {
+    if subscribed() || (waiting::idle() && !leases::any() && sessions::idle()) {
         return;
     }
     // Every class: a lease key replaced by a list is a foreign write too.
@@ -75,6 +77,7 @@ unsafe extern "C" fn on_keyspace_event(
         waiting::on_keyspace_event(&ctx, db, key);
     }
     leases::on_keyspace_event(db, event, key);
+    sessions::on_keyspace_event(&ctx, db, key);
     raw::REDISMODULE_OK as c_int
 }
 
@@ -91,6 +94,10 @@ unsafe extern "C" fn on_server_event(
             // The data may be replaced by the new master's: no index stays
             // trusted.
             leases::forget_all(None);
+            // Nor are session holds the module's any more: a replica never
+            // writes, and a promoted one knows no connections of the old
+            // master; their holds end at their lease.
+            sessions::forget(None);
             if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
                 waiting::abort_all(&ctx);
             }
@@ -101,10 +108,14 @@ unsafe extern "C" fn on_server_event(
             let db = unsafe { (*(data as *const raw::RedisModuleFlushInfo)).dbnum };
             let db = (db != -1).then_some(db);
             leases::forget_all(db);
+            sessions::forget(db);
             waiting::on_flush(&ctx, db);
         }
         // SWAPDB exchanges whole databases without a keyspace event.
-        raw::REDISMODULE_EVENT_SWAPDB => leases::forget_all(None),
+        raw::REDISMODULE_EVENT_SWAPDB => {
+            leases::forget_all(None);
+            sessions::forget(None);
+        }
         raw::REDISMODULE_EVENT_FORK_CHILD
         | raw::REDISMODULE_EVENT_REPLICA_CHANGE
         | raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE => observers::replication_may_have_changed(),
@@ -113,6 +124,16 @@ unsafe extern "C" fn on_server_event(
             // A load (a restart's, DEBUG RELOAD, a full sync) replaces the
             // data without keyspace events.
             leases::forget_all(None);
+            sessions::forget(None);
+        }
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE
+            if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+                && !data.is_null() =>
+        {
+            // SAFETY: for client change events Redis passes a
+            // RedisModuleClientInfo (version 1) of the client.
+            let client = unsafe { (*(data as *const raw::RedisModuleClientInfo)).id };
+            session_close::on_disconnect(&ctx, client);
         }
         raw::REDISMODULE_EVENT_MODULE_CHANGE
             if subevent == raw::REDISMODULE_SUBEVENT_MODULE_LOADED && !data.is_null() =>
@@ -139,6 +160,7 @@ pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_MODULE_CHANGE,
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
     ];
     let all = events
         .into_iter()

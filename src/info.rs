@@ -1,6 +1,6 @@
 //! `INFO rwlock`: the counters of `metrics` and the state of waiting, lease
-//! indexes and the keyspace subscription, in the sections `rwlock_locks`
-//! and `rwlock_waiting`.
+//! indexes and the keyspace subscription, and the session holds, in the
+//! sections `rwlock_locks`, `rwlock_waiting` and `rwlock_sessions`.
 
 use std::os::raw::c_int;
 
@@ -9,9 +9,11 @@ use redis_module::raw;
 use crate::events;
 use crate::keyspace::leases;
 use crate::metrics::{self, Counter};
+use crate::sessions;
 use crate::waiting::clients as waiting;
 
-/// `INFO rwlock`: the sections `rwlock_locks` and `rwlock_waiting`; Redis
+/// `INFO rwlock`: the sections `rwlock_locks`, `rwlock_waiting` and
+/// `rwlock_sessions`; Redis
 /// prefixes every field with `rwlock_`.
 ///
 /// # Safety
@@ -52,6 +54,18 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     ];
     raw::add_info_section(ctx, Some("waiting"));
     for (name, value) in waiting {
+        raw::add_info_field_unsigned_long_long(ctx, name, value);
+    }
+    let (clients, holds) = sessions::counts();
+    let session = [
+        ("session_clients", clients as u64),
+        ("session_holds", holds as u64),
+        ("session_binds", metrics::get(Counter::SessionBinds)),
+        ("session_renewals", metrics::get(Counter::SessionRenewals)),
+        ("session_releases", metrics::get(Counter::SessionReleases)),
+    ];
+    raw::add_info_section(ctx, Some("sessions"));
+    for (name, value) in session {
         raw::add_info_field_unsigned_long_long(ctx, name, value);
     }
 }

@@ -3,7 +3,8 @@
 //! `engine` is the pure lock engine; the other modules are the thin shell
 //! that binds it to a live server, in one direction: parse (`args`) →
 //! decide (`engine`) → apply (`keyspace`, `effects`) → wake waiters
-//! (`waiting`). Server events arrive in `events`; every call into Redis's C
+//! (`waiting`), bind holds to connections (`sessions`). Server events
+//! arrive in `events`; every call into Redis's C
 //! API goes through `server`. docs/design.md describes the layers.
 
 pub mod engine;
@@ -19,6 +20,7 @@ mod keyspace;
 mod metrics;
 mod reply;
 mod server;
+mod sessions;
 mod waiting;
 
 use redis_module::configuration::ConfigurationFlags;

@@ -27,9 +27,12 @@ pub enum Counter {
     WaitsTimedOut,
     WaitsAborted,
     WaitRechecks,
+    SessionBinds,
+    SessionRenewals,
+    SessionReleases,
 }
 
-const COUNTERS: usize = Counter::WaitRechecks as usize + 1;
+const COUNTERS: usize = Counter::SessionReleases as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 

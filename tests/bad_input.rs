@@ -346,6 +346,98 @@ fn unknown_or_repeated_options() {
     eprintln!("{} cases", f.checked);
 }
 
+/// `SESSION` (issue 19) is a flag of the three acquisitions only, given at
+/// most once, and needs a client connection: a script's client has none.
+#[test]
+fn session_twice_elsewhere_or_without_a_connection() {
+    let mut f = Fixture::new();
+    f.populate();
+    let cases: &[&[&str]] = &[
+        &["RWLOCK.READ", "N", "n", "60000", "SESSION", "SESSION"],
+        &[
+            "RWLOCK.WRITE",
+            "N",
+            "n",
+            "60000",
+            "SESSION",
+            "FENCED",
+            "SESSION",
+        ],
+        &[
+            "LOCK.ACQUIRE",
+            "N",
+            "n",
+            "60000",
+            "SESSION",
+            "BLOCK",
+            "1",
+            "session",
+        ],
+        &["RWLOCK.READ", "N", "n", "60000", "SESSIONS"],
+        &["RWLOCK.UNLOCK", "L", "u1", "READ", "SESSION"],
+        &["LOCK.UNLOCK", "N", "n", "SESSION"],
+        &[
+            "LOCK.ACQUIREALL",
+            "n",
+            "60000",
+            "SESSION",
+            "BLOCK",
+            "1",
+            "SESSION",
+            "HOLDS",
+            "1",
+            "LOCK",
+            "N",
+        ],
+        &["LOCK.UNLOCKALL", "n", "SESSION", "HOLDS", "1", "LOCK", "N"],
+        &[
+            "LOCK.RENEWALL",
+            "n",
+            "60000",
+            "SESSION",
+            "HOLDS",
+            "1",
+            "LOCK",
+            "N",
+        ],
+    ];
+    for args in cases {
+        f.expect_error(args, "ERR", &["syntax", "wrong number of arguments"]);
+    }
+    f.expect_error(
+        &["RWLOCK.RENEW", "L", "u1", "60000", "SESSION"],
+        "ERR",
+        ARITY,
+    );
+    for command in ["RWLOCK.READ", "RWLOCK.WRITE", "LOCK.ACQUIRE"] {
+        let script = format!("return redis.call('{command}', KEYS[1], 'n', '60000', 'SESSION')");
+        f.expect_error(
+            &["EVAL", &script, "1", "N"],
+            "ERR",
+            &["SESSION binds holds"],
+        );
+    }
+    // After the list, it is one argument too many for the count.
+    f.expect_error(
+        &[
+            "LOCK.ACQUIREALL",
+            "n",
+            "60000",
+            "HOLDS",
+            "1",
+            "LOCK",
+            "N",
+            "SESSION",
+        ],
+        "ERR",
+        &["HOLDS must give"],
+    );
+    let script =
+        "return redis.call('LOCK.ACQUIREALL', 'n', '60000', 'SESSION', 'HOLDS', '1', 'LOCK', KEYS[1])";
+    f.expect_error(&["EVAL", script, "1", "N"], "ERR", &["SESSION binds holds"]);
+    eprintln!("{} cases", f.checked);
+}
+
 const BAD_MILLIS: &[&str] = &[
     "0",
     "-1",

@@ -493,6 +493,9 @@ fn info_of(conn: &mut Connection, n: &Names) -> Reply {
                 text(owner),
                 text("count"),
                 int_or_text(count),
+                // No hold here is bound to a connection.
+                text("session"),
+                Reply::Int(0),
             ])
         })
         .collect();

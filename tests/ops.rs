@@ -28,7 +28,7 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 22, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 27, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -130,6 +130,12 @@ fn info_rwlock_counts_every_outcome() {
         ("wait_rechecks", 0),
         // Since the first wait.
         ("keyspace_subscribed", 1),
+        // Nothing here took a hold with SESSION.
+        ("session_clients", 0),
+        ("session_holds", 0),
+        ("session_binds", 0),
+        ("session_renewals", 0),
+        ("session_releases", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -142,7 +148,10 @@ fn info_sections_are_named_and_selectable() {
     let (_server, mut c) = Server::started(&[]);
     let text = reply_text(&mut c, &["INFO", "rwlock"]);
     let headers: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
-    assert_eq!(headers, vec!["# rwlock_locks", "# rwlock_waiting"]);
+    assert_eq!(
+        headers,
+        vec!["# rwlock_locks", "# rwlock_waiting", "# rwlock_sessions"]
+    );
     let locks = info(&mut c, "rwlock_locks");
     assert!(locks.contains_key("read_acquired") && !locks.contains_key("waiters"));
     let waiting = info(&mut c, "rwlock_waiting");
@@ -228,10 +237,13 @@ fn encoded(version: &str) -> i64 {
 fn command_docs_give_summary_arguments_and_since() {
     let (_server, mut c) = Server::started(&[]);
     let syntax = [
-        ("rwlock.read", "lock owner lease [BLOCK milliseconds]"),
+        (
+            "rwlock.read",
+            "lock owner lease [BLOCK milliseconds] [SESSION]",
+        ),
         (
             "rwlock.write",
-            "lock owner lease [BLOCK milliseconds] [FENCED]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED]",
         ),
         (
             "rwlock.unlock",
@@ -242,7 +254,7 @@ fn command_docs_give_summary_arguments_and_since() {
         ("rwlock.info", "lock"),
         (
             "lock.acquire",
-            "lock owner lease [BLOCK milliseconds] [FENCED] [NOREENTRY]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [NOREENTRY]",
         ),
         (
             "lock.unlock",
@@ -285,7 +297,11 @@ fn command_docs_give_summary_arguments_and_since() {
         .iter()
         .map(|a| text(&fields(a)["type"]))
         .collect();
-    assert_eq!(kinds, ["key", "string", "integer", "integer"]);
+    assert_eq!(kinds, ["key", "string", "integer", "integer", "pure-token"]);
+    // SESSION came after the commands: its own since.
+    let session = fields(&list(&read["arguments"])[4]);
+    assert_eq!(text(&session["token"]), "SESSION");
+    assert_eq!(text(&session["since"]), "0.3.0");
 }
 
 #[test]
@@ -414,15 +430,19 @@ fn rwlock_info_reads_at_a_glance_in_redis_cli_resp2_and_resp3() {
 3) ttl
 4) (integer) N
 5) owners
-6) 1) 1) owner
-      2) \"u1:1\"
-      3) reads
-      4) (integer) N
-      5) writes
-      6) (integer) N
-      7) leases
-      8) 1) (integer) N
-         2) (integer) N";
+6) 1)  1) owner
+       2) \"u1:1\"
+       3) reads
+       4) (integer) N
+       5) writes
+       6) (integer) N
+       7) leases
+       8) 1) (integer) N
+          2) (integer) N
+       9) session_reads
+      10) (integer) N
+      11) session_writes
+      12) (integer) N";
     for resp3 in [false, true] {
         let shown = redis_cli(&server, resp3, &["RWLOCK.INFO", "orders"]);
         assert_eq!(mask_ttls(&shown), expected, "RESP3: {resp3}\n{shown}");

@@ -176,27 +176,34 @@ fn only(p: Problem) -> BTreeSet<Problem> {
     [p].into()
 }
 
-type RefAcquire = (Vec<u8>, Vec<u8>, i64, Option<i64>);
+type RefAcquire = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool);
 
-/// `lock owner lease [BLOCK ms]`.
+/// `lock owner lease [BLOCK ms] [SESSION]`, options in either order, each
+/// at most once.
 fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
-    match a.len() {
-        4 | 6 => {}
-        // One word too many or too few for the option: either is right.
-        5 => return Err([Problem::Arity, Problem::Syntax].into()),
-        _ => return Err(only(Problem::Arity)),
+    if !(4..=7).contains(&a.len()) {
+        return Err(only(Problem::Arity));
     }
     let mut c = Check::default();
     let name = c.name(&a[1]);
     let owner = c.owner(&a[2]);
     let lease = c.need(ref_millis(&a[3], 1), Problem::Lease);
-    let block = if a.len() == 6 {
-        c.need(word(&a[4], "BLOCK").then_some(()), Problem::Syntax);
-        c.need(ref_millis(&a[5], 0), Problem::Timeout).map(Some)
-    } else {
-        Some(None)
-    };
-    let all = (|| Some((name?, owner?, lease?, block?)))();
+    let (mut block, mut block_ok, mut session) = (None, true, false);
+    let mut i = 4;
+    while i < a.len() {
+        if word(&a[i], "BLOCK") && block.is_none() && block_ok && i + 1 < a.len() {
+            block = c.need(ref_millis(&a[i + 1], 0), Problem::Timeout);
+            block_ok = block.is_some();
+            i += 2;
+        } else if word(&a[i], "SESSION") && !session {
+            session = true;
+            i += 1;
+        } else {
+            c.0.insert(Problem::Syntax);
+            break;
+        }
+    }
+    let all = (|| Some((name?, owner?, lease?, block, session)))();
     c.done(all)
 }
 
@@ -311,7 +318,13 @@ fn agree<T, R: std::fmt::Debug>(
 
 fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
     agree(argv, acquire(argv), ref_acquire(argv), |p, r| {
-        (p.lock.names.hash(), p.lock.owner, p.lock.lease, p.block) == (&r.0[..], &r.1[..], r.2, r.3)
+        (
+            p.lock.names.hash(),
+            p.lock.owner,
+            p.lock.lease,
+            p.block,
+            p.session,
+        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4)
     })?;
     agree(argv, owner_lease(argv), ref_owner_lease(argv), |p, r| {
         (p.names.hash(), p.owner, p.lease) == (&r.0[..], &r.1[..], r.2)
@@ -335,7 +348,7 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
 
 const WORDS: &[&str] = &[
     "READ", "WRITE", "read", "Write", "BLOCK", "block", "LEASE", "lease", "REQUEST", "Request",
-    "FOO", "", "READ\0", " READ",
+    "SESSION", "session", "FOO", "", "READ\0", " READ",
 ];
 const NUMBERS: &[&str] = &[
     "0",
@@ -529,10 +542,12 @@ mod multi_holds {
     const ACQUIRE: MultiForm = MultiForm {
         lease: true,
         block: true,
+        session: true,
     };
     const UNLOCK: MultiForm = MultiForm {
         lease: false,
         block: false,
+        session: false,
     };
 
     fn argv(line: &str) -> Vec<Vec<u8>> {

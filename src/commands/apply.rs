@@ -8,7 +8,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use crate::args::{lock_error, Acquire};
 use crate::config;
-use crate::engine::error::LockError;
+use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold};
 use crate::engine::rwlock::Unlocked;
@@ -17,13 +17,17 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::server::ArgString;
+use crate::server::{self, ArgString};
+use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
 
 /// Takes `hold` as the parsed call `a` asks; `args` are the command's
-/// arguments, whose lock and owner strings the store reuses.
+/// arguments, whose lock and owner strings the store reuses. With
+/// `SESSION` the hold is bound to the calling connection, now or when the
+/// parked client is served.
 pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
     let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
+    let session = session_client(ctx, a.session)?;
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
     // Waiters the lock could take already go first; those left are served
     // again after the attempt, which may have moved the lock's deadline.
@@ -42,9 +46,23 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
     })
     .map_err(lock_error)?;
     match (outcome, a.block) {
-        (Attempt::Granted(granted), _) => metrics::acquired(hold, granted),
+        (Attempt::Granted(granted), _) => {
+            metrics::acquired(hold, granted);
+            if let Some(client) = session {
+                sessions::bind(ctx, &mut store, client, names, hold, owner, lease);
+                // Later writes to the lock must reach the session's counts.
+                events::follow_writes(ctx);
+            }
+        }
         (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            waiting::park(ctx, &mut store, names, owner, hold, lease, timeout);
+            let wait = waiting::Wait {
+                owner,
+                hold,
+                lease,
+                timeout,
+                session,
+            };
+            waiting::park(ctx, &mut store, names, wait);
             // From now on other clients' writes may free the lock.
             events::follow_writes(ctx);
             return Ok(RedisValue::NoReply);
@@ -52,6 +70,20 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
         (Attempt::Refused { .. }, _) => metrics::bump(Counter::Refused),
     }
     Ok(reply::attempt(outcome, hold))
+}
+
+/// With `SESSION` (`wanted`), the calling connection its holds bind to;
+/// scripts and other modules' calls have none, and are refused before any
+/// key is touched.
+pub fn session_client(ctx: &Context, wanted: bool) -> Result<Option<ClientId>, RedisError> {
+    if !wanted {
+        return Ok(None);
+    }
+    let client = sessions::caller(ctx);
+    if !server::is_connection(client) {
+        return Err(RedisError::Str(ERR_SESSION));
+    }
+    Ok(Some(client))
 }
 
 /// The lock name and owner arguments, which name the lock hash and the

@@ -54,6 +54,8 @@ pub struct Arg {
     /// Given one or more times (`kind name [kind name ...]`).
     pub multiple: bool,
     pub summary: &'static CStr,
+    /// The module version that added it to a command older than it.
+    pub since: Option<&'static CStr>,
 }
 
 pub fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
@@ -64,6 +66,7 @@ pub fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
         optional: false,
         multiple: false,
         summary,
+        since: None,
     }
 }
 
@@ -192,6 +195,18 @@ pub fn fenced() -> Arg {
     )
 }
 
+/// `SESSION`, added in `since`.
+pub fn session(since: &'static CStr) -> Arg {
+    Arg {
+        since: Some(since),
+        ..flag(
+            c"session",
+            c"SESSION",
+            c"Bind the hold to this connection: renewed while it is open, released when it closes",
+        )
+    }
+}
+
 /// Key spec flags (`REDISMODULE_CMD_KEY_*`) of the lock key, chosen as for
 /// Redis's own hash commands: acquiring and renewing read the holds and update
 /// counts and TTLs (as HINCRBY: RW ACCESS UPDATE); an unlock may delete the
@@ -258,7 +273,7 @@ fn raw_args(
                 key_spec_index: if matches!(a.kind, Kind::Key) { 0 } else { -1 },
                 token: token.map_or(ptr::null(), CStr::as_ptr),
                 summary: a.summary.as_ptr(),
-                since: ptr::null(),
+                since: a.since.map_or(ptr::null(), CStr::as_ptr),
                 flags: (if a.optional {
                     raw::REDISMODULE_CMD_ARG_OPTIONAL
                 } else {

@@ -8,13 +8,16 @@ use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
+use crate::engine::session::Kind;
 use crate::keyspace::RedisStore;
+use crate::sessions;
 
-/// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]`
+/// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]`
 ///
 /// Takes the lock for `lease` ms (a re-entry by its owner resets the TTL to
 /// `lease`). Replies nil when held, else the lock's PTTL; `BLOCK` waits on
-/// the server as `RWLOCK.WRITE` does. `FENCED`: every acquisition takes the
+/// the server and `SESSION` binds the hold to the connection as for
+/// `RWLOCK.READ`. `FENCED`: every acquisition takes the
 /// next fencing token and replies `[-1, token]`, or `[pttl, -1]` when
 /// refused. `NOREENTRY`: its holder taking it again is an error
 /// (`NON_REENTRANT_REACQUIRE`) that changes nothing.
@@ -72,7 +75,8 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 
 /// `LOCK.INFO lock`
 ///
-/// Read-only: `holders` (each `owner` with its `count`), `ttl` (the hash's
+/// Read-only: `holders` (each `owner` with its `count` and how many of
+/// those are bound to a connection with `SESSION`, `session`), `ttl` (the hash's
 /// PTTL, -2 when free) and `token` (the current fencing token, nil when the
 /// lock was never fenced). Arrays only, the same in RESP2 and RESP3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
@@ -84,11 +88,14 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
         .holders
         .into_iter()
         .map(|(owner, count)| {
+            let bound = sessions::bound(ctx, &names, &owner, Kind::Lock);
             RedisValue::Array(vec![
                 label("owner"),
                 RedisValue::StringBuffer(owner),
                 label("count"),
                 RedisValue::Integer(count),
+                label("session"),
+                RedisValue::Integer(bound),
             ])
         })
         .collect();

@@ -16,8 +16,8 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
-    arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, Arg,
-    Command, Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY,
+    arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, session,
+    Arg, Command, Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY,
     RWLOCK_KEYS,
 };
 use crate::args::ArgString;
@@ -43,8 +43,8 @@ macro_rules! entry {
     }};
 }
 
-/// `lock owner lease [BLOCK ms]` and the `flags` the command takes: may
-/// park the client.
+/// `lock owner lease [BLOCK ms] [SESSION]` and the `flags` the command
+/// takes: may park the client.
 fn acquisition(
     name: &'static CStr,
     since: &'static CStr,
@@ -53,7 +53,7 @@ fn acquisition(
     key_notes: &'static CStr,
     flags: Vec<Arg>,
 ) -> Command {
-    let mut args = vec![lock(), owner(), lease(), block()];
+    let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
     args.extend(flags);
     Command {
         name,
@@ -97,7 +97,7 @@ fn request_option() -> Arg {
 }
 
 /// The module versions the commands appeared in: the read-write lock, the
-/// plain lock, then the multi-hold.
+/// plain lock, then the multi-hold and session holds.
 const V1: &CStr = c"0.1.0";
 const V2: &CStr = c"0.2.0";
 const V3: &CStr = c"0.3.0";
@@ -261,7 +261,7 @@ pub fn table() -> Vec<Command> {
             arity: -7,
             key: ACQUIRE_KEY,
             key_notes: MULTI_KEYS,
-            args: multi_args(vec![owner(), lease(), block()]),
+            args: multi_args(vec![owner(), lease(), block(), session(V3)]),
         },
         Command {
             name: c"lock.unlockall",
@@ -336,18 +336,18 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "RWLOCK.READ lock owner lease [BLOCK ms]",
-                "RWLOCK.WRITE lock owner lease [BLOCK ms] [FENCED]",
+                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED]",
                 "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
                 "RWLOCK.RENEW lock owner lease",
                 "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
                 "RWLOCK.INFO lock",
-                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [FENCED] [NOREENTRY]",
+                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]",
                 "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "LOCK.RENEW lock owner lease",
                 "LOCK.FORCEUNLOCK lock",
                 "LOCK.INFO lock",
-                "LOCK.ACQUIREALL owner lease [BLOCK ms] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
             ]

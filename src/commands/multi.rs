@@ -6,7 +6,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{released, renewed};
+use super::apply::{released, renewed, session_client};
 use crate::args::{self, lock_error, ArgString, MultiForm};
 use crate::config;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
@@ -15,6 +15,7 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
+use crate::sessions;
 use crate::waiting::clients as waiting;
 
 /// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
@@ -36,14 +37,16 @@ fn owner_arg(args: &[ArgString]) -> &[ArgString] {
     args.get(1..2).unwrap_or_default()
 }
 
-/// `LOCK.ACQUIREALL owner lease [BLOCK ms] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`
+/// `LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`
 ///
 /// Takes every listed hold for `lease` ms, each as `LOCK.ACQUIRE`,
 /// `RWLOCK.READ` or `RWLOCK.WRITE` takes it, or none. Replies nil when all
 /// were taken, else the largest PTTL among the locks in the way (-1, a lock
 /// without TTL, counting as the largest). With `BLOCK` the client waits on
 /// the server until it can take them all at once, holding none meanwhile;
-/// at the timeout it gets the largest PTTL of its locks.
+/// at the timeout it gets the largest PTTL of its locks. With `SESSION`
+/// every hold is bound to the calling connection (docs/design.md, contract
+/// §12), now or when the parked client is served.
 pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
     if report_keys(ctx, args, 3) {
         return Ok(RedisValue::NoReply);
@@ -51,8 +54,10 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let form = MultiForm {
         lease: true,
         block: true,
+        session: true,
     };
     let a = args::multi(args, form)?;
+    let session = session_client(ctx, a.session)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::for_write(ctx, owner_arg(args));
     // Waiters each lock could take already go first.
@@ -73,13 +78,20 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
         (AllAttempt::Granted(granted), _) => {
             for (w, g) in a.wants.iter().zip(granted) {
                 metrics::acquired(w.hold, g);
+                if let Some(client) = session {
+                    sessions::bind(ctx, &mut store, client, &w.names, w.hold, a.owner, lease);
+                }
                 // The new holds moved the lock's deadline.
                 waiting::serve(ctx, &mut store, &w.names);
+            }
+            if session.is_some() {
+                // Later writes to the locks must reach the session's counts.
+                events::follow_writes(ctx);
             }
             Ok(RedisValue::Null)
         }
         (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout);
+            waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout, session);
             // From now on other clients' writes may free the locks.
             events::follow_writes(ctx);
             Ok(RedisValue::NoReply)
@@ -114,6 +126,7 @@ pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let form = MultiForm {
         lease: false,
         block: false,
+        session: false,
     };
     let a = args::multi(args, form)?;
     let lease = config::default_lease();
@@ -141,6 +154,7 @@ pub fn renew_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let form = MultiForm {
         lease: true,
         block: false,
+        session: false,
     };
     let a = args::multi(args, form)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);

@@ -8,24 +8,28 @@ use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::queue::Hold;
 use crate::engine::rwlock::{self, LockInfo};
+use crate::engine::session::Kind;
 use crate::events;
 use crate::keyspace::RedisStore;
+use crate::sessions;
 
-/// `RWLOCK.READ lock owner lease [BLOCK ms]`
+/// `RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]`
 ///
 /// Takes a read hold for `lease` ms. Replies nil when held, else the lock's
 /// PTTL (a writer holds it). With `BLOCK` the client waits on the server for
 /// up to `ms` (0: no limit) and gets nil once it holds the lock, or the PTTL
-/// at the timeout.
+/// at the timeout. With `SESSION` the hold is bound to the connection: the
+/// module renews it every lease/3 while the connection is open and releases
+/// it when it closes.
 pub fn read(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::acquire(args)?;
     acquire(ctx, args, &a, Hold::Read)
 }
 
-/// `RWLOCK.WRITE lock owner lease [BLOCK ms] [FENCED]`
+/// `RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED]`
 ///
 /// Takes the write hold for `lease` ms. Replies nil when held, else the
-/// lock's PTTL; `BLOCK` waits as for `RWLOCK.READ`. With `FENCED` every
+/// lock's PTTL; `BLOCK` and `SESSION` as for `RWLOCK.READ`. With `FENCED` every
 /// acquisition takes the lock's next fencing token and replies `[-1, token]`,
 /// or `[pttl, -1]` when refused.
 pub fn write(ctx: &Context, args: &[ArgString]) -> RedisResult {
@@ -87,22 +91,26 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `RWLOCK.INFO lock`
 ///
 /// Read-only: `mode` (read, write or none), `ttl` (the hash's PTTL) and
-/// `owners`, each with `owner`, `reads`, `writes` and `leases` (the PTTL of
-/// each read acquisition, first first). Arrays only, the same in RESP2 and 3.
+/// `owners`, each with `owner`, `reads`, `writes`, `leases` (the PTTL of
+/// each read acquisition, first first), and `session_reads` and
+/// `session_writes` (how many of its holds are bound to a connection with
+/// `SESSION`). Arrays only, the same in RESP2 and 3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let mut store = RedisStore::new(ctx);
     let info = rwlock::info(&mut store, &names).map_err(lock_error)?;
-    Ok(info_reply(info))
+    let bound = |owner: &[u8], kind| sessions::bound(ctx, &names, owner, kind);
+    Ok(info_reply(info, bound))
 }
 
-fn info_reply(info: LockInfo) -> RedisValue {
+fn info_reply(info: LockInfo, bound: impl Fn(&[u8], Kind) -> i64) -> RedisValue {
     let label = RedisValue::SimpleStringStatic;
     let mode = info.mode.map_or(&b"none"[..], |m| m.as_bytes());
     let owners = info
         .owners
         .into_iter()
         .map(|o| {
+            let (reads, writes) = (bound(&o.owner, Kind::Read), bound(&o.owner, Kind::Write));
             RedisValue::Array(vec![
                 label("owner"),
                 RedisValue::StringBuffer(o.owner),
@@ -112,6 +120,10 @@ fn info_reply(info: LockInfo) -> RedisValue {
                 RedisValue::Integer(o.writes),
                 label("leases"),
                 RedisValue::Array(o.leases.into_iter().map(RedisValue::Integer).collect()),
+                label("session_reads"),
+                RedisValue::Integer(reads),
+                label("session_writes"),
+                RedisValue::Integer(writes),
             ])
         })
         .collect();

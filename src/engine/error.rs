@@ -30,6 +30,8 @@ pub const ERR_HOLDS: &str =
 pub const ERR_KIND: &str = "ERR hold kind must be LOCK, READ or WRITE";
 pub const ERR_DUPLICATE: &str =
     "ERR a lock name is listed twice: one multi-hold takes one hold of each lock";
+pub const ERR_SESSION: &str =
+    "ERR SESSION binds holds to a client connection: scripts and module calls have none";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 

@@ -12,6 +12,7 @@ pub mod multi;
 pub mod names;
 pub mod queue;
 pub mod rwlock;
+pub mod session;
 pub mod store;
 
 #[cfg(test)]

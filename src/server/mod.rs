@@ -84,6 +84,41 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.get_raw()) }
 }
 
+/// The id of the context's client (`CLIENT ID`).
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: a live context.
+    unsafe { raw::RedisModule_GetClientId.expect("GetClientId")(ctx.get_raw()) }
+}
+
+/// Whether `id` is a client with a connection: scripts' and module
+/// calls' clients are none.
+pub fn is_connection(id: u64) -> bool {
+    // SAFETY: plain C data, all zeroes but the version GetClientInfoById
+    // reads first; it fills the rest or fails.
+    unsafe {
+        let mut info: raw::RedisModuleClientInfo = std::mem::zeroed();
+        info.version = 1;
+        raw::RedisModule_GetClientInfoById.expect("GetClientInfoById")(
+            &mut info as *mut raw::RedisModuleClientInfo as *mut c_void,
+            id,
+        ) == raw::REDISMODULE_OK as c_int
+    }
+}
+
+/// Ends the event loop's next wait at once. A timer created between two
+/// turns (Redis frees a client that sent QUIT just before it waits) would
+/// otherwise wait for the next event or `serverCron`, up to 1000/hz ms.
+pub fn wake_event_loop() {
+    unsafe extern "C" fn nothing(_data: *mut c_void) {}
+    // SAFETY: the main thread; a callback that touches nothing and no data.
+    // Redis writes to its module pipe, which the loop's wait watches.
+    unsafe {
+        if let Some(add) = raw::RedisModule_EventLoopAddOneShot {
+            add(Some(nothing), ptr::null_mut());
+        }
+    }
+}
+
 /// Selects `db` for the context's client: only for the temporary client of a
 /// timer's or an event's context, never a user's.
 pub fn select_db(ctx: &Context, db: i32) {

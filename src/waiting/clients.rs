@@ -30,6 +30,7 @@ use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
 use crate::server::{self, Blocked, RawString};
+use crate::sessions::{self, registry::ClientId};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
@@ -89,17 +90,27 @@ pub fn has_waiters(ctx: &Context, names: &LockNames) -> bool {
     with(|r| r.has_waiters(&id))
 }
 
-/// Parks the calling client until it holds the lock or `timeout_ms` passes
-/// (0: no limit). The caller replies nothing now.
-pub fn park(
-    ctx: &Context,
-    store: &mut RedisStore,
-    names: &LockNames,
-    owner: &[u8],
-    hold: Hold,
-    lease: i64,
-    timeout_ms: i64,
-) {
+/// What a parked client asks for.
+pub struct Wait<'a> {
+    pub owner: &'a [u8],
+    pub hold: Hold,
+    pub lease: i64,
+    /// How long it waits at most; 0 without limit.
+    pub timeout: i64,
+    /// With `SESSION`, the connection the hold is bound to once served.
+    pub session: Option<ClientId>,
+}
+
+/// Parks the calling client until it holds the lock or its wait's timeout
+/// passes. The caller replies nothing now.
+pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait) {
+    let Wait {
+        owner,
+        hold,
+        lease,
+        timeout: timeout_ms,
+        session,
+    } = wait;
     // No Redis timeout: ours is on the agenda (see the module's comment).
     let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
     let id = lock_id(ctx, names);
@@ -113,7 +124,7 @@ pub fn park(
         token: bc as Handle,
         multi: false,
     };
-    with(|r| r.park(id.clone(), ticket, ends));
+    with(|r| r.park(id.clone(), ticket, ends, session));
     metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
 }
@@ -128,6 +139,7 @@ pub fn park_all(
     lease: i64,
     wants: &[Want],
     timeout_ms: i64,
+    session: Option<ClientId>,
 ) {
     let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
     let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
@@ -144,7 +156,7 @@ pub fn park_all(
             (lock_id(ctx, &w.names), ticket)
         })
         .collect();
-    with(|r| r.park_all(tickets, ends));
+    with(|r| r.park_all(tickets, ends, session));
     metrics::bump(Counter::WaitsStarted);
     for w in wants {
         rearm(ctx, store, &w.names, &lock_id(ctx, &w.names));
@@ -178,20 +190,25 @@ pub fn serve(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
 /// that both raise on the lock's hash are ignored: this serve looks at the
 /// lock after them anyway, and each would cost a timer and another look
 /// (together some 7,700 server instructions per handoff, 40 % of its serve).
+/// Every change the module makes to a lock comes through here, so here the
+/// session holds the change gave back are forgotten too (`sessions`).
 pub fn serve_after<T>(
     ctx: &Context,
     store: &mut RedisStore,
     names: &LockNames,
     change: impl FnOnce(&mut RedisStore) -> T,
 ) -> T {
-    if idle() {
-        return change(store);
-    }
-    let id = lock_id(ctx, names);
-    let outer = with(|r| r.settle(Some(id.clone())));
-    let result = change(store);
-    serve_now(ctx, store, names, id);
-    with(|r| r.settle(outer));
+    let result = if idle() {
+        change(store)
+    } else {
+        let id = lock_id(ctx, names);
+        let outer = with(|r| r.settle(Some(id.clone())));
+        let result = change(store);
+        serve_now(ctx, store, names, id);
+        with(|r| r.settle(outer));
+        result
+    };
+    sessions::settle(ctx, names);
     result
 }
 
@@ -211,11 +228,18 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         tickets.pop_front();
         served.extend(queue::admit(store, names, &mut tickets));
     }
-    with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
+    let bound = with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
         let outcome = match outcome {
             Ok(granted) => {
                 metrics::acquired(ticket.hold, granted);
+                let session = bound.iter().find(|(h, _)| *h == ticket.token);
+                if let Some(&(_, client)) = session {
+                    let Ticket {
+                        owner, hold, lease, ..
+                    } = &ticket;
+                    sessions::bind(ctx, store, client, names, *hold, owner, *lease);
+                }
                 Outcome::Acquired(Attempt::Granted(granted), ticket.hold)
             }
             Err(e) => Outcome::Failed(e.message()),
@@ -266,7 +290,20 @@ fn serve_all(
         Err(e) => Outcome::Failed(e.message()),
     };
     // Its ticket in `serving` goes with the caller's pop.
-    with(|r| r.unregister(handle));
+    let session = with(|r| r.unregister(handle)).and_then(|w| w.session);
+    if let (Outcome::All(_), Some(client)) = (&outcome, session) {
+        for w in &wants {
+            sessions::bind(
+                ctx,
+                store,
+                client,
+                &w.names,
+                w.hold,
+                &head.owner,
+                head.lease,
+            );
+        }
+    }
     metrics::bump(Counter::WaitsServed);
     // It was registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(outcome));

@@ -29,16 +29,18 @@ pub enum Due<H> {
     Deadline(LockId),
 }
 
-/// A parked client: the lock it waits for, what it asked for, and its
-/// timeout, if any. A multi-hold waits for several locks at once: the first
-/// listed is `lock`, the others (with what it asks of each) `others`, empty
-/// for a single acquisition.
+/// A parked client: the lock it waits for, what it asked for, its timeout,
+/// if any, and with `SESSION` the connection its holds are bound to once
+/// served. A multi-hold waits for several locks at once: the first listed
+/// is `lock`, the others (with what it asks of each) `others`, empty for a
+/// single acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter {
     pub lock: LockId,
     pub hold: Hold,
     pub others: Vec<(LockId, Hold)>,
     timeout: Option<Slot>,
+    pub session: Option<u64>,
 }
 
 impl Waiter {
@@ -99,8 +101,9 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     }
 
     /// Queues `ticket` (whose token is the client's handle) behind the
-    /// lock's waiters, with a timeout at `ends` if any.
-    pub fn park(&mut self, id: LockId, ticket: Ticket<H>, ends: Option<i64>) {
+    /// lock's waiters, with a timeout at `ends` if any, bound to the
+    /// connection `session` once served if any.
+    pub fn park(&mut self, id: LockId, ticket: Ticket<H>, ends: Option<i64>, session: Option<u64>) {
         let handle = ticket.token;
         let timeout = ends.map(|at| self.appoint(at, Due::Timeout(handle)));
         self.waiting.insert(
@@ -110,6 +113,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 hold: ticket.hold,
                 others: Vec::new(),
                 timeout,
+                session,
             },
         );
         self.enqueue(id, ticket);
@@ -121,7 +125,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// arrival order, so any two waiters stand in the same order in every
     /// queue they share: the earliest waiter is first in all of its queues,
     /// and no order of names can deadlock.
-    pub fn park_all(&mut self, tickets: Vec<(LockId, Ticket<H>)>, ends: Option<i64>) {
+    pub fn park_all(
+        &mut self,
+        tickets: Vec<(LockId, Ticket<H>)>,
+        ends: Option<i64>,
+        session: Option<u64>,
+    ) {
         let Some((first, head)) = tickets.first() else {
             return;
         };
@@ -134,6 +143,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 .map(|(id, t)| (id.clone(), t.hold))
                 .collect(),
             timeout: ends.map(|at| self.appoint(at, Due::Timeout(handle))),
+            session,
         };
         self.waiting.insert(handle, waiter);
         for (id, ticket) in tickets {
@@ -183,20 +193,22 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     }
 
     /// Puts back the waiters left after serving, ahead of any that queued
-    /// meanwhile, and forgets the `served` ones.
+    /// meanwhile, and forgets the `served` ones; returns those that asked
+    /// for `SESSION`, with their connection.
     pub fn return_tickets(
         &mut self,
         id: &LockId,
         mut left: VecDeque<Ticket<H>>,
         served: impl IntoIterator<Item = H>,
-    ) {
+    ) -> Vec<(H, u64)> {
         if let Some(q) = self.queues.get_mut(id) {
             left.append(&mut q.tickets);
             q.tickets = left;
         }
-        for handle in served {
-            self.forget(handle);
-        }
+        served
+            .into_iter()
+            .filter_map(|handle| Some((handle, self.forget(handle)?.session?)))
+            .collect()
     }
 
     /// Drops an empty queue, or keeps the lock's deadline (`wanted`, when it
@@ -379,9 +391,9 @@ mod tests {
     #[test]
     fn waiters_queue_in_arrival_order_per_lock() {
         let mut r = Registry::default();
-        r.park(id("A"), ticket(1), None);
-        r.park(id("B"), ticket(2), None);
-        r.park(id("A"), ticket(3), None);
+        r.park(id("A"), ticket(1), None, None);
+        r.park(id("B"), ticket(2), None, None);
+        r.park(id("A"), ticket(3), None, None);
         assert!(!r.idle());
         assert_eq!(r.counts(), (3, 2));
         assert_eq!(queued(&mut r, &id("A")), vec![1, 3]);
@@ -393,12 +405,12 @@ mod tests {
     fn served_waiters_leave_and_the_rest_keep_their_place() {
         let mut r = Registry::default();
         for h in 1..=3 {
-            r.park(id("A"), ticket(h), Some(100 + i64::from(h)));
+            r.park(id("A"), ticket(h), Some(100 + i64::from(h)), None);
         }
         let mut tickets = r.take_tickets(&id("A")).expect("a queue");
         let first = tickets.pop_front().expect("a head");
         // One queues while the machine serves the lock: it stays behind.
-        r.park(id("A"), ticket(4), None);
+        r.park(id("A"), ticket(4), None, None);
         r.return_tickets(&id("A"), tickets, [first.token]);
         assert_eq!(queued(&mut r, &id("A")), vec![2, 3, 4]);
         assert_eq!(r.counts(), (3, 1));
@@ -410,8 +422,8 @@ mod tests {
     #[test]
     fn the_agenda_gives_timeouts_and_deadlines_earliest_first() {
         let mut r = Registry::default();
-        r.park(id("A"), ticket(1), Some(50));
-        r.park(id("B"), ticket(2), Some(10));
+        r.park(id("A"), ticket(1), Some(50), None);
+        r.park(id("B"), ticket(2), Some(10), None);
         r.rearm(&id("A"), Some(30));
         r.rearm(&id("B"), Some(10));
         assert_eq!(r.timer_needed(), Some((None, 10)));
@@ -432,7 +444,7 @@ mod tests {
     #[test]
     fn a_timer_is_replaced_only_by_an_earlier_entry() {
         let mut r = Registry::default();
-        r.park(id("A"), ticket(1), Some(100));
+        r.park(id("A"), ticket(1), Some(100), None);
         assert_eq!(r.timer_needed(), Some((None, 100)));
         r.set_timer((7, 100));
         assert_eq!(
@@ -440,9 +452,9 @@ mod tests {
             None,
             "a timer for the first entry is kept"
         );
-        r.park(id("A"), ticket(2), Some(200));
+        r.park(id("A"), ticket(2), Some(200), None);
         assert_eq!(r.timer_needed(), None, "a later entry needs no new timer");
-        r.park(id("A"), ticket(3), Some(40));
+        r.park(id("A"), ticket(3), Some(40), None);
         assert_eq!(
             r.timer_needed(),
             Some((Some(7), 40)),
@@ -460,7 +472,7 @@ mod tests {
     #[test]
     fn a_moved_deadline_replaces_the_old_one_and_an_empty_queue_drops_it() {
         let mut r = Registry::default();
-        r.park(id("A"), ticket(1), None);
+        r.park(id("A"), ticket(1), None, None);
         r.rearm(&id("A"), Some(500));
         r.rearm(&id("A"), Some(300));
         r.rearm(&id("A"), Some(300));
@@ -475,10 +487,22 @@ mod tests {
     }
 
     #[test]
+    fn served_waiters_that_asked_for_session_are_returned_with_their_connection() {
+        let mut r = Registry::default();
+        r.park(id("A"), ticket(1), None, Some(41));
+        r.park(id("A"), ticket(2), None, None);
+        r.park(id("A"), ticket(3), None, Some(43));
+        let mut tickets = r.take_tickets(&id("A")).expect("a queue");
+        let served: Vec<u32> = tickets.drain(..2).map(|t| t.token).collect();
+        assert_eq!(r.return_tickets(&id("A"), tickets, served), vec![(1, 41)]);
+        assert_eq!(r.unregister(3).map(|w| w.session), Some(Some(43)));
+    }
+
+    #[test]
     fn a_client_is_unregistered_once() {
         let mut r = Registry::default();
-        r.park(id("A"), ticket(1), Some(10));
-        r.park(id("A"), ticket(2), None);
+        r.park(id("A"), ticket(1), Some(10), None);
+        r.park(id("A"), ticket(2), None, None);
         let waiter = r.unregister(1).expect("registered");
         assert_eq!(waiter.lock, id("A"));
         assert_eq!(r.unregister(1), None, "a second unblock never happens");
@@ -491,7 +515,7 @@ mod tests {
     fn one_look_at_a_time_per_lock() {
         let mut r = Registry::default();
         assert!(!r.mark_soon(&id("A")), "no queue, nothing to look at");
-        r.park(id("A"), ticket(1), None);
+        r.park(id("A"), ticket(1), None, None);
         assert!(r.mark_soon(&id("A")));
         assert!(!r.mark_soon(&id("A")), "a look is due already");
         assert!(r.soon_done(&id("A")));
@@ -518,9 +542,9 @@ mod tests {
     #[test]
     fn locks_of_a_flushed_database_and_a_full_drain() {
         let mut r = Registry::default();
-        r.park((0, b"A".to_vec()), ticket(1), Some(10));
-        r.park((1, b"B".to_vec()), ticket(2), None);
-        r.park((1, b"C".to_vec()), ticket(3), None);
+        r.park((0, b"A".to_vec()), ticket(1), Some(10), None);
+        r.park((1, b"B".to_vec()), ticket(2), None, None);
+        r.park((1, b"C".to_vec()), ticket(3), None, None);
         r.set_timer((9, 10));
         let mut in_one = r.locks_in(Some(1));
         in_one.sort();
@@ -558,8 +582,8 @@ mod tests {
     #[test]
     fn a_multi_hold_waits_in_every_queue_and_leaves_them_all_at_once() {
         let mut r = Registry::default();
-        r.park(id("B"), ticket(1), None);
-        r.park_all(multi(2, &["A", "B", "C"]), Some(50));
+        r.park(id("B"), ticket(1), None, None);
+        r.park_all(multi(2, &["A", "B", "C"]), Some(50), None);
         assert_eq!(r.counts(), (2, 3), "one waiter counted once, three locks");
         assert_eq!(queued(&mut r, &id("A")), vec![2]);
         assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
@@ -591,8 +615,8 @@ mod tests {
         // Two multi-holds listing the same locks in opposite orders: the
         // earlier is first in both queues, so one of them can always go.
         let mut r = Registry::default();
-        r.park_all(multi(1, &["A", "B"]), None);
-        r.park_all(multi(2, &["B", "A"]), None);
+        r.park_all(multi(1, &["A", "B"]), None, None);
+        r.park_all(multi(2, &["B", "A"]), None, None);
         assert_eq!(queued(&mut r, &id("A")), vec![1, 2]);
         assert_eq!(queued(&mut r, &id("B")), vec![1, 2]);
         assert_eq!(ahead(&r, 1, "A"), vec![false, false]);
@@ -607,8 +631,8 @@ mod tests {
     #[test]
     fn a_drain_gives_a_multi_hold_once() {
         let mut r = Registry::default();
-        r.park_all(multi(1, &["A", "B"]), Some(10));
-        r.park(id("A"), ticket(2), None);
+        r.park_all(multi(1, &["A", "B"]), Some(10), None);
+        r.park(id("A"), ticket(2), None, None);
         let (mut handles, _) = r.drain();
         handles.sort();
         assert_eq!(handles, vec![1, 2]);

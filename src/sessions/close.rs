@@ -1,0 +1,83 @@
+//! A connection closed (QUIT, `CLIENT KILL`, its peer gone, a timeout): the
+//! session holds it took are released at once, each as its owner's unlock
+//! would (the same writes, replicated, the lock's message published) and
+//! the lock's waiters served. The disconnect arrives inside Redis freeing
+//! the client, maybe in the middle of another client's command (`CLIENT
+//! KILL`), where writing is unsafe: the release runs from a timer that
+//! fires in the next turn of the event loop, which the module wakes in case
+//! it was about to wait (a client freed between turns, after QUIT).
+
+use std::time::Duration;
+
+use redis_module::{Context, ContextFlags};
+
+use super::registry::{ClientId, Orphan};
+use crate::engine::hold::{Release, Unlocked};
+use crate::engine::names::LockNames;
+use crate::engine::session;
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::server;
+use crate::waiting::clients as waiting;
+
+/// How soon a release is tried again while writes are paused.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// The connection `client` closed: its session holds are released in the
+/// next turn of the event loop. Until then they stay in the registry, where
+/// the writes of the rest of this turn (other clients' unlocks) still move
+/// their levels.
+pub fn on_disconnect(ctx: &Context, client: ClientId) {
+    if super::binds_client(client) {
+        ctx.create_timer(Duration::ZERO, release_all, client);
+        server::wake_event_loop();
+    }
+}
+
+fn release_all(ctx: &Context, client: ClientId) {
+    // A replica never writes: a master demoted since forgot what it bound,
+    // and the holds end at their lease.
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    // While clients are paused no write may go through (see `waiting`).
+    if server::writes_paused() {
+        ctx.create_timer(PAUSED_RETRY, release_all, client);
+        return;
+    }
+    for orphan in super::take(client) {
+        release(ctx, orphan);
+    }
+}
+
+/// Releases one hold per session level the owner's count still has, the
+/// latest first, then serves the lock's waiters.
+fn release(ctx: &Context, orphan: Orphan) {
+    let Orphan {
+        bond,
+        levels,
+        lease,
+    } = orphan;
+    let Ok(names) = LockNames::new(&bond.lock.1) else {
+        return;
+    };
+    server::select_db(ctx, bond.lock.0);
+    let mut store = RedisStore::new(ctx);
+    let released = waiting::serve_after(ctx, &mut store, &names, |store| {
+        let count = session::held(store, &names, bond.kind, &bond.owner);
+        let mut released = 0;
+        for &level in levels.iter().rev().filter(|&&l| l <= count) {
+            // Other connections' holds of the bond above it move down first:
+            // the release's own keyspace events read the new count.
+            super::released(&bond, level);
+            match session::release(store, &names, bond.kind, &bond.owner, lease) {
+                Ok(Unlocked::Ran(Release::StillHeld | Release::Released)) => released += 1,
+                _ => break,
+            }
+        }
+        released
+    });
+    for _ in 0..released {
+        metrics::bump(Counter::SessionReleases);
+    }
+}

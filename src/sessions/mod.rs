@@ -1,0 +1,197 @@
+//! Holds bound to the connection that took them (`SESSION`, docs/design.md,
+//! contract §12): the registry of who bound what (`registry`, pure), kept
+//! here with the one timer that renews every session hold each lease/3 on
+//! a master, and kept true by every write to a bound lock (keyspace
+//! events). `close` releases a closed connection's holds.
+//!
+//! The API an acquisition uses is [`caller`] and [`bind`], once per hold
+//! taken: `LOCK.ACQUIRE`, `RWLOCK.READ`, `RWLOCK.WRITE` (at once, or when a
+//! parked waiter is served) and any command that takes several holds.
+
+pub mod close;
+pub mod registry;
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use redis_module::{Context, ContextFlags};
+
+use self::registry::{Bond, ClientId, LockId, Orphan, Registry};
+use crate::engine::names::LockNames;
+use crate::engine::queue::Hold;
+use crate::engine::session::{self, Kind};
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::server;
+
+/// Data of the renewal agenda's timer.
+struct Agenda;
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+/// No session hold anywhere: the hot path asks this first.
+pub fn idle() -> bool {
+    with(|r| r.idle())
+}
+
+/// The connection of the command running in `ctx`.
+pub fn caller(ctx: &Context) -> ClientId {
+    server::client_id(ctx)
+}
+
+/// Binds one hold just taken by `owner` on the lock `names` (of the
+/// database selected in `ctx`) to the connection `client`: renewed every
+/// lease/3 while it is open, released when it closes. Call it once per hold
+/// granted with `SESSION`, after the grant, with the store that made it.
+pub fn bind(
+    ctx: &Context,
+    store: &mut RedisStore,
+    client: ClientId,
+    names: &LockNames,
+    hold: Hold,
+    owner: &[u8],
+    lease: i64,
+) {
+    let kind = Kind::from(hold);
+    let level = session::held(store, names, kind, owner);
+    if level == 0 {
+        return;
+    }
+    let bond = Bond {
+        lock: (server::selected_db(ctx), names.hash().to_vec()),
+        kind,
+        owner: owner.to_vec(),
+    };
+    let now = server::milliseconds();
+    with(|r| r.bind(client, bond, level, lease, now));
+    metrics::bump(Counter::SessionBinds);
+    arm(ctx);
+}
+
+/// How many of `owner`'s holds of `kind` on the lock are session-bound.
+pub fn bound(ctx: &Context, names: &LockNames, owner: &[u8], kind: Kind) -> i64 {
+    if idle() {
+        return 0;
+    }
+    let lock = (server::selected_db(ctx), names.hash().to_vec());
+    with(|r| r.bound(&lock, owner, kind))
+}
+
+/// The module changed the lock `names` (any command, a served waiter, a
+/// release on close): as [`on_keyspace_event`]. The module's writes raise
+/// keyspace events only when `notify-keyspace-events` asks for them.
+pub fn settle(ctx: &Context, names: &LockNames) {
+    if !idle() {
+        on_keyspace_event(ctx, server::selected_db(ctx), names.hash());
+    }
+}
+
+/// A write to `key` of `db` by anyone: the counts of the session holds on
+/// it are read again, and holds given back forgotten. Reads only, as a
+/// keyspace event callback must.
+pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
+    if idle() {
+        return;
+    }
+    let lock: LockId = (db, key.to_vec());
+    // The registry is not borrowed while reading: a read may expire the key,
+    // whose event comes back here.
+    let bonds = with(|r| {
+        if r.binds(&lock) {
+            r.bonds_on(&lock)
+        } else {
+            Vec::new()
+        }
+    });
+    let Ok(names) = LockNames::new(key) else {
+        return;
+    };
+    for bond in bonds {
+        let count = session::held(&mut RedisStore::new(ctx), &names, bond.kind, &bond.owner);
+        with(|r| r.observe(&bond, count));
+    }
+}
+
+/// The locks of `db` (every database with `None`) were flushed, swapped or
+/// loaded anew, or the node changed role: their session holds are no
+/// longer the module's to renew or release.
+pub fn forget(db: Option<i32>) {
+    if !idle() {
+        with(|r| r.forget(db));
+    }
+}
+
+/// Whether the connection `client` has session holds.
+fn binds_client(client: ClientId) -> bool {
+    !idle() && with(|r| r.binds_client(client))
+}
+
+/// Takes what the closed connection `client` had bound.
+fn take(client: ClientId) -> Vec<Orphan> {
+    if idle() {
+        return Vec::new();
+    }
+    with(|r| r.close(client))
+}
+
+/// The module is about to release the session hold at `level` of `bond`.
+fn released(bond: &Bond, level: i64) {
+    with(|r| r.released(bond, level));
+}
+
+/// Connections with session holds, and those holds, for `INFO rwlock`.
+pub fn counts() -> (usize, usize) {
+    with(|r| r.counts())
+}
+
+/// Makes the agenda's timer fire by the first renewal due.
+fn arm(ctx: &Context) {
+    let Some((stale, at)) = with(|r| r.timer_needed()) else {
+        return;
+    };
+    if let Some(timer) = stale {
+        // It may have fired already; then there is nothing to stop.
+        let _ = ctx.stop_timer::<Agenda>(timer);
+    }
+    let now = server::milliseconds();
+    let delay = (at - now).max(0);
+    let timer = ctx.create_timer(Duration::from_millis(delay as u64), on_agenda, Agenda);
+    with(|r| r.set_timer((timer, now + delay)));
+}
+
+/// Renews what fell due, as `RWLOCK.RENEW` or `LOCK.RENEW` would, then
+/// arms the timer for the next.
+fn on_agenda(ctx: &Context, _: Agenda) {
+    let due = with(|r| r.take_due(server::milliseconds()));
+    // Timers also run on replicas, which must never write (a demoted master
+    // forgot its session holds when it changed role). While clients are
+    // paused no write may go through: the next renewal, a third of the
+    // lease later, tries again.
+    if ctx.get_flags().contains(ContextFlags::MASTER) && !server::writes_paused() {
+        for renewal in due {
+            renew(ctx, &renewal.bond, renewal.lease);
+        }
+    }
+    arm(ctx);
+}
+
+fn renew(ctx: &Context, bond: &Bond, lease: i64) {
+    let Ok(names) = LockNames::new(&bond.lock.1) else {
+        return;
+    };
+    server::select_db(ctx, bond.lock.0);
+    let mut store = RedisStore::new(ctx);
+    let held = session::renew(&mut store, &names, bond.kind, &bond.owner, lease);
+    if matches!(held, Ok(true)) {
+        metrics::bump(Counter::SessionRenewals);
+    } else {
+        with(|r| r.observe(bond, 0));
+    }
+}
