@@ -1,0 +1,57 @@
+"""One connection of the pool serving a lock's key, checked out for a few
+calls (an acquisition and its WAIT must share a connection) or, for a
+session hold, for the hold's whole life."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import ResponseError
+
+from ._core import Args
+
+#: `timeout` of `Link.call`: the connection's own socket timeout.
+DEFAULT = -1.0
+
+
+class Link:
+    def __init__(self, client: Any, key: str) -> None:
+        if isinstance(client, RedisCluster):
+            node = client.get_node_from_key(key)
+            node_client: redis.Redis = client.get_redis_connection(node)
+            self._pool = node_client.connection_pool
+        else:
+            self._pool = client.connection_pool
+        self._conn = self._pool.get_connection()
+        self._broken = False
+
+    def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
+        """Sends one command and reads its reply within `timeout` seconds
+        (None: without limit), however short the socket timeout is: a
+        `BLOCK` wait's reply comes when the wait ends. A reply that did not
+        come in time leaves the connection unusable: it is closed, which
+        also ends the server's wait."""
+        try:
+            self._conn.send_command(*args)
+            if timeout == DEFAULT:
+                return self._conn.read_response()
+            return self._conn.read_response(timeout=timeout)
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
+
+    def close(self) -> None:
+        """Back to the pool (disconnected first if a call failed midway)."""
+        if self._broken:
+            self._conn.disconnect()
+        self._pool.release(self._conn)
+
+    def drop(self) -> None:
+        """Closes the connection itself: the server ends what is bound to it
+        (a session's holds)."""
+        self._broken = True
+        self.close()
