@@ -23,7 +23,7 @@ each acquisition waits for the master's replicas (`ReplicaSync`).
 """
 
 from ._core import ReplicaSync
-from .errors import LockError, LockNotAcquired, LockNotHeld, NotSynced
+from .errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
@@ -36,6 +36,7 @@ __all__ = [
     "LockNotAcquired",
     "LockNotHeld",
     "MultiLock",
+    "NotReentrant",
     "NotSynced",
     "ReadLock",
     "ReadWriteLock",

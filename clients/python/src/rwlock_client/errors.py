@@ -27,3 +27,8 @@ class NotSynced(LockError):
     """The acquisition reached the master but not all of its replicas
     within the sync timeout; the hold was released again, as Redisson's
     `checkLockSyncedSlaves` does."""
+
+
+class NotReentrant(LockError):
+    """A non-reentrant lock (`reentrant=False`) taken again by its holder;
+    nothing changed (the server's `NON_REENTRANT_REACQUIRE` error)."""

@@ -25,7 +25,7 @@ from ._core import (
     to_ms,
 )
 from ._link import DEFAULT, Link
-from .errors import LockNotAcquired, LockNotHeld, NotSynced
+from .errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
 from .watchdog import Watchdog
 
 #: Called from the watchdog's thread with the lock and the owner whose hold
@@ -143,7 +143,13 @@ class LockBase:
         keep = False
         try:
             args = self._plan.acquire(owner, lease_ms, block_ms, self.session)
-            outcome = self._plan.outcome(link.call(args, reply_timeout(block_ms)))
+            try:
+                reply = link.call(args, reply_timeout(block_ms))
+            except ResponseError as e:
+                if str(e).startswith("NON_REENTRANT"):
+                    raise NotReentrant(f"{self.name}: {e}") from e
+                raise
+            outcome = self._plan.outcome(reply)
             if outcome.acquired:
                 self._synchronize(link, owner)
                 keep = self.session

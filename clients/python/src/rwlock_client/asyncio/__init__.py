@@ -14,7 +14,7 @@ the sync client; the watchdog is a task.
 """
 
 from .._core import ReplicaSync
-from ..errors import LockError, LockNotAcquired, LockNotHeld, NotSynced
+from ..errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
@@ -27,6 +27,7 @@ __all__ = [
     "LockNotAcquired",
     "LockNotHeld",
     "MultiLock",
+    "NotReentrant",
     "NotSynced",
     "ReadLock",
     "ReadWriteLock",

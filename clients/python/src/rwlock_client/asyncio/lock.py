@@ -25,7 +25,7 @@ from .._core import (
     synced,
     to_ms,
 )
-from ..errors import LockNotAcquired, LockNotHeld, NotSynced
+from ..errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
 from ..lock import block_of, reply_timeout
 from ._link import Link
 
@@ -105,7 +105,13 @@ class LockBase:
         keep = False
         try:
             args = self._plan.acquire(owner, lease_ms, block_ms, self.session)
-            outcome = self._plan.outcome(await link.call(args, reply_timeout(block_ms)))
+            try:
+                reply = await link.call(args, reply_timeout(block_ms))
+            except ResponseError as e:
+                if str(e).startswith("NON_REENTRANT"):
+                    raise NotReentrant(f"{self.name}: {e}") from e
+                raise
+            outcome = self._plan.outcome(reply)
             if outcome.acquired:
                 await self._synchronize(link, owner)
                 keep = self.session
