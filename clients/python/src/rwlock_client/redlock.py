@@ -28,15 +28,33 @@ import time
 import uuid
 from typing import Any, List, Optional, Sequence
 
+import redis
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
+from redis.retry import Retry
 
 from . import _owner
-from ._core import REPLY_MARGIN, PlainPlan, to_ms
+from ._core import PlainPlan, to_ms
 from ._link import Link
 from .errors import LockNotAcquired, LockNotHeld
 
 #: Errors that count as "this node did not say yes".
 NODE_ERRORS = (ConnectionError, TimeoutError, ResponseError, OSError)
+
+
+def node_options(client: Any, node_timeout: float) -> dict[str, Any]:
+    """The connection options of a node's client, with every wait bounded
+    by `node_timeout` and no retry: a node down or slow must not hold up
+    the others (redis-py retries a failed connect with backoff by default)."""
+    options = dict(client.connection_pool.connection_kwargs)
+    options.update(
+        socket_connect_timeout=node_timeout,
+        socket_timeout=node_timeout,
+        retry=Retry(NoBackoff(), 0),
+        retry_on_error=[],
+        retry_on_timeout=False,
+    )
+    return options
 
 
 def quorum(nodes: int) -> int:
@@ -57,8 +75,10 @@ class RedLock:
     `acquire(wait, lease)` returns the validity in seconds (how long the
     hold is safe to use, counted from the acquisition's start) or None.
     There is no watchdog: pick a lease longer than the work, or
-    re-acquire. `node_timeout`: seconds each node has to answer, small
-    against the lease. `retry_delay`: the upper bound of the random pause
+    re-acquire. `node_timeout`: seconds each node has to connect and
+    answer, small against the lease (the nodes are reached through
+    connections of the RedLock's own, with the clients' settings but this
+    timeout and no retry). `retry_delay`: the upper bound of the random pause
     between attempts."""
 
     def __init__(
@@ -66,13 +86,22 @@ class RedLock:
         clients: Sequence[Any],
         name: str,
         *,
-        node_timeout: float = 0.05,
+        node_timeout: float = 0.1,
         retry_delay: float = 0.2,
         client_id: Optional[str] = None,
     ) -> None:
         if not clients:
             raise ValueError("a RedLock needs at least one node")
         self.clients = list(clients)
+        self._nodes = [
+            redis.Redis(
+                connection_pool=redis.ConnectionPool(
+                    connection_class=c.connection_pool.connection_class,
+                    **node_options(c, node_timeout),
+                )
+            )
+            for c in self.clients
+        ]
         self.name = name
         self.node_timeout = node_timeout
         self.retry_delay = retry_delay
@@ -102,9 +131,9 @@ class RedLock:
 
     def _release_all(self, owner: str) -> int:
         released = 0
-        for client in self.clients:
+        for client in self._nodes:
             try:
-                reply = self._node_call(client, self._plan.release(owner), self.node_timeout + REPLY_MARGIN)
+                reply = self._node_call(client, self._plan.release(owner), self.node_timeout)
             except NODE_ERRORS:
                 continue
             if reply is not None:
@@ -120,7 +149,7 @@ class RedLock:
         deadline = time.monotonic() + wait
         while True:
             start = time.monotonic()
-            granted = sum(self._try_node(c, owner, lease_ms) for c in self.clients)
+            granted = sum(self._try_node(c, owner, lease_ms) for c in self._nodes)
             validity = lease - (time.monotonic() - start) - drift(lease)
             if granted >= quorum(len(self.clients)) and validity > 0:
                 with self._guard:

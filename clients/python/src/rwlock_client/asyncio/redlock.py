@@ -10,10 +10,12 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
+import redis.asyncio
+
 from .. import _owner
 from .._core import REPLY_MARGIN, PlainPlan, to_ms
 from ..errors import LockNotAcquired, LockNotHeld
-from ..redlock import NODE_ERRORS, drift, quorum
+from ..redlock import NODE_ERRORS, drift, node_options, quorum
 from ._link import Link
 
 
@@ -27,13 +29,22 @@ class RedLock:
         clients: Sequence[Any],
         name: str,
         *,
-        node_timeout: float = 0.05,
+        node_timeout: float = 0.1,
         retry_delay: float = 0.2,
         client_id: Optional[str] = None,
     ) -> None:
         if not clients:
             raise ValueError("a RedLock needs at least one node")
         self.clients = list(clients)
+        self._nodes = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    connection_class=c.connection_pool.connection_class,
+                    **node_options(c, node_timeout),
+                )
+            )
+            for c in self.clients
+        ]
         self.name = name
         self.node_timeout = node_timeout
         self.retry_delay = retry_delay
@@ -62,13 +73,13 @@ class RedLock:
 
     async def _release_node(self, client: Any, owner: str) -> bool:
         try:
-            reply = await self._node_call(client, self._plan.release(owner), self.node_timeout + REPLY_MARGIN)
+            reply = await self._node_call(client, self._plan.release(owner), self.node_timeout)
         except (*NODE_ERRORS, asyncio.TimeoutError):
             return False
         return reply is not None
 
     async def _release_all(self, owner: str) -> int:
-        results = await asyncio.gather(*(self._release_node(c, owner) for c in self.clients))
+        results = await asyncio.gather(*(self._release_node(c, owner) for c in self._nodes))
         return sum(results)
 
     async def acquire(self, wait: float = 0, lease: float = 30.0) -> Optional[float]:
@@ -79,7 +90,7 @@ class RedLock:
         while True:
             start = time.monotonic()
             granted = sum(
-                await asyncio.gather(*(self._try_node(c, owner, lease_ms) for c in self.clients))
+                await asyncio.gather(*(self._try_node(c, owner, lease_ms) for c in self._nodes))
             )
             validity = lease - (time.monotonic() - start) - drift(lease)
             if granted >= quorum(len(self.clients)) and validity > 0:
