@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterator, Optional, Type
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError
 
 from . import _owner
 from ._core import (
@@ -224,6 +224,13 @@ class LockBase:
         link = session_link or Link(self.client, self._plan.key)
         try:
             reply = link.call(self._plan.release(owner))
+        except ConnectionError:
+            if session_link is None or state is None:
+                raise
+            # The session's connection is gone, and with it its holds.
+            with self._guard:
+                self._forget(owner, state)
+            raise LockNotHeld(f"{self.name}: the session's connection closed") from None
         finally:
             if link is not session_link:
                 link.close()

@@ -10,7 +10,7 @@ from types import TracebackType
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional, Type, Union
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError
 
 from .. import _owner
 from .._core import (
@@ -187,6 +187,12 @@ class LockBase:
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
             reply = await link.call(self._plan.release(owner))
+        except ConnectionError:
+            if session_link is None or state is None:
+                raise
+            # The session's connection is gone, and with it its holds.
+            await self._forget(owner, state)
+            raise LockNotHeld(f"{self.name}: the session's connection closed") from None
         finally:
             if link is not session_link:
                 await link.close()
