@@ -65,3 +65,26 @@ def test_the_waiter_is_parked_on_the_server_until_release(server: Server) -> Non
     t.join(10)
     assert got.is_set()
     assert counters["waits_started"] == 1
+
+
+def test_long_waits_on_a_redis_py_without_a_read_timeout_argument(
+    server: Server, monkeypatch: object
+) -> None:
+    """Before redis-py 8 a reply's read timeout is set on the socket."""
+    import rwlock_client._link as link
+
+    monkeypatch.setattr(link, "READ_TIMEOUT_ARGUMENT", False)  # type: ignore[attr-defined]
+    client = server.client(socket_timeout=SOCKET_TIMEOUT)
+    holder = Lock(client, "old-redis-py", client_id="holder")
+    waiter = Lock(client, "old-redis-py", client_id="waiter")
+    assert holder.acquire(wait=0, lease=1.2)
+    started = time.monotonic()
+    assert waiter.acquire(wait=2.0)
+    assert 1.0 < time.monotonic() - started < 2.0
+    waiter.release()
+    # The pooled connection is back to the client's own socket timeout.
+    conn = client.connection_pool.get_connection()
+    try:
+        assert conn._sock.gettimeout() == SOCKET_TIMEOUT
+    finally:
+        client.connection_pool.release(conn)

@@ -4,16 +4,22 @@ session hold, for the hold's whole life."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional
 
 import redis
 from redis.cluster import RedisCluster
+from redis.connection import Connection
 from redis.exceptions import ResponseError
 
 from ._core import Args
 
 #: `timeout` of `Link.call`: the connection's own socket timeout.
 DEFAULT = -1.0
+
+#: redis-py 8 reads one reply with a timeout of its own; before, the
+#: socket's timeout is changed for the read.
+READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response).parameters
 
 
 class Link:
@@ -37,12 +43,22 @@ class Link:
             self._conn.send_command(*args)
             if timeout == DEFAULT:
                 return self._conn.read_response()
-            return self._conn.read_response(timeout=timeout)
+            if READ_TIMEOUT_ARGUMENT:
+                return self._conn.read_response(timeout=timeout)
+            return self._read_with_socket_timeout(timeout)
         except ResponseError:
             raise
         except BaseException:
             self._broken = True
             raise
+
+    def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
+        sock = self._conn._sock
+        sock.settimeout(timeout)
+        try:
+            return self._conn.read_response()
+        finally:
+            sock.settimeout(self._conn.socket_timeout)
 
     def close(self) -> None:
         """Back to the pool (disconnected first if a call failed midway)."""

@@ -3,7 +3,6 @@ the pool serving a lock's key."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Awaitable, Callable, Optional, Union
 
 from redis.asyncio.cluster import RedisCluster
@@ -11,6 +10,10 @@ from redis.exceptions import ResponseError
 
 from .._core import Args
 from .._link import DEFAULT
+
+#: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
+#: only a number (None falls back to the socket timeout).
+FOREVER = 10 * 365 * 24 * 3600.0
 
 
 class Link:
@@ -36,7 +39,7 @@ class Link:
             await self._conn.send_command(*args)
             if timeout == DEFAULT:
                 return await self._conn.read_response()
-            return await self._conn.read_response(timeout=math.inf if timeout is None else timeout)
+            return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
         except ResponseError:
             raise
         except BaseException:
