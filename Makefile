@@ -16,6 +16,8 @@
 #                (BENCH_ARGS="cycles --quick" for a part)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind),
 #                the module against Redisson's scripts and the layout floor
+#   make test-python  install clients/python (pip) and run its pytest suite against
+#                real servers with this build (part of make test)
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
 #   make test-redis8  the same suites on Redis 8.2 (part of make test)
 #   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
@@ -43,7 +45,7 @@ export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
+.PHONY: all deps build run lint test test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -88,8 +90,19 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8
+
+# The Python package, installed as a user would (pip install ./clients/python),
+# tested against the servers its suite starts (RWLOCK_REDIS_SERVER, default
+# redis-server on PATH) with RWLOCK_MODULE loaded.
+PYTEST_ARGS ?=
+test-python: build
+	$(call pip-install,pytest,pytest>=7)
+	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check $(ROOT)/clients/python \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(ROOT)/clients/python
+	cd $(ROOT)/clients/python && python3 -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench
