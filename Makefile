@@ -94,12 +94,14 @@ test: deps build lint
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8
 
-# The Python package, installed as a user would (pip install ./clients/python),
-# tested against the servers its suite starts (RWLOCK_REDIS_SERVER, default
-# redis-server on PATH) with RWLOCK_MODULE loaded.
+# The Python package, type-checked (mypy --strict), installed as a user would
+# (pip install ./clients/python), and tested against the servers its suite
+# starts (RWLOCK_REDIS_SERVER, default redis-server on PATH) with RWLOCK_MODULE.
 PYTEST_ARGS ?=
 test-python: build
 	$(call pip-install,pytest,pytest>=7)
+	$(call pip-install,mypy,mypy>=1.5)
+	cd $(ROOT)/clients/python && python3 -m mypy --strict src/rwlock_client && python3 -m mypy tests
 	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check $(ROOT)/clients/python \
 	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(ROOT)/clients/python
 	cd $(ROOT)/clients/python && python3 -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)

@@ -85,6 +85,7 @@ def test_long_waits_on_a_redis_py_without_a_read_timeout_argument(
     # The pooled connection is back to the client's own socket timeout.
     conn = client.connection_pool.get_connection()
     try:
-        assert conn._sock.gettimeout() == SOCKET_TIMEOUT
+        sock = conn._sock
+        assert sock is not None and sock.gettimeout() == SOCKET_TIMEOUT
     finally:
         client.connection_pool.release(conn)

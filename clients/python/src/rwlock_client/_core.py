@@ -193,10 +193,12 @@ class MultiPlan(Plan):
         return args
 
     def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
-        return ["LOCK.ACQUIREALL", owner, lease_ms] + _options(block_ms, session) + self._holds()
+        args: Args = ["LOCK.ACQUIREALL", owner, lease_ms]
+        return args + _options(block_ms, session) + self._holds()
 
     def release(self, owner: str) -> Args:
-        return ["LOCK.UNLOCKALL", owner] + self._holds()
+        args: Args = ["LOCK.UNLOCKALL", owner]
+        return args + self._holds()
 
     def released(self, reply: Any) -> Optional[bool]:
         replies = list(reply)
@@ -205,7 +207,8 @@ class MultiPlan(Plan):
         return all(r is None or int(r) == 1 for r in replies)
 
     def renew(self, owner: str, lease_ms: int) -> Args:
-        return ["LOCK.RENEWALL", owner, lease_ms] + self._holds()
+        args: Args = ["LOCK.RENEWALL", owner, lease_ms]
+        return args + self._holds()
 
     def renewed(self, reply: Any) -> bool:
         return all(int(r) == 1 for r in reply)

@@ -24,13 +24,15 @@ READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response)
 
 class Link:
     def __init__(self, client: Any, key: str) -> None:
+        pool: Any
         if isinstance(client, RedisCluster):
-            node = client.get_node_from_key(key)
-            node_client: redis.Redis = client.get_redis_connection(node)
-            self._pool = node_client.connection_pool
+            cluster: Any = client
+            node_client: redis.Redis = cluster.get_redis_connection(cluster.get_node_from_key(key))
+            pool = node_client.connection_pool
         else:
-            self._pool = client.connection_pool
-        self._conn = self._pool.get_connection()
+            pool = client.connection_pool
+        self._pool = pool
+        self._conn: Any = pool.get_connection()
         self._broken = False
 
     def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
