@@ -201,10 +201,13 @@ class MultiPlan(Plan):
         return args + self._holds()
 
     def released(self, reply: Any) -> Optional[bool]:
+        """Each hold is released on its own: one the owner no longer had
+        (lost) makes the whole release report not held, after the server
+        released the others."""
         replies = list(reply)
-        if all(r is None for r in replies):
+        if any(r is None for r in replies):
             return None
-        return all(r is None or int(r) == 1 for r in replies)
+        return all(int(r) == 1 for r in replies)
 
     def renew(self, owner: str, lease_ms: int) -> Args:
         args: Args = ["LOCK.RENEWALL", owner, lease_ms]

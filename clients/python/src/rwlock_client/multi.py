@@ -29,7 +29,10 @@ class MultiLock(LockBase):
     """Redisson's `RedissonMultiLock`, on the server: the holds of several
     locks (plain, read, write) for one owner, taken together or not at all
     while waiting on the server (`BLOCK`), so two MultiLocks over the same
-    locks in any order never deadlock. Renewed and released together too.
+    locks in any order never deadlock. Renewed and released together too:
+    the watchdog reports the MultiLock lost when any hold is gone, and
+    `release()` frees every hold still held, then raises `LockNotHeld` if
+    one was not.
 
     In a cluster every name must be in one hash slot: give them one
     `{tag}`.
