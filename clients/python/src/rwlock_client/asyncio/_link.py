@@ -28,7 +28,10 @@ class Link:
             node = client.get_node_from_key(key)
             if node is None:
                 raise LookupError(f"no node serves {key!r}")
-            return cls(node.acquire_connection(), node.release)
+            # redis-py 8 has ClusterNode.release; before, the node's free
+            # queue takes the connection back.
+            give_back = getattr(node, "release", None) or node._free.append
+            return cls(node.acquire_connection(), give_back)
         pool = client.connection_pool
         return cls(await pool.get_connection(), pool.release)
 
