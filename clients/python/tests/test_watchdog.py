@@ -26,7 +26,7 @@ def test_a_1s_lease_is_kept_for_3_5s(server: Server) -> None:
         assert Lock(client, "long-task", client_id="rival").acquire(wait=0) is False
     assert client.exists("long-task", "long-rw") == 0
     renewals = counters["renewals"]
-    assert 16 <= renewals <= 24, renewals  # 2 locks x about 10 renewals
+    assert 12 <= renewals <= 24, renewals  # 2 locks x about 10 renewals (every 333 ms)
     time.sleep(0.5)
     assert counters["renewals"] == renewals, "the watchdogs stopped at release"
     assert not [t for t in threading.enumerate() if t.name.startswith("rwlock-watchdog")]
