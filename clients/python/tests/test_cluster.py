@@ -93,3 +93,44 @@ def test_multilock_with_hash_tagged_names(cluster_nodes: List[Server]) -> None:
     assert Lock(rc, names[0], client_id="rival").acquire(wait=0) is False
     both.release()
     assert node.client().exists(*names) == 0
+
+
+def move_slot(nodes: List[Server], slot: int, to: Server) -> None:
+    """Gives `slot` (empty: no fenced lock, whose token key stays) to `to`,
+    on every node's own view."""
+    target_id = to.client().execute_command("CLUSTER", "MYID")
+    for node in nodes:
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def test_a_resharded_slot_is_followed(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes)
+    name = "resharded"
+    slot = rc.keyslot(name)
+    source = owning_node(rc, cluster_nodes, name)
+    target = next(n for n in cluster_nodes if n is not source)
+    move_slot(cluster_nodes, slot, target)
+    try:
+        # The client's slot map still names the old master: it answers MOVED.
+        assert rc.get_node_from_key(name).port == source.port
+        lock = Lock(rc, name)
+        assert lock.acquire(wait=0)
+        assert target.client().hexists(name, lock.owner())
+        lock.release()
+        assert rc.get_node_from_key(name).port == target.port
+
+        async def run() -> None:
+            arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
+            await arc.initialize()
+            assert arc.get_node_from_key(name).port == target.port
+            move_slot(cluster_nodes, slot, source)  # and back
+            alock = aio.Lock(arc, name)
+            assert await alock.acquire(wait=0)
+            assert source.client().hexists(name, alock.owner())
+            await alock.release()
+            await arc.aclose()
+
+        asyncio.run(run())
+        assert source.client().exists(name) == 0
+    finally:
+        move_slot(cluster_nodes, slot, source)

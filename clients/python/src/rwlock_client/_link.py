@@ -10,7 +10,7 @@ from typing import Any, Optional
 import redis
 from redis.cluster import RedisCluster
 from redis.connection import Connection
-from redis.exceptions import ResponseError
+from redis.exceptions import MovedError, ResponseError
 
 from ._core import Args
 
@@ -24,23 +24,42 @@ READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response)
 
 class Link:
     def __init__(self, client: Any, key: str) -> None:
+        self._cluster: Any = client if isinstance(client, RedisCluster) else None
+        self._key = key
+        self._moved = False
+        self._broken = False
+        self._open(client)
+
+    def _open(self, client: Any) -> None:
         pool: Any
-        if isinstance(client, RedisCluster):
-            cluster: Any = client
-            node_client: redis.Redis = cluster.get_redis_connection(cluster.get_node_from_key(key))
+        if self._cluster is not None:
+            node_client: redis.Redis = client.get_redis_connection(client.get_node_from_key(self._key))
             pool = node_client.connection_pool
         else:
             pool = client.connection_pool
         self._pool = pool
         self._conn: Any = pool.get_connection()
-        self._broken = False
 
     def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
         """Sends one command and reads its reply within `timeout` seconds
         (None: without limit), however short the socket timeout is: a
         `BLOCK` wait's reply comes when the wait ends. A reply that did not
         come in time leaves the connection unusable: it is closed, which
-        also ends the server's wait."""
+        also ends the server's wait. In a cluster, a `MOVED` reply (the
+        slot was resharded) re-reads the slot map and sends the command to
+        the slot's new master, once."""
+        try:
+            return self._call(args, timeout)
+        except MovedError:
+            if self._cluster is None or self._moved:
+                raise
+            self._moved = True
+            self._cluster.nodes_manager.initialize()
+            self._pool.release(self._conn)
+            self._open(self._cluster)
+            return self._call(args, timeout)
+
+    def _call(self, args: Args, timeout: Optional[float]) -> Any:
         try:
             self._conn.send_command(*args)
             if timeout == DEFAULT:
