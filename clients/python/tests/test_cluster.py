@@ -122,7 +122,8 @@ def test_a_resharded_slot_is_followed(cluster_nodes: List[Server]) -> None:
         async def run() -> None:
             arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
             await arc.initialize()
-            assert arc.get_node_from_key(name).port == target.port
+            node = arc.get_node_from_key(name)
+            assert node is not None and node.port == target.port
             move_slot(cluster_nodes, slot, source)  # and back
             alock = aio.Lock(arc, name)
             assert await alock.acquire(wait=0)
