@@ -3,7 +3,7 @@
 #   make deps    install missing system packages (redis-server, redis-cli, and
 #                libclang-dev unless docker/probe-libclang.sh finds the libclang
 #                bindgen loads, with clang's headers)
-#                and redis-py (for examples/python)
+#                and redis-py 6 or later (for clients/python and its example)
 #   make build   docker/build-module.sh (cargo build --release --locked)
 #                -> target/release/librwlock.so
 #   make run     start redis-server with the module in the foreground (PORT=6399)
@@ -61,12 +61,12 @@ deps:
 	fi; \
 	$(ROOT)/docker/probe-libclang.sh >/dev/null || { echo "deps: bindgen will find no usable libclang (see above)" >&2; exit 1; }; \
 	command -v $(CARGO) >/dev/null 2>&1 || { echo "deps: $(CARGO) not found; install Rust (https://rustup.rs)" >&2; exit 1; }
-	@# Python 3 and redis-py, for examples/python (run by the tests).
+	@# Python 3 and redis-py 6+, for clients/python and examples/python (run by the tests).
 	@command -v python3 >/dev/null 2>&1 || { \
 	  echo "deps: installing python3 and redis-py with apt-get"; \
 	  $(SUDO) apt-get update && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-redis; }
-	$(call pip-install,redis,redis>=4.5)
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-pip python3-redis; }
+	$(call pip-install,redis; assert int(redis.__version__.split(".")[0]) >= 6,redis>=6)
 
 # The Dockerfile's build stage runs the same script.
 build: deps
