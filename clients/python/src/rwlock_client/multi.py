@@ -35,7 +35,8 @@ class MultiLock(LockBase):
     one was not.
 
     In a cluster every name must be in one hash slot: give them one
-    `{tag}`.
+    `{tag}`. Only a lock object's kind and name count: a fenced or
+    non-reentrant `Lock` is held here as a plain one (no token taken).
 
     ::
 
