@@ -102,6 +102,8 @@ test-python: build
 	$(call pip-install,pytest,pytest>=7)
 	$(call pip-install,mypy,mypy>=1.5)
 	cd $(ROOT)/clients/python && python3 -m mypy --strict src/rwlock_client && MYPYPATH=src python3 -m mypy tests
+	@# setuptools builds in clients/python/build, whose leftovers a later wheel would keep.
+	@rm -rf $(ROOT)/clients/python/build
 	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check $(ROOT)/clients/python \
 	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(ROOT)/clients/python
 	cd $(ROOT)/clients/python && python3 -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
