@@ -3,7 +3,7 @@
 #   make deps    install missing system packages (redis-server, redis-cli, and
 #                libclang-dev unless docker/probe-libclang.sh finds the libclang
 #                bindgen loads, with clang's headers)
-#                and redis-py (for examples/python)
+#                and redis-py 6 or later (for clients/python and its example)
 #   make build   docker/build-module.sh (cargo build --release --locked)
 #                -> target/release/librwlock.so
 #   make run     start redis-server with the module in the foreground (PORT=6399)
@@ -16,6 +16,8 @@
 #                (BENCH_ARGS="cycles --quick" for a part)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind),
 #                the module against Redisson's scripts and the layout floor
+#   make test-python  install clients/python (pip) and run its pytest suite against
+#                real servers with this build (part of make test)
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
 #   make test-redis8  the same suites on Redis 8.2 (part of make test)
 #   make torture / fuzz / valgrind   longer fault runs (README "Fault testing")
@@ -43,7 +45,7 @@ export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
+.PHONY: all deps build run lint test test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -59,12 +61,12 @@ deps:
 	fi; \
 	$(ROOT)/docker/probe-libclang.sh >/dev/null || { echo "deps: bindgen will find no usable libclang (see above)" >&2; exit 1; }; \
 	command -v $(CARGO) >/dev/null 2>&1 || { echo "deps: $(CARGO) not found; install Rust (https://rustup.rs)" >&2; exit 1; }
-	@# Python 3 and redis-py, for examples/python (run by the tests).
+	@# Python 3 and redis-py 6+, for clients/python and examples/python (run by the tests).
 	@command -v python3 >/dev/null 2>&1 || { \
 	  echo "deps: installing python3 and redis-py with apt-get"; \
 	  $(SUDO) apt-get update && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-redis; }
-	$(call pip-install,redis,redis>=4.5)
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3 python3-pip python3-redis; }
+	$(call pip-install,redis; assert int(redis.__version__.split(".")[0]) >= 6,redis>=6)
 
 # The Dockerfile's build stage runs the same script.
 build: deps
@@ -88,8 +90,23 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8
+
+# The Python package, type-checked (mypy --strict), installed as a user would
+# (pip install ./clients/python), and tested against the servers its suite
+# starts (RWLOCK_REDIS_SERVER, default redis-server on PATH) with RWLOCK_MODULE.
+PYTEST_ARGS ?=
+test-python: build
+	$(call pip-install,pytest,pytest>=7)
+	$(call pip-install,mypy,mypy>=1.5)
+	cd $(ROOT)/clients/python && python3 -m mypy --strict src/rwlock_client && MYPYPATH=src python3 -m mypy tests
+	@# setuptools builds in clients/python/build, whose leftovers a later wheel would keep.
+	@rm -rf $(ROOT)/clients/python/build
+	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check $(ROOT)/clients/python \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(ROOT)/clients/python
+	cd $(ROOT)/clients/python && python3 -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
 BENCH_OUT  ?= $(ROOT)/target/bench

@@ -90,20 +90,21 @@ fn assert_checks_passed(name: &str, passed: bool, output: &str) {
     assert!(!output.contains("FAILED"), "{output}");
 }
 
+/// The Python example uses the package in clients/python, from its source
+/// (ahead of any installed copy), so it runs this checkout's client.
 #[test]
-fn python_example_with_redis_py() {
+fn python_example_with_the_rwlock_client_package() {
     let server = Server::start(&[]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/python/rwlock_client.py");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("examples/python/rwlock_demo.py");
     let (passed, output) = run_bounded(
-        Command::new("python3").arg(&script).args([
-            "--port",
-            &server.port.to_string(),
-            "--prefix",
-            "py",
-        ]),
+        Command::new("python3")
+            .env("PYTHONPATH", root.join("clients/python/src"))
+            .arg(&script)
+            .args(["--port", &server.port.to_string(), "--prefix", "py"]),
         LIMIT,
     );
-    assert_checks_passed("examples/python/rwlock_client.py", passed, &output);
+    assert_checks_passed("examples/python/rwlock_demo.py", passed, &output);
     check_server_side(&server, "py");
 }
 

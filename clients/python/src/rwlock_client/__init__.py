@@ -1,0 +1,48 @@
+"""Redisson's locks for Python on the rwlock Redis module (redis-py, sync;
+`rwlock_client.asyncio` for asyncio).
+
+- `Lock`: RLock (`LOCK.*`); `fenced=True` for RFencedLock's tokens,
+  `reentrant=False` for the non-reentrant lock.
+- `ReadWriteLock`: RReadWriteLock (`RWLOCK.*`), `read_lock()`/`write_lock()`.
+- `MultiLock`: several holds taken atomically (`LOCK.ACQUIREALL`).
+- `RedLock`: the Redlock algorithm over independent masters (deprecated by
+  Redisson; prefer a fenced `Lock`, see `rwlock_client.redlock`).
+
+::
+
+    import redis
+    from rwlock_client import Lock
+
+    lock = Lock(redis.Redis(port=6399), "invoice:42")
+    with lock.hold(wait=5):
+        ...
+
+Owners are Redisson's `<client UUID>:<thread id>`; waits happen on the
+server (`BLOCK`); a hold taken without a lease is renewed by a watchdog;
+each acquisition waits for the master's replicas (`ReplicaSync`).
+"""
+
+from ._core import ReplicaSync
+from .errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .lock import Lock, LockBase
+from .multi import MultiLock
+from .redlock import RedLock
+from .rwlock import ReadLock, ReadWriteLock, WriteLock
+
+__all__ = [
+    "Lock",
+    "LockBase",
+    "LockError",
+    "LockNotAcquired",
+    "LockNotHeld",
+    "MultiLock",
+    "NotReentrant",
+    "NotSynced",
+    "ReadLock",
+    "ReadWriteLock",
+    "RedLock",
+    "ReplicaSync",
+    "WriteLock",
+]
+
+__version__ = "0.2.0"

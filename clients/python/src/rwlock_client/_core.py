@@ -1,0 +1,241 @@
+"""The protocol, shared by the sync and asyncio clients: what each kind of
+lock sends and how its replies read. No I/O here; `lock.py` and
+`asyncio/` do the talking, with these plans."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from .errors import LockError
+
+Args = List[Union[str, int]]
+
+#: Redisson's `lockWatchdogTimeout`: the lease a hold taken without one
+#: gets, renewed every third of it.
+DEFAULT_WATCHDOG_TIMEOUT = 30.0
+
+#: Redisson's `slavesSyncTimeout`: how long an acquisition waits for the
+#: master's replicas to acknowledge it.
+DEFAULT_SYNC_TIMEOUT = 1.0
+
+#: Added to a blocking call's wait for its reply to arrive.
+REPLY_MARGIN = 5.0
+
+
+def to_ms(seconds: float) -> int:
+    """Seconds (a float, as Python's APIs take them) to the module's whole
+    milliseconds, rounding up so a short lease never becomes 0."""
+    if seconds < 0 or math.isnan(seconds):
+        raise ValueError(f"a duration cannot be negative: {seconds!r}")
+    return max(1, math.ceil(seconds * 1000))
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def parse_info(reply: Any) -> dict[str, str]:
+    """The `field:value` lines of an INFO reply."""
+    fields: dict[str, str] = {}
+    for line in text(reply).splitlines():
+        name, sep, value = line.partition(":")
+        if sep and not name.startswith("#"):
+            fields[name.strip()] = value.strip()
+    return fields
+
+
+@dataclass(frozen=True)
+class ReplicaSync:
+    """After each acquisition, wait for the master's replicas to have it,
+    as Redisson does with `checkLockSyncedSlaves` (on by default).
+
+    `enabled`: off, an acquisition replies as soon as the master has it.
+    `timeout`: seconds to wait for every connected replica (`WAIT`);
+    Redisson's `slavesSyncTimeout`, 1 s. `aof`: where the master writes an
+    AOF and has `WAITAOF` (Redis 7.2+), also wait until the master fsynced
+    it. A master without replicas is not waited on. When not every replica
+    acknowledged in time, the hold is released and the acquisition raises
+    `NotSynced`."""
+
+    enabled: bool = True
+    timeout: float = DEFAULT_SYNC_TIMEOUT
+    aof: bool = True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An acquisition's reply: taken, or the PTTL of what is in the way."""
+
+    acquired: bool
+    pttl: Optional[int] = None
+    token: Optional[int] = None
+
+
+class Plan:
+    """What one kind of lock sends. `key` routes every command (cluster)."""
+
+    renew_command = ""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+        raise NotImplementedError
+
+    def outcome(self, reply: Any) -> Outcome:
+        if reply is None:
+            return Outcome(True)
+        return Outcome(False, pttl=int(reply))
+
+    def release(self, owner: str) -> Args:
+        raise NotImplementedError
+
+    def released(self, reply: Any) -> Optional[bool]:
+        """None: the owner held nothing; False: still held (re-entered);
+        True: released."""
+        return None if reply is None else int(reply) == 1
+
+    def renew(self, owner: str, lease_ms: int) -> Args:
+        return [self.renew_command, self.key, owner, lease_ms]
+
+    def renewed(self, reply: Any) -> bool:
+        return int(reply) == 1
+
+
+def _options(block_ms: Optional[int], session: bool) -> Args:
+    args: Args = []
+    if block_ms is not None:
+        args += ["BLOCK", block_ms]
+    if session:
+        args.append("SESSION")
+    return args
+
+
+def _fenced_outcome(reply: Any) -> Outcome:
+    pttl, token = int(reply[0]), int(reply[1])
+    if token == -1:
+        return Outcome(False, pttl=pttl)
+    return Outcome(True, token=token)
+
+
+class PlainPlan(Plan):
+    """`LOCK.*`: Redisson's RLock, RFencedLock and non-reentrant lock."""
+
+    renew_command = "LOCK.RENEW"
+
+    def __init__(self, key: str, fenced: bool, reentrant: bool) -> None:
+        super().__init__(key)
+        self.fenced, self.reentrant = fenced, reentrant
+
+    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+        args: Args = ["LOCK.ACQUIRE", self.key, owner, lease_ms]
+        args += _options(block_ms, session)
+        if self.fenced:
+            args.append("FENCED")
+        if not self.reentrant:
+            args.append("NOREENTRY")
+        return args
+
+    def outcome(self, reply: Any) -> Outcome:
+        return _fenced_outcome(reply) if self.fenced else super().outcome(reply)
+
+    def release(self, owner: str) -> Args:
+        return ["LOCK.UNLOCK", self.key, owner]
+
+
+class ReadWritePlan(Plan):
+    """`RWLOCK.*` in one mode (READ or WRITE): Redisson's RReadWriteLock."""
+
+    renew_command = "RWLOCK.RENEW"
+
+    def __init__(self, key: str, mode: str, fenced: bool = False) -> None:
+        super().__init__(key)
+        self.mode, self.fenced = mode, fenced
+
+    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+        args: Args = ["RWLOCK." + self.mode, self.key, owner, lease_ms]
+        args += _options(block_ms, session)
+        if self.fenced:
+            args.append("FENCED")
+        return args
+
+    def outcome(self, reply: Any) -> Outcome:
+        return _fenced_outcome(reply) if self.fenced else super().outcome(reply)
+
+    def release(self, owner: str) -> Args:
+        return ["RWLOCK.UNLOCK", self.key, owner, self.mode]
+
+
+Hold = Tuple[str, str]
+KINDS = ("LOCK", "READ", "WRITE")
+
+
+class MultiPlan(Plan):
+    """`LOCK.ACQUIREALL`, `LOCK.UNLOCKALL`, `LOCK.RENEWALL`: several holds
+    taken, renewed and released as one, atomically. Routed by the first
+    name; in a cluster every name must share its hash slot (a `{tag}`)."""
+
+    def __init__(self, holds: Sequence[Hold]) -> None:
+        if not holds:
+            raise LockError("a MultiLock needs at least one hold")
+        for kind, _ in holds:
+            if kind not in KINDS:
+                raise LockError(f"unknown hold kind {kind!r}: one of {KINDS}")
+        super().__init__(holds[0][1])
+        self.holds = list(holds)
+
+    def _holds(self) -> Args:
+        args: Args = ["HOLDS", len(self.holds)]
+        for kind, name in self.holds:
+            args += [kind, name]
+        return args
+
+    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+        args: Args = ["LOCK.ACQUIREALL", owner, lease_ms]
+        return args + _options(block_ms, session) + self._holds()
+
+    def release(self, owner: str) -> Args:
+        args: Args = ["LOCK.UNLOCKALL", owner]
+        return args + self._holds()
+
+    def released(self, reply: Any) -> Optional[bool]:
+        """Each hold is released on its own: one the owner no longer had
+        (lost) makes the whole release report not held, after the server
+        released the others."""
+        replies = list(reply)
+        if any(r is None for r in replies):
+            return None
+        return all(int(r) == 1 for r in replies)
+
+    def renew(self, owner: str, lease_ms: int) -> Args:
+        args: Args = ["LOCK.RENEWALL", owner, lease_ms]
+        return args + self._holds()
+
+    def renewed(self, reply: Any) -> bool:
+        return all(int(r) == 1 for r in reply)
+
+
+def sync_commands(info: dict[str, str], policy: ReplicaSync) -> List[Args]:
+    """What to send after an acquisition, given the master's INFO
+    replication and persistence: `WAIT n timeout` for its n replicas, and
+    `WAITAOF 1 0 timeout` when it writes an AOF."""
+    if not policy.enabled:
+        return []
+    timeout_ms = to_ms(policy.timeout)
+    commands: List[Args] = []
+    replicas = int(info.get("connected_slaves", "0") or 0)
+    if replicas > 0:
+        commands.append(["WAIT", replicas, timeout_ms])
+    if policy.aof and info.get("aof_enabled") == "1":
+        commands.append(["WAITAOF", 1, 0, timeout_ms])
+    return commands
+
+
+def synced(command: Args, reply: Any) -> bool:
+    """Whether WAIT / WAITAOF's reply shows every copy asked for."""
+    if command[0] == "WAIT":
+        return int(reply) >= int(command[1])
+    local, replicas = int(reply[0]), int(reply[1])
+    return local >= int(command[1]) and replicas >= int(command[2])

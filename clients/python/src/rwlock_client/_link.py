@@ -1,0 +1,94 @@
+"""One connection of the pool serving a lock's key, checked out for a few
+calls (an acquisition and its WAIT must share a connection) or, for a
+session hold, for the hold's whole life."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Optional
+
+import redis
+from redis.cluster import RedisCluster
+from redis.connection import Connection
+from redis.exceptions import MovedError, ResponseError
+
+from ._core import Args
+
+#: `timeout` of `Link.call`: the connection's own socket timeout.
+DEFAULT = -1.0
+
+#: redis-py 8 reads one reply with a timeout of its own; before, the
+#: socket's timeout is changed for the read.
+READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response).parameters
+
+
+class Link:
+    def __init__(self, client: Any, key: str) -> None:
+        self._cluster: Any = client if isinstance(client, RedisCluster) else None
+        self._key = key
+        self._moved = False
+        self._broken = False
+        self._open(client)
+
+    def _open(self, client: Any) -> None:
+        pool: Any
+        if self._cluster is not None:
+            node_client: redis.Redis = client.get_redis_connection(client.get_node_from_key(self._key))
+            pool = node_client.connection_pool
+        else:
+            pool = client.connection_pool
+        self._pool = pool
+        self._conn: Any = pool.get_connection()
+
+    def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
+        """Sends one command and reads its reply within `timeout` seconds
+        (None: without limit), however short the socket timeout is: a
+        `BLOCK` wait's reply comes when the wait ends. A reply that did not
+        come in time leaves the connection unusable: it is closed, which
+        also ends the server's wait. In a cluster, a `MOVED` reply (the
+        slot was resharded) re-reads the slot map and sends the command to
+        the slot's new master, once."""
+        try:
+            return self._call(args, timeout)
+        except MovedError:
+            if self._cluster is None or self._moved:
+                raise
+            self._moved = True
+            self._cluster.nodes_manager.initialize()
+            self._pool.release(self._conn)
+            self._open(self._cluster)
+            return self._call(args, timeout)
+
+    def _call(self, args: Args, timeout: Optional[float]) -> Any:
+        try:
+            self._conn.send_command(*args)
+            if timeout == DEFAULT:
+                return self._conn.read_response()
+            if READ_TIMEOUT_ARGUMENT:
+                return self._conn.read_response(timeout=timeout)
+            return self._read_with_socket_timeout(timeout)
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
+
+    def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
+        sock = self._conn._sock
+        sock.settimeout(timeout)
+        try:
+            return self._conn.read_response()
+        finally:
+            sock.settimeout(self._conn.socket_timeout)
+
+    def close(self) -> None:
+        """Back to the pool (disconnected first if a call failed midway)."""
+        if self._broken:
+            self._conn.disconnect()
+        self._pool.release(self._conn)
+
+    def drop(self) -> None:
+        """Closes the connection itself: the server ends what is bound to it
+        (a session's holds)."""
+        self._broken = True
+        self.close()

@@ -1,0 +1,37 @@
+"""The asyncio client, on `redis.asyncio`: the same locks as
+`rwlock_client`, with `await lock.acquire(...)`, `await lock.release()`
+and `async with`. Each asyncio task is its own owner, as each thread is in
+the sync client; the watchdog is a task.
+
+::
+
+    import redis.asyncio
+    from rwlock_client.asyncio import ReadWriteLock
+
+    rw = ReadWriteLock(redis.asyncio.Redis(port=6399), "orders")
+    async with rw.write_lock().hold(wait=5):
+        ...
+"""
+
+from .._core import ReplicaSync
+from ..errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .lock import Lock, LockBase
+from .multi import MultiLock
+from .redlock import RedLock
+from .rwlock import ReadLock, ReadWriteLock, WriteLock
+
+__all__ = [
+    "Lock",
+    "LockBase",
+    "LockError",
+    "LockNotAcquired",
+    "LockNotHeld",
+    "MultiLock",
+    "NotReentrant",
+    "NotSynced",
+    "ReadLock",
+    "ReadWriteLock",
+    "RedLock",
+    "ReplicaSync",
+    "WriteLock",
+]

@@ -1,0 +1,88 @@
+"""The asyncio twin of `rwlock_client._link`: one connection checked out of
+the pool serving a lock's key."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Optional, Union
+
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import MovedError, ResponseError
+
+from .._core import Args
+from .._link import DEFAULT
+
+#: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
+#: only a number (None falls back to the socket timeout).
+FOREVER = 10 * 365 * 24 * 3600.0
+
+
+class Link:
+    def __init__(self, client: Any, key: str) -> None:
+        self._client, self._key = client, key
+        self._conn: Any = None
+        self._give_back: Callable[[Any], Union[None, Awaitable[None]]] = lambda conn: None
+        self._moved = False
+        self._broken = False
+
+    @classmethod
+    async def open(cls, client: Any, key: str) -> "Link":
+        link = cls(client, key)
+        await link._open()
+        return link
+
+    async def _open(self) -> None:
+        client = self._client
+        if isinstance(client, RedisCluster):
+            await client.initialize()
+            node = client.get_node_from_key(self._key)
+            if node is None:
+                raise LookupError(f"no node serves {self._key!r}")
+            # redis-py 8 has ClusterNode.release; before, the node's free
+            # queue takes the connection back.
+            self._give_back = getattr(node, "release", None) or node._free.append
+            self._conn = node.acquire_connection()
+        else:
+            pool = client.connection_pool
+            self._give_back = pool.release
+            self._conn = await pool.get_connection()
+
+    async def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
+        """As the sync `Link.call`: the reply within `timeout` seconds
+        (None: without limit), whatever the socket timeout; a `MOVED`
+        reply followed once."""
+        try:
+            return await self._call(args, timeout)
+        except MovedError:
+            if not isinstance(self._client, RedisCluster) or self._moved:
+                raise
+            self._moved = True
+            await self._client.nodes_manager.initialize()
+            await self._release()
+            await self._open()
+            return await self._call(args, timeout)
+
+    async def _call(self, args: Args, timeout: Optional[float]) -> Any:
+        try:
+            await self._conn.send_command(*args)
+            if timeout == DEFAULT:
+                return await self._conn.read_response()
+            return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
+
+    async def _release(self) -> None:
+        result = self._give_back(self._conn)
+        if result is not None:
+            await result
+
+    async def close(self) -> None:
+        if self._broken:
+            await self._conn.disconnect()
+        await self._release()
+
+    async def drop(self) -> None:
+        self._broken = True
+        await self.close()

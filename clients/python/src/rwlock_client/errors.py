@@ -1,0 +1,34 @@
+"""The exceptions the locks raise."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class LockError(Exception):
+    """Base of every error of this package."""
+
+
+class LockNotAcquired(LockError):
+    """The lock was held by others until the wait ran out. `pttl`: how many
+    milliseconds the holds in the way had left (None when unknown)."""
+
+    def __init__(self, name: str, pttl: Optional[int]) -> None:
+        super().__init__(f"{name} is held by others ({pttl} ms left)")
+        self.name, self.pttl = name, pttl
+
+
+class LockNotHeld(LockError):
+    """A release or renewal of a hold the owner does not have: never taken
+    here, or lost (its lease ran out, or it was forced open)."""
+
+
+class NotSynced(LockError):
+    """The acquisition reached the master but not all of its replicas
+    within the sync timeout; the hold was released again, as Redisson's
+    `checkLockSyncedSlaves` does."""
+
+
+class NotReentrant(LockError):
+    """A non-reentrant lock (`reentrant=False`) taken again by its holder;
+    nothing changed (the server's `NON_REENTRANT_REACQUIRE` error)."""

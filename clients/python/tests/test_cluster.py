@@ -1,0 +1,137 @@
+"""Through `redis.cluster.RedisCluster` (and its asyncio twin): every
+command goes to the master owning the lock's slot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import List
+
+import redis.asyncio.cluster
+from redis.cluster import RedisCluster
+
+import rwlock_client.asyncio as aio
+from conftest import Server
+from rwlock_client import Lock, MultiLock, ReadWriteLock
+
+NAMES = [f"orders:{i}" for i in range(12)]
+
+
+def cluster_client(nodes: List[Server], **options: object) -> RedisCluster:
+    return RedisCluster(host="127.0.0.1", port=nodes[0].port, **options)  # type: ignore[arg-type]
+
+
+def owning_node(rc: RedisCluster, nodes: List[Server], name: str) -> Server:
+    port = rc.get_node_from_key(name).port
+    return next(node for node in nodes if node.port == port)
+
+
+def test_locks_on_every_master(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes, socket_timeout=0.5)
+    slots = {rc.keyslot(n) for n in NAMES}
+    assert len({s * 3 // 16384 for s in slots}) == 3, "the names cover all three masters"
+    locks = [Lock(rc, n, fenced=True) for n in NAMES]
+    for lock in locks:
+        assert lock.acquire(wait=0)
+        assert lock.token is not None
+    for lock in locks:
+        node = owning_node(rc, cluster_nodes, lock.name)
+        info = node.client().execute_command("LOCK.INFO", lock.name)
+        assert info[1][0][1].decode() == lock.owner()
+        assert Lock(rc, lock.name, client_id="rival").acquire(wait=0) is False
+        lock.release()
+    assert rc.exists(*NAMES[:1]) == 0 and all(rc.exists(n) == 0 for n in NAMES)
+
+
+def test_read_write_lock_waiting_past_the_socket_timeout(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes, socket_timeout=0.5)
+    rw = ReadWriteLock(rc, "{shop}:stock")
+    rival = ReadWriteLock(rc, "{shop}:stock", client_id="rival")
+    assert rw.write_lock().acquire(wait=0, lease=1.2)
+    started = time.monotonic()
+    assert rival.read_lock().acquire(wait=2.0)  # BLOCK, served when the lease ends
+    assert 0.9 < time.monotonic() - started < 2.0
+    rival.read_lock().release()
+
+
+def test_watchdog_through_the_cluster_client(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes)
+    lock = Lock(rc, "cluster-long-task", watchdog_timeout=0.6)
+    with lock:
+        time.sleep(1.5)
+        assert not lock.lost
+        assert 0 < rc.pttl("cluster-long-task") <= 600
+
+
+def test_asyncio_cluster_client(cluster_nodes: List[Server]) -> None:
+    async def run() -> None:
+        rc = redis.asyncio.cluster.RedisCluster(
+            host="127.0.0.1", port=cluster_nodes[0].port, socket_timeout=0.5
+        )
+        try:
+            locks = [aio.Lock(rc, n) for n in NAMES]
+            for lock in locks:
+                assert await lock.acquire(wait=0)
+            rival = aio.Lock(rc, NAMES[0], client_id="rival")
+            assert await rival.acquire(wait=0) is False
+            for lock in locks:
+                await lock.release()
+            assert await rc.exists(*NAMES) == 0
+        finally:
+            await rc.aclose()
+
+    asyncio.run(run())
+
+
+def test_multilock_with_hash_tagged_names(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes)
+    names = ["{acct}:1", "{acct}:2", "{acct}:3"]
+    both = MultiLock(rc, [Lock(rc, names[0]), ("WRITE", names[1]), ("READ", names[2])])
+    assert both.acquire(wait=0)
+    node = owning_node(rc, cluster_nodes, names[0])
+    assert node.client().exists(*names) == 3
+    assert Lock(rc, names[0], client_id="rival").acquire(wait=0) is False
+    both.release()
+    assert node.client().exists(*names) == 0
+
+
+def move_slot(nodes: List[Server], slot: int, to: Server) -> None:
+    """Gives `slot` (empty: no fenced lock, whose token key stays) to `to`,
+    on every node's own view."""
+    target_id = to.client().execute_command("CLUSTER", "MYID")
+    for node in nodes:
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def test_a_resharded_slot_is_followed(cluster_nodes: List[Server]) -> None:
+    rc = cluster_client(cluster_nodes)
+    name = "resharded"
+    slot = rc.keyslot(name)
+    source = owning_node(rc, cluster_nodes, name)
+    target = next(n for n in cluster_nodes if n is not source)
+    move_slot(cluster_nodes, slot, target)
+    try:
+        # The client's slot map still names the old master: it answers MOVED.
+        assert rc.get_node_from_key(name).port == source.port
+        lock = Lock(rc, name)
+        assert lock.acquire(wait=0)
+        assert target.client().hexists(name, lock.owner())
+        lock.release()
+        assert rc.get_node_from_key(name).port == target.port
+
+        async def run() -> None:
+            arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port)
+            await arc.initialize()
+            node = arc.get_node_from_key(name)
+            assert node is not None and node.port == target.port
+            move_slot(cluster_nodes, slot, source)  # and back
+            alock = aio.Lock(arc, name)
+            assert await alock.acquire(wait=0)
+            assert source.client().hexists(name, alock.owner())
+            await alock.release()
+            await arc.aclose()
+
+        asyncio.run(run())
+        assert source.client().exists(name) == 0
+    finally:
+        move_slot(cluster_nodes, slot, source)

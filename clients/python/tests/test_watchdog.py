@@ -1,0 +1,59 @@
+"""The watchdog: a hold taken without a lease is renewed every lease/3,
+stops at release, and reports a lost hold."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import List
+
+import pytest
+
+from conftest import Counters, Server
+from rwlock_client import Lock, LockNotHeld, ReadWriteLock
+
+
+def test_a_1s_lease_is_kept_for_3_5s(server: Server) -> None:
+    client = server.client()
+    counters = Counters(client)
+    lock = Lock(client, "long-task", watchdog_timeout=1.0)
+    rw = ReadWriteLock(client, "long-rw", watchdog_timeout=1.0)
+    with lock, rw.read_lock():
+        time.sleep(3.5)
+        assert not lock.lost and not rw.read_lock().lost
+        assert 0 < client.pttl("long-task") <= 1000
+        assert 0 < client.pttl("long-rw") <= 1000
+        assert Lock(client, "long-task", client_id="rival").acquire(wait=0) is False
+    assert client.exists("long-task", "long-rw") == 0
+    renewals = counters["renewals"]
+    assert 12 <= renewals <= 24, renewals  # 2 locks x about 10 renewals (every 333 ms)
+    time.sleep(0.5)
+    assert counters["renewals"] == renewals, "the watchdogs stopped at release"
+    assert not [t for t in threading.enumerate() if t.name.startswith("rwlock-watchdog")]
+
+
+def test_losing_the_lock_is_detected(server: Server) -> None:
+    client = server.client()
+    counters = Counters(client)
+    seen: List[str] = []
+    lock = Lock(client, "forced", watchdog_timeout=0.6, on_lost=lambda l, owner: seen.append(owner))
+    assert lock.acquire()
+    client.execute_command("LOCK.FORCEUNLOCK", "forced")
+    time.sleep(0.6)
+    assert lock.lost and not lock.held
+    assert seen == [lock.owner()]
+    assert counters["renewals_not_held"] == 1
+    with pytest.raises(LockNotHeld):
+        lock.release()
+    assert not lock.lost  # forgotten after the release
+
+
+def test_a_deleted_read_write_lock_is_detected(server: Server) -> None:
+    client = server.client()
+    rw = ReadWriteLock(client, "deleted", watchdog_timeout=0.6)
+    assert rw.write_lock().acquire()
+    client.delete("deleted")
+    time.sleep(0.6)
+    assert rw.write_lock().lost
+    with pytest.raises(LockNotHeld):
+        rw.write_lock().release()
