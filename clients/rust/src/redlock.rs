@@ -196,6 +196,15 @@ impl RedLockGuard<'_> {
     }
 }
 
+impl std::fmt::Debug for RedLockGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("owner", &self.owner)
+            .field("validity", &self.validity())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for RedLockGuard<'_> {
     fn drop(&mut self) {
         self.lock.release_all(&self.owner);

@@ -153,6 +153,15 @@ impl RedLockGuard {
     }
 }
 
+impl std::fmt::Debug for RedLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("owner", &self.lock.owner)
+            .field("validity", &self.validity())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for RedLockGuard {
     fn drop(&mut self) {
         if self.released {

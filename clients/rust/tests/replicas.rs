@@ -1,0 +1,132 @@
+//! The replica check after an acquisition: on a master with a replica the
+//! lock is acknowledged by it (`WAIT`); when the replica does not answer,
+//! the lock is released and the acquisition fails, as Redisson's
+//! `checkLockSyncedSlaves` does; on a master without replicas nothing is
+//! waited for; and it can be turned off.
+
+use std::time::{Duration, Instant};
+
+use rwlock_client::{asynchronous, Error, Locks, Options, SyncOptions};
+use testkit::{all_keys, Server};
+
+/// How many times the server ran `command` (INFO commandstats).
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn options(timeout_ms: u64, aof: bool) -> Options {
+    Options {
+        sync: SyncOptions {
+            enabled: true,
+            timeout: Duration::from_millis(timeout_ms),
+            aof,
+        },
+        ..Options::default()
+    }
+}
+
+#[test]
+fn without_replicas_nothing_is_waited_for() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = Locks::new(server.client()).with_options(options(1_000, false));
+    let _held = locks.lock("alone").acquire().expect("lock");
+    assert_eq!(calls(&mut conn, "wait"), 0, "no WAIT without replicas");
+    assert_eq!(calls(&mut conn, "role"), 1, "ROLE asked once");
+}
+
+#[test]
+fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
+    let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let replica = master.start_replica(&[]);
+    let mut conn = master.conn();
+    let locks = Locks::new(master.client()).with_options(options(300, false));
+    let waits = calls(&mut conn, "wait");
+
+    let held = locks.lock("synced").acquire().expect("lock");
+    let rw = locks.read_write_lock("synced-rw").write().expect("write");
+    assert_eq!(
+        calls(&mut conn, "wait"),
+        waits + 2,
+        "each acquisition waited"
+    );
+    let mut on_replica = replica.conn();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("synced")
+        .query(&mut on_replica)
+        .expect("EXISTS");
+    assert!(exists, "the replica has the lock");
+    drop((held, rw));
+
+    // WAITAOF: where the server lacks it (Redis 7.0) the client falls back
+    // to WAIT; where it has it, the replica without an AOF never confirms.
+    let aof = Locks::new(master.client()).with_options(options(300, true));
+    let with_aof = aof.lock("aof").acquire();
+    let has_waitaof = calls(&mut conn, "waitaof") > 0;
+    if has_waitaof {
+        assert!(
+            matches!(with_aof, Err(Error::NotSynced { .. })),
+            "{with_aof:?}"
+        );
+    } else {
+        assert!(with_aof.is_ok(), "fell back to WAIT: {with_aof:?}");
+    }
+    drop(with_aof);
+
+    // A frozen replica acknowledges nothing: the lock is released again.
+    replica.signal("STOP");
+    let start = Instant::now();
+    let attempt = locks.lock("unsynced").acquire();
+    let async_attempt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let locks = asynchronous::Locks::new(master.client()).with_options(options(300, false));
+            locks
+                .read_write_lock("unsynced-async")
+                .write()
+                .await
+                .map(|_| ())
+        });
+    replica.signal("CONT");
+    match attempt {
+        Err(Error::NotSynced { replicas, waited }) => {
+            assert_eq!((replicas, waited), (1, Duration::from_millis(300)));
+        }
+        other => panic!("expected NotSynced, got {other:?}"),
+    }
+    assert!(
+        matches!(async_attempt, Err(Error::NotSynced { .. })),
+        "{async_attempt:?}"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(600),
+        "waited 300 ms each"
+    );
+    assert!(
+        all_keys(&mut conn).is_empty(),
+        "both released again: {:?}",
+        all_keys(&mut conn)
+    );
+
+    // Turned off, nothing is waited for.
+    let unchecked = Locks::new(master.client()).with_options(Options {
+        sync: SyncOptions {
+            enabled: false,
+            ..SyncOptions::default()
+        },
+        ..Options::default()
+    });
+    let waits = calls(&mut conn, "wait");
+    let _held = unchecked.lock("unchecked").acquire().expect("lock");
+    assert_eq!(calls(&mut conn, "wait"), waits);
+}
