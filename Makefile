@@ -91,7 +91,7 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
-	cd $(ROOT) && $(CARGO) test --release -p rwlock-client -- --test-threads=$(TEST_THREADS)
+	cd $(ROOT) && $(CARGO) test --release --no-fail-fast -p rwlock-client -- --test-threads=$(TEST_THREADS)
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8
 

@@ -253,3 +253,134 @@ pub(crate) fn request_id() -> String {
 pub(crate) fn is_io(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn acquisitions_are_spelled_as_the_module_takes_them() {
+        let mut lock = Target::single(Kind::Lock, "a");
+        lock.fenced = true;
+        lock.non_reentrant = true;
+        let cmd = lock.acquire("o:1", 500, Wait::For(Duration::from_secs(2)), true);
+        assert_eq!(
+            args(&cmd),
+            [
+                "LOCK.ACQUIRE",
+                "a",
+                "o:1",
+                "500",
+                "BLOCK",
+                "2000",
+                "FENCED",
+                "NOREENTRY",
+                "SESSION"
+            ]
+        );
+        let read = Target::single(Kind::Read, "r");
+        assert_eq!(
+            args(&read.acquire("o:1", 9, Wait::Forever, false)),
+            ["RWLOCK.READ", "r", "o:1", "9", "BLOCK", "0"]
+        );
+        let multi = Target {
+            holds: vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())],
+            multi: true,
+            fenced: false,
+            non_reentrant: false,
+        };
+        assert_eq!(
+            args(&multi.acquire("o:1", 9, Wait::No, true)),
+            [
+                "LOCK.ACQUIREALL",
+                "o:1",
+                "9",
+                "SESSION",
+                "HOLDS",
+                "2",
+                "LOCK",
+                "a",
+                "WRITE",
+                "b"
+            ]
+        );
+        assert_eq!(
+            args(&multi.renew("o:1", 9)),
+            [
+                "LOCK.RENEWALL",
+                "o:1",
+                "9",
+                "HOLDS",
+                "2",
+                "LOCK",
+                "a",
+                "WRITE",
+                "b"
+            ]
+        );
+        assert_eq!(
+            args(&read.release("o:1", Some("id"))),
+            [
+                "RWLOCK.UNLOCK",
+                "r",
+                "o:1",
+                "READ",
+                "REQUEST",
+                "id",
+                "13500"
+            ]
+        );
+        assert_eq!(read.latch("id"), "redisson_unlock_latch:{r}:id");
+        assert_eq!(
+            Target::single(Kind::Lock, "{x}:1").latch("id"),
+            "redisson_unlock_latch:{x}:1:id"
+        );
+    }
+
+    #[test]
+    fn replies_are_read_as_the_module_gives_them() {
+        let lock = Target::single(Kind::Lock, "a");
+        assert_eq!(lock.acquired(Value::Nil).ok(), Some(None));
+        let fenced = Value::Array(vec![Value::Int(-1), Value::Int(7)]);
+        assert_eq!(lock.acquired(fenced).ok(), Some(Some(7)));
+        let refused = Value::Array(vec![Value::Int(900), Value::Int(-1)]);
+        assert!(matches!(
+            lock.acquired(refused),
+            Err(Error::NotAcquired { pttl: 900 })
+        ));
+        assert!(matches!(
+            lock.acquired(Value::Int(5)),
+            Err(Error::NotAcquired { pttl: 5 })
+        ));
+        assert!(matches!(
+            lock.acquired(Value::Okay),
+            Err(Error::UnexpectedReply(_))
+        ));
+        assert_eq!(Target::renewed(&Value::Int(0)).ok(), Some(false));
+        let all = Value::Array(vec![Value::Int(1), Value::Int(1)]);
+        assert_eq!(Target::renewed(&all).ok(), Some(true));
+        let one_gone = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert_eq!(Target::renewed(&one_gone).ok(), Some(false));
+    }
+
+    #[test]
+    fn a_wait_raises_the_timeout_by_itself() {
+        let base = Some(Duration::from_millis(500));
+        assert_eq!(Wait::No.timeout(base), base);
+        assert_eq!(
+            Wait::For(Duration::from_secs(2)).timeout(base),
+            Some(Duration::from_millis(2_500))
+        );
+        assert_eq!(Wait::Forever.timeout(base), None);
+        assert_eq!(Wait::of(Duration::ZERO), Wait::No);
+    }
+}

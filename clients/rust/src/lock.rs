@@ -193,7 +193,7 @@ impl Lock {
     }
 
     /// The lock, waiting on the server at most `wait` (zero: one attempt).
-    /// [`Error::NotAcquired`] if it is still held then.
+    /// [`crate::Error::NotAcquired`] if it is still held then.
     pub fn try_acquire(&self, wait: Duration) -> Result<Guard> {
         self.0.acquire(&self.0.target, Wait::of(wait))
     }

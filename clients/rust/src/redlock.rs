@@ -210,3 +210,22 @@ impl Drop for RedLockGuard<'_> {
         self.lock.release_all(&self.owner);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_and_validity() {
+        assert_eq!((quorum(3), quorum(5), quorum(4)), (2, 3, 3));
+        let lease = Duration::from_secs(10);
+        assert_eq!(drift(lease), Duration::from_millis(102));
+        assert_eq!(
+            validity(lease, Duration::from_millis(898)),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(validity(lease, Duration::from_millis(9_898)), None);
+        assert_eq!(validity(lease, Duration::from_secs(11)), None);
+        assert!(pause(Duration::from_millis(5)) < Duration::from_millis(5));
+    }
+}

@@ -80,3 +80,39 @@ pub(crate) fn verdict(acked: i64, replicas: usize, waited: Duration) -> Result<(
 pub(crate) fn timeout(base: Option<Duration>, wait: Duration) -> Option<Duration> {
     base.map(|t| t + wait)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn role_lists_a_masters_replicas() {
+        let replica = Value::Array(vec![bulk("127.0.0.1"), bulk("7001"), bulk("0")]);
+        let master = Value::Array(vec![
+            bulk("master"),
+            Value::Int(10),
+            Value::Array(vec![replica.clone(), replica]),
+        ]);
+        assert_eq!(replicas(&master), 2);
+        let alone = Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![])]);
+        assert_eq!(replicas(&alone), 0);
+        let slave = Value::Array(vec![bulk("slave"), bulk("h"), Value::Int(1)]);
+        assert_eq!(replicas(&slave), 0);
+    }
+
+    #[test]
+    fn acknowledgements() {
+        assert_eq!(acknowledged(&Value::Int(1)).ok(), Some(1));
+        let aof = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert_eq!(acknowledged(&aof).ok(), Some(0));
+        assert!(verdict(1, 2, Duration::from_secs(1)).is_ok());
+        assert!(matches!(
+            verdict(0, 2, Duration::from_secs(1)),
+            Err(Error::NotSynced { replicas: 2, .. })
+        ));
+    }
+}
