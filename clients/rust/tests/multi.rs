@@ -1,8 +1,7 @@
-//! The multi-lock (`LOCK.ACQUIREALL`, `LOCK.UNLOCKALL`, `LOCK.RENEWALL`)
-//! and session holds (`SESSION`): all holds or none, waiting on the server,
-//! the watchdog renewing them all; a session hold kept by the server while
-//! its connection lives and released when it closes. Blocking and async.
-//! These commands must be in the module under test: on one without them
+//! The multi-lock (`LOCK.ACQUIREALL`, `LOCK.UNLOCKALL`, `LOCK.RENEWALL`):
+//! all holds or none, waiting on the server past the response timeout, the
+//! watchdog renewing them all and finding one gone. Blocking and async.
+//! The commands must be in the module under test: on one without them
 //! these tests fail.
 
 use std::thread;
@@ -85,49 +84,8 @@ fn a_multi_lock_waits_on_the_server_and_its_watchdog_renews_all() {
     assert!(held.is_lost(), "one hold gone is the multi-lock lost");
 }
 
-#[test]
-fn a_session_hold_lives_with_its_connection() {
-    let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client()).with_options(one_second_watchdog());
-    let plain = locks
-        .lock("s:lock")
-        .with_session()
-        .acquire()
-        .expect("session lock");
-    let write = locks
-        .read_write_lock("s:rw")
-        .with_session()
-        .write()
-        .expect("session write");
-    let multi = locks
-        .multi_lock()
-        .lock("s:m1")
-        .read("s:m2")
-        .with_session()
-        .acquire()
-        .expect("session multi-lock");
-    // Held past the 1 s lease with no watchdog: the server keeps it.
-    thread::sleep(Duration::from_millis(2_500));
-    for key in ["s:lock", "s:rw", "s:m1", "s:m2"] {
-        assert!(exists(&mut conn, key), "{key} kept by the server");
-    }
-    assert!(!plain.is_lost() && !write.is_lost() && !multi.is_lost());
-    // Released with the guard as any hold.
-    assert!(write.release().expect("release"));
-    assert!(!exists(&mut conn, "s:rw"));
-    // Their connection closed (killed), the server releases them.
-    let _: i64 = query(&mut conn, &["CLIENT", "KILL", "SKIPME", "yes"]);
-    wait_until(Duration::from_secs(5), "the session holds released", || {
-        all_keys(&mut conn)
-            .iter()
-            .all(|k| !k.starts_with("s:"))
-            .then_some(())
-    });
-    drop((plain, multi));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn async_multi_lock_and_session() {
+async fn async_multi_lock() {
     let (server, mut conn) = Server::started(&[]);
     let locks = asynchronous::Locks::new(server.client()).with_options(one_second_watchdog());
     let held = locks
@@ -150,17 +108,4 @@ async fn async_multi_lock_and_session() {
     );
     assert!(held.release().await.expect("release"));
     assert!(!exists(&mut conn, "am:a") && !exists(&mut conn, "am:b"));
-
-    let session = locks
-        .lock("as:lock")
-        .with_session()
-        .acquire()
-        .await
-        .expect("session");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert!(exists(&mut conn, "as:lock"), "kept by the server");
-    drop(session);
-    wait_until(Duration::from_secs(5), "released on drop", || {
-        (!exists(&mut conn, "as:lock")).then_some(())
-    });
 }
