@@ -81,8 +81,27 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
     }
     drop(with_aof);
 
-    // A frozen replica acknowledges nothing: the lock is released again.
+    // A frozen replica acknowledges nothing: the lock is released again,
+    // also when it was handed over after a wait on the server.
+    let blocker = locks.lock("handed-over").acquire().expect("lock");
     replica.signal("STOP");
+    let waiter = {
+        let locks = Locks::new(master.client()).with_options(options(300, false));
+        std::thread::spawn(move || {
+            locks
+                .lock("handed-over")
+                .try_acquire(Duration::from_secs(5))
+        })
+    };
+    testkit::wait_until(Duration::from_secs(5), "the waiter parked", || {
+        (testkit::rwlock_counter(&mut conn, "waiters") == 1).then_some(())
+    });
+    drop(blocker);
+    let handed_over = waiter.join().expect("waiter");
+    assert!(
+        matches!(handed_over, Err(Error::NotSynced { .. })),
+        "{handed_over:?}"
+    );
     let start = Instant::now();
     let attempt = locks.lock("unsynced").acquire();
     let async_attempt = tokio::runtime::Builder::new_current_thread()

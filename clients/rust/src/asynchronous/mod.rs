@@ -96,14 +96,16 @@ struct Handle {
     target: Target,
 }
 
-/// A connection whose calls time out after `timeout` (None: never).
+/// A connection made within `connect_timeout` whose calls time out after
+/// `timeout` (None: never).
 async fn connect(
     client: &redis::Client,
+    connect_timeout: Option<Duration>,
     timeout: Option<Duration>,
 ) -> Result<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
         .set_response_timeout(timeout)
-        .set_connection_timeout(timeout);
+        .set_connection_timeout(connect_timeout);
     Ok(client
         .get_multiplexed_async_connection_with_config(&config)
         .await?)
@@ -117,7 +119,12 @@ impl Handle {
         let lease_ms = options.lease_ms();
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
-        let mut conn = connect(&self.client, wait.timeout(options.response_timeout)).await?;
+        let mut conn = connect(
+            &self.client,
+            options.response_timeout,
+            wait.timeout(options.response_timeout),
+        )
+        .await?;
         let reply: Value = target
             .acquire(&self.owner, lease_ms, wait, options.session)
             .query_async(&mut conn)
@@ -428,7 +435,7 @@ async fn release(
     let reply: Value = match cmd.query_async(&mut conn).await {
         Ok(v) => v,
         Err(e) if is_io(&e) => {
-            conn = connect(&client, response_timeout).await?;
+            conn = connect(&client, response_timeout, response_timeout).await?;
             cmd.query_async(&mut conn).await?
         }
         Err(e) => return Err(e.into()),
