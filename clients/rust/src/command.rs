@@ -171,8 +171,10 @@ impl Target {
         }
     }
 
-    /// A release; `request` makes a retry of it idempotent (single locks).
-    pub fn release(&self, owner: &str, request: Option<&str>) -> Cmd {
+    /// A release; a hold still held after it (a re-entered one) lasts
+    /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
+    /// retry of it idempotent (single locks).
+    pub fn release(&self, owner: &str, lease_ms: u64, request: Option<&str>) -> Cmd {
         if self.multi {
             let mut cmd = redis::cmd("LOCK.UNLOCKALL");
             cmd.arg(owner);
@@ -188,6 +190,7 @@ impl Target {
         if kind != Kind::Lock {
             cmd.arg(kind.word());
         }
+        cmd.arg("LEASE").arg(lease_ms);
         if let Some(id) = request {
             cmd.arg("REQUEST").arg(id).arg(LATCH_TTL_MS);
         }
@@ -328,12 +331,14 @@ mod tests {
             ]
         );
         assert_eq!(
-            args(&read.release("o:1", Some("id"))),
+            args(&read.release("o:1", 9, Some("id"))),
             [
                 "RWLOCK.UNLOCK",
                 "r",
                 "o:1",
                 "READ",
+                "LEASE",
+                "9",
                 "REQUEST",
                 "id",
                 "13500"

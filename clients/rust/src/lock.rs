@@ -120,6 +120,7 @@ impl Handle {
             target: target.clone(),
             owner,
             token,
+            lease_ms,
             conn: Some(conn),
             session: options.session,
             response_timeout: options.response_timeout,
@@ -206,6 +207,7 @@ pub struct Guard {
     target: Target,
     owner: String,
     token: Option<i64>,
+    lease_ms: u64,
     conn: Option<Connection>,
     session: bool,
     response_timeout: Option<Duration>,
@@ -275,13 +277,18 @@ impl Guard {
         if self.target.multi || self.session {
             // A session's hold ends with its connection anyway; a
             // multi-lock's release takes no request id to retry with.
-            let reply: Value = self.target.release(&self.owner, None).query(&mut conn)?;
+            let reply: Value = self
+                .target
+                .release(&self.owner, self.lease_ms, None)
+                .query(&mut conn)?;
             return self.target.released(&reply);
         }
         // With a request id, a release sent again after a lost reply gets
         // the first one's reply instead of releasing a second hold.
         let request = command::request_id();
-        let cmd = self.target.release(&self.owner, Some(&request));
+        let cmd = self
+            .target
+            .release(&self.owner, self.lease_ms, Some(&request));
         let reply: Value = match cmd.query(&mut conn) {
             Ok(v) => v,
             Err(e) if is_io(&e) => {

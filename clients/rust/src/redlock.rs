@@ -168,8 +168,10 @@ impl RedLock {
     fn release_all(&self, owner: &str) {
         for master in &self.masters {
             if let Ok(mut conn) = self.connect(master, Wait::No) {
-                let _: redis::RedisResult<Value> =
-                    self.target.release(owner, None).query(&mut conn);
+                let _: redis::RedisResult<Value> = self
+                    .target
+                    .release(owner, millis(self.lease), None)
+                    .query(&mut conn);
             }
         }
     }

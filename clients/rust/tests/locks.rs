@@ -94,7 +94,11 @@ fn plain_lock_reenters_excludes_and_can_refuse_reentry() {
     let lock = a.lock("job");
     let held = lock.acquire().expect("lock");
     let again = lock.try_acquire(Duration::ZERO).expect("re-entry");
-    assert!(held.owner().starts_with(a.client_id()));
+    // Redisson's owner: <client UUID>:<thread id>.
+    let (id, thread) = held.owner().rsplit_once(':').expect("owner");
+    assert_eq!(id, a.client_id());
+    assert_eq!((id.len(), id.matches('-').count()), (36, 4), "a UUID: {id}");
+    assert!(thread.parse::<u64>().is_ok(), "a thread number: {thread}");
     let pttl = refused(b.lock("job").try_acquire(Duration::ZERO));
     assert!(
         pttl > 25_000 && pttl <= 30_000,
@@ -128,6 +132,17 @@ fn plain_lock_reenters_excludes_and_can_refuse_reentry() {
         a.lock("").acquire(),
         Err(Error::InvalidArgument(_))
     ));
+
+    // An owner of the caller's choosing, as a Java service's would be.
+    let java = a
+        .lock("shared")
+        .with_owner("6f1c2b4e-0000-4000-8000-000000000001:42");
+    let _held = java.acquire().expect("lock");
+    let info: redis::Value = query(&mut conn, &["LOCK.INFO", "shared"]);
+    assert!(
+        format!("{info:?}").contains("6f1c2b4e-0000-4000-8000-000000000001:42"),
+        "{info:?}"
+    );
 }
 
 #[test]
@@ -303,4 +318,30 @@ fn a_fixed_lease_has_no_watchdog() {
     assert!(!held.is_lost(), "nothing watched it");
     assert_eq!(rwlock_counter(&mut conn, "renewals"), 0);
     assert!(!held.release().expect("release"), "the lease ended it");
+}
+
+#[test]
+fn a_release_of_a_reentered_hold_rearms_the_lease_it_was_taken_with() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(
+        &server,
+        Options {
+            watchdog_timeout: Duration::from_secs(5),
+            ..Options::default()
+        },
+    );
+    let plain = locks.lock("rearmed");
+    let rw = locks.read_write_lock("rearmed-rw");
+    let outer = (plain.acquire().expect("lock"), rw.write().expect("write"));
+    drop((
+        plain.acquire().expect("re-entry"),
+        rw.write().expect("re-entry"),
+    ));
+    for key in ["rearmed", "rearmed-rw"] {
+        let pttl: i64 = query(&mut conn, &["PTTL", key]);
+        // Not the module's default lease (30 s): Redisson re-arms its own.
+        assert!(pttl > 4_000 && pttl <= 5_000, "{key}: PTTL {pttl}");
+    }
+    drop(outer);
+    assert!(all_keys(&mut conn).is_empty());
 }

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{asynchronous, Error, Locks, Options};
-use testkit::{all_keys, query, wait_until, Server};
+use testkit::{query, Server};
 
 fn one_second_watchdog() -> Options {
     Options {

@@ -138,6 +138,7 @@ impl Handle {
             target: target.clone(),
             owner: self.owner.clone(),
             token,
+            lease_ms,
             conn: Some(conn),
             session: options.session,
             response_timeout: options.response_timeout,
@@ -333,6 +334,7 @@ pub struct Guard {
     target: Target,
     owner: String,
     token: Option<i64>,
+    lease_ms: u64,
     conn: Option<MultiplexedConnection>,
     session: bool,
     response_timeout: Option<Duration>,
@@ -399,6 +401,17 @@ impl Guard {
         sync::verdict(sync::acknowledged(&reply)?, replicas, sync_options.timeout)
     }
 
+    fn release_of(&self) -> Release {
+        Release {
+            client: self.client.clone(),
+            target: self.target.clone(),
+            owner: self.owner.clone(),
+            lease_ms: self.lease_ms,
+            session: self.session,
+            response_timeout: self.response_timeout,
+        }
+    }
+
     async fn release_now(&mut self) -> Result<bool> {
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
@@ -406,45 +419,54 @@ impl Guard {
         let Some(conn) = self.conn.take() else {
             return Ok(false);
         };
-        release(
-            self.client.clone(),
-            self.target.clone(),
-            self.owner.clone(),
-            conn,
-            self.session,
-            self.response_timeout,
-        )
-        .await
+        self.release_of().send(conn).await
     }
 }
 
-async fn release(
+/// What a release needs, apart from the guard.
+#[derive(Clone)]
+struct Release {
     client: redis::Client,
     target: Target,
     owner: String,
-    mut conn: MultiplexedConnection,
+    lease_ms: u64,
     session: bool,
     response_timeout: Option<Duration>,
-) -> Result<bool> {
-    if target.multi || session {
-        let reply: Value = target.release(&owner, None).query_async(&mut conn).await?;
-        return target.released(&reply);
-    }
-    let request = command::request_id();
-    let cmd = target.release(&owner, Some(&request));
-    let reply: Value = match cmd.query_async(&mut conn).await {
-        Ok(v) => v,
-        Err(e) if is_io(&e) => {
-            conn = connect(&client, response_timeout, response_timeout).await?;
-            cmd.query_async(&mut conn).await?
+}
+
+impl Release {
+    async fn send(self, mut conn: MultiplexedConnection) -> Result<bool> {
+        let Release {
+            client,
+            target,
+            owner,
+            lease_ms,
+            session,
+            response_timeout,
+        } = self;
+        if target.multi || session {
+            let reply: Value = target
+                .release(&owner, lease_ms, None)
+                .query_async(&mut conn)
+                .await?;
+            return target.released(&reply);
         }
-        Err(e) => return Err(e.into()),
-    };
-    let _: Value = redis::cmd("DEL")
-        .arg(target.latch(&request))
-        .query_async(&mut conn)
-        .await?;
-    target.released(&reply)
+        let request = command::request_id();
+        let cmd = target.release(&owner, lease_ms, Some(&request));
+        let reply: Value = match cmd.query_async(&mut conn).await {
+            Ok(v) => v,
+            Err(e) if is_io(&e) => {
+                conn = connect(&client, response_timeout, response_timeout).await?;
+                cmd.query_async(&mut conn).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let _: Value = redis::cmd("DEL")
+            .arg(target.latch(&request))
+            .query_async(&mut conn)
+            .await?;
+        target.released(&reply)
+    }
 }
 
 impl Drop for Guard {
@@ -458,11 +480,9 @@ impl Drop for Guard {
         // Outside a runtime nothing can be sent: the lease (or, for a
         // session, the connection closing) ends the hold.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (client, target, owner) =
-                (self.client.clone(), self.target.clone(), self.owner.clone());
-            let (session, timeout) = (self.session, self.response_timeout);
+            let release = self.release_of();
             runtime.spawn(async move {
-                let _ = release(client, target, owner, conn, session, timeout).await;
+                let _ = release.send(conn).await;
             });
         }
     }

@@ -119,7 +119,7 @@ impl RedLock {
             if let Ok(mut conn) = self.connect(master, Wait::No).await {
                 let _: redis::RedisResult<Value> = self
                     .target
-                    .release(&self.owner, None)
+                    .release(&self.owner, millis(self.lease), None)
                     .query_async(&mut conn)
                     .await;
             }
