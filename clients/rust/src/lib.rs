@@ -71,6 +71,14 @@
 //!   documentation for why Redisson deprecated it and why fencing tokens
 //!   are the safer answer.
 //!
+//! # Limits
+//!
+//! A [`Locks`] talks to one server: a standalone master or the master of a
+//! replicated set (with Sentinel, a client for the current master). Redis
+//! Cluster is not supported by this crate yet: the commands take one hash
+//! slot each (a multi-lock's names must share a hash tag), but the
+//! replica check and the multi-lock's routing need a slot-aware connection.
+//!
 //! # Errors
 //!
 //! Every operation returns [`Error`]: [`Error::NotAcquired`] with the PTTL of

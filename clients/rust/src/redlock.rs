@@ -1,34 +1,6 @@
 //! RedLock over several independent masters, for the blocking client.
 //!
-//! # The algorithm
-//!
-//! The lock is taken with `LOCK.ACQUIRE` on each of N independent masters
-//! (no replication between them) in turn, each waiting on its server
-//! (`BLOCK`) for its share of the wait. It is held when a majority
-//! (N/2 + 1) granted it and time is left: its *validity* is the lease minus
-//! the time the round took minus the clock drift allowed (1% of the lease
-//! plus 2 ms). Otherwise it is released on every master and, while the wait
-//! lasts, tried again after a short random pause (so that two clients
-//! splitting the masters between them do not do it again). It is always
-//! released on every master, those that did not reply included.
-//!
-//! # Why Redisson deprecated it, and what to use instead
-//!
-//! Redisson deprecated `RedissonRedLock` in 3.12.5: a lock on one master
-//! with the replica check ([`crate::SyncOptions`], `WAIT`) gives the same
-//! guarantee in practice at a fraction of the cost. And RedLock's safety
-//! rests on timing: it assumes bounded clock drift, network delay and
-//! process pauses. A holder that pauses (GC, swapping, a stopped VM) past
-//! its validity, or a master whose clock jumps, or one that restarts
-//! without having persisted the lock (`appendfsync always` is needed), lets
-//! a second client take the lock while the first still believes it holds
-//! it (Martin Kleppmann, "How to do distributed locking", 2016). No lock
-//! service alone prevents that: the resource has to refuse the stale
-//! holder. A *fencing token* does: take the lock fenced
-//! ([`crate::Locks::fenced_lock`]), send the token with every write, and
-//! have the storage reject a token lower than the highest it has seen (see
-//! the project's docs/redisson.md). Use RedLock only where its timing
-//! assumptions are acceptable, and never as the only guard of data.
+//! See [`RedLock`].
 
 use std::time::{Duration, Instant};
 
@@ -77,6 +49,38 @@ pub(crate) fn pause(cap: Duration) -> Duration {
 }
 
 /// The lock `name` on several independent masters.
+///
+/// # The algorithm
+///
+/// The lock is taken with `LOCK.ACQUIRE` on each of N independent masters
+/// (no replication between them) in turn, each waiting on its server
+/// (`BLOCK`) for its share of the wait. It is held when a majority
+/// (N/2 + 1) granted it and time is left: its *validity* is the lease minus
+/// the time the round took minus the clock drift allowed (1% of the lease
+/// plus 2 ms). Otherwise it is released on every master and, while the wait
+/// lasts, tried again after a short random pause (so that two clients
+/// splitting the masters between them do not do it again). It is always
+/// released on every master, those that did not reply included.
+///
+/// # Why Redisson deprecated it, and what to use instead
+///
+/// Redisson deprecated `RedissonRedLock` in 3.12.5 ("RLock operations now
+/// propagated to all Redis slaves"): a plain lock on one master whose
+/// acquisition waits for the replicas (`WAIT`, here [`crate::SyncOptions`])
+/// survives a failover as RedLock meant to, at the cost of one master
+/// instead of N. And RedLock's safety
+/// rests on timing: it assumes bounded clock drift, network delay and
+/// process pauses. A holder that pauses (GC, swapping, a stopped VM) past
+/// its validity, or a master whose clock jumps, or one that restarts
+/// without having persisted the lock (`appendfsync always` is needed), lets
+/// a second client take the lock while the first still believes it holds
+/// it (Martin Kleppmann, "How to do distributed locking", 2016). No lock
+/// service alone prevents that: the resource has to refuse the stale
+/// holder. A *fencing token* does: take the lock fenced
+/// ([`crate::Locks::fenced_lock`]), send the token with every write, and
+/// have the storage reject a token lower than the highest it has seen (see
+/// the project's docs/redisson.md). Use RedLock only where its timing
+/// assumptions are acceptable, and never as the only guard of data.
 pub struct RedLock {
     masters: Vec<redis::Client>,
     target: Target,
