@@ -21,7 +21,9 @@ pub struct SyncOptions {
     /// Also wait for the replicas to write the lock to their append-only
     /// file (`WAITAOF 0 <replicas> <timeout>`, Redis 7.2+ and Valkey 8+);
     /// on a server without `WAITAOF` the client falls back to `WAIT`.
-    /// Needs replicas with `appendonly yes`. Default false.
+    /// Needs replicas with `appendonly yes`, and a longer `timeout` on
+    /// Valkey, whose replicas report what they fsynced a second or two
+    /// later. Default false.
     pub aof: bool,
 }
 

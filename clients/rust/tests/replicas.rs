@@ -23,6 +23,18 @@ fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The replicas the master's `ROLE` lists.
+fn replicas_of(conn: &mut redis::Connection) -> usize {
+    let role: redis::Value = redis::cmd("ROLE").query(conn).expect("ROLE");
+    match role {
+        redis::Value::Array(items) => match items.get(2) {
+            Some(redis::Value::Array(replicas)) => replicas.len(),
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
 fn options(timeout_ms: u64, aof: bool) -> Options {
     Options {
         sync: SyncOptions {
@@ -76,6 +88,33 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
             matches!(with_aof, Err(Error::NotSynced { .. })),
             "{with_aof:?}"
         );
+        // A replica writing an AOF (fsync on every write) confirms it.
+        let aof_replica = master.start_replica(&["--appendonly", "yes", "--appendfsync", "always"]);
+        // It confirms only once it is attached (start_replica returns once
+        // one replica acknowledges) and has written its first AOF (a
+        // rewrite after the sync).
+        testkit::wait_until(Duration::from_secs(10), "both replicas online", || {
+            (replicas_of(&mut conn) == 2).then_some(())
+        });
+        let mut on_aof_replica = aof_replica.conn();
+        testkit::wait_until(Duration::from_secs(10), "the replica's AOF written", || {
+            let mut info = |field| testkit::info_field(&mut on_aof_replica, "persistence", field);
+            let done = info("aof_rewrite_in_progress").as_deref() == Some("0")
+                && info("aof_rewrite_scheduled").as_deref() == Some("0")
+                && info("aof_last_bgrewrite_status").as_deref() == Some("ok")
+                && info("aof_enabled").as_deref() == Some("1");
+            done.then_some(())
+        });
+        // Valkey's replicas report their fsynced offset a second or two
+        // later, not when asked: a longer sync timeout.
+        let patient = Locks::new(master.client()).with_options(options(5_000, true));
+        let confirmed = patient.lock("aof").acquire();
+        assert!(confirmed.is_ok(), "{confirmed:?}");
+        drop(confirmed);
+        drop(aof_replica);
+        testkit::wait_until(Duration::from_secs(5), "the AOF replica gone", || {
+            (replicas_of(&mut conn) == 1).then_some(())
+        });
     } else {
         assert!(with_aof.is_ok(), "fell back to WAIT: {with_aof:?}");
     }
