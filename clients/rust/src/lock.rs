@@ -81,6 +81,17 @@ impl Locks {
     }
 }
 
+/// A connection made within `timeout` whose replies are awaited as long
+/// (None: no limit).
+pub(crate) fn connect(client: &redis::Client, timeout: Option<Duration>) -> Result<Connection> {
+    let conn = match timeout {
+        Some(t) => client.get_connection_with_timeout(t)?,
+        None => client.get_connection()?,
+    };
+    conn.set_read_timeout(timeout)?;
+    Ok(conn)
+}
+
 /// What a lock handle is: where, what, for whom, with which options.
 #[derive(Clone)]
 pub(crate) struct Handle {
@@ -108,7 +119,7 @@ impl Handle {
         let lease_ms = options.lease_ms();
         // Each acquisition has a connection of its own: a BLOCK parks it,
         // and a session hold lives as long as it.
-        let mut conn = self.client.get_connection()?;
+        let mut conn = connect(&self.client, options.response_timeout)?;
         conn.set_read_timeout(wait.timeout(options.response_timeout))?;
         let reply: Value = target
             .acquire(&owner, lease_ms, wait, options.session)
@@ -292,8 +303,7 @@ impl Guard {
         let reply: Value = match cmd.query(&mut conn) {
             Ok(v) => v,
             Err(e) if is_io(&e) => {
-                conn = self.client.get_connection()?;
-                conn.set_read_timeout(self.response_timeout)?;
+                conn = connect(&self.client, self.response_timeout)?;
                 cmd.query(&mut conn)?
             }
             Err(e) => return Err(e.into()),

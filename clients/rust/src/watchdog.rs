@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::command::Target;
+use crate::command::{is_io, Target};
 
 /// What a watchdog renews, and how often.
 pub(crate) struct Renewal {
@@ -48,20 +48,19 @@ impl Watchdog {
                 // A connection that failed is replaced at the next turn; the
                 // hold is given up only when the server says it is gone.
                 if conn.is_none() {
-                    conn = client
-                        .get_connection()
-                        .ok()
-                        .filter(|c| c.set_read_timeout(renewal.response_timeout).is_ok());
+                    conn = crate::lock::connect(&client, renewal.response_timeout).ok();
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 match renewal.cmd().query::<redis::Value>(c) {
-                    Ok(reply) => {
-                        if !Target::renewed(&reply).unwrap_or(false) {
+                    Err(e) if is_io(&e) => conn = None,
+                    // 0, or an error reply (the lock's key replaced by a
+                    // value of another type): the hold is gone.
+                    reply => {
+                        if !reply.is_ok_and(|r| Target::renewed(&r).unwrap_or(false)) {
                             flag.store(true, Ordering::SeqCst);
                             return;
                         }
                     }
-                    Err(_) => conn = None,
                 }
             }
         });
@@ -122,13 +121,13 @@ impl AsyncWatchdog {
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 match renewal.cmd().query_async::<redis::Value>(c).await {
-                    Ok(reply) => {
-                        if !Target::renewed(&reply).unwrap_or(false) {
+                    Err(e) if is_io(&e) => conn = None,
+                    reply => {
+                        if !reply.is_ok_and(|r| Target::renewed(&r).unwrap_or(false)) {
                             flag.store(true, Ordering::SeqCst);
                             return;
                         }
                     }
-                    Err(_) => conn = None,
                 }
             }
         });

@@ -285,10 +285,15 @@ fn the_watchdog_finds_the_hold_gone() {
     assert!(!forced.is_lost() && !deleted.is_lost());
     let _: i64 = query(&mut conn, &["LOCK.FORCEUNLOCK", "forced"]);
     let _: i64 = query(&mut conn, &["DEL", "deleted"]);
+    // Replaced by a value of another type: the renewal's error reply.
+    let replaced = locks.lock("replaced").acquire().expect("lock");
+    let _: () = query(&mut conn, &["SET", "replaced", "x"]);
     // A renewal every 333 ms: the next one finds each hold gone.
     thread::sleep(Duration::from_millis(800));
     assert!(forced.is_lost(), "forced open");
     assert!(deleted.is_lost(), "deleted");
+    assert!(replaced.is_lost(), "replaced");
+    drop(replaced);
     let renewals = rwlock_counter(&mut conn, "renewals");
     thread::sleep(Duration::from_millis(800));
     assert_eq!(
