@@ -71,13 +71,15 @@
 //!   documentation for why Redisson deprecated it and why fencing tokens
 //!   are the safer answer.
 //!
-//! # Limits
+//! # Servers
 //!
-//! A [`Locks`] talks to one server: a standalone master or the master of a
-//! replicated set (with Sentinel, a client for the current master). Redis
-//! Cluster is not supported by this crate yet: the commands take one hash
-//! slot each (a multi-lock's names must share a hash tag), but the
-//! replica check and the multi-lock's routing need a slot-aware connection.
+//! A [`Locks`] made with [`Locks::new`] talks to one server: a standalone
+//! master or the master of a replicated set (with Sentinel, a client for
+//! the current master). One made with [`Locks::cluster`] takes each lock on
+//! the master of its hash slot in a Redis Cluster, found from a seed node
+//! by following the cluster's redirections (`MOVED`, `ASK`), and checks
+//! that master's replicas; a multi-lock's names must share a hash tag. A
+//! slot that migrates while held makes the watchdog report the hold lost.
 //!
 //! # Errors
 //!
@@ -86,6 +88,7 @@
 //! server's or the connection's errors as [`Error::Redis`].
 
 pub mod asynchronous;
+mod cluster;
 mod command;
 mod error;
 mod lock;

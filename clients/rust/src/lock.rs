@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 
+use crate::cluster::{Endpoint, MAX_REDIRECTS};
 use crate::command::{self, is_io, Kind, Target, Wait};
 use crate::error::Result;
 use crate::multi::MultiLock;
@@ -19,7 +20,7 @@ use crate::watchdog::{Renewal, Watchdog};
 /// options.
 #[derive(Clone)]
 pub struct Locks {
-    client: redis::Client,
+    endpoint: Endpoint,
     client_id: String,
     options: Options,
 }
@@ -28,7 +29,19 @@ impl Locks {
     /// Locks on the server `client` connects to, with the default options.
     pub fn new(client: redis::Client) -> Locks {
         Locks {
-            client,
+            endpoint: Endpoint::Server(client),
+            client_id: owner::new_client_id(),
+            options: Options::default(),
+        }
+    }
+
+    /// Locks in the Redis Cluster `seed` is a node of: each lock is taken
+    /// on the master of its hash slot, found by following the cluster's
+    /// redirections, and the replica check waits for that master's
+    /// replicas. A multi-lock's names must share a hash tag.
+    pub fn cluster(seed: redis::Client) -> Locks {
+        Locks {
+            endpoint: Endpoint::cluster(seed),
             client_id: owner::new_client_id(),
             options: Options::default(),
         }
@@ -72,7 +85,7 @@ impl Locks {
 
     fn handle(&self, target: Target) -> Handle {
         Handle {
-            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
             client_id: self.client_id.clone(),
             options: self.options.clone(),
             owner: None,
@@ -95,7 +108,7 @@ pub(crate) fn connect(client: &redis::Client, timeout: Option<Duration>) -> Resu
 /// What a lock handle is: where, what, for whom, with which options.
 #[derive(Clone)]
 pub(crate) struct Handle {
-    pub client: redis::Client,
+    pub endpoint: Endpoint,
     pub client_id: String,
     pub options: Options,
     pub owner: Option<String>,
@@ -119,15 +132,32 @@ impl Handle {
         let lease_ms = options.lease_ms();
         // Each acquisition has a connection of its own: a BLOCK parks it,
         // and a session hold lives as long as it.
-        let mut conn = connect(&self.client, options.response_timeout)?;
-        conn.set_read_timeout(wait.timeout(options.response_timeout))?;
-        let reply: Value = target
-            .acquire(&owner, lease_ms, wait, options.session)
-            .query(&mut conn)?;
+        let name = target.holds.first().map_or("", |(_, n)| n.as_str());
+        let cmd = target.acquire(&owner, lease_ms, wait, options.session);
+        let mut client = self.endpoint.node(name);
+        let mut asking = false;
+        let mut redirects = 0;
+        let (conn, reply) = loop {
+            let mut conn = connect(&client, options.response_timeout)?;
+            if asking {
+                let _: Value = redis::cmd("ASKING").query(&mut conn)?;
+            }
+            conn.set_read_timeout(wait.timeout(options.response_timeout))?;
+            match cmd.query::<Value>(&mut conn) {
+                Ok(reply) => break (conn, reply),
+                Err(e) => match self.endpoint.redirect(name, &e)? {
+                    Some(to) if redirects < MAX_REDIRECTS => {
+                        (client, asking) = (to.client, to.asking);
+                        redirects += 1;
+                    }
+                    _ => return Err(e.into()),
+                },
+            }
+        };
         let token = target.acquired(reply)?;
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
-            client: self.client.clone(),
+            client: client.clone(),
             target: target.clone(),
             owner,
             token,
@@ -150,7 +180,7 @@ impl Handle {
                 lease_ms,
                 response_timeout: options.response_timeout,
             };
-            guard.watchdog = Some(Watchdog::start(self.client.clone(), renewal));
+            guard.watchdog = Some(Watchdog::start(client, renewal));
         }
         Ok(guard)
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
+use crate::cluster::{Endpoint, MAX_REDIRECTS};
 use crate::command::{self, is_io, Kind, Target, Wait};
 use crate::error::Result;
 use crate::options::Options;
@@ -28,7 +29,7 @@ use crate::watchdog::{AsyncWatchdog, Renewal};
 /// [`crate::Locks`].
 #[derive(Clone)]
 pub struct Locks {
-    client: redis::Client,
+    endpoint: Endpoint,
     client_id: String,
     options: Options,
 }
@@ -37,7 +38,17 @@ impl Locks {
     /// Locks on the server `client` connects to, with the default options.
     pub fn new(client: redis::Client) -> Locks {
         Locks {
-            client,
+            endpoint: Endpoint::Server(client),
+            client_id: owner::new_client_id(),
+            options: Options::default(),
+        }
+    }
+
+    /// Locks in the Redis Cluster `seed` is a node of, as
+    /// [`crate::Locks::cluster`].
+    pub fn cluster(seed: redis::Client) -> Locks {
+        Locks {
+            endpoint: Endpoint::cluster(seed),
             client_id: owner::new_client_id(),
             options: Options::default(),
         }
@@ -80,7 +91,7 @@ impl Locks {
 
     fn handle(&self, target: Target) -> Handle {
         Handle {
-            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
             options: self.options.clone(),
             owner: owner::owner(&self.client_id, owner::fresh_id()),
             target,
@@ -90,7 +101,7 @@ impl Locks {
 
 #[derive(Clone)]
 struct Handle {
-    client: redis::Client,
+    endpoint: Endpoint,
     options: Options,
     owner: String,
     target: Target,
@@ -119,22 +130,38 @@ impl Handle {
         let lease_ms = options.lease_ms();
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
-        let mut conn = connect(
-            &self.client,
-            options.response_timeout,
-            wait.timeout(options.response_timeout),
-        )
-        .await?;
-        let reply: Value = target
-            .acquire(&self.owner, lease_ms, wait, options.session)
-            .query_async(&mut conn)
+        let name = target.holds.first().map_or("", |(_, n)| n.as_str());
+        let cmd = target.acquire(&self.owner, lease_ms, wait, options.session);
+        let mut client = self.endpoint.node(name);
+        let mut asking = false;
+        let mut redirects = 0;
+        let (mut conn, reply) = loop {
+            let mut conn = connect(
+                &client,
+                options.response_timeout,
+                wait.timeout(options.response_timeout),
+            )
             .await?;
+            if asking {
+                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
+            }
+            match cmd.query_async::<Value>(&mut conn).await {
+                Ok(reply) => break (conn, reply),
+                Err(e) => match self.endpoint.redirect(name, &e)? {
+                    Some(to) if redirects < MAX_REDIRECTS => {
+                        (client, asking) = (to.client, to.asking);
+                        redirects += 1;
+                    }
+                    _ => return Err(e.into()),
+                },
+            }
+        };
         let token = target.acquired(reply)?;
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
         let mut guard = Guard {
-            client: self.client.clone(),
+            client: client.clone(),
             target: target.clone(),
             owner: self.owner.clone(),
             token,
@@ -155,7 +182,7 @@ impl Handle {
                 lease_ms,
                 response_timeout: options.response_timeout,
             };
-            guard.watchdog = Some(AsyncWatchdog::start(self.client.clone(), renewal));
+            guard.watchdog = Some(AsyncWatchdog::start(client, renewal));
         }
         Ok(guard)
     }
