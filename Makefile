@@ -7,8 +7,10 @@
 #   make build   docker/build-module.sh (cargo build --release --locked)
 #                -> target/release/librwlock.so
 #   make run     start redis-server with the module in the foreground (PORT=6399)
-#   make lint    clippy (-D warnings) and rustfmt --check
-#   make test    lint, then every unit and integration test
+#   make lint    clippy (-D warnings) and rustfmt --check, the Rust client
+#                (clients/rust, not a default member) included
+#   make test    lint, then every unit and integration test, and the Rust
+#                client's tests against real servers
 #   make bench   benchmarks judged by server cost (INFO commandstats), the
 #                module against Redisson's scripts and the layout floor (in a
 #                second server): tables and a PASS/FAIL summary printed, CSV,
@@ -83,6 +85,7 @@ lint: deps
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy || true
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt || true
 	cd $(ROOT) && $(CARGO) clippy --release --all-targets -- -D warnings
+	cd $(ROOT) && $(CARGO) clippy --release --all-targets -p rwlock-client -- -D warnings
 	cd $(ROOT) && $(CARGO) fmt --all -- --check
 
 test: deps build lint
@@ -90,6 +93,7 @@ test: deps build lint
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+	cd $(ROOT) && $(CARGO) test --release --no-fail-fast -p rwlock-client -- --test-threads=$(TEST_THREADS)
 	@$(MAKE) --no-print-directory test-python
 	@$(MAKE) --no-print-directory test-valkey
 	@$(MAKE) --no-print-directory test-redis8

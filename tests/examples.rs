@@ -109,7 +109,7 @@ fn python_example_with_the_rwlock_client_package() {
 }
 
 #[test]
-fn rust_example_with_the_redis_crate() {
+fn rust_example_with_the_client_crate() {
     // cargo test builds the examples next to the test binaries' own folder.
     let exe = std::env::current_exe().expect("test binary path");
     let profile_dir = exe

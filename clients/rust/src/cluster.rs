@@ -1,0 +1,156 @@
+//! Where a lock lives: one server, or the master of its hash slot in a
+//! Redis Cluster. A cluster is reached from one seed node; an acquisition
+//! sent to the wrong master is redirected (`MOVED`, or `ASK` while its slot
+//! migrates) and the master that answers for the slot is remembered. Once a
+//! lock is taken, everything about it (the replica check, the watchdog,
+//! the release) goes to that master.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use redis::ConnectionAddr;
+
+use crate::error::{Error, Result};
+
+/// Redirections an acquisition follows before giving up.
+pub(crate) const MAX_REDIRECTS: usize = 5;
+
+/// A lock's server.
+#[derive(Clone)]
+pub(crate) enum Endpoint {
+    Server(redis::Client),
+    Cluster(Arc<Nodes>),
+}
+
+/// A cluster's seed and the masters known per hash slot.
+pub(crate) struct Nodes {
+    seed: redis::Client,
+    by_slot: Mutex<HashMap<u16, redis::Client>>,
+}
+
+/// Where to send a command after a redirection, and whether it needs
+/// `ASKING` first.
+pub(crate) struct Redirect {
+    pub client: redis::Client,
+    pub asking: bool,
+}
+
+impl Endpoint {
+    pub fn cluster(seed: redis::Client) -> Endpoint {
+        Endpoint::Cluster(Arc::new(Nodes {
+            seed,
+            by_slot: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The server the lock `name` is first asked on.
+    pub fn node(&self, name: &str) -> redis::Client {
+        match self {
+            Endpoint::Server(client) => client.clone(),
+            Endpoint::Cluster(nodes) => nodes
+                .by_slot
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(&slot(name))
+                .cloned()
+                .unwrap_or_else(|| nodes.seed.clone()),
+        }
+    }
+
+    /// Where `e` redirects a command about `name`, if it is a redirection
+    /// (a standalone server never sends one).
+    pub fn redirect(&self, name: &str, e: &redis::RedisError) -> Result<Option<Redirect>> {
+        // `MOVED <slot> <host>:<port>`; an empty host is the host the
+        // command was sent to, which is the seed's.
+        let (Endpoint::Cluster(nodes), Some((addr, _slot))) = (self, e.redirect_node()) else {
+            return Ok(None);
+        };
+        let Some((host, port)) = addr
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+        else {
+            return Err(Error::UnexpectedReply(e.to_string()));
+        };
+        let asking = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask);
+        let client = node_client(&nodes.seed, host, port)?;
+        if !asking {
+            nodes
+                .by_slot
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(slot(name), client.clone());
+        }
+        Ok(Some(Redirect { client, asking }))
+    }
+}
+
+/// A client for the node `host:port` with the seed's other settings
+/// (database, user, password, protocol).
+fn node_client(seed: &redis::Client, host: &str, port: u16) -> Result<redis::Client> {
+    let info = seed.get_connection_info().clone();
+    let ConnectionAddr::Tcp(seed_host, _) = info.addr() else {
+        return Err(Error::InvalidArgument(
+            "a cluster's seed must be a plain TCP address",
+        ));
+    };
+    let host = if host.is_empty() {
+        seed_host.clone()
+    } else {
+        host.to_string()
+    };
+    Ok(redis::Client::open(
+        info.set_addr(ConnectionAddr::Tcp(host, port)),
+    )?)
+}
+
+/// The hash slot of a key: CRC16 (XModem) of its hash tag, or of the whole
+/// key when it has none, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16(tagged) % 16_384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_as_redis_computes_them() {
+        // CLUSTER KEYSLOT on Redis 7.0.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("orders"), slot("{orders}:1"));
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_ne!(
+            slot("foo{}{bar}"),
+            slot("bar"),
+            "an empty tag hashes the whole key"
+        );
+        assert_eq!(crc16(b"123456789"), 0x31C3, "the XModem check value");
+    }
+}

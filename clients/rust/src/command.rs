@@ -1,0 +1,391 @@
+//! What each kind of hold sends and what its replies mean: the commands of
+//! an acquisition, a release and a renewal, built and read here once for
+//! the blocking and the async clients.
+
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+
+use crate::error::{Error, Result};
+
+/// How long the server keeps a release's reply for a retry sent with the
+/// same request id: Redisson's default.
+pub(crate) const LATCH_TTL_MS: u64 = 13_500;
+
+/// One lock a hold covers, by its kind: what `LOCK.ACQUIREALL` calls
+/// `LOCK`, `READ` or `WRITE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A plain lock (Redisson's `RLock`).
+    Lock,
+    /// A read hold of a read-write lock (`RReadWriteLock.readLock()`).
+    Read,
+    /// The write hold of a read-write lock (`RReadWriteLock.writeLock()`).
+    Write,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Lock => "LOCK",
+            Kind::Read => "READ",
+            Kind::Write => "WRITE",
+        }
+    }
+}
+
+/// What a guard holds: one lock, or (a multi-lock) several taken at once.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub holds: Vec<(Kind, String)>,
+    pub multi: bool,
+    pub fenced: bool,
+    pub non_reentrant: bool,
+}
+
+/// How long an acquisition may wait for the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// One attempt: refused at once while held.
+    No,
+    /// Parked on the server (`BLOCK ms`) at most this long.
+    For(Duration),
+    /// Parked on the server until the lock is free (`BLOCK 0`).
+    Forever,
+}
+
+impl Wait {
+    pub fn of(wait: Duration) -> Wait {
+        if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        }
+    }
+
+    /// The read timeout a call waiting this long needs when calls that do
+    /// not wait get `base` (None: no timeout).
+    pub fn timeout(self, base: Option<Duration>) -> Option<Duration> {
+        match self {
+            Wait::No => base,
+            Wait::For(wait) => base.map(|t| t + wait),
+            Wait::Forever => None,
+        }
+    }
+}
+
+/// Milliseconds, at least 1 (the commands take no zero lease).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl Target {
+    pub fn single(kind: Kind, name: &str) -> Target {
+        Target {
+            holds: vec![(kind, name.to_string())],
+            multi: false,
+            fenced: false,
+            non_reentrant: false,
+        }
+    }
+
+    /// Refuses what the server would refuse, before sending anything.
+    pub fn check(&self) -> Result<()> {
+        if self.holds.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a multi-lock needs at least one lock",
+            ));
+        }
+        if self.holds.iter().any(|(_, name)| name.is_empty()) {
+            return Err(Error::InvalidArgument("a lock name cannot be empty"));
+        }
+        Ok(())
+    }
+
+    fn push_holds(&self, cmd: &mut Cmd) {
+        cmd.arg("HOLDS").arg(self.holds.len());
+        for (kind, name) in &self.holds {
+            cmd.arg(kind.word()).arg(name);
+        }
+    }
+
+    /// The single lock's kind and name (the first of a multi-lock's).
+    fn first(&self) -> (Kind, &str) {
+        self.holds
+            .first()
+            .map_or((Kind::Lock, ""), |(k, n)| (*k, n.as_str()))
+    }
+
+    pub fn acquire(&self, owner: &str, lease_ms: u64, wait: Wait, session: bool) -> Cmd {
+        let block = |cmd: &mut Cmd| match wait {
+            Wait::No => {}
+            Wait::For(d) => {
+                cmd.arg("BLOCK").arg(millis(d));
+            }
+            Wait::Forever => {
+                cmd.arg("BLOCK").arg(0);
+            }
+        };
+        if self.multi {
+            let mut cmd = redis::cmd("LOCK.ACQUIREALL");
+            cmd.arg(owner).arg(lease_ms);
+            block(&mut cmd);
+            if session {
+                cmd.arg("SESSION");
+            }
+            self.push_holds(&mut cmd);
+            return cmd;
+        }
+        let (kind, name) = self.first();
+        let mut cmd = redis::cmd(match kind {
+            Kind::Lock => "LOCK.ACQUIRE",
+            Kind::Read => "RWLOCK.READ",
+            Kind::Write => "RWLOCK.WRITE",
+        });
+        cmd.arg(name).arg(owner).arg(lease_ms);
+        block(&mut cmd);
+        if self.fenced && kind != Kind::Read {
+            cmd.arg("FENCED");
+        }
+        if self.non_reentrant && kind == Kind::Lock {
+            cmd.arg("NOREENTRY");
+        }
+        if session {
+            cmd.arg("SESSION");
+        }
+        cmd
+    }
+
+    /// The fencing token when taken with one, nothing when taken without,
+    /// `NotAcquired` when refused.
+    pub fn acquired(&self, reply: Value) -> Result<Option<i64>> {
+        match reply {
+            Value::Nil => Ok(None),
+            Value::Int(pttl) => Err(Error::NotAcquired { pttl }),
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(-1), Value::Int(token)] => Ok(Some(*token)),
+                [Value::Int(pttl), Value::Int(-1)] => Err(Error::NotAcquired { pttl: *pttl }),
+                _ => Err(Error::UnexpectedReply(format!("{items:?}"))),
+            },
+            other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+        }
+    }
+
+    /// A release; a hold still held after it (a re-entered one) lasts
+    /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
+    /// retry of it idempotent (single locks).
+    pub fn release(&self, owner: &str, lease_ms: u64, request: Option<&str>) -> Cmd {
+        if self.multi {
+            let mut cmd = redis::cmd("LOCK.UNLOCKALL");
+            cmd.arg(owner);
+            self.push_holds(&mut cmd);
+            return cmd;
+        }
+        let (kind, name) = self.first();
+        let mut cmd = match kind {
+            Kind::Lock => redis::cmd("LOCK.UNLOCK"),
+            Kind::Read | Kind::Write => redis::cmd("RWLOCK.UNLOCK"),
+        };
+        cmd.arg(name).arg(owner);
+        if kind != Kind::Lock {
+            cmd.arg(kind.word());
+        }
+        cmd.arg("LEASE").arg(lease_ms);
+        if let Some(id) = request {
+            cmd.arg("REQUEST").arg(id).arg(LATCH_TTL_MS);
+        }
+        cmd
+    }
+
+    /// The key where the server keeps a release's reply for `request`:
+    /// Redisson deletes it once it has the reply.
+    pub fn latch(&self, request: &str) -> String {
+        let (_, name) = self.first();
+        if name.contains('{') {
+            format!("redisson_unlock_latch:{name}:{request}")
+        } else {
+            format!("redisson_unlock_latch:{{{name}}}:{request}")
+        }
+    }
+
+    /// True when the owner held what it released (0 or 1; a multi-lock:
+    /// every hold).
+    pub fn released(&self, reply: &Value) -> Result<bool> {
+        match reply {
+            Value::Nil => Ok(false),
+            Value::Int(_) => Ok(true),
+            Value::Array(items) if self.multi => Ok(items.iter().all(|v| *v != Value::Nil)),
+            other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+        }
+    }
+
+    /// The watchdog's call.
+    pub fn renew(&self, owner: &str, lease_ms: u64) -> Cmd {
+        if self.multi {
+            let mut cmd = redis::cmd("LOCK.RENEWALL");
+            cmd.arg(owner).arg(lease_ms);
+            self.push_holds(&mut cmd);
+            return cmd;
+        }
+        let (kind, name) = self.first();
+        let mut cmd = match kind {
+            Kind::Lock => redis::cmd("LOCK.RENEW"),
+            Kind::Read | Kind::Write => redis::cmd("RWLOCK.RENEW"),
+        };
+        cmd.arg(name).arg(owner).arg(lease_ms);
+        cmd
+    }
+
+    /// True while every hold is still the owner's.
+    pub fn renewed(reply: &Value) -> Result<bool> {
+        match reply {
+            Value::Int(n) => Ok(*n == 1),
+            Value::Array(items) => Ok(items.iter().all(|v| *v == Value::Int(1))),
+            other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+        }
+    }
+}
+
+/// A random request id for a release.
+pub(crate) fn request_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// True when the error is the connection's (the command may not have run),
+/// not the server's refusal.
+pub(crate) fn is_io(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn acquisitions_are_spelled_as_the_module_takes_them() {
+        let mut lock = Target::single(Kind::Lock, "a");
+        lock.fenced = true;
+        lock.non_reentrant = true;
+        let cmd = lock.acquire("o:1", 500, Wait::For(Duration::from_secs(2)), true);
+        assert_eq!(
+            args(&cmd),
+            [
+                "LOCK.ACQUIRE",
+                "a",
+                "o:1",
+                "500",
+                "BLOCK",
+                "2000",
+                "FENCED",
+                "NOREENTRY",
+                "SESSION"
+            ]
+        );
+        let read = Target::single(Kind::Read, "r");
+        assert_eq!(
+            args(&read.acquire("o:1", 9, Wait::Forever, false)),
+            ["RWLOCK.READ", "r", "o:1", "9", "BLOCK", "0"]
+        );
+        let multi = Target {
+            holds: vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())],
+            multi: true,
+            fenced: false,
+            non_reentrant: false,
+        };
+        assert_eq!(
+            args(&multi.acquire("o:1", 9, Wait::No, true)),
+            [
+                "LOCK.ACQUIREALL",
+                "o:1",
+                "9",
+                "SESSION",
+                "HOLDS",
+                "2",
+                "LOCK",
+                "a",
+                "WRITE",
+                "b"
+            ]
+        );
+        assert_eq!(
+            args(&multi.renew("o:1", 9)),
+            [
+                "LOCK.RENEWALL",
+                "o:1",
+                "9",
+                "HOLDS",
+                "2",
+                "LOCK",
+                "a",
+                "WRITE",
+                "b"
+            ]
+        );
+        assert_eq!(
+            args(&read.release("o:1", 9, Some("id"))),
+            [
+                "RWLOCK.UNLOCK",
+                "r",
+                "o:1",
+                "READ",
+                "LEASE",
+                "9",
+                "REQUEST",
+                "id",
+                "13500"
+            ]
+        );
+        assert_eq!(read.latch("id"), "redisson_unlock_latch:{r}:id");
+        assert_eq!(
+            Target::single(Kind::Lock, "{x}:1").latch("id"),
+            "redisson_unlock_latch:{x}:1:id"
+        );
+    }
+
+    #[test]
+    fn replies_are_read_as_the_module_gives_them() {
+        let lock = Target::single(Kind::Lock, "a");
+        assert_eq!(lock.acquired(Value::Nil).ok(), Some(None));
+        let fenced = Value::Array(vec![Value::Int(-1), Value::Int(7)]);
+        assert_eq!(lock.acquired(fenced).ok(), Some(Some(7)));
+        let refused = Value::Array(vec![Value::Int(900), Value::Int(-1)]);
+        assert!(matches!(
+            lock.acquired(refused),
+            Err(Error::NotAcquired { pttl: 900 })
+        ));
+        assert!(matches!(
+            lock.acquired(Value::Int(5)),
+            Err(Error::NotAcquired { pttl: 5 })
+        ));
+        assert!(matches!(
+            lock.acquired(Value::Okay),
+            Err(Error::UnexpectedReply(_))
+        ));
+        assert_eq!(Target::renewed(&Value::Int(0)).ok(), Some(false));
+        let all = Value::Array(vec![Value::Int(1), Value::Int(1)]);
+        assert_eq!(Target::renewed(&all).ok(), Some(true));
+        let one_gone = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert_eq!(Target::renewed(&one_gone).ok(), Some(false));
+    }
+
+    #[test]
+    fn a_wait_raises_the_timeout_by_itself() {
+        let base = Some(Duration::from_millis(500));
+        assert_eq!(Wait::No.timeout(base), base);
+        assert_eq!(
+            Wait::For(Duration::from_secs(2)).timeout(base),
+            Some(Duration::from_millis(2_500))
+        );
+        assert_eq!(Wait::Forever.timeout(base), None);
+        assert_eq!(Wait::of(Duration::ZERO), Wait::No);
+    }
+}

@@ -1,0 +1,79 @@
+//! The one error type of every lock operation.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a lock was not acquired, or a call failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The lock was held by others (or, waiting, still was when the wait ran
+    /// out): `pttl` is the milliseconds their lease has left, as the server
+    /// replied.
+    NotAcquired {
+        /// The remaining lease of the hold in the way, in milliseconds.
+        pttl: i64,
+    },
+    /// The lock was taken but none of the master's `replicas` acknowledged
+    /// it within the sync timeout (`WAIT`/`WAITAOF`), so it was released
+    /// again: a failover now could have handed it to someone else.
+    NotSynced {
+        /// Replicas the master had.
+        replicas: usize,
+        /// How long the acknowledgement was waited for.
+        waited: Duration,
+    },
+    /// A RedLock reached fewer masters than its quorum within the wait (or
+    /// its validity was used up), and released what it took.
+    NoQuorum {
+        /// Masters that granted the lock in the last round.
+        acquired: usize,
+        /// The majority needed.
+        quorum: usize,
+    },
+    /// An argument the commands cannot take (an empty name, a lease of
+    /// zero, a multi-lock without locks, ...). Nothing was sent.
+    InvalidArgument(&'static str),
+    /// The server replied something the client does not understand (a
+    /// module older than the command).
+    UnexpectedReply(String),
+    /// The connection or the server failed, or the server refused the
+    /// command (its error reply is kept).
+    Redis(redis::RedisError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotAcquired { pttl } => write!(f, "lock held by others for {pttl} ms more"),
+            Error::NotSynced { replicas, waited } => write!(
+                f,
+                "none of {replicas} replicas acknowledged the lock within {waited:?}; released"
+            ),
+            Error::NoQuorum { acquired, quorum } => write!(
+                f,
+                "RedLock granted by {acquired} masters, {quorum} needed; released"
+            ),
+            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::UnexpectedReply(reply) => write!(f, "unexpected reply: {reply}"),
+            Error::Redis(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}
+
+/// The result of every lock operation.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,109 @@
+//! Redisson's locks for Rust, on the rwlock Redis module (`RWLOCK.*`,
+//! `LOCK.*`; the repository's README): the read-write
+//! lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
+//! (`RFencedLock`, returning the fencing token) or non-reentrant, the
+//! multi-lock (taken by the server in one atomic command) and RedLock over
+//! several independent masters; blocking ([`Locks`]) and async on tokio
+//! ([`asynchronous::Locks`]), on the [`redis`] crate.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use rwlock_client::Locks;
+//!
+//! # fn main() -> Result<(), rwlock_client::Error> {
+//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1:6399/")?);
+//!
+//! let orders = locks.read_write_lock("orders");
+//! {
+//!     let _held = orders.write()?; // waits on the server until free
+//!     // no other reader or writer, in this process or any other
+//! } // released here
+//!
+//! let invoice = locks.fenced_lock("invoice:42");
+//! let held = invoice.try_acquire(Duration::from_secs(5))?;
+//! let token = held.token(); // send it with every write; the storage
+//!                           // refuses tokens lower than the last it saw
+//! # let _ = token;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same with tokio:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), rwlock_client::Error> {
+//! let locks = rwlock_client::asynchronous::Locks::new(
+//!     redis::Client::open("redis://127.0.0.1:6399/")?,
+//! );
+//! let held = locks.lock("report").acquire().await?;
+//! // ...
+//! held.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How the holds behave
+//!
+//! - **Owners** are Redisson's `<client UUID>:<thread id>` ([`Locks`] has
+//!   one UUID; an async handle has a number of its own, see
+//!   [`asynchronous`]), so a thread re-enters its holds and Java services
+//!   on Redisson sharing a lock see an ordinary holder.
+//! - **Guards** release on drop. Without a lease ([`Options::lease`]) a
+//!   **watchdog** (a thread, or a tokio task) renews the hold every third
+//!   of [`Options::watchdog_timeout`] (30 s) and stops when a renewal says
+//!   the hold is gone ([`Guard::is_lost`]), as Redisson's does. With a
+//!   lease, the hold ends with it. With a **session**
+//!   ([`Lock::with_session`]) the server keeps the hold while the guard's
+//!   connection is open and releases it when it closes: no watchdog.
+//! - **Waiting** is done by the server (`BLOCK`), never by polling, on a
+//!   connection of the acquisition's own whose timeout covers the wait, so
+//!   a wait longer than [`Options::response_timeout`] works.
+//! - **Replicas**: after an acquisition on a master with replicas, the
+//!   client waits for them to acknowledge it (`WAIT`, optionally
+//!   `WAITAOF`) and, when none did within [`SyncOptions::timeout`] (1 s),
+//!   releases it and returns [`Error::NotSynced`], as Redisson does by
+//!   default (`checkLockSyncedSlaves`).
+//! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
+//!   write holds all at once, or none (`LOCK.ACQUIREALL`).
+//! - **RedLock**: [`RedLock`] over independent masters; read its
+//!   documentation for why Redisson deprecated it and why fencing tokens
+//!   are the safer answer.
+//!
+//! # Servers
+//!
+//! A [`Locks`] made with [`Locks::new`] talks to one server: a standalone
+//! master or the master of a replicated set (with Sentinel, a client for
+//! the current master). One made with [`Locks::cluster`] takes each lock on
+//! the master of its hash slot in a Redis Cluster, found from a seed node
+//! by following the cluster's redirections (`MOVED`, `ASK`), and checks
+//! that master's replicas; a multi-lock's names must share a hash tag. A
+//! slot that migrates while held makes the watchdog report the hold lost.
+//!
+//! # Errors
+//!
+//! Every operation returns [`Error`]: [`Error::NotAcquired`] with the PTTL of
+//! the hold in the way when a lock is taken (and stays so for the wait), the
+//! server's or the connection's errors as [`Error::Redis`].
+
+pub mod asynchronous;
+mod cluster;
+mod command;
+mod error;
+mod lock;
+mod multi;
+mod options;
+mod owner;
+mod redlock;
+mod rwlock;
+mod sync;
+mod watchdog;
+
+pub use command::Kind;
+pub use error::{Error, Result};
+pub use lock::{Guard, Lock, Locks};
+pub use multi::MultiLock;
+pub use options::{Options, SyncOptions};
+pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
+pub use rwlock::ReadWriteLock;

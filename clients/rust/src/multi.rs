@@ -1,0 +1,72 @@
+//! Redisson's `RedissonMultiLock` for the blocking client, done by the
+//! server in one atomic command: all the holds are taken together or none.
+
+use std::time::Duration;
+
+use crate::command::{Kind, Wait};
+use crate::error::Result;
+use crate::lock::{Guard, Handle};
+
+/// Several plain locks and read or write holds of read-write locks, taken
+/// all at once by `LOCK.ACQUIREALL` (none is taken while any is in the
+/// way), renewed together and released together. Unlike Redisson's
+/// multi-lock, which takes the locks one by one, no one ever sees part of
+/// them taken.
+#[derive(Clone)]
+pub struct MultiLock(Handle);
+
+impl MultiLock {
+    pub(crate) fn new(handle: Handle) -> MultiLock {
+        MultiLock(handle)
+    }
+
+    /// Adds the plain lock `name`.
+    pub fn lock(self, name: &str) -> MultiLock {
+        self.hold(Kind::Lock, name)
+    }
+
+    /// Adds a read hold of the read-write lock `name`.
+    pub fn read(self, name: &str) -> MultiLock {
+        self.hold(Kind::Read, name)
+    }
+
+    /// Adds the write hold of the read-write lock `name`.
+    pub fn write(self, name: &str) -> MultiLock {
+        self.hold(Kind::Write, name)
+    }
+
+    /// Adds a hold of this kind.
+    pub fn hold(mut self, kind: Kind, name: &str) -> MultiLock {
+        self.0.target.holds.push((kind, name.to_string()));
+        self
+    }
+
+    /// A fixed lease and no watchdog.
+    pub fn with_lease(mut self, lease: Duration) -> MultiLock {
+        self.0.options.lease = Some(lease);
+        self
+    }
+
+    /// Holds bound to their connection (`SESSION`), see [`crate::Options::session`].
+    pub fn with_session(mut self) -> MultiLock {
+        self.0.options.session = true;
+        self
+    }
+
+    /// This owner instead of `<client id>:<thread id>`.
+    pub fn with_owner(mut self, owner: &str) -> MultiLock {
+        self.0.owner = Some(owner.to_string());
+        self
+    }
+
+    /// Every hold, waiting on the server as long as it takes.
+    pub fn acquire(&self) -> Result<Guard> {
+        self.0.acquire(&self.0.target, Wait::Forever)
+    }
+
+    /// Every hold, waiting at most `wait` (zero: one attempt);
+    /// [`crate::Error::NotAcquired`] with the largest PTTL in the way.
+    pub fn try_acquire(&self, wait: Duration) -> Result<Guard> {
+        self.0.acquire(&self.0.target, Wait::of(wait))
+    }
+}

@@ -1,0 +1,102 @@
+//! What every lock of a client shares: the lease or the watchdog, sessions,
+//! the replica check and the response timeout.
+
+use std::time::Duration;
+
+/// How an acquisition is checked against the master's replicas.
+///
+/// A lock lives on the master; if the master fails before a replica has the
+/// lock, the replica promoted in its place does not know it and grants it
+/// again. Redisson checks this by default (`checkLockSyncedSlaves`,
+/// `slavesSyncTimeout` 1 s): after each acquisition it waits for the
+/// replicas to acknowledge it and, when none did, releases the lock and
+/// fails. This does the same. It is skipped when the master has no
+/// replicas (`ROLE` lists none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncOptions {
+    /// Wait for the replicas after an acquisition (default true).
+    pub enabled: bool,
+    /// How long to wait for them (default 1 s).
+    pub timeout: Duration,
+    /// Also wait for the replicas to write the lock to their append-only
+    /// file (`WAITAOF 0 <replicas> <timeout>`, Redis 7.2+ and Valkey 8+);
+    /// on a server without `WAITAOF` the client falls back to `WAIT`.
+    /// Needs replicas with `appendonly yes`, and a longer `timeout` on
+    /// Valkey, whose replicas report what they fsynced a second or two
+    /// later. Default false.
+    pub aof: bool,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        SyncOptions {
+            enabled: true,
+            timeout: Duration::from_secs(1),
+            aof: false,
+        }
+    }
+}
+
+/// The settings a lock handle is made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A fixed lease: the hold ends this long after its acquisition unless
+    /// released before, and no watchdog runs. `None` (the default): the
+    /// lease is `watchdog_timeout` and a watchdog renews it every third of
+    /// it while the guard lives, as Redisson's `lock()` does.
+    pub lease: Option<Duration>,
+    /// The watchdog's lease (Redisson's `lockWatchdogTimeout`, 30 s).
+    pub watchdog_timeout: Duration,
+    /// Bind the hold to its connection (`SESSION`): the server keeps it as
+    /// long as the connection is open and releases it when the connection
+    /// closes, so no watchdog runs. The guard owns that connection.
+    pub session: bool,
+    /// The replica check after each acquisition.
+    pub sync: SyncOptions,
+    /// How long a call that does not wait may take to reply (Redisson's
+    /// `timeout`, 3 s); `None`: no limit. A call that waits for a lock
+    /// (`BLOCK`) is given its wait on top of it, on its own connection.
+    pub response_timeout: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lease: None,
+            watchdog_timeout: Duration::from_secs(30),
+            session: false,
+            sync: SyncOptions::default(),
+            response_timeout: Some(Duration::from_secs(3)),
+        }
+    }
+}
+
+impl Options {
+    /// The lease sent with an acquisition, in milliseconds.
+    pub(crate) fn lease_ms(&self) -> u64 {
+        crate::command::millis(self.lease.unwrap_or(self.watchdog_timeout))
+    }
+
+    /// True when a watchdog renews the hold.
+    pub(crate) fn watchdog(&self) -> bool {
+        self.lease.is_none() && !self.session
+    }
+
+    /// Refuses settings the commands cannot take.
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        use crate::Error::InvalidArgument;
+        if self.lease.is_some_and(|l| l.is_zero()) {
+            return Err(InvalidArgument("the lease must be at least 1 ms"));
+        }
+        if self.lease.is_none() && self.watchdog_timeout < Duration::from_millis(3) {
+            return Err(InvalidArgument(
+                "the watchdog timeout must be at least 3 ms",
+            ));
+        }
+        if self.sync.enabled && self.sync.timeout.is_zero() {
+            // WAIT 0 would wait without limit.
+            return Err(InvalidArgument("the sync timeout must be at least 1 ms"));
+        }
+        Ok(())
+    }
+}

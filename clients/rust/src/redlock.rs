@@ -1,0 +1,237 @@
+//! RedLock over several independent masters, for the blocking client.
+//!
+//! See [`RedLock`].
+
+use std::time::{Duration, Instant};
+
+use redis::{Connection, Value};
+
+use crate::command::{millis, Kind, Target, Wait};
+use crate::error::{Error, Result};
+use crate::owner;
+
+/// The default lease of a RedLock: a RedLock has no watchdog, its validity
+/// is computed from the lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The masters that must grant the lock: a majority.
+pub(crate) fn quorum(masters: usize) -> usize {
+    masters / 2 + 1
+}
+
+/// The clock drift allowed for a lease: 1% plus 2 ms, as the Redlock
+/// algorithm's reference implementations allow.
+pub(crate) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// How long a lock taken in a round that took `elapsed` stays valid, if at
+/// all.
+pub(crate) fn validity(lease: Duration, elapsed: Duration) -> Option<Duration> {
+    lease
+        .checked_sub(elapsed)
+        .and_then(|left| left.checked_sub(drift(lease)))
+        .filter(|left| !left.is_zero())
+}
+
+/// How long one master may keep the caller waiting in a round: its share
+/// of the wait, and no longer than what is left of it.
+pub(crate) fn share(wait: Duration, masters: usize, left: Duration) -> Wait {
+    let per = wait / u32::try_from(masters.max(1)).unwrap_or(u32::MAX);
+    Wait::of(per.min(left))
+}
+
+/// A random pause before the next round, under `cap`.
+pub(crate) fn pause(cap: Duration) -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    let span = millis(cap.min(Duration::from_millis(100)));
+    Duration::from_millis(random % span)
+}
+
+/// The lock `name` on several independent masters.
+///
+/// # The algorithm
+///
+/// The lock is taken with `LOCK.ACQUIRE` on each of N independent masters
+/// (no replication between them) in turn, each waiting on its server
+/// (`BLOCK`) for its share of the wait. It is held when a majority
+/// (N/2 + 1) granted it and time is left: its *validity* is the lease minus
+/// the time the round took minus the clock drift allowed (1% of the lease
+/// plus 2 ms). Otherwise it is released on every master and, while the wait
+/// lasts, tried again after a short random pause (so that two clients
+/// splitting the masters between them do not do it again). It is always
+/// released on every master, those that did not reply included.
+///
+/// # Why Redisson deprecated it, and what to use instead
+///
+/// Redisson deprecated `RedissonRedLock` in 3.12.5 ("RLock operations now
+/// propagated to all Redis slaves"): a plain lock on one master whose
+/// acquisition waits for the replicas (`WAIT`, here [`crate::SyncOptions`])
+/// survives a failover as RedLock meant to, at the cost of one master
+/// instead of N. And RedLock's safety
+/// rests on timing: it assumes bounded clock drift, network delay and
+/// process pauses. A holder that pauses (GC, swapping, a stopped VM) past
+/// its validity, or a master whose clock jumps, or one that restarts
+/// without having persisted the lock (`appendfsync always` is needed), lets
+/// a second client take the lock while the first still believes it holds
+/// it (Martin Kleppmann, "How to do distributed locking", 2016). No lock
+/// service alone prevents that: the resource has to refuse the stale
+/// holder. A *fencing token* does: take the lock fenced
+/// ([`crate::Locks::fenced_lock`]), send the token with every write, and
+/// have the storage reject a token lower than the highest it has seen (see
+/// the project's docs/redisson.md). Use RedLock only where its timing
+/// assumptions are acceptable, and never as the only guard of data.
+pub struct RedLock {
+    masters: Vec<redis::Client>,
+    target: Target,
+    client_id: String,
+    lease: Duration,
+    timeout: Duration,
+}
+
+impl RedLock {
+    /// The lock `name` on the masters `masters` connect to (an odd number,
+    /// 3 or 5, independent of each other), with [`DEFAULT_LEASE`].
+    pub fn new(masters: Vec<redis::Client>, name: &str) -> RedLock {
+        RedLock {
+            masters,
+            target: Target::single(Kind::Lock, name),
+            client_id: owner::new_client_id(),
+            lease: DEFAULT_LEASE,
+            timeout: Duration::from_millis(500),
+        }
+    }
+
+    /// The lease each master grants.
+    pub fn with_lease(mut self, lease: Duration) -> RedLock {
+        self.lease = lease;
+        self
+    }
+
+    /// How long connecting to a master and its reply (besides its wait) may
+    /// take before it counts as not granting (default 500 ms).
+    pub fn with_timeout(mut self, timeout: Duration) -> RedLock {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The lock if a majority grants it within `wait` (zero: one round).
+    pub fn try_acquire(&self, wait: Duration) -> Result<RedLockGuard<'_>> {
+        self.target.check()?;
+        if self.masters.is_empty() || self.lease.is_zero() {
+            return Err(Error::InvalidArgument(
+                "a RedLock needs masters and a lease of at least 1 ms",
+            ));
+        }
+        let owner = owner::owner(&self.client_id, owner::thread_id());
+        let deadline = Instant::now() + wait;
+        let quorum = quorum(self.masters.len());
+        loop {
+            let start = Instant::now();
+            let mut acquired = 0;
+            for master in &self.masters {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let share = share(wait, self.masters.len(), left);
+                if self.take(master, &owner, share).is_ok() {
+                    acquired += 1;
+                }
+            }
+            let valid = validity(self.lease, start.elapsed());
+            if let (true, Some(valid)) = (acquired >= quorum, valid) {
+                return Ok(RedLockGuard {
+                    lock: self,
+                    owner,
+                    valid_until: start + valid,
+                });
+            }
+            self.release_all(&owner);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::NoQuorum { acquired, quorum });
+            }
+            std::thread::sleep(pause(left));
+        }
+    }
+
+    fn connect(&self, master: &redis::Client, wait: Wait) -> Result<Connection> {
+        let conn = master.get_connection_with_timeout(self.timeout)?;
+        conn.set_read_timeout(wait.timeout(Some(self.timeout)))?;
+        conn.set_write_timeout(Some(self.timeout))?;
+        Ok(conn)
+    }
+
+    fn take(&self, master: &redis::Client, owner: &str, wait: Wait) -> Result<()> {
+        let mut conn = self.connect(master, wait)?;
+        let cmd = self.target.acquire(owner, millis(self.lease), wait, false);
+        let reply: Value = cmd.query(&mut conn)?;
+        self.target.acquired(reply).map(|_| ())
+    }
+
+    /// Releases on every master, whether it granted the lock or not (a
+    /// grant whose reply was lost is a hold too).
+    fn release_all(&self, owner: &str) {
+        for master in &self.masters {
+            if let Ok(mut conn) = self.connect(master, Wait::No) {
+                let _: redis::RedisResult<Value> = self
+                    .target
+                    .release(owner, millis(self.lease), None)
+                    .query(&mut conn);
+            }
+        }
+    }
+}
+
+/// A RedLock held on a majority, released on every master when dropped.
+pub struct RedLockGuard<'a> {
+    lock: &'a RedLock,
+    owner: String,
+    valid_until: Instant,
+}
+
+impl RedLockGuard<'_> {
+    /// How long the lock is still valid: past it, another client may hold
+    /// it. Do no protected work without checking it (or better, a fencing
+    /// token).
+    pub fn validity(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// The owner holding it.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+}
+
+impl std::fmt::Debug for RedLockGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("owner", &self.owner)
+            .field("validity", &self.validity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RedLockGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.release_all(&self.owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_and_validity() {
+        assert_eq!((quorum(3), quorum(5), quorum(4)), (2, 3, 3));
+        let lease = Duration::from_secs(10);
+        assert_eq!(drift(lease), Duration::from_millis(102));
+        assert_eq!(
+            validity(lease, Duration::from_millis(898)),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(validity(lease, Duration::from_millis(9_898)), None);
+        assert_eq!(validity(lease, Duration::from_secs(11)), None);
+        assert!(pause(Duration::from_millis(5)) < Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,126 @@
+//! RedLock against five independent servers: with two stopped a majority
+//! still grants it; with three stopped it is refused and nothing is left
+//! held on the others. Blocking and async.
+
+use std::time::Duration;
+
+use rwlock_client::{asynchronous, Error, RedLock};
+use testkit::{all_keys, Server};
+
+fn five() -> Vec<Server> {
+    (0..5).map(|_| Server::start(&[])).collect()
+}
+
+fn clients(servers: &[Server]) -> Vec<redis::Client> {
+    servers.iter().map(|s| s.client()).collect()
+}
+
+/// How many running servers hold the key `name`.
+fn holders(servers: &mut [Server], name: &str) -> usize {
+    servers
+        .iter_mut()
+        .filter_map(|s| if s.is_running() { Some(s.conn()) } else { None })
+        .map(|mut conn| -> bool {
+            redis::cmd("EXISTS")
+                .arg(name)
+                .query(&mut conn)
+                .expect("EXISTS")
+        })
+        .filter(|held| *held)
+        .count()
+}
+
+#[test]
+fn a_majority_grants_the_lock_a_minority_does_not() {
+    let mut servers = five();
+    let lease = Duration::from_secs(10);
+    let lock = RedLock::new(clients(&servers), "red").with_lease(lease);
+    {
+        let held = lock.try_acquire(Duration::ZERO).expect("all five up");
+        assert!(held.validity() > lease - Duration::from_secs(1));
+        assert_eq!(holders(&mut servers, "red"), 5);
+        let rival = RedLock::new(clients(&servers), "red");
+        let refused = rival.try_acquire(Duration::from_millis(300));
+        assert!(
+            matches!(
+                refused,
+                Err(Error::NoQuorum {
+                    acquired: 0,
+                    quorum: 3
+                })
+            ),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(holders(&mut servers, "red"), 0, "released on all");
+
+    servers[0].stop();
+    servers[1].stop();
+    {
+        let held = lock.try_acquire(Duration::ZERO).expect("three of five");
+        assert!(held.validity() > Duration::ZERO);
+        assert_eq!(holders(&mut servers, "red"), 3);
+    }
+    assert_eq!(holders(&mut servers, "red"), 0);
+
+    servers[2].stop();
+    let refused = lock.try_acquire(Duration::from_millis(300));
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NoQuorum {
+                acquired: 2,
+                quorum: 3
+            })
+        ),
+        "{refused:?}"
+    );
+    for s in servers.iter_mut() {
+        if s.is_running() {
+            assert!(all_keys(&mut s.conn()).is_empty(), "nothing left held");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_redlock_acquires_with_two_stopped_and_refuses_with_three() {
+    let mut servers = five();
+    let lock = asynchronous::RedLock::new(clients(&servers), "red-async")
+        .with_lease(Duration::from_secs(10));
+    servers[3].stop();
+    servers[4].stop();
+    let held = lock
+        .try_acquire(Duration::ZERO)
+        .await
+        .expect("three of five");
+    assert!(held.validity() > Duration::from_secs(9));
+    assert_eq!(holders(&mut servers, "red-async"), 3);
+    let rival = asynchronous::RedLock::new(clients(&servers), "red-async");
+    let refused = rival.try_acquire(Duration::from_millis(300)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NoQuorum {
+                acquired: 0,
+                quorum: 3
+            })
+        ),
+        "{refused:?}"
+    );
+    held.release().await;
+    assert_eq!(holders(&mut servers, "red-async"), 0);
+
+    servers[2].stop();
+    let refused = lock.try_acquire(Duration::from_millis(300)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NoQuorum {
+                acquired: 2,
+                quorum: 3
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(holders(&mut servers, "red-async"), 0, "nothing left held");
+}
