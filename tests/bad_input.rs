@@ -417,6 +417,15 @@ fn session_twice_elsewhere_or_without_a_connection() {
             &["SESSION binds holds"],
         );
     }
+    // A function is a script too (Valkey 9 would crash on the lookup by id
+    // that a connection's check once made here).
+    let library = "#!lua name=sessionless\nredis.register_function('take', function(keys) return redis.call('LOCK.ACQUIRE', keys[1], 'n', '60000', 'SESSION') end)";
+    f.ok(&["FUNCTION", "LOAD", library]);
+    f.expect_error(
+        &["FCALL", "take", "1", "N"],
+        "ERR",
+        &["SESSION binds holds"],
+    );
     // After the list, it is one argument too many for the count.
     f.expect_error(
         &[

@@ -17,7 +17,7 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::server::{self, ArgString};
+use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
 
@@ -79,11 +79,10 @@ pub fn session_client(ctx: &Context, wanted: bool) -> Result<Option<ClientId>, R
     if !wanted {
         return Ok(None);
     }
-    let client = sessions::caller(ctx);
-    if !server::is_connection(client) {
-        return Err(RedisError::Str(ERR_SESSION));
+    match sessions::caller(ctx) {
+        Some(client) => Ok(Some(client)),
+        None => Err(RedisError::Str(ERR_SESSION)),
     }
-    Ok(Some(client))
 }
 
 /// The lock name and owner arguments, which name the lock hash and the

@@ -90,9 +90,29 @@ pub fn client_id(ctx: &Context) -> u64 {
     unsafe { raw::RedisModule_GetClientId.expect("GetClientId")(ctx.get_raw()) }
 }
 
-/// Whether `id` is a client with a connection: scripts' and module
-/// calls' clients are none.
-pub fn is_connection(id: u64) -> bool {
+/// The id of the client calling, when it has a connection of its own;
+/// None for scripts and functions, and for other modules' calls. Those are
+/// told apart by the context's flags before any lookup by id: Valkey 9 runs
+/// a script's commands on a client it finds by id but without a
+/// connection, and reading such a client's info crashes the server.
+pub fn calling_connection(ctx: &Context) -> Option<u64> {
+    let flags = context_flags(ctx);
+    let flag = |f: u32| flags & f as c_int != 0;
+    // A module's call that may not block is no client's connection; a
+    // transaction's commands may not block either, but come from one.
+    let unconnected = flag(raw::REDISMODULE_CTX_FLAGS_LUA)
+        || (flag(raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING)
+            && !flag(raw::REDISMODULE_CTX_FLAGS_MULTI));
+    if unconnected {
+        return None;
+    }
+    let id = client_id(ctx);
+    is_connection(id).then_some(id)
+}
+
+/// Whether `id` is a client with a connection: module calls' clients are
+/// none.
+fn is_connection(id: u64) -> bool {
     // SAFETY: plain C data, all zeroes but the version GetClientInfoById
     // reads first; it fills the rest or fails.
     unsafe {

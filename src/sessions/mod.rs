@@ -41,9 +41,10 @@ pub fn idle() -> bool {
     with(|r| r.idle())
 }
 
-/// The connection of the command running in `ctx`.
-pub fn caller(ctx: &Context) -> ClientId {
-    server::client_id(ctx)
+/// The connection of the command running in `ctx`; None for a script or
+/// another module's call, which have no connection to bind holds to.
+pub fn caller(ctx: &Context) -> Option<ClientId> {
+    server::calling_connection(ctx)
 }
 
 /// Binds one hold just taken by `owner` on the lock `names` (of the
