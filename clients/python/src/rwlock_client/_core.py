@@ -23,6 +23,9 @@ DEFAULT_SYNC_TIMEOUT = 1.0
 #: Added to a blocking call's wait for its reply to arrive.
 REPLY_MARGIN = 5.0
 
+#: `timeout` of `Link.call`: the connection's own socket timeout.
+DEFAULT = -1.0
+
 
 def to_ms(seconds: float) -> int:
     """Seconds (a float, as Python's APIs take them) to the module's whole
@@ -30,6 +33,20 @@ def to_ms(seconds: float) -> int:
     if seconds < 0 or math.isnan(seconds):
         raise ValueError(f"a duration cannot be negative: {seconds!r}")
     return max(1, math.ceil(seconds * 1000))
+
+
+def block_of(wait: Optional[float]) -> Optional[int]:
+    """`wait` (None: without limit; 0: not at all) as BLOCK's argument."""
+    if wait is None:
+        return 0
+    return None if wait == 0 else to_ms(wait)
+
+
+def reply_timeout(block_ms: Optional[int]) -> Optional[float]:
+    """How long to read an acquisition's reply: its wait and a margin."""
+    if block_ms is None:
+        return DEFAULT
+    return None if block_ms == 0 else block_ms / 1000 + REPLY_MARGIN
 
 
 def text(value: Any) -> str:
