@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Generator, Generic, Optional, Tuple, TypeVar
+from typing import Any, Dict, Generator, Generic, Optional, Sequence, Tuple, TypeVar, Union
 
 from redis.exceptions import ResponseError
 
@@ -19,9 +19,12 @@ from ._core import (
     DEFAULT_WATCHDOG_TIMEOUT,
     REPLY_MARGIN,
     Args,
+    Hold,
+    MultiPlan,
     Outcome,
     PlainPlan,
     Plan,
+    ReadWritePlan,
     ReplicaSync,
     block_of,
     parse_info,
@@ -35,6 +38,8 @@ from .errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
 LinkT = TypeVar("LinkT")
 DogT = TypeVar("DogT")
 CallbackT = TypeVar("CallbackT")
+ReadT = TypeVar("ReadT")
+WriteT = TypeVar("WriteT")
 T = TypeVar("T")
 
 #: A command and how long to wait for its reply (`Link.call`'s timeout).
@@ -266,3 +271,89 @@ class PlainLockCommon(LockCommon[LinkT, DogT, CallbackT]):
             on_lost=on_lost,
         )
         self.fenced, self.reentrant = fenced, reentrant
+
+
+#: A lock object (`Lock`, a read or write lock, sync or asyncio) or a
+#: `(kind, name)` pair, kind one of LOCK, READ, WRITE.
+HoldSpec = Union[LockCommon[Any, Any, Any], Tuple[str, str]]
+
+
+def hold_of(spec: Any) -> Hold:
+    """The `(kind, name)` of a pair or of a lock object (sync or asyncio)."""
+    if isinstance(spec, tuple):
+        return (str(spec[0]).upper(), str(spec[1]))
+    plan = getattr(spec, "_plan", None)
+    if isinstance(plan, PlainPlan):
+        return ("LOCK", plan.key)
+    if isinstance(plan, ReadWritePlan):
+        return (plan.mode, plan.key)
+    raise TypeError(f"a MultiLock cannot hold {spec!r}")
+
+
+class MultiLockCommon(LockCommon[LinkT, DogT, CallbackT]):
+    """`MultiLock`'s constructor, for the sync and asyncio one."""
+
+    def __init__(
+        self,
+        client: Any,
+        holds: Sequence[HoldSpec],
+        *,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        plan = MultiPlan([hold_of(h) for h in holds])
+        super().__init__(
+            client,
+            plan,
+            session=session,
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self.holds = list(plan.holds)
+
+
+class ReadWriteLockCommon(Generic[ReadT, WriteT, CallbackT]):
+    """`ReadWriteLock`, sync or asyncio: its two sides, made by `_sides`."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        fenced: bool = False,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        self.client, self.name = client, name
+        options: Dict[str, Any] = dict(
+            session=session,
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self._read, self._write = self._sides(
+            client, ReadWritePlan(name, "READ"), ReadWritePlan(name, "WRITE", fenced), options
+        )
+
+    def _sides(
+        self, client: Any, read: Plan, write: Plan, options: Dict[str, Any]
+    ) -> Tuple[ReadT, WriteT]:
+        raise NotImplementedError
+
+    def read_lock(self) -> ReadT:
+        return self._read
+
+    def write_lock(self) -> WriteT:
+        return self._write
+
+    def __repr__(self) -> str:
+        return f"ReadWriteLock({self.name!r})"
