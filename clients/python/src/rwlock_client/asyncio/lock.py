@@ -20,6 +20,9 @@ from ._link import Link
 #: may be a coroutine function.
 LostCallback = Callable[[Any, str], Union[None, Awaitable[None]]]
 
+#: An asyncio hold's watchdog: a task.
+Dog = asyncio.Task[None]
+
 T = TypeVar("T")
 
 
@@ -38,7 +41,7 @@ async def converse(link: Link, conversation: Conversation[T]) -> T:
         return cast(T, done.value)
 
 
-class LockBase(LockCommon[Link, "asyncio.Task[None]", LostCallback]):
+class LockBase(LockCommon[Link, Dog, LostCallback]):
     """The asyncio twin of `rwlock_client.LockBase`: each asyncio task is
     an owner (`<client UUID>:task-<n>`), as each thread is in the sync
     client; the watchdog is a task."""
@@ -67,15 +70,13 @@ class LockBase(LockCommon[Link, "asyncio.Task[None]", LostCallback]):
             self._record(request, outcome, link if keep else None)
         return outcome
 
-    def _start_watchdog(
-        self, owner: str, state: Held[Link, "asyncio.Task[None]"], lease_s: float
-    ) -> "asyncio.Task[None]":
+    def _start_watchdog(self, owner: str, state: Held[Link, Dog], lease_s: float) -> Dog:
         return asyncio.create_task(self._watch(owner, state, lease_s))
 
-    def _stop_watchdog(self, dog: "asyncio.Task[None]") -> None:
+    def _stop_watchdog(self, dog: Dog) -> None:
         dog.cancel()
 
-    async def _watch(self, owner: str, state: Held[Link, "asyncio.Task[None]"], lease_s: float) -> None:
+    async def _watch(self, owner: str, state: Held[Link, Dog], lease_s: float) -> None:
         """Renews every lease/3 until cancelled or the hold is gone."""
         last_renewal = time.monotonic()
         while True:
@@ -153,7 +154,7 @@ class LockBase(LockCommon[Link, "asyncio.Task[None]", LostCallback]):
         await self.release()
 
 
-class Lock(PlainLockCommon[Link, "asyncio.Task[None]", LostCallback], LockBase):
+class Lock(PlainLockCommon[Link, Dog, LostCallback], LockBase):
     """asyncio `rwlock_client.Lock` (RLock, fenced, non-reentrant, session)
     on `redis.asyncio.Redis` or `redis.asyncio.cluster.RedisCluster`.
 

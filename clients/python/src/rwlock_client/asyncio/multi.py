@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from .._base import MultiLockCommon
 from ._link import Link
-from .lock import LockBase, LostCallback
+from .lock import Dog, LockBase, LostCallback
 
 
-class MultiLock(MultiLockCommon[Link, "asyncio.Task[None]", LostCallback], LockBase):
+class MultiLock(MultiLockCommon[Link, Dog, LostCallback], LockBase):
     """asyncio `rwlock_client.MultiLock`: `holds` are asyncio (or sync) lock
     objects or `(kind, name)` pairs."""
