@@ -23,6 +23,9 @@ DEFAULT_SYNC_TIMEOUT = 1.0
 #: Added to a blocking call's wait for its reply to arrive.
 REPLY_MARGIN = 5.0
 
+#: `timeout` of `Link.call`: the connection's own socket timeout.
+DEFAULT = -1.0
+
 
 def to_ms(seconds: float) -> int:
     """Seconds (a float, as Python's APIs take them) to the module's whole
@@ -30,6 +33,20 @@ def to_ms(seconds: float) -> int:
     if seconds < 0 or math.isnan(seconds):
         raise ValueError(f"a duration cannot be negative: {seconds!r}")
     return max(1, math.ceil(seconds * 1000))
+
+
+def block_of(wait: Optional[float]) -> Optional[int]:
+    """`wait` (None: without limit; 0: not at all) as BLOCK's argument."""
+    if wait is None:
+        return 0
+    return None if wait == 0 else to_ms(wait)
+
+
+def reply_timeout(block_ms: Optional[int]) -> Optional[float]:
+    """How long to read an acquisition's reply: its wait and a margin."""
+    if block_ms is None:
+        return DEFAULT
+    return None if block_ms == 0 else block_ms / 1000 + REPLY_MARGIN
 
 
 def text(value: Any) -> str:
@@ -74,17 +91,30 @@ class Outcome:
 
 
 class Plan:
-    """What one kind of lock sends. `key` routes every command (cluster)."""
+    """What one kind of lock sends. `key` routes every command (cluster);
+    `fenced`: each acquisition takes a fencing token (`FENCED`)."""
 
     renew_command = ""
 
-    def __init__(self, key: str) -> None:
-        self.key = key
+    def __init__(self, key: str, fenced: bool = False) -> None:
+        self.key, self.fenced = key, fenced
 
     def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
         raise NotImplementedError
 
+    def _acquire(
+        self, command: str, owner: str, lease_ms: int, block_ms: Optional[int], session: bool
+    ) -> Args:
+        """`command key owner lease [BLOCK ms] [SESSION] [FENCED]`."""
+        args: Args = [command, self.key, owner, lease_ms]
+        args += _options(block_ms, session)
+        if self.fenced:
+            args.append("FENCED")
+        return args
+
     def outcome(self, reply: Any) -> Outcome:
+        if self.fenced:
+            return _fenced_outcome(reply)
         if reply is None:
             return Outcome(True)
         return Outcome(False, pttl=int(reply))
@@ -126,20 +156,14 @@ class PlainPlan(Plan):
     renew_command = "LOCK.RENEW"
 
     def __init__(self, key: str, fenced: bool, reentrant: bool) -> None:
-        super().__init__(key)
-        self.fenced, self.reentrant = fenced, reentrant
+        super().__init__(key, fenced)
+        self.reentrant = reentrant
 
     def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
-        args: Args = ["LOCK.ACQUIRE", self.key, owner, lease_ms]
-        args += _options(block_ms, session)
-        if self.fenced:
-            args.append("FENCED")
+        args = self._acquire("LOCK.ACQUIRE", owner, lease_ms, block_ms, session)
         if not self.reentrant:
             args.append("NOREENTRY")
         return args
-
-    def outcome(self, reply: Any) -> Outcome:
-        return _fenced_outcome(reply) if self.fenced else super().outcome(reply)
 
     def release(self, owner: str) -> Args:
         return ["LOCK.UNLOCK", self.key, owner]
@@ -151,18 +175,11 @@ class ReadWritePlan(Plan):
     renew_command = "RWLOCK.RENEW"
 
     def __init__(self, key: str, mode: str, fenced: bool = False) -> None:
-        super().__init__(key)
-        self.mode, self.fenced = mode, fenced
+        super().__init__(key, fenced)
+        self.mode = mode
 
     def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
-        args: Args = ["RWLOCK." + self.mode, self.key, owner, lease_ms]
-        args += _options(block_ms, session)
-        if self.fenced:
-            args.append("FENCED")
-        return args
-
-    def outcome(self, reply: Any) -> Outcome:
-        return _fenced_outcome(reply) if self.fenced else super().outcome(reply)
+        return self._acquire("RWLOCK." + self.mode, owner, lease_ms, block_ms, session)
 
     def release(self, owner: str) -> Args:
         return ["RWLOCK.UNLOCK", self.key, owner, self.mode]

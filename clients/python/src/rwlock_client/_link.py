@@ -12,10 +12,7 @@ from redis.cluster import RedisCluster
 from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
-from ._core import Args
-
-#: `timeout` of `Link.call`: the connection's own socket timeout.
-DEFAULT = -1.0
+from ._core import DEFAULT as DEFAULT, Args
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.

@@ -3,29 +3,13 @@ atomic command (`LOCK.ACQUIREALL`): all or none, never a partial set."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
-
-from ._core import DEFAULT_WATCHDOG_TIMEOUT, Hold, MultiPlan, PlainPlan, ReadWritePlan, ReplicaSync
+from ._base import HoldSpec as HoldSpec, MultiLockCommon, hold_of as hold_of
+from ._link import Link
 from .lock import LockBase, LostCallback
-
-#: A lock object (`Lock`, a read or write lock) or a `(kind, name)` pair,
-#: kind one of LOCK, READ, WRITE.
-HoldSpec = Union[LockBase, Tuple[str, str]]
+from .watchdog import Watchdog
 
 
-def hold_of(spec: Any) -> Hold:
-    """The `(kind, name)` of a pair or of a lock object (sync or asyncio)."""
-    if isinstance(spec, tuple):
-        return (str(spec[0]).upper(), str(spec[1]))
-    plan = getattr(spec, "_plan", None)
-    if isinstance(plan, PlainPlan):
-        return ("LOCK", plan.key)
-    if isinstance(plan, ReadWritePlan):
-        return (plan.mode, plan.key)
-    raise TypeError(f"a MultiLock cannot hold {spec!r}")
-
-
-class MultiLock(LockBase):
+class MultiLock(MultiLockCommon[Link, Watchdog, LostCallback], LockBase):
     """Redisson's `RedissonMultiLock`, on the server: the holds of several
     locks (plain, read, write) for one owner, taken together or not at all
     while waiting on the server (`BLOCK`), so two MultiLocks over the same
@@ -44,26 +28,3 @@ class MultiLock(LockBase):
         with both.hold(wait=5):
             ...
     """
-
-    def __init__(
-        self,
-        client: Any,
-        holds: Sequence[HoldSpec],
-        *,
-        session: bool = False,
-        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
-        sync: ReplicaSync = ReplicaSync(),
-        client_id: Optional[str] = None,
-        on_lost: Optional[LostCallback] = None,
-    ) -> None:
-        plan = MultiPlan([hold_of(h) for h in holds])
-        super().__init__(
-            client,
-            plan,
-            session=session,
-            watchdog_timeout=watchdog_timeout,
-            sync=sync,
-            client_id=client_id,
-            on_lost=on_lost,
-        )
-        self.holds = list(plan.holds)

@@ -66,7 +66,81 @@ def drift(lease: float) -> float:
     return lease * 0.01 + 0.002
 
 
-class RedLock:
+class RedLockCommon:
+    """What the sync and asyncio `RedLock` share, none of it I/O: the
+    nodes, the owners' validities, and the algorithm's arithmetic."""
+
+    def __init__(
+        self,
+        clients: Sequence[Any],
+        name: str,
+        *,
+        node_timeout: float = 0.1,
+        retry_delay: float = 0.2,
+        client_id: Optional[str] = None,
+    ) -> None:
+        if not clients:
+            raise ValueError("a RedLock needs at least one node")
+        self.clients = list(clients)
+        self._nodes = [self._node_client(c, node_options(c, node_timeout)) for c in self.clients]
+        self.name = name
+        self.node_timeout = node_timeout
+        self.retry_delay = retry_delay
+        self.client_id = client_id or str(uuid.uuid4())
+        self._plan = PlainPlan(name, fenced=False, reentrant=True)
+        self._validity: dict[str, float] = {}
+        self._guard = threading.Lock()
+
+    @staticmethod
+    def _node_client(client: Any, options: dict[str, Any]) -> Any:
+        """A client of its own for the node `client` is connected to."""
+        raise NotImplementedError
+
+    def owner(self) -> str:
+        raise NotImplementedError
+
+    def _attempted(self, owner: str, lease: float, start: float, granted: int) -> Optional[float]:
+        """The validity of an attempt started at `start` that `granted`
+        nodes said yes to, recorded for `owner`; None when it failed."""
+        validity = lease - (time.monotonic() - start) - drift(lease)
+        if granted >= quorum(len(self.clients)) and validity > 0:
+            with self._guard:
+                self._validity[owner] = start + validity
+            return validity
+        return None
+
+    def _pause(self, deadline: float) -> Optional[float]:
+        """The random pause before the next attempt; None when it would end
+        after `deadline`."""
+        pause = random.uniform(0, self.retry_delay)
+        return None if time.monotonic() + pause >= deadline else pause
+
+    def validity(self) -> float:
+        """Seconds the calling thread's (or task's) hold has left (0 when
+        none)."""
+        with self._guard:
+            until = self._validity.get(self.owner())
+        return 0.0 if until is None else max(0.0, until - time.monotonic())
+
+    def _forget(self, owner: str) -> None:
+        with self._guard:
+            self._validity.pop(owner, None)
+
+    def _released(self, owner: str, released: int) -> int:
+        if released == 0:
+            raise LockNotHeld(f"{self.name} is not held by {owner} on any node")
+        return released
+
+    def _entered(self, validity: Optional[float]) -> float:
+        if validity is None:
+            raise LockNotAcquired(self.name, None)
+        return validity
+
+    def __repr__(self) -> str:
+        return f"RedLock({self.name!r}, {len(self.clients)} nodes)"
+
+
+class RedLock(RedLockCommon):
     """The Redlock algorithm over `clients`, independent masters (not one
     cluster's nodes, nor a master and its replicas), all with the module.
     Deprecated by Redisson since 3.12.5; see this module's docstring for
@@ -81,34 +155,10 @@ class RedLock:
     timeout and no retry). `retry_delay`: the upper bound of the random pause
     between attempts."""
 
-    def __init__(
-        self,
-        clients: Sequence[Any],
-        name: str,
-        *,
-        node_timeout: float = 0.1,
-        retry_delay: float = 0.2,
-        client_id: Optional[str] = None,
-    ) -> None:
-        if not clients:
-            raise ValueError("a RedLock needs at least one node")
-        self.clients = list(clients)
-        self._nodes = [
-            redis.Redis(
-                connection_pool=redis.ConnectionPool(
-                    connection_class=c.connection_pool.connection_class,
-                    **node_options(c, node_timeout),
-                )
-            )
-            for c in self.clients
-        ]
-        self.name = name
-        self.node_timeout = node_timeout
-        self.retry_delay = retry_delay
-        self.client_id = client_id or str(uuid.uuid4())
-        self._plan = PlainPlan(name, fenced=False, reentrant=True)
-        self._validity: dict[str, float] = {}
-        self._guard = threading.Lock()
+    @staticmethod
+    def _node_client(client: Any, options: dict[str, Any]) -> Any:
+        pool = redis.ConnectionPool(connection_class=client.connection_pool.connection_class, **options)
+        return redis.Redis(connection_pool=pool)
 
     def owner(self) -> str:
         return _owner.thread_owner(self.client_id)
@@ -150,42 +200,24 @@ class RedLock:
         while True:
             start = time.monotonic()
             granted = sum(self._try_node(c, owner, lease_ms) for c in self._nodes)
-            validity = lease - (time.monotonic() - start) - drift(lease)
-            if granted >= quorum(len(self.clients)) and validity > 0:
-                with self._guard:
-                    self._validity[owner] = start + validity
+            validity = self._attempted(owner, lease, start, granted)
+            if validity is not None:
                 return validity
             self._release_all(owner)
-            pause = random.uniform(0, self.retry_delay)
-            if time.monotonic() + pause >= deadline:
+            pause = self._pause(deadline)
+            if pause is None:
                 return None
             time.sleep(pause)
-
-    def validity(self) -> float:
-        """Seconds the calling thread's hold has left (0 when none)."""
-        with self._guard:
-            until = self._validity.get(self.owner())
-        return 0.0 if until is None else max(0.0, until - time.monotonic())
 
     def release(self) -> int:
         """Releases on every node; returns on how many the owner held it.
         Raises `LockNotHeld` when it held it on none."""
         owner = self.owner()
-        with self._guard:
-            self._validity.pop(owner, None)
-        released = self._release_all(owner)
-        if released == 0:
-            raise LockNotHeld(f"{self.name} is not held by {owner} on any node")
-        return released
+        self._forget(owner)
+        return self._released(owner, self._release_all(owner))
 
     def __enter__(self) -> float:
-        validity = self.acquire()
-        if validity is None:
-            raise LockNotAcquired(self.name, None)
-        return validity
+        return self._entered(self.acquire())
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return f"RedLock({self.name!r}, {len(self.clients)} nodes)"

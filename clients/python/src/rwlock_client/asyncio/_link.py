@@ -8,8 +8,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
-from .._core import Args
-from .._link import DEFAULT
+from .._core import DEFAULT, Args
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
 #: only a number (None falls back to the socket timeout).

@@ -5,89 +5,50 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
-from types import TracebackType
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional, Type, Union
+from types import TracebackType
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
 
-from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import ConnectionError
 
 from .. import _owner
-from .._core import (
-    DEFAULT_WATCHDOG_TIMEOUT,
-    REPLY_MARGIN,
-    Outcome,
-    PlainPlan,
-    Plan,
-    ReplicaSync,
-    parse_info,
-    sync_commands,
-    synced,
-    to_ms,
-)
-from ..errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
-from ..lock import block_of, reply_timeout
+from .._base import Conversation, Held, LockCommon, PlainLockCommon
+from .._core import Outcome
 from ._link import Link
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
 #: may be a coroutine function.
 LostCallback = Callable[[Any, str], Union[None, Awaitable[None]]]
 
+#: An asyncio hold's watchdog: a task.
+Dog = asyncio.Task[None]
 
-@dataclass
-class _Held:
-    count: int = 0
-    token: Optional[int] = None
-    lost: bool = False
-    link: Optional[Link] = None
-    dog: Optional["asyncio.Task[None]"] = None
+T = TypeVar("T")
 
 
-class LockBase:
+async def converse(link: Link, conversation: Conversation[T]) -> T:
+    """The sync `converse`, awaiting each call."""
+    try:
+        step = next(conversation)
+        while True:
+            try:
+                reply = await link.call(*step)
+            except Exception as e:
+                step = conversation.throw(e)
+            else:
+                step = conversation.send(reply)
+    except StopIteration as done:
+        return cast(T, done.value)
+
+
+class LockBase(LockCommon[Link, Dog, LostCallback]):
     """The asyncio twin of `rwlock_client.LockBase`: each asyncio task is
     an owner (`<client UUID>:task-<n>`), as each thread is in the sync
     client; the watchdog is a task."""
 
-    def __init__(
-        self,
-        client: Any,
-        plan: Plan,
-        *,
-        session: bool = False,
-        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
-        sync: ReplicaSync = ReplicaSync(),
-        client_id: Optional[str] = None,
-        on_lost: Optional[LostCallback] = None,
-    ) -> None:
-        self.client = client
-        self.name = plan.key
-        self.session = session
-        self.watchdog_timeout = watchdog_timeout
-        self.sync = sync
-        self.client_id = client_id or _owner.client_id(client)
-        self.on_lost = on_lost
-        self._plan = plan
-        self._held: Dict[str, _Held] = {}
-
     def owner(self) -> str:
         """The calling task's owner."""
         return _owner.task_owner(self.client_id)
-
-    @property
-    def held(self) -> bool:
-        state = self._held.get(self.owner())
-        return state is not None and not state.lost
-
-    @property
-    def lost(self) -> bool:
-        """True once the watchdog found the calling task's hold gone."""
-        state = self._held.get(self.owner())
-        return state is not None and state.lost
-
-    @property
-    def token(self) -> Optional[int]:
-        state = self._held.get(self.owner())
-        return None if state is None else state.token
 
     async def acquire(self, wait: Optional[float] = None, lease: Optional[float] = None) -> bool:
         """As the sync `acquire`: True when taken, False when the wait ran
@@ -95,64 +56,27 @@ class LockBase:
         return (await self._acquire(wait, lease)).acquired
 
     async def _acquire(self, wait: Optional[float], lease: Optional[float]) -> Outcome:
-        owner = self.owner()
-        lease_s = self.watchdog_timeout if lease is None else lease
-        lease_ms = to_ms(lease_s)
-        block_ms = block_of(wait)
-        state = self._held.get(owner)
-        session_link = state.link if state is not None else None
+        request = self._request(wait, lease)
+        _, session_link = self._session_link(request.owner)
         link = session_link or await Link.open(self.client, self._plan.key)
         keep = False
         try:
-            args = self._plan.acquire(owner, lease_ms, block_ms, self.session)
-            try:
-                reply = await link.call(args, reply_timeout(block_ms))
-            except ResponseError as e:
-                if str(e).startswith("NON_REENTRANT"):
-                    raise NotReentrant(f"{self.name}: {e}") from e
-                raise
-            outcome = self._plan.outcome(reply)
-            if outcome.acquired:
-                await self._synchronize(link, owner)
-                keep = self.session
+            outcome = await converse(link, self._acquiring(request))
+            keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
                 await link.close()
         if outcome.acquired:
-            self._record(owner, outcome, link if keep else None, lease is None, lease_s)
+            self._record(request, outcome, link if keep else None)
         return outcome
 
-    async def _synchronize(self, link: Link, owner: str) -> None:
-        if not self.sync.enabled:
-            return
-        info = parse_info(await link.call(["INFO", "replication", "persistence"]))
-        for command in sync_commands(info, self.sync):
-            try:
-                reply = await link.call(command, self.sync.timeout + REPLY_MARGIN)
-            except ResponseError as e:
-                if command[0] == "WAITAOF" and "unknown command" in str(e).lower():
-                    continue
-                raise
-            if not synced(command, reply):
-                await link.call(self._plan.release(owner))
-                raise NotSynced(
-                    f"{self.name}: {command[0]} replied {reply!r} within "
-                    f"{self.sync.timeout} s; the hold was released"
-                )
+    def _start_watchdog(self, owner: str, state: Held[Link, Dog], lease_s: float) -> Dog:
+        return asyncio.create_task(self._watch(owner, state, lease_s))
 
-    def _record(
-        self, owner: str, outcome: Outcome, link: Optional[Link], watched: bool, lease_s: float
-    ) -> None:
-        state = self._held.setdefault(owner, _Held())
-        state.count += 1
-        state.token = outcome.token
-        state.lost = False
-        if link is not None and state.link is None:
-            state.link = link
-        if watched and not self.session and state.dog is None:
-            state.dog = asyncio.create_task(self._watch(owner, state, lease_s))
+    def _stop_watchdog(self, dog: Dog) -> None:
+        dog.cancel()
 
-    async def _watch(self, owner: str, state: _Held, lease_s: float) -> None:
+    async def _watch(self, owner: str, state: Held[Link, Dog], lease_s: float) -> None:
         """Renews every lease/3 until cancelled or the hold is gone."""
         last_renewal = time.monotonic()
         while True:
@@ -160,17 +84,15 @@ class LockBase:
             try:
                 link = await Link.open(self.client, self._plan.key)
                 try:
-                    reply = await link.call(self._plan.renew(owner, to_ms(lease_s)))
+                    held = await converse(link, self._renewing(owner, lease_s))
                 finally:
                     await link.close()
-                held = self._plan.renewed(reply)
             except Exception:  # the connection: try again next time, within the lease
                 if time.monotonic() - last_renewal < lease_s:
                     continue
                 held = False
             if not held:
-                state.lost = True
-                state.dog = None
+                self._mark_lost(state)
                 if self.on_lost is not None:
                     result = self.on_lost(self, owner)
                     if result is not None:
@@ -182,8 +104,7 @@ class LockBase:
         """As the sync `release`; raises `LockNotHeld` when the server says
         the task held nothing."""
         owner = self.owner()
-        state = self._held.get(owner)
-        session_link = state.link if state is not None else None
+        state, session_link = self._session_link(owner)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
             reply = await link.call(self._plan.release(owner))
@@ -191,28 +112,22 @@ class LockBase:
             if session_link is None or state is None:
                 raise
             # The session's connection is gone, and with it its holds.
-            await self._forget(owner, state)
-            raise LockNotHeld(f"{self.name}: the session's connection closed") from None
+            with self._guard:
+                gone = self._forget(owner, state)
+            await self._close(gone)
+            raise self._session_closed() from None
         finally:
             if link is not session_link:
                 await link.close()
         released = self._plan.released(reply)
-        if state is not None:
-            state.count -= 1
-            if released is None or released or state.count <= 0:
-                await self._forget(owner, state)
+        await self._close(self._count_release(owner, state, released))
         if released is None:
-            raise LockNotHeld(f"{self.name} is not held by {owner}")
+            raise self._not_held(owner)
 
-    async def _forget(self, owner: str, state: _Held) -> None:
-        if state.dog is not None:
-            state.dog.cancel()
-            state.dog = None
-        if state.link is not None:
-            link, state.link = state.link, None
+    @staticmethod
+    async def _close(link: Optional[Link]) -> None:
+        if link is not None:
             await link.close()
-        if self._held.get(owner) is state:
-            del self._held[owner]
 
     @asynccontextmanager
     async def hold(
@@ -220,11 +135,9 @@ class LockBase:
     ) -> AsyncIterator[Optional[int]]:
         """`async with lock.hold(wait=5) as token:`; raises
         `LockNotAcquired` when the wait runs out."""
-        outcome = await self._acquire(wait, lease)
-        if not outcome.acquired:
-            raise LockNotAcquired(self.name, outcome.pttl)
+        token = self._token_of(await self._acquire(wait, lease), self.name)
         try:
-            yield outcome.token
+            yield token
         finally:
             await self.release()
 
@@ -240,11 +153,8 @@ class LockBase:
     ) -> None:
         await self.release()
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
 
-
-class Lock(LockBase):
+class Lock(PlainLockCommon[Link, Dog, LostCallback], LockBase):
     """asyncio `rwlock_client.Lock` (RLock, fenced, non-reentrant, session)
     on `redis.asyncio.Redis` or `redis.asyncio.cluster.RedisCluster`.
 
@@ -254,27 +164,3 @@ class Lock(LockBase):
         async with lock.hold(wait=5) as token:
             ...
     """
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        *,
-        fenced: bool = False,
-        reentrant: bool = True,
-        session: bool = False,
-        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
-        sync: ReplicaSync = ReplicaSync(),
-        client_id: Optional[str] = None,
-        on_lost: Optional[LostCallback] = None,
-    ) -> None:
-        super().__init__(
-            client,
-            PlainPlan(name, fenced, reentrant),
-            session=session,
-            watchdog_timeout=watchdog_timeout,
-            sync=sync,
-            client_id=client_id,
-            on_lost=on_lost,
-        )
-        self.fenced, self.reentrant = fenced, reentrant

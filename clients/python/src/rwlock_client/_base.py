@@ -1,0 +1,359 @@
+"""What the sync and asyncio lock objects share, none of it I/O: their
+state, their options, and their conversations with the server written
+once as generators (sans I/O). A conversation yields each command with its
+reply timeout and is sent the reply, or thrown the error the call raised;
+`lock.py` and `asyncio/lock.py` only carry the commands over a connection,
+with or without `await`."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Generator, Generic, Optional, Sequence, Tuple, TypeVar, Union
+
+from redis.exceptions import ResponseError
+
+from . import _owner
+from ._core import (
+    DEFAULT,
+    DEFAULT_WATCHDOG_TIMEOUT,
+    REPLY_MARGIN,
+    Args,
+    Hold,
+    MultiPlan,
+    Outcome,
+    PlainPlan,
+    Plan,
+    ReadWritePlan,
+    ReplicaSync,
+    block_of,
+    parse_info,
+    reply_timeout,
+    sync_commands,
+    synced,
+    to_ms,
+)
+from .errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+
+LinkT = TypeVar("LinkT")
+DogT = TypeVar("DogT")
+CallbackT = TypeVar("CallbackT")
+ReadT = TypeVar("ReadT")
+WriteT = TypeVar("WriteT")
+T = TypeVar("T")
+
+#: A command and how long to wait for its reply (`Link.call`'s timeout).
+Step = Tuple[Args, Optional[float]]
+
+#: A conversation with the server that ends with a T.
+Conversation = Generator[Step, Any, T]
+
+
+@dataclass
+class Held(Generic[LinkT, DogT]):
+    """One owner's holds of one lock, as this process knows them."""
+
+    count: int = 0
+    token: Optional[int] = None
+    lost: bool = False
+    link: Optional[LinkT] = None  # a session's connection
+    dog: Optional[DogT] = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One acquisition's arguments, checked before a connection is taken."""
+
+    owner: str
+    lease_s: float
+    lease_ms: int
+    block_ms: Optional[int]
+    watched: bool  # no lease given: the watchdog renews it
+
+
+class LockCommon(Generic[LinkT, DogT, CallbackT]):
+    """The state of a lock object over one `Plan` (what the kind of lock
+    sends): its options, and each owner's holds as this process knows
+    them. Subclasses give the owner, the watchdog and the I/O."""
+
+    def __init__(
+        self,
+        client: Any,
+        plan: Plan,
+        *,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        self.client = client
+        self.name = plan.key
+        self.session = session
+        self.watchdog_timeout = watchdog_timeout
+        self.sync = sync
+        self.client_id = client_id or _owner.client_id(client)
+        self.on_lost = on_lost
+        self._plan = plan
+        self._held: Dict[str, Held[LinkT, DogT]] = {}
+        self._guard = threading.Lock()
+
+    def owner(self) -> str:
+        raise NotImplementedError
+
+    def _start_watchdog(self, owner: str, state: Held[LinkT, DogT], lease_s: float) -> DogT:
+        raise NotImplementedError
+
+    def _stop_watchdog(self, dog: DogT) -> None:
+        raise NotImplementedError
+
+    @property
+    def held(self) -> bool:
+        """Whether the calling thread (or asyncio task) holds this lock (as
+        far as this process knows: see `lost`)."""
+        with self._guard:
+            state = self._held.get(self.owner())
+            return state is not None and not state.lost
+
+    @property
+    def lost(self) -> bool:
+        """True once the watchdog found the calling thread's (or task's)
+        hold gone: its lease ran out or the lock was forced open.
+        `release()` then raises `LockNotHeld`."""
+        with self._guard:
+            state = self._held.get(self.owner())
+            return state is not None and state.lost
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token of the calling thread's (or task's) latest
+        acquisition (a fenced lock; None otherwise)."""
+        with self._guard:
+            state = self._held.get(self.owner())
+            return None if state is None else state.token
+
+    # -- acquire ----------------------------------------------------------------
+
+    def _request(self, wait: Optional[float], lease: Optional[float]) -> Request:
+        lease_s = self.watchdog_timeout if lease is None else lease
+        return Request(self.owner(), lease_s, to_ms(lease_s), block_of(wait), lease is None)
+
+    def _session_link(self, owner: str) -> Tuple[Optional[Held[LinkT, DogT]], Optional[LinkT]]:
+        """The owner's holds and the connection its session holds are bound to."""
+        with self._guard:
+            state = self._held.get(owner)
+            return state, (state.link if state is not None else None)
+
+    def _acquiring(self, request: Request) -> Conversation[Outcome]:
+        """The acquisition, then the replica sync of what it took."""
+        args = self._plan.acquire(request.owner, request.lease_ms, request.block_ms, self.session)
+        try:
+            reply = yield args, reply_timeout(request.block_ms)
+        except ResponseError as e:
+            if str(e).startswith("NON_REENTRANT"):
+                raise NotReentrant(f"{self.name}: {e}") from e
+            raise
+        outcome = self._plan.outcome(reply)
+        if outcome.acquired:
+            yield from self._synchronizing(request.owner)
+        return outcome
+
+    def _synchronizing(self, owner: str) -> Conversation[None]:
+        """WAIT (and WAITAOF) for the hold just taken; released again and
+        NotSynced raised when the replicas did not all acknowledge it."""
+        if not self.sync.enabled:
+            return
+        info = parse_info((yield ["INFO", "replication", "persistence"], DEFAULT))
+        for command in sync_commands(info, self.sync):
+            try:
+                reply = yield command, self.sync.timeout + REPLY_MARGIN
+            except ResponseError as e:
+                if command[0] == "WAITAOF" and "unknown command" in str(e).lower():
+                    continue  # before Redis 7.2: WAIT alone
+                raise
+            if not synced(command, reply):
+                yield self._plan.release(owner), DEFAULT
+                raise NotSynced(
+                    f"{self.name}: {command[0]} replied {reply!r} within "
+                    f"{self.sync.timeout} s; the hold was released"
+                )
+
+    def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
+        """Counts a hold taken (`link`: the session's connection kept for it)."""
+        with self._guard:
+            state = self._held.setdefault(request.owner, Held())
+            state.count += 1
+            state.token = outcome.token
+            state.lost = False
+            if link is not None and state.link is None:
+                state.link = link
+            if request.watched and not self.session and state.dog is None:
+                state.dog = self._start_watchdog(request.owner, state, request.lease_s)
+
+    @staticmethod
+    def _token_of(outcome: Outcome, name: str) -> Optional[int]:
+        """A `hold()`'s token; raises `LockNotAcquired` when the wait ran out."""
+        if not outcome.acquired:
+            raise LockNotAcquired(name, outcome.pttl)
+        return outcome.token
+
+    # -- the watchdog -----------------------------------------------------------
+
+    def _renewing(self, owner: str, lease_s: float) -> Conversation[bool]:
+        """One renewal: whether the owner still held it."""
+        return self._plan.renewed((yield self._plan.renew(owner, to_ms(lease_s)), DEFAULT))
+
+    def _mark_lost(self, state: Held[LinkT, DogT]) -> None:
+        with self._guard:
+            state.lost = True
+            state.dog = None
+
+    # -- release ----------------------------------------------------------------
+
+    def _count_release(
+        self, owner: str, state: Optional[Held[LinkT, DogT]], released: Optional[bool]
+    ) -> Optional[LinkT]:
+        """Counts a release the server replied `released` to; the session's
+        connection to close when nothing of the owner's is left here."""
+        with self._guard:
+            if state is None:
+                return None
+            state.count -= 1
+            if released is None or released or state.count <= 0:
+                return self._forget(owner, state)
+            return None
+
+    def _forget(self, owner: str, state: Held[LinkT, DogT]) -> Optional[LinkT]:
+        """Called under the guard: stops the watchdog, drops the owner's
+        holds, and returns the session's connection, for the caller to
+        give back to the pool (nothing is bound to it any more)."""
+        if state.dog is not None:
+            self._stop_watchdog(state.dog)
+            state.dog = None
+        link, state.link = state.link, None
+        if self._held.get(owner) is state:
+            del self._held[owner]
+        return link
+
+    def _not_held(self, owner: str) -> LockNotHeld:
+        return LockNotHeld(f"{self.name} is not held by {owner}")
+
+    def _session_closed(self) -> LockNotHeld:
+        return LockNotHeld(f"{self.name}: the session's connection closed")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class PlainLockCommon(LockCommon[LinkT, DogT, CallbackT]):
+    """`Lock`'s constructor, for the sync and asyncio one."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        fenced: bool = False,
+        reentrant: bool = True,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        super().__init__(
+            client,
+            PlainPlan(name, fenced, reentrant),
+            session=session,
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self.fenced, self.reentrant = fenced, reentrant
+
+
+#: A lock object (`Lock`, a read or write lock, sync or asyncio) or a
+#: `(kind, name)` pair, kind one of LOCK, READ, WRITE.
+HoldSpec = Union[LockCommon[Any, Any, Any], Tuple[str, str]]
+
+
+def hold_of(spec: Any) -> Hold:
+    """The `(kind, name)` of a pair or of a lock object (sync or asyncio)."""
+    if isinstance(spec, tuple):
+        return (str(spec[0]).upper(), str(spec[1]))
+    plan = getattr(spec, "_plan", None)
+    if isinstance(plan, PlainPlan):
+        return ("LOCK", plan.key)
+    if isinstance(plan, ReadWritePlan):
+        return (plan.mode, plan.key)
+    raise TypeError(f"a MultiLock cannot hold {spec!r}")
+
+
+class MultiLockCommon(LockCommon[LinkT, DogT, CallbackT]):
+    """`MultiLock`'s constructor, for the sync and asyncio one."""
+
+    def __init__(
+        self,
+        client: Any,
+        holds: Sequence[HoldSpec],
+        *,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        plan = MultiPlan([hold_of(h) for h in holds])
+        super().__init__(
+            client,
+            plan,
+            session=session,
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self.holds = list(plan.holds)
+
+
+class ReadWriteLockCommon(Generic[ReadT, WriteT, CallbackT]):
+    """`ReadWriteLock`, sync or asyncio: its two sides, made by `_sides`."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        fenced: bool = False,
+        session: bool = False,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        self.client, self.name = client, name
+        options: Dict[str, Any] = dict(
+            session=session,
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self._read, self._write = self._sides(
+            client, ReadWritePlan(name, "READ"), ReadWritePlan(name, "WRITE", fenced), options
+        )
+
+    def _sides(
+        self, client: Any, read: Plan, write: Plan, options: Dict[str, Any]
+    ) -> Tuple[ReadT, WriteT]:
+        raise NotImplementedError
+
+    def read_lock(self) -> ReadT:
+        return self._read
+
+    def write_lock(self) -> WriteT:
+        return self._write
+
+    def __repr__(self) -> str:
+        return f"ReadWriteLock({self.name!r})"
