@@ -89,6 +89,21 @@ impl Target {
         }
     }
 
+    /// A multi-lock with no holds yet.
+    pub fn multi() -> Target {
+        Target {
+            holds: Vec::new(),
+            multi: true,
+            fenced: false,
+            non_reentrant: false,
+        }
+    }
+
+    /// The single lock's name (the first of a multi-lock's).
+    pub fn name(&self) -> &str {
+        self.first().1
+    }
+
     /// Refuses what the server would refuse, before sending anything.
     pub fn check(&self) -> Result<()> {
         if self.holds.is_empty() {
