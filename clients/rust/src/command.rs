@@ -285,6 +285,11 @@ mod tests {
             .collect()
     }
 
+    /// A command's words, as `redis-cli` takes them.
+    fn words(line: &str) -> Vec<&str> {
+        line.split(' ').collect()
+    }
+
     #[test]
     fn acquisitions_are_spelled_as_the_module_takes_them() {
         let mut lock = Target::single(Kind::Lock, "a");
@@ -293,22 +298,12 @@ mod tests {
         let cmd = lock.acquire("o:1", 500, Wait::For(Duration::from_secs(2)), true);
         assert_eq!(
             args(&cmd),
-            [
-                "LOCK.ACQUIRE",
-                "a",
-                "o:1",
-                "500",
-                "BLOCK",
-                "2000",
-                "FENCED",
-                "NOREENTRY",
-                "SESSION"
-            ]
+            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION")
         );
         let read = Target::single(Kind::Read, "r");
         assert_eq!(
             args(&read.acquire("o:1", 9, Wait::Forever, false)),
-            ["RWLOCK.READ", "r", "o:1", "9", "BLOCK", "0"]
+            words("RWLOCK.READ r o:1 9 BLOCK 0")
         );
         let multi = Target {
             holds: vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())],
@@ -318,46 +313,15 @@ mod tests {
         };
         assert_eq!(
             args(&multi.acquire("o:1", 9, Wait::No, true)),
-            [
-                "LOCK.ACQUIREALL",
-                "o:1",
-                "9",
-                "SESSION",
-                "HOLDS",
-                "2",
-                "LOCK",
-                "a",
-                "WRITE",
-                "b"
-            ]
+            words("LOCK.ACQUIREALL o:1 9 SESSION HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
             args(&multi.renew("o:1", 9)),
-            [
-                "LOCK.RENEWALL",
-                "o:1",
-                "9",
-                "HOLDS",
-                "2",
-                "LOCK",
-                "a",
-                "WRITE",
-                "b"
-            ]
+            words("LOCK.RENEWALL o:1 9 HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
             args(&read.release("o:1", 9, Some("id"))),
-            [
-                "RWLOCK.UNLOCK",
-                "r",
-                "o:1",
-                "READ",
-                "LEASE",
-                "9",
-                "REQUEST",
-                "id",
-                "13500"
-            ]
+            words("RWLOCK.UNLOCK r o:1 READ LEASE 9 REQUEST id 13500")
         );
         assert_eq!(read.latch("id"), "redisson_unlock_latch:{r}:id");
         assert_eq!(
