@@ -186,6 +186,16 @@ impl Target {
         }
     }
 
+    /// `LOCK.<verb> <name> <owner>` for a plain lock, `RWLOCK.<verb> …` for
+    /// a read-write lock's hold, and the hold's kind.
+    fn on_lock(&self, verb: &str, owner: &str) -> (Kind, Cmd) {
+        let (kind, name) = self.first();
+        let family = if kind == Kind::Lock { "LOCK" } else { "RWLOCK" };
+        let mut cmd = redis::cmd(&format!("{family}.{verb}"));
+        cmd.arg(name).arg(owner);
+        (kind, cmd)
+    }
+
     /// A release; a hold still held after it (a re-entered one) lasts
     /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
     /// retry of it idempotent (single locks).
@@ -196,12 +206,7 @@ impl Target {
             self.push_holds(&mut cmd);
             return cmd;
         }
-        let (kind, name) = self.first();
-        let mut cmd = match kind {
-            Kind::Lock => redis::cmd("LOCK.UNLOCK"),
-            Kind::Read | Kind::Write => redis::cmd("RWLOCK.UNLOCK"),
-        };
-        cmd.arg(name).arg(owner);
+        let (kind, mut cmd) = self.on_lock("UNLOCK", owner);
         if kind != Kind::Lock {
             cmd.arg(kind.word());
         }
@@ -242,12 +247,8 @@ impl Target {
             self.push_holds(&mut cmd);
             return cmd;
         }
-        let (kind, name) = self.first();
-        let mut cmd = match kind {
-            Kind::Lock => redis::cmd("LOCK.RENEW"),
-            Kind::Read | Kind::Write => redis::cmd("RWLOCK.RENEW"),
-        };
-        cmd.arg(name).arg(owner).arg(lease_ms);
+        let (_, mut cmd) = self.on_lock("RENEW", owner);
+        cmd.arg(lease_ms);
         cmd
     }
 
@@ -323,6 +324,13 @@ mod tests {
             args(&read.release("o:1", 9, Some("id"))),
             words("RWLOCK.UNLOCK r o:1 READ LEASE 9 REQUEST id 13500")
         );
+        let plain = Target::single(Kind::Lock, "a");
+        assert_eq!(
+            args(&plain.release("o:1", 9, None)),
+            words("LOCK.UNLOCK a o:1 LEASE 9")
+        );
+        assert_eq!(args(&plain.renew("o:1", 9)), words("LOCK.RENEW a o:1 9"));
+        assert_eq!(args(&read.renew("o:1", 9)), words("RWLOCK.RENEW r o:1 9"));
         assert_eq!(read.latch("id"), "redisson_unlock_latch:{r}:id");
         assert_eq!(
             Target::single(Kind::Lock, "{x}:1").latch("id"),
