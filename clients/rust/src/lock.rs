@@ -219,20 +219,17 @@ impl Guard {
             options.response_timeout,
             sync_options.timeout,
         ))?;
-        let mut reply = None;
-        if sync_options.aof {
-            match sync::wait_aof(replicas, sync_options).query::<Value>(conn) {
-                Ok(v) => reply = Some(v),
-                Err(e) if sync::lacks_wait_aof(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let reply = match reply {
+        let aof = if sync_options.aof {
+            sync::aof_reply(sync::wait_aof(replicas, sync_options).query(conn))?
+        } else {
+            None
+        };
+        let reply = match aof {
             Some(v) => v,
             None => sync::wait(replicas, sync_options).query(conn)?,
         };
         conn.set_read_timeout(options.response_timeout)?;
-        sync::verdict(sync::acknowledged(&reply)?, replicas, sync_options.timeout)
+        sync::settled(&reply, replicas, sync_options)
     }
 
     fn release_now(&mut self) -> Result<bool> {

@@ -336,25 +336,20 @@ impl Guard {
         if let Some(t) = sync::timeout(options.response_timeout, sync_options.timeout) {
             conn.set_response_timeout(t);
         }
-        let mut reply = None;
-        if sync_options.aof {
-            match sync::wait_aof(replicas, sync_options)
-                .query_async::<Value>(conn)
-                .await
-            {
-                Ok(v) => reply = Some(v),
-                Err(e) if sync::lacks_wait_aof(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let reply = match reply {
+        let aof = if sync_options.aof {
+            let cmd = sync::wait_aof(replicas, sync_options);
+            sync::aof_reply(cmd.query_async(conn).await)?
+        } else {
+            None
+        };
+        let reply = match aof {
             Some(v) => v,
             None => sync::wait(replicas, sync_options).query_async(conn).await?,
         };
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
-        sync::verdict(sync::acknowledged(&reply)?, replicas, sync_options.timeout)
+        sync::settled(&reply, replicas, sync_options)
     }
 
     async fn release_now(&mut self) -> Result<bool> {
