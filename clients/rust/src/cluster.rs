@@ -13,7 +13,7 @@ use redis::ConnectionAddr;
 use crate::error::{Error, Result};
 
 /// Redirections an acquisition follows before giving up.
-pub(crate) const MAX_REDIRECTS: usize = 5;
+const MAX_REDIRECTS: usize = 5;
 
 /// A lock's server.
 #[derive(Clone)]
@@ -81,6 +81,39 @@ impl Endpoint {
                 .insert(slot(name), client.clone());
         }
         Ok(Some(Redirect { client, asking }))
+    }
+}
+
+/// The node an acquisition is sent to, followed through the cluster's
+/// redirections up to [`MAX_REDIRECTS`].
+pub(crate) struct Route {
+    pub client: redis::Client,
+    /// The next attempt sends `ASKING` first.
+    pub asking: bool,
+    redirects: usize,
+}
+
+impl Route {
+    /// The server the lock `name` is first asked on.
+    pub fn start(endpoint: &Endpoint, name: &str) -> Route {
+        Route {
+            client: endpoint.node(name),
+            asking: false,
+            redirects: 0,
+        }
+    }
+
+    /// Moves to where `e` redirects the command about `name`; `e` itself
+    /// when it is no redirection or too many were followed.
+    pub fn follow(&mut self, endpoint: &Endpoint, name: &str, e: redis::RedisError) -> Result<()> {
+        match endpoint.redirect(name, &e)? {
+            Some(to) if self.redirects < MAX_REDIRECTS => {
+                (self.client, self.asking) = (to.client, to.asking);
+                self.redirects += 1;
+                Ok(())
+            }
+            _ => Err(e.into()),
+        }
     }
 }
 

@@ -89,6 +89,21 @@ impl Target {
         }
     }
 
+    /// A multi-lock with no holds yet.
+    pub fn multi() -> Target {
+        Target {
+            holds: Vec::new(),
+            multi: true,
+            fenced: false,
+            non_reentrant: false,
+        }
+    }
+
+    /// The single lock's name (the first of a multi-lock's).
+    pub fn name(&self) -> &str {
+        self.first().1
+    }
+
     /// Refuses what the server would refuse, before sending anything.
     pub fn check(&self) -> Result<()> {
         if self.holds.is_empty() {
@@ -171,6 +186,16 @@ impl Target {
         }
     }
 
+    /// `LOCK.<verb> <name> <owner>` for a plain lock, `RWLOCK.<verb> …` for
+    /// a read-write lock's hold, and the hold's kind.
+    fn on_lock(&self, verb: &str, owner: &str) -> (Kind, Cmd) {
+        let (kind, name) = self.first();
+        let family = if kind == Kind::Lock { "LOCK" } else { "RWLOCK" };
+        let mut cmd = redis::cmd(&format!("{family}.{verb}"));
+        cmd.arg(name).arg(owner);
+        (kind, cmd)
+    }
+
     /// A release; a hold still held after it (a re-entered one) lasts
     /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
     /// retry of it idempotent (single locks).
@@ -181,12 +206,7 @@ impl Target {
             self.push_holds(&mut cmd);
             return cmd;
         }
-        let (kind, name) = self.first();
-        let mut cmd = match kind {
-            Kind::Lock => redis::cmd("LOCK.UNLOCK"),
-            Kind::Read | Kind::Write => redis::cmd("RWLOCK.UNLOCK"),
-        };
-        cmd.arg(name).arg(owner);
+        let (kind, mut cmd) = self.on_lock("UNLOCK", owner);
         if kind != Kind::Lock {
             cmd.arg(kind.word());
         }
@@ -227,12 +247,8 @@ impl Target {
             self.push_holds(&mut cmd);
             return cmd;
         }
-        let (kind, name) = self.first();
-        let mut cmd = match kind {
-            Kind::Lock => redis::cmd("LOCK.RENEW"),
-            Kind::Read | Kind::Write => redis::cmd("RWLOCK.RENEW"),
-        };
-        cmd.arg(name).arg(owner).arg(lease_ms);
+        let (_, mut cmd) = self.on_lock("RENEW", owner);
+        cmd.arg(lease_ms);
         cmd
     }
 
@@ -270,6 +286,11 @@ mod tests {
             .collect()
     }
 
+    /// A command's words, as `redis-cli` takes them.
+    fn words(line: &str) -> Vec<&str> {
+        line.split(' ').collect()
+    }
+
     #[test]
     fn acquisitions_are_spelled_as_the_module_takes_them() {
         let mut lock = Target::single(Kind::Lock, "a");
@@ -278,22 +299,12 @@ mod tests {
         let cmd = lock.acquire("o:1", 500, Wait::For(Duration::from_secs(2)), true);
         assert_eq!(
             args(&cmd),
-            [
-                "LOCK.ACQUIRE",
-                "a",
-                "o:1",
-                "500",
-                "BLOCK",
-                "2000",
-                "FENCED",
-                "NOREENTRY",
-                "SESSION"
-            ]
+            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION")
         );
         let read = Target::single(Kind::Read, "r");
         assert_eq!(
             args(&read.acquire("o:1", 9, Wait::Forever, false)),
-            ["RWLOCK.READ", "r", "o:1", "9", "BLOCK", "0"]
+            words("RWLOCK.READ r o:1 9 BLOCK 0")
         );
         let multi = Target {
             holds: vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())],
@@ -303,47 +314,23 @@ mod tests {
         };
         assert_eq!(
             args(&multi.acquire("o:1", 9, Wait::No, true)),
-            [
-                "LOCK.ACQUIREALL",
-                "o:1",
-                "9",
-                "SESSION",
-                "HOLDS",
-                "2",
-                "LOCK",
-                "a",
-                "WRITE",
-                "b"
-            ]
+            words("LOCK.ACQUIREALL o:1 9 SESSION HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
             args(&multi.renew("o:1", 9)),
-            [
-                "LOCK.RENEWALL",
-                "o:1",
-                "9",
-                "HOLDS",
-                "2",
-                "LOCK",
-                "a",
-                "WRITE",
-                "b"
-            ]
+            words("LOCK.RENEWALL o:1 9 HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
             args(&read.release("o:1", 9, Some("id"))),
-            [
-                "RWLOCK.UNLOCK",
-                "r",
-                "o:1",
-                "READ",
-                "LEASE",
-                "9",
-                "REQUEST",
-                "id",
-                "13500"
-            ]
+            words("RWLOCK.UNLOCK r o:1 READ LEASE 9 REQUEST id 13500")
         );
+        let plain = Target::single(Kind::Lock, "a");
+        assert_eq!(
+            args(&plain.release("o:1", 9, None)),
+            words("LOCK.UNLOCK a o:1 LEASE 9")
+        );
+        assert_eq!(args(&plain.renew("o:1", 9)), words("LOCK.RENEW a o:1 9"));
+        assert_eq!(args(&read.renew("o:1", 9)), words("RWLOCK.RENEW r o:1 9"));
         assert_eq!(read.latch("id"), "redisson_unlock_latch:{r}:id");
         assert_eq!(
             Target::single(Kind::Lock, "{x}:1").latch("id"),

@@ -91,6 +91,7 @@ pub mod asynchronous;
 mod cluster;
 mod command;
 mod error;
+mod handle;
 mod lock;
 mod multi;
 mod options;

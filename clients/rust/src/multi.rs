@@ -36,27 +36,23 @@ impl MultiLock {
     }
 
     /// Adds a hold of this kind.
-    pub fn hold(mut self, kind: Kind, name: &str) -> MultiLock {
-        self.0.target.holds.push((kind, name.to_string()));
-        self
+    pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
+        MultiLock(self.0.hold(kind, name))
     }
 
     /// A fixed lease and no watchdog.
-    pub fn with_lease(mut self, lease: Duration) -> MultiLock {
-        self.0.options.lease = Some(lease);
-        self
+    pub fn with_lease(self, lease: Duration) -> MultiLock {
+        MultiLock(self.0.with_lease(lease))
     }
 
     /// Holds bound to their connection (`SESSION`), see [`crate::Options::session`].
-    pub fn with_session(mut self) -> MultiLock {
-        self.0.options.session = true;
-        self
+    pub fn with_session(self) -> MultiLock {
+        MultiLock(self.0.with_session())
     }
 
     /// This owner instead of `<client id>:<thread id>`.
-    pub fn with_owner(mut self, owner: &str) -> MultiLock {
-        self.0.owner = Some(owner.to_string());
-        self
+    pub fn with_owner(self, owner: &str) -> MultiLock {
+        MultiLock(self.0.with_owner(owner))
     }
 
     /// Every hold, waiting on the server as long as it takes.

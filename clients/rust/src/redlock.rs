@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::{Cmd, Connection, Value};
 
 use crate::command::{millis, Kind, Target, Wait};
 use crate::error::{Error, Result};
@@ -15,19 +15,19 @@ use crate::owner;
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// The masters that must grant the lock: a majority.
-pub(crate) fn quorum(masters: usize) -> usize {
+fn quorum(masters: usize) -> usize {
     masters / 2 + 1
 }
 
 /// The clock drift allowed for a lease: 1% plus 2 ms, as the Redlock
 /// algorithm's reference implementations allow.
-pub(crate) fn drift(lease: Duration) -> Duration {
+fn drift(lease: Duration) -> Duration {
     lease / 100 + Duration::from_millis(2)
 }
 
 /// How long a lock taken in a round that took `elapsed` stays valid, if at
 /// all.
-pub(crate) fn validity(lease: Duration, elapsed: Duration) -> Option<Duration> {
+fn validity(lease: Duration, elapsed: Duration) -> Option<Duration> {
     lease
         .checked_sub(elapsed)
         .and_then(|left| left.checked_sub(drift(lease)))
@@ -36,16 +36,86 @@ pub(crate) fn validity(lease: Duration, elapsed: Duration) -> Option<Duration> {
 
 /// How long one master may keep the caller waiting in a round: its share
 /// of the wait, and no longer than what is left of it.
-pub(crate) fn share(wait: Duration, masters: usize, left: Duration) -> Wait {
+fn share(wait: Duration, masters: usize, left: Duration) -> Wait {
     let per = wait / u32::try_from(masters.max(1)).unwrap_or(u32::MAX);
     Wait::of(per.min(left))
 }
 
 /// A random pause before the next round, under `cap`.
-pub(crate) fn pause(cap: Duration) -> Duration {
+fn pause(cap: Duration) -> Duration {
     let random = uuid::Uuid::new_v4().as_u128() as u64;
     let span = millis(cap.min(Duration::from_millis(100)));
     Duration::from_millis(random % span)
+}
+
+/// A RedLock, blocking or async, apart from its I/O: the masters, the lock,
+/// the lease, the time a master has to answer, and what is sent to each.
+#[derive(Clone)]
+pub(crate) struct Spec {
+    pub masters: Vec<redis::Client>,
+    target: Target,
+    pub lease: Duration,
+    pub timeout: Duration,
+}
+
+impl Spec {
+    pub fn new(masters: Vec<redis::Client>, name: &str) -> Spec {
+        Spec {
+            masters,
+            target: Target::single(Kind::Lock, name),
+            lease: DEFAULT_LEASE,
+            timeout: Duration::from_millis(500),
+        }
+    }
+
+    /// Refuses what cannot be taken, before sending anything.
+    pub fn check(&self) -> Result<()> {
+        self.target.check()?;
+        if self.masters.is_empty() || self.lease.is_zero() {
+            return Err(Error::InvalidArgument(
+                "a RedLock needs masters and a lease of at least 1 ms",
+            ));
+        }
+        Ok(())
+    }
+
+    fn quorum(&self) -> usize {
+        quorum(self.masters.len())
+    }
+
+    /// One master's acquisition, waiting there as long as `wait`.
+    pub fn acquire(&self, owner: &str, wait: Wait) -> Cmd {
+        self.target.acquire(owner, millis(self.lease), wait, false)
+    }
+
+    /// Ok when the master granted it.
+    pub fn granted(&self, reply: Value) -> Result<()> {
+        self.target.acquired(reply).map(|_| ())
+    }
+
+    pub fn release(&self, owner: &str) -> Cmd {
+        self.target.release(owner, millis(self.lease), None)
+    }
+
+    /// Until when the lock is held after a round begun at `start` in which
+    /// `acquired` masters granted it: None without a majority or time left.
+    pub fn held_until(&self, start: Instant, acquired: usize) -> Option<Instant> {
+        let valid = validity(self.lease, start.elapsed())?;
+        (acquired >= self.quorum()).then_some(start + valid)
+    }
+
+    /// After a round that did not hold it: the pause before the next one
+    /// while the wait lasts (until `deadline`), else `NoQuorum`.
+    pub fn retry_after(&self, deadline: Instant, acquired: usize) -> Result<Duration> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::NoQuorum {
+                acquired,
+                quorum: self.quorum(),
+            });
+        }
+        Ok(pause(left))
+    }
 }
 
 /// The lock `name` on several independent masters.
@@ -82,11 +152,8 @@ pub(crate) fn pause(cap: Duration) -> Duration {
 /// the project's docs/redisson.md). Use RedLock only where its timing
 /// assumptions are acceptable, and never as the only guard of data.
 pub struct RedLock {
-    masters: Vec<redis::Client>,
-    target: Target,
+    spec: Spec,
     client_id: String,
-    lease: Duration,
-    timeout: Duration,
 }
 
 impl RedLock {
@@ -94,88 +161,72 @@ impl RedLock {
     /// 3 or 5, independent of each other), with [`DEFAULT_LEASE`].
     pub fn new(masters: Vec<redis::Client>, name: &str) -> RedLock {
         RedLock {
-            masters,
-            target: Target::single(Kind::Lock, name),
+            spec: Spec::new(masters, name),
             client_id: owner::new_client_id(),
-            lease: DEFAULT_LEASE,
-            timeout: Duration::from_millis(500),
         }
     }
 
     /// The lease each master grants.
     pub fn with_lease(mut self, lease: Duration) -> RedLock {
-        self.lease = lease;
+        self.spec.lease = lease;
         self
     }
 
     /// How long connecting to a master and its reply (besides its wait) may
     /// take before it counts as not granting (default 500 ms).
     pub fn with_timeout(mut self, timeout: Duration) -> RedLock {
-        self.timeout = timeout;
+        self.spec.timeout = timeout;
         self
     }
 
     /// The lock if a majority grants it within `wait` (zero: one round).
     pub fn try_acquire(&self, wait: Duration) -> Result<RedLockGuard<'_>> {
-        self.target.check()?;
-        if self.masters.is_empty() || self.lease.is_zero() {
-            return Err(Error::InvalidArgument(
-                "a RedLock needs masters and a lease of at least 1 ms",
-            ));
-        }
+        self.spec.check()?;
         let owner = owner::owner(&self.client_id, owner::thread_id());
         let deadline = Instant::now() + wait;
-        let quorum = quorum(self.masters.len());
+        let masters = &self.spec.masters;
         loop {
             let start = Instant::now();
             let mut acquired = 0;
-            for master in &self.masters {
+            for master in masters {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let share = share(wait, self.masters.len(), left);
+                let share = share(wait, masters.len(), left);
                 if self.take(master, &owner, share).is_ok() {
                     acquired += 1;
                 }
             }
-            let valid = validity(self.lease, start.elapsed());
-            if let (true, Some(valid)) = (acquired >= quorum, valid) {
+            if let Some(valid_until) = self.spec.held_until(start, acquired) {
                 return Ok(RedLockGuard {
                     lock: self,
                     owner,
-                    valid_until: start + valid,
+                    valid_until,
                 });
             }
             self.release_all(&owner);
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::NoQuorum { acquired, quorum });
-            }
-            std::thread::sleep(pause(left));
+            std::thread::sleep(self.spec.retry_after(deadline, acquired)?);
         }
     }
 
     fn connect(&self, master: &redis::Client, wait: Wait) -> Result<Connection> {
-        let conn = master.get_connection_with_timeout(self.timeout)?;
-        conn.set_read_timeout(wait.timeout(Some(self.timeout)))?;
-        conn.set_write_timeout(Some(self.timeout))?;
+        let timeout = self.spec.timeout;
+        let conn = master.get_connection_with_timeout(timeout)?;
+        conn.set_read_timeout(wait.timeout(Some(timeout)))?;
+        conn.set_write_timeout(Some(timeout))?;
         Ok(conn)
     }
 
     fn take(&self, master: &redis::Client, owner: &str, wait: Wait) -> Result<()> {
         let mut conn = self.connect(master, wait)?;
-        let cmd = self.target.acquire(owner, millis(self.lease), wait, false);
-        let reply: Value = cmd.query(&mut conn)?;
-        self.target.acquired(reply).map(|_| ())
+        let reply: Value = self.spec.acquire(owner, wait).query(&mut conn)?;
+        self.spec.granted(reply)
     }
 
     /// Releases on every master, whether it granted the lock or not (a
     /// grant whose reply was lost is a hold too).
     fn release_all(&self, owner: &str) {
-        for master in &self.masters {
+        for master in &self.spec.masters {
             if let Ok(mut conn) = self.connect(master, Wait::No) {
-                let _: redis::RedisResult<Value> = self
-                    .target
-                    .release(owner, millis(self.lease), None)
-                    .query(&mut conn);
+                let _: redis::RedisResult<Value> = self.spec.release(owner).query(&mut conn);
             }
         }
     }

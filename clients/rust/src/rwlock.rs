@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::command::{Kind, Target, Wait};
+use crate::command::{Kind, Wait};
 use crate::error::Result;
 use crate::lock::{Guard, Handle};
 
@@ -17,59 +17,47 @@ impl ReadWriteLock {
     }
 
     /// Write holds take the next fencing token ([`Guard::token`]).
-    pub fn fenced(mut self) -> ReadWriteLock {
-        self.0.target.fenced = true;
-        self
+    pub fn fenced(self) -> ReadWriteLock {
+        ReadWriteLock(self.0.fenced())
     }
 
     /// A fixed lease and no watchdog.
-    pub fn with_lease(mut self, lease: Duration) -> ReadWriteLock {
-        self.0.options.lease = Some(lease);
-        self
+    pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_lease(lease))
     }
 
     /// Holds bound to their connection (`SESSION`), see [`crate::Options::session`].
-    pub fn with_session(mut self) -> ReadWriteLock {
-        self.0.options.session = true;
-        self
+    pub fn with_session(self) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_session())
     }
 
     /// This owner instead of `<client id>:<thread id>`.
-    pub fn with_owner(mut self, owner: &str) -> ReadWriteLock {
-        self.0.owner = Some(owner.to_string());
-        self
+    pub fn with_owner(self, owner: &str) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_owner(owner))
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.0.target.holds.first().map_or("", |(_, n)| n.as_str())
-    }
-
-    fn target(&self, kind: Kind) -> Target {
-        let mut target = self.0.target.clone();
-        if let Some(hold) = target.holds.first_mut() {
-            hold.0 = kind;
-        }
-        target
+        self.0.name()
     }
 
     /// A read hold, waiting on the server as long as it takes.
     pub fn read(&self) -> Result<Guard> {
-        self.0.acquire(&self.target(Kind::Read), Wait::Forever)
+        self.0.acquire(&self.0.of_kind(Kind::Read), Wait::Forever)
     }
 
     /// A read hold, waiting at most `wait` (zero: one attempt).
     pub fn try_read(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.target(Kind::Read), Wait::of(wait))
+        self.0.acquire(&self.0.of_kind(Kind::Read), Wait::of(wait))
     }
 
     /// The write hold, waiting on the server as long as it takes.
     pub fn write(&self) -> Result<Guard> {
-        self.0.acquire(&self.target(Kind::Write), Wait::Forever)
+        self.0.acquire(&self.0.of_kind(Kind::Write), Wait::Forever)
     }
 
     /// The write hold, waiting at most `wait` (zero: one attempt).
     pub fn try_write(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.target(Kind::Write), Wait::of(wait))
+        self.0.acquire(&self.0.of_kind(Kind::Write), Wait::of(wait))
     }
 }

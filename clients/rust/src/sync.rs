@@ -47,15 +47,30 @@ pub(crate) fn wait_aof(replicas: usize, options: &SyncOptions) -> redis::Cmd {
     cmd
 }
 
-/// True when the server does not know `WAITAOF` (Redis before 7.2).
-pub(crate) fn lacks_wait_aof(e: &redis::RedisError) -> bool {
+/// A `WAITAOF`'s reply; None when the server does not know `WAITAOF`
+/// (Redis before 7.2), for `WAIT` to be sent instead.
+pub(crate) fn aof_reply(reply: redis::RedisResult<Value>) -> Result<Option<Value>> {
+    match reply {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if lacks_wait_aof(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn lacks_wait_aof(e: &redis::RedisError) -> bool {
     e.to_string()
         .to_ascii_lowercase()
         .contains("unknown command")
 }
 
+/// Ok when the `WAIT` or `WAITAOF` reply says at least one of `replicas`
+/// acknowledged.
+pub(crate) fn settled(reply: &Value, replicas: usize, options: &SyncOptions) -> Result<()> {
+    verdict(acknowledged(reply)?, replicas, options.timeout)
+}
+
 /// How many replicas a `WAIT` or `WAITAOF` reply says acknowledged.
-pub(crate) fn acknowledged(reply: &Value) -> Result<i64> {
+fn acknowledged(reply: &Value) -> Result<i64> {
     match reply {
         Value::Int(n) => Ok(*n),
         Value::Array(items) => match items.as_slice() {
@@ -67,7 +82,7 @@ pub(crate) fn acknowledged(reply: &Value) -> Result<i64> {
 }
 
 /// Ok when at least one replica acknowledged, as Redisson requires.
-pub(crate) fn verdict(acked: i64, replicas: usize, waited: Duration) -> Result<()> {
+fn verdict(acked: i64, replicas: usize, waited: Duration) -> Result<()> {
     if acked > 0 {
         Ok(())
     } else {

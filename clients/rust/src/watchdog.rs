@@ -30,6 +30,27 @@ impl Renewal {
     }
 }
 
+/// What a renewal's outcome tells the watchdog.
+enum Turn {
+    /// Renewed: go on.
+    Held,
+    /// The connection failed: try again on a new one at the next turn.
+    Reconnect,
+    /// 0, or an error reply (the lock's key replaced by a value of another
+    /// type): the hold is gone.
+    Lost,
+}
+
+impl Turn {
+    fn of(reply: redis::RedisResult<redis::Value>) -> Turn {
+        match reply {
+            Err(e) if is_io(&e) => Turn::Reconnect,
+            Ok(r) if Target::renewed(&r).unwrap_or(false) => Turn::Held,
+            _ => Turn::Lost,
+        }
+    }
+}
+
 /// A thread renewing one hold.
 pub(crate) struct Watchdog {
     stop: Option<Sender<()>>,
@@ -51,16 +72,10 @@ impl Watchdog {
                     conn = crate::lock::connect(&client, renewal.response_timeout).ok();
                 }
                 let Some(c) = conn.as_mut() else { continue };
-                match renewal.cmd().query::<redis::Value>(c) {
-                    Err(e) if is_io(&e) => conn = None,
-                    // 0, or an error reply (the lock's key replaced by a
-                    // value of another type): the hold is gone.
-                    reply => {
-                        if !reply.is_ok_and(|r| Target::renewed(&r).unwrap_or(false)) {
-                            flag.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                    }
+                match Turn::of(renewal.cmd().query(c)) {
+                    Turn::Held => {}
+                    Turn::Reconnect => conn = None,
+                    Turn::Lost => return flag.store(true, Ordering::SeqCst),
                 }
             }
         });
@@ -120,14 +135,10 @@ impl AsyncWatchdog {
                         .ok();
                 }
                 let Some(c) = conn.as_mut() else { continue };
-                match renewal.cmd().query_async::<redis::Value>(c).await {
-                    Err(e) if is_io(&e) => conn = None,
-                    reply => {
-                        if !reply.is_ok_and(|r| Target::renewed(&r).unwrap_or(false)) {
-                            flag.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                    }
+                match Turn::of(renewal.cmd().query_async(c).await) {
+                    Turn::Held => {}
+                    Turn::Reconnect => conn = None,
+                    Turn::Lost => return flag.store(true, Ordering::SeqCst),
                 }
             }
         });

@@ -247,14 +247,18 @@ fn a_wait_on_the_server_longer_than_the_response_timeout_works() {
     assert!(pttl > 0 && start.elapsed() >= Duration::from_millis(750));
 }
 
+/// A watchdog lease of 1 s, renewed every third of a second.
+fn one_second_watchdog() -> Options {
+    Options {
+        watchdog_timeout: Duration::from_secs(1),
+        ..Options::default()
+    }
+}
+
 #[test]
 fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
     let (server, mut conn) = Server::started(&[]);
-    let options = Options {
-        watchdog_timeout: Duration::from_secs(1),
-        ..Options::default()
-    };
-    let locks = locks(&server, options);
+    let locks = locks(&server, one_second_watchdog());
     let plain = locks.lock("long-task").acquire().expect("lock");
     let write = locks.read_write_lock("long-rw").write().expect("write");
     let multi_free = locks.read_write_lock("long-read").read().expect("read");
@@ -275,11 +279,7 @@ fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
 #[test]
 fn the_watchdog_finds_the_hold_gone() {
     let (server, mut conn) = Server::started(&[]);
-    let options = Options {
-        watchdog_timeout: Duration::from_secs(1),
-        ..Options::default()
-    };
-    let locks = locks(&server, options);
+    let locks = locks(&server, one_second_watchdog());
     let forced = locks.lock("forced").acquire().expect("lock");
     let deleted = locks.read_write_lock("deleted").write().expect("write");
     assert!(!forced.is_lost() && !deleted.is_lost());

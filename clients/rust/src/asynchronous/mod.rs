@@ -17,52 +17,40 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::cluster::{Endpoint, MAX_REDIRECTS};
-use crate::command::{self, is_io, Kind, Target, Wait};
+use crate::cluster::{Endpoint, Route};
+use crate::command::{is_io, Kind, Target, Wait};
 use crate::error::Result;
+use crate::handle::{self, Hold};
 use crate::options::Options;
 use crate::owner;
 use crate::sync;
-use crate::watchdog::{AsyncWatchdog, Renewal};
+use crate::watchdog::AsyncWatchdog;
 
 /// The async locks of one client: a client id and the options, as
 /// [`crate::Locks`].
 #[derive(Clone)]
-pub struct Locks {
-    endpoint: Endpoint,
-    client_id: String,
-    options: Options,
-}
+pub struct Locks(handle::Client);
 
 impl Locks {
     /// Locks on the server `client` connects to, with the default options.
     pub fn new(client: redis::Client) -> Locks {
-        Locks {
-            endpoint: Endpoint::Server(client),
-            client_id: owner::new_client_id(),
-            options: Options::default(),
-        }
+        Locks(handle::Client::new(Endpoint::Server(client)))
     }
 
     /// Locks in the Redis Cluster `seed` is a node of, as
     /// [`crate::Locks::cluster`].
     pub fn cluster(seed: redis::Client) -> Locks {
-        Locks {
-            endpoint: Endpoint::cluster(seed),
-            client_id: owner::new_client_id(),
-            options: Options::default(),
-        }
+        Locks(handle::Client::new(Endpoint::cluster(seed)))
     }
 
     /// The same locks with these options.
-    pub fn with_options(mut self, options: Options) -> Locks {
-        self.options = options;
-        self
+    pub fn with_options(self, options: Options) -> Locks {
+        Locks(self.0.with_options(options))
     }
 
     /// This client's id, the first part of its owners.
     pub fn client_id(&self) -> &str {
-        &self.client_id
+        self.0.client_id()
     }
 
     /// The plain lock `name`.
@@ -83,29 +71,18 @@ impl Locks {
     /// Several holds taken at once (`LOCK.ACQUIREALL`), see
     /// [`crate::MultiLock`].
     pub fn multi_lock(&self) -> MultiLock {
-        let mut target = Target::single(Kind::Lock, "");
-        target.holds.clear();
-        target.multi = true;
-        MultiLock(self.handle(target))
+        MultiLock(self.handle(Target::multi()))
     }
 
+    /// A handle with an owner of its own.
     fn handle(&self, target: Target) -> Handle {
-        Handle {
-            endpoint: self.endpoint.clone(),
-            options: self.options.clone(),
-            owner: owner::owner(&self.client_id, owner::fresh_id()),
-            target,
-        }
+        let owner = owner::owner(self.0.client_id(), owner::fresh_id());
+        self.0.handle(target, owner)
     }
 }
 
-#[derive(Clone)]
-struct Handle {
-    endpoint: Endpoint,
-    options: Options,
-    owner: String,
-    target: Target,
-}
+/// An async lock handle, whose owner is its own.
+type Handle = handle::Handle<String>;
 
 /// A connection made within `connect_timeout` whose calls time out after
 /// `timeout` (None: never).
@@ -124,36 +101,25 @@ async fn connect(
 
 impl Handle {
     async fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
-        target.check()?;
-        self.options.check()?;
         let options = &self.options;
-        let lease_ms = options.lease_ms();
+        let acquisition = self.acquisition(target, wait, self.owner.clone())?;
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
-        let name = target.holds.first().map_or("", |(_, n)| n.as_str());
-        let cmd = target.acquire(&self.owner, lease_ms, wait, options.session);
-        let mut client = self.endpoint.node(name);
-        let mut asking = false;
-        let mut redirects = 0;
+        let name = acquisition.name;
+        let mut route = Route::start(&self.endpoint, name);
         let (mut conn, reply) = loop {
             let mut conn = connect(
-                &client,
+                &route.client,
                 options.response_timeout,
                 wait.timeout(options.response_timeout),
             )
             .await?;
-            if asking {
+            if route.asking {
                 let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
             }
-            match cmd.query_async::<Value>(&mut conn).await {
+            match acquisition.cmd.query_async::<Value>(&mut conn).await {
                 Ok(reply) => break (conn, reply),
-                Err(e) => match self.endpoint.redirect(name, &e)? {
-                    Some(to) if redirects < MAX_REDIRECTS => {
-                        (client, asking) = (to.client, to.asking);
-                        redirects += 1;
-                    }
-                    _ => return Err(e.into()),
-                },
+                Err(e) => route.follow(&self.endpoint, name, e)?,
             }
         };
         let token = target.acquired(reply)?;
@@ -161,14 +127,8 @@ impl Handle {
             conn.set_response_timeout(t);
         }
         let mut guard = Guard {
-            client: client.clone(),
-            target: target.clone(),
-            owner: self.owner.clone(),
-            token,
-            lease_ms,
+            hold: Hold::new(route.client, target, acquisition, token, options),
             conn: Some(conn),
-            session: options.session,
-            response_timeout: options.response_timeout,
             watchdog: None,
         };
         if let Err(e) = guard.check_replicas(options).await {
@@ -176,13 +136,8 @@ impl Handle {
             return Err(e);
         }
         if options.watchdog() {
-            let renewal = Renewal {
-                target: target.clone(),
-                owner: guard.owner.clone(),
-                lease_ms,
-                response_timeout: options.response_timeout,
-            };
-            guard.watchdog = Some(AsyncWatchdog::start(client, renewal));
+            let hold = &guard.hold;
+            guard.watchdog = Some(AsyncWatchdog::start(hold.client.clone(), hold.renewal()));
         }
         Ok(guard)
     }
@@ -194,33 +149,28 @@ pub struct Lock(Handle);
 
 impl Lock {
     /// Every acquisition takes the next fencing token.
-    pub fn fenced(mut self) -> Lock {
-        self.0.target.fenced = true;
-        self
+    pub fn fenced(self) -> Lock {
+        Lock(self.0.fenced())
     }
 
     /// Taking it again is an error instead of a re-entry (`NOREENTRY`).
-    pub fn non_reentrant(mut self) -> Lock {
-        self.0.target.non_reentrant = true;
-        self
+    pub fn non_reentrant(self) -> Lock {
+        Lock(self.0.non_reentrant())
     }
 
     /// A fixed lease and no watchdog.
-    pub fn with_lease(mut self, lease: Duration) -> Lock {
-        self.0.options.lease = Some(lease);
-        self
+    pub fn with_lease(self, lease: Duration) -> Lock {
+        Lock(self.0.with_lease(lease))
     }
 
     /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(mut self) -> Lock {
-        self.0.options.session = true;
-        self
+    pub fn with_session(self) -> Lock {
+        Lock(self.0.with_session())
     }
 
     /// This owner instead of the handle's own.
-    pub fn with_owner(mut self, owner: &str) -> Lock {
-        self.0.owner = owner.to_string();
-        self
+    pub fn with_owner(self, owner: &str) -> Lock {
+        Lock(self.0.with_owner(owner))
     }
 
     /// The owner this handle's holds belong to.
@@ -245,62 +195,50 @@ pub struct ReadWriteLock(Handle);
 
 impl ReadWriteLock {
     /// Write holds take the next fencing token.
-    pub fn fenced(mut self) -> ReadWriteLock {
-        self.0.target.fenced = true;
-        self
+    pub fn fenced(self) -> ReadWriteLock {
+        ReadWriteLock(self.0.fenced())
     }
 
     /// A fixed lease and no watchdog.
-    pub fn with_lease(mut self, lease: Duration) -> ReadWriteLock {
-        self.0.options.lease = Some(lease);
-        self
+    pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_lease(lease))
     }
 
     /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(mut self) -> ReadWriteLock {
-        self.0.options.session = true;
-        self
+    pub fn with_session(self) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_session())
     }
 
     /// This owner instead of the handle's own.
-    pub fn with_owner(mut self, owner: &str) -> ReadWriteLock {
-        self.0.owner = owner.to_string();
-        self
-    }
-
-    fn target(&self, kind: Kind) -> Target {
-        let mut target = self.0.target.clone();
-        if let Some(hold) = target.holds.first_mut() {
-            hold.0 = kind;
-        }
-        target
+    pub fn with_owner(self, owner: &str) -> ReadWriteLock {
+        ReadWriteLock(self.0.with_owner(owner))
     }
 
     /// A read hold, waiting as long as it takes.
     pub async fn read(&self) -> Result<Guard> {
         self.0
-            .acquire(&self.target(Kind::Read), Wait::Forever)
+            .acquire(&self.0.of_kind(Kind::Read), Wait::Forever)
             .await
     }
 
     /// A read hold, waiting at most `wait` (zero: one attempt).
     pub async fn try_read(&self, wait: Duration) -> Result<Guard> {
         self.0
-            .acquire(&self.target(Kind::Read), Wait::of(wait))
+            .acquire(&self.0.of_kind(Kind::Read), Wait::of(wait))
             .await
     }
 
     /// The write hold, waiting as long as it takes.
     pub async fn write(&self) -> Result<Guard> {
         self.0
-            .acquire(&self.target(Kind::Write), Wait::Forever)
+            .acquire(&self.0.of_kind(Kind::Write), Wait::Forever)
             .await
     }
 
     /// The write hold, waiting at most `wait` (zero: one attempt).
     pub async fn try_write(&self, wait: Duration) -> Result<Guard> {
         self.0
-            .acquire(&self.target(Kind::Write), Wait::of(wait))
+            .acquire(&self.0.of_kind(Kind::Write), Wait::of(wait))
             .await
     }
 }
@@ -326,21 +264,18 @@ impl MultiLock {
     }
 
     /// Adds a hold of this kind.
-    pub fn hold(mut self, kind: Kind, name: &str) -> MultiLock {
-        self.0.target.holds.push((kind, name.to_string()));
-        self
+    pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
+        MultiLock(self.0.hold(kind, name))
     }
 
     /// A fixed lease and no watchdog.
-    pub fn with_lease(mut self, lease: Duration) -> MultiLock {
-        self.0.options.lease = Some(lease);
-        self
+    pub fn with_lease(self, lease: Duration) -> MultiLock {
+        MultiLock(self.0.with_lease(lease))
     }
 
     /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(mut self) -> MultiLock {
-        self.0.options.session = true;
-        self
+    pub fn with_session(self) -> MultiLock {
+        MultiLock(self.0.with_session())
     }
 
     /// Every hold, waiting as long as it takes.
@@ -357,26 +292,20 @@ impl MultiLock {
 /// A hold. Dropped inside a tokio runtime, it is released by a task spawned
 /// on it; [`Guard::release`] releases it and tells the outcome.
 pub struct Guard {
-    client: redis::Client,
-    target: Target,
-    owner: String,
-    token: Option<i64>,
-    lease_ms: u64,
+    hold: Hold,
     conn: Option<MultiplexedConnection>,
-    session: bool,
-    response_timeout: Option<Duration>,
     watchdog: Option<AsyncWatchdog>,
 }
 
 impl Guard {
     /// The fencing token a fenced acquisition took.
     pub fn token(&self) -> Option<i64> {
-        self.token
+        self.hold.token
     }
 
     /// The owner holding it.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.hold.owner
     }
 
     /// True once the watchdog found the hold gone.
@@ -407,36 +336,20 @@ impl Guard {
         if let Some(t) = sync::timeout(options.response_timeout, sync_options.timeout) {
             conn.set_response_timeout(t);
         }
-        let mut reply = None;
-        if sync_options.aof {
-            match sync::wait_aof(replicas, sync_options)
-                .query_async::<Value>(conn)
-                .await
-            {
-                Ok(v) => reply = Some(v),
-                Err(e) if sync::lacks_wait_aof(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let reply = match reply {
+        let aof = if sync_options.aof {
+            let cmd = sync::wait_aof(replicas, sync_options);
+            sync::aof_reply(cmd.query_async(conn).await)?
+        } else {
+            None
+        };
+        let reply = match aof {
             Some(v) => v,
             None => sync::wait(replicas, sync_options).query_async(conn).await?,
         };
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
-        sync::verdict(sync::acknowledged(&reply)?, replicas, sync_options.timeout)
-    }
-
-    fn release_of(&self) -> Release {
-        Release {
-            client: self.client.clone(),
-            target: self.target.clone(),
-            owner: self.owner.clone(),
-            lease_ms: self.lease_ms,
-            session: self.session,
-            response_timeout: self.response_timeout,
-        }
+        sync::settled(&reply, replicas, sync_options)
     }
 
     async fn release_now(&mut self) -> Result<bool> {
@@ -446,54 +359,27 @@ impl Guard {
         let Some(conn) = self.conn.take() else {
             return Ok(false);
         };
-        self.release_of().send(conn).await
+        release(&self.hold, conn).await
     }
 }
 
-/// What a release needs, apart from the guard.
-#[derive(Clone)]
-struct Release {
-    client: redis::Client,
-    target: Target,
-    owner: String,
-    lease_ms: u64,
-    session: bool,
-    response_timeout: Option<Duration>,
-}
-
-impl Release {
-    async fn send(self, mut conn: MultiplexedConnection) -> Result<bool> {
-        let Release {
-            client,
-            target,
-            owner,
-            lease_ms,
-            session,
-            response_timeout,
-        } = self;
-        if target.multi || session {
-            let reply: Value = target
-                .release(&owner, lease_ms, None)
-                .query_async(&mut conn)
-                .await?;
-            return target.released(&reply);
+/// Sends `hold`'s release on `conn` (again on a new connection if that one
+/// failed and the release can be retried).
+async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<bool> {
+    let (cmd, request) = hold.release();
+    let reply: Value = match cmd.query_async(&mut conn).await {
+        Ok(v) => v,
+        Err(e) if is_io(&e) && request.is_some() => {
+            let timeout = hold.response_timeout;
+            conn = connect(&hold.client, timeout, timeout).await?;
+            cmd.query_async(&mut conn).await?
         }
-        let request = command::request_id();
-        let cmd = target.release(&owner, lease_ms, Some(&request));
-        let reply: Value = match cmd.query_async(&mut conn).await {
-            Ok(v) => v,
-            Err(e) if is_io(&e) => {
-                conn = connect(&client, response_timeout, response_timeout).await?;
-                cmd.query_async(&mut conn).await?
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let _: Value = redis::cmd("DEL")
-            .arg(target.latch(&request))
-            .query_async(&mut conn)
-            .await?;
-        target.released(&reply)
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(request) = request {
+        let _: Value = hold.forget(&request).query_async(&mut conn).await?;
     }
+    hold.target.released(&reply)
 }
 
 impl Drop for Guard {
@@ -507,9 +393,9 @@ impl Drop for Guard {
         // Outside a runtime nothing can be sent: the lease (or, for a
         // session, the connection closing) ends the hold.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let release = self.release_of();
+            let hold = self.hold.clone();
             runtime.spawn(async move {
-                let _ = release.send(conn).await;
+                let _ = release(&hold, conn).await;
             });
         }
     }
@@ -517,11 +403,6 @@ impl Drop for Guard {
 
 impl std::fmt::Debug for Guard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Guard")
-            .field("holds", &self.target.holds)
-            .field("owner", &self.owner)
-            .field("token", &self.token)
-            .field("session", &self.session)
-            .finish_non_exhaustive()
+        self.hold.fmt_guard(f)
     }
 }

@@ -6,63 +6,52 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::command::{millis, Kind, Target, Wait};
-use crate::error::{Error, Result};
+use crate::command::Wait;
+use crate::error::Result;
 use crate::owner;
-use crate::redlock::{pause, quorum, validity, DEFAULT_LEASE};
+use crate::redlock::Spec;
 
 /// The lock `name` on several independent masters.
 #[derive(Clone)]
 pub struct RedLock {
-    masters: Vec<redis::Client>,
-    target: Target,
+    spec: Spec,
     owner: String,
-    lease: Duration,
-    timeout: Duration,
 }
 
 impl RedLock {
     /// The lock `name` on the masters `masters` connect to, with
-    /// [`DEFAULT_LEASE`]; the handle is its owner, as an async lock's.
+    /// [`crate::DEFAULT_LEASE`]; the handle is its owner, as an async lock's.
     pub fn new(masters: Vec<redis::Client>, name: &str) -> RedLock {
         RedLock {
-            masters,
-            target: Target::single(Kind::Lock, name),
+            spec: Spec::new(masters, name),
             owner: owner::owner(&owner::new_client_id(), owner::fresh_id()),
-            lease: DEFAULT_LEASE,
-            timeout: Duration::from_millis(500),
         }
     }
 
     /// The lease each master grants.
     pub fn with_lease(mut self, lease: Duration) -> RedLock {
-        self.lease = lease;
+        self.spec.lease = lease;
         self
     }
 
     /// How long connecting to a master and its reply (besides its wait) may
     /// take before it counts as not granting (default 500 ms).
     pub fn with_timeout(mut self, timeout: Duration) -> RedLock {
-        self.timeout = timeout;
+        self.spec.timeout = timeout;
         self
     }
 
     /// The lock if a majority grants it within `wait` (zero: one round).
     pub async fn try_acquire(&self, wait: Duration) -> Result<RedLockGuard> {
-        self.target.check()?;
-        if self.masters.is_empty() || self.lease.is_zero() {
-            return Err(Error::InvalidArgument(
-                "a RedLock needs masters and a lease of at least 1 ms",
-            ));
-        }
+        self.spec.check()?;
         let deadline = Instant::now() + wait;
-        let quorum = quorum(self.masters.len());
         loop {
             let start = Instant::now();
             // All the masters at once, each waiting on its server for what
             // is left of the wait.
             let share = Wait::of(deadline.saturating_duration_since(start));
             let attempts: Vec<_> = self
+                .spec
                 .masters
                 .iter()
                 .map(|m| tokio::spawn(self.clone().take(m.clone(), share)))
@@ -73,20 +62,15 @@ impl RedLock {
                     acquired += 1;
                 }
             }
-            let valid = validity(self.lease, start.elapsed());
-            if let (true, Some(valid)) = (acquired >= quorum, valid) {
+            if let Some(valid_until) = self.spec.held_until(start, acquired) {
                 return Ok(RedLockGuard {
                     lock: self.clone(),
-                    valid_until: start + valid,
+                    valid_until,
                     released: false,
                 });
             }
             self.release_all().await;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::NoQuorum { acquired, quorum });
-            }
-            tokio::time::sleep(pause(left)).await;
+            tokio::time::sleep(self.spec.retry_after(deadline, acquired)?).await;
         }
     }
 
@@ -95,9 +79,10 @@ impl RedLock {
         master: &redis::Client,
         wait: Wait,
     ) -> Result<redis::aio::MultiplexedConnection> {
+        let timeout = self.spec.timeout;
         let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(wait.timeout(Some(self.timeout)));
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(wait.timeout(Some(timeout)));
         Ok(master
             .get_multiplexed_async_connection_with_config(&config)
             .await?)
@@ -106,22 +91,19 @@ impl RedLock {
     async fn take(self, master: redis::Client, wait: Wait) -> Result<()> {
         let mut conn = self.connect(&master, wait).await?;
         let reply: Value = self
-            .target
-            .acquire(&self.owner, millis(self.lease), wait, false)
+            .spec
+            .acquire(&self.owner, wait)
             .query_async(&mut conn)
             .await?;
-        self.target.acquired(reply).map(|_| ())
+        self.spec.granted(reply)
     }
 
     /// Releases on every master, whether it granted the lock or not.
     async fn release_all(&self) {
-        for master in &self.masters {
+        for master in &self.spec.masters {
             if let Ok(mut conn) = self.connect(master, Wait::No).await {
-                let _: redis::RedisResult<Value> = self
-                    .target
-                    .release(&self.owner, millis(self.lease), None)
-                    .query_async(&mut conn)
-                    .await;
+                let _: redis::RedisResult<Value> =
+                    self.spec.release(&self.owner).query_async(&mut conn).await;
             }
         }
     }

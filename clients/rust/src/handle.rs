@@ -1,0 +1,227 @@
+//! What the blocking and the async clients share apart from their I/O: a
+//! client's settings, a lock handle (where, what, for whom, with which
+//! options) and its builder methods, what an acquisition sends, and a hold
+//! (what its guard renews and releases).
+
+use std::time::Duration;
+
+use redis::Cmd;
+
+use crate::cluster::Endpoint;
+use crate::command::{self, Kind, Target, Wait};
+use crate::error::Result;
+use crate::options::Options;
+use crate::owner;
+use crate::watchdog::Renewal;
+
+/// A client's locks: one client id, where they live, the options.
+#[derive(Clone)]
+pub(crate) struct Client {
+    endpoint: Endpoint,
+    client_id: String,
+    options: Options,
+}
+
+impl Client {
+    /// A new client id, the default options.
+    pub fn new(endpoint: Endpoint) -> Client {
+        Client {
+            endpoint,
+            client_id: owner::new_client_id(),
+            options: Options::default(),
+        }
+    }
+
+    pub fn with_options(mut self, options: Options) -> Client {
+        self.options = options;
+        self
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// A handle on `target` whose holds belong to `owner`.
+    pub fn handle<O>(&self, target: Target, owner: O) -> Handle<O> {
+        Handle {
+            endpoint: self.endpoint.clone(),
+            client_id: self.client_id.clone(),
+            options: self.options.clone(),
+            owner,
+            target,
+        }
+    }
+}
+
+/// What a lock handle is: where, what, for whom (`O`: the blocking client's
+/// optional owner, the calling thread's by default; the async client's
+/// handle's own), with which options.
+#[derive(Clone)]
+pub(crate) struct Handle<O> {
+    pub endpoint: Endpoint,
+    pub client_id: String,
+    pub options: Options,
+    pub owner: O,
+    pub target: Target,
+}
+
+/// An acquisition about to be sent.
+pub(crate) struct Acquisition<'a> {
+    pub owner: String,
+    pub lease_ms: u64,
+    /// The (first) lock's name, which says where it lives.
+    pub name: &'a str,
+    pub cmd: Cmd,
+}
+
+impl<O> Handle<O> {
+    pub fn fenced(mut self) -> Self {
+        self.target.fenced = true;
+        self
+    }
+
+    pub fn non_reentrant(mut self) -> Self {
+        self.target.non_reentrant = true;
+        self
+    }
+
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.options.lease = Some(lease);
+        self
+    }
+
+    pub fn with_session(mut self) -> Self {
+        self.options.session = true;
+        self
+    }
+
+    pub fn with_owner(mut self, owner: &str) -> Self
+    where
+        O: From<String>,
+    {
+        self.owner = O::from(owner.to_string());
+        self
+    }
+
+    /// Adds a hold to a multi-lock.
+    pub fn hold(mut self, kind: Kind, name: &str) -> Self {
+        self.target.holds.push((kind, name.to_string()));
+        self
+    }
+
+    /// The (first) lock's name.
+    pub fn name(&self) -> &str {
+        self.target.name()
+    }
+
+    /// The read-write lock's target for a hold of `kind`.
+    pub fn of_kind(&self, kind: Kind) -> Target {
+        let mut target = self.target.clone();
+        if let Some(hold) = target.holds.first_mut() {
+            hold.0 = kind;
+        }
+        target
+    }
+
+    /// Refuses what the server would refuse, then builds the acquisition of
+    /// `target` for `owner`.
+    pub fn acquisition<'a>(
+        &self,
+        target: &'a Target,
+        wait: Wait,
+        owner: String,
+    ) -> Result<Acquisition<'a>> {
+        target.check()?;
+        self.options.check()?;
+        let lease_ms = self.options.lease_ms();
+        let cmd = target.acquire(&owner, lease_ms, wait, self.options.session);
+        Ok(Acquisition {
+            owner,
+            lease_ms,
+            name: target.name(),
+            cmd,
+        })
+    }
+}
+
+impl Handle<Option<String>> {
+    /// The owner an acquisition by the calling thread uses.
+    pub fn thread_owner(&self) -> String {
+        self.owner
+            .clone()
+            .unwrap_or_else(|| owner::owner(&self.client_id, owner::thread_id()))
+    }
+}
+
+/// A hold taken: what its guard renews and releases, on the master that
+/// granted it.
+#[derive(Clone)]
+pub(crate) struct Hold {
+    pub client: redis::Client,
+    pub target: Target,
+    pub owner: String,
+    pub token: Option<i64>,
+    pub lease_ms: u64,
+    pub session: bool,
+    pub response_timeout: Option<Duration>,
+}
+
+impl Hold {
+    pub fn new(
+        client: redis::Client,
+        target: &Target,
+        acquisition: Acquisition<'_>,
+        token: Option<i64>,
+        options: &Options,
+    ) -> Hold {
+        Hold {
+            client,
+            target: target.clone(),
+            owner: acquisition.owner,
+            token,
+            lease_ms: acquisition.lease_ms,
+            session: options.session,
+            response_timeout: options.response_timeout,
+        }
+    }
+
+    /// What its watchdog renews.
+    pub fn renewal(&self) -> Renewal {
+        Renewal {
+            target: self.target.clone(),
+            owner: self.owner.clone(),
+            lease_ms: self.lease_ms,
+            response_timeout: self.response_timeout,
+        }
+    }
+
+    /// The release, and the request id that makes sending it again after a
+    /// lost reply safe: that gets the first one's reply instead of
+    /// releasing a second hold. None for a session's hold, which ends with
+    /// its connection anyway, and a multi-lock's, whose release takes none.
+    pub fn release(&self) -> (Cmd, Option<String>) {
+        let request = (!self.target.multi && !self.session).then(command::request_id);
+        let cmd = self
+            .target
+            .release(&self.owner, self.lease_ms, request.as_deref());
+        (cmd, request)
+    }
+
+    /// Deletes the reply the server kept for `request`, as Redisson does once
+    /// it has it.
+    pub fn forget(&self, request: &str) -> Cmd {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(self.target.latch(request));
+        cmd
+    }
+
+    /// A guard's `Debug`.
+    pub fn fmt_guard(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("holds", &self.target.holds)
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
