@@ -13,13 +13,14 @@ use crate::engine::agenda::Agenda;
 /// Makes the timer of the agenda `agenda(registry)` fire by its first entry,
 /// calling `callback` with `data`. A timer set earlier, for an entry dropped
 /// since, is kept: it finds nothing due and its callback arms the next.
-pub fn arm_agenda<R, T, F, D>(
+pub fn arm_agenda<R, T, A, F, D>(
     ctx: &Context,
     registry: &'static LocalKey<RefCell<R>>,
-    agenda: fn(&mut R) -> &mut Agenda<T>,
+    agenda: A,
     callback: F,
     data: D,
 ) where
+    A: Fn(&mut R) -> &mut Agenda<T>,
     F: FnOnce(&Context, D),
     D: 'static,
 {
