@@ -40,7 +40,6 @@ impl<T> Default for Agenda<T> {
 
 impl<T> Agenda<T> {
     /// Puts `entry` on the agenda at `at`; the caller arms the timer.
-    #[inline]
     pub fn appoint(&mut self, at: i64, entry: T) -> Slot {
         self.appointed += 1;
         let slot = (at, self.appointed);
