@@ -1,8 +1,10 @@
 //! The pure lock engine: each lock kind's state machine over one small
-//! storage trait ([`store::Store`]), sharing names, errors, integers and the
-//! waiting queue. No Redis in it, so every machine is tested in memory,
-//! against a reference model and Redisson's own scripts' behaviour.
+//! storage trait ([`store::Store`]), sharing names, errors, integers, the
+//! waiting queue and the agenda of what falls due when. No Redis in it, so
+//! every machine is tested in memory, against a reference model and
+//! Redisson's own scripts' behaviour.
 
+pub mod agenda;
 pub mod error;
 pub mod hold;
 pub mod index;

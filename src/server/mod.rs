@@ -7,9 +7,12 @@
 //!
 //! Left outside, each where it is, because a wrapper would add nothing: the
 //! allocator's check that Redis handed over its API (`alloc`), and the
-//! `redis-module` crate's own safe helpers (timers, `INFO` fields, calls).
+//! `redis-module` crate's own safe helpers (timers, `INFO` fields, calls);
+//! only an agenda's timer, armed alike by two registries, is here
+//! (`timers`).
 
 pub mod strings;
+pub mod timers;
 
 use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int};

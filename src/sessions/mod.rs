@@ -12,7 +12,6 @@ pub mod close;
 pub mod registry;
 
 use std::cell::RefCell;
-use std::time::Duration;
 
 use redis_module::{Context, ContextFlags};
 
@@ -154,17 +153,7 @@ pub fn counts() -> (usize, usize) {
 
 /// Makes the agenda's timer fire by the first renewal due.
 fn arm(ctx: &Context) {
-    let Some((stale, at)) = with(|r| r.timer_needed()) else {
-        return;
-    };
-    if let Some(timer) = stale {
-        // It may have fired already; then there is nothing to stop.
-        let _ = ctx.stop_timer::<Agenda>(timer);
-    }
-    let now = server::milliseconds();
-    let delay = (at - now).max(0);
-    let timer = ctx.create_timer(Duration::from_millis(delay as u64), on_agenda, Agenda);
-    with(|r| r.set_timer((timer, now + delay)));
+    server::timers::arm_agenda(ctx, &REGISTRY, Registry::agenda, on_agenda, Agenda);
 }
 
 /// Renews what fell due, as `RWLOCK.RENEW` or `LOCK.RENEW` would, then

@@ -14,8 +14,9 @@
 //! a non-session re-entry is never taken for a session hold, and another
 //! owner's never touched (docs/design.md, contract §12).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
+use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::session::Kind;
 
 /// A connection, by Redis's client id.
@@ -23,13 +24,6 @@ pub type ClientId = u64;
 
 /// A lock is its database and its name.
 pub type LockId = (i32, Vec<u8>);
-
-/// An agenda entry's key: when it falls due (Unix milliseconds) and a
-/// number that tells entries of the same millisecond apart.
-pub type Slot = (i64, u64);
-
-/// The agenda's timer: its id and when it fires.
-pub type Timer = (u64, i64);
 
 /// One owner's holds of one kind on one lock: what a session hold is part of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,12 +65,8 @@ pub struct Registry {
     by_client: HashMap<ClientId, HashMap<Bond, Entry>>,
     /// The connections with session holds on each lock.
     by_lock: HashMap<LockId, HashSet<ClientId>>,
-    /// Renewals, earliest first.
-    agenda: BTreeMap<Slot, (ClientId, Bond)>,
-    /// Numbers agenda entries.
-    entries: u64,
-    /// Never fires after the first entry, maybe before.
-    timer: Option<Timer>,
+    /// Renewals.
+    agenda: Agenda<(ClientId, Bond)>,
 }
 
 /// How often a hold with `lease` is renewed: every lease/3, as Redisson's
@@ -104,7 +94,9 @@ impl Registry {
     /// `client` took a hold of `bond` with `SESSION`, leaving the owner's
     /// count at `level`, at `now`; it is renewed every lease/3 from now.
     pub fn bind(&mut self, client: ClientId, bond: Bond, level: i64, lease: i64, now: i64) {
-        let slot = self.appoint(now + period(lease), client, bond.clone());
+        let slot = self
+            .agenda
+            .appoint(now + period(lease), (client, bond.clone()));
         self.by_lock
             .entry(bond.lock.clone())
             .or_default()
@@ -117,7 +109,7 @@ impl Registry {
                 entry.levels.push(level);
                 entry.lease = lease;
                 let old = std::mem::replace(&mut entry.renewal, slot);
-                self.agenda.remove(&old);
+                self.agenda.cancel(&old);
             }
             None => {
                 let entry = Entry {
@@ -169,7 +161,7 @@ impl Registry {
         let mut orphans: Vec<Orphan> = entries
             .into_iter()
             .map(|(bond, entry)| {
-                self.agenda.remove(&entry.renewal);
+                self.agenda.cancel(&entry.renewal);
                 self.unlink(client, &bond.lock);
                 Orphan {
                     bond,
@@ -185,11 +177,9 @@ impl Registry {
     /// Takes the renewals due by `now`, each put back on the agenda a
     /// period later; the timer that fired is gone.
     pub fn take_due(&mut self, now: i64) -> Vec<Renewal> {
-        self.timer = None;
-        let later = self.agenda.split_off(&(now + 1, 0));
-        let due = std::mem::replace(&mut self.agenda, later);
+        let due = self.agenda.take_due(now);
         let mut renewals = Vec::new();
-        for (client, bond) in due.into_values() {
+        for (client, bond) in due {
             let Some(lease) = self
                 .by_client
                 .get(&client)
@@ -198,7 +188,9 @@ impl Registry {
             else {
                 continue;
             };
-            let slot = self.appoint(now + period(lease), client, bond.clone());
+            let slot = self
+                .agenda
+                .appoint(now + period(lease), (client, bond.clone()));
             if let Some(entry) = self
                 .by_client
                 .get_mut(&client)
@@ -213,18 +205,9 @@ impl Registry {
         renewals
     }
 
-    /// When the agenda's timer must fire, if it needs a new one; and the
-    /// timer to stop, if any.
-    pub fn timer_needed(&self) -> Option<(Option<u64>, i64)> {
-        let (&(first, _), _) = self.agenda.first_key_value()?;
-        match self.timer {
-            Some((_, at)) if at <= first => None,
-            timer => Some((timer.map(|(id, _)| id), first)),
-        }
-    }
-
-    pub fn set_timer(&mut self, timer: Timer) {
-        self.timer = Some(timer);
+    /// The agenda, whose timer the shell arms.
+    pub fn agenda(&mut self) -> &mut Agenda<(ClientId, Bond)> {
+        &mut self.agenda
     }
 
     /// Forgets the session holds on the locks of `db` (all with `None`):
@@ -298,7 +281,7 @@ impl Registry {
                 continue;
             }
             if let Some(entry) = entries.remove(bond) {
-                self.agenda.remove(&entry.renewal);
+                self.agenda.cancel(&entry.renewal);
             }
             if entries.is_empty() {
                 self.by_client.remove(&client);
@@ -320,13 +303,6 @@ impl Registry {
                 self.by_lock.remove(lock);
             }
         }
-    }
-
-    fn appoint(&mut self, at: i64, client: ClientId, bond: Bond) -> Slot {
-        self.entries += 1;
-        let slot = (at, self.entries);
-        self.agenda.insert(slot, (client, bond));
-        slot
     }
 }
 
@@ -354,7 +330,7 @@ mod tests {
         let mut r = Registry::default();
         assert!(r.idle());
         assert_eq!(r.counts(), (0, 0));
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
         assert_eq!(r.close(7), vec![]);
         assert_eq!(r.take_due(1_000), vec![]);
     }
@@ -405,7 +381,11 @@ mod tests {
         // Deleted (FORCEUNLOCK, DEL, expiry): seen as a count of 0.
         r.observe(&a, 0);
         assert!(r.idle());
-        assert_eq!(r.timer_needed(), None, "its renewal left the agenda");
+        assert_eq!(
+            r.agenda().timer_needed(),
+            None,
+            "its renewal left the agenda"
+        );
         assert_eq!(r.close(1), vec![]);
     }
 
@@ -439,20 +419,20 @@ mod tests {
         let a = bond(Kind::Lock, "a:1");
         r.bind(1, a.clone(), 1, 900, 1_000);
         r.bind(2, bond(Kind::Read, "b:1"), 1, 30, 1_000);
-        assert_eq!(r.timer_needed(), Some((None, 1_010)));
-        r.set_timer((5, 1_010));
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), Some((None, 1_010)));
+        r.agenda().set_timer((5, 1_010));
+        assert_eq!(r.agenda().timer_needed(), None);
         let due = r.take_due(1_010);
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].lease, 30);
-        assert_eq!(r.timer_needed(), Some((None, 1_020)));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 1_020)));
         let due = r.take_due(1_300);
         let kinds: Vec<Kind> = due.iter().map(|d| d.bond.kind).collect();
         assert_eq!(kinds, vec![Kind::Read, Kind::Lock]);
         assert_eq!(period(1), 1);
         r.observe(&a, 0);
         r.close(2);
-        assert_eq!(r.timer_needed(), None, "nothing left to renew");
+        assert_eq!(r.agenda().timer_needed(), None, "nothing left to renew");
     }
 
     #[test]
@@ -479,7 +459,7 @@ mod tests {
         assert_eq!(r.bonds_on(&other.lock), vec![other]);
         r.forget(None);
         assert!(r.idle());
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
     }
 
     /// One owner's holds of one kind on one lock, each tagged with the

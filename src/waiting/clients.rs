@@ -393,21 +393,9 @@ pub fn on_flush(ctx: &Context, db: Option<i32>) {
     }
 }
 
-/// Makes the agenda's timer fire by the first entry. A timer set earlier,
-/// for an entry dropped since, is kept: it finds nothing due and arms the
-/// next.
+/// Makes the agenda's timer fire by the first entry.
 fn arm_agenda(ctx: &Context) {
-    let Some((stale, at)) = with(|r| r.timer_needed()) else {
-        return;
-    };
-    if let Some(timer) = stale {
-        // It may have fired already; then there is nothing to stop.
-        let _ = ctx.stop_timer::<Agenda>(timer);
-    }
-    let now = server::milliseconds();
-    let delay = (at - now).max(0);
-    let timer = ctx.create_timer(Duration::from_millis(delay as u64), on_agenda, Agenda);
-    with(|r| r.set_timer((timer, now + delay)));
+    server::timers::arm_agenda(ctx, &REGISTRY, Registry::agenda, on_agenda, Agenda);
 }
 
 /// Serves what has fallen due, then arms the timer for the next entry.

@@ -5,20 +5,17 @@
 //!
 //! Wait timeouts and lock deadlines are entries of one agenda served by one
 //! timer, set for the earliest: parking and serving a client, which happen on
-//! every handoff, then mostly create and stop no timer (each costs some
-//! 1,500 to 3,000 server instructions, on the handoff's path for a stop).
+//! every handoff, then mostly create and stop no timer (a stop would be on
+//! the handoff's path).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::queue::{Hold, Ticket};
 
 /// A lock is its database and its name.
 pub type LockId = (i32, Vec<u8>);
-
-/// An agenda entry's key: when it falls due (Unix milliseconds, Redis's
-/// clock) and a number that tells entries of the same millisecond apart.
-pub type Slot = (i64, u64);
 
 /// What falls due on the agenda; `H` is a parked client's handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,20 +54,12 @@ struct Queue<H> {
     soon: bool,
 }
 
-/// The agenda's timer: its id and when it fires.
-pub type Timer = (u64, i64);
-
 pub struct Registry<H> {
     queues: HashMap<LockId, Queue<H>>,
     /// Every parked client, by handle.
     waiting: HashMap<H, Waiter>,
-    /// Wait timeouts and deadlines of locks with waiters, earliest first.
-    agenda: BTreeMap<Slot, Due<H>>,
-    /// Numbers agenda entries.
-    entries: u64,
-    /// Never fires after the first entry, maybe before (that entry was
-    /// dropped since, its client served).
-    timer: Option<Timer>,
+    /// Wait timeouts and deadlines of locks with waiters.
+    agenda: Agenda<Due<H>>,
     /// The lock a command is changing and then serving, whose own keyspace
     /// events need no second look.
     settling: Option<LockId>,
@@ -81,9 +70,7 @@ impl<H> Default for Registry<H> {
         Registry {
             queues: HashMap::new(),
             waiting: HashMap::new(),
-            agenda: BTreeMap::new(),
-            entries: 0,
-            timer: None,
+            agenda: Agenda::default(),
             settling: None,
         }
     }
@@ -105,7 +92,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// connection `session` once served if any.
     pub fn park(&mut self, id: LockId, ticket: Ticket<H>, ends: Option<i64>, session: Option<u64>) {
         let handle = ticket.token;
-        let timeout = ends.map(|at| self.appoint(at, Due::Timeout(handle)));
+        let timeout = ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle)));
         self.waiting.insert(
             handle,
             Waiter {
@@ -142,7 +129,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 .iter()
                 .map(|(id, t)| (id.clone(), t.hold))
                 .collect(),
-            timeout: ends.map(|at| self.appoint(at, Due::Timeout(handle))),
+            timeout: ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle))),
             session,
         };
         self.waiting.insert(handle, waiter);
@@ -220,7 +207,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         };
         if q.tickets.is_empty() {
             if let Some(slot) = self.queues.remove(id).and_then(|q| q.deadline) {
-                self.agenda.remove(&slot);
+                self.agenda.cancel(&slot);
             }
             return;
         }
@@ -228,10 +215,10 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             return;
         }
         if let Some(slot) = q.deadline.take() {
-            self.agenda.remove(&slot);
+            self.agenda.cancel(&slot);
         }
         if let Some(at) = wanted {
-            let slot = self.appoint(at, Due::Deadline(id.clone()));
+            let slot = self.agenda.appoint(at, Due::Deadline(id.clone()));
             if let Some(q) = self.queues.get_mut(id) {
                 q.deadline = Some(slot);
             }
@@ -275,26 +262,12 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     /// Takes what fell due by `now` off the agenda, earliest first; the
     /// timer that fired is gone.
     pub fn take_due(&mut self, now: i64) -> Vec<Due<H>> {
-        self.timer = None;
-        let later = self.agenda.split_off(&(now + 1, 0));
-        std::mem::replace(&mut self.agenda, later)
-            .into_values()
-            .collect()
+        self.agenda.take_due(now).collect()
     }
 
-    /// When the agenda's timer must fire, if it needs a new one: the first
-    /// entry is earlier than the timer set (or none is set). Returns the
-    /// timer to stop, if any, and the time.
-    pub fn timer_needed(&self) -> Option<(Option<u64>, i64)> {
-        let (&(first, _), _) = self.agenda.first_key_value()?;
-        match self.timer {
-            Some((_, at)) if at <= first => None,
-            timer => Some((timer.map(|(id, _)| id), first)),
-        }
-    }
-
-    pub fn set_timer(&mut self, timer: Timer) {
-        self.timer = Some(timer);
+    /// The agenda, whose timer the shell arms.
+    pub fn agenda(&mut self) -> &mut Agenda<Due<H>> {
+        &mut self.agenda
     }
 
     /// Marks `id` as changed by the running command, which serves it itself;
@@ -324,7 +297,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     pub fn drain(&mut self) -> (Vec<H>, Option<u64>) {
         let all = std::mem::take(self);
         let handles = all.waiting.into_keys().collect();
-        (handles, all.timer.map(|(id, _)| id))
+        (handles, all.agenda.timer())
     }
 
     /// Parked clients, and locks they wait for. A queue emptied by a timeout
@@ -335,19 +308,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         (self.waiting.len(), locks.count())
     }
 
-    /// Puts `due` on the agenda at `at`; the caller arms the timer.
-    fn appoint(&mut self, at: i64, due: Due<H>) -> Slot {
-        self.entries += 1;
-        let slot = (at, self.entries);
-        self.agenda.insert(slot, due);
-        slot
-    }
-
     /// Drops a parked client's registration and timeout (not its ticket).
     fn forget(&mut self, handle: H) -> Option<Waiter> {
         let waiter = self.waiting.remove(&handle)?;
         if let Some(slot) = waiter.timeout {
-            self.agenda.remove(&slot);
+            self.agenda.cancel(&slot);
         }
         Some(waiter)
     }
@@ -381,11 +346,11 @@ mod tests {
 
     #[test]
     fn an_empty_registry_is_idle_and_counts_nothing() {
-        let r = Registry::<u32>::default();
+        let mut r = Registry::<u32>::default();
         assert!(r.idle());
         assert_eq!(r.counts(), (0, 0));
         assert!(!r.has_waiters(&id("L")));
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
     }
 
     #[test]
@@ -415,7 +380,7 @@ mod tests {
         assert_eq!(queued(&mut r, &id("A")), vec![2, 3, 4]);
         assert_eq!(r.counts(), (3, 1));
         // The served waiter's timeout left the agenda with it.
-        assert_eq!(r.timer_needed(), Some((None, 102)));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 102)));
         assert_eq!(r.take_due(200), vec![Due::Timeout(2), Due::Timeout(3)]);
     }
 
@@ -426,7 +391,7 @@ mod tests {
         r.park(id("B"), ticket(2), Some(10), None);
         r.rearm(&id("A"), Some(30));
         r.rearm(&id("B"), Some(10));
-        assert_eq!(r.timer_needed(), Some((None, 10)));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 10)));
         let due = r.take_due(30);
         assert_eq!(
             due,
@@ -438,35 +403,39 @@ mod tests {
         );
         assert_eq!(r.take_due(49), vec![]);
         assert_eq!(r.take_due(50), vec![Due::Timeout(1)]);
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
     }
 
     #[test]
     fn a_timer_is_replaced_only_by_an_earlier_entry() {
         let mut r = Registry::default();
         r.park(id("A"), ticket(1), Some(100), None);
-        assert_eq!(r.timer_needed(), Some((None, 100)));
-        r.set_timer((7, 100));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 100)));
+        r.agenda().set_timer((7, 100));
         assert_eq!(
-            r.timer_needed(),
+            r.agenda().timer_needed(),
             None,
             "a timer for the first entry is kept"
         );
         r.park(id("A"), ticket(2), Some(200), None);
-        assert_eq!(r.timer_needed(), None, "a later entry needs no new timer");
+        assert_eq!(
+            r.agenda().timer_needed(),
+            None,
+            "a later entry needs no new timer"
+        );
         r.park(id("A"), ticket(3), Some(40), None);
         assert_eq!(
-            r.timer_needed(),
+            r.agenda().timer_needed(),
             Some((Some(7), 40)),
             "the old timer is stopped"
         );
-        r.set_timer((8, 40));
+        r.agenda().set_timer((8, 40));
         // The entry the timer was set for leaves: the early timer is kept.
         assert!(r.unregister(3).is_some());
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
         // A fired timer is gone: the next entry needs a new one.
         assert_eq!(r.take_due(40), vec![]);
-        assert_eq!(r.timer_needed(), Some((None, 100)));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 100)));
     }
 
     #[test]
@@ -476,14 +445,18 @@ mod tests {
         r.rearm(&id("A"), Some(500));
         r.rearm(&id("A"), Some(300));
         r.rearm(&id("A"), Some(300));
-        assert_eq!(r.timer_needed(), Some((None, 300)));
+        assert_eq!(r.agenda().timer_needed(), Some((None, 300)));
         r.rearm(&id("A"), None);
-        assert_eq!(r.timer_needed(), None, "a lock without TTL has no deadline");
+        assert_eq!(
+            r.agenda().timer_needed(),
+            None,
+            "a lock without TTL has no deadline"
+        );
         r.rearm(&id("A"), Some(300));
         assert!(r.unregister(1).is_some());
         r.rearm(&id("A"), Some(300));
         assert!(r.idle(), "an emptied queue is dropped at its next rearm");
-        assert_eq!(r.timer_needed(), None, "with its deadline");
+        assert_eq!(r.agenda().timer_needed(), None, "with its deadline");
     }
 
     #[test]
@@ -545,7 +518,7 @@ mod tests {
         r.park((0, b"A".to_vec()), ticket(1), Some(10), None);
         r.park((1, b"B".to_vec()), ticket(2), None, None);
         r.park((1, b"C".to_vec()), ticket(3), None, None);
-        r.set_timer((9, 10));
+        r.agenda().set_timer((9, 10));
         let mut in_one = r.locks_in(Some(1));
         in_one.sort();
         assert_eq!(in_one, vec![(1, b"B".to_vec()), (1, b"C".to_vec())]);
@@ -556,7 +529,7 @@ mod tests {
         assert_eq!(timer, Some(9));
         assert!(r.idle());
         assert_eq!(r.counts(), (0, 0));
-        assert_eq!(r.timer_needed(), None);
+        assert_eq!(r.agenda().timer_needed(), None);
     }
 
     /// Whether someone stands ahead of `handle` in each of its queues,
