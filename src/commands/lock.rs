@@ -6,9 +6,9 @@ use redis_module::{Context, RedisResult, RedisValue};
 use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
+use crate::engine::kinds::Kind;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
-use crate::engine::session::Kind;
 use crate::keyspace::RedisStore;
 use crate::sessions;
 

@@ -9,12 +9,12 @@ pub mod error;
 pub mod hold;
 pub mod index;
 pub mod int;
+pub mod kinds;
 pub mod lock;
 pub mod multi;
 pub mod names;
 pub mod queue;
 pub mod rwlock;
-pub mod session;
 pub mod store;
 
 #[cfg(test)]

@@ -8,10 +8,9 @@
 use super::error::LockError;
 use super::hold::Unlocked;
 use super::index::LeaseIndex;
-use super::lock;
+use super::kinds::{self, Kind};
 use super::names::LockNames;
 use super::queue::{attempt, Attempt, Granted, Hold};
-use super::rwlock::{self, Mode};
 use super::store::{Fields, KeyKind, Moot, Store, PTTL_PERSISTENT};
 
 /// One listed hold: its lock and what is asked of it, `LOCK`, `READ` or
@@ -91,19 +90,12 @@ fn unlock_one<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<Unlocked, LockError> {
-    match w.hold {
-        Hold::Lock(_) => lock::unlock(s, &w.names, owner, lease, None),
-        Hold::Read => rwlock::unlock(s, &w.names, owner, Mode::Read, lease, None),
-        Hold::Write { .. } => rwlock::unlock(s, &w.names, owner, Mode::Write, lease, None),
-    }
+    kinds::release(s, &w.names, Kind::from(w.hold), owner, lease)
 }
 
 /// One lock's renewal as its single renew.
 fn renew_one<S: Store>(s: &mut S, w: &Want, owner: &[u8], lease: i64) -> Result<bool, LockError> {
-    match w.hold {
-        Hold::Lock(_) => lock::renew(s, &w.names, owner, lease),
-        Hold::Read | Hold::Write { .. } => rwlock::renew(s, &w.names, owner, lease),
-    }
+    kinds::renew(s, &w.names, Kind::from(w.hold), owner, lease)
 }
 
 /// `LOCK.UNLOCKALL`: one hold of each released as its single unlock does
@@ -200,8 +192,9 @@ impl<S: Store> Store for DryRun<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::lock::Options;
+    use crate::engine::lock::{self, Options};
     use crate::engine::memstore::{MemStore, Value};
+    use crate::engine::rwlock;
 
     const LOCK: Hold = Hold::Lock(Options {
         fenced: false,

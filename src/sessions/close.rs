@@ -13,8 +13,8 @@ use redis_module::{Context, ContextFlags};
 
 use super::registry::{ClientId, Orphan};
 use crate::engine::hold::{Release, Unlocked};
+use crate::engine::kinds;
 use crate::engine::names::LockNames;
-use crate::engine::session;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
@@ -64,13 +64,13 @@ fn release(ctx: &Context, orphan: Orphan) {
     server::select_db(ctx, bond.lock.0);
     let mut store = RedisStore::new(ctx);
     let released = waiting::serve_after(ctx, &mut store, &names, |store| {
-        let count = session::held(store, &names, bond.kind, &bond.owner);
+        let count = kinds::held(store, &names, bond.kind, &bond.owner);
         let mut released = 0;
         for &level in levels.iter().rev().filter(|&&l| l <= count) {
             // Other connections' holds of the bond above it move down first:
             // the release's own keyspace events read the new count.
             super::released(&bond, level);
-            match session::release(store, &names, bond.kind, &bond.owner, lease) {
+            match kinds::release(store, &names, bond.kind, &bond.owner, lease) {
                 Ok(Unlocked::Ran(Release::StillHeld | Release::Released)) => released += 1,
                 _ => break,
             }

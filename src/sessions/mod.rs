@@ -16,9 +16,9 @@ use std::cell::RefCell;
 use redis_module::{Context, ContextFlags};
 
 use self::registry::{Bond, ClientId, LockId, Orphan, Registry};
+use crate::engine::kinds::{self, Kind};
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
-use crate::engine::session::{self, Kind};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
@@ -60,7 +60,7 @@ pub fn bind(
     lease: i64,
 ) {
     let kind = Kind::from(hold);
-    let level = session::held(store, names, kind, owner);
+    let level = kinds::held(store, names, kind, owner);
     if level == 0 {
         return;
     }
@@ -103,18 +103,12 @@ pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
     let lock: LockId = (db, key.to_vec());
     // The registry is not borrowed while reading: a read may expire the key,
     // whose event comes back here.
-    let bonds = with(|r| {
-        if r.binds(&lock) {
-            r.bonds_on(&lock)
-        } else {
-            Vec::new()
-        }
-    });
+    let bonds = with(|r| r.bonds_on(&lock));
     let Ok(names) = LockNames::new(key) else {
         return;
     };
     for bond in bonds {
-        let count = session::held(&mut RedisStore::new(ctx), &names, bond.kind, &bond.owner);
+        let count = kinds::held(&mut RedisStore::new(ctx), &names, bond.kind, &bond.owner);
         with(|r| r.observe(&bond, count));
     }
 }
@@ -178,7 +172,7 @@ fn renew(ctx: &Context, bond: &Bond, lease: i64) {
     };
     server::select_db(ctx, bond.lock.0);
     let mut store = RedisStore::new(ctx);
-    let held = session::renew(&mut store, &names, bond.kind, &bond.owner, lease);
+    let held = kinds::renew(&mut store, &names, bond.kind, &bond.owner, lease);
     if matches!(held, Ok(true)) {
         metrics::bump(Counter::SessionRenewals);
     } else {

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::engine::agenda::{Agenda, Slot};
-use crate::engine::session::Kind;
+use crate::engine::kinds::Kind;
 
 /// A connection, by Redis's client id.
 pub type ClientId = u64;
@@ -79,11 +79,6 @@ impl Registry {
     /// No session hold anywhere: the hot path asks this first.
     pub fn idle(&self) -> bool {
         self.by_client.is_empty()
-    }
-
-    /// Whether any connection has session holds on `lock`.
-    pub fn binds(&self, lock: &LockId) -> bool {
-        self.by_lock.contains_key(lock)
     }
 
     /// Whether the connection `client` has session holds.
@@ -343,7 +338,7 @@ mod tests {
         r.bind(1, bond(Kind::Read, "b:1"), 1, 900, 0);
         r.bind(2, bond(Kind::Read, "b:1"), 2, 900, 0);
         assert_eq!(r.counts(), (2, 3));
-        assert!(r.binds(&(0, b"L".to_vec())));
+        assert!(!r.bonds_on(&(0, b"L".to_vec())).is_empty());
         assert!(r.binds_client(1) && !r.binds_client(3));
         assert_eq!(r.bound(&a.lock, b"b:1", Kind::Read), 2);
         let orphans = r.close(1);

@@ -1,8 +1,9 @@
-//! Holds bound to a connection (`SESSION`, docs/design.md, contract §12):
-//! what each lock kind's machine answers for them. A session hold is an
-//! ordinary hold of its kind; the shell keeps which connection took it and
-//! asks here how many the owner holds now, to renew them and, when the
-//! connection closes, to release them with the owner's own unlock.
+//! A hold's kind (a read or write hold of a read-write lock, or a plain
+//! lock) and what its machine answers for one owner: the count it holds,
+//! its unlock and its renewal. The multi-hold commands release and renew
+//! each listed hold through here (contract §11); session holds (contract
+//! §12) are ordinary holds of their kind, which the shell counts, renews
+//! and, when their connection closes, releases with the owner's own unlock.
 
 use super::error::LockError;
 use super::hold::{count_of, Unlocked};
