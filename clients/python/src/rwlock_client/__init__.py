@@ -45,4 +45,4 @@ __all__ = [
     "WriteLock",
 ]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

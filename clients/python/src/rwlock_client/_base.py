@@ -8,6 +8,7 @@ with or without `await`."""
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, Generic, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -54,6 +55,7 @@ class Held(Generic[LinkT, DogT]):
     """One owner's holds of one lock, as this process knows them."""
 
     count: int = 0
+    lease_ms: int = 0  # the lease of the latest hold, re-armed by a release
     token: Optional[int] = None
     lost: bool = False
     link: Optional[LinkT] = None  # a session's connection
@@ -183,6 +185,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         with self._guard:
             state = self._held.setdefault(request.owner, Held())
             state.count += 1
+            state.lease_ms = request.lease_ms
             state.token = outcome.token
             state.lost = False
             if link is not None and state.link is None:
@@ -234,6 +237,18 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         if self._held.get(owner) is state:
             del self._held[owner]
         return link
+
+    def _release_args(
+        self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool
+    ) -> Tuple[Args, Optional[str]]:
+        """A release's command and its request id. A single lock's release
+        outside a session carries one (`REQUEST`), as Redisson's does, so
+        the release resent after a lost reply is answered from the server's
+        latch instead of releasing a re-entered hold twice."""
+        lease_ms = state.lease_ms if state is not None and state.lease_ms else to_ms(self.watchdog_timeout)
+        single = not isinstance(self._plan, MultiPlan)
+        request = str(uuid.uuid4()) if single and not session else None
+        return self._plan.release(owner, lease_ms, request), request
 
     def _not_held(self, owner: str) -> LockNotHeld:
         return LockNotHeld(f"{self.name} is not held by {owner}")

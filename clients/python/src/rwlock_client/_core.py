@@ -12,6 +12,10 @@ from .errors import LockError
 
 Args = List[Union[str, int]]
 
+#: How long the server keeps a release's reply for a retry sent with the
+#: same request id (`REQUEST id ttl`): Redisson's default.
+LATCH_TTL_MS = 13_500
+
 #: Redisson's `lockWatchdogTimeout`: the lease a hold taken without one
 #: gets, renewed every third of it.
 DEFAULT_WATCHDOG_TIMEOUT = 30.0
@@ -119,8 +123,18 @@ class Plan:
             return Outcome(True)
         return Outcome(False, pttl=int(reply))
 
-    def release(self, owner: str) -> Args:
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        """The release; a hold still held after it (re-entered) lasts
+        `lease_ms` again, as Redisson's unlock re-arms it (None: the
+        server's `rwlock.default-lease`); `request` makes a
+        retry of it idempotent: the server replies the first reply again."""
         raise NotImplementedError
+
+    def latch(self, request: str) -> str:
+        """Where the server keeps a release's reply for `request` (Redisson's
+        `redisson_unlock_latch:{name}:<id>`; a name with a `{` as is)."""
+        name = self.key if "{" in self.key else "{" + self.key + "}"
+        return f"redisson_unlock_latch:{name}:{request}"
 
     def released(self, reply: Any) -> Optional[bool]:
         """None: the owner held nothing; False: still held (re-entered);
@@ -140,6 +154,13 @@ def _options(block_ms: Optional[int], session: bool) -> Args:
         args += ["BLOCK", block_ms]
     if session:
         args.append("SESSION")
+    return args
+
+
+def _release_options(lease_ms: Optional[int], request: Optional[str]) -> Args:
+    args: Args = [] if lease_ms is None else ["LEASE", lease_ms]
+    if request is not None:
+        args += ["REQUEST", request, LATCH_TTL_MS]
     return args
 
 
@@ -165,8 +186,8 @@ class PlainPlan(Plan):
             args.append("NOREENTRY")
         return args
 
-    def release(self, owner: str) -> Args:
-        return ["LOCK.UNLOCK", self.key, owner]
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        return ["LOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
 
 
 class ReadWritePlan(Plan):
@@ -181,8 +202,8 @@ class ReadWritePlan(Plan):
     def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
         return self._acquire("RWLOCK." + self.mode, owner, lease_ms, block_ms, session)
 
-    def release(self, owner: str) -> Args:
-        return ["RWLOCK.UNLOCK", self.key, owner, self.mode]
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, request)
 
 
 Hold = Tuple[str, str]
@@ -213,7 +234,8 @@ class MultiPlan(Plan):
         args: Args = ["LOCK.ACQUIREALL", owner, lease_ms]
         return args + _options(block_ms, session) + self._holds()
 
-    def release(self, owner: str) -> Args:
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        """`LOCK.UNLOCKALL` has no lease or request: neither is sent."""
         args: Args = ["LOCK.UNLOCKALL", owner]
         return args + self._holds()
 

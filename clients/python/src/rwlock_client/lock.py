@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Callable, Iterator, Optional, Type, TypeVar, cast
 
-from redis.exceptions import ConnectionError
+from redis.exceptions import ConnectionError, TimeoutError
 
 from . import _owner
 from ._base import Conversation, Held, LockCommon, PlainLockCommon
@@ -111,9 +111,21 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
+        args, request = self._release_args(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
         try:
-            reply = link.call(self._plan.release(owner))
+            try:
+                reply = link.call(args)
+            except (ConnectionError, TimeoutError):
+                if request is None:
+                    raise
+                # The reply was lost, maybe not the release: the same
+                # request again is answered from the server's latch.
+                link.close()
+                link = Link(self.client, self._plan.key)
+                reply = link.call(args)
+            if request is not None:
+                self._forget_latch(link, request)
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -128,6 +140,14 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
+
+    def _forget_latch(self, link: Link, request: str) -> None:
+        """Deletes the reply kept for `request`, as Redisson does once it has
+        it; if that fails the latch still expires on its own."""
+        try:
+            link.call(["DEL", self._plan.latch(request)])
+        except (ConnectionError, TimeoutError):
+            pass
 
     @staticmethod
     def _close(link: Optional[Link]) -> None:

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
 
-from redis.exceptions import ConnectionError
+from redis.exceptions import ConnectionError, TimeoutError
 
 from .. import _owner
 from .._base import Conversation, Held, LockCommon, PlainLockCommon
@@ -105,9 +105,20 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
+        args, request = self._release_args(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
-            reply = await link.call(self._plan.release(owner))
+            try:
+                reply = await link.call(args)
+            except (ConnectionError, TimeoutError):
+                if request is None:
+                    raise
+                # As the sync release: resent, answered from the latch.
+                await link.close()
+                link = await Link.open(self.client, self._plan.key)
+                reply = await link.call(args)
+            if request is not None:
+                await self._forget_latch(link, request)
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -123,6 +134,13 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         await self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
+
+    async def _forget_latch(self, link: Link, request: str) -> None:
+        """As the sync `_forget_latch`."""
+        try:
+            await link.call(["DEL", self._plan.latch(request)])
+        except (ConnectionError, TimeoutError):
+            pass
 
     @staticmethod
     async def _close(link: Optional[Link]) -> None:

@@ -1,0 +1,270 @@
+"""The shared client contract: every scenario of
+`clients/contract/scenarios.json` (or `RWLOCK_SCENARIOS`) run through this
+package's public API, as the Rust, Java, Go and Node.js clients run them
+(format: clients/contract/README.md). A step or field this runner does not
+know fails the scenario."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+import redis
+
+from conftest import REPO, Server
+from rwlock_client import (
+    Lock,
+    LockError,
+    LockNotHeld,
+    MultiLock,
+    NotReentrant,
+    NotSynced,
+    ReadWriteLock,
+)
+from rwlock_client.lock import LockBase
+
+SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/scenarios.json")
+ERROR_KINDS = {"NotHeld": LockNotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
+CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
+LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
+
+
+def load() -> List[Dict[str, Any]]:
+    document = json.loads(SCENARIOS.read_text())
+    assert document["version"] == 1, f"{SCENARIOS}: unknown version {document['version']}"
+    scenarios: List[Dict[str, Any]] = document["scenarios"]
+    return scenarios
+
+
+def decoded(reply: Any) -> Any:
+    """A raw reply as JSON compares it: bytes as str, lists element-wise."""
+    if isinstance(reply, bytes):
+        return reply.decode()
+    if isinstance(reply, (list, tuple)):
+        return [decoded(r) for r in reply]
+    return reply
+
+
+def as_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise AssertionError(f"{value!r} is not an integer")
+    return int(value)
+
+
+def raw_call(client: redis.Redis, args: List[str]) -> Any:
+    """The reply as the server sent it: redis-py's reply callbacks (which
+    turn `INFO` into a dict, for one) are bypassed by a bare connection."""
+    conn = client.connection_pool.get_connection()
+    try:
+        conn.send_command(*args)
+        return decoded(conn.read_response())
+    except redis.ResponseError as e:
+        return {"error": str(e)}
+    finally:
+        client.connection_pool.release(conn)
+
+
+class Run:
+    """One scenario against the server: its clients, locks and saved values."""
+
+    def __init__(self, server: Server, scenario: Dict[str, Any]) -> None:
+        self.server = server
+        self.raw = server.client(decode_responses=False)
+        self.saved: Dict[str, Any] = {}
+        self.later: List[Tuple[threading.Thread, Dict[str, Any], List[Any]]] = []
+        self.clients: Dict[str, redis.Redis] = {}
+        for key, spec in scenario.get("clients", {}).items():
+            unknown = set(spec) - CLIENT_FIELDS
+            assert not unknown, f"client {key}: unknown fields {unknown}"
+            options: Dict[str, Any] = {}
+            if "socket_timeout_ms" in spec:
+                options["socket_timeout"] = spec["socket_timeout_ms"] / 1000
+            self.clients[key] = server.client(**options)
+        self.specs = scenario.get("clients", {})
+        self.locks: Dict[str, LockBase] = {}
+        rwlocks: Dict[Tuple[str, str], ReadWriteLock] = {}
+        for key, spec in scenario["locks"].items():
+            unknown = set(spec) - LOCK_FIELDS
+            assert not unknown, f"lock {key}: unknown fields {unknown}"
+            client = self.clients[spec["client"]]
+            options = {"session": bool(spec.get("session", False))}
+            if "watchdog_timeout_ms" in self.specs[spec["client"]]:
+                options["watchdog_timeout"] = self.specs[spec["client"]]["watchdog_timeout_ms"] / 1000
+            kind = spec["kind"]
+            if kind in ("plain", "fenced", "nonreentrant"):
+                lock: LockBase = Lock(
+                    client, spec["name"], fenced=kind == "fenced", reentrant=kind != "nonreentrant", **options
+                )
+            elif kind in ("read", "write"):
+                pair = (spec["client"], spec["name"])
+                if pair not in rwlocks:
+                    rwlocks[pair] = ReadWriteLock(client, spec["name"], **options)
+                lock = rwlocks[pair].read_lock() if kind == "read" else rwlocks[pair].write_lock()
+            elif kind == "multi":
+                lock = MultiLock(client, [(k, n) for k, n in spec["holds"]], **options)
+            else:
+                raise AssertionError(f"lock {key}: unknown kind {kind!r}")
+            self.locks[key] = lock
+
+    def args(self, words: List[str]) -> List[str]:
+        def one(word: str) -> str:
+            word = re.sub(r"\$owner\((\w+)\)", lambda m: self.locks[m.group(1)].owner(), word)
+            if word.startswith("$") and word[1:] in self.saved:
+                return str(self.saved[word[1:]])
+            return word
+
+        return [one(w) for w in words]
+
+    def command(self, words: List[str]) -> Any:
+        return raw_call(self.raw, self.args(words))
+
+    def check(self, expect: Any, actual: Any, what: str) -> None:
+        if isinstance(expect, dict):
+            (form, value), = expect.items()
+            if form == "between":
+                assert value[0] <= as_int(actual) <= value[1], f"{what}: {actual!r} not in {value}"
+            elif form == "match":
+                assert isinstance(actual, str) and re.fullmatch(value, actual), f"{what}: {actual!r} !~ {value}"
+            elif form == "each_match":
+                assert all(re.fullmatch(value, a) for a in actual), f"{what}: {actual!r} !~ {value}"
+            elif form == "len":
+                assert len(actual) == value, f"{what}: {actual!r} has not {value} elements"
+            elif form in ("gt", "eq"):
+                saved = as_int(self.saved[value.lstrip("$")])
+                ok = as_int(actual) > saved if form == "gt" else as_int(actual) == saved
+                assert ok, f"{what}: {actual!r} not {form} {saved}"
+            elif form == "error":
+                assert isinstance(actual, dict) and str(actual.get("error", "")).startswith(value), (
+                    f"{what}: {actual!r} is no error {value}"
+                )
+            else:
+                raise AssertionError(f"{what}: unknown expectation {form!r}")
+            return
+        assert actual == expect, f"{what}: {actual!r} != {expect!r}"
+
+    def calls(self) -> Dict[str, int]:
+        stats = self.raw.info("commandstats")
+        return {k[len("cmdstat_"):]: int(v["calls"]) for k, v in stats.items()}
+
+    def step(self, step: Dict[str, Any], what: str) -> None:
+        action = next(iter(step))
+        fields = set(step)
+        if action == "acquire":
+            assert fields <= {"acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"}, what
+            lock = self.locks[step["acquire"]]
+            wait = None if step["wait_ms"] is None else step["wait_ms"] / 1000
+            lease = None if step["lease_ms"] is None else step["lease_ms"] / 1000
+            start = time.monotonic()
+            outcome = self.outcome(lambda: "acquired" if lock.acquire(wait=wait, lease=lease) else "refused")
+            elapsed = (time.monotonic() - start) * 1000
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+            if "elapsed_ms" in step:
+                low, high = step["elapsed_ms"]
+                assert low <= elapsed <= high, f"{what}: took {elapsed:.0f} ms, not in {step['elapsed_ms']}"
+            if "save_token" in step:
+                self.saved[step["save_token"]] = lock.token
+        elif action == "release":
+            assert fields == {"release", "expect"}, what
+            lock = self.locks[step["release"]]
+
+            def release() -> str:
+                lock.release()
+                return "ok"
+
+            outcome = self.outcome(release)
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+        elif action in ("held", "lost", "token"):
+            assert fields == {action, "expect"}, what
+            self.check(step["expect"], getattr(self.locks[step[action]], action), what)
+        elif action == "redis":
+            assert fields <= {"redis", "expect", "save"}, what
+            reply = self.command(step["redis"])
+            self.check(step["expect"], reply, what)
+            if "save" in step:
+                self.saved[step["save"]] = reply
+        elif action == "later":
+            assert fields == {"later"} and set(step["later"]) <= {"after_ms", "redis", "expect"}, what
+            self.schedule(step["later"])
+        elif action == "sleep_ms":
+            assert fields == {"sleep_ms"}, what
+            time.sleep(step["sleep_ms"] / 1000)
+        elif action == "calls":
+            assert fields == {"calls"}, what
+            counted = self.calls()
+            for command, expect in step["calls"].items():
+                self.check(expect, counted.get(command, 0), f"{what}: calls of {command}")
+        elif action == "reset_calls":
+            assert fields == {"reset_calls"}, what
+            self.raw.config_resetstat()
+        else:
+            raise AssertionError(f"{what}: unknown step {action!r}")
+
+    @staticmethod
+    def outcome(call: Callable[[], str]) -> str:
+        try:
+            return call()
+        except LockError as e:
+            for kind, error in ERROR_KINDS.items():
+                if isinstance(e, error):
+                    return kind
+            raise
+
+    def schedule(self, later: Dict[str, Any]) -> None:
+        args = self.args(later["redis"])
+        result: List[Any] = []
+        conn = self.server.client(decode_responses=False)
+
+        def send() -> None:
+            time.sleep(later["after_ms"] / 1000)
+            try:
+                result.append(raw_call(conn, args))
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=send, daemon=True)
+        thread.start()
+        self.later.append((thread, later, result))
+
+    def finish(self, name: str) -> None:
+        for thread, later, result in self.later:
+            thread.join(30)
+            assert result, f"{name}: later {later['redis']} did not finish"
+            if "expect" in later:
+                self.check(later["expect"], result[0], f"{name}: later {later['redis']}")
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.raw.close()
+
+
+@pytest.mark.parametrize("scenario", load(), ids=lambda s: str(s["name"]))
+def test_scenario(server: Server, scenario: Dict[str, Any]) -> None:
+    unknown = set(scenario) - {"name", "clients", "locks", "steps"}
+    assert not unknown, f"unknown scenario fields {unknown}"
+    server.client().config_resetstat()
+    run = Run(server, scenario)
+    try:
+        for index, step in enumerate(scenario["steps"]):
+            run.step(step, f"{scenario['name']}: step {index} {json.dumps(step)}")
+        run.finish(scenario["name"])
+    finally:
+        for lock in run.locks.values():
+            try:
+                while lock.held:
+                    lock.release()
+            except LockError:
+                pass
+        run.close()
+
+
+def test_every_scenario_was_loaded() -> None:
+    names = [s["name"] for s in load()]
+    assert len(names) >= 18 and len(set(names)) == len(names), names
+
