@@ -131,3 +131,15 @@ fn rust_example_with_the_client_crate() {
     assert_checks_passed("examples/rwlock_client.rs", passed, &output);
     check_server_side(&server, "rs");
 }
+
+/// The README is a guide, kept to at most 25 KB; detail and measurement
+/// logs belong in docs/, which it links.
+#[test]
+fn readme_stays_a_guide_of_at_most_25_kb() {
+    let readme = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let size = std::fs::metadata(&readme).expect("README.md").len();
+    assert!(
+        size <= 25_000,
+        "README.md is {size} bytes: move detail to docs/ (at most 25,000)"
+    );
+}
