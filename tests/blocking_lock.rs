@@ -484,3 +484,91 @@ fn plain_waiters_fail_at_once_when_the_node_becomes_a_replica() {
     eprintln!("waiters on the demoted master got: {seen:?}");
     assert_counters(&mut c, &[("waiters", 0), ("waits_aborted", 3)]);
 }
+
+/// `LOCK.ACQUIRE` (or `extra`'s multi-hold) parked on a connection of its
+/// own; its client id and the connection, to read its reply later.
+fn park_raw(server: &Server, c: &mut Connection, wait: &[&str]) -> (i64, Connection) {
+    let before = waiters(c);
+    let mut waiter = server.conn();
+    let id: i64 = query(&mut waiter, &["CLIENT", "ID"]);
+    waiter
+        .send_packed_command(&testkit::cmd_of(wait).get_packed_command())
+        .expect("send the waiting command");
+    testkit::wait_for_waiters(c, before + 1);
+    (id, waiter)
+}
+
+#[test]
+fn client_unblock_ends_a_wait_as_its_timeout_would() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["LOCK.ACQUIRE", "D", "h:1", LONG, "FENCED"]);
+    let before = snapshot(&mut c);
+
+    // CLIENT UNBLOCK: the refusal a timeout gets, the lock's PTTL.
+    let (id, mut waiter) = park_raw(
+        &server,
+        &mut c,
+        &["LOCK.ACQUIRE", "D", "w:1", LONG, "BLOCK", "0", "FENCED"],
+    );
+    expect_reply(
+        &mut c,
+        &["CLIENT", "UNBLOCK", &id.to_string()],
+        Value::Int(1),
+    );
+    match waiter.recv_response().expect("the waiter's reply") {
+        Value::Array(pair) => {
+            assert!(
+                matches!(pair[0], Value::Int(p) if p > 0 && p <= 30_000),
+                "{pair:?}"
+            );
+            assert_eq!(pair[1], Value::Int(-1), "no token taken");
+        }
+        other => panic!("a fenced refusal, not {other:?}"),
+    }
+    // The connection goes on as any other.
+    expect_reply(&mut waiter, &["PING"], Value::SimpleString("PONG".into()));
+
+    // CLIENT UNBLOCK ERROR, of a multi-hold parked on two locks.
+    let (id, mut waiter) = park_raw(
+        &server,
+        &mut c,
+        &[
+            "LOCK.ACQUIREALL",
+            "w:2",
+            LONG,
+            "BLOCK",
+            "0",
+            "HOLDS",
+            "2",
+            "LOCK",
+            "E",
+            "LOCK",
+            "D",
+        ],
+    );
+    expect_reply(
+        &mut c,
+        &["CLIENT", "UNBLOCK", &id.to_string(), "ERROR"],
+        Value::Int(1),
+    );
+    let error = waiter.recv_response().expect("the waiter's reply");
+    assert!(
+        matches!(&error, Value::ServerError(_)) && format!("{error:?}").contains("UNBLOCKED"),
+        "{error:?}"
+    );
+
+    assert_counters(
+        &mut c,
+        &[
+            ("waiters", 0),
+            ("locks_with_waiters", 0),
+            ("waits_aborted", 2),
+        ],
+    );
+    let blocked: String = query(&mut c, &["INFO", "clients"]);
+    assert!(blocked.contains("blocked_clients:0"), "{blocked}");
+    assert_eq!(snapshot(&mut c), before, "nothing was taken");
+    // Nobody is left to serve: the release frees the lock for good.
+    expect_reply(&mut c, &["LOCK.UNLOCK", "D", "h:1"], Value::Int(1));
+    expect_reply(&mut c, &["EXISTS", "D", "E"], Value::Int(0));
+}

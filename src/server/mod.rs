@@ -449,10 +449,13 @@ pub type FreeFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
 pub type DisconnectFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, Blocked);
 
 /// Parks the command's client with no Redis timeout; the caller must have
-/// checked that the context may block.
+/// checked that the context may block. `unblocked` is Redis's timeout
+/// callback, which with no timeout only `CLIENT UNBLOCK` calls: without one
+/// Redis refuses to unblock a module's client.
 pub fn block_client(
     ctx: &Context,
     reply: ReplyFn,
+    unblocked: ReplyFn,
     free: FreeFn,
     disconnected: DisconnectFn,
 ) -> Blocked {
@@ -462,7 +465,7 @@ pub fn block_client(
         let bc = raw::RedisModule_BlockClient.expect("BlockClient")(
             ctx.get_raw(),
             Some(reply),
-            None,
+            Some(unblocked),
             Some(free),
             0,
         );
@@ -480,6 +483,12 @@ pub fn unblock(bc: Blocked, data: *mut c_void) {
     // SAFETY: a handle from block_client, unblocked once (the caller's
     // registry guarantees it).
     unsafe { raw::RedisModule_UnblockClient.expect("UnblockClient")(bc, data) };
+}
+
+/// In a reply or timeout callback: the parked client's handle.
+pub fn blocked_handle(ctx: *mut raw::RedisModuleCtx) -> Blocked {
+    // SAFETY: Redis calls those callbacks with the blocked client's context.
+    unsafe { raw::RedisModule_GetBlockedClientHandle.expect("GetBlockedClientHandle")(ctx) }
 }
 
 /// In a reply callback: the data given to [`unblock`].

@@ -11,7 +11,9 @@
 //! module handed it the lock, and then drops both replies, so the client
 //! hangs while holding a lock it never hears about. With every wait ended by
 //! an unblock of the module's alone, each parked client gets exactly one
-//! reply.
+//! reply. `CLIENT UNBLOCK` still reaches a parked client (Redis calls the
+//! timeout callback for it, which Redis itself never does without a
+//! timeout): its wait ends as its timeout would.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
-use super::registry::{Due, LockId, Registry};
+use super::registry::{Due, LockId, Registry, Waiter};
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
@@ -101,6 +103,18 @@ pub struct Wait<'a> {
     pub session: Option<ClientId>,
 }
 
+/// Parks the calling client with this file's callbacks and no Redis
+/// timeout: ours is on the agenda (see the module's comment).
+fn block(ctx: &Context) -> Blocked {
+    server::block_client(
+        ctx,
+        reply_callback,
+        unblock_callback,
+        free_outcome,
+        disconnect_callback,
+    )
+}
+
 /// Parks the calling client until it holds the lock or its wait's timeout
 /// passes. The caller replies nothing now.
 pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait) {
@@ -111,8 +125,7 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         timeout: timeout_ms,
         session,
     } = wait;
-    // No Redis timeout: ours is on the agenda (see the module's comment).
-    let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
+    let bc = block(ctx);
     let id = lock_id(ctx, names);
     // A millisecond more: the clock read is the command's, made earlier, and
     // a wait never ends before its time.
@@ -141,7 +154,7 @@ pub fn park_all(
     timeout_ms: i64,
     session: Option<ClientId>,
 ) {
-    let bc = server::block_client(ctx, reply_callback, free_outcome, disconnect_callback);
+    let bc = block(ctx);
     let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
     let tickets = wants
         .iter()
@@ -421,23 +434,59 @@ fn time_out(ctx: &Context, handle: Handle) {
         return;
     };
     server::select_db(ctx, waiter.lock.0);
-    let mut store = RedisStore::new(ctx);
-    let pttl = store.pttl(&waiter.lock.1);
+    let refused = refusal(&mut RedisStore::new(ctx), &waiter);
     metrics::bump(Counter::WaitsTimedOut);
-    let refused = if waiter.others.is_empty() {
-        Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold)
-    } else {
-        let longest = waiter
-            .others
-            .iter()
-            .fold(pttl, |p, (id, _)| longer(p, store.pttl(&id.1)));
-        Outcome::All(Some(longest))
-    };
     // Still registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(refused));
     for id in waiter.locks() {
         schedule_in(ctx, id.clone(), Duration::ZERO);
     }
+}
+
+/// What a waiter that gives up is answered: the lock's PTTL, for a
+/// multi-hold the largest of its locks'.
+fn refusal(store: &mut RedisStore, waiter: &Waiter) -> Outcome {
+    let pttl = store.pttl(&waiter.lock.1);
+    if waiter.others.is_empty() {
+        return Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold);
+    }
+    let longest = waiter
+        .others
+        .iter()
+        .fold(pttl, |p, (id, _)| longer(p, store.pttl(&id.1)));
+    Outcome::All(Some(longest))
+}
+
+/// `CLIENT UNBLOCK` of a parked client (Redis's timeout callback, which only
+/// that command calls: the module's waits have no Redis timeout). The wait
+/// ends as its timeout would, answered here, where Redis expects the reply.
+/// A client the module served earlier in the same event-loop turn is not
+/// handed here (Redis skips the callback for a handle already unblocked):
+/// Redis 7.2+ and Valkey then deliver the served reply, Redis 7.0 drops it
+/// (docs/clients.md says how clients cover that).
+unsafe extern "C" fn unblock_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut RawString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let bc = server::blocked_handle(ctx);
+    let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
+        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
+    };
+    // The context is the parked client's own, still in the database it
+    // waited in: the lock's.
+    let refused = refusal(&mut RedisStore::new(&context), &waiter);
+    metrics::bump(Counter::WaitsAborted);
+    let status = answer(&context, Some(&refused));
+    // Registered until now, so parked and not yet unblocked: once, here.
+    // Redis frees a handle that is not blocked on keys only then; without
+    // data it replies nothing more.
+    server::unblock(bc, std::ptr::null_mut());
+    for id in waiter.locks() {
+        schedule_in(&context, id.clone(), Duration::ZERO);
+    }
+    status
 }
 
 unsafe extern "C" fn reply_callback(
@@ -446,10 +495,14 @@ unsafe extern "C" fn reply_callback(
     _argc: c_int,
 ) -> c_int {
     let outcome = server::blocked_data(ctx) as *const Outcome;
-    let context = Context::new(ctx);
     // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
     // lives until free_outcome.
-    let status = match unsafe { outcome.as_ref() } {
+    answer(&Context::new(ctx), unsafe { outcome.as_ref() })
+}
+
+/// Replies a parked client's outcome, as the command would have at once.
+fn answer(context: &Context, outcome: Option<&Outcome>) -> c_int {
+    let status = match outcome {
         Some(Outcome::Acquired(attempt, hold)) => {
             context.reply(Ok(reply::attempt(*attempt, *hold)))
         }
