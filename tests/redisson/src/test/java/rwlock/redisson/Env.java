@@ -115,6 +115,14 @@ final class Env {
         }
     }
 
+    /**
+     * A key or channel derived from a lock name as Redisson derives it: the
+     * name in braces, or as it is when it already has a hash tag.
+     */
+    static String derived(String prefix, String lock) {
+        return lock.contains("{") ? prefix + ":" + lock : prefix + ":{" + lock + "}";
+    }
+
     /** Subscribers of a channel (classic pub/sub), to know a Redisson waiter is listening. */
     static long subscribers(Raw raw, String channel) {
         List<?> reply = (List<?>) raw.call("PUBSUB", "NUMSUB", channel);
