@@ -40,6 +40,22 @@ final class Env {
     /** First version with the non-reentrant lock (4.4.0; 4.6.1 is the first on Maven Central). */
     static final String NONREENTRANT_SINCE = "4.4.0";
 
+    /**
+     * First version whose read-lock watchdog renews only its own read leases;
+     * before it, it renews every reader's (the module's RWLOCK.RENEW renews
+     * only the caller's, as 4.4+ does).
+     */
+    static final String READ_RENEW_OWN_SINCE = "4.4.0";
+
+    /**
+     * Redisson 3.52.0 to 4.2.0 delete the wrong key after an unlock (the
+     * latch named by the instance id, not the request id), so their unlock
+     * latches stay until their TTL; 4.3.0 fixed it.
+     */
+    static boolean leavesUnlockLatch() {
+        return atLeast("3.52.0") && !atLeast("4.3.0");
+    }
+
     private Env() {
     }
 

@@ -74,7 +74,9 @@ class MultiLockTest {
         RLock multi = multi(names);
         String owner = Env.moduleOwner(redisson);
         String me = redisson.getId() + ":" + Thread.currentThread().getId();
-        assertTrue(multi.tryLock(0, LEASE, TimeUnit.MILLISECONDS));
+        // A wait above 0: Redisson 3.17's MultiLock.tryLock(0, lease) takes each lock with a
+        // lease of 2 x waitTime = 0 and fails even when every lock is free.
+        assertTrue(multi.tryLock(200, LEASE, TimeUnit.MILLISECONDS));
         Object refused = raw.call("LOCK.ACQUIREALL", holds(owner, names, String.valueOf(LEASE)));
         assertInstanceOf(Long.class, refused, "Redisson's MultiLock refuses LOCK.ACQUIREALL with a PTTL");
         for (String n : names) {
@@ -83,7 +85,9 @@ class MultiLockTest {
         multi.unlock();
 
         assertNull(raw.call("LOCK.ACQUIREALL", holds(owner, names, String.valueOf(LEASE))));
-        assertFalse(multi.tryLock(0, LEASE, TimeUnit.MILLISECONDS), "the module's multi-hold refuses MultiLock");
+        long t0 = System.nanoTime();
+        assertFalse(multi.tryLock(200, LEASE, TimeUnit.MILLISECONDS), "the module's multi-hold refuses MultiLock");
+        assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(190), "refused after its wait, not by an error");
         for (String n : names) {
             assertEquals(Map.of(owner, 1L), Module.holders(raw, n), "MultiLock's failed attempt left no hold");
             assertFalse(redisson.getLock(n).tryLock(0, LEASE, TimeUnit.MILLISECONDS));

@@ -239,4 +239,37 @@ class ReadWriteLockTest {
         Env.record("watchdog RReadWriteLock", "read hold kept 3.5 s on a 1 s lease while " + readers
                 + " module readers came and went; module writer refused " + refusals + " times");
     }
+
+    /**
+     * Redisson before 4.4 renews every reader's lease key of the lock from
+     * its read watchdog, the module's readers' too; 4.4+ renews only its own,
+     * as RWLOCK.RENEW does. A module reader that stopped (never renews, never
+     * unlocks) thus lives on under an older Redisson reader's watchdog.
+     */
+    @Test
+    void theReadWatchdogAndOtherReadersLeases() throws Exception {
+        String name = "rw-other-leases";
+        RReadWriteLock rw = redisson.getReadWriteLock(name);
+        String stale = Env.moduleOwner(redisson);
+        rw.readLock().lock(); // watchdog: 1 s lease renewed about every 333 ms
+        assertNull(raw.call("RWLOCK.READ", name, stale, "600"));
+        String leaseKey = name.contains("{") ? name + ":" + stale + ":rwlock_timeout:1" : "{" + name + "}:" + stale + ":rwlock_timeout:1";
+        assertTrue(raw.pttl(leaseKey) > 0, "the module reader's lease key " + leaseKey);
+        Thread.sleep(1_500);
+        long pttl = raw.pttl(leaseKey);
+        if (Env.atLeast(Env.READ_RENEW_OWN_SINCE)) {
+            assertEquals(-2L, pttl, "Redisson " + Env.VERSION + " renews only its own read leases");
+            Env.record("read watchdog vs module readers", "renews only its own read leases (as RWLOCK.RENEW):"
+                    + " a module reader's 600 ms lease ran out under it");
+        } else {
+            assertTrue(pttl > 0, "Redisson " + Env.VERSION + " renews every reader's lease, the module's too: "
+                    + pttl);
+            Env.record("read watchdog vs module readers", "DIFFERS: renews every reader's lease key:"
+                    + " a module reader's 600 ms lease still had " + pttl + " ms after 1.5 s");
+        }
+        rw.readLock().unlock();
+        Object last = raw.call("RWLOCK.UNLOCK", name, stale, "READ");
+        assertTrue(last == null || last instanceof Long, "the stale reader's unlock: " + last);
+        raw.call("RWLOCK.FORCEUNLOCK", name);
+    }
 }
