@@ -56,6 +56,9 @@ final class Env {
         return atLeast("3.52.0") && !atLeast("4.3.0");
     }
 
+    /** What was already reported not applicable (once per run, not per test). */
+    private static final java.util.Set<String> NOT_APPLICABLE = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
     private Env() {
     }
 
@@ -91,7 +94,7 @@ final class Env {
      */
     static void requireVersion(String since, String what) {
         boolean ok = atLeast(since);
-        if (!ok) {
+        if (!ok && NOT_APPLICABLE.add(what)) {
             record("n/a", what + ": Redisson " + VERSION + " has none (first in " + since + ")");
         }
         Assumptions.assumeTrue(ok, () -> "not applicable: " + what + " needs Redisson " + since

@@ -28,7 +28,7 @@ import org.redisson.api.RedissonClient;
  */
 class RLockTest {
     /** Handoffs timed in each direction. */
-    private static final int HANDOFFS = 40;
+    private static final int HANDOFFS = 100;
     /** A lease far longer than any prompt handoff: waking by TTL would show. */
     private static final long LEASE = 10_000;
 
