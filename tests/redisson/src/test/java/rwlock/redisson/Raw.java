@@ -3,18 +3,17 @@ package rwlock.redisson;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisClientConfig;
-import redis.clients.jedis.JedisCluster;
 import redis.clients.jedis.commands.ProtocolCommand;
 
 /**
  * A connection of its own for the module's commands (and raw reads such as
  * PTTL), beside Redisson's: Jedis, so nothing here shares Redisson's
- * multiplexed connections, and a {@code BLOCK} stalls only this one.
+ * multiplexed connections, and a {@code BLOCK} stalls only this one. In
+ * the cluster tests each connection goes to the master of its lock's slot.
  * Replies are decoded to String, Long, List and null.
  */
 final class Raw implements AutoCloseable {
@@ -22,18 +21,10 @@ final class Raw implements AutoCloseable {
             .socketTimeoutMillis(30_000).connectionTimeoutMillis(2_000).build();
 
     private final Jedis jedis;
-    private final JedisCluster cluster;
 
     /** A connection to one server. */
     Raw(int port) {
         this.jedis = new Jedis(new HostAndPort("127.0.0.1", port), CONFIG);
-        this.cluster = null;
-    }
-
-    /** A cluster client routed by each command's first argument (the lock). */
-    Raw(Set<HostAndPort> nodes) {
-        this.jedis = null;
-        this.cluster = new JedisCluster(nodes, CONFIG, 5);
     }
 
     private static ProtocolCommand command(String name) {
@@ -43,17 +34,13 @@ final class Raw implements AutoCloseable {
 
     /** Sends a command; a server error is thrown as JedisDataException. */
     Object call(String name, String... args) {
-        Object reply = jedis != null
-                ? jedis.sendCommand(command(name), args)
-                : cluster.sendCommand(args[0], command(name), args);
+        Object reply = jedis.sendCommand(command(name), args);
         return decode(reply);
     }
 
     /** Sends a command that may wait on the server (no socket timeout). */
     Object callBlocking(String name, String... args) {
-        Object reply = jedis != null
-                ? jedis.sendBlockingCommand(command(name), args)
-                : cluster.sendBlockingCommand(args[0], command(name), args);
+        Object reply = jedis.sendBlockingCommand(command(name), args);
         return decode(reply);
     }
 
@@ -78,10 +65,6 @@ final class Raw implements AutoCloseable {
 
     @Override
     public void close() {
-        if (jedis != null) {
-            jedis.close();
-        } else {
-            cluster.close();
-        }
+        jedis.close();
     }
 }
