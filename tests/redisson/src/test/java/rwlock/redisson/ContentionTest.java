@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -110,7 +111,7 @@ class ContentionTest {
                 counted += n == null ? 0 : Long.parseLong((String) n);
             }
         }
-        Env.record("contention", String.format(java.util.Locale.ROOT,
+        Env.record("contention", String.format(Locale.ROOT,
                 "%d s, %d locks, %d Redisson threads + %d module clients: %d critical sections"
                         + " (Redisson %d, module %d), violations %d, lost holds %d, timed-out waits %d,"
                         + " longest wait %.1f ms",

@@ -10,8 +10,10 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -57,7 +59,7 @@ final class Env {
     }
 
     /** What was already reported not applicable (once per run, not per test). */
-    private static final java.util.Set<String> NOT_APPLICABLE = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private static final Set<String> NOT_APPLICABLE = ConcurrentHashMap.newKeySet();
 
     private Env() {
     }

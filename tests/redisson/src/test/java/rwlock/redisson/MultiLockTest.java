@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -141,7 +142,7 @@ class MultiLockTest {
                 assertEquals(Map.of(owner, 1L), Module.holders(raw, n));
             }
             assertEquals(List.of(1L, 1L, 1L), raw.call("LOCK.UNLOCKALL", holds(owner, names)));
-            Env.record("MultiLock handoff", String.format(java.util.Locale.ROOT,
+            Env.record("MultiLock handoff", String.format(Locale.ROOT,
                     "LOCK.UNLOCKALL -> MultiLock %.2f ms, MultiLock.unlock -> LOCK.ACQUIREALL %.2f ms", m2r, r2m));
         }
     }
