@@ -275,3 +275,33 @@ valgrind: valkey-deps build
 	    -- --test-threads=$(TEST_THREADS) $(VALGRIND_SKIP) ) 2>&1 | tee "$$logs/tests.txt" || status=1; \
 	  python3 $(ROOT)/tests/valgrind/report.py "$$logs" || status=1; \
 	done; exit $$status
+
+# ---- Real Redisson (docs/redisson.md "Real Redisson against the module") ----
+# tests/redisson: a Maven project (JUnit 5) whose tests start their own
+# servers with this module (3 masters for the cluster tests) and run real
+# Redisson against them, beside module clients on the same lock names.
+#   make test-redisson          the newest 3.x and the newest 4.x
+#   make test-redisson-matrix   every version of the matrix (REDISSON_MATRIX)
+# 3.17.0: the seed article's version; 3.19.0: first RFencedLock; 3.22.0: first
+# RLock on sharded pub/sub in a cluster; 3.24.1: the unlock latch (request
+# id), new in 3.24.0, whose parent POM Maven Central lacks, so Maven cannot
+# resolve 3.24.0; 4.6.1: first non-reentrant lock on Maven Central (4.4.0 to
+# 4.6.0 are not there); 3.52.0 and 4.7.0: the newest of each major.
+REDISSON_NEWEST ?= 3.52.0 4.7.0
+REDISSON_MATRIX ?= 3.17.0 3.19.0 3.22.0 3.24.1 3.52.0 4.6.1 4.7.0
+
+.PHONY: java-deps test-redisson test-redisson-matrix
+
+# Java 17 and Maven, from apt when missing (Maven fetches Redisson and the
+# tests' other dependencies from Maven Central into ~/.m2).
+java-deps:
+	@command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || { \
+	  echo "deps: installing maven and openjdk-17-jdk-headless with apt-get"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; }
+
+test-redisson: java-deps build
+	RWLOCK_MODULE=$(RWLOCK_MODULE) $(ROOT)/tests/redisson/run.sh $(REDISSON_NEWEST)
+
+test-redisson-matrix: java-deps build
+	RWLOCK_MODULE=$(RWLOCK_MODULE) $(ROOT)/tests/redisson/run.sh $(REDISSON_MATRIX)

@@ -1,0 +1,257 @@
+package rwlock.redisson;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.redisson.Redisson;
+import org.redisson.api.RLock;
+import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+/**
+ * Redisson in cluster mode against three masters with the module. Redisson
+ * 3.22+ subscribes to a lock's channel with SSUBSCRIBE in a Redis 7 cluster,
+ * older versions with SUBSCRIBE; the module's rwlock.publish must match:
+ * {@code auto} (SPUBLISH in cluster mode) for 3.22+, {@code publish} before.
+ * The test runs with the matching setting, and shows what a mismatch does.
+ */
+class ClusterTest {
+    private static final long LEASE = 10_000;
+    private static final int HANDOFFS = 10;
+
+    private static final List<Servers.Server> nodes = new ArrayList<>();
+    private static final List<Raw> raws = new ArrayList<>();
+    private static RedissonClient redisson;
+    /** The rwlock.publish this Redisson version needs, and the one it does not. */
+    private static String matching;
+    private static String mismatching;
+
+    @BeforeAll
+    static void start() throws Exception {
+        for (int i = 0; i < 3; i++) {
+            Servers.Server node = Servers.start(true);
+            nodes.add(node);
+            raws.add(new Raw(node.port));
+        }
+        int[][] ranges = {{0, 5460}, {5461, 10922}, {10923, 16383}};
+        for (int i = 0; i < 3; i++) {
+            assertEquals("OK", raws.get(i).call("CLUSTER", "ADDSLOTSRANGE",
+                    String.valueOf(ranges[i][0]), String.valueOf(ranges[i][1])));
+        }
+        for (int i = 1; i < 3; i++) {
+            assertEquals("OK", raws.get(0).call("CLUSTER", "MEET", "127.0.0.1", String.valueOf(nodes.get(i).port)));
+        }
+        Env.await("cluster_state:ok on every node, three masters known", 20_000, () -> {
+            for (Raw raw : raws) {
+                String info = (String) raw.call("CLUSTER", "INFO");
+                if (!info.contains("cluster_state:ok") || !info.contains("cluster_known_nodes:3")) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        boolean sharded = Env.atLeast(Env.SHARDED_SINCE);
+        matching = sharded ? "auto" : "publish";
+        mismatching = sharded ? "publish" : "auto";
+        setPublish(matching);
+        Env.record("cluster publish", "Redisson " + Env.VERSION + " subscribes with "
+                + (sharded ? "SSUBSCRIBE (sharded)" : "SUBSCRIBE (classic)") + ": rwlock.publish " + matching);
+
+        Config config = new Config();
+        config.setLockWatchdogTimeout(1_000);
+        var cluster = config.useClusterServers();
+        for (Servers.Server node : nodes) {
+            cluster.addNodeAddress(node.address());
+        }
+        redisson = Redisson.create(config);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (redisson != null) {
+            redisson.shutdown();
+        }
+        raws.forEach(Raw::close);
+        nodes.forEach(Servers.Server::close);
+    }
+
+    private static void setPublish(String mode) {
+        for (Raw raw : raws) {
+            assertEquals("OK", raw.call("CONFIG", "SET", "rwlock.publish", mode));
+        }
+    }
+
+    /** The connection to the master that owns {@code name}'s slot. */
+    private static Raw nodeFor(String name) {
+        long slot = (Long) raws.get(0).call("CLUSTER", "KEYSLOT", name);
+        return raws.get(slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2);
+    }
+
+    /** A fresh connection to the master that owns {@code name}'s slot. */
+    private static Raw connectionFor(String name) {
+        return new Raw(nodes.get(raws.indexOf(nodeFor(name))).port);
+    }
+
+    /** Subscribers of a channel on its node, classic or sharded. */
+    private static long listeners(String channel) {
+        Raw raw = nodeFor(channel);
+        long classic = (Long) ((List<?>) raw.call("PUBSUB", "NUMSUB", channel)).get(1);
+        long sharded = (Long) ((List<?>) raw.call("PUBSUB", "SHARDNUMSUB", channel)).get(1);
+        return classic + sharded;
+    }
+
+    /** Names spread over the three masters. */
+    private static List<String> namesOnEveryNode(String prefix) {
+        List<String> out = new ArrayList<>();
+        boolean[] seen = new boolean[3];
+        for (int i = 0; out.size() < 3; i++) {
+            String name = prefix + "-" + i;
+            int node = raws.indexOf(nodeFor(name));
+            if (!seen[node]) {
+                seen[node] = true;
+                out.add(name);
+            }
+        }
+        return out;
+    }
+
+    /** Times one module -> Redisson handoff: Redisson's lock() waits on its channel. */
+    private static double moduleToRedisson(String name, String owner, Env.JavaThread waiter) throws Exception {
+        Raw raw = nodeFor(name);
+        RLock lock = redisson.getLock(name);
+        assertNull(raw.call("LOCK.ACQUIRE", name, owner, String.valueOf(LEASE)));
+        assertFalse(lock.tryLock(0, LEASE, TimeUnit.MILLISECONDS), "a module hold refuses Redisson");
+        Future<Long> got = waiter.submit(() -> {
+            lock.lock(LEASE, TimeUnit.MILLISECONDS);
+            return System.nanoTime();
+        });
+        String channel = Env.derived("redisson_lock__channel", name);
+        Env.await("Redisson waiting on " + channel, 5_000, () -> listeners(channel) > 0);
+        Thread.sleep(2);
+        long t0 = System.nanoTime();
+        assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
+        double ms = (got.get(LEASE + 5_000, TimeUnit.MILLISECONDS) - t0) / 1e6;
+        waiter.run(() -> {
+            lock.unlock();
+            return null;
+        });
+        return ms;
+    }
+
+    @Test
+    void handoffBothWaysOnEveryMaster() throws Exception {
+        List<Double> m2r = new ArrayList<>();
+        List<Double> r2m = new ArrayList<>();
+        String owner = Env.moduleOwner(redisson);
+        try (Env.JavaThread java = new Env.JavaThread(); Env.JavaThread moduleThread = new Env.JavaThread()) {
+            for (int round = 0; round < HANDOFFS; round++) {
+                for (String name : namesOnEveryNode("cl-" + round)) {
+                    m2r.add(moduleToRedisson(name, owner, java));
+
+                    RLock lock = redisson.getLock(name);
+                    java.run(() -> {
+                        lock.lock(LEASE, TimeUnit.MILLISECONDS);
+                        return null;
+                    });
+                    Raw raw = nodeFor(name);
+                    assertInstanceOf(Long.class, raw.call("LOCK.ACQUIRE", name, owner, "5000"), "Redisson's hold refuses the module");
+                    try (Raw waiterConn = connectionFor(name)) {
+                        Future<Object[]> got = moduleThread.submit(() -> {
+                            Object reply = waiterConn.callBlocking("LOCK.ACQUIRE", name, owner, String.valueOf(LEASE), "BLOCK", "5000");
+                            return new Object[] {reply, System.nanoTime()};
+                        });
+                        Env.await("module waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0);
+                        long t0 = java.run(() -> {
+                            long t = System.nanoTime();
+                            lock.unlock();
+                            return t;
+                        });
+                        Object[] reply = got.get(6, TimeUnit.SECONDS);
+                        assertNull(reply[0]);
+                        r2m.add(((Long) reply[1] - t0) / 1e6);
+                    }
+                    assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
+                }
+            }
+        }
+        Env.record("cluster handoff module->Redisson (RLock)", Env.summary(m2r));
+        Env.record("cluster handoff Redisson->module (RLock)", Env.summary(r2m));
+        assertTrue(Env.percentile(m2r, 99) < 1_000, "Redisson woken by the module's " + matching + ": " + Env.summary(m2r));
+        assertTrue(Env.percentile(r2m, 99) < 1_000, Env.summary(r2m));
+    }
+
+    @Test
+    void aRedissonWriterWakesOnTheModulesReadUnlock() throws Exception {
+        String owner = Env.moduleOwner(redisson);
+        try (Env.JavaThread java = new Env.JavaThread()) {
+            for (String name : namesOnEveryNode("clrw")) {
+                Raw raw = nodeFor(name);
+                RReadWriteLock rw = redisson.getReadWriteLock(name);
+                assertNull(raw.call("RWLOCK.READ", name, owner, String.valueOf(LEASE)));
+                Future<Long> got = java.submit(() -> {
+                    rw.writeLock().lock(LEASE, TimeUnit.MILLISECONDS);
+                    return System.nanoTime();
+                });
+                String channel = Env.derived("redisson_rwlock", name);
+                Env.await("Redisson writer waiting", 5_000, () -> listeners(channel) > 0);
+                long t0 = System.nanoTime();
+                assertEquals(1L, raw.call("RWLOCK.UNLOCK", name, owner, "READ"));
+                double ms = (got.get(LEASE + 5_000, TimeUnit.MILLISECONDS) - t0) / 1e6;
+                assertTrue(ms < 1_000, "writer woke " + ms + " ms after the module's read unlock");
+                java.run(() -> {
+                    rw.writeLock().unlock();
+                    return null;
+                });
+            }
+        }
+    }
+
+    /**
+     * With the other publish kind the message goes where Redisson does not
+     * listen: its waiter wakes only when the TTL it was told has passed.
+     */
+    @Test
+    void aMismatchedPublishLeavesRedissonWaitingForTheTtl() throws Exception {
+        String owner = Env.moduleOwner(redisson);
+        String name = "cl-mismatch";
+        Raw raw = nodeFor(name);
+        setPublish(mismatching);
+        try (Env.JavaThread java = new Env.JavaThread()) {
+            RLock lock = redisson.getLock(name);
+            assertNull(raw.call("LOCK.ACQUIRE", name, owner, "1500"));
+            Future<Long> got = java.submit(() -> {
+                lock.lock(LEASE, TimeUnit.MILLISECONDS);
+                return System.nanoTime();
+            });
+            String channel = Env.derived("redisson_lock__channel", name);
+            Env.await("Redisson waiting", 5_000, () -> listeners(channel) > 0);
+            Thread.sleep(100);
+            long t0 = System.nanoTime();
+            assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
+            double ms = (got.get(10, TimeUnit.SECONDS) - t0) / 1e6;
+            java.run(() -> {
+                lock.unlock();
+                return null;
+            });
+            Env.record("cluster mismatch", String.format(Locale.ROOT,
+                    "rwlock.publish %s: Redisson's waiter took the lock %.0f ms after the module's unlock"
+                            + " (the rest of the 1.5 s lease; with %s: milliseconds)", mismatching, ms, matching));
+            assertTrue(ms > 500, "with rwlock.publish " + mismatching + " Redisson " + Env.VERSION
+                    + " should not hear the release, yet woke after " + ms + " ms");
+        } finally {
+            setPublish(matching);
+        }
+    }
+}
