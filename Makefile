@@ -253,3 +253,23 @@ valgrind: valkey-deps build
 	    -- --test-threads=$(TEST_THREADS) $(VALGRIND_SKIP) ) 2>&1 | tee "$$logs/tests.txt" || status=1; \
 	  python3 $(ROOT)/tests/valgrind/report.py "$$logs" || status=1; \
 	done; exit $$status
+
+# ---- The Java client (clients/java) ------------------------------------------
+# Installs a JDK 17 and Maven with apt-get when missing (Maven fetches Jedis,
+# JUnit and Jackson from Maven Central), then `mvn verify`: javac -Xlint:all
+# -Werror with doclint, the tests against real servers they start with
+# RWLOCK_MODULE, and the javadoc. Surefire's "Tests run:" lines and Maven's
+# errors are printed, the full log kept in clients/java/target/mvn.log.
+MVN      ?= mvn
+MVN_ARGS ?=
+.PHONY: test-java
+test-java: build
+	@{ command -v javac >/dev/null 2>&1 && command -v $(MVN) >/dev/null 2>&1; } || { \
+	  echo "test-java: installing a JDK 17 and Maven with apt-get"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jdk-headless maven; }
+	@mkdir -p $(ROOT)/clients/java/target
+	@set -o pipefail; start=$$(date +%s); \
+	cd $(ROOT)/clients/java && $(MVN) -B -ntp verify $(MVN_ARGS) 2>&1 | tee target/mvn.log \
+	  | grep -E --line-buffered 'Tests run:|FAIL|ERROR|BUILD' ; status=$$?; \
+	echo "test-java: $$(( $$(date +%s) - start )) s"; exit $$status
