@@ -472,6 +472,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link) {
         synchronized (this) {
             State state = states.computeIfAbsent(owner, o -> new State());
+            if (state.lost) {
+                // Taken again after a loss, without the release that would have dropped the
+                // lost holds: counting starts anew.
+                state.count = 0;
+            }
             state.count++;
             state.token = outcome.token();
             state.lost = false;

@@ -20,7 +20,8 @@ final class Link {
 
     private Connection connection;
     private Runnable giveBack;
-    private HostAndPort node;
+    /** Read by an interrupted waiter's thread to reach the same server. */
+    private volatile HostAndPort node;
     private final Function<HostAndPort, Link> redirect;
     private boolean moved;
 

@@ -259,6 +259,15 @@ class LockTest {
             RedisServer.waitUntil("the loss", 3000, () -> !lost.isEmpty());
             assertEquals(List.of("t:watchdog|" + lock.getOwner()), lost);
             assertTrue(lock.isLost());
+            // Taken again after the loss: one hold, watched again.
+            lock.lock();
+            assertFalse(lock.isLost());
+            assertEquals(1, lock.getHoldCount());
+            Thread.sleep(700);
+            assertEquals("1", server.call("HGET", "t:watchdog", lock.getOwner()));
+            assertTrue(lock.forceUnlock());
+            RedisServer.waitUntil("the second loss", 3000, () -> lost.size() == 2);
+            assertTrue(lock.isLost());
             assertFalse(lock.isHeldByCurrentThread());
             assertThrows(NotHeldException.class, lock::unlock);
             assertEquals(0L, server.call("EXISTS", "t:watchdog"));
