@@ -258,8 +258,11 @@ valgrind: valkey-deps build
 # Installs a JDK 17 and Maven with apt-get when missing (Maven fetches Jedis,
 # JUnit and Jackson from Maven Central), then `mvn verify`: javac -Xlint:all
 # -Werror with doclint, the tests against real servers they start with
-# RWLOCK_MODULE, and the javadoc. Surefire's "Tests run:" lines and Maven's
-# errors are printed, the full log kept in clients/java/target/mvn.log.
+# RWLOCK_MODULE (the README's quick start among them), and the javadoc.
+# Surefire's "Tests run:" lines and Maven's errors are printed, the full log
+# kept in clients/java/target/mvn.log. Then the package is installed as its
+# README says (mvn install, into ~/.m2) and an empty project with the README's
+# dependency snippet compiles the README's quick start against it.
 MVN      ?= mvn
 MVN_ARGS ?=
 .PHONY: test-java
@@ -270,6 +273,8 @@ test-java: build
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jdk-headless maven; }
 	@mkdir -p $(ROOT)/clients/java/target
 	@set -o pipefail; start=$$(date +%s); \
-	cd $(ROOT)/clients/java && $(MVN) -B -ntp verify $(MVN_ARGS) 2>&1 | tee target/mvn.log \
-	  | grep -E --line-buffered 'Tests run:|FAIL|ERROR|BUILD' ; status=$$?; \
-	echo "test-java: $$(( $$(date +%s) - start )) s"; exit $$status
+	cd $(ROOT)/clients/java && $(MVN) -B -ntp -Dstyle.color=never verify $(MVN_ARGS) 2>&1 | tee target/mvn.log \
+	  | grep -E --line-buffered 'Tests run:|FAIL|ERROR|BUILD' || exit 1; \
+	$(MVN) -B -q -ntp -Dstyle.color=never install -DskipTests -Dmaven.javadoc.skip=true || exit 1; \
+	python3 $(ROOT)/clients/java/install_check.py $(MVN) || exit 1; \
+	echo "test-java: $$(( $$(date +%s) - start )) s"
