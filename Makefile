@@ -275,6 +275,7 @@ test-java: build
 	@set -o pipefail; start=$$(date +%s); \
 	cd $(ROOT)/clients/java && $(MVN) -B -ntp -Dstyle.color=never verify $(MVN_ARGS) 2>&1 | tee target/mvn.log \
 	  | grep -E --line-buffered 'Tests run:|FAIL|ERROR|BUILD' || exit 1; \
-	$(MVN) -B -q -ntp -Dstyle.color=never install -DskipTests -Dmaven.javadoc.skip=true || exit 1; \
+	$(MVN) -B -q -ntp -Dstyle.color=never install -DskipTests -Dmaven.javadoc.skip=true \
+	  >target/install.log 2>&1 || { cat target/install.log; exit 1; }; \
 	python3 $(ROOT)/clients/java/install_check.py $(MVN) || exit 1; \
 	echo "test-java: $$(( $$(date +%s) - start )) s"

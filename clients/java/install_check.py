@@ -47,8 +47,15 @@ def main() -> int:
   </build>
 </project>
 """)
-        done = subprocess.run([mvn, "-B", "-q", "-ntp", "-Dstyle.color=never", "compile"], cwd=project)
+        done = subprocess.run(
+            [mvn, "-B", "-q", "-ntp", "-Dstyle.color=never", "compile"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         if done.returncode != 0 or not (project / "target/classes/QuickStart.class").is_file():
+            print(done.stdout, file=sys.stderr)
             print("install check: the quick start did not compile against the installed package", file=sys.stderr)
             return 1
         print("install check: an empty project with the README's dependency compiles its quick start")
