@@ -340,6 +340,50 @@ class LockTest {
     }
 
     @Test
+    void threadsOnTwoClientsExcludeEachOther() throws Exception {
+        // An exclusion checker: a guard key taken SET NX inside every critical section.
+        java.util.concurrent.ExecutorService threads = java.util.concurrent.Executors.newFixedThreadPool(4);
+        try (LockClient second = LockClient.create(jedis)) {
+            java.util.concurrent.atomic.AtomicInteger violations = new java.util.concurrent.atomic.AtomicInteger();
+            java.util.concurrent.atomic.AtomicInteger sections = new java.util.concurrent.atomic.AtomicInteger();
+            List<CompletableFuture<Void>> workers = new java.util.ArrayList<>();
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(1500);
+            for (int i = 0; i < 4; i++) {
+                Lock lock = new Lock(i % 2 == 0 ? client : second, "t:contended");
+                workers.add(CompletableFuture.runAsync(() -> {
+                    while (System.nanoTime() < until) {
+                        try {
+                            if (!lock.tryLock(2, 5, TimeUnit.SECONDS)) {
+                                violations.incrementAndGet(); // nobody holds it for 2 s here
+                                continue;
+                            }
+                        } catch (InterruptedException e) {
+                            throw new IllegalStateException(e);
+                        }
+                        try {
+                            if (!"OK".equals(server.call("SET", "t:guard", "x", "NX", "PX", "5000"))) {
+                                violations.incrementAndGet();
+                            }
+                            sections.incrementAndGet();
+                            server.call("DEL", "t:guard");
+                        } finally {
+                            lock.unlock();
+                        }
+                    }
+                }, threads));
+            }
+            for (CompletableFuture<Void> worker : workers) {
+                worker.get(30, TimeUnit.SECONDS);
+            }
+            assertEquals(0, violations.get());
+            assertTrue(sections.get() > 20, "sections " + sections.get());
+            assertEquals(0L, server.call("EXISTS", "t:contended"));
+        } finally {
+            threads.shutdownNow();
+        }
+    }
+
+    @Test
     void badInputsAreClearErrors() {
         assertThrows(IllegalArgumentException.class, () -> new Lock(client, ""));
         assertThrows(NullPointerException.class, () -> new Lock(client, null));

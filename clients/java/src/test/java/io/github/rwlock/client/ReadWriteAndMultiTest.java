@@ -187,4 +187,26 @@ class ReadWriteAndMultiTest {
             assertEquals(0L, server.call("EXISTS", "t:pool"));
         }
     }
+
+    @Test
+    void aResp3PoolWorksToo() throws Exception {
+        try (JedisPooled resp3 = new JedisPooled(server.hostAndPort(),
+                redis.clients.jedis.DefaultJedisClientConfig.builder().resp3().build());
+                LockClient client3 = LockClient.create(resp3)) {
+            Lock fenced = Lock.fenced(client3, "t:resp3");
+            assertTrue(fenced.tryLock(1, TimeUnit.SECONDS));
+            assertTrue(fenced.getToken() > 0);
+            assertFalse(inOtherThread(fenced));
+            fenced.unlock();
+            MultiLock multi = new MultiLock(client3, List.of(Hold.lock("t:r3a"), Hold.read("t:r3b")));
+            assertTrue(multi.tryLock());
+            multi.unlock();
+            assertThrows(NotHeldException.class, multi::unlock);
+            assertEquals(0L, server.call("EXISTS", "t:resp3", "t:r3a", "t:r3b"));
+        }
+    }
+
+    private static boolean inOtherThread(Lock lock) throws Exception {
+        return CompletableFuture.supplyAsync(lock::tryLock).get(10, TimeUnit.SECONDS);
+    }
 }
