@@ -40,6 +40,7 @@ final class RedisServer implements AutoCloseable {
     }
 
     RedisServer(boolean cluster, String... extra) {
+        String module = module(); // first: a missing module fails before anything is made
         try {
             dir = Files.createTempDirectory("rwlock-java-");
         } catch (IOException e) {
@@ -47,7 +48,7 @@ final class RedisServer implements AutoCloseable {
         }
         port = freePort(cluster ? 10000 : 0);
         List<String> argv = new ArrayList<>(List.of(binary(), "--port", Integer.toString(port), "--bind", "127.0.0.1",
-                "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", module()));
+                "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", module));
         if (cluster) {
             argv.addAll(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"));
         }
