@@ -305,3 +305,25 @@ test-redisson: java-deps build
 
 test-redisson-matrix: java-deps build
 	RWLOCK_MODULE=$(RWLOCK_MODULE) $(ROOT)/tests/redisson/run.sh $(REDISSON_MATRIX)
+
+# ---- The Java client (clients/java) ------------------------------------------
+# java-deps (above) installs a JDK 17 and Maven; Maven fetches Jedis, JUnit
+# and Jackson from Maven Central. Then `mvn verify`: javac -Xlint:all
+# -Werror with doclint, the tests against real servers they start with
+# RWLOCK_MODULE (the README's quick start among them), and the javadoc.
+# Surefire's "Tests run:" lines and Maven's errors are printed, the full log
+# kept in clients/java/target/mvn.log. Then the package is installed as its
+# README says (mvn install, into ~/.m2) and an empty project with the README's
+# dependency snippet compiles the README's quick start against it.
+MVN      ?= mvn
+MVN_ARGS ?=
+.PHONY: test-java
+test-java: $(if $(PARTS),,java-deps build)
+	@mkdir -p $(ROOT)/clients/java/target
+	@set -o pipefail; start=$$(date +%s); \
+	cd $(ROOT)/clients/java && $(MVN) -B -ntp -Dstyle.color=never verify $(MVN_ARGS) 2>&1 | tee target/mvn.log \
+	  | grep -E --line-buffered 'Tests run:|FAIL|ERROR|BUILD' || exit 1; \
+	$(MVN) -B -q -ntp -Dstyle.color=never install -DskipTests -Dmaven.javadoc.skip=true \
+	  >target/install.log 2>&1 || { cat target/install.log; exit 1; }; \
+	python3 $(ROOT)/clients/java/install_check.py $(MVN) || exit 1; \
+	echo "test-java: $$(( $$(date +%s) - start )) s"

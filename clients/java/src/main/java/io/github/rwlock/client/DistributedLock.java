@@ -1,0 +1,584 @@
+package io.github.rwlock.client;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import redis.clients.jedis.exceptions.JedisConnectionException;
+import redis.clients.jedis.exceptions.JedisDataException;
+
+/**
+ * What every lock object of this package does ({@link Lock}, the two sides of a {@link
+ * ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the watchdog,
+ * session holds, fencing tokens and replica sync, as {@link java.util.concurrent.locks.Lock}.
+ *
+ * <p><b>Owners.</b> Each thread is its own owner, {@code <client UUID>:<thread id>} as Redisson
+ * forms it, and re-enters its own holds. A lock object is safe to share between threads.
+ *
+ * <p><b>Waits</b> happen on the server ({@code BLOCK}), never by polling: {@link #lock()} waits
+ * without limit, {@link #tryLock()} tries once, {@link #tryLock(long, TimeUnit)} waits up to the
+ * time given, any longer than the connection's socket timeout. The interruptible ones, {@link
+ * #lockInterruptibly()} and the timed {@code tryLock}s, end the server-side wait when the thread
+ * is interrupted, and then hold nothing.
+ *
+ * <p><b>Leases.</b> Without one, a hold gets the client's watchdog timeout (30 s) and the
+ * watchdog renews it every third of it until the release; if a renewal finds it gone, the lock
+ * reports {@link #isLost()}, calls the {@link LockLostListener}, and {@link #unlock()} throws
+ * {@link NotHeldException}. With a lease, no watchdog: the hold ends when the lease does.
+ */
+public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
+    /** Added to a blocking call's wait for its reply to arrive. */
+    static final long REPLY_MARGIN_MS = 5_000;
+
+    /** {@code waitMs}: wait without limit. */
+    static final long FOREVER = -1;
+
+    /** {@code leaseMs}: no lease given (the watchdog's). */
+    static final long NO_LEASE = -1;
+
+    final LockClient client;
+    final Plan plan;
+    final boolean session;
+    private final LockLostListener onLost;
+    private final Map<String, State> states = new ConcurrentHashMap<>();
+
+    /** One owner's holds of this lock, as this process knows them. Guarded by the lock object. */
+    private static final class State {
+        int count;
+        Long token;
+        boolean lost;
+        long leaseMs;
+        Link sessionLink;
+        Watchdog dog;
+    }
+
+    DistributedLock(LockClient client, Plan plan, LockOptions options) {
+        this.client = Objects.requireNonNull(client, "client");
+        this.plan = plan;
+        this.session = options.session();
+        this.onLost = options.onLost();
+    }
+
+    static String checkName(String name) {
+        Objects.requireNonNull(name, "name");
+        if (name.isEmpty()) {
+            throw new IllegalArgumentException("a lock name cannot be empty");
+        }
+        return name;
+    }
+
+    /**
+     * The lock's name (a multi-lock: its first name, which routes its commands).
+     *
+     * @return the key
+     */
+    public String getName() {
+        return plan.key();
+    }
+
+    /**
+     * The calling thread's owner.
+     *
+     * @return {@code <client UUID>:<thread id>}
+     */
+    public String getOwner() {
+        return client.currentOwner();
+    }
+
+    // -- java.util.concurrent.locks.Lock ----------------------------------------------------------
+
+    /**
+     * Waits without limit for the lock; the watchdog keeps it. Not interruptible (use {@link
+     * #lockInterruptibly()}).
+     *
+     * @throws NotReentrantException a non-reentrant lock's holder asking again
+     * @throws NotSyncedException the replicas did not acknowledge it (released again)
+     */
+    @Override
+    public void lock() {
+        acquire(FOREVER, NO_LEASE, false);
+    }
+
+    /**
+     * Waits without limit for the lock, held for {@code lease} (no watchdog). Not interruptible.
+     *
+     * @param lease how long the hold lasts, positive
+     * @param unit its unit
+     */
+    public void lock(long lease, TimeUnit unit) {
+        acquire(FOREVER, leaseMs(lease, unit), false);
+    }
+
+    /**
+     * Waits without limit for the lock (the watchdog keeps it); an interrupt ends the wait on the
+     * server too.
+     *
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    @Override
+    public void lockInterruptibly() throws InterruptedException {
+        acquireInterruptibly(FOREVER, NO_LEASE);
+    }
+
+    /**
+     * Waits without limit for the lock, held for {@code lease}; an interrupt ends the wait.
+     *
+     * @param lease how long the hold lasts, positive
+     * @param unit its unit
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    public void lockInterruptibly(long lease, TimeUnit unit) throws InterruptedException {
+        acquireInterruptibly(FOREVER, leaseMs(lease, unit));
+    }
+
+    /**
+     * Takes the lock if it is free now (one command, no wait); the watchdog keeps it.
+     *
+     * @return whether it was taken
+     */
+    @Override
+    public boolean tryLock() {
+        return acquire(0, NO_LEASE, false).acquired();
+    }
+
+    /**
+     * Waits up to {@code wait} for the lock (on the server); the watchdog keeps it.
+     *
+     * @param wait how long to wait; 0 tries once
+     * @param unit its unit
+     * @return whether it was taken before the wait ran out
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    @Override
+    public boolean tryLock(long wait, TimeUnit unit) throws InterruptedException {
+        return acquireInterruptibly(waitMs(wait, unit), NO_LEASE).acquired();
+    }
+
+    /**
+     * Waits up to {@code wait} for the lock, held for {@code lease} (no watchdog), as Redisson's
+     * {@code tryLock(waitTime, leaseTime, unit)}.
+     *
+     * @param wait how long to wait; 0 tries once; negative waits without limit
+     * @param lease how long the hold lasts; negative: the watchdog's lease, renewed
+     * @param unit the unit of both
+     * @return whether it was taken before the wait ran out
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    public boolean tryLock(long wait, long lease, TimeUnit unit) throws InterruptedException {
+        long waitMs = wait < 0 ? FOREVER : waitMs(wait, unit);
+        long leaseMs = lease < 0 ? NO_LEASE : leaseMs(lease, unit);
+        return acquireInterruptibly(waitMs, leaseMs).acquired();
+    }
+
+    /**
+     * Acquires with the package's general options, for callers with {@link Duration}s.
+     *
+     * @param wait how long to wait on the server; {@code null} without limit, zero tries once
+     * @param lease how long the hold lasts; {@code null} for the watchdog's lease, renewed
+     * @return whether it was taken before the wait ran out
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    public boolean acquire(Duration wait, Duration lease) throws InterruptedException {
+        return acquireInterruptibly(wait == null ? FOREVER : waitMs(wait), lease == null ? NO_LEASE : leaseMs(lease))
+                .acquired();
+    }
+
+    /**
+     * Acquires for a try-with-resources block; the {@link Held} gives the fencing token and
+     * releases the hold when closed.
+     *
+     * @param wait how long to wait on the server; {@code null} without limit, zero tries once
+     * @param lease how long the hold lasts; {@code null} for the watchdog's lease, renewed
+     * @return the hold
+     * @throws NotAcquiredException the wait ran out
+     * @throws InterruptedException interrupted before or while waiting; nothing is held
+     */
+    public Held hold(Duration wait, Duration lease) throws InterruptedException {
+        Plan.Outcome outcome = acquireInterruptibly(
+                wait == null ? FOREVER : waitMs(wait), lease == null ? NO_LEASE : leaseMs(lease));
+        if (!outcome.acquired()) {
+            throw new NotAcquiredException(getName(), outcome.pttl());
+        }
+        return new Held(outcome.token(), this::unlock);
+    }
+
+    /**
+     * Waits without limit, as {@link #lock()}, and returns the fencing token (Redisson's {@code
+     * lockAndGetToken}).
+     *
+     * @return the token, or {@code null} when the lock is not fenced
+     */
+    public Long lockAndGetToken() {
+        return acquire(FOREVER, NO_LEASE, false).token();
+    }
+
+    /**
+     * Releases one of the calling thread's holds; the lock is free once every hold is released.
+     * A single lock sends a request id (Redisson's unlock latch) and retries once with it after
+     * a connection error, then deletes the latch.
+     *
+     * @throws NotHeldException the thread held nothing here: never taken, released, or lost
+     */
+    @Override
+    public void unlock() {
+        String owner = getOwner();
+        State state = states.get(owner);
+        Link sessionLink;
+        long leaseMs;
+        synchronized (this) {
+            sessionLink = state == null ? null : state.sessionLink;
+            leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
+        }
+        Object reply;
+        if (sessionLink != null) {
+            try {
+                reply = sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
+            } catch (JedisConnectionException e) {
+                // The session's connection is gone, and with it its holds.
+                synchronized (this) {
+                    forget(owner, state);
+                }
+                sessionLink.drop();
+                throw new NotHeldException(getName() + ": the session's connection closed");
+            }
+        } else {
+            reply = releaseWithRequest(owner, leaseMs);
+        }
+        Boolean released = plan.released(reply);
+        Link toClose = null;
+        synchronized (this) {
+            if (state != null) {
+                state.count--;
+                if (released == null || released || state.count <= 0) {
+                    toClose = forget(owner, state);
+                }
+            }
+        }
+        if (toClose != null) {
+            toClose.close();
+        }
+        if (released == null) {
+            throw new NotHeldException(getName() + " is not held by " + owner);
+        }
+    }
+
+    private Object releaseWithRequest(String owner, long leaseMs) {
+        String request = plan.multi ? null : UUID.randomUUID().toString();
+        List<String> args = plan.release(owner, leaseMs, request);
+        Object reply;
+        Link link = client.connector().open(plan.key());
+        try {
+            try {
+                reply = link.call(args, Link.DEFAULT);
+            } catch (JedisConnectionException e) {
+                if (request == null) {
+                    throw e;
+                }
+                // Once more with the same id: if the first one was applied, the server replies
+                // what it replied then (the latch), and releases nothing twice.
+                link.close();
+                link = client.connector().open(plan.key());
+                reply = link.call(args, Link.DEFAULT);
+            }
+            if (request != null) {
+                try {
+                    link.call(List.of("DEL", plan.latch(request)), Link.DEFAULT);
+                } catch (JedisConnectionException e) {
+                    // The latch expires by itself (13.5 s); the release is done.
+                }
+            }
+        } finally {
+            link.close();
+        }
+        return reply;
+    }
+
+    /**
+     * Not supported, as with Redisson's locks.
+     *
+     * @return never
+     * @throws UnsupportedOperationException always
+     */
+    @Override
+    public Condition newCondition() {
+        throw new UnsupportedOperationException("a distributed lock has no conditions");
+    }
+
+    // -- the state ------------------------------------------------------------------------------
+
+    /**
+     * Whether the calling thread holds this lock, as far as this process knows (see {@link
+     * #isLost()}).
+     *
+     * @return whether it holds it
+     */
+    public synchronized boolean isHeldByCurrentThread() {
+        State state = states.get(getOwner());
+        return state != null && !state.lost && state.count > 0;
+    }
+
+    /**
+     * How many holds the calling thread has of this lock through this object (re-entries count).
+     *
+     * @return the count, 0 when none
+     */
+    public synchronized int getHoldCount() {
+        State state = states.get(getOwner());
+        return state == null || state.lost ? 0 : state.count;
+    }
+
+    /**
+     * Whether the watchdog found the calling thread's hold gone (its lease ran out, or the lock was
+     * forced open); {@link #unlock()} then throws {@link NotHeldException}.
+     *
+     * @return whether it was lost
+     */
+    public synchronized boolean isLost() {
+        State state = states.get(getOwner());
+        return state != null && state.lost;
+    }
+
+    /**
+     * The fencing token of the calling thread's latest acquisition.
+     *
+     * @return the token, or {@code null} when not fenced or not held
+     */
+    public synchronized Long getToken() {
+        State state = states.get(getOwner());
+        return state == null ? null : state.token;
+    }
+
+    // -- acquire --------------------------------------------------------------------------------
+
+    private Plan.Outcome acquireInterruptibly(long waitMs, long leaseMs) throws InterruptedException {
+        if (Thread.interrupted()) {
+            throw new InterruptedException(getName() + ": interrupted before acquiring");
+        }
+        try {
+            return acquire(waitMs, leaseMs, true);
+        } catch (InterruptedWait e) {
+            throw new InterruptedException(e.getMessage());
+        }
+    }
+
+    /** The acquisition; interrupts end it only when {@code interruptible} (and then throw). */
+    private Plan.Outcome acquire(long waitMs, long leaseMs, boolean interruptible) {
+        String owner = getOwner();
+        boolean watched = leaseMs == NO_LEASE;
+        long lease = watched ? client.watchdogTimeoutMs() : leaseMs;
+        long blockMs = waitMs == FOREVER ? 0 : waitMs == 0 ? Plan.NO_BLOCK : waitMs;
+        Link sessionLink;
+        synchronized (this) {
+            State state = states.get(owner);
+            sessionLink = state == null ? null : state.sessionLink;
+        }
+        Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
+        boolean keep = false;
+        Plan.Outcome outcome;
+        try {
+            List<String> args = plan.acquire(owner, lease, blockMs, session);
+            long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
+            Object reply;
+            try {
+                if (interruptible && blockMs != Plan.NO_BLOCK) {
+                    reply = Waiter.call(client.waiters(), client.connector(), link, args, timeout);
+                } else {
+                    reply = link.call(args, timeout);
+                }
+            } catch (JedisDataException e) {
+                if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
+                    throw new NotReentrantException(getName() + ": " + e.getMessage());
+                }
+                throw e;
+            }
+            outcome = plan.outcome(reply);
+            if (outcome.acquired()) {
+                synchronize(link, owner, lease);
+            }
+            keep = outcome.acquired() && session;
+        } catch (Waiter.Cancelled cancelled) {
+            cleanUpAfterInterrupt(owner, lease, cancelled);
+            throw new InterruptedWait(getName());
+        } finally {
+            if (link != sessionLink && !keep) {
+                link.close();
+            }
+        }
+        if (outcome.acquired()) {
+            record(owner, lease, watched, outcome, keep ? link : null);
+        }
+        return outcome;
+    }
+
+    /**
+     * The wait was ended by an interrupt. If the server served it at that moment the thread holds
+     * what it never heard of: release it, so that the interrupted call holds nothing. (A session
+     * hold went with the killed connection.)
+     */
+    private void cleanUpAfterInterrupt(String owner, long lease, Waiter.Cancelled cancelled) {
+        boolean servedOrUnknown = !cancelled.replied || plan.outcome(cancelled.reply).acquired();
+        boolean heldBefore;
+        synchronized (this) {
+            State state = states.get(owner);
+            heldBefore = state != null && state.count > 0;
+        }
+        if (!servedOrUnknown || heldBefore || session) {
+            return;
+        }
+        Link link = client.connector().open(plan.key());
+        try {
+            link.call(plan.release(owner, lease, null), Link.DEFAULT);
+        } catch (RuntimeException e) {
+            // The server is unreachable: a hold it gave, if any, ends with its lease.
+        } finally {
+            link.close();
+        }
+    }
+
+    /**
+     * WAIT (and WAITAOF) for the hold just taken, on its connection; released again and
+     * NotSynced thrown when the replicas did not all acknowledge it.
+     */
+    private void synchronize(Link link, String owner, long leaseMs) {
+        ReplicaSync sync = client.getReplicaSync();
+        if (!sync.enabled()) {
+            return;
+        }
+        Map<String, String> info = Plan.info(link.call(List.of("INFO", "replication", "persistence"), Link.DEFAULT));
+        for (List<String> command : Plan.syncCommands(info, sync)) {
+            Object reply;
+            try {
+                reply = link.call(command, sync.timeout().toMillis() + REPLY_MARGIN_MS);
+            } catch (JedisDataException e) {
+                String message = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
+                if (command.get(0).equals("WAITAOF") && message.contains("unknown command")) {
+                    continue; // before Redis 7.2: WAIT alone
+                }
+                throw e;
+            }
+            if (!Plan.synced(command, reply)) {
+                link.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
+                throw new NotSyncedException(getName() + ": " + String.join(" ", command) + " replied "
+                        + Plan.text(reply instanceof List<?> l ? l.toString() : reply) + " within "
+                        + sync.timeout().toMillis() + " ms; the hold was released");
+            }
+        }
+    }
+
+    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link) {
+        synchronized (this) {
+            State state = states.computeIfAbsent(owner, o -> new State());
+            if (state.lost) {
+                // Taken again after a loss, without the release that would have dropped the
+                // lost holds: counting starts anew.
+                state.count = 0;
+            }
+            state.count++;
+            state.token = outcome.token();
+            state.lost = false;
+            state.leaseMs = leaseMs;
+            if (link != null && state.sessionLink == null) {
+                state.sessionLink = link;
+            }
+            if (watched && !session && state.dog == null) {
+                Watchdog dog = new Watchdog(leaseMs, () -> renew(owner, leaseMs), () -> lost(owner, state));
+                state.dog = dog;
+                dog.start(client.scheduler());
+            }
+        }
+    }
+
+    // -- the watchdog ---------------------------------------------------------------------------
+
+    private boolean renew(String owner, long leaseMs) {
+        Link link = client.connector().open(plan.key());
+        try {
+            return plan.renewed(link.call(plan.renew(owner, leaseMs), Link.DEFAULT));
+        } finally {
+            link.close();
+        }
+    }
+
+    private void lost(String owner, State state) {
+        synchronized (this) {
+            state.lost = true;
+            state.dog = null;
+        }
+        if (onLost != null) {
+            onLost.lockLost(getName(), owner);
+        }
+    }
+
+    /**
+     * Called holding the lock object: stops the watchdog, drops the owner's holds, and returns the
+     * session's connection for the caller to give back (nothing is bound to it any more).
+     */
+    private Link forget(String owner, State state) {
+        if (state.dog != null) {
+            state.dog.stop();
+            state.dog = null;
+        }
+        Link link = state.sessionLink;
+        state.sessionLink = null;
+        states.remove(owner, state);
+        return link;
+    }
+
+    /** The kind and name this lock takes, for a {@link MultiLock}. */
+    Hold asHold() {
+        if (plan.multi) {
+            throw new IllegalArgumentException("a MultiLock cannot hold another MultiLock");
+        }
+        return plan.holds.get(0);
+    }
+
+    // -- durations ------------------------------------------------------------------------------
+
+    static long waitMs(long wait, TimeUnit unit) {
+        Objects.requireNonNull(unit, "unit");
+        if (wait < 0) {
+            throw new IllegalArgumentException("a wait cannot be negative: " + wait + " " + unit);
+        }
+        return wait == 0 ? 0 : Math.max(1, unit.toMillis(wait));
+    }
+
+    static long waitMs(Duration wait) {
+        if (wait.isNegative()) {
+            throw new IllegalArgumentException("a wait cannot be negative: " + wait);
+        }
+        return wait.isZero() ? 0 : Math.max(1, wait.toMillis());
+    }
+
+    static long leaseMs(long lease, TimeUnit unit) {
+        Objects.requireNonNull(unit, "unit");
+        if (lease <= 0) {
+            throw new IllegalArgumentException("a lease must be positive: " + lease + " " + unit);
+        }
+        return Math.max(1, unit.toMillis(lease));
+    }
+
+    static long leaseMs(Duration lease) {
+        if (lease.isNegative() || lease.isZero()) {
+            throw new IllegalArgumentException("a lease must be positive: " + lease);
+        }
+        return Math.max(1, lease.toMillis());
+    }
+
+    /** Carries an ended wait out of {@link #acquire(long, long, boolean)} as an unchecked error. */
+    private static final class InterruptedWait extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        InterruptedWait(String name) {
+            super(name + ": interrupted while waiting; the wait was ended on the server", null, false, false);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return getClass().getSimpleName() + "(" + getName() + ")";
+    }
+}

@@ -1,0 +1,271 @@
+package io.github.rwlock.client;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What one kind of lock sends and how its replies read: a single hold ({@code LOCK.*} or {@code
+ * RWLOCK.*} in one mode) or several ({@code LOCK.*ALL}). No I/O here.
+ */
+final class Plan {
+    /** How long the server remembers a release's reply under its request id (Redisson's 13.5 s). */
+    static final long LATCH_TTL_MS = 13_500;
+
+    /** {@code blockMs} meaning "send no BLOCK": one try. */
+    static final long NO_BLOCK = -1;
+
+    /** Every hold; one for a single lock. */
+    final List<Hold> holds;
+    /** Whether this is a multi-lock ({@code LOCK.*ALL}). */
+    final boolean multi;
+    /** Whether acquisitions send {@code FENCED}. */
+    final boolean fenced;
+    /** Whether acquisitions send {@code NOREENTRY}. */
+    final boolean noReentry;
+
+    private Plan(List<Hold> holds, boolean multi, boolean fenced, boolean noReentry) {
+        this.holds = List.copyOf(holds);
+        this.multi = multi;
+        this.fenced = fenced;
+        this.noReentry = noReentry;
+    }
+
+    /** One hold of one lock name. */
+    static Plan single(Hold hold, boolean fenced, boolean reentrant) {
+        return new Plan(List.of(hold), false, fenced, !reentrant);
+    }
+
+    /** Several holds, taken together. */
+    static Plan multi(List<Hold> holds) {
+        if (holds.isEmpty()) {
+            throw new IllegalArgumentException("a MultiLock needs at least one hold");
+        }
+        return new Plan(holds, true, false, false);
+    }
+
+    /** The key that routes every command (a multi-lock's names must share its slot). */
+    String key() {
+        return holds.get(0).name();
+    }
+
+    private String family() {
+        return holds.get(0).kind() == HoldKind.LOCK ? "LOCK" : "RWLOCK";
+    }
+
+    private void addHolds(List<String> args) {
+        args.add("HOLDS");
+        args.add(Integer.toString(holds.size()));
+        for (Hold hold : holds) {
+            args.add(hold.kind().name());
+            args.add(hold.name());
+        }
+    }
+
+    /** {@code … lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]}. */
+    List<String> acquire(String owner, long leaseMs, long blockMs, boolean session) {
+        List<String> args = new ArrayList<>();
+        if (multi) {
+            args.add("LOCK.ACQUIREALL");
+        } else {
+            Hold hold = holds.get(0);
+            args.add(hold.kind() == HoldKind.LOCK ? "LOCK.ACQUIRE" : "RWLOCK." + hold.kind().name());
+            args.add(hold.name());
+        }
+        args.add(owner);
+        args.add(Long.toString(leaseMs));
+        if (blockMs != NO_BLOCK) {
+            args.add("BLOCK");
+            args.add(Long.toString(blockMs));
+        }
+        if (session) {
+            args.add("SESSION");
+        }
+        if (fenced) {
+            args.add("FENCED");
+        }
+        if (noReentry) {
+            args.add("NOREENTRY");
+        }
+        if (multi) {
+            addHolds(args);
+        }
+        return args;
+    }
+
+    /** An acquisition's reply: taken (with its token when fenced), or the PTTL in the way. */
+    record Outcome(boolean acquired, long pttl, Long token) {}
+
+    Outcome outcome(Object reply) {
+        if (reply == null) {
+            return new Outcome(true, -1, null);
+        }
+        if (reply instanceof List<?> pair && pair.size() == 2) {
+            long first = integer(pair.get(0));
+            long token = integer(pair.get(1));
+            return token == -1 ? new Outcome(false, first, null) : new Outcome(true, -1, token);
+        }
+        return new Outcome(false, integer(reply), null);
+    }
+
+    /**
+     * A release. {@code leaseMs}: what a hold still held after it (a re-entered one) lasts again,
+     * as Redisson's unlock re-arms it. {@code requestId}: makes a retry idempotent (single locks;
+     * {@code null} sends none).
+     */
+    List<String> release(String owner, long leaseMs, String requestId) {
+        List<String> args = new ArrayList<>();
+        if (multi) {
+            args.add("LOCK.UNLOCKALL");
+            args.add(owner);
+            addHolds(args);
+            return args;
+        }
+        Hold hold = holds.get(0);
+        args.add(family() + ".UNLOCK");
+        args.add(hold.name());
+        args.add(owner);
+        if (hold.kind() != HoldKind.LOCK) {
+            args.add(hold.kind().name());
+        }
+        args.add("LEASE");
+        args.add(Long.toString(leaseMs));
+        if (requestId != null) {
+            args.add("REQUEST");
+            args.add(requestId);
+            args.add(Long.toString(LATCH_TTL_MS));
+        }
+        return args;
+    }
+
+    /** The key where the server keeps a release's reply for {@code requestId}, as Redisson names it. */
+    String latch(String requestId) {
+        String name = key();
+        return name.indexOf('{') >= 0
+                ? "redisson_unlock_latch:" + name + ":" + requestId
+                : "redisson_unlock_latch:{" + name + "}:" + requestId;
+    }
+
+    /**
+     * Whether the owner held what it released: {@code null} when it held nothing (a multi-lock:
+     * some hold was not its own, the others were released), {@code TRUE} when released, {@code
+     * FALSE} when still held (re-entered).
+     */
+    Boolean released(Object reply) {
+        if (multi) {
+            boolean all = true;
+            for (Object item : list(reply)) {
+                if (item == null) {
+                    return null;
+                }
+                all &= integer(item) == 1;
+            }
+            return all;
+        }
+        return reply == null ? null : integer(reply) == 1;
+    }
+
+    /** The watchdog's call. */
+    List<String> renew(String owner, long leaseMs) {
+        List<String> args = new ArrayList<>();
+        if (multi) {
+            args.add("LOCK.RENEWALL");
+            args.add(owner);
+            args.add(Long.toString(leaseMs));
+            addHolds(args);
+            return args;
+        }
+        args.add(family() + ".RENEW");
+        args.add(key());
+        args.add(owner);
+        args.add(Long.toString(leaseMs));
+        return args;
+    }
+
+    /** True while every hold is still the owner's. */
+    boolean renewed(Object reply) {
+        if (multi) {
+            for (Object item : list(reply)) {
+                if (item == null || integer(item) != 1) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        return integer(reply) == 1;
+    }
+
+    // -- replies --------------------------------------------------------------------------------
+
+    /** An integer reply (or a bulk string of one). */
+    static long integer(Object reply) {
+        if (reply instanceof Long value) {
+            return value;
+        }
+        if (reply instanceof byte[] || reply instanceof String) {
+            return Long.parseLong(text(reply).trim());
+        }
+        throw new IllegalStateException("expected an integer reply, got " + describe(reply));
+    }
+
+    /** An array reply. */
+    static List<?> list(Object reply) {
+        if (reply instanceof List<?> items) {
+            return items;
+        }
+        throw new IllegalStateException("expected an array reply, got " + describe(reply));
+    }
+
+    /** A bulk or status string reply as text. */
+    static String text(Object reply) {
+        if (reply instanceof byte[] bytes) {
+            return new String(bytes, StandardCharsets.UTF_8);
+        }
+        return String.valueOf(reply);
+    }
+
+    private static String describe(Object reply) {
+        return reply == null ? "nil" : reply.getClass().getSimpleName() + " " + text(reply);
+    }
+
+    /** The {@code field:value} lines of an INFO reply. */
+    static Map<String, String> info(Object reply) {
+        Map<String, String> fields = new HashMap<>();
+        for (String line : text(reply).split("\r?\n")) {
+            int colon = line.indexOf(':');
+            if (colon > 0 && !line.startsWith("#")) {
+                fields.put(line.substring(0, colon).trim(), line.substring(colon + 1).trim());
+            }
+        }
+        return fields;
+    }
+
+    /** What to send after an acquisition, given the master's INFO replication and persistence. */
+    static List<List<String>> syncCommands(Map<String, String> info, ReplicaSync sync) {
+        List<List<String>> commands = new ArrayList<>();
+        if (!sync.enabled()) {
+            return commands;
+        }
+        String timeout = Long.toString(Math.max(1, sync.timeout().toMillis()));
+        String replicas = info.getOrDefault("connected_slaves", "0");
+        if (!replicas.isEmpty() && Long.parseLong(replicas) > 0) {
+            commands.add(List.of("WAIT", replicas, timeout));
+        }
+        if (sync.aof() && "1".equals(info.get("aof_enabled"))) {
+            commands.add(List.of("WAITAOF", "1", "0", timeout));
+        }
+        return commands;
+    }
+
+    /** Whether WAIT / WAITAOF's reply shows every copy asked for. */
+    static boolean synced(List<String> command, Object reply) {
+        if (command.get(0).equals("WAIT")) {
+            return integer(reply) >= Long.parseLong(command.get(1));
+        }
+        List<?> counts = list(reply);
+        return integer(counts.get(0)) >= Long.parseLong(command.get(1))
+                && integer(counts.get(1)) >= Long.parseLong(command.get(2));
+    }
+}

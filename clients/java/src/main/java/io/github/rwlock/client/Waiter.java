@@ -1,0 +1,119 @@
+package io.github.rwlock.client;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * An interruptible wait on the server. A thread blocked reading a socket does not see {@link
+ * Thread#interrupt()}, so the command is sent and its reply read on one of the client's wait
+ * threads while the calling thread waits for it, interruptibly. An interrupt then ends the
+ * server-side wait from another connection to the same server with {@code CLIENT KILL ID} (the id
+ * comes from {@code CLIENT ID}, sent in the same write as the command).
+ *
+ * <p>Why not {@code CLIENT UNBLOCK}: the module parks a waiter with no Redis timeout (its own
+ * timers end waits, so each waiter gets exactly one reply; docs/design.md "The module's own wait
+ * timeouts"), and Redis refuses {@code CLIENT UNBLOCK} for a module-blocked client without a
+ * timeout callback (it replies 0; a test checks this). Closing the waiter's connection is what
+ * ends its wait: the module drops the waiter in its disconnect callback, and the pool destroys the
+ * broken connection.
+ */
+final class Waiter {
+    private Waiter() {}
+
+    /** The wait was interrupted and ended; {@code reply} is what came if it was served meanwhile. */
+    static final class Cancelled extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        /** Whether a reply came (the server served the wait before it was ended). */
+        final boolean replied;
+
+        /** That reply. */
+        final transient Object reply;
+
+        Cancelled(boolean replied, Object reply) {
+            super("interrupted", null, false, false);
+            this.replied = replied;
+            this.reply = reply;
+        }
+    }
+
+    /** {@code link.call(args, timeoutMs)}, ended by an interrupt of the calling thread. */
+    static Object call(ExecutorService executor, Connector connector, Link link, List<String> args, long timeoutMs)
+            throws Cancelled {
+        CompletableFuture<Long> id = new CompletableFuture<>();
+        Future<Object> reply = executor.submit(() -> link.callIdentified(args, timeoutMs, id::complete));
+        try {
+            return reply.get();
+        } catch (ExecutionException e) {
+            throw rethrow(e);
+        } catch (InterruptedException e) {
+            end(connector, link, id, reply);
+            try {
+                return throwCancelled(uninterruptibly(reply));
+            } catch (ExecutionException failed) {
+                // The killed connection's read failed: nothing came.
+                throw new Cancelled(false, null);
+            }
+        }
+    }
+
+    private static Object throwCancelled(Object reply) throws Cancelled {
+        throw new Cancelled(true, reply);
+    }
+
+    /** Kills the waiting connection once its id is known, unless the call ended first. */
+    private static void end(Connector connector, Link link, CompletableFuture<Long> id, Future<Object> reply) {
+        while (!reply.isDone()) {
+            Long clientId;
+            try {
+                clientId = id.get(10, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                continue;
+            } catch (InterruptedException e) {
+                continue; // already ending the wait
+            } catch (ExecutionException e) {
+                return;
+            }
+            Link other = connector.beside(link);
+            try {
+                other.call(List.of("CLIENT", "KILL", "ID", Long.toString(clientId)), Link.DEFAULT);
+            } finally {
+                other.close();
+            }
+            return;
+        }
+    }
+
+    private static <T> T uninterruptibly(Future<T> future) throws ExecutionException {
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    return future.get();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private static RuntimeException rethrow(ExecutionException e) {
+        Throwable cause = e.getCause();
+        if (cause instanceof RuntimeException runtime) {
+            return runtime;
+        }
+        if (cause instanceof Error error) {
+            throw error;
+        }
+        return new IllegalStateException(cause);
+    }
+}

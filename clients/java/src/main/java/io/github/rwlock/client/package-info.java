@@ -1,0 +1,12 @@
+/**
+ * Redisson's distributed locks on the rwlock Redis module's commands, over Jedis: {@link
+ * io.github.rwlock.client.Lock} (plain, fenced, non-reentrant) and {@link
+ * io.github.rwlock.client.ReadWriteLock} as {@code java.util.concurrent.locks}, {@link
+ * io.github.rwlock.client.MultiLock} (one {@code LOCK.ACQUIREALL}) and {@link
+ * io.github.rwlock.client.RedLock}, all made from a {@link io.github.rwlock.client.LockClient}.
+ *
+ * <p>Waits happen on the server ({@code BLOCK}) on a connection of their own; an interrupt ends
+ * them there. Holds taken without a lease are renewed by a watchdog; owners are Redisson's {@code
+ * <client UUID>:<thread id>}, so a Redisson service and this client share the same locks.
+ */
+package io.github.rwlock.client;

@@ -1,0 +1,405 @@
+package io.github.rwlock.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+import org.junit.jupiter.api.TestInstance;
+import redis.clients.jedis.Connection;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.JedisPooled;
+import redis.clients.jedis.exceptions.JedisDataException;
+
+/**
+ * The client contract's shared scenarios (clients/contract/README.md), read from
+ * ../contract/scenarios.json (or RWLOCK_SCENARIOS) and run through this client's public API
+ * against one server. A step or field this runner does not know fails its scenario.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class ScenarioTest {
+    private static final Pattern OWNER = Pattern.compile("\\$owner\\(([^)]+)\\)");
+    private static final Set<String> SCENARIO_FIELDS = Set.of("name", "clients", "locks", "steps");
+    private static final Set<String> CLIENT_FIELDS = Set.of("watchdog_timeout_ms", "socket_timeout_ms");
+    private static final Set<String> LOCK_FIELDS = Set.of("client", "kind", "name", "holds", "session");
+
+    private RedisServer server;
+
+    @BeforeAll
+    void start() {
+        server = new RedisServer();
+    }
+
+    @AfterAll
+    void stop() {
+        if (server != null) {
+            server.close();
+        }
+    }
+
+    static Path scenarios() {
+        String env = System.getenv("RWLOCK_SCENARIOS");
+        return env == null || env.isEmpty() ? RedisServer.REPO.resolve("clients/contract/scenarios.json") : Paths.get(env);
+    }
+
+    @TestFactory
+    Stream<DynamicTest> sharedScenarios() throws Exception {
+        JsonNode root = new ObjectMapper().readTree(Files.readString(scenarios()));
+        assertEquals(1, root.path("version").asInt(), "scenarios.json version");
+        known(root, Set.of("version", "scenarios"), "the file");
+        List<DynamicTest> tests = new ArrayList<>();
+        for (JsonNode scenario : root.get("scenarios")) {
+            String name = scenario.path("name").asText();
+            tests.add(DynamicTest.dynamicTest(name, () -> new Run(scenario).run()));
+        }
+        assertTrue(!tests.isEmpty(), "no scenarios in " + scenarios());
+        return tests.stream();
+    }
+
+    private static void known(JsonNode node, Set<String> fields, String where) {
+        Iterator<String> names = node.fieldNames();
+        while (names.hasNext()) {
+            String field = names.next();
+            if (!fields.contains(field)) {
+                fail(where + ": unknown field " + field);
+            }
+        }
+    }
+
+    /** One scenario's clients, locks, saved values and later steps. */
+    private final class Run {
+        private final JsonNode scenario;
+        private final String name;
+        private final List<AutoCloseable> closing = new ArrayList<>();
+        private final Map<String, LockClient> clients = new HashMap<>();
+        private final Map<String, DistributedLock> locks = new HashMap<>();
+        private final Map<String, Object> saved = new HashMap<>();
+        private final List<CompletableFuture<Void>> later = new ArrayList<>();
+        private int index = -1;
+
+        Run(JsonNode scenario) {
+            this.scenario = scenario;
+            this.name = scenario.path("name").asText();
+        }
+
+        void run() throws Exception {
+            server.call("FLUSHALL");
+            server.call("CONFIG", "RESETSTAT");
+            try {
+                known(scenario, SCENARIO_FIELDS, name);
+                build();
+                JsonNode steps = scenario.get("steps");
+                for (index = 0; index < steps.size(); index++) {
+                    step(steps.get(index));
+                }
+                for (CompletableFuture<Void> pending : later) {
+                    pending.get(30, TimeUnit.SECONDS);
+                }
+            } catch (AssertionError | Exception e) {
+                throw new AssertionError("scenario \"" + name + "\", step " + index + ": " + e.getMessage(), e);
+            } finally {
+                for (AutoCloseable c : closing) {
+                    c.close();
+                }
+            }
+        }
+
+        private void build() {
+            Map<String, ReadWriteLock> rws = new HashMap<>();
+            Iterator<Map.Entry<String, JsonNode>> entries = scenario.get("clients").fields();
+            while (entries.hasNext()) {
+                Map.Entry<String, JsonNode> entry = entries.next();
+                JsonNode options = entry.getValue();
+                known(options, CLIENT_FIELDS, "client " + entry.getKey());
+                DefaultJedisClientConfig.Builder config = DefaultJedisClientConfig.builder();
+                if (options.has("socket_timeout_ms")) {
+                    config.socketTimeoutMillis(options.get("socket_timeout_ms").asInt());
+                }
+                JedisPooled jedis = new JedisPooled(server.hostAndPort(), config.build());
+                closing.add(jedis);
+                LockClient.Builder builder = LockClient.builder(jedis);
+                if (options.has("watchdog_timeout_ms")) {
+                    builder.watchdogTimeout(Duration.ofMillis(options.get("watchdog_timeout_ms").asLong()));
+                }
+                LockClient client = builder.build();
+                closing.add(0, client);
+                clients.put(entry.getKey(), client);
+            }
+            Iterator<Map.Entry<String, JsonNode>> lockEntries = scenario.get("locks").fields();
+            while (lockEntries.hasNext()) {
+                Map.Entry<String, JsonNode> entry = lockEntries.next();
+                JsonNode spec = entry.getValue();
+                known(spec, LOCK_FIELDS, "lock " + entry.getKey());
+                LockClient client = clients.get(spec.get("client").asText());
+                if (client == null) {
+                    fail("lock " + entry.getKey() + ": unknown client " + spec.get("client"));
+                }
+                LockOptions options = LockOptions.defaults().withSession(spec.path("session").asBoolean(false));
+                String kind = spec.get("kind").asText();
+                String lockName = spec.path("name").asText();
+                DistributedLock lock = switch (kind) {
+                    case "plain" -> new Lock(client, lockName, options);
+                    case "fenced" -> new Lock(client, lockName, options.withFenced(true));
+                    case "nonreentrant" -> new Lock(client, lockName, options.withReentrant(false));
+                    case "read" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,
+                            k -> new ReadWriteLock(client, lockName, options)).readLock();
+                    case "write" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,
+                            k -> new ReadWriteLock(client, lockName, options)).writeLock();
+                    case "multi" -> {
+                        List<Hold> holds = new ArrayList<>();
+                        for (JsonNode hold : spec.get("holds")) {
+                            holds.add(new Hold(HoldKind.valueOf(hold.get(0).asText()), hold.get(1).asText()));
+                        }
+                        yield new MultiLock(client, holds, options);
+                    }
+                    default -> throw new AssertionError("lock " + entry.getKey() + ": unknown kind " + kind);
+                };
+                locks.put(entry.getKey(), lock);
+            }
+        }
+
+        private DistributedLock lock(JsonNode ref) {
+            DistributedLock lock = locks.get(ref.asText());
+            if (lock == null) {
+                fail("unknown lock " + ref);
+            }
+            return lock;
+        }
+
+        private void step(JsonNode step) throws Exception {
+            String action = step.fieldNames().next();
+            switch (action) {
+                case "acquire" -> acquire(step);
+                case "release" -> {
+                    known(step, Set.of("release", "expect"), "release step");
+                    String outcome;
+                    try {
+                        lock(step.get("release")).unlock();
+                        outcome = "ok";
+                    } catch (LockException e) {
+                        outcome = kind(e);
+                    }
+                    assertEquals(step.get("expect").asText(), outcome, "release");
+                }
+                case "held" -> {
+                    known(step, Set.of("held", "expect"), "held step");
+                    assertEquals(step.get("expect").asBoolean(), lock(step.get("held")).isHeldByCurrentThread(), "held");
+                }
+                case "lost" -> {
+                    known(step, Set.of("lost", "expect"), "lost step");
+                    assertEquals(step.get("expect").asBoolean(), lock(step.get("lost")).isLost(), "lost");
+                }
+                case "token" -> {
+                    known(step, Set.of("token", "expect"), "token step");
+                    expect(step.get("expect"), lock(step.get("token")).getToken(), "token");
+                }
+                case "redis" -> {
+                    known(step, Set.of("redis", "expect", "save"), "redis step");
+                    Object reply = raw(step.get("redis"));
+                    expect(step.get("expect"), reply, "redis " + step.get("redis"));
+                    if (step.has("save")) {
+                        saved.put(step.get("save").asText(), reply);
+                    }
+                }
+                case "later" -> {
+                    known(step, Set.of("later"), "later step");
+                    JsonNode body = step.get("later");
+                    known(body, Set.of("after_ms", "redis", "expect"), "later step");
+                    List<String> args = args(body.get("redis"));
+                    long after = body.get("after_ms").asLong();
+                    int at = index;
+                    later.add(CompletableFuture.runAsync(() -> {
+                        RedisServer.sleep(after);
+                        try {
+                            expect(body.get("expect"), rawArgs(args), "later (step " + at + ") " + args);
+                        } catch (Exception e) {
+                            throw new AssertionError(e);
+                        }
+                    }));
+                }
+                case "sleep_ms" -> {
+                    known(step, Set.of("sleep_ms"), "sleep step");
+                    Thread.sleep(step.get("sleep_ms").asLong());
+                }
+                case "calls" -> {
+                    known(step, Set.of("calls"), "calls step");
+                    Iterator<Map.Entry<String, JsonNode>> calls = step.get("calls").fields();
+                    while (calls.hasNext()) {
+                        Map.Entry<String, JsonNode> call = calls.next();
+                        expect(call.getValue(), server.calls(call.getKey()), "calls of " + call.getKey());
+                    }
+                }
+                case "reset_calls" -> {
+                    known(step, Set.of("reset_calls"), "reset step");
+                    server.call("CONFIG", "RESETSTAT");
+                }
+                default -> fail("unknown step " + action);
+            }
+        }
+
+        private void acquire(JsonNode step) throws Exception {
+            known(step, Set.of("acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"), "acquire step");
+            DistributedLock lock = lock(step.get("acquire"));
+            JsonNode wait = step.get("wait_ms");
+            JsonNode lease = step.get("lease_ms");
+            if (wait == null || lease == null) {
+                fail("an acquire step needs wait_ms and lease_ms");
+            }
+            long start = System.nanoTime();
+            String outcome;
+            try {
+                boolean taken = lock.acquire(wait.isNull() ? null : Duration.ofMillis(wait.asLong()),
+                        lease.isNull() ? null : Duration.ofMillis(lease.asLong()));
+                outcome = taken ? "acquired" : "refused";
+            } catch (LockException e) {
+                outcome = kind(e);
+            }
+            long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+            assertEquals(step.get("expect").asText(), outcome, "acquire");
+            if (step.has("elapsed_ms")) {
+                long lo = step.get("elapsed_ms").get(0).asLong();
+                long hi = step.get("elapsed_ms").get(1).asLong();
+                assertTrue(elapsed >= lo && elapsed <= hi, "took " + elapsed + " ms, not within [" + lo + ", " + hi + "]");
+            }
+            if (step.has("save_token")) {
+                saved.put(step.get("save_token").asText(), lock.getToken());
+            }
+        }
+
+        private String kind(LockException e) {
+            String simple = e.getClass().getSimpleName();
+            return simple.endsWith("Exception") ? simple.substring(0, simple.length() - "Exception".length()) : simple;
+        }
+
+        private List<String> args(JsonNode array) {
+            List<String> args = new ArrayList<>();
+            for (JsonNode arg : array) {
+                String text = arg.asText();
+                Matcher owner = OWNER.matcher(text);
+                StringBuilder out = new StringBuilder();
+                while (owner.find()) {
+                    owner.appendReplacement(out, Matcher.quoteReplacement(lock(new ObjectMapper().valueToTree(owner.group(1))).getOwner()));
+                }
+                owner.appendTail(out);
+                text = out.toString();
+                if (text.startsWith("$") && saved.containsKey(text.substring(1))) {
+                    text = String.valueOf(saved.get(text.substring(1)));
+                }
+                args.add(text);
+            }
+            return args;
+        }
+
+        private Object raw(JsonNode array) {
+            return rawArgs(args(array));
+        }
+
+        private Object rawArgs(List<String> args) {
+            try (Connection c = server.connection()) {
+                return RedisServer.call(c, args.toArray(new String[0]));
+            } catch (JedisDataException e) {
+                return e;
+            }
+        }
+
+        /** Compares a reply (or value) with an expected X of the contract. */
+        private void expect(JsonNode x, Object actual, String what) {
+            if (x == null) {
+                fail(what + ": no expect");
+            }
+            if (actual instanceof JedisDataException error && !(x.isObject() && x.has("error"))) {
+                fail(what + ": error reply " + error.getMessage());
+            }
+            if (x.isNull()) {
+                assertEquals(null, actual, what);
+            } else if (x.isIntegralNumber()) {
+                assertEquals(x.asLong(), number(actual, what), what);
+            } else if (x.isTextual()) {
+                assertEquals(x.asText(), actual, what);
+            } else if (x.isBoolean()) {
+                assertEquals(x.asBoolean(), actual, what);
+            } else if (x.isArray()) {
+                assertTrue(actual instanceof List<?>, what + ": not an array: " + actual);
+                List<?> items = (List<?>) actual;
+                assertEquals(x.size(), items.size(), what + ": length");
+                for (int i = 0; i < x.size(); i++) {
+                    expect(x.get(i), items.get(i), what + "[" + i + "]");
+                }
+            } else if (x.isObject()) {
+                expectObject(x, actual, what);
+            } else {
+                fail(what + ": unknown expectation " + x);
+            }
+        }
+
+        private void expectObject(JsonNode x, Object actual, String what) {
+            if (x.size() != 1) {
+                fail(what + ": an expectation object has one key: " + x);
+            }
+            String key = x.fieldNames().next();
+            JsonNode value = x.get(key);
+            switch (key) {
+                case "between" -> {
+                    long n = number(actual, what);
+                    assertTrue(n >= value.get(0).asLong() && n <= value.get(1).asLong(), what + ": " + n + " not within " + value);
+                }
+                case "match" -> assertTrue(actual instanceof String s && Pattern.compile(value.asText()).matcher(s).matches(),
+                        what + ": " + actual + " does not match " + value.asText());
+                case "each_match" -> {
+                    assertTrue(actual instanceof List<?>, what + ": not an array: " + actual);
+                    for (Object item : (List<?>) actual) {
+                        assertTrue(item instanceof String s && Pattern.compile(value.asText()).matcher(s).matches(),
+                                what + ": " + item + " does not match " + value.asText());
+                    }
+                }
+                case "len" -> {
+                    assertTrue(actual instanceof List<?>, what + ": not an array: " + actual);
+                    assertEquals(value.asInt(), ((List<?>) actual).size(), what + ": length");
+                }
+                case "gt" -> assertTrue(number(actual, what) > number(savedValue(value), what), what + ": " + actual + " not > " + value);
+                case "eq" -> assertEquals(number(savedValue(value), what), number(actual, what), what);
+                case "error" -> assertTrue(actual instanceof JedisDataException e && e.getMessage().startsWith(value.asText()),
+                        what + ": " + actual + " is not an error starting " + value.asText());
+                default -> fail(what + ": unknown expectation " + key);
+            }
+        }
+
+        private Object savedValue(JsonNode ref) {
+            String text = ref.asText();
+            if (!text.startsWith("$") || !saved.containsKey(text.substring(1))) {
+                fail("unknown saved value " + text);
+            }
+            return saved.get(text.substring(1));
+        }
+
+        private long number(Object value, String what) {
+            if (value instanceof Long n) {
+                return n;
+            }
+            if (value instanceof String s && s.matches("-?[0-9]+")) {
+                return Long.parseLong(s);
+            }
+            throw new AssertionError(what + ": not an integer: " + value);
+        }
+    }
+}
