@@ -114,7 +114,6 @@ func (c *Client) waiter(template *redis.Options, addr string) (*redis.Client, er
 	opt.ContextTimeoutEnabled = true // ... from its context
 	opt.MaxRetries = -1              // an acquisition must never be sent twice
 	opt.MinIdleConns = 0
-	opt.OnConnect = nil // the caller's hook may run commands it expects to time out
 	w := redis.NewClient(&opt)
 	c.waiters[addr] = w
 	return w, nil
