@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Client makes lock handles over one go-redis client. It carries the UUID
@@ -108,12 +109,32 @@ func (c *Client) waiter(template *redis.Options, addr string) (*redis.Client, er
 	if w, ok := c.waiters[addr]; ok {
 		return w, nil
 	}
-	opt := *template
-	opt.Addr = addr
-	opt.ReadTimeout = -1             // no deadline of the pool's: each call sets its own
-	opt.ContextTimeoutEnabled = true // ... from its context
-	opt.MaxRetries = -1              // an acquisition must never be sent twice
-	opt.MinIdleConns = 0
+	// A client of its own for the node, with the node's identity (auth,
+	// TLS, dialer, database) and none of its machinery (push processors,
+	// caches): those are bound to the client that made them.
+	opt := redis.Options{
+		Network:                      template.Network,
+		Addr:                         addr,
+		ClientName:                   template.ClientName,
+		Dialer:                       template.Dialer,
+		OnConnect:                    template.OnConnect,
+		Protocol:                     template.Protocol,
+		Username:                     template.Username,
+		Password:                     template.Password,
+		CredentialsProvider:          template.CredentialsProvider,
+		CredentialsProviderContext:   template.CredentialsProviderContext,
+		StreamingCredentialsProvider: template.StreamingCredentialsProvider,
+		DB:                           template.DB,
+		DialTimeout:                  template.DialTimeout,
+		WriteTimeout:                 template.WriteTimeout,
+		TLSConfig:                    template.TLSConfig,
+		DisableIdentity:              template.DisableIdentity,
+		IdentitySuffix:               template.IdentitySuffix,
+		ReadTimeout:                  -1,   // no deadline of the pool's: each call sets its own
+		ContextTimeoutEnabled:        true, // ... from its context
+		MaxRetries:                   -1,   // an acquisition must never be sent twice
+		MaintNotificationsConfig:     &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	w := redis.NewClient(&opt)
 	c.waiters[addr] = w
 	return w, nil

@@ -240,7 +240,9 @@ func (l *Lock) renewer(leaseMs int64) func(context.Context) (bool, error) {
 	}
 }
 
-// markLost is the watchdog's report that the hold is gone.
+// markLost is the watchdog's report that the hold is gone: Lost turns
+// true, the callback runs, then Done is closed (so that whoever waits on
+// Done sees what the callback did).
 func (l *Lock) markLost(dog *watchdog) {
 	l.mu.Lock()
 	if l.dog != dog {
@@ -248,11 +250,16 @@ func (l *Lock) markLost(dog *watchdog) {
 		return
 	}
 	l.dog, l.lost = nil, true
-	l.end()
+	done := l.done
 	l.mu.Unlock()
 	if l.cfg.onLost != nil {
 		l.cfg.onLost(l)
 	}
+	l.mu.Lock()
+	if l.done == done {
+		l.end()
+	}
+	l.mu.Unlock()
 }
 
 // end closes done; called under mu.
