@@ -133,6 +133,7 @@ func (c *Client) waiter(template *redis.Options, addr string) (*redis.Client, er
 		ReadTimeout:                  -1,   // no deadline of the pool's: each call sets its own
 		ContextTimeoutEnabled:        true, // ... from its context
 		MaxRetries:                   -1,   // an acquisition must never be sent twice
+		DialerRetries:                1,    // a node down answers at once (RedLock's node timeout)
 		MaintNotificationsConfig:     &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
 	w := redis.NewClient(&opt)

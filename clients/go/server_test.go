@@ -195,7 +195,11 @@ func (s *server) do(t testing.TB, args ...any) any {
 // info is one field of INFO.
 func (s *server) info(t testing.TB, section, field string) string {
 	t.Helper()
-	text, _ := s.do(t, "INFO", section).(string)
+	args := []any{"INFO", section}
+	if section == "cluster" { // INFO's cluster section has cluster_enabled only
+		args = []any{"CLUSTER", "INFO"}
+	}
+	text, _ := s.do(t, args...).(string)
 	for _, line := range strings.Split(text, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == field {
 			return v
