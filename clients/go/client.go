@@ -34,6 +34,48 @@ type Client struct {
 	closed  bool
 }
 
+// ClientOption configures a [Client] (see [New]).
+type ClientOption func(*Client) error
+
+// WithClientID sets the client's UUID, the first part of every owner
+// (<UUID>:<id>). Default: a random UUID v4. Never give a UUID a Redisson
+// instance uses: its threads' owners would collide with these.
+func WithClientID(id string) ClientOption {
+	return func(c *Client) error {
+		if id == "" || containsAny(id, ": \t\r\n") {
+			return fmt.Errorf("rwlock: client id %q: must be non-empty, without ':' or spaces", id)
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// WithWatchdogTimeout sets the lease of holds taken without one (default
+// 30 s); the watchdog renews them every third of it.
+func WithWatchdogTimeout(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if _, err := millis(d, "watchdog timeout"); err != nil {
+			return err
+		}
+		c.watchdogTimeout = d
+		return nil
+	}
+}
+
+// WithReplicaSync sets the replica acknowledgement policy (default
+// [DefaultReplicaSync]).
+func WithReplicaSync(s ReplicaSync) ClientOption {
+	return func(c *Client) error {
+		if s.Enabled {
+			if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
+				return err
+			}
+		}
+		c.sync = s
+		return nil
+	}
+}
+
 // handles numbers the lock handles of the process: the second part of an
 // owner. Never reused, so two handles never share an owner.
 var handles atomic.Uint64

@@ -11,6 +11,36 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// LockOption configures a lock handle made by a [Client].
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	fenced    bool
+	noReentry bool
+	session   bool
+	onLost    func(l *Lock)
+}
+
+// Fenced makes every acquisition take the next fencing token (FENCED,
+// Redisson's RFencedLock): [Lock.Token] gives it, for the storage to refuse
+// writes of older holders. For a [ReadWriteLock], the write side's.
+func Fenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
+
+// NonReentrant makes the holder's second acquisition fail with
+// [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain locks only.
+func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
+
+// Session binds holds to the connection that took them (SESSION): the
+// server keeps them alive while it is open and frees them when it closes,
+// so a crashed process loses its locks at once. The handle keeps that
+// connection out of the pool for the hold's life (re-entries and the
+// release use it) and gives it back after the last release. No watchdog.
+func Session() LockOption { return func(c *lockConfig) { c.session = true } }
+
+// OnLost sets a callback the watchdog calls, from its goroutine, when it
+// finds the hold gone (the lock forced open, or its lease ran out).
+func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
+
 // Lock is a lock handle: a plain lock (Redisson's RLock; [Fenced]:
 // RFencedLock; [NonReentrant]: the non-reentrant lock), one side of a
 // [ReadWriteLock], or a multi-lock (several holds as one). Make it with

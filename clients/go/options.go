@@ -37,78 +37,6 @@ type ReplicaSync struct {
 // DefaultReplicaSync is the default policy: enabled, 1 s, AOF too.
 var DefaultReplicaSync = ReplicaSync{Enabled: true, Timeout: DefaultSyncTimeout, AOF: true}
 
-// ClientOption configures a [Client] (see [New]).
-type ClientOption func(*Client) error
-
-// WithClientID sets the client's UUID, the first part of every owner
-// (<UUID>:<id>). Default: a random UUID v4. Never give a UUID a Redisson
-// instance uses: its threads' owners would collide with these.
-func WithClientID(id string) ClientOption {
-	return func(c *Client) error {
-		if id == "" || containsAny(id, ": \t\r\n") {
-			return fmt.Errorf("rwlock: client id %q: must be non-empty, without ':' or spaces", id)
-		}
-		c.id = id
-		return nil
-	}
-}
-
-// WithWatchdogTimeout sets the lease of holds taken without one (default
-// 30 s); the watchdog renews them every third of it.
-func WithWatchdogTimeout(d time.Duration) ClientOption {
-	return func(c *Client) error {
-		if _, err := millis(d, "watchdog timeout"); err != nil {
-			return err
-		}
-		c.watchdogTimeout = d
-		return nil
-	}
-}
-
-// WithReplicaSync sets the replica acknowledgement policy (default
-// [DefaultReplicaSync]).
-func WithReplicaSync(s ReplicaSync) ClientOption {
-	return func(c *Client) error {
-		if s.Enabled {
-			if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
-				return err
-			}
-		}
-		c.sync = s
-		return nil
-	}
-}
-
-// LockOption configures a lock handle made by a [Client].
-type LockOption func(*lockConfig)
-
-type lockConfig struct {
-	fenced    bool
-	noReentry bool
-	session   bool
-	onLost    func(l *Lock)
-}
-
-// Fenced makes every acquisition take the next fencing token (FENCED,
-// Redisson's RFencedLock): [Lock.Token] gives it, for the storage to refuse
-// writes of older holders. For a [ReadWriteLock], the write side's.
-func Fenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
-
-// NonReentrant makes the holder's second acquisition fail with
-// [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain locks only.
-func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
-
-// Session binds holds to the connection that took them (SESSION): the
-// server keeps them alive while it is open and frees them when it closes,
-// so a crashed process loses its locks at once. The handle keeps that
-// connection out of the pool for the hold's life (re-entries and the
-// release use it) and gives it back after the last release. No watchdog.
-func Session() LockOption { return func(c *lockConfig) { c.session = true } }
-
-// OnLost sets a callback the watchdog calls, from its goroutine, when it
-// finds the hold gone (the lock forced open, or its lease ran out).
-func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
-
 // AcquireOption sets one acquisition's wait and lease.
 type AcquireOption func(*acquireConfig)
 
@@ -140,7 +68,7 @@ type request struct {
 	watched bool  // no lease given: the watchdog renews it
 }
 
-func newRequest(opts []AcquireOption, watchdog time.Duration) (request, error) {
+func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, error) {
 	var cfg acquireConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -160,7 +88,7 @@ func newRequest(opts []AcquireOption, watchdog time.Duration) (request, error) {
 			r.block = ms
 		}
 	}
-	lease := watchdog
+	lease := watchdogTimeout
 	if cfg.leaseSet {
 		lease = cfg.lease
 	} else {
