@@ -158,6 +158,13 @@ func TestReplicaSync(t *testing.T) {
 	if got := master.do(t, "EXISTS", "sync:lock"); got != int64(0) || l.Held() {
 		t.Fatal("a NotSynced acquisition left its hold")
 	}
+	// A master writing an AOF: WAITAOF 1 0 (Redis 7.2+), skipped where the
+	// server has no WAITAOF (7.0).
+	aof := startServer(t, "--appendonly", "yes")
+	ac, _ := newClient(t, aof)
+	al := ac.Lock("sync:aof")
+	mustAcquire(t, al, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, al)
 	// Disabled, the frozen replica is not waited for.
 	off, _ := newClient(t, master, WithReplicaSync(ReplicaSync{}))
 	o := off.Lock("sync:lock")

@@ -200,6 +200,10 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		res, cancelled = lk.wait(ctx, r.block, args...)
 	}
 	if res.err != nil {
+		if session != nil && cancelled == nil && ioError(res.err) {
+			// The session's connection broke, and its holds went with it.
+			l.forget()
+		}
 		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
 			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
 		}

@@ -598,3 +598,30 @@ func sameJSON(got, want any) bool {
 	}
 	return false
 }
+
+// TestScenarioRunnerRefusesTheUnknown: a step or field the runner does not
+// know fails, before anything is sent.
+func TestScenarioRunnerRefusesTheUnknown(t *testing.T) {
+	r := &run{t: t, locks: map[string]*Lock{}, saved: map[string]any{}}
+	for _, step := range []string{
+		`{"dance": "a"}`,
+		`{"sleep_ms": 1, "extra": true}`,
+		`{"release": "a", "expect": "ok", "wait_ms": 0}`,
+		`{"later": {"after_ms": 1, "redis": ["PING"], "expect": "PONG", "then": 1}}`,
+	} {
+		var parsed map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(step), &parsed); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.step(parsed); err == nil {
+			t.Errorf("step %s accepted", step)
+		}
+	}
+	if err := r.expect(int64(1), nil, json.RawMessage(`{"around": 1}`)); err == nil {
+		t.Error("an unknown expectation accepted")
+	}
+	var file scenarioFile
+	if err := strictDecode([]byte(`{"version": 1, "scenarios": [], "extra": 1}`), &file); err == nil {
+		t.Error("an unknown top-level field accepted")
+	}
+}
