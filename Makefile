@@ -327,3 +327,24 @@ test-java: $(if $(PARTS),,java-deps build)
 	  >target/install.log 2>&1 || { cat target/install.log; exit 1; }; \
 	python3 $(ROOT)/clients/java/install_check.py $(MVN) || exit 1; \
 	echo "test-java: $$(( $$(date +%s) - start )) s"
+
+# ---- Go client (clients/go) ---------------------------------------------------
+# gofmt, go vet, staticcheck, then the tests with the race detector against
+# servers they start (RWLOCK_MODULE, RWLOCK_REDIS_SERVER). Installs Go
+# (Debian's; its toolchain switch fetches the go.mod's version through the Go
+# proxy) and staticcheck when missing.
+GO                  ?= go
+STATICCHECK_VERSION ?= v0.8.2
+GO_TEST_ARGS        ?=
+go-deps:
+	@command -v $(GO) >/dev/null 2>&1 || { $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go; }
+	@[ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || \
+	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	cd $(ROOT)/clients/go && $(GO) mod download
+
+test-go: $(if $(PARTS),,go-deps build)
+	@cd $(ROOT)/clients/go && unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l .)" && \
+	  { [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }; }
+	cd $(ROOT)/clients/go && $(GO) vet ./... && "$$($(GO) env GOPATH)/bin/staticcheck" ./... && \
+	  $(GO) test -race -count=1 $(GO_TEST_ARGS) ./...

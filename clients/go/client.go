@@ -1,0 +1,238 @@
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Client makes lock handles over one go-redis client. It carries the UUID
+// of every owner it makes (one per Client, as Redisson has one per
+// RedissonClient), the watchdog timeout and the replica sync policy. Safe
+// for concurrent use.
+//
+// Next to the go-redis client it keeps, per master, a pool of connections
+// for waits: no read timeout of their own (each call sets a deadline of its
+// wait plus a margin) and no retries (an acquisition must never be sent
+// twice). [Client.Close] closes those pools, never the go-redis client.
+type Client struct {
+	rdb             redis.UniversalClient
+	id              string
+	watchdogTimeout time.Duration
+	sync            ReplicaSync
+
+	mu      sync.Mutex
+	waiters map[string]*redis.Client // by node address
+	closed  bool
+}
+
+// ClientOption configures a [Client] (see [New]).
+type ClientOption func(*Client) error
+
+// WithClientID sets the client's UUID, the first part of every owner
+// (<UUID>:<id>). Default: a random UUID v4. Never give a UUID a Redisson
+// instance uses: its threads' owners would collide with these.
+func WithClientID(id string) ClientOption {
+	return func(c *Client) error {
+		if id == "" || containsAny(id, ": \t\r\n") {
+			return fmt.Errorf("rwlock: client id %q: must be non-empty, without ':' or spaces", id)
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// WithWatchdogTimeout sets the lease of holds taken without one (default
+// 30 s); the watchdog renews them every third of it.
+func WithWatchdogTimeout(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if _, err := millis(d, "watchdog timeout"); err != nil {
+			return err
+		}
+		c.watchdogTimeout = d
+		return nil
+	}
+}
+
+// WithReplicaSync sets the replica acknowledgement policy (default
+// [DefaultReplicaSync]).
+func WithReplicaSync(s ReplicaSync) ClientOption {
+	return func(c *Client) error {
+		if s.Enabled {
+			if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
+				return err
+			}
+		}
+		c.sync = s
+		return nil
+	}
+}
+
+// handles numbers the lock handles of the process: the second part of an
+// owner. Never reused, so two handles never share an owner.
+var handles atomic.Uint64
+
+// New makes a Client over rdb: a *redis.Client (standalone, or a failover
+// client) or a *redis.ClusterClient, in which every command goes to the
+// master of the lock name's slot.
+func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		return nil, fmt.Errorf("rwlock: unsupported client %T: use a *redis.Client or *redis.ClusterClient", rdb)
+	}
+	c := &Client{
+		rdb:             rdb,
+		id:              uuid.NewString(),
+		watchdogTimeout: DefaultWatchdogTimeout,
+		sync:            DefaultReplicaSync,
+		waiters:         map[string]*redis.Client{},
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// ID is the client's UUID, the first part of its owners.
+func (c *Client) ID() string { return c.id }
+
+// Redis is the go-redis client the locks talk through.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Close closes the connections kept for waits. Locks still held stay held
+// until released or their leases end; the go-redis client stays open.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	waiters := c.waiters
+	c.waiters, c.closed = map[string]*redis.Client{}, true
+	c.mu.Unlock()
+	var errs []error
+	for _, w := range waiters {
+		errs = append(errs, w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) newOwner() string {
+	return fmt.Sprintf("%s:%d", c.id, handles.Add(1))
+}
+
+// node is the client for the master serving key: the client itself when
+// standalone, the slot's master in a cluster.
+func (c *Client) node(ctx context.Context, key string) (*redis.Client, error) {
+	switch rdb := c.rdb.(type) {
+	case *redis.Client:
+		return rdb, nil
+	case *redis.ClusterClient:
+		return rdb.MasterForKey(ctx, key)
+	}
+	return nil, fmt.Errorf("rwlock: unsupported client %T", c.rdb)
+}
+
+// waiter is the pool of wait connections to the node at addr (created on
+// first use from the node's options: same auth, TLS and dialer).
+func (c *Client) waiter(template *redis.Options, addr string) (*redis.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("rwlock: client closed")
+	}
+	if w, ok := c.waiters[addr]; ok {
+		return w, nil
+	}
+	// A client of its own for the node, with the node's identity (auth,
+	// TLS, dialer, database) and none of its machinery (push processors,
+	// caches): those are bound to the client that made them.
+	opt := redis.Options{
+		Network:                      template.Network,
+		Addr:                         addr,
+		ClientName:                   template.ClientName,
+		Dialer:                       template.Dialer,
+		OnConnect:                    template.OnConnect,
+		Protocol:                     template.Protocol,
+		Username:                     template.Username,
+		Password:                     template.Password,
+		CredentialsProvider:          template.CredentialsProvider,
+		CredentialsProviderContext:   template.CredentialsProviderContext,
+		StreamingCredentialsProvider: template.StreamingCredentialsProvider,
+		DB:                           template.DB,
+		DialTimeout:                  template.DialTimeout,
+		WriteTimeout:                 template.WriteTimeout,
+		TLSConfig:                    template.TLSConfig,
+		DisableIdentity:              template.DisableIdentity,
+		IdentitySuffix:               template.IdentitySuffix,
+		ReadTimeout:                  -1,   // no deadline of the pool's: each call sets its own
+		ContextTimeoutEnabled:        true, // ... from its context
+		MaxRetries:                   -1,   // an acquisition must never be sent twice
+		DialerRetries:                1,    // a node down answers at once (RedLock's node timeout)
+		MaintNotificationsConfig:     &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	w := redis.NewClient(&opt)
+	c.waiters[addr] = w
+	return w, nil
+}
+
+// command runs an ordinary (non-waiting) command on the master of key. In a
+// cluster, a MOVED reply (the slot was resharded) makes go-redis's cluster
+// client route it again, once.
+func (c *Client) command(ctx context.Context, key string, args ...any) (any, error) {
+	node, err := c.node(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := node.Do(ctx, args...).Result()
+	if _, ok := movedTo(err); ok {
+		if cluster, isCluster := c.rdb.(*redis.ClusterClient); isCluster {
+			cluster.ReloadState(ctx)
+			return cluster.Do(ctx, args...).Result()
+		}
+	}
+	return nilReply(reply, err)
+}
+
+// nilReply turns go-redis's redis.Nil into a nil reply: the module answers
+// nil for "acquired" and "not held".
+func nilReply(reply any, err error) (any, error) {
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return reply, err
+}
+
+// movedTo is the address of a MOVED error reply.
+func movedTo(err error) (string, bool) {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return "", false
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "MOVED ") {
+		return "", false
+	}
+	fields := strings.Fields(msg)
+	if len(fields) != 3 {
+		return "", false
+	}
+	return fields[2], true
+}
+
+// ioError tells a failure of the connection (worth one retry of an
+// idempotent command) from an error reply of the server.
+func ioError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	return !errors.As(err, &rerr)
+}

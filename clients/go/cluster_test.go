@@ -1,0 +1,228 @@
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startCluster starts 3 masters, splits the slots between them, and waits
+// for every node to say cluster_state:ok.
+func startCluster(t *testing.T) []*server {
+	nodes := []*server{start(t, true), start(t, true), start(t, true)}
+	for i, n := range nodes {
+		lo, hi := i*16384/3, (i+1)*16384/3-1
+		n.do(t, "CLUSTER", "ADDSLOTSRANGE", lo, hi)
+	}
+	for _, n := range nodes[1:] {
+		nodes[0].do(t, "CLUSTER", "MEET", "127.0.0.1", n.port)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range nodes {
+		for n.info(t, "cluster", "cluster_state") != "ok" || n.info(t, "cluster", "cluster_known_nodes") != "3" {
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not ok: %s", n.do(t, "CLUSTER", "INFO"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+func nodeID(t *testing.T, s *server) string {
+	id, _ := s.do(t, "CLUSTER", "MYID").(string)
+	return id
+}
+
+// owning is the node serving key's slot.
+func owning(t *testing.T, nodes []*server, key string) *server {
+	slot, _ := nodes[0].do(t, "CLUSTER", "KEYSLOT", key).(int64)
+	return nodes[int(slot)*3/16384]
+}
+
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	nodes := startCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{nodes[0].addr(), nodes[1].addr(), nodes[2].addr()}, ReadTimeout: 300 * time.Millisecond,
+	})
+	defer rdb.Close()
+	c, err := New(rdb, WithWatchdogTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// Names on every master: each hold is on the master of its slot.
+	served := map[int]bool{}
+	for i := 0; i < 12; i++ {
+		name := fmt.Sprintf("cluster:%d", i)
+		l := c.Lock(name, Fenced())
+		mustAcquire(t, l, WithWait(0))
+		owner := owning(t, nodes, name)
+		served[owner.port] = true
+		if got := owner.do(t, "HGET", name, l.Owner()); got != "1" {
+			t.Fatalf("%s not on its slot's master: %v", name, got)
+		}
+		mustRelease(t, l)
+	}
+	if len(served) != 3 {
+		t.Fatalf("names landed on %d masters", len(served))
+	}
+	// A wait past the read timeout, in the cluster.
+	holder, waiter := c.Lock("cluster:wait"), c.Lock("cluster:wait")
+	mustAcquire(t, holder, WithLease(10*time.Second))
+	go func() { time.Sleep(800 * time.Millisecond); _ = holder.Release(context.Background()) }()
+	mustAcquire(t, waiter, WithWait(5*time.Second))
+	mustRelease(t, waiter)
+	// A multi-lock in one slot, and its watchdog.
+	m := c.MultiLock([]Hold{{KindLock, "{acct}:1"}, {KindWrite, "{acct}:2"}})
+	mustAcquire(t, m, WithWait(0))
+	time.Sleep(1200 * time.Millisecond)
+	if got := owning(t, nodes, "{acct}").do(t, "EXISTS", "{acct}:1", "{acct}:2"); got != int64(2) {
+		t.Fatalf("multi-lock holds %v", got)
+	}
+	mustRelease(t, m)
+	// Names in two slots: the server's error, nothing held.
+	bad := c.MultiLock([]Hold{{KindLock, "{a}x"}, {KindLock, "{b}y"}})
+	if _, err := bad.Acquire(context.Background(), WithWait(0)); err == nil {
+		t.Fatal("a multi-lock across slots")
+	}
+
+	// A reshard: the slot moves to another master, go-redis's map is stale,
+	// the MOVED reply is followed.
+	name := "cluster:moved"
+	l := c.Lock(name)
+	mustAcquire(t, l, WithWait(0), WithLease(5*time.Second))
+	mustRelease(t, l)
+	from := owning(t, nodes, name)
+	var to *server
+	for _, n := range nodes {
+		if n != from {
+			to = n
+			break
+		}
+	}
+	slot, _ := from.do(t, "CLUSTER", "KEYSLOT", name).(int64)
+	to.do(t, "CLUSTER", "SETSLOT", slot, "NODE", nodeID(t, to))
+	for _, n := range nodes {
+		if n != to {
+			n.do(t, "CLUSTER", "SETSLOT", slot, "NODE", nodeID(t, to))
+		}
+	}
+	from.do(t, "CONFIG", "RESETSTAT")
+	mustAcquire(t, l, WithWait(0), WithLease(5*time.Second))
+	if stats, _ := from.do(t, "INFO", "commandstats").(string); !strings.Contains(stats, "cmdstat_lock.acquire:calls=0,") || !strings.Contains(stats, "rejected_calls=1,") {
+		t.Fatalf("the old master did not answer MOVED to the acquisition: %s", stats)
+	}
+	if got := to.do(t, "HGET", name, l.Owner()); got != "1" {
+		t.Fatalf("after the move: %v", got)
+	}
+	mustRelease(t, l)
+	if got := to.do(t, "EXISTS", name); got != int64(0) {
+		t.Fatal("not released after the move")
+	}
+}
+
+func TestReplicaSync(t *testing.T) {
+	t.Parallel()
+	master := startServer(t)
+	replica := startServer(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.port))
+	deadline := time.Now().Add(15 * time.Second)
+	for replica.info(t, "replication", "master_link_status") != "up" || master.info(t, "replication", "connected_slaves") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not connect")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, _ := newClient(t, master)
+	l := c.Lock("sync:lock")
+	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, l)
+
+	replica.pause()
+	defer replica.resume()
+	began := time.Now()
+	_, err := l.Acquire(context.Background(), WithWait(0), WithLease(10*time.Second))
+	if !errors.Is(err, ErrNotSynced) || !strings.Contains(err.Error(), "WAIT") {
+		t.Fatalf("frozen replica: %v", err)
+	}
+	if d := time.Since(began); d < 900*time.Millisecond || d > 4*time.Second {
+		t.Fatalf("NotSynced after %v, want about the 1 s sync timeout", d)
+	}
+	if got := master.do(t, "EXISTS", "sync:lock"); got != int64(0) || l.Held() {
+		t.Fatal("a NotSynced acquisition left its hold")
+	}
+	// A master writing an AOF: WAITAOF 1 0 (Redis 7.2+), skipped where the
+	// server has no WAITAOF (7.0).
+	aof := startServer(t, "--appendonly", "yes")
+	ac, _ := newClient(t, aof)
+	al := ac.Lock("sync:aof")
+	mustAcquire(t, al, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, al)
+	// Disabled, the frozen replica is not waited for.
+	off, _ := newClient(t, master, WithReplicaSync(ReplicaSync{}))
+	o := off.Lock("sync:lock")
+	mustAcquire(t, o, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, o)
+}
+
+func TestRedLock(t *testing.T) {
+	t.Parallel()
+	var servers []*server
+	var clients []*Client
+	for i := 0; i < 5; i++ {
+		s := startServer(t)
+		c, _ := newClient(t, s)
+		servers, clients = append(servers, s), append(clients, c)
+	}
+	if _, err := NewRedLock("x", nil); err == nil {
+		t.Fatal("a RedLock without nodes")
+	}
+	r, err := NewRedLock("red:lock", clients, WithRetryDelay(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewRedLock("red:lock", clients)
+	ok, err := r.Acquire(context.Background(), WithWait(0), WithLease(10*time.Second))
+	if !ok || err != nil || !r.Held() || time.Until(r.ValidUntil()) < 9*time.Second {
+		t.Fatalf("all nodes up: %v %v", ok, err)
+	}
+	if ok, _ := other.Acquire(context.Background(), WithWait(200*time.Millisecond)); ok {
+		t.Fatal("two holders")
+	}
+	if err := r.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].stop()
+	servers[1].stop()
+	ok, err = r.Acquire(context.Background(), WithWait(0), WithLease(10*time.Second))
+	if !ok || err != nil {
+		t.Fatalf("2 of 5 stopped: %v %v", ok, err)
+	}
+	if err := r.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servers[2].stop()
+	began := time.Now()
+	ok, err = r.Acquire(context.Background(), WithWait(500*time.Millisecond), WithLease(10*time.Second))
+	if ok || err != nil || r.Held() {
+		t.Fatalf("3 of 5 stopped: %v %v", ok, err)
+	}
+	if d := time.Since(began); d < 400*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("refused after %v", d)
+	}
+	for _, s := range servers[3:] {
+		if got := s.do(t, "EXISTS", "red:lock"); got != int64(0) {
+			t.Fatal("a refused RedLock left a hold")
+		}
+	}
+	if err := r.Release(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("release of nothing: %v", err)
+	}
+}

@@ -1,0 +1,37 @@
+// Package rwlock is the Go client of the rwlock Redis module: Redisson's
+// distributed locks (RLock, RFencedLock, the non-reentrant lock,
+// RReadWriteLock, RedissonMultiLock and RedissonRedLock) served natively by
+// the module's LOCK.* and RWLOCK.* commands, on go-redis
+// (github.com/redis/go-redis/v9), standalone or Redis Cluster.
+//
+// A Go service on this package and a Java service on Redisson share the same
+// locks: the keys, the owners' format (<client UUID>:<id>), the lease and the
+// watchdog are Redisson's.
+//
+// # Owners
+//
+// Go has no thread identity, so the owner is per lock handle: every handle
+// made by [Client.Lock], [Client.ReadWriteLock] or [Client.MultiLock] gets
+// its own id, and re-entry is per handle (acquiring the same handle twice
+// takes two holds, each released by one [Lock.Release]). The read and write
+// sides of one [ReadWriteLock] share one owner, so the writer may also read
+// (downgrade). The UUID is one per [Client] (random v4, or
+// [WithClientID]); never reuse a Redisson instance's UUID.
+//
+// # Waiting
+//
+// A wait happens on the server (BLOCK), never by polling, on a connection of
+// its own whose read timeout covers the wait plus a margin, so a wait longer
+// than the go-redis client's ReadTimeout works. Cancelling the
+// context.Context ends the server-side wait (CLIENT UNBLOCK from another
+// connection) and the call returns the context's error holding nothing.
+//
+// # Leases and the watchdog
+//
+// With [WithLease] the hold ends with its lease. Without one the hold gets
+// the client's watchdog timeout (30 s, Redisson's lockWatchdogTimeout) and
+// a goroutine renews it every third of it; a renewal answering 0 (the lock
+// was forced open, or the lease ran out) marks the lock lost: [Lock.Lost]
+// turns true, [Lock.Done] is closed, the [OnLost] callback runs and
+// [Lock.Release] returns [ErrNotHeld].
+package rwlock

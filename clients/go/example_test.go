@@ -1,0 +1,137 @@
+package rwlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	rwlock "github.com/rwlock/rwlock/clients/go"
+)
+
+// The examples that talk to a server have no Output comment: `go test`
+// compiles them but does not run them. They expect `make run`'s server on
+// port 6399.
+
+func Example() {
+	ctx := context.Background()
+	locks, err := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	lock := locks.Lock("invoice:42")
+	ok, err := lock.Acquire(ctx, rwlock.WithWait(5*time.Second)) // waits on the server
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !ok {
+		log.Fatal("busy")
+	}
+	defer lock.Release(ctx) // the watchdog renews it until then
+}
+
+func ExampleNew() {
+	// A ring shards by its own rule, not by the cluster's slots: refused.
+	_, err := rwlock.New(redis.NewRing(&redis.RingOptions{}))
+	fmt.Println(err)
+	// Output: rwlock: unsupported client *redis.Ring: use a *redis.Client or *redis.ClusterClient
+}
+
+func ExampleNew_cluster() {
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}})
+	locks, err := rwlock.New(cluster, rwlock.WithWatchdogTimeout(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Every call goes to the master of the name's slot.
+	_ = locks.Lock("orders:7")
+}
+
+func ExampleLock_Acquire() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := locks.Lock("report")
+	// One try, a 10 s lease and no watchdog.
+	if ok, err := lock.Acquire(ctx, rwlock.WithWait(0), rwlock.WithLease(10*time.Second)); err == nil && ok {
+		defer lock.Release(ctx)
+	}
+}
+
+func ExampleLock_Run() {
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	err := locks.Lock("nightly-job").Run(context.Background(), func(ctx context.Context) error {
+		// ctx is cancelled if the watchdog finds the lock lost.
+		return nil
+	}, rwlock.WithWait(time.Second))
+	if errors.Is(err, rwlock.ErrNotAcquired) {
+		fmt.Println("another instance runs it")
+	}
+}
+
+func ExampleFenced() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := locks.Lock("ledger", rwlock.Fenced())
+	if ok, _ := lock.Acquire(ctx); ok {
+		token, _ := lock.Token()
+		fmt.Println("write with fence", token) // the storage refuses lower tokens
+		_ = lock.Release(ctx)
+	}
+}
+
+func ExampleOnLost() {
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := locks.Lock("leader", rwlock.OnLost(func(l *rwlock.Lock) {
+		log.Printf("lost %s", l.Name())
+	}))
+	if ok, _ := lock.Acquire(context.Background()); ok {
+		<-lock.Done() // closed when released or lost
+	}
+}
+
+func ExampleClient_ReadWriteLock() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	rw := locks.ReadWriteLock("catalog")
+	if ok, _ := rw.Read().Acquire(ctx, rwlock.WithWait(time.Second)); ok {
+		defer rw.Read().Release(ctx) // other readers may hold it too
+	}
+}
+
+func ExampleClient_MultiLock() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	transfer := locks.MultiLock([]rwlock.Hold{
+		{Kind: rwlock.KindLock, Name: "{acct}:1"},
+		{Kind: rwlock.KindLock, Name: "{acct}:2"},
+	})
+	if ok, _ := transfer.Acquire(ctx, rwlock.WithWait(time.Second)); ok { // both, or none
+		defer transfer.Release(ctx)
+	}
+}
+
+func ExampleSession() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := locks.Lock("worker:3", rwlock.Session()) // freed if this process dies
+	if ok, _ := lock.Acquire(ctx, rwlock.WithWait(0)); ok {
+		defer lock.Release(ctx)
+	}
+}
+
+func ExampleNewRedLock() {
+	var nodes []*rwlock.Client
+	for _, addr := range []string{"localhost:7001", "localhost:7002", "localhost:7003"} {
+		c, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: addr}))
+		nodes = append(nodes, c)
+	}
+	red, _ := rwlock.NewRedLock("payments", nodes)
+	if ok, _ := red.Acquire(context.Background(), rwlock.WithLease(5*time.Second)); ok {
+		fmt.Println("valid until", red.ValidUntil())
+	}
+}

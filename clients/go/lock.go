@@ -1,0 +1,386 @@
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// LockOption configures a lock handle made by a [Client].
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	fenced    bool
+	noReentry bool
+	session   bool
+	onLost    func(l *Lock)
+}
+
+// Fenced makes every acquisition take the next fencing token (FENCED,
+// Redisson's RFencedLock): [Lock.Token] gives it, for the storage to refuse
+// writes of older holders. For a [ReadWriteLock], the write side's.
+func Fenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
+
+// NonReentrant makes the holder's second acquisition fail with
+// [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain locks only.
+func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
+
+// Session binds holds to the connection that took them (SESSION): the
+// server keeps them alive while it is open and frees them when it closes,
+// so a crashed process loses its locks at once. The handle keeps that
+// connection out of the pool for the hold's life (re-entries and the
+// release use it) and gives it back after the last release. No watchdog.
+func Session() LockOption { return func(c *lockConfig) { c.session = true } }
+
+// OnLost sets a callback the watchdog calls, from its goroutine, when it
+// finds the hold gone (the lock forced open, or its lease ran out).
+func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
+
+// Lock is a lock handle: a plain lock (Redisson's RLock; [Fenced]:
+// RFencedLock; [NonReentrant]: the non-reentrant lock), one side of a
+// [ReadWriteLock], or a multi-lock (several holds as one). Make it with
+// [Client.Lock], [ReadWriteLock.Read], [ReadWriteLock.Write] or
+// [Client.MultiLock].
+//
+// The handle is one owner (<client UUID>:<handle id>): its holds re-enter,
+// each [Lock.Acquire] adding one that one [Lock.Release] gives back. A Lock
+// is safe for concurrent use, but all its goroutines are that one owner:
+// give goroutines that must exclude each other handles of their own.
+type Lock struct {
+	c     *Client
+	plan  plan
+	name  string
+	owner string
+	cfg   lockConfig
+	err   error // a bad construction, reported by every call
+
+	sessionMu sync.Mutex // a session lock's calls share one connection, one at a time
+
+	mu       sync.Mutex
+	count    int
+	token    int64
+	hasToken bool
+	lost     bool
+	leaseMs  int64
+	done     chan struct{} // closed when the hold ends
+	ended    bool          // done is closed
+	dog      *watchdog
+	link     *link // a session's connection
+}
+
+func newLock(c *Client, p plan, name, owner string, cfg lockConfig, err error) *Lock {
+	done := make(chan struct{})
+	close(done)
+	return &Lock{c: c, plan: p, name: name, owner: owner, cfg: cfg, err: err, done: done, ended: true}
+}
+
+// Name is the lock's name (a multi-lock's first).
+func (l *Lock) Name() string { return l.name }
+
+// Owner is the owner this handle sends, <client UUID>:<handle id>.
+func (l *Lock) Owner() string { return l.owner }
+
+// Held tells whether this handle holds the lock, as far as this process
+// knows (see [Lock.Lost]).
+func (l *Lock) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count > 0 && !l.lost
+}
+
+// Lost tells whether the watchdog found this handle's hold gone: its lease
+// ran out or the lock was forced open. [Lock.Release] then returns
+// [ErrNotHeld].
+func (l *Lock) Lost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Done returns a channel closed when the current hold ends: released (the
+// last hold), or found lost by the watchdog ([Lock.Lost] tells which). With
+// no hold, the channel is already closed.
+func (l *Lock) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}
+
+// Token is the fencing token of the handle's latest acquisition, and
+// whether there is one (a [Fenced] lock holding it).
+func (l *Lock) Token() (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.token, l.hasToken
+}
+
+// Acquire takes one hold; true when taken, false when the wait ran out
+// first. The wait ([WithWait]; default without limit) happens on the server
+// on a connection of its own, so it may be longer than the go-redis
+// client's ReadTimeout; ctx ending stops it (on the server too) and
+// Acquire returns ctx's error holding nothing. The lease ([WithLease];
+// default the watchdog's) is described in the package documentation. After
+// the server took it, the replicas are waited for (see [ReplicaSync]).
+// Errors: [ErrNotReentrant], [ErrNotSynced], go-redis's.
+func (l *Lock) Acquire(ctx context.Context, opts ...AcquireOption) (bool, error) {
+	o, err := l.acquire(ctx, opts)
+	return o.acquired, err
+}
+
+// Run acquires the lock, calls fn with a context that is cancelled if the
+// hold is lost, and releases the lock. When the wait runs out it returns an
+// *[Error] of kind [ErrNotAcquired] without calling fn.
+func (l *Lock) Run(ctx context.Context, fn func(context.Context) error, opts ...AcquireOption) error {
+	o, err := l.acquire(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if !o.acquired {
+		e := newError(ErrNotAcquired, l.name, "the wait ran out")
+		e.PTTL = time.Duration(o.pttl) * time.Millisecond
+		return e
+	}
+	done := l.Done()
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	fnErr := fn(runCtx)
+	cancel()
+	return errors.Join(fnErr, l.Release(context.WithoutCancel(ctx)))
+}
+
+func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, error) {
+	if l.err != nil {
+		return outcome{}, l.err
+	}
+	r, err := newRequest(opts, l.c.watchdogTimeout)
+	if err != nil {
+		return outcome{}, err
+	}
+	if l.cfg.session {
+		l.sessionMu.Lock()
+		defer l.sessionMu.Unlock()
+	}
+	l.mu.Lock()
+	session := l.link
+	l.mu.Unlock()
+	lk := session
+	if lk == nil {
+		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
+			return outcome{}, err
+		}
+	}
+	keep := false
+	defer func() {
+		if lk != session && !keep {
+			lk.close()
+		}
+	}()
+	args := l.plan.acquire(l.owner, r, l.cfg.session)
+	res, cancelled := lk.wait(ctx, r.block, args...)
+	if addr, moved := movedTo(res.err); moved && cancelled == nil && session == nil {
+		// The slot moved to another master (a reshard): ask that one.
+		if cluster, ok := l.c.rdb.(*redis.ClusterClient); ok {
+			cluster.ReloadState(ctx)
+		}
+		lk.close()
+		if lk, err = l.c.linkTo(lk.template, addr); err != nil {
+			return outcome{}, err
+		}
+		res, cancelled = lk.wait(ctx, r.block, args...)
+	}
+	if res.err != nil {
+		if session != nil && cancelled == nil && ioError(res.err) {
+			// The session's connection broke, and its holds went with it.
+			l.forget()
+		}
+		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
+			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
+		}
+		if cancelled != nil {
+			return outcome{}, cancelled
+		}
+		return outcome{}, res.err
+	}
+	o, err := readOutcome(res.reply, l.cfg.fenced)
+	if err != nil {
+		return outcome{}, err
+	}
+	if cancelled != nil {
+		if o.acquired { // served as the wait was cancelled: give it back
+			l.undo(lk, r)
+		}
+		return outcome{}, cancelled
+	}
+	if !o.acquired {
+		return o, nil
+	}
+	detail, err := lk.synced(ctx, l.c.sync)
+	if err != nil || detail != "" {
+		l.undo(lk, r)
+		if err != nil {
+			return outcome{}, err
+		}
+		return outcome{}, newError(ErrNotSynced, l.name, detail+"; the hold was released")
+	}
+	keep = l.cfg.session
+	l.record(r, o, lk, keep)
+	return o, nil
+}
+
+// undo releases the hold an acquisition just took on lk.
+func (l *Lock) undo(lk *link, r request) {
+	_, _ = lk.do(context.Background(), 0, l.plan.release(l.owner, r.leaseMs, "")...)
+}
+
+// record counts a hold taken (keeping lk when it is a session's).
+func (l *Lock) record(r request, o outcome, lk *link, keep bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 || l.lost {
+		l.count, l.lost = 0, false
+		l.done, l.ended = make(chan struct{}), false
+	}
+	l.count++
+	l.leaseMs = r.leaseMs
+	l.token, l.hasToken = o.token, o.hasToken
+	if keep && l.link == nil {
+		l.link = lk
+	}
+	if r.watched && !l.cfg.session && l.dog == nil {
+		lease := time.Duration(r.leaseMs) * time.Millisecond
+		l.dog = startWatchdog(lease, l.renewer(r.leaseMs), l.markLost)
+	}
+}
+
+func (l *Lock) renewer(leaseMs int64) func(context.Context) (bool, error) {
+	args := l.plan.renew(l.owner, leaseMs)
+	return func(ctx context.Context) (bool, error) {
+		reply, err := l.c.command(ctx, l.plan.key(), args...)
+		if err != nil {
+			return false, err
+		}
+		return l.plan.renewed(reply)
+	}
+}
+
+// markLost is the watchdog's report that the hold is gone: Lost turns
+// true, the callback runs, then Done is closed (so that whoever waits on
+// Done sees what the callback did).
+func (l *Lock) markLost(dog *watchdog) {
+	l.mu.Lock()
+	if l.dog != dog {
+		l.mu.Unlock()
+		return
+	}
+	l.dog, l.lost = nil, true
+	done := l.done
+	l.mu.Unlock()
+	if l.cfg.onLost != nil {
+		l.cfg.onLost(l)
+	}
+	l.mu.Lock()
+	if l.done == done {
+		l.end()
+	}
+	l.mu.Unlock()
+}
+
+// end closes done; called under mu.
+func (l *Lock) end() {
+	if !l.ended {
+		close(l.done)
+		l.ended = true
+	}
+}
+
+// Release gives back one hold (the lock is free once every hold is). Single
+// locks send a request id (LOCK.UNLOCK … LEASE ms REQUEST id 13500), retry
+// once with the same id when the connection failed, then delete the latch
+// the server kept, as Redisson does. Returns [ErrNotHeld] when the server
+// says this handle held nothing: never taken, already released, or lost.
+func (l *Lock) Release(ctx context.Context) error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.cfg.session {
+		l.sessionMu.Lock()
+		defer l.sessionMu.Unlock()
+	}
+	l.mu.Lock()
+	lk, leaseMs := l.link, l.leaseMs
+	l.mu.Unlock()
+	if leaseMs == 0 {
+		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
+	}
+	var reply any
+	var err error
+	switch {
+	case lk != nil:
+		reply, err = lk.do(ctx, 0, l.plan.release(l.owner, leaseMs, "")...)
+		if ioError(err) && ctx.Err() == nil {
+			// The session's connection is gone, and its holds with it.
+			l.forget()
+			return newError(ErrNotHeld, l.name, "the session's connection closed: "+err.Error())
+		}
+	case l.plan.latched() && !l.cfg.session:
+		id := uuid.NewString()
+		args := l.plan.release(l.owner, leaseMs, id)
+		reply, err = l.c.command(ctx, l.plan.key(), args...)
+		if ioError(err) && ctx.Err() == nil {
+			reply, err = l.c.command(ctx, l.plan.key(), args...)
+		}
+		if err == nil {
+			// A failed DEL leaves the latch to expire on its own (13.5 s).
+			_, _ = l.c.command(ctx, l.plan.key(), "DEL", latchKey(l.name, id))
+		}
+	default:
+		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
+	}
+	if err != nil {
+		return err
+	}
+	state, err := l.plan.released(reply)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.count--
+	finished := state != 0 || l.count <= 0
+	l.mu.Unlock()
+	if finished {
+		l.forget()
+	}
+	if state == -1 {
+		return newError(ErrNotHeld, l.name, "not held by "+l.owner)
+	}
+	return nil
+}
+
+// forget drops the handle's holds: stops the watchdog, ends done, gives
+// the session's connection back (nothing is bound to it any more).
+func (l *Lock) forget() {
+	l.mu.Lock()
+	if l.dog != nil {
+		l.dog.halt()
+		l.dog = nil
+	}
+	l.end()
+	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
+	lk := l.link
+	l.link = nil
+	l.mu.Unlock()
+	if lk != nil {
+		lk.close()
+	}
+}

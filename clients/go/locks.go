@@ -1,0 +1,102 @@
+package rwlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Lock makes a handle on the plain lock name (LOCK.*): Redisson's RLock,
+// with [Fenced] its RFencedLock, with [NonReentrant] its non-reentrant
+// lock; [Session] and [OnLost] apply too. Nothing is sent until
+// [Lock.Acquire].
+func (c *Client) Lock(name string, opts ...LockOption) *Lock {
+	cfg := lockConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return newLock(c, plainPlan{name: name, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, nil)
+}
+
+// ReadWriteLock is Redisson's RReadWriteLock (RWLOCK.*): any number of
+// readers, or one writer. Its two sides are [Lock] handles sharing one
+// owner, so the holder of the write side may also take the read side
+// (downgrade); a reader is never upgraded.
+type ReadWriteLock struct {
+	name        string
+	read, write *Lock
+}
+
+// ReadWriteLock makes a read-write lock on name. [Fenced] fences its write
+// side; [Session] and [OnLost] apply to both sides; [NonReentrant] is
+// refused (at the first call) as the module has no such read-write lock.
+func (c *Client) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
+	cfg := lockConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var err error
+	if cfg.noReentry {
+		err = errors.New("rwlock: a read-write lock cannot be non-reentrant")
+	}
+	owner := c.newOwner()
+	readCfg := cfg
+	readCfg.fenced = false // RWLOCK.READ takes no token
+	return &ReadWriteLock{
+		name:  name,
+		read:  newLock(c, rwPlan{name: name, mode: KindRead}, name, owner, readCfg, err),
+		write: newLock(c, rwPlan{name: name, mode: KindWrite, fenced: cfg.fenced}, name, owner, cfg, err),
+	}
+}
+
+// Name is the read-write lock's name.
+func (rw *ReadWriteLock) Name() string { return rw.name }
+
+// Read is the read side (RWLOCK.READ; Redisson's readLock()).
+func (rw *ReadWriteLock) Read() *Lock { return rw.read }
+
+// Write is the write side (RWLOCK.WRITE; Redisson's writeLock()).
+func (rw *ReadWriteLock) Write() *Lock { return rw.write }
+
+// MultiLock makes a handle taking several holds as one
+// (LOCK.ACQUIREALL/RENEWALL/UNLOCKALL; Redisson's RedissonMultiLock, but
+// atomic: all or none, and a wait never deadlocks whatever the order). In a
+// cluster every name must share one slot: give them one {tag}. [Session] and
+// [OnLost] apply; [Fenced] and [NonReentrant] are refused. A bad list (empty,
+// an unknown kind, a name twice) is reported by the first call.
+func (c *Client) MultiLock(holds []Hold, opts ...LockOption) *Lock {
+	cfg := lockConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	list := append([]Hold(nil), holds...)
+	err := checkHolds(list)
+	if err == nil && (cfg.fenced || cfg.noReentry) {
+		err = errors.New("rwlock: a multi-lock cannot be fenced or non-reentrant")
+	}
+	name := ""
+	if len(list) > 0 {
+		name = list[0].Name
+	} else {
+		list = []Hold{{}} // keeps plan.key() defined; err refuses every call
+	}
+	return newLock(c, multiPlan{holds: list}, name, c.newOwner(), cfg, err)
+}
+
+func checkHolds(holds []Hold) error {
+	if len(holds) == 0 {
+		return errors.New("rwlock: a multi-lock needs at least one hold")
+	}
+	seen := map[string]bool{}
+	for _, h := range holds {
+		switch h.Kind {
+		case KindLock, KindRead, KindWrite:
+		default:
+			return fmt.Errorf("rwlock: unknown hold kind %q: LOCK, READ or WRITE", h.Kind)
+		}
+		if seen[h.Name] {
+			return fmt.Errorf("rwlock: %q is held twice in one multi-lock", h.Name)
+		}
+		seen[h.Name] = true
+	}
+	return nil
+}

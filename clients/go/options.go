@@ -1,0 +1,127 @@
+package rwlock
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultWatchdogTimeout is Redisson's lockWatchdogTimeout: the lease of a
+// hold taken without one, renewed every third of it.
+const DefaultWatchdogTimeout = 30 * time.Second
+
+// DefaultSyncTimeout is Redisson's slavesSyncTimeout: how long an
+// acquisition waits for the master's replicas to acknowledge it.
+const DefaultSyncTimeout = time.Second
+
+// replyMargin is added to a wait for its reply to come back: the server
+// answers when the wait ends, the network and a busy server need a little
+// more.
+const replyMargin = 5 * time.Second
+
+// maxMillis is the module's largest lease or wait (ten years).
+const maxMillis = 315360000000
+
+// ReplicaSync says what an acquisition waits for after the master took it,
+// as Redisson's checkLockSyncedSlaves does (on by default): WAIT for every
+// connected replica and, when the master writes an AOF and has WAITAOF
+// (Redis 7.2+) and AOF is true, WAITAOF 1 0. A master without replicas costs
+// one INFO. When not everything acknowledged within Timeout, the hold is
+// released and the acquisition fails with [ErrNotSynced].
+type ReplicaSync struct {
+	Enabled bool
+	Timeout time.Duration
+	AOF     bool
+}
+
+// DefaultReplicaSync is the default policy: enabled, 1 s, AOF too.
+var DefaultReplicaSync = ReplicaSync{Enabled: true, Timeout: DefaultSyncTimeout, AOF: true}
+
+// AcquireOption sets one acquisition's wait and lease.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	wait     time.Duration
+	waitSet  bool
+	lease    time.Duration
+	leaseSet bool
+}
+
+// WithWait bounds the wait on the server: 0 tries once (no BLOCK), d waits
+// up to d (BLOCK d, any longer than the connection's read timeout). Without
+// it, an acquisition waits without limit (BLOCK 0) or until its context ends.
+func WithWait(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.wait, c.waitSet = d, true }
+}
+
+// WithLease gives the hold a lease: it ends when the lease does, and no
+// watchdog renews it. Without it, the hold gets the client's watchdog timeout
+// and the watchdog renews it while held.
+func WithLease(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.lease, c.leaseSet = d, true }
+}
+
+// request is one acquisition's arguments, checked before any I/O.
+type request struct {
+	leaseMs int64
+	block   int64 // -1: no BLOCK; 0: without limit; else ms
+	watched bool  // no lease given: the watchdog renews it
+}
+
+func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, error) {
+	var cfg acquireConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r := request{block: 0}
+	if cfg.waitSet {
+		switch {
+		case cfg.wait < 0:
+			return r, fmt.Errorf("rwlock: a wait cannot be negative: %v", cfg.wait)
+		case cfg.wait == 0:
+			r.block = -1
+		default:
+			ms, err := millis(cfg.wait, "wait")
+			if err != nil {
+				return r, err
+			}
+			r.block = ms
+		}
+	}
+	lease := watchdogTimeout
+	if cfg.leaseSet {
+		lease = cfg.lease
+	} else {
+		r.watched = true
+	}
+	ms, err := millis(lease, "lease")
+	if err != nil {
+		return r, err
+	}
+	r.leaseMs = ms
+	return r, nil
+}
+
+// millis is d in the module's whole milliseconds, rounded up so that a
+// short duration never becomes 0, within the module's range.
+func millis(d time.Duration, what string) (int64, error) {
+	if d <= 0 {
+		return 0, fmt.Errorf("rwlock: a %s must be positive: %v", what, d)
+	}
+	ms := int64(math.Ceil(float64(d) / float64(time.Millisecond)))
+	if ms > maxMillis {
+		return 0, fmt.Errorf("rwlock: a %s cannot exceed ten years: %v", what, d)
+	}
+	return ms, nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, r := range s {
+		for _, c := range chars {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}

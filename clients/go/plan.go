@@ -1,0 +1,261 @@
+package rwlock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// unlockLatchTTL is how long the server remembers a release's reply under
+// its request id (Redisson's 13.5 s), so that a retried release is answered
+// as the first one was.
+const unlockLatchTTL = 13500
+
+// HoldKind is the kind of one hold of a [MultiLock].
+type HoldKind string
+
+// The kinds of holds a [MultiLock] takes.
+const (
+	KindLock  HoldKind = "LOCK"  // a plain lock (LOCK.*)
+	KindRead  HoldKind = "READ"  // a read-write lock's read side
+	KindWrite HoldKind = "WRITE" // a read-write lock's write side
+)
+
+// Hold names one hold of a [MultiLock]: its kind and the lock's name.
+type Hold struct {
+	Kind HoldKind
+	Name string
+}
+
+// outcome is an acquisition's reply: taken (with its token when fenced),
+// or the PTTL of the holds in the way.
+type outcome struct {
+	acquired bool
+	pttl     int64
+	token    int64
+	hasToken bool
+}
+
+// plan is what one kind of lock sends and how its replies read; no I/O.
+type plan interface {
+	key() string
+	acquire(owner string, r request, session bool) []any
+	release(owner string, leaseMs int64, requestID string) []any
+	// released: -1 the owner held nothing; 0 still held; 1 released.
+	released(reply any) (int, error)
+	renew(owner string, leaseMs int64) []any
+	renewed(reply any) (bool, error)
+	// latched: whether releases send REQUEST (single locks, not multi-locks).
+	latched() bool
+}
+
+func options(args []any, r request, session bool) []any {
+	if r.block >= 0 {
+		args = append(args, "BLOCK", r.block)
+	}
+	if session {
+		args = append(args, "SESSION")
+	}
+	return args
+}
+
+func readOutcome(reply any, fenced bool) (outcome, error) {
+	if fenced {
+		pair, ok := reply.([]any)
+		if !ok || len(pair) != 2 {
+			return outcome{}, fmt.Errorf("rwlock: unexpected FENCED reply %#v", reply)
+		}
+		pttl, err1 := integer(pair[0])
+		token, err2 := integer(pair[1])
+		if err1 != nil || err2 != nil {
+			return outcome{}, fmt.Errorf("rwlock: unexpected FENCED reply %#v", reply)
+		}
+		if token == -1 {
+			return outcome{pttl: pttl}, nil
+		}
+		return outcome{acquired: true, token: token, hasToken: true}, nil
+	}
+	if reply == nil {
+		return outcome{acquired: true}, nil
+	}
+	pttl, err := integer(reply)
+	if err != nil {
+		return outcome{}, fmt.Errorf("rwlock: unexpected acquisition reply %#v", reply)
+	}
+	return outcome{pttl: pttl}, nil
+}
+
+func integer(v any) (int64, error) {
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case int:
+		return int64(n), nil
+	}
+	return 0, fmt.Errorf("rwlock: not an integer reply: %#v", v)
+}
+
+func releasedOne(reply any) (int, error) {
+	if reply == nil {
+		return -1, nil
+	}
+	n, err := integer(reply)
+	if err != nil {
+		return 0, err
+	}
+	if n == 1 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func renewedOne(reply any) (bool, error) {
+	n, err := integer(reply)
+	return n == 1, err
+}
+
+func withRequest(args []any, leaseMs int64, requestID string) []any {
+	args = append(args, "LEASE", leaseMs)
+	if requestID != "" {
+		args = append(args, "REQUEST", requestID, unlockLatchTTL)
+	}
+	return args
+}
+
+// latchKey is the key under which the server remembers a release's reply,
+// Redisson's redisson_unlock_latch:{name}:<id>; a name that already holds a
+// hash tag is used as is, so the key stays in the lock's slot.
+func latchKey(name, requestID string) string {
+	if strings.Contains(name, "{") {
+		return "redisson_unlock_latch:" + name + ":" + requestID
+	}
+	return "redisson_unlock_latch:{" + name + "}:" + requestID
+}
+
+// plainPlan: LOCK.*, Redisson's RLock, RFencedLock and non-reentrant lock.
+type plainPlan struct {
+	name      string
+	fenced    bool
+	noReentry bool
+}
+
+func (p plainPlan) key() string   { return p.name }
+func (p plainPlan) latched() bool { return true }
+
+func (p plainPlan) acquire(owner string, r request, session bool) []any {
+	args := options([]any{"LOCK.ACQUIRE", p.name, owner, r.leaseMs}, r, session)
+	if p.fenced {
+		args = append(args, "FENCED")
+	}
+	if p.noReentry {
+		args = append(args, "NOREENTRY")
+	}
+	return args
+}
+
+func (p plainPlan) release(owner string, leaseMs int64, requestID string) []any {
+	return withRequest([]any{"LOCK.UNLOCK", p.name, owner}, leaseMs, requestID)
+}
+
+func (p plainPlan) released(reply any) (int, error) { return releasedOne(reply) }
+
+func (p plainPlan) renew(owner string, leaseMs int64) []any {
+	return []any{"LOCK.RENEW", p.name, owner, leaseMs}
+}
+
+func (p plainPlan) renewed(reply any) (bool, error) { return renewedOne(reply) }
+
+// rwPlan: RWLOCK.* in one mode, Redisson's RReadWriteLock.
+type rwPlan struct {
+	name   string
+	mode   HoldKind // KindRead or KindWrite
+	fenced bool
+}
+
+func (p rwPlan) key() string   { return p.name }
+func (p rwPlan) latched() bool { return true }
+
+func (p rwPlan) acquire(owner string, r request, session bool) []any {
+	args := options([]any{"RWLOCK." + string(p.mode), p.name, owner, r.leaseMs}, r, session)
+	if p.fenced {
+		args = append(args, "FENCED")
+	}
+	return args
+}
+
+func (p rwPlan) release(owner string, leaseMs int64, requestID string) []any {
+	return withRequest([]any{"RWLOCK.UNLOCK", p.name, owner, string(p.mode)}, leaseMs, requestID)
+}
+
+func (p rwPlan) released(reply any) (int, error) { return releasedOne(reply) }
+
+func (p rwPlan) renew(owner string, leaseMs int64) []any {
+	return []any{"RWLOCK.RENEW", p.name, owner, leaseMs}
+}
+
+func (p rwPlan) renewed(reply any) (bool, error) { return renewedOne(reply) }
+
+// multiPlan: LOCK.ACQUIREALL / UNLOCKALL / RENEWALL, several holds as one,
+// routed by the first name (in a cluster all names share a slot).
+type multiPlan struct {
+	holds []Hold
+}
+
+func (p multiPlan) key() string   { return p.holds[0].Name }
+func (p multiPlan) latched() bool { return false }
+
+func (p multiPlan) holdArgs(args []any) []any {
+	args = append(args, "HOLDS", len(p.holds))
+	for _, h := range p.holds {
+		args = append(args, string(h.Kind), h.Name)
+	}
+	return args
+}
+
+func (p multiPlan) acquire(owner string, r request, session bool) []any {
+	return p.holdArgs(options([]any{"LOCK.ACQUIREALL", owner, r.leaseMs}, r, session))
+}
+
+func (p multiPlan) release(owner string, _ int64, _ string) []any {
+	return p.holdArgs([]any{"LOCK.UNLOCKALL", owner})
+}
+
+// released: each hold is released on its own; one the owner no longer had
+// (lost) makes the whole release report not held, after the server released
+// the others.
+func (p multiPlan) released(reply any) (int, error) {
+	replies, ok := reply.([]any)
+	if !ok {
+		return 0, fmt.Errorf("rwlock: unexpected LOCK.UNLOCKALL reply %#v", reply)
+	}
+	all := 1
+	for _, r := range replies {
+		n, err := releasedOne(r)
+		if err != nil {
+			return 0, err
+		}
+		if n == -1 {
+			return -1, nil
+		}
+		if n == 0 {
+			all = 0
+		}
+	}
+	return all, nil
+}
+
+func (p multiPlan) renew(owner string, leaseMs int64) []any {
+	return p.holdArgs([]any{"LOCK.RENEWALL", owner, leaseMs})
+}
+
+func (p multiPlan) renewed(reply any) (bool, error) {
+	replies, ok := reply.([]any)
+	if !ok {
+		return false, fmt.Errorf("rwlock: unexpected LOCK.RENEWALL reply %#v", reply)
+	}
+	for _, r := range replies {
+		if ok, err := renewedOne(r); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}

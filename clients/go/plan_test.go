@@ -1,0 +1,87 @@
+package rwlock
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The commands on the wire, as README.md "Commands" and the client contract
+// spell them.
+func TestPlans(t *testing.T) {
+	try := request{leaseMs: 5000, block: -1}
+	wait := request{leaseMs: 5000, block: 0}
+	cases := []struct {
+		got  []any
+		want string
+	}{
+		{plainPlan{name: "a"}.acquire("u:1", try, false), "[LOCK.ACQUIRE a u:1 5000]"},
+		{plainPlan{name: "a", fenced: true, noReentry: true}.acquire("u:1", wait, true), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
+		{plainPlan{name: "a"}.release("u:1", 30000, "r"), "[LOCK.UNLOCK a u:1 LEASE 30000 REQUEST r 13500]"},
+		{plainPlan{name: "a"}.release("u:1", 30000, ""), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
+		{plainPlan{name: "a"}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
+		{rwPlan{name: "b", mode: KindWrite, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250}, false), "[RWLOCK.WRITE b u:2 1 BLOCK 250 FENCED]"},
+		{rwPlan{name: "b", mode: KindRead}.release("u:2", 7, "r"), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 REQUEST r 13500]"},
+		{rwPlan{name: "b", mode: KindRead}.renew("u:2", 7), "[RWLOCK.RENEW b u:2 7]"},
+		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
+		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, "ignored"), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
+		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.renew("u:3", 5000), "[LOCK.RENEWALL u:3 5000 HOLDS 1 WRITE x]"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprint(c.got); got != c.want {
+			t.Errorf("got %s, want %s", got, c.want)
+		}
+	}
+	if got := latchKey("orders", "r"); got != "redisson_unlock_latch:{orders}:r" {
+		t.Error(got)
+	}
+	if got := latchKey("{acct}:1", "r"); got != "redisson_unlock_latch:{acct}:1:r" {
+		t.Error(got)
+	}
+	// Replies.
+	if o, _ := readOutcome(nil, false); !o.acquired {
+		t.Error("nil is acquired")
+	}
+	if o, _ := readOutcome(int64(1234), false); o.acquired || o.pttl != 1234 {
+		t.Error("an integer is refused with the PTTL")
+	}
+	if o, _ := readOutcome([]any{int64(-1), int64(7)}, true); !o.acquired || o.token != 7 {
+		t.Error("[-1, token] is acquired")
+	}
+	if o, _ := readOutcome([]any{int64(99), int64(-1)}, true); o.acquired || o.pttl != 99 {
+		t.Error("[pttl, -1] is refused")
+	}
+	if _, err := readOutcome("OK", false); err == nil {
+		t.Error("a string reply accepted")
+	}
+	m := multiPlan{holds: []Hold{{KindLock, "a"}, {KindLock, "b"}}}
+	for reply, want := range map[string]int{"[1 1]": 1, "[0 1]": 0, "[1 <nil>]": -1} {
+		var r []any
+		switch reply {
+		case "[1 1]":
+			r = []any{int64(1), int64(1)}
+		case "[0 1]":
+			r = []any{int64(0), int64(1)}
+		default:
+			r = []any{int64(1), nil}
+		}
+		if got, _ := m.released(r); got != want {
+			t.Errorf("UNLOCKALL %s: %d, want %d", reply, got, want)
+		}
+	}
+	// Durations: rounded up to whole ms, checked.
+	if ms, _ := millis(1500*time.Microsecond, "lease"); ms != 2 {
+		t.Errorf("1.5 ms -> %d", ms)
+	}
+	for _, d := range []time.Duration{0, -time.Second, 11 * 365 * 24 * time.Hour} {
+		if _, err := millis(d, "lease"); err == nil {
+			t.Errorf("%v accepted", d)
+		}
+	}
+	if r, _ := newRequest([]AcquireOption{WithWait(0)}, time.Second); r.block != -1 || !r.watched || r.leaseMs != 1000 {
+		t.Errorf("WithWait(0): %+v", r)
+	}
+	if r, _ := newRequest(nil, time.Second); r.block != 0 {
+		t.Errorf("no wait: %+v", r)
+	}
+}

@@ -1,0 +1,627 @@
+package rwlock
+
+// The shared scenarios (../contract/scenarios.json, or RWLOCK_SCENARIOS),
+// run through this package's public API against one real server, as
+// clients/contract/README.md describes. A step or field this runner does
+// not know fails the scenario.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type scenarioFile struct {
+	Version   int        `json:"version"`
+	Scenarios []scenario `json:"scenarios"`
+}
+
+type scenario struct {
+	Name    string                       `json:"name"`
+	Clients map[string]scenarioClient    `json:"clients"`
+	Locks   map[string]scenarioLock      `json:"locks"`
+	Steps   []map[string]json.RawMessage `json:"steps"`
+}
+
+type scenarioClient struct {
+	WatchdogTimeoutMs *int64 `json:"watchdog_timeout_ms"`
+	SocketTimeoutMs   *int64 `json:"socket_timeout_ms"`
+}
+
+type scenarioLock struct {
+	Client  string     `json:"client"`
+	Kind    string     `json:"kind"`
+	Name    string     `json:"name"`
+	Session bool       `json:"session"`
+	Holds   [][]string `json:"holds"`
+}
+
+func strictDecode(raw []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+func TestScenarios(t *testing.T) {
+	t.Parallel()
+	path := os.Getenv("RWLOCK_SCENARIOS")
+	if path == "" {
+		path = "../contract/scenarios.json"
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file scenarioFile
+	if err := strictDecode(raw, &file); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if file.Version != 1 || len(file.Scenarios) == 0 {
+		t.Fatalf("%s: version %d with %d scenarios: this runner reads version 1", path, file.Version, len(file.Scenarios))
+	}
+	s := startServer(t)
+	for _, sc := range file.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) { runScenario(t, s, sc) })
+	}
+}
+
+// run is one scenario's state.
+type run struct {
+	t      *testing.T
+	s      *server
+	raw    *redis.Client
+	locks  map[string]*Lock
+	saved  map[string]any
+	laters sync.WaitGroup
+	mu     sync.Mutex
+	failed []string // the later steps' failures
+}
+
+func runScenario(t *testing.T, s *server, sc scenario) {
+	r := &run{t: t, s: s, raw: s.client(), locks: map[string]*Lock{}, saved: map[string]any{}}
+	defer r.raw.Close()
+	ctx := context.Background()
+	if err := r.raw.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.raw.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*Client{}
+	for name, cfg := range sc.Clients {
+		opt := &redis.Options{Addr: s.addr()}
+		if cfg.SocketTimeoutMs != nil {
+			opt.ReadTimeout = time.Duration(*cfg.SocketTimeoutMs) * time.Millisecond
+		}
+		rdb := redis.NewClient(opt)
+		var opts []ClientOption
+		if cfg.WatchdogTimeoutMs != nil {
+			opts = append(opts, WithWatchdogTimeout(time.Duration(*cfg.WatchdogTimeoutMs)*time.Millisecond))
+		}
+		c, err := New(rdb, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[name] = c
+		defer func() { _ = c.Close(); _ = rdb.Close() }()
+	}
+	rws := map[string]*ReadWriteLock{}
+	for name, spec := range sc.Locks {
+		c, ok := clients[spec.Client]
+		if !ok {
+			t.Fatalf("lock %s: unknown client %q", name, spec.Client)
+		}
+		var opts []LockOption
+		if spec.Session {
+			opts = append(opts, Session())
+		}
+		if spec.Kind != "multi" && spec.Holds != nil {
+			t.Fatalf("lock %s: holds on a %s lock", name, spec.Kind)
+		}
+		switch spec.Kind {
+		case "plain":
+			r.locks[name] = c.Lock(spec.Name, opts...)
+		case "fenced":
+			r.locks[name] = c.Lock(spec.Name, append(opts, Fenced())...)
+		case "nonreentrant":
+			r.locks[name] = c.Lock(spec.Name, append(opts, NonReentrant())...)
+		case "read", "write":
+			key := spec.Client + "\x00" + spec.Name
+			rw, ok := rws[key]
+			if !ok {
+				rw = c.ReadWriteLock(spec.Name, opts...)
+				rws[key] = rw
+			}
+			if spec.Kind == "read" {
+				r.locks[name] = rw.Read()
+			} else {
+				r.locks[name] = rw.Write()
+			}
+		case "multi":
+			var holds []Hold
+			for _, h := range spec.Holds {
+				if len(h) != 2 {
+					t.Fatalf("lock %s: a hold is [kind, name], not %v", name, h)
+				}
+				holds = append(holds, Hold{Kind: HoldKind(h[0]), Name: h[1]})
+			}
+			r.locks[name] = c.MultiLock(holds, opts...)
+		default:
+			t.Fatalf("lock %s: unknown kind %q", name, spec.Kind)
+		}
+	}
+	defer func() {
+		// Whatever a failed scenario left held: its watchdogs stop.
+		for _, l := range r.locks {
+			for l.Held() {
+				if l.Release(ctx) != nil {
+					break
+				}
+			}
+		}
+	}()
+	for i, step := range sc.Steps {
+		if err := r.step(step); err != nil {
+			r.laters.Wait()
+			t.Fatalf("step %d %s: %v", i, compact(step), err)
+		}
+	}
+	r.laters.Wait()
+	if len(r.failed) > 0 {
+		t.Fatalf("later steps: %s", strings.Join(r.failed, "; "))
+	}
+}
+
+func compact(step map[string]json.RawMessage) string {
+	b, _ := json.Marshal(step)
+	return string(b)
+}
+
+// fields checks a step has only the given fields (besides its action).
+func fields(step map[string]json.RawMessage, allowed ...string) error {
+	for k := range step {
+		known := false
+		for _, a := range allowed {
+			known = known || k == a
+		}
+		if !known {
+			return fmt.Errorf("unknown field %q", k)
+		}
+	}
+	return nil
+}
+
+func (r *run) lock(raw json.RawMessage) (*Lock, error) {
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return nil, err
+	}
+	l, ok := r.locks[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown lock %q", name)
+	}
+	return l, nil
+}
+
+func (r *run) step(step map[string]json.RawMessage) error {
+	ctx := context.Background()
+	switch {
+	case step["acquire"] != nil:
+		if err := fields(step, "acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"); err != nil {
+			return err
+		}
+		l, err := r.lock(step["acquire"])
+		if err != nil {
+			return err
+		}
+		var opts []AcquireOption
+		var wait, lease *int64
+		if err := json.Unmarshal(step["wait_ms"], &wait); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(step["lease_ms"], &lease); err != nil {
+			return err
+		}
+		if step["wait_ms"] == nil || step["lease_ms"] == nil || step["expect"] == nil {
+			return errors.New("acquire needs wait_ms, lease_ms and expect")
+		}
+		if wait != nil {
+			opts = append(opts, WithWait(time.Duration(*wait)*time.Millisecond))
+		}
+		if lease != nil {
+			opts = append(opts, WithLease(time.Duration(*lease)*time.Millisecond))
+		}
+		var expect string
+		if err := json.Unmarshal(step["expect"], &expect); err != nil {
+			return err
+		}
+		began := time.Now()
+		ok, err := l.Acquire(ctx, opts...)
+		elapsed := time.Since(began).Milliseconds()
+		got := outcomeName(ok, err, "acquired", "refused")
+		if got != expect {
+			return fmt.Errorf("acquire: got %s, want %s", got, expect)
+		}
+		if raw := step["elapsed_ms"]; raw != nil {
+			var bounds [2]int64
+			if err := strictDecode(raw, &bounds); err != nil {
+				return err
+			}
+			if elapsed < bounds[0] || elapsed > bounds[1] {
+				return fmt.Errorf("acquire took %d ms, want %v", elapsed, bounds)
+			}
+		}
+		if raw := step["save_token"]; raw != nil {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return err
+			}
+			token, has := l.Token()
+			if !has {
+				return errors.New("save_token: no token")
+			}
+			r.saved[name] = token
+		}
+		return nil
+	case step["release"] != nil:
+		if err := fields(step, "release", "expect"); err != nil {
+			return err
+		}
+		l, err := r.lock(step["release"])
+		if err != nil {
+			return err
+		}
+		var expect string
+		if err := json.Unmarshal(step["expect"], &expect); err != nil {
+			return err
+		}
+		if got := outcomeName(true, l.Release(ctx), "ok", ""); got != expect {
+			return fmt.Errorf("release: got %s, want %s", got, expect)
+		}
+		return nil
+	case step["held"] != nil, step["lost"] != nil:
+		action := "held"
+		if step["lost"] != nil {
+			action = "lost"
+		}
+		if err := fields(step, action, "expect"); err != nil {
+			return err
+		}
+		l, err := r.lock(step[action])
+		if err != nil {
+			return err
+		}
+		var expect bool
+		if err := strictDecode(step["expect"], &expect); err != nil {
+			return err
+		}
+		got := l.Held()
+		if action == "lost" {
+			got = l.Lost()
+		}
+		if got != expect {
+			return fmt.Errorf("%s: got %v, want %v", action, got, expect)
+		}
+		return nil
+	case step["token"] != nil:
+		if err := fields(step, "token", "expect"); err != nil {
+			return err
+		}
+		l, err := r.lock(step["token"])
+		if err != nil {
+			return err
+		}
+		var got any
+		if token, has := l.Token(); has {
+			got = token
+		}
+		return r.expect(got, nil, step["expect"])
+	case step["redis"] != nil:
+		if err := fields(step, "redis", "expect", "save"); err != nil {
+			return err
+		}
+		reply, err := r.redis(ctx, r.raw, step["redis"])
+		if err2 := r.expect(reply, err, step["expect"]); err2 != nil {
+			return err2
+		}
+		if raw := step["save"]; raw != nil {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return err
+			}
+			r.saved[name] = reply
+		}
+		return nil
+	case step["later"] != nil:
+		if err := fields(step, "later"); err != nil {
+			return err
+		}
+		var later map[string]json.RawMessage
+		if err := json.Unmarshal(step["later"], &later); err != nil {
+			return err
+		}
+		if err := fields(later, "after_ms", "redis", "expect"); err != nil {
+			return err
+		}
+		var after int64
+		if err := json.Unmarshal(later["after_ms"], &after); err != nil {
+			return err
+		}
+		conn := r.s.client()
+		r.laters.Add(1)
+		go func() {
+			defer r.laters.Done()
+			defer conn.Close()
+			time.Sleep(time.Duration(after) * time.Millisecond)
+			reply, err := r.redis(ctx, conn, later["redis"])
+			if err := r.expect(reply, err, later["expect"]); err != nil {
+				r.mu.Lock()
+				r.failed = append(r.failed, fmt.Sprintf("%s: %v", compact(later), err))
+				r.mu.Unlock()
+			}
+		}()
+		return nil
+	case step["sleep_ms"] != nil:
+		if err := fields(step, "sleep_ms"); err != nil {
+			return err
+		}
+		var ms int64
+		if err := json.Unmarshal(step["sleep_ms"], &ms); err != nil {
+			return err
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return nil
+	case step["calls"] != nil:
+		if err := fields(step, "calls"); err != nil {
+			return err
+		}
+		var calls map[string]json.RawMessage
+		if err := json.Unmarshal(step["calls"], &calls); err != nil {
+			return err
+		}
+		stats, err := r.raw.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for command, want := range calls {
+			var n int64
+			prefix := "cmdstat_" + command + ":calls="
+			for _, line := range strings.Split(stats, "\n") {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+					n, _ = strconv.ParseInt(strings.Split(rest, ",")[0], 10, 64)
+				}
+			}
+			if err := r.expect(n, nil, want); err != nil {
+				return fmt.Errorf("calls of %s: %v", command, err)
+			}
+		}
+		return nil
+	case step["reset_calls"] != nil:
+		if err := fields(step, "reset_calls"); err != nil {
+			return err
+		}
+		return r.raw.ConfigResetStat(ctx).Err()
+	}
+	return fmt.Errorf("unknown step")
+}
+
+// outcomeName names a call's outcome as the scenarios do.
+func outcomeName(ok bool, err error, yes, no string) string {
+	for _, kind := range []error{ErrNotAcquired, ErrNotHeld, ErrNotReentrant, ErrNotSynced} {
+		if errors.Is(err, kind) {
+			return kind.Error()
+		}
+	}
+	if err != nil {
+		return "error " + err.Error()
+	}
+	if ok {
+		return yes
+	}
+	return no
+}
+
+var ownerRef = regexp.MustCompile(`\$owner\(([^)]*)\)`)
+
+// redis sends a raw command, its arguments' $owner(L) and $saved replaced.
+func (r *run) redis(ctx context.Context, conn *redis.Client, raw json.RawMessage) (any, error) {
+	var words []string
+	if err := strictDecode(raw, &words); err != nil {
+		return nil, err
+	}
+	args := make([]any, len(words))
+	for i, w := range words {
+		w = ownerRef.ReplaceAllStringFunc(w, func(m string) string {
+			if l, ok := r.locks[ownerRef.FindStringSubmatch(m)[1]]; ok {
+				return l.Owner()
+			}
+			return m
+		})
+		if strings.HasPrefix(w, "$") {
+			if v, ok := r.saved[w[1:]]; ok {
+				w = fmt.Sprint(v)
+			}
+		}
+		args[i] = w
+	}
+	reply, err := conn.Do(ctx, args...).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return reply, err
+}
+
+// expect compares a reply (or error) with an expected value (README "Expected values").
+func (r *run) expect(got any, gotErr error, raw json.RawMessage) error {
+	var want any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&want); err != nil {
+		return err
+	}
+	obj, isObj := want.(map[string]any)
+	if isObj {
+		if len(obj) != 1 {
+			return fmt.Errorf("an expected object has one key: %s", raw)
+		}
+		if prefix, ok := obj["error"]; ok {
+			if gotErr == nil || !strings.HasPrefix(gotErr.Error(), fmt.Sprint(prefix)) {
+				return fmt.Errorf("got %v (%v), want an error starting %v", got, gotErr, prefix)
+			}
+			return nil
+		}
+	}
+	if gotErr != nil {
+		return fmt.Errorf("error %v, want %s", gotErr, raw)
+	}
+	if !isObj {
+		if !sameJSON(got, want) {
+			return fmt.Errorf("got %#v, want %s", got, raw)
+		}
+		return nil
+	}
+	for op, arg := range obj {
+		switch op {
+		case "between":
+			bounds, _ := arg.([]any)
+			n, ok := asInt(got)
+			lo, ok1 := asInt(jsonNumber(bounds, 0))
+			hi, ok2 := asInt(jsonNumber(bounds, 1))
+			if !ok1 || !ok2 || len(bounds) != 2 {
+				return fmt.Errorf("bad between %s", raw)
+			}
+			if !ok || n < lo || n > hi {
+				return fmt.Errorf("got %#v, want between %d and %d", got, lo, hi)
+			}
+		case "match", "each_match":
+			re, err := regexp.Compile(`^(?:` + fmt.Sprint(arg) + `)$`)
+			if err != nil {
+				return err
+			}
+			items := []any{got}
+			if op == "each_match" {
+				list, ok := got.([]any)
+				if !ok {
+					return fmt.Errorf("got %#v, want an array", got)
+				}
+				items = list
+			}
+			for _, item := range items {
+				s, ok := item.(string)
+				if !ok || !re.MatchString(s) {
+					return fmt.Errorf("got %#v, want a match of %v", item, arg)
+				}
+			}
+		case "len":
+			list, ok := got.([]any)
+			n, _ := asInt(arg)
+			if !ok || int64(len(list)) != n {
+				return fmt.Errorf("got %#v, want %d elements", got, n)
+			}
+		case "gt", "eq":
+			ref, _ := arg.(string)
+			saved, ok := r.saved[strings.TrimPrefix(ref, "$")]
+			if !ok || !strings.HasPrefix(ref, "$") {
+				return fmt.Errorf("%s: no saved value %q", op, ref)
+			}
+			a, ok1 := asInt(got)
+			b, ok2 := asInt(saved)
+			if !ok1 || !ok2 || (op == "gt" && a <= b) || (op == "eq" && a != b) {
+				return fmt.Errorf("got %#v, want %s %#v", got, op, saved)
+			}
+		default:
+			return fmt.Errorf("unknown expectation %q", op)
+		}
+	}
+	return nil
+}
+
+func jsonNumber(list []any, i int) any {
+	if i < len(list) {
+		return list[i]
+	}
+	return nil
+}
+
+// asInt reads an integer reply, a JSON number or a string of one.
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case string:
+		i, err := strconv.ParseInt(n, 10, 64)
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// sameJSON compares a decoded reply with an expected JSON value.
+func sameJSON(got, want any) bool {
+	switch w := want.(type) {
+	case nil:
+		return got == nil
+	case json.Number:
+		g, ok := got.(int64)
+		n, err := w.Int64()
+		return ok && err == nil && g == n
+	case string:
+		g, ok := got.(string)
+		return ok && g == w
+	case bool:
+		g, ok := got.(bool)
+		return ok && g == w
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !sameJSON(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// TestScenarioRunnerRefusesTheUnknown: a step or field the runner does not
+// know fails, before anything is sent.
+func TestScenarioRunnerRefusesTheUnknown(t *testing.T) {
+	r := &run{t: t, locks: map[string]*Lock{}, saved: map[string]any{}}
+	for _, step := range []string{
+		`{"dance": "a"}`,
+		`{"sleep_ms": 1, "extra": true}`,
+		`{"release": "a", "expect": "ok", "wait_ms": 0}`,
+		`{"later": {"after_ms": 1, "redis": ["PING"], "expect": "PONG", "then": 1}}`,
+	} {
+		var parsed map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(step), &parsed); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.step(parsed); err == nil {
+			t.Errorf("step %s accepted", step)
+		}
+	}
+	if err := r.expect(int64(1), nil, json.RawMessage(`{"around": 1}`)); err == nil {
+		t.Error("an unknown expectation accepted")
+	}
+	var file scenarioFile
+	if err := strictDecode([]byte(`{"version": 1, "scenarios": [], "extra": 1}`), &file); err == nil {
+		t.Error("an unknown top-level field accepted")
+	}
+}
