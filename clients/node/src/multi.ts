@@ -3,8 +3,8 @@
 import { Target, type HoldSpec } from "./commands";
 import { Lock, type ClientContext, type HandleOptions } from "./lock";
 
-/** What a multi-lock holds: lock handles (their kind and name) or `[kind, name]` pairs. */
-export type MultiHold = Lock | HoldSpec;
+/** What a multi-lock holds: lock handles (their kind and name) or `[kind, name]` pairs (kind in either case). */
+export type MultiHold = Lock | HoldSpec | readonly [Lowercase<HoldSpec[0]>, string];
 
 /**
  * Redisson's `RedissonMultiLock`, atomic on the server: `LOCK.ACQUIREALL`
