@@ -173,8 +173,11 @@ export class Server {
       } catch {
         // already gone
       }
-      const timer = sleep(STOP_TIMEOUT_MS).then(() => "late" as const);
-      if ((await Promise.race([exited.then(() => "exited" as const), timer])) === "late") {
+      const cancel = new AbortController();
+      const late = sleep(STOP_TIMEOUT_MS, "late" as const, { signal: cancel.signal }).catch(() => "exited" as const);
+      const outcome = await Promise.race([exited.then(() => "exited" as const), late]);
+      cancel.abort(); // the timer must not keep the test process alive
+      if (outcome === "late") {
         child.kill("SIGKILL");
         await exited;
       }
