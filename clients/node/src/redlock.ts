@@ -107,6 +107,28 @@ export class RedLock implements AsyncDisposable {
     return conn;
   }
 
+  /**
+   * Waits (at most `nodeTimeout`) for node `i`'s connection to be ready, so
+   * that connecting is not counted against the lease: the attempt's clock
+   * starts when the acquisitions are sent. A node that does not connect in
+   * time is a "no" in the attempt that follows.
+   */
+  private ready(i: number): Promise<void> {
+    const conn = this.conn(i);
+    if (conn.status === "ready") {
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        conn.off("ready", done).off("end", done).off("close", done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.nodeTimeout);
+      conn.once("ready", done).once("end", done).once("close", done);
+    });
+  }
+
   private async onNode(i: number, args: [string, ...(string | number)[]]): Promise<unknown> {
     return this.conn(i).call(...args);
   }
@@ -153,6 +175,7 @@ export class RedLock implements AsyncDisposable {
     this.leaseMs = leaseMs;
     for (;;) {
       signal?.throwIfAborted();
+      await Promise.all(this.clients.map((_, i) => this.ready(i)));
       const start = performance.now();
       const granted = (await Promise.all(this.clients.map((_, i) => this.tryNode(i, leaseMs)))).filter(Boolean).length;
       const validity = leaseMs - (performance.now() - start) - drift(leaseMs);
