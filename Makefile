@@ -253,3 +253,22 @@ valgrind: valkey-deps build
 	    -- --test-threads=$(TEST_THREADS) $(VALGRIND_SKIP) ) 2>&1 | tee "$$logs/tests.txt" || status=1; \
 	  python3 $(ROOT)/tests/valgrind/report.py "$$logs" || status=1; \
 	done; exit $$status
+
+# The Node.js client (clients/node, npm package rwlock-client): npm ci (its
+# `prepare` builds dist/ with tsc), the build, the lint (tsc --noEmit, strict,
+# on the package and its tests), then `npm test`: node --test on the compiled
+# tests against the servers they start (RWLOCK_REDIS_SERVER, default
+# redis-server on PATH) with RWLOCK_MODULE. Node.js 20 or later; installed with
+# apt-get when node or npm is missing.
+NODE_TEST_ARGS ?=
+.PHONY: test-node node-deps
+node-deps:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "node-deps: installing nodejs and npm with apt-get"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; \
+	fi
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' \
+	  || { echo "test-node: Node.js 20 or later is needed, found $$(node --version)"; exit 1; }
+
+test-node: build node-deps
+	cd $(ROOT)/clients/node && npm ci --no-audit --no-fund && npm run build && npm run lint && npm test $(NODE_TEST_ARGS)

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { PACKAGE, Server } from "./support";
+import { PACKAGE, Server } from "../support";
 
 const run = promisify(execFile);
 
