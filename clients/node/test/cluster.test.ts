@@ -86,7 +86,9 @@ describe("cluster", () => {
     for (const node of nodes) {
       await node.client().call("CLUSTER", "SETSLOT", slot, "NODE", targetId);
     }
+    await from.call("CONFIG", "RESETSTAT");
     const hold = await lock.hold({ wait: 0 }); // MOVED from the old master, then sent to the new one
+    assert.match(await from.info("commandstats"), /cmdstat_lock\.acquire:calls=0,.*rejected_calls=1/, "the old master redirected it");
     const now = await ownerOf(name);
     assert.equal(now.options.port, target.port);
     assert.equal(await now.hget(name, lock.owner), "1");
