@@ -66,6 +66,13 @@ export class Locks implements AsyncDisposable {
     if (client === null || typeof client !== "object" || typeof (client as { call?: unknown }).call !== "function") {
       throw new TypeError("Locks needs an ioredis Redis or Cluster client");
     }
+    const configured = (client as { options?: { keyPrefix?: string; redisOptions?: { keyPrefix?: string } } }).options;
+    if (configured?.keyPrefix || configured?.redisOptions?.keyPrefix) {
+      // ioredis prefixes the keys of the commands it knows (DEL of a latch)
+      // but not the module's (it does not know where their keys are): the
+      // lock and its latch would part.
+      throw new TypeError("Locks cannot use an ioredis client with keyPrefix: put the prefix in the lock names");
+    }
     this.client = client;
     this.clientId = clientIdOf(options.clientId);
     this.owners = new Owners(this.clientId);

@@ -167,6 +167,7 @@ describe("locks", () => {
     assert.throws(() => new Locks(redis, { sync: { timeout: -1 } }), RangeError);
     assert.throws(() => locks.lock(""), LockError);
     assert.throws(() => new Locks({} as Redis), TypeError);
+    assert.throws(() => new Locks(server.client({ keyPrefix: "app:", lazyConnect: true })), /keyPrefix/);
     assert.equal(await redis.dbsize(), 0);
     // The server's own refusals pass through as ioredis's ReplyError.
     await assert.rejects(locks.lock("a{b").acquire({ wait: 0 }), (e: Error) => e.name === "ReplyError");
