@@ -329,6 +329,11 @@ export class Lock extends EventEmitter {
 
   /** Counts a hold taken (`link`: the session's connection, kept for it). */
   private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null): void {
+    if (this.isLost) {
+      // The holds the watchdog found gone are gone on the server: this is
+      // the first of a new series.
+      this.count = 0;
+    }
     if (this.count === 0 || this.lostController === null) {
       this.lostController = new AbortController();
     }
@@ -387,6 +392,8 @@ export class Lock extends EventEmitter {
   get holds(): readonly (readonly ["LOCK" | "READ" | "WRITE", string])[] {
     return this.target.holds;
   }
+
+  // The catch-all overloads repeat EventEmitter's own signatures (`any[]` there).
 
   /** Subscribes to `lost`: `(owner, cause)`, the hold found gone by the watchdog. */
   override on(event: "lost", listener: (owner: string, cause: unknown) => void): this;

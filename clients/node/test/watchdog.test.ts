@@ -63,6 +63,16 @@ describe("watchdog", () => {
     assert.ok(hold.signal.reason instanceof NotHeld);
     await assert.rejects(hold.release(), NotHeld);
     assert.equal(lock.lost, false, "forgotten after the release");
+    // Taken again after a loss without a release in between: a new series of holds.
+    await lock.acquire({ wait: 0 });
+    await redis.call("LOCK.FORCEUNLOCK", "wd:lost");
+    await sleep(800);
+    assert.equal(lock.lost, true);
+    assert.equal(await lock.acquire({ wait: 0, lease: 5_000 }), true);
+    assert.equal(lock.held, true);
+    await lock.release();
+    assert.equal(lock.held, false, "one release ends the new series");
+    assert.equal(await redis.exists("wd:lost"), 0);
   });
 
   it("a lease given: no watchdog, the hold ends with it", async () => {
