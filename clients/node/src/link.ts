@@ -128,9 +128,23 @@ export class Links {
   }
 
   /**
+   * The application's connection to the master a `MOVED` reply names (the
+   * slot map is re-read too, for the commands after): that master itself,
+   * not the map's answer, which a refresh already under way may not have
+   * updated yet.
+   */
+  async redirected(error: unknown, key: string): Promise<Redis> {
+    const target = (error as Error).message.split(" ")[2];
+    await this.refresh();
+    const cluster = this.client as Cluster;
+    const found = cluster.nodes("all").find((n) => address(n) === target);
+    return found ?? this.nodeFor(key);
+  }
+
+  /**
    * A short command on the application's connection to the master serving
-   * `key`; a `MOVED` reply (a reshard) re-reads the slot map and sends it
-   * once more, to the slot's new master.
+   * `key`; a `MOVED` reply (a reshard) sends it once more, to the slot's
+   * new master.
    */
   async command(key: string, args: Args): Promise<unknown> {
     const node = await this.nodeFor(key);
@@ -140,17 +154,20 @@ export class Links {
       if (!this.cluster || !isMoved(error)) {
         throw error;
       }
-      await this.refresh();
-      return (await this.nodeFor(key)).call(...args);
+      return (await this.redirected(error, key)).call(...args);
     }
   }
 
   /** A dedicated connection to the master serving `key`, from the pool or new. */
   async checkout(key: string): Promise<Link> {
+    return this.checkoutOn(await this.nodeFor(key));
+  }
+
+  /** A dedicated connection to the master `base` (the application's connection to it) is connected to. */
+  async checkoutOn(base: Redis): Promise<Link> {
     if (this.closed) {
       throw new Error("the client object is closed");
     }
-    const base = await this.nodeFor(key);
     const node = address(base);
     const pool = this.idle.get(node) ?? [];
     for (let link = pool.pop(); link !== undefined; link = pool.pop()) {

@@ -284,8 +284,7 @@ export class Lock extends EventEmitter {
         }
         // The slot moved to another master (a reshard): once more, there.
         links.checkin(link);
-        await links.refresh();
-        link = await links.checkout(this.target.key);
+        link = await links.checkoutOn(await links.redirected(error, this.target.key));
         reply = await links.call(link, args, timeout, signal);
       }
       const outcome = this.target.outcome(reply);
