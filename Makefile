@@ -95,7 +95,7 @@ lint: deps
 # part's time is spent waiting on its servers), longest first, each part's
 # log printed when it ends and every part's time at the end. Each part is
 # also a target of its own (`make test-valkey`), which does its own set-up.
-TEST_PARTS ?= test-rust test-valkey test-redis8 test-python test-rust-client
+TEST_PARTS ?= test-rust test-valkey test-redis8 test-redisson test-java test-python test-node test-go test-rust-client
 PARTS_JOBS ?= 4
 # Set by tests/parts.sh: the part's set-up was done by `make test` already.
 PARTS ?=
@@ -108,7 +108,7 @@ test: deps build lint test-deps
 	PARTS_JOBS=$(PARTS_JOBS) bash $(ROOT)/tests/parts.sh $(TEST_PARTS)
 
 # What the parts install, one after another before they run side by side.
-test-deps: valkey-deps redis8-deps python-deps
+test-deps: valkey-deps redis8-deps python-deps java-deps go-deps node-deps
 
 # Every Rust suite of the module on Debian's Redis 7.0.
 test-rust: $(if $(PARTS),,build)
@@ -300,7 +300,7 @@ java-deps:
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; }
 
-test-redisson: java-deps build
+test-redisson: $(if $(PARTS),,java-deps build)
 	RWLOCK_MODULE=$(RWLOCK_MODULE) $(ROOT)/tests/redisson/run.sh $(REDISSON_NEWEST)
 
 test-redisson-matrix: java-deps build
@@ -348,3 +348,23 @@ test-go: $(if $(PARTS),,go-deps build)
 	  { [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }; }
 	cd $(ROOT)/clients/go && $(GO) vet ./... && "$$($(GO) env GOPATH)/bin/staticcheck" ./... && \
 	  $(GO) test -race -count=1 $(GO_TEST_ARGS) ./...
+
+# The Node.js client (clients/node, npm package rwlock-client): npm ci (its
+# `prepare` builds dist/ with tsc), the build, the lint (tsc --noEmit, strict,
+# on the package and its tests), then `npm test`: node --test on the compiled
+# tests against the servers they start (RWLOCK_REDIS_SERVER, default
+# redis-server on PATH) with RWLOCK_MODULE. Node.js 20 or later; installed with
+# apt-get when node or npm is missing.
+NODE_TEST_ARGS ?=
+.PHONY: test-node node-deps
+node-deps:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "node-deps: installing nodejs and npm with apt-get"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; \
+	fi
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' \
+	  || { echo "test-node: Node.js 20 or later is needed, found $$(node --version)"; exit 1; }
+	cd $(ROOT)/clients/node && npm ci --no-audit --no-fund
+
+test-node: $(if $(PARTS),,node-deps build)
+	cd $(ROOT)/clients/node && npm run build && npm run lint && npm test $(NODE_TEST_ARGS)

@@ -1,0 +1,223 @@
+/**
+ * What each kind of lock sends and how its replies read: no I/O here. The
+ * lock classes carry these commands over a connection.
+ */
+
+import { randomUUID } from "node:crypto";
+import { LockError } from "./errors";
+import { LATCH_TTL_MS } from "./options";
+
+/** A command and its arguments, as `redis.call(...)` takes them. */
+export type Args = [string, ...(string | number)[]];
+
+/** The kind of one hold of a multi-lock: a plain lock, or a read-write lock's read or write side. */
+export type HoldKind = "LOCK" | "READ" | "WRITE";
+
+/** One hold of a multi-lock: its kind and the lock's name. */
+export type HoldSpec = readonly [HoldKind, string];
+
+const KINDS: readonly HoldKind[] = ["LOCK", "READ", "WRITE"];
+
+/** An acquisition's reply: taken (with its fencing token when fenced), or the PTTL of what is in the way. */
+export interface Outcome {
+  /** Whether the hold was taken. */
+  acquired: boolean;
+  /** Refused: the lease the holds in the way had left (ms). */
+  pttl: number | null;
+  /** Taken with `FENCED`: the fencing token. */
+  token: number | null;
+}
+
+/** Whether a reply is the server's nil. */
+function isNil(reply: unknown): boolean {
+  return reply === null || reply === undefined;
+}
+
+/** An integer reply (ioredis gives numbers, or strings with `stringNumbers`). */
+export function int(reply: unknown): number {
+  const n = typeof reply === "string" ? Number(reply) : reply;
+  if (typeof n !== "number" || !Number.isFinite(n)) {
+    throw new LockError(`unexpected reply ${JSON.stringify(reply)}: an integer was expected`);
+  }
+  return n;
+}
+
+/** A random request id for a release (Redisson sends a UUID). */
+export function requestId(): string {
+  return randomUUID().replace(/-/g, "");
+}
+
+/**
+ * The lock (or the multi-lock's locks) one lock object takes, and how:
+ * builds its commands and reads their replies. `key` routes every command
+ * (in a cluster, a multi-lock's names share its slot).
+ */
+export class Target {
+  /** The holds: one for a single lock, several for a multi-lock. */
+  readonly holds: readonly HoldSpec[];
+
+  /**
+   * `holds`: what is taken; `multi`: taken with `LOCK.ACQUIREALL`;
+   * `fenced`: each acquisition takes a fencing token; `reentrant`: false
+   * sends `NOREENTRY`.
+   */
+  constructor(
+    holds: readonly HoldSpec[],
+    readonly multi: boolean,
+    readonly fenced = false,
+    readonly reentrant = true,
+  ) {
+    if (holds.length === 0) {
+      throw new LockError("a MultiLock needs at least one hold");
+    }
+    for (const [kind, name] of holds) {
+      if (!KINDS.includes(kind)) {
+        throw new LockError(`unknown hold kind ${JSON.stringify(kind)}: one of ${KINDS.join(", ")}`);
+      }
+      if (typeof name !== "string" || name === "") {
+        throw new LockError(`a lock name must be a non-empty string, not ${JSON.stringify(name)}`);
+      }
+    }
+    if (!multi && holds.length !== 1) {
+      throw new LockError("a single lock has exactly one hold");
+    }
+    this.holds = holds.map(([kind, name]) => [kind, name] as const);
+  }
+
+  /** The name that routes every command: the first hold's. */
+  get key(): string {
+    return this.holds[0]![1];
+  }
+
+  /** The single lock's kind. */
+  private get kind(): HoldKind {
+    return this.holds[0]![0];
+  }
+
+  private holdArgs(): (string | number)[] {
+    const args: (string | number)[] = ["HOLDS", this.holds.length];
+    for (const [kind, name] of this.holds) {
+      args.push(kind, name);
+    }
+    return args;
+  }
+
+  /** `… lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]` (`blockMs` null: no BLOCK). */
+  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean): Args {
+    const options: (string | number)[] = [];
+    if (blockMs !== null) {
+      options.push("BLOCK", blockMs);
+    }
+    if (session) {
+      options.push("SESSION");
+    }
+    if (this.multi) {
+      return ["LOCK.ACQUIREALL", owner, leaseMs, ...options, ...this.holdArgs()];
+    }
+    if (this.fenced) {
+      options.push("FENCED");
+    }
+    if (this.kind === "LOCK") {
+      if (!this.reentrant) {
+        options.push("NOREENTRY");
+      }
+      return ["LOCK.ACQUIRE", this.key, owner, leaseMs, ...options];
+    }
+    return [`RWLOCK.${this.kind}`, this.key, owner, leaseMs, ...options];
+  }
+
+  /** An acquisition's reply: nil (or `[-1, token]` when fenced) = taken, else the PTTL in the way. */
+  outcome(reply: unknown): Outcome {
+    if (this.fenced && !this.multi) {
+      if (!Array.isArray(reply) || reply.length !== 2) {
+        throw new LockError(`unexpected reply to a fenced acquisition: ${JSON.stringify(reply)}`);
+      }
+      const pttl = int(reply[0]);
+      const token = int(reply[1]);
+      return token === -1
+        ? { acquired: false, pttl, token: null }
+        : { acquired: true, pttl: null, token };
+    }
+    if (isNil(reply)) {
+      return { acquired: true, pttl: null, token: null };
+    }
+    return { acquired: false, pttl: int(reply), token: null };
+  }
+
+  /**
+   * A release. A hold still held after it (re-entered) lasts `leaseMs`
+   * again, as Redisson's unlock re-arms it; `request` (single locks) makes a
+   * retry of it idempotent.
+   */
+  release(owner: string, leaseMs: number, request: string | null): Args {
+    if (this.multi) {
+      return ["LOCK.UNLOCKALL", owner, ...this.holdArgs()];
+    }
+    const args: Args =
+      this.kind === "LOCK"
+        ? ["LOCK.UNLOCK", this.key, owner]
+        : ["RWLOCK.UNLOCK", this.key, owner, this.kind];
+    args.push("LEASE", leaseMs);
+    if (request !== null) {
+      args.push("REQUEST", request, LATCH_TTL_MS);
+    }
+    return args;
+  }
+
+  /**
+   * A release's reply: null when the owner held nothing (a multi-lock: any
+   * of its holds), true when released, false when still held (re-entered).
+   */
+  released(reply: unknown): boolean | null {
+    if (this.multi) {
+      if (!Array.isArray(reply)) {
+        throw new LockError(`unexpected reply to LOCK.UNLOCKALL: ${JSON.stringify(reply)}`);
+      }
+      if (reply.some(isNil)) {
+        return null;
+      }
+      return reply.every((r) => int(r) === 1);
+    }
+    return isNil(reply) ? null : int(reply) === 1;
+  }
+
+  /** The watchdog's call. */
+  renew(owner: string, leaseMs: number): Args {
+    if (this.multi) {
+      return ["LOCK.RENEWALL", owner, leaseMs, ...this.holdArgs()];
+    }
+    return [this.kind === "LOCK" ? "LOCK.RENEW" : "RWLOCK.RENEW", this.key, owner, leaseMs];
+  }
+
+  /** Whether every hold is still the owner's. */
+  renewed(reply: unknown): boolean {
+    if (Array.isArray(reply)) {
+      return reply.every((r) => !isNil(r) && int(r) === 1);
+    }
+    return int(reply) === 1;
+  }
+
+  /**
+   * The key where the server keeps a release's reply for `request`
+   * (Redisson's `redisson_unlock_latch:{lock}:id`; a name already holding a
+   * `{tag}` is used as it is), deleted once the reply is in.
+   */
+  latch(request: string): string {
+    const name = this.key;
+    return name.includes("{")
+      ? `redisson_unlock_latch:${name}:${request}`
+      : `redisson_unlock_latch:{${name}}:${request}`;
+  }
+}
+
+/** The `field:value` lines of an INFO reply. */
+export function parseInfo(reply: unknown): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of String(reply).split(/\r?\n/)) {
+    const at = line.indexOf(":");
+    if (at > 0 && !line.startsWith("#")) {
+      fields.set(line.slice(0, at).trim(), line.slice(at + 1).trim());
+    }
+  }
+  return fields;
+}

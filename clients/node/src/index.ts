@@ -1,0 +1,14 @@
+/**
+ * rwlock-client: Redisson's distributed locks for Node.js, on the rwlock
+ * Redis module and ioredis. Start with `Locks`.
+ */
+
+export { Locks, type LocksOptions, type LockOptions, type ReadWriteLockOptions } from "./locks";
+export { Lock, Hold, type AcquireOptions, type HandleOptions, type LostCallback } from "./lock";
+export { ReadWriteLock } from "./rwlock";
+export { MultiLock, type MultiHold } from "./multi";
+export { RedLock, quorum, drift, type RedLockOptions, type RedLockAcquireOptions } from "./redlock";
+export { LockError, NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
+export { DEFAULT_WATCHDOG_TIMEOUT, DEFAULT_SYNC_TIMEOUT, type ReplicaSync } from "./options";
+export type { HoldKind, HoldSpec } from "./commands";
+export type { Client } from "./link";

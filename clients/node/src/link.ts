@@ -1,0 +1,322 @@
+/**
+ * The connections a lock object's commands travel on.
+ *
+ * Short commands (renewals, releases, `DEL` of a latch) go on the
+ * application's own ioredis connection: in a cluster, on the ioredis
+ * connection to the master of the lock name's slot (ioredis cannot route
+ * the module's commands by key: it does not know where their keys are).
+ *
+ * An acquisition and its replica sync go on a *dedicated* connection (a
+ * `duplicate()` of that connection, kept in a small pool): a `BLOCK` wait
+ * holds its connection until the server replies, which on ioredis's one
+ * multiplexed connection would stall every other command of the
+ * application, and `WAIT` counts the writes of its own connection. The
+ * dedicated connection has no command or socket timeout of its own: the
+ * reply is waited for as long as the wait plus a margin, so a wait longer
+ * than the application's `commandTimeout` works. A session hold keeps its
+ * dedicated connection for the hold's life.
+ */
+
+import type { Cluster, Redis } from "ioredis";
+import calculateSlot from "cluster-key-slot";
+import type { Args } from "./commands";
+
+/** An ioredis client: one server (`Redis`) or a Redis Cluster (`Cluster`). */
+export type Client = Redis | Cluster;
+
+/** Whether an error is the server's error reply (the command ran, or was refused). */
+export function isReplyError(error: unknown): boolean {
+  return error instanceof Error && error.name === "ReplyError";
+}
+
+/** Whether an error is a cluster's `MOVED` redirection (the slot moved to another master). */
+export function isMoved(error: unknown): boolean {
+  return isReplyError(error) && (error as Error).message.startsWith("MOVED ");
+}
+
+/** A dedicated connection to one master, checked out for an acquisition or a session hold. */
+export class Link {
+  /** Set once a call failed midway or timed out: the connection is not given back to the pool. */
+  broken = false;
+
+  /**
+   * `conn`: the dedicated connection; `base`: the application's connection
+   * to the same master (sends `CLIENT UNBLOCK`); `node`: `host:port`;
+   * `id`: the dedicated connection's `CLIENT ID`, asked for when it opened
+   * (pipelined ahead of its first command, so it never waits on a `BLOCK`).
+   */
+  constructor(
+    readonly conn: Redis,
+    readonly base: Redis,
+    readonly node: string,
+    readonly id: Promise<number>,
+  ) {}
+
+  /** Whether the connection can carry another command. */
+  get usable(): boolean {
+    return !this.broken && (this.conn.status === "ready" || this.conn.status === "connect" || this.conn.status === "connecting");
+  }
+}
+
+/** How long to wait between two `CLIENT UNBLOCK`s while the command has not reached the server. */
+const UNBLOCK_RETRY_MS = 10;
+
+/** How many `CLIENT UNBLOCK`s to try before closing the connection instead. */
+const UNBLOCK_TRIES = 20;
+
+/** Idle dedicated connections kept per master. */
+const MAX_IDLE = 4;
+
+/** The connections of one client object: the application's, and a pool of dedicated ones per master. */
+export class Links {
+  private readonly idle = new Map<string, Link[]>();
+  private readonly open = new Set<Link>();
+  private closed = false;
+
+  /** `client`: the application's ioredis client (never closed by this package). */
+  constructor(readonly client: Client) {}
+
+  /** Whether `client` is a Redis Cluster client. */
+  get cluster(): boolean {
+    return (this.client as { isCluster?: boolean }).isCluster === true;
+  }
+
+  /**
+   * The application's connection to the master serving `key`: the client
+   * itself on one server; in a cluster, its connection to the slot's master.
+   */
+  async nodeFor(key: string): Promise<Redis> {
+    if (!this.cluster) {
+      return this.client as Redis;
+    }
+    const cluster = this.client as Cluster;
+    const slot = calculateSlot(key);
+    let found = this.masterOf(cluster, slot);
+    if (found === undefined) {
+      // Not connected yet, or the slot map is stale: a command through the
+      // cluster waits for it to be ready, then the map is read again.
+      await cluster.ping();
+      found = this.masterOf(cluster, slot);
+      if (found === undefined) {
+        await this.refresh();
+        found = this.masterOf(cluster, slot);
+      }
+    }
+    if (found === undefined) {
+      throw new Error(`no master serves the slot ${slot} of ${JSON.stringify(key)}`);
+    }
+    return found;
+  }
+
+  private masterOf(cluster: Cluster, slot: number): Redis | undefined {
+    const nodeKey = cluster.slots[slot]?.[0];
+    if (nodeKey === undefined) {
+      return undefined;
+    }
+    return cluster.nodes("master").find((n) => address(n) === nodeKey);
+  }
+
+  /** Re-reads the cluster's slot map (after a `MOVED`). */
+  refresh(): Promise<void> {
+    if (!this.cluster) {
+      return Promise.resolve();
+    }
+    const cluster = this.client as Cluster;
+    return new Promise((resolve, reject) => {
+      cluster.refreshSlotsCache((error) => (error ? reject(error) : resolve()));
+    });
+  }
+
+  /**
+   * The application's connection to the master a `MOVED` reply names (the
+   * slot map is re-read too, for the commands after): that master itself,
+   * not the map's answer, which a refresh already under way may not have
+   * updated yet.
+   */
+  async redirected(error: unknown, key: string): Promise<Redis> {
+    const target = (error as Error).message.split(" ")[2];
+    await this.refresh();
+    const cluster = this.client as Cluster;
+    const found = cluster.nodes("all").find((n) => address(n) === target);
+    return found ?? this.nodeFor(key);
+  }
+
+  /**
+   * A short command on the application's connection to the master serving
+   * `key`; a `MOVED` reply (a reshard) sends it once more, to the slot's
+   * new master.
+   */
+  async command(key: string, args: Args): Promise<unknown> {
+    const node = await this.nodeFor(key);
+    try {
+      return await node.call(...args);
+    } catch (error) {
+      if (!this.cluster || !isMoved(error)) {
+        throw error;
+      }
+      return (await this.redirected(error, key)).call(...args);
+    }
+  }
+
+  /** A dedicated connection to the master serving `key`, from the pool or new. */
+  async checkout(key: string): Promise<Link> {
+    return this.checkoutOn(await this.nodeFor(key));
+  }
+
+  /** A dedicated connection to the master `base` (the application's connection to it) is connected to. */
+  async checkoutOn(base: Redis): Promise<Link> {
+    if (this.closed) {
+      throw new Error("the client object is closed");
+    }
+    const node = address(base);
+    const pool = this.idle.get(node) ?? [];
+    for (let link = pool.pop(); link !== undefined; link = pool.pop()) {
+      if (link.usable) {
+        return link;
+      }
+      this.drop(link);
+    }
+    const conn = base.duplicate({
+      // The reply of a BLOCK comes when the wait ends: this connection's
+      // calls are bounded by the wait plus a margin (`Links.call`), not by
+      // the application's timeouts.
+      commandTimeout: undefined,
+      socketTimeout: undefined,
+      lazyConnect: false,
+      // A broken dedicated connection is dropped, never reconnected: a
+      // command resent after a reconnect could take a lock nobody waits for.
+      retryStrategy: () => null,
+      autoResendUnfulfilledCommands: false,
+      enableOfflineQueue: true,
+    });
+    // Errors reach the calls that fail; without a listener ioredis would
+    // also print each one.
+    conn.on("error", () => undefined);
+    const id = conn.client("ID").then(Number);
+    id.catch(() => undefined); // awaited only on cancellation
+    const link = new Link(conn, base, node, id);
+    this.open.add(link);
+    return link;
+  }
+
+  /** Gives a dedicated connection back (or closes it, when broken or the pool is full). */
+  checkin(link: Link): void {
+    if (this.closed || !link.usable) {
+      this.drop(link);
+      return;
+    }
+    const pool = this.idle.get(link.node) ?? [];
+    if (pool.length >= MAX_IDLE) {
+      this.drop(link);
+      return;
+    }
+    pool.push(link);
+    this.idle.set(link.node, pool);
+  }
+
+  /** Closes a dedicated connection: the server ends whatever is bound to it (a wait, session holds). */
+  drop(link: Link): void {
+    link.broken = true;
+    this.open.delete(link);
+    link.conn.disconnect();
+  }
+
+  /**
+   * Sends one command on a dedicated connection and waits `timeoutMs` for
+   * its reply (null: without limit). A reply that did not come in time
+   * leaves the connection unusable: it is closed, which also ends the
+   * server's wait. `signal`: its abort ends the server-side wait with
+   * `CLIENT UNBLOCK` from the application's connection; the call then
+   * resolves with the server's reply to the ended wait (the caller checks
+   * the signal and releases what the reply may still have granted).
+   */
+  call(link: Link, args: Args, timeoutMs: number | null, signal?: AbortSignal): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = (): void => {
+        void this.unblock(link, () => settled);
+      };
+      const finish = (): void => {
+        settled = true;
+        if (timer !== undefined) {
+          clearTimeout(timer);
+        }
+        signal?.removeEventListener("abort", onAbort);
+      };
+      link.conn.call(...args).then(
+        (reply) => {
+          finish();
+          resolve(reply);
+        },
+        (error: unknown) => {
+          finish();
+          if (!isReplyError(error)) {
+            link.broken = true;
+          }
+          reject(error);
+        },
+      );
+      if (timeoutMs !== null) {
+        timer = setTimeout(() => {
+          if (!settled) {
+            this.drop(link); // rejects the pending call with a closed-connection error
+          }
+        }, timeoutMs);
+      }
+      if (signal !== undefined) {
+        if (signal.aborted) {
+          onAbort();
+        } else {
+          signal.addEventListener("abort", onAbort, { once: true });
+        }
+      }
+    });
+  }
+
+  /**
+   * Ends the server-side wait of `link`'s pending command: `CLIENT UNBLOCK
+   * <id>` from the application's connection to that master. It replies 0
+   * while the command has not reached the server yet (tried again a few
+   * times, `CLIENT LIST ID` telling whether it waits yet) or when the
+   * server cannot end that wait itself: the module parks its waiters
+   * without a Redis timeout (its own timers end them), which `CLIENT
+   * UNBLOCK` does not reach. The connection is then closed, which ends the
+   * wait as well: the module drops a disconnected waiter's ticket. Either
+   * way the server has no blocked client left.
+   */
+  private async unblock(link: Link, settled: () => boolean): Promise<void> {
+    try {
+      const id = await link.id;
+      for (let i = 0; i < UNBLOCK_TRIES && !settled(); i++) {
+        if (Number(await link.base.call("CLIENT", "UNBLOCK", id)) === 1 || settled()) {
+          return;
+        }
+        const entry = String(await link.base.call("CLIENT", "LIST", "ID", id));
+        if (/ flags=\S*b/.test(entry) || settled()) {
+          break; // waiting, and not ended by CLIENT UNBLOCK
+        }
+        await new Promise((resolve) => setTimeout(resolve, UNBLOCK_RETRY_MS));
+      }
+    } catch {
+      // The application's connection failed: closing ours ends the wait.
+    }
+    if (!settled()) {
+      this.drop(link);
+    }
+  }
+
+  /** Closes every dedicated connection (the pool's and those in use: session holds end). */
+  close(): void {
+    this.closed = true;
+    for (const link of [...this.open]) {
+      this.drop(link);
+    }
+    this.idle.clear();
+  }
+}
+
+/** `host:port` of an ioredis connection, as a cluster's slot map names its nodes. */
+function address(node: Redis): string {
+  return `${node.options.host ?? "localhost"}:${node.options.port ?? 6379}`;
+}

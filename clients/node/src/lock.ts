@@ -1,0 +1,410 @@
+/**
+ * `Lock`: one lock handle of a client object (`Locks`): the plain lock
+ * (Redisson's `RLock`), fenced (`RFencedLock`) or not, reentrant or not, a
+ * read-write lock's read or write side (`RReadWriteLock`), and, through
+ * `MultiLock`, several holds taken as one. Acquire with a wait on the
+ * server and an `AbortSignal`, release, the watchdog, session holds and
+ * replica sync, all here.
+ */
+
+import { EventEmitter } from "node:events";
+import { asyncDispose } from "./dispose";
+import { requestId, type Outcome, type Target } from "./commands";
+import { NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
+import { isMoved, isReplyError, type Link, type Links } from "./link";
+import { blockOf, toMs, type ReplicaSync } from "./options";
+import { syncReplicas } from "./sync";
+import { Watchdog } from "./watchdog";
+
+/** How one acquisition waits and how long the hold lasts. */
+export interface AcquireOptions {
+  /**
+   * Milliseconds to wait for the lock, on the server (`BLOCK`), never by
+   * polling: `undefined`, `null` or `Infinity` wait without limit (the
+   * default), 0 tries once. Any wait works whatever the application's
+   * `commandTimeout`: the reply is read on a dedicated connection.
+   */
+  wait?: number | null;
+  /**
+   * Milliseconds the hold lasts. `undefined`/`null` (the default): the
+   * client object's `watchdogTimeout` (30 s), renewed by the watchdog every
+   * third of it while held. Given: no watchdog, the hold ends with it.
+   */
+  lease?: number | null;
+  /**
+   * Aborting it ends the wait on the server (`CLIENT UNBLOCK`): the call
+   * rejects with `signal.reason` and holds nothing.
+   */
+  signal?: AbortSignal;
+}
+
+/** Called when the watchdog found a hold gone: its lock and owner, and the error when the server was unreachable. */
+export type LostCallback = (lock: Lock, owner: string, cause: unknown) => void;
+
+/** A lock handle's options. */
+export interface HandleOptions {
+  /**
+   * `SESSION` holds: bound to the dedicated connection that took them; the
+   * server keeps them while it is open (no watchdog) and frees them when it
+   * closes. The handle keeps that connection for the hold's life.
+   */
+  session?: boolean;
+  /** Called (besides the `lost` event) when the watchdog finds the hold gone. */
+  onLost?: LostCallback;
+}
+
+/** What a lock handle needs of its client object (`Locks`). */
+export interface ClientContext {
+  /** The application's connections and the pool of dedicated ones. */
+  readonly links: Links;
+  /** The lease of a hold taken without one (ms), renewed every third of it. */
+  readonly watchdogTimeout: number;
+  /** Replica acknowledgement after each acquisition. */
+  readonly sync: ReplicaSync;
+  /** Added to a wait for its reply to arrive (ms). */
+  readonly replyMargin: number;
+  /** The running watchdogs, stopped when the client object closes. */
+  readonly dogs: Set<Watchdog>;
+}
+
+/**
+ * One acquisition's hold, for `await using` (`Symbol.asyncDispose`
+ * releases it) or `try … finally { await hold.release() }`.
+ */
+export class Hold implements AsyncDisposable {
+  private done = false;
+
+  /**
+   * `lock`: the handle holding it; `token`: its fencing token (null unless
+   * fenced); `signal`: aborted (with a `NotHeld` reason) if the watchdog
+   * finds the hold gone, for the work to stop.
+   */
+  constructor(
+    readonly lock: Lock,
+    readonly token: number | null,
+    readonly signal: AbortSignal,
+  ) {}
+
+  /** Releases this hold (once; a second call does nothing). Rejects with `NotHeld` when it was lost. */
+  async release(): Promise<void> {
+    if (this.done) {
+      return;
+    }
+    this.done = true;
+    await this.lock.release();
+  }
+
+  /** `await using`: releases the hold at the end of the block. */
+  [asyncDispose](): Promise<void> {
+    return this.release();
+  }
+}
+
+/**
+ * A lock handle: the owner `<client UUID>:<n>`, its own (re-entry is per
+ * handle), with its holds as this process knows them. Emits `lost`
+ * (`(owner, cause)`) when the watchdog finds the hold gone.
+ *
+ * ```ts
+ * const lock = locks.lock("invoice:42");
+ * await using hold = await lock.hold({ wait: 5_000 }); // NotAcquired after 5 s
+ * ```
+ */
+export class Lock extends EventEmitter {
+  /** The lock's name (a multi-lock: its first lock's). */
+  readonly name: string;
+  /** `SESSION` holds. */
+  readonly session: boolean;
+
+  private count = 0;
+  private currentToken: number | null = null;
+  private isLost = false;
+  private leaseMs = 0;
+  private sessionLink: Link | null = null;
+  private dog: Watchdog | null = null;
+  private lostController: AbortController | null = null;
+  private readonly onLost: LostCallback | undefined;
+
+  /** Made by `Locks`: `target` says what it sends; `owner` is its own. */
+  constructor(
+    protected readonly ctx: ClientContext,
+    protected readonly target: Target,
+    readonly owner: string,
+    options: HandleOptions = {},
+  ) {
+    super();
+    this.name = target.key;
+    this.session = options.session === true;
+    this.onLost = options.onLost;
+  }
+
+  /** Whether this handle holds the lock (as far as this process knows: see `lost`). */
+  get held(): boolean {
+    return this.count > 0 && !this.isLost;
+  }
+
+  /**
+   * True once the watchdog found the hold gone: its lease ran out or the
+   * lock was forced open; `release()` then rejects with `NotHeld`.
+   */
+  get lost(): boolean {
+    return this.count > 0 && this.isLost;
+  }
+
+  /** The fencing token of the latest acquisition (a fenced lock while held; null otherwise). */
+  get token(): number | null {
+    return this.count > 0 ? this.currentToken : null;
+  }
+
+  /**
+   * Takes a hold: resolves true when taken, false when the wait ran out
+   * first. Rejects with `NotReentrant` (a non-reentrant lock taken again),
+   * `NotSynced` (the replicas did not acknowledge it: released again),
+   * `signal.reason` when aborted, or ioredis's errors.
+   */
+  async acquire(options: AcquireOptions = {}): Promise<boolean> {
+    return (await this.take(options)).acquired;
+  }
+
+  /**
+   * Takes a hold, or rejects with `NotAcquired` (with the `pttl` of the
+   * holds in the way) when the wait runs out. The `Hold` releases it, at
+   * the latest when an `await using` block ends.
+   */
+  async hold(options: AcquireOptions = {}): Promise<Hold> {
+    const outcome = await this.take(options);
+    if (!outcome.acquired) {
+      throw new NotAcquired(this.name, outcome.pttl);
+    }
+    return new Hold(this, outcome.token, this.lostController!.signal);
+  }
+
+  /**
+   * Runs `fn` holding the lock, and releases it after, whatever `fn` did.
+   * Rejects with `NotAcquired` when the wait runs out (fn not run).
+   */
+  async withLock<T>(fn: (hold: Hold) => T | Promise<T>, options: AcquireOptions = {}): Promise<T> {
+    const hold = await this.hold(options);
+    let result: T;
+    try {
+      result = await fn(hold);
+    } catch (error) {
+      await hold.release().catch(() => undefined); // fn's error is the one to see
+      throw error;
+    }
+    await hold.release();
+    return result;
+  }
+
+  /**
+   * Releases one hold (the lock is free once every hold is released).
+   * Rejects with `NotHeld` when the server says this handle held nothing:
+   * never taken, already released, or lost.
+   */
+  async release(): Promise<void> {
+    const { links } = this.ctx;
+    const owner = this.owner;
+    let reply: unknown;
+    const link = this.sessionLink;
+    if (link !== null) {
+      // A session's holds live on their connection: released there, with
+      // no request id (the connection's end would release them anyway).
+      try {
+        reply = await links.call(link, this.target.release(owner, this.leaseMs, null), this.ctx.replyMargin);
+      } catch (error) {
+        if (isReplyError(error)) {
+          throw error;
+        }
+        this.forget();
+        throw new NotHeld(`${this.name}: the session's connection closed`, { cause: error });
+      }
+    } else {
+      reply = await this.releaseShared(owner);
+    }
+    const released = this.target.released(reply);
+    if (this.count > 0) {
+      this.count -= 1;
+      if (released === null || released || this.count <= 0) {
+        this.forget();
+      }
+    }
+    if (released === null) {
+      throw new NotHeld(`${this.name} is not held by ${owner}`);
+    }
+  }
+
+  /**
+   * The release of a hold that is not a session's, on the application's
+   * connection. A single lock's carries a request id: sent once more with
+   * the same id after an I/O error or timeout, it gets the first one's
+   * reply instead of releasing a second hold; the server's copy of the
+   * reply (the latch) is deleted after, as Redisson does.
+   */
+  private async releaseShared(owner: string): Promise<unknown> {
+    const { links } = this.ctx;
+    const request = this.target.multi ? null : requestId();
+    const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
+    let reply: unknown;
+    try {
+      reply = await links.command(this.target.key, args);
+    } catch (error) {
+      if (request === null || isReplyError(error)) {
+        throw error;
+      }
+      reply = await links.command(this.target.key, args);
+    }
+    if (request !== null) {
+      // The release is done whatever this says: the latch expires by itself.
+      await links.command(this.target.key, ["DEL", this.target.latch(request)]).catch(() => undefined);
+    }
+    return reply;
+  }
+
+  /** The acquisition, its replica sync, and the bookkeeping of what it took. */
+  protected async take(options: AcquireOptions): Promise<Outcome> {
+    const { links } = this.ctx;
+    const watched = options.lease === undefined || options.lease === null;
+    const leaseMs = watched ? this.ctx.watchdogTimeout : toMs(options.lease as number, "lease");
+    const blockMs = blockOf(options.wait);
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session);
+    // How long the reply may take: the wait and a margin; without limit for BLOCK 0.
+    const timeout = blockMs === 0 ? null : (blockMs ?? 0) + this.ctx.replyMargin;
+    const sessionLink = this.sessionLink;
+    let link = sessionLink ?? (await links.checkout(this.target.key));
+    let keep = false;
+    try {
+      let reply: unknown;
+      try {
+        reply = await links.call(link, args, timeout, signal);
+      } catch (error) {
+        if (!isMoved(error) || link === sessionLink) {
+          throw error;
+        }
+        // The slot moved to another master (a reshard): once more, there.
+        links.checkin(link);
+        link = await links.checkoutOn(await links.redirected(error, this.target.key));
+        reply = await links.call(link, args, timeout, signal);
+      }
+      const outcome = this.target.outcome(reply);
+      if (signal?.aborted) {
+        if (outcome.acquired) {
+          // Served at the moment it was cancelled: given back.
+          await links.call(link, this.target.release(this.owner, leaseMs, null), this.ctx.replyMargin);
+        }
+        throw signal.reason;
+      }
+      if (outcome.acquired) {
+        const short = await syncReplicas(links, link, this.ctx.sync);
+        if (short !== null) {
+          await links.call(link, this.target.release(this.owner, leaseMs, null), this.ctx.replyMargin);
+          throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
+        }
+        keep = this.session;
+        this.record(outcome, leaseMs, watched, keep ? link : null);
+      }
+      return outcome;
+    } catch (error) {
+      if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
+        throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
+      }
+      if (signal?.aborted && error !== signal.reason && !isReplyError(error)) {
+        // The wait was ended by closing its connection: had the server
+        // served it at that moment, the reply is lost but the hold is not.
+        // A handle holding nothing gives back whatever it may have got.
+        if (this.count === 0) {
+          await links.command(this.target.key, this.target.release(this.owner, leaseMs, null)).catch(() => undefined);
+        }
+        throw signal.reason;
+      }
+      throw error;
+    } finally {
+      if (link !== sessionLink && !keep) {
+        links.checkin(link);
+      }
+    }
+  }
+
+  /** Counts a hold taken (`link`: the session's connection, kept for it). */
+  private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null): void {
+    if (this.isLost) {
+      // The holds the watchdog found gone are gone on the server: this is
+      // the first of a new series.
+      this.count = 0;
+    }
+    if (this.count === 0 || this.lostController === null) {
+      this.lostController = new AbortController();
+    }
+    this.count += 1;
+    this.currentToken = outcome.token;
+    this.isLost = false;
+    this.leaseMs = leaseMs;
+    if (link !== null && this.sessionLink === null) {
+      this.sessionLink = link;
+    }
+    if (watched && !this.session && this.dog === null) {
+      const owner = this.owner;
+      const args = this.target.renew(owner, leaseMs);
+      const dog: Watchdog = new Watchdog(
+        leaseMs,
+        async () => this.target.renewed(await this.ctx.links.command(this.target.key, args)),
+        (cause) => this.markLost(dog, cause),
+      );
+      this.dog = dog;
+      this.ctx.dogs.add(dog);
+      dog.start();
+    }
+  }
+
+  private markLost(dog: Watchdog, cause: unknown): void {
+    this.ctx.dogs.delete(dog);
+    if (this.dog !== dog) {
+      return;
+    }
+    this.dog = null;
+    this.isLost = true;
+    this.lostController?.abort(new NotHeld(`${this.name}: the hold of ${this.owner} was lost`, { cause }));
+    this.emit("lost", this.owner, cause);
+    this.onLost?.(this, this.owner, cause);
+  }
+
+  /** Drops every hold of this handle: stops the watchdog, gives the session's connection back. */
+  private forget(): void {
+    if (this.dog !== null) {
+      this.dog.stop();
+      this.ctx.dogs.delete(this.dog);
+      this.dog = null;
+    }
+    this.count = 0;
+    this.currentToken = null;
+    this.isLost = false;
+    this.lostController = null;
+    const link = this.sessionLink;
+    this.sessionLink = null;
+    if (link !== null) {
+      this.ctx.links.checkin(link);
+    }
+  }
+
+  /** The holds this handle takes: `[kind, name]` (a multi-lock: several). */
+  get holds(): readonly (readonly ["LOCK" | "READ" | "WRITE", string])[] {
+    return this.target.holds;
+  }
+
+  // The catch-all overloads repeat EventEmitter's own signatures (`any[]` there).
+
+  /** Subscribes to `lost`: `(owner, cause)`, the hold found gone by the watchdog. */
+  override on(event: "lost", listener: (owner: string, cause: unknown) => void): this;
+  override on(event: string | symbol, listener: (...args: any[]) => void): this;
+  override on(event: string | symbol, listener: (...args: any[]) => void): this {
+    return super.on(event, listener);
+  }
+
+  /** Subscribes to the next `lost` only. */
+  override once(event: "lost", listener: (owner: string, cause: unknown) => void): this;
+  override once(event: string | symbol, listener: (...args: any[]) => void): this;
+  override once(event: string | symbol, listener: (...args: any[]) => void): this {
+    return super.once(event, listener);
+  }
+}

@@ -1,0 +1,127 @@
+/** `Locks`: the client object every lock handle comes from (one client UUID, one set of options). */
+
+import { asyncDispose } from "./dispose";
+import { Target } from "./commands";
+import { Links, type Client } from "./link";
+import { Lock, type ClientContext, type HandleOptions } from "./lock";
+import { MultiLock, type MultiHold } from "./multi";
+import { DEFAULT_WATCHDOG_TIMEOUT, REPLY_MARGIN, syncOf, toMs, type ReplicaSync } from "./options";
+import { clientIdOf, Owners } from "./owner";
+import { ReadWriteLock } from "./rwlock";
+import type { Watchdog } from "./watchdog";
+
+/** A client object's options. */
+export interface LocksOptions {
+  /**
+   * The client UUID of every owner (`<clientId>:<n>`); default a random UUID
+   * v4. Never give it a Redisson instance's: their owners would collide.
+   */
+  clientId?: string;
+  /** The lease (ms) of a hold taken without one, renewed every third of it: Redisson's `lockWatchdogTimeout`, 30000. */
+  watchdogTimeout?: number;
+  /** Replica acknowledgement after each acquisition: `{ enabled: true, timeout: 1000, aof: true }`. */
+  sync?: Partial<ReplicaSync>;
+  /** Added to a wait (ms) for its reply to arrive before the dedicated connection is given up; 5000. */
+  replyMargin?: number;
+}
+
+/** A lock handle's options. */
+export interface LockOptions extends HandleOptions {
+  /** `RFencedLock`: every acquisition takes the next fencing token (`hold.token`, `lock.token`). */
+  fenced?: boolean;
+  /** false: Redisson's non-reentrant lock (`NOREENTRY`): taking it again rejects with `NotReentrant`. */
+  reentrant?: boolean;
+}
+
+/** A read-write lock's options. */
+export interface ReadWriteLockOptions extends HandleOptions {
+  /** The write side takes fencing tokens. */
+  fenced?: boolean;
+}
+
+/**
+ * The client object: lock handles on one ioredis client (a `Redis` or a
+ * `Cluster`), with one client UUID. Each handle it makes is an owner of its
+ * own, `<clientId>:<n>`.
+ *
+ * ```ts
+ * const locks = new Locks(new Redis(6399));
+ * await locks.lock("invoice:42").withLock(async () => { ... }, { wait: 5_000 });
+ * ```
+ *
+ * `close()` (or `await using`) closes its dedicated connections (ending
+ * their session holds) and stops its watchdogs; the ioredis client stays
+ * the application's.
+ */
+export class Locks implements AsyncDisposable {
+  /** The client UUID of this object's owners. */
+  readonly clientId: string;
+  /** The application's ioredis client. */
+  readonly client: Client;
+  private readonly ctx: ClientContext;
+  private readonly owners: Owners;
+
+  /** `client`: an ioredis `Redis` (one server) or `Cluster`. */
+  constructor(client: Client, options: LocksOptions = {}) {
+    if (client === null || typeof client !== "object" || typeof (client as { call?: unknown }).call !== "function") {
+      throw new TypeError("Locks needs an ioredis Redis or Cluster client");
+    }
+    const configured = (client as { options?: { keyPrefix?: string; redisOptions?: { keyPrefix?: string } } }).options;
+    if (configured?.keyPrefix || configured?.redisOptions?.keyPrefix) {
+      // ioredis prefixes the keys of the commands it knows (DEL of a latch)
+      // but not the module's (it does not know where their keys are): the
+      // lock and its latch would part.
+      throw new TypeError("Locks cannot use an ioredis client with keyPrefix: put the prefix in the lock names");
+    }
+    this.client = client;
+    this.clientId = clientIdOf(options.clientId);
+    this.owners = new Owners(this.clientId);
+    this.ctx = {
+      links: new Links(client),
+      watchdogTimeout: toMs(options.watchdogTimeout ?? DEFAULT_WATCHDOG_TIMEOUT, "watchdogTimeout", 3),
+      sync: syncOf(options.sync),
+      replyMargin: toMs(options.replyMargin ?? REPLY_MARGIN, "replyMargin"),
+      dogs: new Set<Watchdog>(),
+    };
+  }
+
+  /** The lease of a hold taken without one (ms). */
+  get watchdogTimeout(): number {
+    return this.ctx.watchdogTimeout;
+  }
+
+  /** The plain lock `name` (`LOCK.*`): Redisson's `RLock`, `RFencedLock` with `fenced`, non-reentrant with `reentrant: false`. */
+  lock(name: string, options: LockOptions = {}): Lock {
+    const target = new Target([["LOCK", name]], false, options.fenced === true, options.reentrant !== false);
+    return new Lock(this.ctx, target, this.owners.create(), options);
+  }
+
+  /** `lock(name, { fenced: true })`: Redisson's `RFencedLock`. */
+  fencedLock(name: string, options: Omit<LockOptions, "fenced"> = {}): Lock {
+    return this.lock(name, { ...options, fenced: true });
+  }
+
+  /** The read-write lock `name` (`RWLOCK.*`): Redisson's `RReadWriteLock`. */
+  readWriteLock(name: string, options: ReadWriteLockOptions = {}): ReadWriteLock {
+    return new ReadWriteLock(this.ctx, name, this.owners.create(), options.fenced === true, options);
+  }
+
+  /** A multi-lock over `holds` (lock handles or `[kind, name]`, kind LOCK, READ or WRITE). */
+  multiLock(holds: readonly MultiHold[], options: HandleOptions = {}): MultiLock {
+    return new MultiLock(this.ctx, holds, this.owners.create(), options);
+  }
+
+  /** Stops the watchdogs and closes the dedicated connections (session holds end with them). */
+  async close(): Promise<void> {
+    for (const dog of this.ctx.dogs) {
+      dog.stop();
+    }
+    this.ctx.dogs.clear();
+    this.ctx.links.close();
+  }
+
+  /** `await using locks = new Locks(redis)`: `close()`. */
+  [asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Waits on the server: a BLOCK longer than the application's command
+ * timeout, waits served while other commands go on, and an AbortSignal
+ * ending the server-side wait.
+ */
+
+import { after, before, beforeEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Redis } from "ioredis";
+import { Locks, NotAcquired } from "../src/index";
+import { infoField, Server } from "./support";
+
+describe("waiting", () => {
+  let server: Server;
+  let redis: Redis;
+
+  before(async () => {
+    server = await Server.start();
+    redis = server.client();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  it("a 2 s BLOCK on an application connection with a 300 ms commandTimeout, other commands going on meanwhile", async () => {
+    const app = server.client({ commandTimeout: 300 });
+    await using locks = new Locks(app);
+    await redis.call("LOCK.ACQUIRE", "long", "other:1", "10000");
+    setTimeout(() => void redis.call("LOCK.UNLOCK", "long", "other:1"), 2_000);
+    const started = performance.now();
+    const waiting = locks.lock("long").hold({ wait: 8_000, lease: 5_000 });
+    // The application's connection is not stalled by the wait.
+    const pingStarted = performance.now();
+    assert.equal(await app.ping(), "PONG");
+    assert.ok(performance.now() - pingStarted < 250);
+    const hold = await waiting;
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 1_900 && elapsed < 5_000, `${elapsed}`);
+    await hold.release();
+    // A bare command of that length on the application's connection times out: the wait needed its own.
+    await redis.call("LOCK.ACQUIRE", "long", "other:1", "10000");
+    await assert.rejects(app.call("LOCK.ACQUIRE", "long", "other:2", "1000", "BLOCK", "1000"), /timed out/i);
+  });
+
+  it("a wait that runs out resolves false (hold: NotAcquired) and leaves nothing", async () => {
+    await using locks = new Locks(redis);
+    await redis.call("LOCK.ACQUIRE", "busy", "other:1", "10000");
+    const lock = locks.lock("busy");
+    const started = performance.now();
+    assert.equal(await lock.acquire({ wait: 400, lease: 5_000 }), false);
+    assert.ok(performance.now() - started >= 350);
+    await assert.rejects(lock.hold({ wait: 100 }), NotAcquired);
+    assert.equal(await redis.hlen("busy"), 1);
+    assert.equal(await infoField(redis, "clients", "blocked_clients"), "0");
+  });
+
+  it("an abort ends the server-side wait: rejects with the reason, no blocked client, nothing held", async () => {
+    await using locks = new Locks(redis);
+    await redis.call("LOCK.ACQUIRE", "abort", "other:1", "60000");
+    const lock = locks.lock("abort");
+    const controller = new AbortController();
+    const waiting = lock.acquire({ signal: controller.signal }); // without limit
+    await waitBlocked(redis, 1);
+    await redis.call("CONFIG", "RESETSTAT");
+    const started = performance.now();
+    controller.abort(new Error("shutting down"));
+    await assert.rejects(waiting, /shutting down/);
+    assert.ok(performance.now() - started < 1_000);
+    await waitBlocked(redis, 0);
+    // CLIENT UNBLOCK was asked first (the module's waits answer 0 to it: the
+    // connection's close then ended the wait).
+    assert.match(await redis.info("commandstats"), /cmdstat_client\|unblock:calls=[1-9]/);
+    assert.equal(lock.held, false);
+    assert.equal(await redis.hexists("abort", lock.owner), 0);
+    // Once the lock is free, the next wait is served: nothing of the aborted one lingers.
+    await redis.call("LOCK.UNLOCK", "abort", "other:1");
+    assert.equal(await lock.acquire({ wait: 1_000, lease: 5_000 }), true);
+    await lock.release();
+  });
+
+  it("an abort racing the grant gives the hold back; an aborted signal fails at once", async () => {
+    await using locks = new Locks(redis);
+    const lock = locks.lock("race");
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(lock.acquire({ signal: controller.signal }), { name: "AbortError" });
+    // Granted at once, aborted before the reply is read: given back.
+    const racing = new AbortController();
+    const taking = lock.acquire({ wait: 1_000, signal: racing.signal });
+    racing.abort();
+    await assert.rejects(taking, { name: "AbortError" });
+    await sleep(50);
+    assert.equal(await redis.exists("race"), 0);
+    assert.equal(lock.held, false);
+  });
+
+  it("a read-write writer waits for the last reader, a multi-lock for every hold", async () => {
+    await using locks = new Locks(redis);
+    await redis.call("RWLOCK.READ", "rwwait", "other:1", "10000");
+    await redis.call("LOCK.ACQUIRE", "mwait", "other:1", "10000");
+    setTimeout(() => void redis.call("RWLOCK.UNLOCK", "rwwait", "other:1", "READ"), 300);
+    setTimeout(() => void redis.call("LOCK.UNLOCK", "mwait", "other:1"), 300);
+    const [writer, multi] = await Promise.all([
+      locks.readWriteLock("rwwait").writeLock().hold({ wait: 5_000, lease: 5_000 }),
+      locks.multiLock([["LOCK", "mwait"], ["LOCK", "mwait2"]]).hold({ wait: 5_000, lease: 5_000 }),
+    ]);
+    assert.equal(await redis.hget("rwwait", "mode"), "write");
+    assert.equal(await redis.exists("mwait", "mwait2"), 2);
+    await writer.release();
+    await multi.release();
+  });
+});
+
+/** Waits until the server has `n` blocked clients. */
+async function waitBlocked(redis: Redis, n: number): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while ((await infoField(redis, "clients", "blocked_clients")) !== String(n)) {
+    assert.ok(Date.now() < deadline, `blocked_clients never became ${n}`);
+    await sleep(10);
+  }
+}

@@ -1,0 +1,64 @@
+/** What each lock kind sends and how its replies read (no server): the wire format of the contract. */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { parseInfo, requestId, Target } from "../src/commands";
+import { blockOf, syncOf, toMs } from "../src/options";
+
+describe("commands", () => {
+  it("plain, fenced, non-reentrant acquisitions; waits as BLOCK", () => {
+    const plain = new Target([["LOCK", "a"]], false);
+    assert.deepEqual(plain.acquire("u:1", 30000, 0, false), ["LOCK.ACQUIRE", "a", "u:1", 30000, "BLOCK", 0]);
+    assert.deepEqual(plain.acquire("u:1", 5, null, true), ["LOCK.ACQUIRE", "a", "u:1", 5, "SESSION"]);
+    const fenced = new Target([["LOCK", "a"]], false, true, false);
+    assert.deepEqual(fenced.acquire("u:1", 5, 100, false), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 100, "FENCED", "NOREENTRY"]);
+    assert.deepEqual(fenced.outcome([-1, 7]), { acquired: true, pttl: null, token: 7 });
+    assert.deepEqual(fenced.outcome([900, -1]), { acquired: false, pttl: 900, token: null });
+    assert.deepEqual(plain.outcome(null), { acquired: true, pttl: null, token: null });
+    assert.deepEqual(plain.outcome(1234), { acquired: false, pttl: 1234, token: null });
+    assert.equal(blockOf(undefined), 0);
+    assert.equal(blockOf(null), 0);
+    assert.equal(blockOf(Infinity), 0);
+    assert.equal(blockOf(0), null);
+    assert.equal(blockOf(1.2), 2);
+    assert.throws(() => blockOf(-1), RangeError);
+    assert.throws(() => toMs(0, "lease"), RangeError);
+    assert.throws(() => toMs(4e11, "lease"), RangeError);
+  });
+
+  it("releases carry LEASE and a REQUEST for single locks; the latch keeps the name's slot", () => {
+    const plain = new Target([["LOCK", "a"]], false);
+    assert.deepEqual(plain.release("u:1", 30000, "id"), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000, "REQUEST", "id", 13500]);
+    const read = new Target([["READ", "r"]], false);
+    assert.deepEqual(read.release("u:1", 9, "id"), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9, "REQUEST", "id", 13500]);
+    assert.deepEqual(read.release("u:1", 9, null), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9]);
+    assert.equal(read.latch("id"), "redisson_unlock_latch:{r}:id");
+    assert.equal(new Target([["LOCK", "{x}:1"]], false).latch("id"), "redisson_unlock_latch:{x}:1:id");
+    assert.equal(plain.released(null), null);
+    assert.equal(plain.released(0), false);
+    assert.equal(plain.released(1), true);
+    assert.match(requestId(), /^[0-9a-f]{32}$/);
+    assert.notEqual(requestId(), requestId());
+  });
+
+  it("multi-locks: ACQUIREALL, UNLOCKALL (no request id), RENEWALL", () => {
+    const multi = new Target([["LOCK", "a"], ["WRITE", "b"]], true);
+    assert.equal(multi.key, "a");
+    assert.deepEqual(multi.acquire("u:1", 5, 0, true), ["LOCK.ACQUIREALL", "u:1", 5, "BLOCK", 0, "SESSION", "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
+    assert.deepEqual(multi.release("u:1", 5, null), ["LOCK.UNLOCKALL", "u:1", "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
+    assert.deepEqual(multi.renew("u:1", 5), ["LOCK.RENEWALL", "u:1", 5, "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
+    assert.equal(multi.released([1, 1]), true);
+    assert.equal(multi.released([1, null]), null);
+    assert.equal(multi.renewed([1, 1]), true);
+    assert.equal(multi.renewed([1, 0]), false);
+    assert.deepEqual(new Target([["WRITE", "w"]], false).renew("u:1", 5), ["RWLOCK.RENEW", "w", "u:1", 5]);
+  });
+
+  it("INFO fields and the sync policy", () => {
+    const info = parseInfo("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\r\n# Persistence\r\naof_enabled:1\r\n");
+    assert.equal(info.get("connected_slaves"), "2");
+    assert.equal(info.get("aof_enabled"), "1");
+    assert.deepEqual(syncOf(undefined), { enabled: true, timeout: 1000, aof: true });
+    assert.deepEqual(syncOf({ aof: false }), { enabled: true, timeout: 1000, aof: false });
+  });
+});

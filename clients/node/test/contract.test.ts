@@ -1,0 +1,366 @@
+/**
+ * The shared scenarios of every rwlock client (clients/contract/README.md):
+ * each scenario of ../contract/scenarios.json (or RWLOCK_SCENARIOS) run
+ * against one real server through this package's public API. A step or
+ * field this runner does not know fails the scenario, never skips it.
+ */
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Redis } from "ioredis";
+import { Locks, type Lock, type ReadWriteLock } from "../src/index";
+import { REPO, Server } from "./support";
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Obj = { [key: string]: Json };
+
+const file = process.env["RWLOCK_SCENARIOS"] || join(REPO, "clients/contract/scenarios.json");
+const document = JSON.parse(readFileSync(file, "utf8")) as Obj;
+assert.equal(document["version"], 1, `${file}: unknown version ${JSON.stringify(document["version"])}`);
+const scenarios = document["scenarios"] as Obj[];
+assert.ok(Array.isArray(scenarios) && scenarios.length > 0, `${file}: no scenarios`);
+
+/** Fails on a field not among `known`. */
+function onlyFields(what: string, object: Obj, known: string[]): void {
+  for (const key of Object.keys(object)) {
+    assert.ok(known.includes(key), `${what}: unknown field ${JSON.stringify(key)}`);
+  }
+}
+
+function isObj(value: Json | undefined): value is Obj {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** An integer reply (or a string of one, as GET replies) as a BigInt. */
+function bigOf(value: unknown, what: string): bigint {
+  if (typeof value === "number" && Number.isInteger(value)) {
+    return BigInt(value);
+  }
+  if (typeof value === "string" && /^-?\d+$/.test(value)) {
+    return BigInt(value);
+  }
+  throw new assert.AssertionError({ message: `${what}: ${JSON.stringify(value)} is not an integer` });
+}
+
+/** What one scenario has running: its clients, locks, saved values and `later` steps. */
+class Run {
+  readonly saved = new Map<string, unknown>();
+  readonly locks = new Map<string, Lock>();
+  readonly clients = new Map<string, Locks>();
+  readonly connections: Redis[] = [];
+  readonly later: Promise<void>[] = [];
+
+  constructor(
+    readonly server: Server,
+    readonly raw: Redis,
+  ) {}
+
+  /** `$owner(L)` inside an argument, or a whole `$v` saved name, replaced. */
+  substitute(arg: Json): string {
+    if (typeof arg !== "string") {
+      throw new assert.AssertionError({ message: `redis arguments are strings, not ${JSON.stringify(arg)}` });
+    }
+    const text = arg.replace(/\$owner\(([^)]+)\)/g, (_, name: string) => this.lock(name).owner);
+    if (text.startsWith("$") && this.saved.has(text.slice(1))) {
+      return String(this.saved.get(text.slice(1)));
+    }
+    return text;
+  }
+
+  lock(name: Json | undefined): Lock {
+    const found = typeof name === "string" ? this.locks.get(name) : undefined;
+    assert.ok(found !== undefined, `no lock ${JSON.stringify(name)} in the scenario`);
+    return found;
+  }
+
+  savedValue(reference: Json): unknown {
+    assert.ok(typeof reference === "string" && reference.startsWith("$"), `not a saved value: ${JSON.stringify(reference)}`);
+    const name = reference.slice(1);
+    assert.ok(this.saved.has(name), `nothing saved as ${name}`);
+    return this.saved.get(name);
+  }
+
+  /** Whether `actual` is what `expected` says (README "Expected values"). */
+  check(actual: unknown, expected: Json, what: string): void {
+    if (!isObj(expected)) {
+      assert.deepEqual(actual, expected, what);
+      return;
+    }
+    const keys = Object.keys(expected);
+    assert.equal(keys.length, 1, `${what}: an expectation has one key: ${JSON.stringify(expected)}`);
+    const key = keys[0]!;
+    const value = expected[key]!;
+    switch (key) {
+      case "between": {
+        assert.ok(Array.isArray(value) && value.length === 2, `${what}: between takes [lo, hi]`);
+        const n = bigOf(actual, what);
+        assert.ok(n >= BigInt(value[0] as number) && n <= BigInt(value[1] as number), `${what}: ${n} not in [${String(value)}]`);
+        return;
+      }
+      case "match":
+        assert.ok(typeof actual === "string", `${what}: ${JSON.stringify(actual)} is not a string`);
+        assert.match(actual, new RegExp(`^(?:${String(value)})$`), what);
+        return;
+      case "each_match":
+        assert.ok(Array.isArray(actual), `${what}: ${JSON.stringify(actual)} is not an array`);
+        for (const item of actual) {
+          assert.match(String(item), new RegExp(`^(?:${String(value)})$`), what);
+        }
+        return;
+      case "len":
+        assert.ok(Array.isArray(actual), `${what}: ${JSON.stringify(actual)} is not an array`);
+        assert.equal(actual.length, value, what);
+        return;
+      case "gt":
+        assert.ok(bigOf(actual, what) > bigOf(this.savedValue(value), what), `${what}: ${String(actual)} not > ${String(this.savedValue(value))}`);
+        return;
+      case "eq":
+        assert.equal(bigOf(actual, what), bigOf(this.savedValue(value), what), what);
+        return;
+      case "error":
+        assert.ok(actual instanceof Error && actual.name === "ReplyError", `${what}: ${JSON.stringify(actual)} is not an error reply`);
+        assert.ok(actual.message.startsWith(String(value)), `${what}: ${actual.message} does not start with ${String(value)}`);
+        return;
+      default:
+        assert.fail(`${what}: unknown expectation ${JSON.stringify(key)}`);
+    }
+  }
+
+  /** A raw command's reply, or its error reply. */
+  async command(connection: Redis, args: Json): Promise<unknown> {
+    assert.ok(Array.isArray(args) && args.length > 0, `redis takes [command, args…], not ${JSON.stringify(args)}`);
+    const [name, ...rest] = args.map((a) => this.substitute(a));
+    try {
+      return await connection.call(name!, ...rest);
+    } catch (error) {
+      if (error instanceof Error && error.name === "ReplyError") {
+        return error;
+      }
+      throw error;
+    }
+  }
+
+  async calls(expected: Json): Promise<void> {
+    assert.ok(isObj(expected), "calls takes an object");
+    const stats = await this.raw.info("commandstats");
+    for (const [command, want] of Object.entries(expected)) {
+      const line = stats.split(/\r?\n/).find((l) => l.startsWith(`cmdstat_${command}:`));
+      const calls = line === undefined ? 0 : Number(/calls=(\d+)/.exec(line)?.[1] ?? "0");
+      this.check(calls, want, `calls of ${command}`);
+    }
+  }
+
+  async step(step: Obj): Promise<void> {
+    const actions = Object.keys(step).filter((k) => ["acquire", "release", "held", "lost", "token", "redis", "later", "sleep_ms", "calls", "reset_calls"].includes(k));
+    assert.equal(actions.length, 1, `a step has exactly one action: ${JSON.stringify(step)}`);
+    const action = actions[0]!;
+    switch (action) {
+      case "acquire": {
+        onlyFields("acquire", step, ["acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"]);
+        assert.ok("wait_ms" in step && "lease_ms" in step && "expect" in step, "acquire needs wait_ms, lease_ms and expect");
+        const lock = this.lock(step["acquire"]);
+        const started = performance.now();
+        let outcome: string;
+        try {
+          const acquired = await lock.acquire({ wait: step["wait_ms"] as number | null, lease: step["lease_ms"] as number | null });
+          outcome = acquired ? "acquired" : "refused";
+        } catch (error) {
+          outcome = error instanceof Error ? error.name : String(error);
+        }
+        const elapsed = performance.now() - started;
+        assert.equal(outcome, step["expect"], "the acquisition's outcome");
+        if (step["elapsed_ms"] !== undefined) {
+          const [lo, hi] = step["elapsed_ms"] as [number, number];
+          assert.ok(elapsed >= lo && elapsed <= hi, `took ${elapsed.toFixed(0)} ms, not within [${lo}, ${hi}]`);
+        }
+        if (step["save_token"] !== undefined) {
+          this.saved.set(String(step["save_token"]), lock.token);
+        }
+        return;
+      }
+      case "release": {
+        onlyFields("release", step, ["release", "expect"]);
+        let outcome = "ok";
+        try {
+          await this.lock(step["release"]).release();
+        } catch (error) {
+          outcome = error instanceof Error ? error.name : String(error);
+        }
+        assert.equal(outcome, step["expect"], "the release's outcome");
+        return;
+      }
+      case "held":
+        onlyFields("held", step, ["held", "expect"]);
+        assert.equal(this.lock(step["held"]).held, step["expect"], "held");
+        return;
+      case "lost":
+        onlyFields("lost", step, ["lost", "expect"]);
+        assert.equal(this.lock(step["lost"]).lost, step["expect"], "lost");
+        return;
+      case "token":
+        onlyFields("token", step, ["token", "expect"]);
+        this.check(this.lock(step["token"]).token, step["expect"]!, "token");
+        return;
+      case "redis": {
+        onlyFields("redis", step, ["redis", "expect", "save"]);
+        const reply = await this.command(this.raw, step["redis"]!);
+        if (step["expect"] !== undefined) {
+          this.check(reply, step["expect"], `reply to ${JSON.stringify(step["redis"])}`);
+        }
+        if (step["save"] !== undefined) {
+          this.saved.set(String(step["save"]), reply);
+        }
+        return;
+      }
+      case "later": {
+        onlyFields("later", step, ["later"]);
+        const later = step["later"];
+        assert.ok(isObj(later), "later takes an object");
+        onlyFields("later", later, ["after_ms", "redis", "expect"]);
+        const connection = this.server.client();
+        this.connections.push(connection);
+        const args = later["redis"]!;
+        this.later.push(
+          (async () => {
+            await sleep(later["after_ms"] as number);
+            const reply = await this.command(connection, args);
+            this.check(reply, later["expect"]!, `later reply to ${JSON.stringify(args)}`);
+          })(),
+        );
+        return;
+      }
+      case "sleep_ms":
+        onlyFields("sleep_ms", step, ["sleep_ms"]);
+        await sleep(step["sleep_ms"] as number);
+        return;
+      case "calls":
+        onlyFields("calls", step, ["calls"]);
+        await this.calls(step["calls"]!);
+        return;
+      case "reset_calls":
+        onlyFields("reset_calls", step, ["reset_calls"]);
+        await this.raw.call("CONFIG", "RESETSTAT");
+        return;
+      default:
+        assert.fail(`unknown step ${action}`);
+    }
+  }
+
+  /** Builds the scenario's client objects and locks. */
+  build(scenario: Obj): void {
+    const clients = scenario["clients"];
+    const locks = scenario["locks"];
+    assert.ok(isObj(clients) && isObj(locks), "a scenario has clients and locks");
+    for (const [name, options] of Object.entries(clients)) {
+      assert.ok(isObj(options), `client ${name}`);
+      onlyFields(`client ${name}`, options, ["watchdog_timeout_ms", "socket_timeout_ms"]);
+      const timeout = options["socket_timeout_ms"];
+      const connection = this.server.client(typeof timeout === "number" ? { commandTimeout: timeout } : {});
+      this.connections.push(connection);
+      const watchdog = options["watchdog_timeout_ms"];
+      this.clients.set(name, new Locks(connection, typeof watchdog === "number" ? { watchdogTimeout: watchdog } : {}));
+    }
+    const rwlocks = new Map<string, ReadWriteLock>();
+    for (const [name, spec] of Object.entries(locks)) {
+      assert.ok(isObj(spec), `lock ${name}`);
+      onlyFields(`lock ${name}`, spec, ["client", "kind", "name", "session", "holds"]);
+      const client = this.clients.get(String(spec["client"]));
+      assert.ok(client !== undefined, `lock ${name}: no client ${JSON.stringify(spec["client"])}`);
+      const session = spec["session"] === true;
+      const lockName = String(spec["name"]);
+      let lock: Lock;
+      switch (spec["kind"]) {
+        case "plain":
+          lock = client.lock(lockName, { session });
+          break;
+        case "fenced":
+          lock = client.lock(lockName, { session, fenced: true });
+          break;
+        case "nonreentrant":
+          lock = client.lock(lockName, { session, reentrant: false });
+          break;
+        case "read":
+        case "write": {
+          const key = `${String(spec["client"])}\u0000${lockName}\u0000${session}`;
+          let rw = rwlocks.get(key);
+          if (rw === undefined) {
+            rw = client.readWriteLock(lockName, { session });
+            rwlocks.set(key, rw);
+          }
+          lock = spec["kind"] === "read" ? rw.readLock() : rw.writeLock();
+          break;
+        }
+        case "multi": {
+          const holds = spec["holds"];
+          assert.ok(Array.isArray(holds), `lock ${name}: multi needs holds`);
+          lock = client.multiLock(holds.map((h) => {
+            assert.ok(Array.isArray(h) && h.length === 2, `lock ${name}: a hold is [kind, name]`);
+            return [String(h[0]) as "LOCK" | "READ" | "WRITE", String(h[1])] as const;
+          }), { session });
+          break;
+        }
+        default:
+          assert.fail(`lock ${name}: unknown kind ${JSON.stringify(spec["kind"])}`);
+      }
+      this.locks.set(name, lock);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.later);
+    for (const client of this.clients.values()) {
+      await client.close();
+    }
+    for (const connection of this.connections) {
+      connection.disconnect();
+    }
+  }
+}
+
+describe("shared scenarios (clients/contract/scenarios.json)", () => {
+  let server: Server;
+  let raw: Redis;
+
+  before(async () => {
+    server = await Server.start();
+    raw = server.client();
+  });
+
+  after(async () => {
+    await server.stop();
+  });
+
+  for (const scenario of scenarios) {
+    it(String(scenario["name"]), async () => {
+      onlyFields(`scenario ${String(scenario["name"])}`, scenario, ["name", "clients", "locks", "steps"]);
+      await raw.flushall();
+      await raw.call("CONFIG", "RESETSTAT");
+      const run = new Run(server, raw);
+      try {
+        run.build(scenario);
+        const steps = scenario["steps"];
+        assert.ok(Array.isArray(steps), "a scenario has steps");
+        for (const [index, step] of steps.entries()) {
+          try {
+            assert.ok(isObj(step), "a step is an object");
+            await run.step(step);
+          } catch (error) {
+            const message = error instanceof Error ? error.message : String(error);
+            throw new Error(`step ${index} ${JSON.stringify(step)}: ${message}`, { cause: error });
+          }
+        }
+        const results = await Promise.allSettled(run.later);
+        for (const result of results) {
+          if (result.status === "rejected") {
+            throw new Error(`a later step: ${String(result.reason)}`, { cause: result.reason });
+          }
+        }
+      } finally {
+        await run.close();
+      }
+    });
+  }
+});
