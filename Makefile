@@ -288,6 +288,7 @@ valgrind: valkey-deps build
 # resolve 3.24.0; 4.6.1: first non-reentrant lock on Maven Central (4.4.0 to
 # 4.6.0 are not there); 3.52.0 and 4.7.0: the newest of each major.
 REDISSON_NEWEST ?= 3.52.0 4.7.0
+MVN             ?= mvn
 REDISSON_MATRIX ?= 3.17.0 3.19.0 3.22.0 3.24.1 3.52.0 4.6.1 4.7.0
 
 .PHONY: java-deps test-redisson test-redisson-matrix
@@ -299,6 +300,12 @@ java-deps:
 	  echo "deps: installing maven and openjdk-17-jdk-headless with apt-get"; \
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; }
+	@# Maven's downloads first, one build at a time: make test then runs the
+	@# Java parts side by side on one ~/.m2.
+	cd $(ROOT)/clients/java && $(MVN) -B -q -ntp -Dstyle.color=never dependency:go-offline
+	for version in $(REDISSON_NEWEST); do \
+	  $(MVN) -B -q -ntp -Dstyle.color=never -f $(ROOT)/tests/redisson/pom.xml dependency:go-offline -Dredisson.version=$$version || exit 1; \
+	done
 
 test-redisson: $(if $(PARTS),,java-deps build)
 	RWLOCK_MODULE=$(RWLOCK_MODULE) $(ROOT)/tests/redisson/run.sh $(REDISSON_NEWEST)
@@ -315,7 +322,6 @@ test-redisson-matrix: java-deps build
 # kept in clients/java/target/mvn.log. Then the package is installed as its
 # README says (mvn install, into ~/.m2) and an empty project with the README's
 # dependency snippet compiles the README's quick start against it.
-MVN      ?= mvn
 MVN_ARGS ?=
 .PHONY: test-java
 test-java: $(if $(PARTS),,java-deps build)

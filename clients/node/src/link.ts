@@ -276,14 +276,13 @@ export class Links {
 
   /**
    * Ends the server-side wait of `link`'s pending command: `CLIENT UNBLOCK
-   * <id>` from the application's connection to that master. It replies 0
-   * while the command has not reached the server yet (tried again a few
-   * times, `CLIENT LIST ID` telling whether it waits yet) or when the
-   * server cannot end that wait itself: the module parks its waiters
-   * without a Redis timeout (its own timers end them), which `CLIENT
-   * UNBLOCK` does not reach. The connection is then closed, which ends the
-   * wait as well: the module drops a disconnected waiter's ticket. Either
-   * way the server has no blocked client left.
+   * <id>` from the application's connection to that master: the module
+   * answers the wait as if it ran out. It replies 0 while the command has
+   * not reached the server yet (tried again a few times, `CLIENT LIST ID`
+   * telling whether it waits yet) and on a module before 0.4.0, which
+   * `CLIENT UNBLOCK` did not reach. The connection is then closed, which
+   * ends the wait as well: the module drops a disconnected waiter's ticket.
+   * Either way the server has no blocked client left.
    */
   private async unblock(link: Link, settled: () => boolean): Promise<void> {
     try {

@@ -15,12 +15,10 @@ import java.util.concurrent.TimeoutException;
  * server-side wait from another connection to the same server with {@code CLIENT KILL ID} (the id
  * comes from {@code CLIENT ID}, sent in the same write as the command).
  *
- * <p>Why not {@code CLIENT UNBLOCK}: the module parks a waiter with no Redis timeout (its own
- * timers end waits, so each waiter gets exactly one reply; docs/design.md "The module's own wait
- * timeouts"), and Redis refuses {@code CLIENT UNBLOCK} for a module-blocked client without a
- * timeout callback (it replies 0; a test checks this). Closing the waiter's connection is what
- * ends its wait: the module drops the waiter in its disconnect callback, and the pool destroys the
- * broken connection.
+ * <p>Why a kill rather than {@code CLIENT UNBLOCK}, which ends a module wait too (answered as
+ * the wait's timeout): the thread blocked reading the reply must be freed in any case, and closing
+ * the connection does both at once; the module drops the waiter in its disconnect callback, and
+ * the pool destroys the broken connection.
  */
 final class Waiter {
     private Waiter() {}
