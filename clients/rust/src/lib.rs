@@ -87,12 +87,22 @@
 //! the hold in the way when a lock is taken (and stays so for the wait), the
 //! server's or the connection's errors as [`Error::Redis`].
 
+// The files form one-way layers (tests/layering.rs checks it), each using
+// only files before it:
+//   error, owner → command → options, cluster, connection → sync, watchdog
+//   → handle (what both clients share) → guard (the blocking acquisition
+//   and its guard) → lock, rwlock, multi → locks;
+//   redlock → asynchronous::redlock → asynchronous (on handle, sync and
+//   watchdog too).
 pub mod asynchronous;
 mod cluster;
 mod command;
+mod connection;
 mod error;
+mod guard;
 mod handle;
 mod lock;
+mod locks;
 mod multi;
 mod options;
 mod owner;
@@ -103,7 +113,9 @@ mod watchdog;
 
 pub use command::Kind;
 pub use error::{Error, Result};
-pub use lock::{Guard, Lock, Locks};
+pub use guard::Guard;
+pub use lock::Lock;
+pub use locks::Locks;
 pub use multi::MultiLock;
 pub use options::{Options, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};

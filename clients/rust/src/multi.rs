@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::command::{Kind, Wait};
 use crate::error::Result;
-use crate::lock::{Guard, Handle};
+use crate::guard::{Guard, Handle};
 
 /// Several plain locks and read or write holds of read-write locks, taken
 /// all at once by `LOCK.ACQUIREALL` (none is taken while any is in the

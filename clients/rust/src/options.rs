@@ -83,8 +83,8 @@ impl Options {
     }
 
     /// Refuses settings the commands cannot take.
-    pub(crate) fn check(&self) -> crate::Result<()> {
-        use crate::Error::InvalidArgument;
+    pub(crate) fn check(&self) -> crate::error::Result<()> {
+        use crate::error::Error::InvalidArgument;
         if self.lease.is_some_and(|l| l.is_zero()) {
             return Err(InvalidArgument("the lease must be at least 1 ms"));
         }

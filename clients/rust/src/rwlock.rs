@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::command::{Kind, Wait};
 use crate::error::Result;
-use crate::lock::{Guard, Handle};
+use crate::guard::{Guard, Handle};
 
 /// A read-write lock: many readers or one writer. Re-entrant per owner; the
 /// writer may also read, a reader cannot upgrade to write.

@@ -69,7 +69,7 @@ impl Watchdog {
                 // A connection that failed is replaced at the next turn; the
                 // hold is given up only when the server says it is gone.
                 if conn.is_none() {
-                    conn = crate::lock::connect(&client, renewal.response_timeout).ok();
+                    conn = crate::connection::connect(&client, renewal.response_timeout).ok();
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 match Turn::of(renewal.cmd().query(c)) {
