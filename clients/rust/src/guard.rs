@@ -2,12 +2,14 @@
 //! guard it returns: the hold, its connection, its watchdog, its release.
 //! Every blocking lock kind (plain, read-write, multi) acquires through it.
 
-use redis::{Connection, Value};
+use std::time::Duration;
+
+use redis::{Cmd, Connection, Value};
 
 use crate::cluster::Route;
-use crate::command::{is_io, Target, Wait};
+use crate::command::{acquire_error, is_io, Target, Wait};
 use crate::connection::connect;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handle::{self, Hold};
 use crate::options::Options;
 use crate::sync;
@@ -24,23 +26,14 @@ impl Handle {
         let acquisition = self.acquisition(target, wait, self.thread_owner())?;
         // Each acquisition has a connection of its own: a BLOCK parks it,
         // and a session hold lives as long as it.
-        let name = acquisition.name;
-        let mut route = Route::start(&self.endpoint, name);
-        let (conn, reply) = loop {
-            let mut conn = connect(&route.client, options.response_timeout)?;
-            if route.asking {
-                let _: Value = redis::cmd("ASKING").query(&mut conn)?;
-            }
-            conn.set_read_timeout(wait.timeout(options.response_timeout))?;
-            match acquisition.cmd.query::<Value>(&mut conn) {
-                Ok(reply) => break (conn, reply),
-                Err(e) => route.follow(&self.endpoint, name, e)?,
-            }
-        };
+        let timeout = wait.timeout(options.response_timeout);
+        let (client, conn, reply) = self
+            .routed(acquisition.name, &acquisition.cmd, timeout)
+            .map_err(acquire_error)?;
         let token = target.acquired(reply)?;
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
-            hold: Hold::new(route.client, target, acquisition, token, options),
+            hold: Hold::new(client, target, acquisition, token, options),
             conn: Some(conn),
             watchdog: None,
         };
@@ -55,6 +48,76 @@ impl Handle {
             guard.watchdog = Some(Watchdog::start(hold.client.clone(), hold.renewal()));
         }
         Ok(guard)
+    }
+
+    /// True when this thread's owner holds every hold of `target`, as the
+    /// server says (a hold lost to its lease or forced open is not held).
+    pub fn is_held(&self, target: &Target) -> Result<bool> {
+        target.check()?;
+        let owner = self.thread_owner();
+        for (name, cmd) in target.held(&owner) {
+            let (_, _, reply) = self.routed(&name, &cmd, self.options.response_timeout)?;
+            if reply != Value::Int(1) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Releases one hold of `target` of this thread's owner without its
+    /// guard, as a guard's release does (a single lock's with a request
+    /// id, sent again once on a connection failure).
+    pub fn unlock(&self, target: &Target) -> Result<()> {
+        target.check()?;
+        let options = &self.options;
+        let name = target.name();
+        // Where it is sent is found by the routing below; the hold only
+        // spells the release.
+        let hold = Hold {
+            client: self.endpoint.node(name),
+            target: target.clone(),
+            owner: self.thread_owner(),
+            token: None,
+            lease_ms: options.lease_ms(),
+            session: options.session,
+            response_timeout: options.response_timeout,
+        };
+        let (cmd, request) = hold.release();
+        let timeout = options.response_timeout;
+        let (_, mut conn, reply) = match self.routed(name, &cmd, timeout) {
+            Err(Error::Redis(e)) if is_io(&e) && request.is_some() => {
+                self.routed(name, &cmd, timeout)?
+            }
+            other => other?,
+        };
+        if let Some(request) = request {
+            let _: Value = hold.forget(&request).query(&mut conn)?;
+        }
+        target.released(&reply)
+    }
+
+    /// Sends `cmd` about the lock `name` on a new connection to its server
+    /// (in a cluster, following the redirections to its slot's master),
+    /// awaiting the reply at most `timeout`: that server, the connection
+    /// and the reply.
+    fn routed(
+        &self,
+        name: &str,
+        cmd: &Cmd,
+        timeout: Option<Duration>,
+    ) -> Result<(redis::Client, Connection, Value)> {
+        let mut route = Route::start(&self.endpoint, name);
+        loop {
+            let mut conn = connect(&route.client, self.options.response_timeout)?;
+            if route.asking {
+                let _: Value = redis::cmd("ASKING").query(&mut conn)?;
+            }
+            conn.set_read_timeout(timeout)?;
+            match cmd.query::<Value>(&mut conn) {
+                Ok(reply) => return Ok((route.client, conn, reply)),
+                Err(e) => route.follow(&self.endpoint, name, e)?,
+            }
+        }
     }
 }
 
@@ -84,8 +147,9 @@ impl Guard {
         self.watchdog.as_ref().is_some_and(Watchdog::is_lost)
     }
 
-    /// Releases the hold now. `Ok(false)`: the owner no longer held it.
-    pub fn release(mut self) -> Result<bool> {
+    /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
+    /// longer held it (its lease ran out, or it was forced open).
+    pub fn release(mut self) -> Result<()> {
         self.release_now()
     }
 
@@ -116,12 +180,13 @@ impl Guard {
         sync::settled(&reply, replicas, sync_options)
     }
 
-    fn release_now(&mut self) -> Result<bool> {
+    fn release_now(&mut self) -> Result<()> {
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
+        // Released already (what a drop after `release` finds).
         let Some(mut conn) = self.conn.take() else {
-            return Ok(false);
+            return Err(Error::NotHeld);
         };
         let hold = &self.hold;
         let (cmd, request) = hold.release();

@@ -83,8 +83,12 @@
 //!
 //! # Errors
 //!
-//! Every operation returns [`Error`]: [`Error::NotAcquired`] with the PTTL of
-//! the hold in the way when a lock is taken (and stays so for the wait), the
+//! Every operation returns [`Error`], whose kinds are the client contract's
+//! (`clients/contract`, the same names in every client of this
+//! repository): [`Error::NotAcquired`] with the PTTL of the hold in the way
+//! when a lock is taken (and stays so for the wait), [`Error::NotHeld`] when
+//! a release finds nothing of the owner's, [`Error::NotReentrant`] when a
+//! non-reentrant lock's holder asks again, [`Error::NotSynced`]; the
 //! server's or the connection's errors as [`Error::Redis`].
 
 // The files form one-way layers (tests/layering.rs checks it), each using

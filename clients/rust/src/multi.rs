@@ -55,6 +55,26 @@ impl MultiLock {
         MultiLock(self.0.with_owner(owner))
     }
 
+    /// The owner an acquisition by the calling thread takes the holds for:
+    /// `<client id>:<thread id>`, or the one set with
+    /// [`MultiLock::with_owner`].
+    pub fn owner(&self) -> String {
+        self.0.thread_owner()
+    }
+
+    /// True when the calling thread's owner has every hold, as the server
+    /// says.
+    pub fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target)
+    }
+
+    /// Releases the holds of the calling thread's owner without their
+    /// guard, as [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when
+    /// any was not held (those held are released all the same).
+    pub fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target)
+    }
+
     /// Every hold, waiting on the server as long as it takes.
     pub fn acquire(&self) -> Result<Guard> {
         self.0.acquire(&self.0.target, Wait::Forever)

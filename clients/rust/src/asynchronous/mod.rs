@@ -18,8 +18,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
 use crate::cluster::{Endpoint, Route};
-use crate::command::{is_io, Kind, Target, Wait};
-use crate::error::Result;
+use crate::command::{acquire_error, is_io, Kind, Target, Wait};
+use crate::error::{Error, Result};
 use crate::handle::{self, Hold};
 use crate::options::Options;
 use crate::owner;
@@ -119,7 +119,9 @@ impl Handle {
             }
             match acquisition.cmd.query_async::<Value>(&mut conn).await {
                 Ok(reply) => break (conn, reply),
-                Err(e) => route.follow(&self.endpoint, name, e)?,
+                Err(e) => route
+                    .follow(&self.endpoint, name, e)
+                    .map_err(acquire_error)?,
             }
         };
         let token = target.acquired(reply)?;
@@ -214,6 +216,12 @@ impl ReadWriteLock {
         ReadWriteLock(self.0.with_owner(owner))
     }
 
+    /// The owner this handle's holds belong to (its read and write holds
+    /// share it, so the writer may also read).
+    pub fn owner(&self) -> &str {
+        &self.0.owner
+    }
+
     /// A read hold, waiting as long as it takes.
     pub async fn read(&self) -> Result<Guard> {
         self.0
@@ -278,6 +286,16 @@ impl MultiLock {
         MultiLock(self.0.with_session())
     }
 
+    /// This owner instead of the handle's own.
+    pub fn with_owner(self, owner: &str) -> MultiLock {
+        MultiLock(self.0.with_owner(owner))
+    }
+
+    /// The owner this handle's holds belong to.
+    pub fn owner(&self) -> &str {
+        &self.0.owner
+    }
+
     /// Every hold, waiting as long as it takes.
     pub async fn acquire(&self) -> Result<Guard> {
         self.0.acquire(&self.0.target, Wait::Forever).await
@@ -313,8 +331,9 @@ impl Guard {
         self.watchdog.as_ref().is_some_and(AsyncWatchdog::is_lost)
     }
 
-    /// Releases the hold now. `Ok(false)`: the owner no longer held it.
-    pub async fn release(mut self) -> Result<bool> {
+    /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
+    /// longer held it (its lease ran out, or it was forced open).
+    pub async fn release(mut self) -> Result<()> {
         self.release_now().await
     }
 
@@ -352,12 +371,13 @@ impl Guard {
         sync::settled(&reply, replicas, sync_options)
     }
 
-    async fn release_now(&mut self) -> Result<bool> {
+    async fn release_now(&mut self) -> Result<()> {
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
+        // Released already.
         let Some(conn) = self.conn.take() else {
-            return Ok(false);
+            return Err(Error::NotHeld);
         };
         release(&self.hold, conn).await
     }
@@ -365,7 +385,7 @@ impl Guard {
 
 /// Sends `hold`'s release on `conn` (again on a new connection if that one
 /// failed and the release can be retried).
-async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<bool> {
+async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<()> {
     let (cmd, request) = hold.release();
     let reply: Value = match cmd.query_async(&mut conn).await {
         Ok(v) => v,
