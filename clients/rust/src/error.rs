@@ -21,9 +21,10 @@ pub enum Error {
     /// again by its holder (the server's `NON_REENTRANT_REACQUIRE`): nothing
     /// changed, the first hold stays.
     NotReentrant,
-    /// The lock was taken but none of the master's `replicas` acknowledged
-    /// it within the sync timeout (`WAIT`/`WAITAOF`), so it was released
-    /// again: a failover now could have handed it to someone else.
+    /// The lock was taken but not all of the master's `replicas`
+    /// acknowledged it (`WAIT`), or the master did not fsync it to its AOF
+    /// (`WAITAOF`), within the sync timeout, so it was released again: a
+    /// failover (or a restart) now could hand it to someone else.
     NotSynced {
         /// Replicas the master had.
         replicas: usize,
@@ -57,7 +58,7 @@ impl fmt::Display for Error {
             Error::NotReentrant => write!(f, "the holder asked again for a non-reentrant lock"),
             Error::NotSynced { replicas, waited } => write!(
                 f,
-                "none of {replicas} replicas acknowledged the lock within {waited:?}; released"
+                "the lock was not acknowledged by all {replicas} replicas (or fsynced to the AOF) within {waited:?}; released"
             ),
             Error::NoQuorum { acquired, quorum } => write!(
                 f,

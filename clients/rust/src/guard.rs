@@ -158,26 +158,28 @@ impl Guard {
         let Some(conn) = self.conn.as_mut().filter(|_| sync_options.enabled) else {
             return Ok(());
         };
-        let role: Value = sync::role().query(conn)?;
-        let replicas = sync::replicas(&role);
-        if replicas == 0 {
+        let info: String = sync::info().query(conn)?;
+        let master = sync::Master::of(&info);
+        if master.replicas == 0 && !(sync_options.aof && master.aof) {
             return Ok(());
         }
+        // WAIT and WAITAOF count this connection's own writes, so they are
+        // sent on it, with a read timeout covering them.
         conn.set_read_timeout(sync::timeout(
             options.response_timeout,
             sync_options.timeout,
         ))?;
-        let aof = if sync_options.aof {
-            sync::aof_reply(sync::wait_aof(replicas, sync_options).query(conn))?
-        } else {
-            None
-        };
-        let reply = match aof {
-            Some(v) => v,
-            None => sync::wait(replicas, sync_options).query(conn)?,
-        };
+        if master.replicas > 0 {
+            let reply: Value = sync::wait(master.replicas, sync_options).query(conn)?;
+            sync::waited(&reply, master.replicas, sync_options)?;
+        }
+        if sync_options.aof && master.aof {
+            if let Some(reply) = sync::aof_reply(sync::wait_aof(sync_options).query(conn))? {
+                sync::fsynced(&reply, master.replicas, sync_options)?;
+            }
+        }
         conn.set_read_timeout(options.response_timeout)?;
-        sync::settled(&reply, replicas, sync_options)
+        Ok(())
     }
 
     fn release_now(&mut self) -> Result<()> {

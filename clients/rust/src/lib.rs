@@ -61,10 +61,11 @@
 //!   connection of the acquisition's own whose timeout covers the wait, so
 //!   a wait longer than [`Options::response_timeout`] works.
 //! - **Replicas**: after an acquisition on a master with replicas, the
-//!   client waits for them to acknowledge it (`WAIT`, optionally
-//!   `WAITAOF`) and, when none did within [`SyncOptions::timeout`] (1 s),
-//!   releases it and returns [`Error::NotSynced`], as Redisson does by
-//!   default (`checkLockSyncedSlaves`).
+//!   client waits for all of them to acknowledge it (`WAIT`; where the
+//!   master writes an AOF, also for its fsync, `WAITAOF 1 0`) and, when
+//!   they did not within [`SyncOptions::timeout`] (1 s), releases it and
+//!   returns [`Error::NotSynced`], as Redisson does by default
+//!   (`checkLockSyncedSlaves`).
 //! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its

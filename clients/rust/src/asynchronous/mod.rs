@@ -345,30 +345,31 @@ impl Guard {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        let role: Value = sync::role().query_async(conn).await?;
-        let replicas = sync::replicas(&role);
-        if replicas == 0 {
+        let info: String = sync::info().query_async(conn).await?;
+        let master = sync::Master::of(&info);
+        if master.replicas == 0 && !(sync_options.aof && master.aof) {
             return Ok(());
         }
-        // WAIT counts the acknowledgements of this connection's own
-        // writes, so it is sent on it, with a response timeout covering it.
+        // WAIT and WAITAOF count this connection's own writes, so they are
+        // sent on it, with a response timeout covering them.
         if let Some(t) = sync::timeout(options.response_timeout, sync_options.timeout) {
             conn.set_response_timeout(t);
         }
-        let aof = if sync_options.aof {
-            let cmd = sync::wait_aof(replicas, sync_options);
-            sync::aof_reply(cmd.query_async(conn).await)?
-        } else {
-            None
-        };
-        let reply = match aof {
-            Some(v) => v,
-            None => sync::wait(replicas, sync_options).query_async(conn).await?,
-        };
+        if master.replicas > 0 {
+            let cmd = sync::wait(master.replicas, sync_options);
+            let reply: Value = cmd.query_async(conn).await?;
+            sync::waited(&reply, master.replicas, sync_options)?;
+        }
+        if sync_options.aof && master.aof {
+            let cmd = sync::wait_aof(sync_options);
+            if let Some(reply) = sync::aof_reply(cmd.query_async(conn).await)? {
+                sync::fsynced(&reply, master.replicas, sync_options)?;
+            }
+        }
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
-        sync::settled(&reply, replicas, sync_options)
+        Ok(())
     }
 
     async fn release_now(&mut self) -> Result<()> {
