@@ -33,7 +33,7 @@ impl Handle {
         let token = target.acquired(reply)?;
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
-            hold: Hold::new(client, target, acquisition, token, options),
+            hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
@@ -81,6 +81,7 @@ impl Handle {
             lease_ms: options.lease_ms(),
             session: options.session,
             response_timeout: options.response_timeout,
+            on_lost: None,
         };
         let (cmd, request) = hold.release();
         let timeout = options.response_timeout;

@@ -125,3 +125,4 @@ pub use multi::MultiLock;
 pub use options::{Options, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
+pub use watchdog::LostHold;

@@ -3,6 +3,7 @@
 
 use crate::cluster::Endpoint;
 use crate::command::{Kind, Target};
+use crate::error::Result;
 use crate::handle;
 use crate::lock::Lock;
 use crate::multi::MultiLock;
@@ -32,6 +33,15 @@ impl Locks {
     /// The same locks with these options.
     pub fn with_options(self, options: Options) -> Locks {
         Locks(self.0.with_options(options))
+    }
+
+    /// The same locks with this client id (the first part of every owner)
+    /// instead of the random UUID each `Locks` gets: for a process that
+    /// must keep its owners across restarts. Never share one with another
+    /// client or a Redisson instance: their owners would be the same.
+    /// [`crate::Error::InvalidArgument`] when empty.
+    pub fn with_client_id(self, client_id: &str) -> Result<Locks> {
+        Ok(Locks(self.0.with_client_id(client_id)?))
     }
 
     /// This client's id, the first part of its owners.

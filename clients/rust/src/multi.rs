@@ -50,6 +50,17 @@ impl MultiLock {
         MultiLock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> MultiLock {
+        MultiLock(self.0.on_lost(on_lost))
+    }
+
     /// This owner instead of `<client id>:<thread id>`.
     pub fn with_owner(self, owner: &str) -> MultiLock {
         MultiLock(self.0.with_owner(owner))

@@ -153,8 +153,10 @@ async fn the_watchdog_task_keeps_a_one_second_lease_and_finds_it_gone() {
     };
     let locks = locks(&server, options);
     let plain = locks.lock("long-task").acquire().await.expect("lock");
+    let (told, mut lost) = tokio::sync::mpsc::unbounded_channel();
     let write = locks
         .read_write_lock("long-rw")
+        .on_lost(move |hold| told.send(hold.clone()).expect("the test listens"))
         .write()
         .await
         .expect("write");
@@ -170,6 +172,9 @@ async fn the_watchdog_task_keeps_a_one_second_lease_and_finds_it_gone() {
     let _: i64 = query(&mut conn, &["DEL", "long-rw"]);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(plain.is_lost() && write.is_lost(), "both found gone");
+    let hold = lost.try_recv().expect("on_lost called");
+    assert_eq!(hold.names, vec!["long-rw".to_string()]);
+    assert_eq!(hold.owner, write.owner());
     assert!(
         matches!(plain.release().await, Err(Error::NotHeld)),
         "nothing left to release"

@@ -280,7 +280,12 @@ fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
 fn the_watchdog_finds_the_hold_gone() {
     let (server, mut conn) = Server::started(&[]);
     let locks = locks(&server, one_second_watchdog());
-    let forced = locks.lock("forced").acquire().expect("lock");
+    let (told, lost) = mpsc::channel();
+    let forced = locks
+        .lock("forced")
+        .on_lost(move |hold| told.send(hold.clone()).expect("the test listens"))
+        .acquire()
+        .expect("lock");
     let deleted = locks.read_write_lock("deleted").write().expect("write");
     assert!(!forced.is_lost() && !deleted.is_lost());
     let _: i64 = query(&mut conn, &["LOCK.FORCEUNLOCK", "forced"]);
@@ -291,6 +296,12 @@ fn the_watchdog_finds_the_hold_gone() {
     // A renewal every 333 ms: the next one finds each hold gone.
     thread::sleep(Duration::from_millis(800));
     assert!(forced.is_lost(), "forced open");
+    let hold = lost.try_recv().expect("on_lost called");
+    assert_eq!(
+        (hold.names, hold.owner.as_str()),
+        (vec!["forced".to_string()], forced.owner())
+    );
+    assert!(lost.try_recv().is_err(), "called once");
     assert!(deleted.is_lost(), "deleted");
     assert!(replaced.is_lost(), "replaced");
     drop(replaced);
@@ -352,4 +363,22 @@ fn a_release_of_a_reentered_hold_rearms_the_lease_it_was_taken_with() {
     }
     drop(outer);
     assert!(all_keys(&mut conn).is_empty());
+}
+
+#[test]
+fn a_client_id_can_be_set_and_an_empty_one_is_refused() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default())
+        .with_client_id("3f8b6a2e-1111-4222-8333-944445555666")
+        .expect("a client id");
+    assert_eq!(locks.client_id(), "3f8b6a2e-1111-4222-8333-944445555666");
+    let lock = locks.lock("named");
+    assert!(lock
+        .owner()
+        .starts_with("3f8b6a2e-1111-4222-8333-944445555666:"));
+    let _held = lock.acquire().expect("lock");
+    let count: String = query(&mut conn, &["HGET", "named", lock.owner().as_str()]);
+    assert_eq!(count, "1");
+    let empty = locks.with_client_id("");
+    assert!(matches!(empty, Err(Error::InvalidArgument(_))));
 }

@@ -48,6 +48,15 @@ impl Locks {
         Locks(self.0.with_options(options))
     }
 
+    /// The same locks with this client id (the first part of every owner)
+    /// instead of the random UUID each `Locks` gets: for a process that
+    /// must keep its owners across restarts. Never share one with another
+    /// client or a Redisson instance: their owners would be the same.
+    /// [`crate::Error::InvalidArgument`] when empty.
+    pub fn with_client_id(self, client_id: &str) -> Result<Locks> {
+        Ok(Locks(self.0.with_client_id(client_id)?))
+    }
+
     /// This client's id, the first part of its owners.
     pub fn client_id(&self) -> &str {
         self.0.client_id()
@@ -129,7 +138,7 @@ impl Handle {
             conn.set_response_timeout(t);
         }
         let mut guard = Guard {
-            hold: Hold::new(route.client, target, acquisition, token, options),
+            hold: Hold::new(route.client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
@@ -168,6 +177,17 @@ impl Lock {
     /// Holds bound to their connection (`SESSION`).
     pub fn with_session(self) -> Lock {
         Lock(self.0.with_session())
+    }
+
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> Lock {
+        Lock(self.0.on_lost(on_lost))
     }
 
     /// This owner instead of the handle's own.
@@ -209,6 +229,17 @@ impl ReadWriteLock {
     /// Holds bound to their connection (`SESSION`).
     pub fn with_session(self) -> ReadWriteLock {
         ReadWriteLock(self.0.with_session())
+    }
+
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> ReadWriteLock {
+        ReadWriteLock(self.0.on_lost(on_lost))
     }
 
     /// This owner instead of the handle's own.
@@ -284,6 +315,17 @@ impl MultiLock {
     /// Holds bound to their connection (`SESSION`).
     pub fn with_session(self) -> MultiLock {
         MultiLock(self.0.with_session())
+    }
+
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> MultiLock {
+        MultiLock(self.0.on_lost(on_lost))
     }
 
     /// This owner instead of the handle's own.
