@@ -180,3 +180,39 @@ async fn the_watchdog_task_keeps_a_one_second_lease_and_finds_it_gone() {
         "nothing left to release"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
+    let (server, _conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default());
+    let lease = Duration::from_secs(10);
+    let plain = locks.lock("asked").with_lease(lease);
+    assert!(!plain.is_held().await.expect("is_held"));
+    // A guard out of reach (forgotten): the lock's own release frees it.
+    std::mem::forget(plain.acquire().await.expect("lock"));
+    assert!(plain.is_held().await.expect("is_held"));
+    assert!(
+        !locks.lock("asked").is_held().await.expect("is_held"),
+        "another handle is another owner"
+    );
+    plain.unlock().await.expect("unlock");
+    assert!(!plain.is_held().await.expect("is_held"));
+    assert!(matches!(plain.unlock().await, Err(Error::NotHeld)));
+
+    let rw = locks.read_write_lock("asked-rw").with_lease(lease);
+    std::mem::forget(rw.write().await.expect("write"));
+    assert!(rw.is_write_held().await.expect("is_write_held"));
+    assert!(!rw.is_read_held().await.expect("is_read_held"));
+    rw.unlock_write().await.expect("unlock_write");
+    assert!(matches!(rw.unlock_read().await, Err(Error::NotHeld)));
+
+    let multi = locks
+        .multi_lock()
+        .lock("m-a")
+        .write("m-b")
+        .with_lease(lease);
+    std::mem::forget(multi.acquire().await.expect("both"));
+    assert!(multi.is_held().await.expect("is_held"));
+    multi.unlock().await.expect("unlock");
+    assert!(!multi.is_held().await.expect("is_held"));
+}

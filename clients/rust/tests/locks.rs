@@ -382,3 +382,29 @@ fn a_client_id_can_be_set_and_an_empty_one_is_refused() {
     let empty = locks.with_client_id("");
     assert!(matches!(empty, Err(Error::InvalidArgument(_))));
 }
+
+#[test]
+fn a_lock_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default());
+    let lease = Duration::from_secs(10);
+    let rw = locks.read_write_lock("asked-rw").with_lease(lease);
+    // Guards out of reach (forgotten): the lock's own releases free them.
+    std::mem::forget(rw.write().expect("write"));
+    std::mem::forget(rw.try_read(Duration::ZERO).expect("the writer reads"));
+    assert!(rw.is_write_held().expect("is_write_held"));
+    assert!(rw.is_read_held().expect("is_read_held"));
+    rw.unlock_write().expect("unlock_write");
+    assert!(!rw.is_write_held().expect("is_write_held"));
+    rw.unlock_read().expect("unlock_read");
+    assert!(matches!(rw.unlock_read(), Err(Error::NotHeld)));
+
+    let multi = locks.multi_lock().lock("m-a").read("m-b").with_lease(lease);
+    std::mem::forget(multi.acquire().expect("both"));
+    assert!(multi.is_held().expect("is_held"));
+    multi.unlock().expect("unlock");
+    assert!(!multi.is_held().expect("is_held"));
+    assert!(matches!(multi.unlock(), Err(Error::NotHeld)));
+    let latches: Vec<String> = query(&mut conn, &["KEYS", "*"]);
+    assert!(latches.is_empty(), "nothing left: {latches:?}");
+}

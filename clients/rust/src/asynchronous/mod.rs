@@ -114,31 +114,17 @@ impl Handle {
         let acquisition = self.acquisition(target, wait, self.owner.clone())?;
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
-        let name = acquisition.name;
-        let mut route = Route::start(&self.endpoint, name);
-        let (mut conn, reply) = loop {
-            let mut conn = connect(
-                &route.client,
-                options.response_timeout,
-                wait.timeout(options.response_timeout),
-            )
-            .await?;
-            if route.asking {
-                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
-            }
-            match acquisition.cmd.query_async::<Value>(&mut conn).await {
-                Ok(reply) => break (conn, reply),
-                Err(e) => route
-                    .follow(&self.endpoint, name, e)
-                    .map_err(acquire_error)?,
-            }
-        };
+        let timeout = wait.timeout(options.response_timeout);
+        let (client, mut conn, reply) = self
+            .routed(acquisition.name, &acquisition.cmd, timeout)
+            .await
+            .map_err(acquire_error)?;
         let token = target.acquired(reply)?;
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
         let mut guard = Guard {
-            hold: Hold::new(route.client, self, target, acquisition, token),
+            hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
@@ -151,6 +137,75 @@ impl Handle {
             guard.watchdog = Some(AsyncWatchdog::start(hold.client.clone(), hold.renewal()));
         }
         Ok(guard)
+    }
+
+    /// True when this handle's owner holds every hold of `target`, as the
+    /// server says.
+    async fn is_held(&self, target: &Target) -> Result<bool> {
+        target.check()?;
+        for (name, cmd) in target.held(&self.owner) {
+            let timeout = self.options.response_timeout;
+            let (_, _, reply) = self.routed(&name, &cmd, timeout).await?;
+            if reply != Value::Int(1) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Releases one hold of `target` of this handle's owner without its
+    /// guard, as a guard's release does.
+    async fn unlock(&self, target: &Target) -> Result<()> {
+        target.check()?;
+        let options = &self.options;
+        let name = target.name();
+        // The routing finds where it is sent; the hold spells the release.
+        let hold = Hold {
+            client: self.endpoint.node(name),
+            target: target.clone(),
+            owner: self.owner.clone(),
+            token: None,
+            lease_ms: options.lease_ms(),
+            session: options.session,
+            response_timeout: options.response_timeout,
+            on_lost: None,
+        };
+        let (cmd, request) = hold.release();
+        let timeout = options.response_timeout;
+        let (_, mut conn, reply) = match self.routed(name, &cmd, timeout).await {
+            Err(Error::Redis(e)) if is_io(&e) && request.is_some() => {
+                self.routed(name, &cmd, timeout).await?
+            }
+            other => other?,
+        };
+        if let Some(request) = request {
+            let _: Value = hold.forget(&request).query_async(&mut conn).await?;
+        }
+        target.released(&reply)
+    }
+
+    /// Sends `cmd` about the lock `name` on a new connection to its server
+    /// (in a cluster, following the redirections to its slot's master)
+    /// whose calls time out after `timeout`: that server, the connection
+    /// and the reply.
+    async fn routed(
+        &self,
+        name: &str,
+        cmd: &redis::Cmd,
+        timeout: Option<Duration>,
+    ) -> Result<(redis::Client, MultiplexedConnection, Value)> {
+        let mut route = Route::start(&self.endpoint, name);
+        loop {
+            let response_timeout = self.options.response_timeout;
+            let mut conn = connect(&route.client, response_timeout, timeout).await?;
+            if route.asking {
+                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
+            }
+            match cmd.query_async::<Value>(&mut conn).await {
+                Ok(reply) => return Ok((route.client, conn, reply)),
+                Err(e) => route.follow(&self.endpoint, name, e)?,
+            }
+        }
     }
 }
 
@@ -198,6 +253,18 @@ impl Lock {
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// True when this handle's owner holds the lock, as the server says
+    /// (Redisson's `isHeldByCurrentThread`).
+    pub async fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target).await
+    }
+
+    /// Releases one hold of this handle's owner without its guard, as
+    /// [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when it held none.
+    pub async fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target).await
     }
 
     /// The lock, waiting on the server as long as it takes.
@@ -251,6 +318,27 @@ impl ReadWriteLock {
     /// share it, so the writer may also read).
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// True when this handle's owner has a read hold, as the server says.
+    pub async fn is_read_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Read)).await
+    }
+
+    /// True when this handle's owner has the write hold, as the server
+    /// says.
+    pub async fn is_write_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Write)).await
+    }
+
+    /// Releases one read hold of this handle's owner without its guard.
+    pub async fn unlock_read(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Read)).await
+    }
+
+    /// Releases one write hold of this handle's owner without its guard.
+    pub async fn unlock_write(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Write)).await
     }
 
     /// A read hold, waiting as long as it takes.
@@ -336,6 +424,17 @@ impl MultiLock {
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// True when this handle's owner has every hold, as the server says.
+    pub async fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target).await
+    }
+
+    /// Releases the holds of this handle's owner without their guard;
+    /// [`crate::Error::NotHeld`] when any was not held.
+    pub async fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target).await
     }
 
     /// Every hold, waiting as long as it takes.
