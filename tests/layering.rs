@@ -1,5 +1,6 @@
-//! The shell's layers stay one-way: no file of `src/` imports, directly or
-//! through others, a file that imports it back. A file imports another when
+//! The shell's layers stay one-way: no file of `src/` (nor of the Rust
+//! client's `clients/rust/src/`) imports, directly or through others, a
+//! file that imports it back. A file imports another when
 //! it names an item of that file's module by path (`crate::…`, `super::…`,
 //! `self::…`, or a child module by its bare name), in a `use` or inline.
 //! Declaring a child module (`mod x;`) is not an import, and inline
@@ -288,6 +289,28 @@ fn cycle(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Option<Vec<Module>> {
         .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
 }
 
+/// Every file on some circle: those that reach a file that reaches them
+/// back, so that one failure names every tangle, not only the first.
+fn tangled(graph: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeSet<Module> {
+    let reach = |from: &Module| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(node) = stack.pop() {
+            for next in graph.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    graph
+        .keys()
+        .filter(|node| reach(node).contains(*node))
+        .cloned()
+        .collect()
+}
+
 fn shown(cycle: &[Module]) -> String {
     cycle
         .iter()
@@ -308,14 +331,51 @@ fn scratch(tag: &str, files: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
+/// Fails naming a circle when a file of the crate whose source root is
+/// `src` imports, directly or through others, a file that imports it
+/// back; `at_least` files must be read (a wrong path reads none).
+fn check_layers(src: &Path, at_least: usize) {
+    let graph = graph(src);
+    assert!(
+        graph.len() >= at_least,
+        "read only {} files of {}",
+        graph.len(),
+        src.display()
+    );
+    if let Some(found) = cycle(&graph) {
+        let all: Vec<Module> = tangled(&graph).into_iter().collect();
+        panic!(
+            "an import circle in {}: {} (every file on a circle: {})",
+            src.display(),
+            shown(&found),
+            shown(&all).replace(" -> ", ", ")
+        );
+    }
+}
+
 #[test]
 fn no_file_of_src_imports_a_file_that_imports_it_back() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = graph(&src);
-    assert!(graph.len() > 20, "read only {} files of src/", graph.len());
-    if let Some(found) = cycle(&graph) {
-        panic!("an import circle in src/: {}", shown(&found));
-    }
+    check_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), 21);
+}
+
+#[test]
+fn no_file_of_the_rust_client_imports_a_file_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/rust/src");
+    check_layers(&src, 15);
+}
+
+#[test]
+#[should_panic(expected = "an import circle in")]
+fn the_check_of_a_source_root_fails_on_its_circle() {
+    let dir = scratch(
+        "root",
+        &[
+            ("lib.rs", "mod a; mod b;"),
+            ("a.rs", "use crate::b::x; pub fn y() {}"),
+            ("b.rs", "pub fn x() { crate::a::y(); }"),
+        ],
+    );
+    check_layers(&dir, 3);
 }
 
 #[test]
@@ -336,6 +396,8 @@ fn the_checker_sees_circles_through_every_kind_of_path() {
         shown(&found),
         "crate::a -> crate::b -> crate::c::sub -> crate::a"
     );
+    let all: Vec<Module> = tangled(&graph(&dir)).into_iter().collect();
+    assert_eq!(shown(&all), "crate::a -> crate::b -> crate::c::sub");
     // A child named by its bare name, and its parent named back through super.
     let dir = scratch(
         "child",

@@ -228,15 +228,41 @@ impl Target {
         }
     }
 
-    /// True when the owner held what it released (0 or 1; a multi-lock:
-    /// every hold).
-    pub fn released(&self, reply: &Value) -> Result<bool> {
+    /// Ok when the owner held what it released (0 or 1; a multi-lock:
+    /// every hold), [`Error::NotHeld`] when it held nothing (nil; a
+    /// multi-lock: any hold).
+    pub fn released(&self, reply: &Value) -> Result<()> {
         match reply {
-            Value::Nil => Ok(false),
-            Value::Int(_) => Ok(true),
-            Value::Array(items) if self.multi => Ok(items.iter().all(|v| *v != Value::Nil)),
+            Value::Nil => Err(Error::NotHeld),
+            Value::Int(_) => Ok(()),
+            Value::Array(items) if self.multi => {
+                if items.iter().all(|v| *v != Value::Nil) {
+                    Ok(())
+                } else {
+                    Err(Error::NotHeld)
+                }
+            }
             other => Err(Error::UnexpectedReply(format!("{other:?}"))),
         }
+    }
+
+    /// One `HEXISTS <name> <field>` per hold: whether `owner` holds it, in
+    /// the hash the module keeps in Redisson's layout (a plain lock's and a
+    /// read hold's field is the owner, a write hold's `<owner>:write`), as
+    /// Redisson's `isHeldByThread` asks.
+    pub fn held(&self, owner: &str) -> Vec<(String, Cmd)> {
+        self.holds
+            .iter()
+            .map(|(kind, name)| {
+                let mut cmd = redis::cmd("HEXISTS");
+                cmd.arg(name);
+                match kind {
+                    Kind::Write => cmd.arg(format!("{owner}:write")),
+                    Kind::Lock | Kind::Read => cmd.arg(owner),
+                };
+                (name.clone(), cmd)
+            })
+            .collect()
     }
 
     /// The watchdog's call.
@@ -259,6 +285,15 @@ impl Target {
             Value::Array(items) => Ok(items.iter().all(|v| *v == Value::Int(1))),
             other => Err(Error::UnexpectedReply(format!("{other:?}"))),
         }
+    }
+}
+
+/// An acquisition's failure as the caller should see it: the server's
+/// `NON_REENTRANT_REACQUIRE` refusal as [`Error::NotReentrant`].
+pub(crate) fn acquire_error(e: Error) -> Error {
+    match e {
+        Error::Redis(ref r) if r.code() == Some("NON_REENTRANT_REACQUIRE") => Error::NotReentrant,
+        other => other,
     }
 }
 
@@ -362,6 +397,34 @@ mod tests {
         assert_eq!(Target::renewed(&all).ok(), Some(true));
         let one_gone = Value::Array(vec![Value::Int(1), Value::Int(0)]);
         assert_eq!(Target::renewed(&one_gone).ok(), Some(false));
+        assert!(lock.released(&Value::Int(0)).is_ok(), "still held");
+        assert!(lock.released(&Value::Int(1)).is_ok());
+        assert!(matches!(lock.released(&Value::Nil), Err(Error::NotHeld)));
+        let multi = Target {
+            holds: vec![(Kind::Lock, "a".into()), (Kind::Read, "b".into())],
+            multi: true,
+            fenced: false,
+            non_reentrant: false,
+        };
+        let partly = Value::Array(vec![Value::Int(1), Value::Nil]);
+        assert!(matches!(multi.released(&partly), Err(Error::NotHeld)));
+    }
+
+    #[test]
+    fn is_held_asks_for_each_holds_field() {
+        let mut rw = Target::single(Kind::Write, "w");
+        assert_eq!(
+            rw.held("o:1")
+                .iter()
+                .map(|(_, c)| args(c))
+                .collect::<Vec<_>>(),
+            vec![words("HEXISTS w o:1:write")]
+        );
+        rw.holds.push((Kind::Lock, "p".into()));
+        rw.holds.push((Kind::Read, "r".into()));
+        let fields: Vec<Vec<String>> = rw.held("o:1").iter().map(|(_, c)| args(c)).collect();
+        assert_eq!(fields[1], words("HEXISTS p o:1"));
+        assert_eq!(fields[2], words("HEXISTS r o:1"));
     }
 
     #[test]

@@ -13,9 +13,18 @@ pub enum Error {
         /// The remaining lease of the hold in the way, in milliseconds.
         pttl: i64,
     },
-    /// The lock was taken but none of the master's `replicas` acknowledged
-    /// it within the sync timeout (`WAIT`/`WAITAOF`), so it was released
-    /// again: a failover now could have handed it to someone else.
+    /// A release found nothing of the owner's to release: it never held
+    /// the lock, released it already, or lost it (its lease ran out, or it
+    /// was forced open: [`crate::Guard::is_lost`]).
+    NotHeld,
+    /// A non-reentrant lock ([`crate::Lock::non_reentrant`]) asked for
+    /// again by its holder (the server's `NON_REENTRANT_REACQUIRE`): nothing
+    /// changed, the first hold stays.
+    NotReentrant,
+    /// The lock was taken but not all of the master's `replicas`
+    /// acknowledged it (`WAIT`), or the master did not fsync it to its AOF
+    /// (`WAITAOF`), within the sync timeout, so it was released again: a
+    /// failover (or a restart) now could hand it to someone else.
     NotSynced {
         /// Replicas the master had.
         replicas: usize,
@@ -45,9 +54,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NotAcquired { pttl } => write!(f, "lock held by others for {pttl} ms more"),
+            Error::NotHeld => write!(f, "the lock is not held by this owner"),
+            Error::NotReentrant => write!(f, "the holder asked again for a non-reentrant lock"),
             Error::NotSynced { replicas, waited } => write!(
                 f,
-                "none of {replicas} replicas acknowledged the lock within {waited:?}; released"
+                "the lock was not acknowledged by all {replicas} replicas (or fsynced to the AOF) within {waited:?}; released"
             ),
             Error::NoQuorum { acquired, quorum } => write!(
                 f,

@@ -3,16 +3,17 @@
 //! options) and its builder methods, what an acquisition sends, and a hold
 //! (what its guard renews and releases).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Cmd;
 
 use crate::cluster::Endpoint;
 use crate::command::{self, Kind, Target, Wait};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
-use crate::watchdog::Renewal;
+use crate::watchdog::{LostHold, OnLost, Renewal};
 
 /// A client's locks: one client id, where they live, the options.
 #[derive(Clone)]
@@ -37,6 +38,16 @@ impl Client {
         self
     }
 
+    /// This client id instead of the random one; refused when empty (an
+    /// owner `:<id>` would not be Redisson's format).
+    pub fn with_client_id(mut self, client_id: &str) -> Result<Client> {
+        if client_id.is_empty() {
+            return Err(Error::InvalidArgument("a client id cannot be empty"));
+        }
+        self.client_id = client_id.to_string();
+        Ok(self)
+    }
+
     pub fn client_id(&self) -> &str {
         &self.client_id
     }
@@ -49,6 +60,7 @@ impl Client {
             options: self.options.clone(),
             owner,
             target,
+            on_lost: None,
         }
     }
 }
@@ -63,6 +75,8 @@ pub(crate) struct Handle<O> {
     pub options: Options,
     pub owner: O,
     pub target: Target,
+    /// Called by a hold's watchdog when it finds the hold gone.
+    pub on_lost: Option<OnLost>,
 }
 
 /// An acquisition about to be sent.
@@ -100,6 +114,11 @@ impl<O> Handle<O> {
         O: From<String>,
     {
         self.owner = O::from(owner.to_string());
+        self
+    }
+
+    pub fn on_lost(mut self, on_lost: impl Fn(&LostHold) + Send + Sync + 'static) -> Self {
+        self.on_lost = Some(Arc::new(on_lost));
         self
     }
 
@@ -164,15 +183,17 @@ pub(crate) struct Hold {
     pub lease_ms: u64,
     pub session: bool,
     pub response_timeout: Option<Duration>,
+    pub on_lost: Option<OnLost>,
 }
 
 impl Hold {
-    pub fn new(
+    /// The hold `handle` took of `target` on the master `client`.
+    pub fn new<O>(
         client: redis::Client,
+        handle: &Handle<O>,
         target: &Target,
         acquisition: Acquisition<'_>,
         token: Option<i64>,
-        options: &Options,
     ) -> Hold {
         Hold {
             client,
@@ -180,8 +201,9 @@ impl Hold {
             owner: acquisition.owner,
             token,
             lease_ms: acquisition.lease_ms,
-            session: options.session,
-            response_timeout: options.response_timeout,
+            session: handle.options.session,
+            response_timeout: handle.options.response_timeout,
+            on_lost: handle.on_lost.clone(),
         }
     }
 
@@ -192,6 +214,7 @@ impl Hold {
             owner: self.owner.clone(),
             lease_ms: self.lease_ms,
             response_timeout: self.response_timeout,
+            on_lost: self.on_lost.clone(),
         }
     }
 

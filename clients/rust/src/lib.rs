@@ -61,10 +61,11 @@
 //!   connection of the acquisition's own whose timeout covers the wait, so
 //!   a wait longer than [`Options::response_timeout`] works.
 //! - **Replicas**: after an acquisition on a master with replicas, the
-//!   client waits for them to acknowledge it (`WAIT`, optionally
-//!   `WAITAOF`) and, when none did within [`SyncOptions::timeout`] (1 s),
-//!   releases it and returns [`Error::NotSynced`], as Redisson does by
-//!   default (`checkLockSyncedSlaves`).
+//!   client waits for all of them to acknowledge it (`WAIT`; where the
+//!   master writes an AOF, also for its fsync, `WAITAOF 1 0`) and, when
+//!   they did not within [`SyncOptions::timeout`] (1 s), releases it and
+//!   returns [`Error::NotSynced`], as Redisson does by default
+//!   (`checkLockSyncedSlaves`).
 //! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its
@@ -83,16 +84,30 @@
 //!
 //! # Errors
 //!
-//! Every operation returns [`Error`]: [`Error::NotAcquired`] with the PTTL of
-//! the hold in the way when a lock is taken (and stays so for the wait), the
+//! Every operation returns [`Error`], whose kinds are the client contract's
+//! (`clients/contract`, the same names in every client of this
+//! repository): [`Error::NotAcquired`] with the PTTL of the hold in the way
+//! when a lock is taken (and stays so for the wait), [`Error::NotHeld`] when
+//! a release finds nothing of the owner's, [`Error::NotReentrant`] when a
+//! non-reentrant lock's holder asks again, [`Error::NotSynced`]; the
 //! server's or the connection's errors as [`Error::Redis`].
 
+// The files form one-way layers (tests/layering.rs checks it), each using
+// only files before it:
+//   error, owner → command → options, cluster, connection → sync, watchdog
+//   → handle (what both clients share) → guard (the blocking acquisition
+//   and its guard) → lock, rwlock, multi → locks;
+//   redlock → asynchronous::redlock → asynchronous (on handle, sync and
+//   watchdog too).
 pub mod asynchronous;
 mod cluster;
 mod command;
+mod connection;
 mod error;
+mod guard;
 mod handle;
 mod lock;
+mod locks;
 mod multi;
 mod options;
 mod owner;
@@ -103,8 +118,11 @@ mod watchdog;
 
 pub use command::Kind;
 pub use error::{Error, Result};
-pub use lock::{Guard, Lock, Locks};
+pub use guard::Guard;
+pub use lock::Lock;
+pub use locks::Locks;
 pub use multi::MultiLock;
 pub use options::{Options, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
+pub use watchdog::LostHold;

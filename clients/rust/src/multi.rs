@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::command::{Kind, Wait};
 use crate::error::Result;
-use crate::lock::{Guard, Handle};
+use crate::guard::{Guard, Handle};
 
 /// Several plain locks and read or write holds of read-write locks, taken
 /// all at once by `LOCK.ACQUIREALL` (none is taken while any is in the
@@ -50,9 +50,40 @@ impl MultiLock {
         MultiLock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> MultiLock {
+        MultiLock(self.0.on_lost(on_lost))
+    }
+
     /// This owner instead of `<client id>:<thread id>`.
     pub fn with_owner(self, owner: &str) -> MultiLock {
         MultiLock(self.0.with_owner(owner))
+    }
+
+    /// The owner an acquisition by the calling thread takes the holds for:
+    /// `<client id>:<thread id>`, or the one set with
+    /// [`MultiLock::with_owner`].
+    pub fn owner(&self) -> String {
+        self.0.thread_owner()
+    }
+
+    /// True when the calling thread's owner has every hold, as the server
+    /// says.
+    pub fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target)
+    }
+
+    /// Releases the holds of the calling thread's owner without their
+    /// guard, as [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when
+    /// any was not held (those held are released all the same).
+    pub fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target)
     }
 
     /// Every hold, waiting on the server as long as it takes.

@@ -3,27 +3,29 @@
 
 use std::time::Duration;
 
-/// How an acquisition is checked against the master's replicas.
+/// How an acquisition is checked against the master's replicas and its
+/// append-only file.
 ///
 /// A lock lives on the master; if the master fails before a replica has the
 /// lock, the replica promoted in its place does not know it and grants it
 /// again. Redisson checks this by default (`checkLockSyncedSlaves`,
 /// `slavesSyncTimeout` 1 s): after each acquisition it waits for the
-/// replicas to acknowledge it and, when none did, releases the lock and
-/// fails. This does the same. It is skipped when the master has no
-/// replicas (`ROLE` lists none).
+/// replicas to acknowledge it and, when not all did, releases the lock and
+/// fails. This does the same, as every client of the contract does, on the
+/// acquisition's connection: `INFO replication persistence`; with
+/// replicas, `WAIT <replicas> <timeout>`; where the master writes an AOF
+/// (and has `WAITAOF`, Redis 7.2+), `WAITAOF 1 0 <timeout>`. A master
+/// without replicas or an AOF is not waited on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncOptions {
-    /// Wait for the replicas after an acquisition (default true).
+    /// Wait after an acquisition (default true).
     pub enabled: bool,
-    /// How long to wait for them (default 1 s).
+    /// How long to wait for every replica, and for the AOF (default 1 s).
     pub timeout: Duration,
-    /// Also wait for the replicas to write the lock to their append-only
-    /// file (`WAITAOF 0 <replicas> <timeout>`, Redis 7.2+ and Valkey 8+);
-    /// on a server without `WAITAOF` the client falls back to `WAIT`.
-    /// Needs replicas with `appendonly yes`, and a longer `timeout` on
-    /// Valkey, whose replicas report what they fsynced a second or two
-    /// later. Default false.
+    /// Where the master writes an append-only file, also wait until it
+    /// fsynced the lock to it (`WAITAOF 1 0 <timeout>`), so a restart from
+    /// the AOF keeps it; on a server without `WAITAOF` (before Redis 7.2)
+    /// `WAIT` alone is the check. Default true.
     pub aof: bool,
 }
 
@@ -32,7 +34,7 @@ impl Default for SyncOptions {
         SyncOptions {
             enabled: true,
             timeout: Duration::from_secs(1),
-            aof: false,
+            aof: true,
         }
     }
 }
@@ -83,8 +85,8 @@ impl Options {
     }
 
     /// Refuses settings the commands cannot take.
-    pub(crate) fn check(&self) -> crate::Result<()> {
-        use crate::Error::InvalidArgument;
+    pub(crate) fn check(&self) -> crate::error::Result<()> {
+        use crate::error::Error::InvalidArgument;
         if self.lease.is_some_and(|l| l.is_zero()) {
             return Err(InvalidArgument("the lease must be at least 1 ms"));
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::command::{Kind, Wait};
 use crate::error::Result;
-use crate::lock::{Guard, Handle};
+use crate::guard::{Guard, Handle};
 
 /// A read-write lock: many readers or one writer. Re-entrant per owner; the
 /// writer may also read, a reader cannot upgrade to write.
@@ -31,6 +31,17 @@ impl ReadWriteLock {
         ReadWriteLock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> ReadWriteLock {
+        ReadWriteLock(self.0.on_lost(on_lost))
+    }
+
     /// This owner instead of `<client id>:<thread id>`.
     pub fn with_owner(self, owner: &str) -> ReadWriteLock {
         ReadWriteLock(self.0.with_owner(owner))
@@ -39,6 +50,37 @@ impl ReadWriteLock {
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.0.name()
+    }
+
+    /// The owner an acquisition by the calling thread takes holds for (read
+    /// and write alike, so the writer may also read): `<client id>:<thread
+    /// id>`, or the one set with [`ReadWriteLock::with_owner`].
+    pub fn owner(&self) -> String {
+        self.0.thread_owner()
+    }
+
+    /// True when the calling thread's owner has a read hold, as the server
+    /// says (Redisson's `readLock().isHeldByCurrentThread()`).
+    pub fn is_read_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Read))
+    }
+
+    /// True when the calling thread's owner has the write hold, as the
+    /// server says (Redisson's `writeLock().isHeldByCurrentThread()`).
+    pub fn is_write_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Write))
+    }
+
+    /// Releases one read hold of the calling thread's owner without its
+    /// guard, as [`crate::Lock::unlock`].
+    pub fn unlock_read(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Read))
+    }
+
+    /// Releases one write hold of the calling thread's owner without its
+    /// guard, as [`crate::Lock::unlock`].
+    pub fn unlock_write(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Write))
     }
 
     /// A read hold, waiting on the server as long as it takes.

@@ -1,5 +1,8 @@
-//! The replica check after an acquisition (`WAIT`, `WAITAOF`): what is
-//! sent and how the replies are read, for both clients.
+//! The replica check after an acquisition, as every client of the
+//! contract does it on the acquisition's connection: `INFO replication
+//! persistence`; with replicas, `WAIT <all of them> <timeout>`; where the
+//! master writes an AOF, `WAITAOF 1 0 <timeout>`; what is sent and how the
+//! replies are read, for both clients.
 
 use std::time::Duration;
 
@@ -9,28 +12,37 @@ use crate::command::millis;
 use crate::error::{Error, Result};
 use crate::options::SyncOptions;
 
-/// The replicas `ROLE` lists on a master (a replica or a sentinel lists
-/// none the check could use).
-pub(crate) fn replicas(role: &Value) -> usize {
-    match role {
-        Value::Array(items) => match items.as_slice() {
-            [kind, _, Value::Array(replicas)] if is_master(kind) => replicas.len(),
-            _ => 0,
-        },
-        _ => 0,
-    }
+/// What the check needs to know of the master that granted a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Master {
+    /// Its connected replicas (`connected_slaves`).
+    pub replicas: usize,
+    /// It writes an append-only file (`aof_enabled:1`).
+    pub aof: bool,
 }
 
-fn is_master(kind: &Value) -> bool {
-    match kind {
-        Value::BulkString(b) => b.as_slice() == b"master",
-        Value::SimpleString(s) => s == "master",
-        _ => false,
-    }
+/// `INFO replication persistence`: the replicas and the AOF, in one call.
+pub(crate) fn info() -> redis::Cmd {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("replication").arg("persistence");
+    cmd
 }
 
-pub(crate) fn role() -> redis::Cmd {
-    redis::cmd("ROLE")
+impl Master {
+    /// Reads `INFO`'s `connected_slaves` and `aof_enabled` (absent: none).
+    pub fn of(info: &str) -> Master {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        Master {
+            replicas: field("connected_slaves")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            aof: field("aof_enabled") == Some("1"),
+        }
+    }
 }
 
 /// `WAIT <replicas> <timeout>`: replies how many acknowledged.
@@ -40,15 +52,16 @@ pub(crate) fn wait(replicas: usize, options: &SyncOptions) -> redis::Cmd {
     cmd
 }
 
-/// `WAITAOF 0 <replicas> <timeout>`: replies `[local, replicas]` fsynced.
-pub(crate) fn wait_aof(replicas: usize, options: &SyncOptions) -> redis::Cmd {
+/// `WAITAOF 1 0 <timeout>`: the master fsynced the hold to its AOF;
+/// replies `[local, replicas]` fsynced.
+pub(crate) fn wait_aof(options: &SyncOptions) -> redis::Cmd {
     let mut cmd = redis::cmd("WAITAOF");
-    cmd.arg(0).arg(replicas).arg(millis(options.timeout));
+    cmd.arg(1).arg(0).arg(millis(options.timeout));
     cmd
 }
 
 /// A `WAITAOF`'s reply; None when the server does not know `WAITAOF`
-/// (Redis before 7.2), for `WAIT` to be sent instead.
+/// (Redis before 7.2), where `WAIT` alone is the check.
 pub(crate) fn aof_reply(reply: redis::RedisResult<Value>) -> Result<Option<Value>> {
     match reply {
         Ok(v) => Ok(Some(v)),
@@ -63,30 +76,32 @@ fn lacks_wait_aof(e: &redis::RedisError) -> bool {
         .contains("unknown command")
 }
 
-/// Ok when the `WAIT` or `WAITAOF` reply says at least one of `replicas`
-/// acknowledged.
-pub(crate) fn settled(reply: &Value, replicas: usize, options: &SyncOptions) -> Result<()> {
-    verdict(acknowledged(reply)?, replicas, options.timeout)
+/// Ok when `WAIT`'s reply says every one of the master's `replicas`
+/// acknowledged, as Redisson requires ("only n of m slaves were synced").
+pub(crate) fn waited(reply: &Value, replicas: usize, options: &SyncOptions) -> Result<()> {
+    match reply {
+        Value::Int(n) if *n >= 0 && *n as usize >= replicas => Ok(()),
+        Value::Int(_) => Err(not_synced(replicas, options)),
+        other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+    }
 }
 
-/// How many replicas a `WAIT` or `WAITAOF` reply says acknowledged.
-fn acknowledged(reply: &Value) -> Result<i64> {
+/// Ok when `WAITAOF 1 0`'s reply says the master fsynced it.
+pub(crate) fn fsynced(reply: &Value, replicas: usize, options: &SyncOptions) -> Result<()> {
     match reply {
-        Value::Int(n) => Ok(*n),
         Value::Array(items) => match items.as_slice() {
-            [_, Value::Int(n)] => Ok(*n),
+            [Value::Int(local), Value::Int(_)] if *local >= 1 => Ok(()),
+            [Value::Int(_), Value::Int(_)] => Err(not_synced(replicas, options)),
             _ => Err(Error::UnexpectedReply(format!("{items:?}"))),
         },
         other => Err(Error::UnexpectedReply(format!("{other:?}"))),
     }
 }
 
-/// Ok when at least one replica acknowledged, as Redisson requires.
-fn verdict(acked: i64, replicas: usize, waited: Duration) -> Result<()> {
-    if acked > 0 {
-        Ok(())
-    } else {
-        Err(Error::NotSynced { replicas, waited })
+fn not_synced(replicas: usize, options: &SyncOptions) -> Error {
+    Error::NotSynced {
+        replicas,
+        waited: options.timeout,
     }
 }
 
@@ -100,34 +115,45 @@ pub(crate) fn timeout(base: Option<Duration>, wait: Duration) -> Option<Duration
 mod tests {
     use super::*;
 
-    fn bulk(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
     #[test]
-    fn role_lists_a_masters_replicas() {
-        let replica = Value::Array(vec![bulk("127.0.0.1"), bulk("7001"), bulk("0")]);
-        let master = Value::Array(vec![
-            bulk("master"),
-            Value::Int(10),
-            Value::Array(vec![replica.clone(), replica]),
-        ]);
-        assert_eq!(replicas(&master), 2);
-        let alone = Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![])]);
-        assert_eq!(replicas(&alone), 0);
-        let slave = Value::Array(vec![bulk("slave"), bulk("h"), Value::Int(1)]);
-        assert_eq!(replicas(&slave), 0);
+    fn info_tells_the_replicas_and_the_aof() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+                    # Persistence\r\naof_enabled:1\r\n";
+        assert_eq!(
+            Master::of(info),
+            Master {
+                replicas: 2,
+                aof: true
+            }
+        );
+        let alone = "role:master\r\nconnected_slaves:0\r\naof_enabled:0\r\n";
+        assert_eq!(
+            Master::of(alone),
+            Master {
+                replicas: 0,
+                aof: false
+            }
+        );
     }
 
     #[test]
     fn acknowledgements() {
-        assert_eq!(acknowledged(&Value::Int(1)).ok(), Some(1));
-        let aof = Value::Array(vec![Value::Int(1), Value::Int(0)]);
-        assert_eq!(acknowledged(&aof).ok(), Some(0));
-        assert!(verdict(1, 2, Duration::from_secs(1)).is_ok());
+        let options = SyncOptions::default();
+        assert!(waited(&Value::Int(2), 2, &options).is_ok());
         assert!(matches!(
-            verdict(0, 2, Duration::from_secs(1)),
+            waited(&Value::Int(1), 2, &options),
             Err(Error::NotSynced { replicas: 2, .. })
+        ));
+        let local = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert!(fsynced(&local, 0, &options).is_ok());
+        let none = Value::Array(vec![Value::Int(0), Value::Int(0)]);
+        assert!(matches!(
+            fsynced(&none, 0, &options),
+            Err(Error::NotSynced { .. })
+        ));
+        assert!(matches!(
+            waited(&Value::Okay, 1, &options),
+            Err(Error::UnexpectedReply(_))
         ));
     }
 }

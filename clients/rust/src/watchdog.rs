@@ -1,8 +1,9 @@
 //! The watchdog: while a guard taken without a lease lives, it renews the
 //! hold every third of the lease, as Redisson's does, and stops when told
 //! the hold is gone (the renewal replies 0: the lease ran out, or the lock
-//! was forced open or deleted). A thread for the blocking client, a tokio
-//! task for the async one.
+//! was forced open or deleted), then marks it lost and calls the lock's
+//! `on_lost` callback. A thread for the blocking client, a tokio task for
+//! the async one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -12,12 +13,26 @@ use std::time::Duration;
 
 use crate::command::{is_io, Target};
 
+/// A hold a watchdog found gone, as its lock's `on_lost` callback is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostHold {
+    /// The lock's name (a multi-lock's: every name it holds).
+    pub names: Vec<String>,
+    /// The owner that held it.
+    pub owner: String,
+}
+
+/// What a watchdog calls, on its thread or task, when it finds the hold
+/// gone.
+pub(crate) type OnLost = Arc<dyn Fn(&LostHold) + Send + Sync>;
+
 /// What a watchdog renews, and how often.
 pub(crate) struct Renewal {
     pub target: Target,
     pub owner: String,
     pub lease_ms: u64,
     pub response_timeout: Option<Duration>,
+    pub on_lost: Option<OnLost>,
 }
 
 impl Renewal {
@@ -27,6 +42,17 @@ impl Renewal {
 
     fn cmd(&self) -> redis::Cmd {
         self.target.renew(&self.owner, self.lease_ms)
+    }
+
+    /// Marks the hold lost, then tells the lock's callback.
+    fn lost(&self, flag: &AtomicBool) {
+        flag.store(true, Ordering::SeqCst);
+        if let Some(on_lost) = &self.on_lost {
+            on_lost(&LostHold {
+                names: self.target.holds.iter().map(|(_, n)| n.clone()).collect(),
+                owner: self.owner.clone(),
+            });
+        }
     }
 }
 
@@ -69,13 +95,13 @@ impl Watchdog {
                 // A connection that failed is replaced at the next turn; the
                 // hold is given up only when the server says it is gone.
                 if conn.is_none() {
-                    conn = crate::lock::connect(&client, renewal.response_timeout).ok();
+                    conn = crate::connection::connect(&client, renewal.response_timeout).ok();
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 match Turn::of(renewal.cmd().query(c)) {
                     Turn::Held => {}
                     Turn::Reconnect => conn = None,
-                    Turn::Lost => return flag.store(true, Ordering::SeqCst),
+                    Turn::Lost => return renewal.lost(&flag),
                 }
             }
         });
@@ -138,7 +164,7 @@ impl AsyncWatchdog {
                 match Turn::of(renewal.cmd().query_async(c).await) {
                     Turn::Held => {}
                     Turn::Reconnect => conn = None,
-                    Turn::Lost => return flag.store(true, Ordering::SeqCst),
+                    Turn::Lost => return renewal.lost(&flag),
                 }
             }
         });

@@ -38,8 +38,8 @@ async fn every_kind_of_lock() {
         refused(rw.try_write(Duration::ZERO).await) > 0,
         "no upgrade"
     );
-    assert!(read.release().await.expect("release"));
-    assert!(shared.release().await.expect("release"));
+    read.release().await.expect("release");
+    shared.release().await.expect("release");
     let write = rw.clone().fenced().write().await.expect("write");
     let again = rw
         .clone()
@@ -84,10 +84,7 @@ async fn every_kind_of_lock() {
     let strict = a.lock("strict").non_reentrant();
     let _held = strict.acquire().await.expect("lock");
     let again = strict.try_acquire(Duration::ZERO).await;
-    assert!(
-        matches!(&again, Err(Error::Redis(e)) if e.to_string().contains("NON_REENTRANT")),
-        "{again:?}"
-    );
+    assert!(matches!(&again, Err(Error::NotReentrant)), "{again:?}");
     drop(_held);
 
     // Dropped guards are released by spawned tasks.
@@ -156,8 +153,10 @@ async fn the_watchdog_task_keeps_a_one_second_lease_and_finds_it_gone() {
     };
     let locks = locks(&server, options);
     let plain = locks.lock("long-task").acquire().await.expect("lock");
+    let (told, mut lost) = tokio::sync::mpsc::unbounded_channel();
     let write = locks
         .read_write_lock("long-rw")
+        .on_lost(move |hold| told.send(hold.clone()).expect("the test listens"))
         .write()
         .await
         .expect("write");
@@ -173,8 +172,47 @@ async fn the_watchdog_task_keeps_a_one_second_lease_and_finds_it_gone() {
     let _: i64 = query(&mut conn, &["DEL", "long-rw"]);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(plain.is_lost() && write.is_lost(), "both found gone");
+    let hold = lost.try_recv().expect("on_lost called");
+    assert_eq!(hold.names, vec!["long-rw".to_string()]);
+    assert_eq!(hold.owner, write.owner());
     assert!(
-        !plain.release().await.expect("release"),
+        matches!(plain.release().await, Err(Error::NotHeld)),
         "nothing left to release"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
+    let (server, _conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default());
+    let lease = Duration::from_secs(10);
+    let plain = locks.lock("asked").with_lease(lease);
+    assert!(!plain.is_held().await.expect("is_held"));
+    // A guard out of reach (forgotten): the lock's own release frees it.
+    std::mem::forget(plain.acquire().await.expect("lock"));
+    assert!(plain.is_held().await.expect("is_held"));
+    assert!(
+        !locks.lock("asked").is_held().await.expect("is_held"),
+        "another handle is another owner"
+    );
+    plain.unlock().await.expect("unlock");
+    assert!(!plain.is_held().await.expect("is_held"));
+    assert!(matches!(plain.unlock().await, Err(Error::NotHeld)));
+
+    let rw = locks.read_write_lock("asked-rw").with_lease(lease);
+    std::mem::forget(rw.write().await.expect("write"));
+    assert!(rw.is_write_held().await.expect("is_write_held"));
+    assert!(!rw.is_read_held().await.expect("is_read_held"));
+    rw.unlock_write().await.expect("unlock_write");
+    assert!(matches!(rw.unlock_read().await, Err(Error::NotHeld)));
+
+    let multi = locks
+        .multi_lock()
+        .lock("m-a")
+        .write("m-b")
+        .with_lease(lease);
+    std::mem::forget(multi.acquire().await.expect("both"));
+    assert!(multi.is_held().await.expect("is_held"));
+    multi.unlock().await.expect("unlock");
+    assert!(!multi.is_held().await.expect("is_held"));
 }

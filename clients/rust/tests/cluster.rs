@@ -175,7 +175,7 @@ async fn async_locks_in_a_cluster() {
         );
     }
     for guard in guards {
-        assert!(guard.release().await.expect("release"));
+        guard.release().await.expect("release");
     }
     for name in ["alpha", "beta", "gamma", "delta", "orders"] {
         assert!(holders(&nodes, name).is_empty(), "{name} released");

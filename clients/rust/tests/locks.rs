@@ -55,7 +55,7 @@ fn read_write_lock_readers_share_writers_exclude_and_reenter() {
     );
     drop(again);
     drop(reentered);
-    assert!(write.release().expect("release"), "the last hold released");
+    write.release().expect("the last hold released");
     assert!(all_keys(&mut conn).is_empty());
 }
 
@@ -119,7 +119,7 @@ fn plain_lock_reenters_excludes_and_can_refuse_reentry() {
     let strict = a.lock("strict").non_reentrant();
     let _held = strict.acquire().expect("lock");
     match strict.try_acquire(Duration::ZERO) {
-        Err(Error::Redis(e)) => assert!(e.to_string().contains("NON_REENTRANT"), "{e}"),
+        Err(Error::NotReentrant) => {}
         other => panic!("a non-reentrant lock taken again: {other:?}"),
     }
     let other_thread = {
@@ -280,7 +280,12 @@ fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
 fn the_watchdog_finds_the_hold_gone() {
     let (server, mut conn) = Server::started(&[]);
     let locks = locks(&server, one_second_watchdog());
-    let forced = locks.lock("forced").acquire().expect("lock");
+    let (told, lost) = mpsc::channel();
+    let forced = locks
+        .lock("forced")
+        .on_lost(move |hold| told.send(hold.clone()).expect("the test listens"))
+        .acquire()
+        .expect("lock");
     let deleted = locks.read_write_lock("deleted").write().expect("write");
     assert!(!forced.is_lost() && !deleted.is_lost());
     let _: i64 = query(&mut conn, &["LOCK.FORCEUNLOCK", "forced"]);
@@ -291,6 +296,12 @@ fn the_watchdog_finds_the_hold_gone() {
     // A renewal every 333 ms: the next one finds each hold gone.
     thread::sleep(Duration::from_millis(800));
     assert!(forced.is_lost(), "forced open");
+    let hold = lost.try_recv().expect("on_lost called");
+    assert_eq!(
+        (hold.names, hold.owner.as_str()),
+        (vec!["forced".to_string()], forced.owner())
+    );
+    assert!(lost.try_recv().is_err(), "called once");
     assert!(deleted.is_lost(), "deleted");
     assert!(replaced.is_lost(), "replaced");
     drop(replaced);
@@ -302,7 +313,7 @@ fn the_watchdog_finds_the_hold_gone() {
         "the watchdogs stopped"
     );
     assert!(
-        !forced.release().expect("release"),
+        matches!(forced.release(), Err(Error::NotHeld)),
         "nothing left to release"
     );
 }
@@ -322,7 +333,10 @@ fn a_fixed_lease_has_no_watchdog() {
     assert!(all_keys(&mut conn).is_empty(), "the lease ended the hold");
     assert!(!held.is_lost(), "nothing watched it");
     assert_eq!(rwlock_counter(&mut conn, "renewals"), 0);
-    assert!(!held.release().expect("release"), "the lease ended it");
+    assert!(
+        matches!(held.release(), Err(Error::NotHeld)),
+        "the lease ended it"
+    );
 }
 
 #[test]
@@ -349,4 +363,48 @@ fn a_release_of_a_reentered_hold_rearms_the_lease_it_was_taken_with() {
     }
     drop(outer);
     assert!(all_keys(&mut conn).is_empty());
+}
+
+#[test]
+fn a_client_id_can_be_set_and_an_empty_one_is_refused() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default())
+        .with_client_id("3f8b6a2e-1111-4222-8333-944445555666")
+        .expect("a client id");
+    assert_eq!(locks.client_id(), "3f8b6a2e-1111-4222-8333-944445555666");
+    let lock = locks.lock("named");
+    assert!(lock
+        .owner()
+        .starts_with("3f8b6a2e-1111-4222-8333-944445555666:"));
+    let _held = lock.acquire().expect("lock");
+    let count: String = query(&mut conn, &["HGET", "named", lock.owner().as_str()]);
+    assert_eq!(count, "1");
+    let empty = locks.with_client_id("");
+    assert!(matches!(empty, Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn a_lock_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default());
+    let lease = Duration::from_secs(10);
+    let rw = locks.read_write_lock("asked-rw").with_lease(lease);
+    // Guards out of reach (forgotten): the lock's own releases free them.
+    std::mem::forget(rw.write().expect("write"));
+    std::mem::forget(rw.try_read(Duration::ZERO).expect("the writer reads"));
+    assert!(rw.is_write_held().expect("is_write_held"));
+    assert!(rw.is_read_held().expect("is_read_held"));
+    rw.unlock_write().expect("unlock_write");
+    assert!(!rw.is_write_held().expect("is_write_held"));
+    rw.unlock_read().expect("unlock_read");
+    assert!(matches!(rw.unlock_read(), Err(Error::NotHeld)));
+
+    let multi = locks.multi_lock().lock("m-a").read("m-b").with_lease(lease);
+    std::mem::forget(multi.acquire().expect("both"));
+    assert!(multi.is_held().expect("is_held"));
+    multi.unlock().expect("unlock");
+    assert!(!multi.is_held().expect("is_held"));
+    assert!(matches!(multi.unlock(), Err(Error::NotHeld)));
+    let latches: Vec<String> = query(&mut conn, &["KEYS", "*"]);
+    assert!(latches.is_empty(), "nothing left: {latches:?}");
 }

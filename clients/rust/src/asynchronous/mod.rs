@@ -18,8 +18,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
 use crate::cluster::{Endpoint, Route};
-use crate::command::{is_io, Kind, Target, Wait};
-use crate::error::Result;
+use crate::command::{acquire_error, is_io, Kind, Target, Wait};
+use crate::error::{Error, Result};
 use crate::handle::{self, Hold};
 use crate::options::Options;
 use crate::owner;
@@ -46,6 +46,15 @@ impl Locks {
     /// The same locks with these options.
     pub fn with_options(self, options: Options) -> Locks {
         Locks(self.0.with_options(options))
+    }
+
+    /// The same locks with this client id (the first part of every owner)
+    /// instead of the random UUID each `Locks` gets: for a process that
+    /// must keep its owners across restarts. Never share one with another
+    /// client or a Redisson instance: their owners would be the same.
+    /// [`crate::Error::InvalidArgument`] when empty.
+    pub fn with_client_id(self, client_id: &str) -> Result<Locks> {
+        Ok(Locks(self.0.with_client_id(client_id)?))
     }
 
     /// This client's id, the first part of its owners.
@@ -105,29 +114,17 @@ impl Handle {
         let acquisition = self.acquisition(target, wait, self.owner.clone())?;
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
-        let name = acquisition.name;
-        let mut route = Route::start(&self.endpoint, name);
-        let (mut conn, reply) = loop {
-            let mut conn = connect(
-                &route.client,
-                options.response_timeout,
-                wait.timeout(options.response_timeout),
-            )
-            .await?;
-            if route.asking {
-                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
-            }
-            match acquisition.cmd.query_async::<Value>(&mut conn).await {
-                Ok(reply) => break (conn, reply),
-                Err(e) => route.follow(&self.endpoint, name, e)?,
-            }
-        };
+        let timeout = wait.timeout(options.response_timeout);
+        let (client, mut conn, reply) = self
+            .routed(acquisition.name, &acquisition.cmd, timeout)
+            .await
+            .map_err(acquire_error)?;
         let token = target.acquired(reply)?;
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
         let mut guard = Guard {
-            hold: Hold::new(route.client, target, acquisition, token, options),
+            hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
@@ -140,6 +137,75 @@ impl Handle {
             guard.watchdog = Some(AsyncWatchdog::start(hold.client.clone(), hold.renewal()));
         }
         Ok(guard)
+    }
+
+    /// True when this handle's owner holds every hold of `target`, as the
+    /// server says.
+    async fn is_held(&self, target: &Target) -> Result<bool> {
+        target.check()?;
+        for (name, cmd) in target.held(&self.owner) {
+            let timeout = self.options.response_timeout;
+            let (_, _, reply) = self.routed(&name, &cmd, timeout).await?;
+            if reply != Value::Int(1) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Releases one hold of `target` of this handle's owner without its
+    /// guard, as a guard's release does.
+    async fn unlock(&self, target: &Target) -> Result<()> {
+        target.check()?;
+        let options = &self.options;
+        let name = target.name();
+        // The routing finds where it is sent; the hold spells the release.
+        let hold = Hold {
+            client: self.endpoint.node(name),
+            target: target.clone(),
+            owner: self.owner.clone(),
+            token: None,
+            lease_ms: options.lease_ms(),
+            session: options.session,
+            response_timeout: options.response_timeout,
+            on_lost: None,
+        };
+        let (cmd, request) = hold.release();
+        let timeout = options.response_timeout;
+        let (_, mut conn, reply) = match self.routed(name, &cmd, timeout).await {
+            Err(Error::Redis(e)) if is_io(&e) && request.is_some() => {
+                self.routed(name, &cmd, timeout).await?
+            }
+            other => other?,
+        };
+        if let Some(request) = request {
+            let _: Value = hold.forget(&request).query_async(&mut conn).await?;
+        }
+        target.released(&reply)
+    }
+
+    /// Sends `cmd` about the lock `name` on a new connection to its server
+    /// (in a cluster, following the redirections to its slot's master)
+    /// whose calls time out after `timeout`: that server, the connection
+    /// and the reply.
+    async fn routed(
+        &self,
+        name: &str,
+        cmd: &redis::Cmd,
+        timeout: Option<Duration>,
+    ) -> Result<(redis::Client, MultiplexedConnection, Value)> {
+        let mut route = Route::start(&self.endpoint, name);
+        loop {
+            let response_timeout = self.options.response_timeout;
+            let mut conn = connect(&route.client, response_timeout, timeout).await?;
+            if route.asking {
+                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
+            }
+            match cmd.query_async::<Value>(&mut conn).await {
+                Ok(reply) => return Ok((route.client, conn, reply)),
+                Err(e) => route.follow(&self.endpoint, name, e)?,
+            }
+        }
     }
 }
 
@@ -168,6 +234,17 @@ impl Lock {
         Lock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> Lock {
+        Lock(self.0.on_lost(on_lost))
+    }
+
     /// This owner instead of the handle's own.
     pub fn with_owner(self, owner: &str) -> Lock {
         Lock(self.0.with_owner(owner))
@@ -176,6 +253,18 @@ impl Lock {
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// True when this handle's owner holds the lock, as the server says
+    /// (Redisson's `isHeldByCurrentThread`).
+    pub async fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target).await
+    }
+
+    /// Releases one hold of this handle's owner without its guard, as
+    /// [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when it held none.
+    pub async fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target).await
     }
 
     /// The lock, waiting on the server as long as it takes.
@@ -209,9 +298,47 @@ impl ReadWriteLock {
         ReadWriteLock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> ReadWriteLock {
+        ReadWriteLock(self.0.on_lost(on_lost))
+    }
+
     /// This owner instead of the handle's own.
     pub fn with_owner(self, owner: &str) -> ReadWriteLock {
         ReadWriteLock(self.0.with_owner(owner))
+    }
+
+    /// The owner this handle's holds belong to (its read and write holds
+    /// share it, so the writer may also read).
+    pub fn owner(&self) -> &str {
+        &self.0.owner
+    }
+
+    /// True when this handle's owner has a read hold, as the server says.
+    pub async fn is_read_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Read)).await
+    }
+
+    /// True when this handle's owner has the write hold, as the server
+    /// says.
+    pub async fn is_write_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.of_kind(Kind::Write)).await
+    }
+
+    /// Releases one read hold of this handle's owner without its guard.
+    pub async fn unlock_read(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Read)).await
+    }
+
+    /// Releases one write hold of this handle's owner without its guard.
+    pub async fn unlock_write(&self) -> Result<()> {
+        self.0.unlock(&self.0.of_kind(Kind::Write)).await
     }
 
     /// A read hold, waiting as long as it takes.
@@ -278,6 +405,38 @@ impl MultiLock {
         MultiLock(self.0.with_session())
     }
 
+    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
+    /// hold of this lock finds it gone (its lease ran out, or it was forced
+    /// open or deleted): whatever the hold protected is no longer protected.
+    /// Only holds with a watchdog (no lease, no session) are watched.
+    pub fn on_lost(
+        self,
+        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
+    ) -> MultiLock {
+        MultiLock(self.0.on_lost(on_lost))
+    }
+
+    /// This owner instead of the handle's own.
+    pub fn with_owner(self, owner: &str) -> MultiLock {
+        MultiLock(self.0.with_owner(owner))
+    }
+
+    /// The owner this handle's holds belong to.
+    pub fn owner(&self) -> &str {
+        &self.0.owner
+    }
+
+    /// True when this handle's owner has every hold, as the server says.
+    pub async fn is_held(&self) -> Result<bool> {
+        self.0.is_held(&self.0.target).await
+    }
+
+    /// Releases the holds of this handle's owner without their guard;
+    /// [`crate::Error::NotHeld`] when any was not held.
+    pub async fn unlock(&self) -> Result<()> {
+        self.0.unlock(&self.0.target).await
+    }
+
     /// Every hold, waiting as long as it takes.
     pub async fn acquire(&self) -> Result<Guard> {
         self.0.acquire(&self.0.target, Wait::Forever).await
@@ -313,8 +472,9 @@ impl Guard {
         self.watchdog.as_ref().is_some_and(AsyncWatchdog::is_lost)
     }
 
-    /// Releases the hold now. `Ok(false)`: the owner no longer held it.
-    pub async fn release(mut self) -> Result<bool> {
+    /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
+    /// longer held it (its lease ran out, or it was forced open).
+    pub async fn release(mut self) -> Result<()> {
         self.release_now().await
     }
 
@@ -326,38 +486,40 @@ impl Guard {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        let role: Value = sync::role().query_async(conn).await?;
-        let replicas = sync::replicas(&role);
-        if replicas == 0 {
+        let info: String = sync::info().query_async(conn).await?;
+        let master = sync::Master::of(&info);
+        if master.replicas == 0 && !(sync_options.aof && master.aof) {
             return Ok(());
         }
-        // WAIT counts the acknowledgements of this connection's own
-        // writes, so it is sent on it, with a response timeout covering it.
+        // WAIT and WAITAOF count this connection's own writes, so they are
+        // sent on it, with a response timeout covering them.
         if let Some(t) = sync::timeout(options.response_timeout, sync_options.timeout) {
             conn.set_response_timeout(t);
         }
-        let aof = if sync_options.aof {
-            let cmd = sync::wait_aof(replicas, sync_options);
-            sync::aof_reply(cmd.query_async(conn).await)?
-        } else {
-            None
-        };
-        let reply = match aof {
-            Some(v) => v,
-            None => sync::wait(replicas, sync_options).query_async(conn).await?,
-        };
+        if master.replicas > 0 {
+            let cmd = sync::wait(master.replicas, sync_options);
+            let reply: Value = cmd.query_async(conn).await?;
+            sync::waited(&reply, master.replicas, sync_options)?;
+        }
+        if sync_options.aof && master.aof {
+            let cmd = sync::wait_aof(sync_options);
+            if let Some(reply) = sync::aof_reply(cmd.query_async(conn).await)? {
+                sync::fsynced(&reply, master.replicas, sync_options)?;
+            }
+        }
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
-        sync::settled(&reply, replicas, sync_options)
+        Ok(())
     }
 
-    async fn release_now(&mut self) -> Result<bool> {
+    async fn release_now(&mut self) -> Result<()> {
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
+        // Released already.
         let Some(conn) = self.conn.take() else {
-            return Ok(false);
+            return Err(Error::NotHeld);
         };
         release(&self.hold, conn).await
     }
@@ -365,7 +527,7 @@ impl Guard {
 
 /// Sends `hold`'s release on `conn` (again on a new connection if that one
 /// failed and the release can be retried).
-async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<bool> {
+async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<()> {
     let (cmd, request) = hold.release();
     let reply: Value = match cmd.query_async(&mut conn).await {
         Ok(v) => v,

@@ -1,0 +1,73 @@
+//! The blocking client: `Locks`, a client's locks (one client id, the
+//! options), which makes every kind of lock handle.
+
+use crate::cluster::Endpoint;
+use crate::command::{Kind, Target};
+use crate::error::Result;
+use crate::handle;
+use crate::lock::Lock;
+use crate::multi::MultiLock;
+use crate::options::Options;
+use crate::rwlock::ReadWriteLock;
+
+/// The locks of one client, as a `RedissonClient` gives them: all share a
+/// client id (a random UUID; owners are `<client id>:<thread id>`) and the
+/// options.
+#[derive(Clone)]
+pub struct Locks(handle::Client);
+
+impl Locks {
+    /// Locks on the server `client` connects to, with the default options.
+    pub fn new(client: redis::Client) -> Locks {
+        Locks(handle::Client::new(Endpoint::Server(client)))
+    }
+
+    /// Locks in the Redis Cluster `seed` is a node of: each lock is taken
+    /// on the master of its hash slot, found by following the cluster's
+    /// redirections, and the replica check waits for that master's
+    /// replicas. A multi-lock's names must share a hash tag.
+    pub fn cluster(seed: redis::Client) -> Locks {
+        Locks(handle::Client::new(Endpoint::cluster(seed)))
+    }
+
+    /// The same locks with these options.
+    pub fn with_options(self, options: Options) -> Locks {
+        Locks(self.0.with_options(options))
+    }
+
+    /// The same locks with this client id (the first part of every owner)
+    /// instead of the random UUID each `Locks` gets: for a process that
+    /// must keep its owners across restarts. Never share one with another
+    /// client or a Redisson instance: their owners would be the same.
+    /// [`crate::Error::InvalidArgument`] when empty.
+    pub fn with_client_id(self, client_id: &str) -> Result<Locks> {
+        Ok(Locks(self.0.with_client_id(client_id)?))
+    }
+
+    /// This client's id, the first part of its owners.
+    pub fn client_id(&self) -> &str {
+        self.0.client_id()
+    }
+
+    /// The plain lock `name` (Redisson's `getLock`).
+    pub fn lock(&self, name: &str) -> Lock {
+        Lock(self.0.handle(Target::single(Kind::Lock, name), None))
+    }
+
+    /// The fenced lock `name` (Redisson's `getFencedLock`): every
+    /// acquisition returns the next fencing token.
+    pub fn fenced_lock(&self, name: &str) -> Lock {
+        self.lock(name).fenced()
+    }
+
+    /// The read-write lock `name` (Redisson's `getReadWriteLock`).
+    pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
+        ReadWriteLock::new(self.0.handle(Target::single(Kind::Read, name), None))
+    }
+
+    /// A lock over several locks and read or write holds, taken and
+    /// released all at once (`LOCK.ACQUIREALL`); add them with its builder.
+    pub fn multi_lock(&self) -> MultiLock {
+        MultiLock::new(self.0.handle(Target::multi(), None))
+    }
+}

@@ -1,0 +1,1056 @@
+//! The client contract's shared scenarios (`clients/contract/scenarios.json`,
+//! or the file `RWLOCK_SCENARIOS` names), run through the blocking client
+//! ([`Locks`]) against one server with the module, as
+//! `clients/contract/README.md` says: each scenario on a flushed server
+//! with its command statistics reset, its steps in order on this thread (so
+//! each lock's owner, `<client id>:<thread id>`, is fixed for it), its
+//! `later` commands on threads and connections of their own, checked when
+//! it ends. A step, field or expectation the runner does not know fails its
+//! scenario; every failing scenario is reported, with the step's index.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use rwlock_client::{Error, Guard, Lock, Locks, MultiLock, Options, ReadWriteLock};
+use serde_json::{Map, Value as Json};
+use testkit::{workspace_root, Server};
+
+/// A check's outcome: what went wrong, in words.
+type Outcome<T = ()> = Result<T, String>;
+
+/// A raw command's reply: the reply as JSON, or the error reply's text.
+type Reply = Result<Json, String>;
+
+/// How long a raw command of the runner may take: none of the scenarios'
+/// blocks, so a hung server fails the run instead of stalling it.
+const RAW_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ---- reading the file -------------------------------------------------------
+
+/// An object's fields, each taken at most once; [`Fields::done`] refuses
+/// any left over, which the runner does not know.
+struct Fields<'a> {
+    what: String,
+    map: &'a Map<String, Json>,
+    taken: Vec<&'static str>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(what: impl Into<String>, json: &'a Json) -> Outcome<Fields<'a>> {
+        let what = what.into();
+        match json {
+            Json::Object(map) => Ok(Fields {
+                what,
+                map,
+                taken: Vec::new(),
+            }),
+            other => Err(format!("{what}: an object expected, got {other}")),
+        }
+    }
+
+    fn take(&mut self, key: &'static str) -> Option<&'a Json> {
+        self.taken.push(key);
+        self.map.get(key)
+    }
+
+    fn need(&mut self, key: &'static str) -> Outcome<&'a Json> {
+        self.take(key)
+            .ok_or_else(|| format!("{}: the field `{key}` is missing", self.what))
+    }
+
+    fn done(self) -> Outcome {
+        let unknown: Vec<&String> = self
+            .map
+            .keys()
+            .filter(|k| !self.taken.contains(&k.as_str()))
+            .collect();
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{}: unknown fields {unknown:?}", self.what))
+        }
+    }
+}
+
+fn string(what: &str, json: &Json) -> Outcome<String> {
+    json.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{what}: a string expected, got {json}"))
+}
+
+fn millis(what: &str, json: &Json) -> Outcome<u64> {
+    json.as_u64()
+        .ok_or_else(|| format!("{what}: a number of ms expected, got {json}"))
+}
+
+/// `null` or a number of ms.
+fn maybe_millis(what: &str, json: &Json) -> Outcome<Option<u64>> {
+    match json {
+        Json::Null => Ok(None),
+        other => millis(what, other).map(Some),
+    }
+}
+
+fn boolean(what: &str, json: &Json) -> Outcome<bool> {
+    json.as_bool()
+        .ok_or_else(|| format!("{what}: true or false expected, got {json}"))
+}
+
+fn strings(what: &str, json: &Json) -> Outcome<Vec<String>> {
+    let Json::Array(items) = json else {
+        return Err(format!("{what}: an array of strings expected, got {json}"));
+    };
+    items.iter().map(|item| string(what, item)).collect()
+}
+
+/// A client entry: its options.
+fn client_options(name: &str, json: &Json) -> Outcome<Options> {
+    let mut fields = Fields::of(format!("client {name}"), json)?;
+    let mut options = Options::default();
+    if let Some(ms) = fields.take("watchdog_timeout_ms") {
+        options.watchdog_timeout = Duration::from_millis(millis("watchdog_timeout_ms", ms)?);
+    }
+    if let Some(ms) = fields.take("socket_timeout_ms") {
+        let ms = millis("socket_timeout_ms", ms)?;
+        options.response_timeout = Some(Duration::from_millis(ms));
+    }
+    fields.done()?;
+    Ok(options)
+}
+
+/// What a lock entry asks for.
+struct LockSpec {
+    client: String,
+    kind: String,
+    name: Option<String>,
+    holds: Vec<(String, String)>,
+    session: bool,
+}
+
+fn lock_spec(label: &str, json: &Json) -> Outcome<LockSpec> {
+    let mut fields = Fields::of(format!("lock {label}"), json)?;
+    let client = string("client", fields.need("client")?)?;
+    let kind = string("kind", fields.need("kind")?)?;
+    let name = fields.take("name").map(|n| string("name", n)).transpose()?;
+    let holds = match fields.take("holds") {
+        None => Vec::new(),
+        Some(Json::Array(holds)) => holds
+            .iter()
+            .map(|hold| match strings("holds", hold)?.as_slice() {
+                [kind, name] => Ok((kind.clone(), name.clone())),
+                other => Err(format!(
+                    "lock {label}: a hold is [KIND, name], got {other:?}"
+                )),
+            })
+            .collect::<Outcome<_>>()?,
+        Some(other) => return Err(format!("lock {label}: holds must be an array, got {other}")),
+    };
+    let session = match fields.take("session") {
+        None => false,
+        Some(flag) => boolean("session", flag)?,
+    };
+    fields.done()?;
+    let multi = kind == "multi";
+    if multi != name.is_none() || multi == holds.is_empty() {
+        return Err(format!(
+            "lock {label}: a multi lock has `holds` and no `name`, the others a `name`"
+        ));
+    }
+    Ok(LockSpec {
+        client,
+        kind,
+        name,
+        holds,
+        session,
+    })
+}
+
+/// One step of a scenario.
+#[derive(Debug)]
+enum Step {
+    Acquire {
+        lock: String,
+        wait_ms: Option<u64>,
+        lease_ms: Option<u64>,
+        expect: String,
+        elapsed_ms: Option<(u64, u64)>,
+        save_token: Option<String>,
+    },
+    Release {
+        lock: String,
+        expect: String,
+    },
+    Held {
+        lock: String,
+        expect: bool,
+    },
+    Lost {
+        lock: String,
+        expect: bool,
+    },
+    Token {
+        lock: String,
+        expect: Json,
+    },
+    Redis {
+        args: Vec<String>,
+        expect: Json,
+        save: Option<String>,
+    },
+    Later {
+        after_ms: u64,
+        args: Vec<String>,
+        expect: Json,
+    },
+    Sleep(u64),
+    Calls(Vec<(String, Json)>),
+    ResetCalls,
+}
+
+/// The action keys a step may have, exactly one of them.
+const ACTIONS: [&str; 10] = [
+    "acquire",
+    "release",
+    "held",
+    "lost",
+    "token",
+    "redis",
+    "later",
+    "sleep_ms",
+    "calls",
+    "reset_calls",
+];
+
+fn step(json: &Json) -> Outcome<Step> {
+    let mut fields = Fields::of("step", json)?;
+    let actions: Vec<&str> = ACTIONS
+        .into_iter()
+        .filter(|a| fields.map.contains_key(*a))
+        .collect();
+    let [action] = actions.as_slice() else {
+        let keys: Vec<&String> = fields.map.keys().collect();
+        return Err(format!(
+            "a step has exactly one action of {ACTIONS:?}, this one {keys:?}"
+        ));
+    };
+    let step = match *action {
+        "acquire" => Step::Acquire {
+            lock: string("acquire", fields.need("acquire")?)?,
+            wait_ms: maybe_millis("wait_ms", fields.need("wait_ms")?)?,
+            lease_ms: maybe_millis("lease_ms", fields.need("lease_ms")?)?,
+            expect: string("expect", fields.need("expect")?)?,
+            elapsed_ms: match fields.take("elapsed_ms") {
+                None => None,
+                Some(range) => match range.as_array().map(Vec::as_slice) {
+                    Some([lo, hi]) => Some((millis("elapsed_ms", lo)?, millis("elapsed_ms", hi)?)),
+                    _ => return Err(format!("elapsed_ms: [lo, hi] expected, got {range}")),
+                },
+            },
+            save_token: fields
+                .take("save_token")
+                .map(|n| string("save_token", n))
+                .transpose()?,
+        },
+        "release" => Step::Release {
+            lock: string("release", fields.need("release")?)?,
+            expect: string("expect", fields.need("expect")?)?,
+        },
+        "held" => Step::Held {
+            lock: string("held", fields.need("held")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
+        "lost" => Step::Lost {
+            lock: string("lost", fields.need("lost")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
+        "token" => Step::Token {
+            lock: string("token", fields.need("token")?)?,
+            expect: fields.need("expect")?.clone(),
+        },
+        "redis" => Step::Redis {
+            args: strings("redis", fields.need("redis")?)?,
+            expect: fields.need("expect")?.clone(),
+            save: fields.take("save").map(|n| string("save", n)).transpose()?,
+        },
+        "later" => {
+            let mut later = Fields::of("later", fields.need("later")?)?;
+            let step = Step::Later {
+                after_ms: millis("after_ms", later.need("after_ms")?)?,
+                args: strings("redis", later.need("redis")?)?,
+                expect: later.need("expect")?.clone(),
+            };
+            later.done()?;
+            step
+        }
+        "sleep_ms" => Step::Sleep(millis("sleep_ms", fields.need("sleep_ms")?)?),
+        "calls" => {
+            let Json::Object(calls) = fields.need("calls")? else {
+                return Err("calls: an object of command: count expected".into());
+            };
+            Step::Calls(calls.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
+        _ => {
+            if fields.need("reset_calls")? != &Json::Bool(true) {
+                return Err("reset_calls: true expected".into());
+            }
+            Step::ResetCalls
+        }
+    };
+    fields.done()?;
+    Ok(step)
+}
+
+/// A scenario, read whole before it runs.
+struct Scenario {
+    name: String,
+    clients: Vec<(String, Options)>,
+    locks: Vec<(String, LockSpec)>,
+    steps: Vec<Step>,
+}
+
+fn scenario(json: &Json) -> Outcome<Scenario> {
+    let mut fields = Fields::of("scenario", json)?;
+    let name = string("name", fields.need("name")?)?;
+    let in_scenario = |e: String| format!("{name}: {e}");
+    let entries = |field: &'static str, fields: &mut Fields| -> Outcome<Map<String, Json>> {
+        match fields.need(field)? {
+            Json::Object(map) => Ok(map.clone()),
+            other => Err(format!("{field}: an object expected, got {other}")),
+        }
+    };
+    let clients = entries("clients", &mut fields)
+        .and_then(|map| {
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), client_options(k, v)?)))
+                .collect::<Outcome<Vec<_>>>()
+        })
+        .map_err(in_scenario)?;
+    let locks = entries("locks", &mut fields)
+        .and_then(|map| {
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), lock_spec(k, v)?)))
+                .collect::<Outcome<Vec<_>>>()
+        })
+        .map_err(in_scenario)?;
+    let Json::Array(steps) = fields.need("steps").map_err(in_scenario)? else {
+        return Err(in_scenario("steps: an array expected".into()));
+    };
+    let steps = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| step(s).map_err(|e| format!("{name}: step {i}: {e}")))
+        .collect::<Outcome<Vec<_>>>()?;
+    fields.done().map_err(in_scenario)?;
+    Ok(Scenario {
+        name,
+        clients,
+        locks,
+        steps,
+    })
+}
+
+/// The file's scenarios, each read on its own (so one that cannot be read
+/// fails alone).
+fn scenarios(file: &Json) -> Outcome<Vec<Outcome<Scenario>>> {
+    let mut fields = Fields::of("the scenario file", file)?;
+    if fields.need("version")? != &Json::from(1) {
+        return Err("version: this runner reads version 1".into());
+    }
+    let Json::Array(all) = fields.need("scenarios")? else {
+        return Err("scenarios: an array expected".into());
+    };
+    fields.done()?;
+    Ok(all.iter().map(scenario).collect())
+}
+
+// ---- expectations -----------------------------------------------------------
+
+/// A RESP2 reply as JSON: integers as numbers, bulk and status strings as
+/// strings, nil as null, arrays as arrays.
+fn json_of(value: &redis::Value) -> Reply {
+    use redis::Value;
+    Ok(match value {
+        Value::Nil => Json::Null,
+        Value::Int(n) => Json::from(*n),
+        Value::BulkString(bytes) => Json::from(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Json::from(s.clone()),
+        Value::Okay => Json::from("OK"),
+        Value::Array(items) => Json::Array(items.iter().map(json_of).collect::<Result<_, _>>()?),
+        Value::ServerError(e) => return Err(format!("{e:?}")),
+        other => return Err(format!("a reply RESP2 does not have: {other:?}")),
+    })
+}
+
+/// A raw command's reply; an error reply as its text (`ERR …`).
+fn reply_of(result: redis::RedisResult<redis::Value>) -> Reply {
+    match result {
+        Ok(value) => json_of(&value),
+        Err(e) => match (e.code(), e.detail()) {
+            (Some(code), Some(detail)) => Err(format!("{code} {detail}")),
+            (Some(code), None) => Err(code.to_string()),
+            _ => Err(e.to_string()),
+        },
+    }
+}
+
+/// An integer, or a string of one (as `GET` replies).
+fn integer(json: &Json) -> Option<i64> {
+    match json {
+        Json::Number(n) => n.as_i64(),
+        Json::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// `re` matching the whole of `text`.
+fn fully(re: &str, text: &str) -> Outcome<bool> {
+    let re = Regex::new(&format!("^(?:{re})$")).map_err(|e| format!("bad regex: {e}"))?;
+    Ok(re.is_match(text))
+}
+
+/// Ok when `got` is what `expect` (a JSON value, or one of the README's
+/// matching objects) says; `saved` holds the values `$v` names.
+fn check(expect: &Json, got: &Reply, saved: &HashMap<String, Json>) -> Outcome {
+    let fail = || Err(format!("expected {expect}, got {got:?}"));
+    let Json::Object(matcher) = expect else {
+        return match got {
+            Ok(value) if value == expect => Ok(()),
+            _ => fail(),
+        };
+    };
+    let [(how, arg)] = matcher.iter().collect::<Vec<_>>()[..] else {
+        return Err(format!(
+            "an expectation object has one key, this one {expect}"
+        ));
+    };
+    if how == "error" {
+        let prefix = string("error", arg)?;
+        return match got {
+            Err(text) if text.starts_with(&prefix) => Ok(()),
+            _ => fail(),
+        };
+    }
+    let Ok(value) = got else { return fail() };
+    let holds = match how.as_str() {
+        "between" => match arg.as_array().map(Vec::as_slice) {
+            Some([lo, hi]) => {
+                let (lo, hi) = (integer(lo), integer(hi));
+                if lo.is_none() || hi.is_none() {
+                    return Err(format!("between: [lo, hi] integers expected, got {arg}"));
+                }
+                value.is_i64() && integer(value).is_some_and(|v| lo <= Some(v) && Some(v) <= hi)
+            }
+            _ => return Err(format!("between: [lo, hi] expected, got {arg}")),
+        },
+        "match" => match value {
+            Json::String(text) => fully(&string("match", arg)?, text)?,
+            _ => false,
+        },
+        "each_match" => {
+            let re = string("each_match", arg)?;
+            match value {
+                Json::Array(items) => {
+                    let mut all = true;
+                    for item in items {
+                        all &= matches!(item, Json::String(t) if fully(&re, t)?);
+                    }
+                    all
+                }
+                _ => false,
+            }
+        }
+        "len" => {
+            let n = arg
+                .as_u64()
+                .ok_or_else(|| format!("len: a number expected, got {arg}"))?;
+            value
+                .as_array()
+                .is_some_and(|items| items.len() as u64 == n)
+        }
+        "gt" | "eq" => {
+            let name = string(how, arg)?;
+            let Some(was) = name
+                .strip_prefix('$')
+                .and_then(|n| saved.get(n))
+                .and_then(integer)
+            else {
+                return Err(format!("{how}: `{name}` is no saved integer"));
+            };
+            integer(value).is_some_and(|v| if how == "gt" { v > was } else { v == was })
+        }
+        _ => return Err(format!("unknown expectation `{how}`")),
+    };
+    if holds {
+        Ok(())
+    } else {
+        fail()
+    }
+}
+
+/// How many times each command ran since the statistics were reset.
+fn command_calls(conn: &mut redis::Connection) -> Outcome<HashMap<String, i64>> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .map_err(|e| format!("INFO commandstats: {e}"))?;
+    let mut calls = HashMap::new();
+    for line in info.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let count = rest
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("INFO commandstats: no calls in `{line}`"))?;
+        calls.insert(name.to_string(), count);
+    }
+    Ok(calls)
+}
+
+// ---- running ----------------------------------------------------------------
+
+/// A lock entry made by its client.
+enum LockObject {
+    Plain(Lock),
+    Read(ReadWriteLock),
+    Write(ReadWriteLock),
+    Multi(MultiLock),
+}
+
+impl LockObject {
+    fn make(
+        spec: &LockSpec,
+        locks: &Locks,
+        read_write: &mut HashMap<(String, String), (ReadWriteLock, bool)>,
+    ) -> Outcome<LockObject> {
+        let name = spec.name.as_deref().unwrap_or_default();
+        let plain = |lock: Lock| {
+            if spec.session {
+                lock.with_session()
+            } else {
+                lock
+            }
+        };
+        Ok(match spec.kind.as_str() {
+            "plain" => LockObject::Plain(plain(locks.lock(name))),
+            "fenced" => LockObject::Plain(plain(locks.fenced_lock(name))),
+            "nonreentrant" => LockObject::Plain(plain(locks.lock(name).non_reentrant())),
+            kind @ ("read" | "write") => {
+                // One read-write lock object per client and name, whose
+                // read and write sides share the owner.
+                let key = (spec.client.clone(), name.to_string());
+                let (lock, session) = read_write.entry(key).or_insert_with(|| {
+                    let lock = locks.read_write_lock(name);
+                    let lock = if spec.session {
+                        lock.with_session()
+                    } else {
+                        lock
+                    };
+                    (lock, spec.session)
+                });
+                if *session != spec.session {
+                    return Err(format!("the two sides of {name} differ in `session`"));
+                }
+                if kind == "read" {
+                    LockObject::Read(lock.clone())
+                } else {
+                    LockObject::Write(lock.clone())
+                }
+            }
+            "multi" => {
+                let mut multi = locks.multi_lock();
+                for (kind, name) in &spec.holds {
+                    multi = match kind.as_str() {
+                        "LOCK" => multi.lock(name),
+                        "READ" => multi.read(name),
+                        "WRITE" => multi.write(name),
+                        other => return Err(format!("unknown hold kind `{other}`")),
+                    };
+                }
+                if spec.session {
+                    multi = multi.with_session();
+                }
+                LockObject::Multi(multi)
+            }
+            other => return Err(format!("unknown lock kind `{other}`")),
+        })
+    }
+
+    fn owner(&self) -> String {
+        match self {
+            LockObject::Plain(l) => l.owner(),
+            LockObject::Read(l) | LockObject::Write(l) => l.owner(),
+            LockObject::Multi(l) => l.owner(),
+        }
+    }
+
+    /// An acquisition: `wait` None waits without limit, 0 tries once;
+    /// `lease` None leaves the hold to the watchdog.
+    fn acquire(&self, wait: Option<u64>, lease: Option<u64>) -> rwlock_client::Result<Guard> {
+        let lease = lease.map(Duration::from_millis);
+        let wait = wait.map(Duration::from_millis);
+        match self {
+            LockObject::Plain(lock) => {
+                let lock = lease.map_or_else(|| lock.clone(), |l| lock.clone().with_lease(l));
+                wait.map_or_else(|| lock.acquire(), |w| lock.try_acquire(w))
+            }
+            LockObject::Read(rw) | LockObject::Write(rw) => {
+                let rw = lease.map_or_else(|| rw.clone(), |l| rw.clone().with_lease(l));
+                match (self, wait) {
+                    (LockObject::Read(_), None) => rw.read(),
+                    (LockObject::Read(_), Some(w)) => rw.try_read(w),
+                    (_, None) => rw.write(),
+                    (_, Some(w)) => rw.try_write(w),
+                }
+            }
+            LockObject::Multi(multi) => {
+                let multi = lease.map_or_else(|| multi.clone(), |l| multi.clone().with_lease(l));
+                wait.map_or_else(|| multi.acquire(), |w| multi.try_acquire(w))
+            }
+        }
+    }
+
+    fn is_held(&self) -> rwlock_client::Result<bool> {
+        match self {
+            LockObject::Plain(l) => l.is_held(),
+            LockObject::Read(l) => l.is_read_held(),
+            LockObject::Write(l) => l.is_write_held(),
+            LockObject::Multi(l) => l.is_held(),
+        }
+    }
+
+    /// A release without a guard (the runner has none left for it).
+    fn unlock(&self) -> rwlock_client::Result<()> {
+        match self {
+            LockObject::Plain(l) => l.unlock(),
+            LockObject::Read(l) => l.unlock_read(),
+            LockObject::Write(l) => l.unlock_write(),
+            LockObject::Multi(l) => l.unlock(),
+        }
+    }
+}
+
+/// The contract's name of an error's kind (other errors as their text,
+/// which matches none).
+fn kind_of(e: &Error) -> String {
+    match e {
+        Error::NotAcquired { .. } => "NotAcquired".into(),
+        Error::NotHeld => "NotHeld".into(),
+        Error::NotReentrant => "NotReentrant".into(),
+        Error::NotSynced { .. } => "NotSynced".into(),
+        other => format!("{other}"),
+    }
+}
+
+/// Ok when an outcome is the expected `ok` (what `done` names) or error
+/// kind; "refused" is `NotAcquired`.
+fn check_kind<T>(expect: &str, done: &str, outcome: &rwlock_client::Result<T>) -> Outcome {
+    let expect = if expect == "refused" {
+        "NotAcquired"
+    } else {
+        expect
+    };
+    if ![done, "NotAcquired", "NotHeld", "NotReentrant", "NotSynced"].contains(&expect) {
+        return Err(format!("unknown expectation `{expect}`"));
+    }
+    match outcome {
+        Ok(_) if expect == done => Ok(()),
+        Err(e) if kind_of(e) == expect => Ok(()),
+        Ok(_) => Err(format!("expected {expect}, got {done}")),
+        Err(e) => Err(format!("expected {expect}, got {} ({e})", kind_of(e))),
+    }
+}
+
+/// A `later` step under way: its index and its thread.
+type Later = (usize, JoinHandle<Outcome>);
+
+/// One scenario's state.
+struct Run<'s> {
+    server: &'s Server,
+    conn: redis::Connection,
+    locks: HashMap<String, LockObject>,
+    /// The holds taken and not yet released, per lock, the last last.
+    guards: HashMap<String, Vec<Guard>>,
+    saved: HashMap<String, Json>,
+    later: Vec<Later>,
+}
+
+impl Run<'_> {
+    fn lock(&self, label: &str) -> Outcome<&LockObject> {
+        self.locks
+            .get(label)
+            .ok_or_else(|| format!("no lock `{label}` in the scenario"))
+    }
+
+    fn last_guard(&self, label: &str) -> Outcome<Option<&Guard>> {
+        self.lock(label)?;
+        Ok(self.guards.get(label).and_then(|g| g.last()))
+    }
+
+    /// `arg` with every `$owner(L)` and `$v` replaced.
+    fn substitute(&self, arg: &str) -> Outcome<String> {
+        let re = Regex::new(r"\$owner\(([^)]*)\)|\$([A-Za-z_][A-Za-z0-9_]*)").expect("regex");
+        let mut failure = None;
+        let out = re.replace_all(arg, |caps: &regex::Captures| {
+            let value = match (caps.get(1), caps.get(2)) {
+                (Some(lock), _) => self.lock(lock.as_str()).map(LockObject::owner),
+                (_, Some(name)) => match self.saved.get(name.as_str()) {
+                    Some(Json::String(s)) => Ok(s.clone()),
+                    Some(Json::Number(n)) => Ok(n.to_string()),
+                    Some(other) => Err(format!("${} is {other}, no string", name.as_str())),
+                    None => Err(format!("nothing saved as ${}", name.as_str())),
+                },
+                _ => unreachable!("the regex has two alternatives"),
+            };
+            value.unwrap_or_else(|e| {
+                failure.get_or_insert(e);
+                String::new()
+            })
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(out.into_owned()),
+        }
+    }
+
+    fn raw(&mut self, args: &[String]) -> Outcome<Reply> {
+        let mut cmd = redis::cmd(args.first().ok_or("an empty command")?);
+        for arg in &args[1..] {
+            cmd.arg(self.substitute(arg)?);
+        }
+        Ok(reply_of(cmd.query(&mut self.conn)))
+    }
+
+    fn step(&mut self, index: usize, step: &Step) -> Outcome {
+        match step {
+            Step::Acquire {
+                lock,
+                wait_ms,
+                lease_ms,
+                expect,
+                elapsed_ms,
+                save_token,
+            } => {
+                let object = self.lock(lock)?;
+                let started = Instant::now();
+                let outcome = object.acquire(*wait_ms, *lease_ms);
+                let took = started.elapsed().as_millis() as u64;
+                check_kind(expect, "acquired", &outcome)?;
+                if let Some((lo, hi)) = elapsed_ms {
+                    if took < *lo || took > *hi {
+                        return Err(format!("took {took} ms, not within [{lo}, {hi}]"));
+                    }
+                }
+                if let Ok(guard) = outcome {
+                    if let Some(name) = save_token {
+                        self.saved.insert(name.clone(), Json::from(guard.token()));
+                    }
+                    self.guards.entry(lock.clone()).or_default().push(guard);
+                } else if save_token.is_some() {
+                    return Err("no token to save: nothing was acquired".into());
+                }
+                Ok(())
+            }
+            Step::Release { lock, expect } => {
+                self.lock(lock)?;
+                // The latest hold's guard; once none is left, the lock's own
+                // release for its owner.
+                let outcome = match self.guards.get_mut(lock).and_then(Vec::pop) {
+                    Some(guard) => guard.release(),
+                    None => self.lock(lock)?.unlock(),
+                };
+                check_kind(expect, "ok", &outcome)
+            }
+            Step::Held { lock, expect } => {
+                let held = self
+                    .lock(lock)?
+                    .is_held()
+                    .map_err(|e| format!("is_held: {e}"))?;
+                if held == *expect {
+                    Ok(())
+                } else {
+                    Err(format!("held is {held}, expected {expect}"))
+                }
+            }
+            Step::Lost { lock, expect } => {
+                let lost = self.last_guard(lock)?.is_some_and(Guard::is_lost);
+                if lost == *expect {
+                    Ok(())
+                } else {
+                    Err(format!("lost is {lost}, expected {expect}"))
+                }
+            }
+            Step::Token { lock, expect } => {
+                let token = Json::from(self.last_guard(lock)?.and_then(Guard::token));
+                check(expect, &Ok(token), &self.saved)
+            }
+            Step::Redis { args, expect, save } => {
+                let reply = self.raw(args)?;
+                check(expect, &reply, &self.saved)?;
+                if let Some(name) = save {
+                    let value = reply.map_err(|e| format!("an error to save: {e}"))?;
+                    self.saved.insert(name.clone(), value);
+                }
+                Ok(())
+            }
+            Step::Later {
+                after_ms,
+                args,
+                expect,
+            } => {
+                let args = args
+                    .iter()
+                    .map(|a| self.substitute(a))
+                    .collect::<Outcome<Vec<_>>>()?;
+                let (client, expect, saved) =
+                    (self.server.client(), expect.clone(), self.saved.clone());
+                let after = Duration::from_millis(*after_ms);
+                let thread = thread::spawn(move || {
+                    let mut conn = client
+                        .get_connection_with_timeout(RAW_TIMEOUT)
+                        .map_err(|e| format!("connect: {e}"))?;
+                    conn.set_read_timeout(Some(RAW_TIMEOUT))
+                        .map_err(|e| format!("{e}"))?;
+                    thread::sleep(after);
+                    let mut cmd = redis::cmd(&args[0]);
+                    for arg in &args[1..] {
+                        cmd.arg(arg);
+                    }
+                    check(&expect, &reply_of(cmd.query(&mut conn)), &saved)
+                });
+                self.later.push((index, thread));
+                Ok(())
+            }
+            Step::Sleep(ms) => {
+                thread::sleep(Duration::from_millis(*ms));
+                Ok(())
+            }
+            Step::Calls(expected) => {
+                let calls = command_calls(&mut self.conn)?;
+                for (command, expect) in expected {
+                    let count = calls.get(command).copied().unwrap_or(0);
+                    check(expect, &Ok(Json::from(count)), &self.saved)
+                        .map_err(|e| format!("{command}: {e}"))?;
+                }
+                Ok(())
+            }
+            Step::ResetCalls => {
+                let reply = self.raw(&["CONFIG".into(), "RESETSTAT".into()])?;
+                check(&Json::from("OK"), &reply, &self.saved)
+            }
+        }
+    }
+
+    /// Waits for the `later` steps; the first that failed.
+    fn join_later(&mut self) -> Outcome {
+        let mut first = Ok(());
+        for (index, thread) in self.later.drain(..) {
+            let outcome = thread
+                .join()
+                .unwrap_or_else(|_| Err("its thread panicked".into()));
+            if let (Err(e), Ok(())) = (outcome, &first) {
+                first = Err(format!("step {index} (later): {e}"));
+            }
+        }
+        first
+    }
+}
+
+/// Runs one scenario on `server`: Err names the step that failed.
+fn run(server: &Server, scenario: &Scenario) -> Outcome {
+    let mut conn = server
+        .client()
+        .get_connection_with_timeout(RAW_TIMEOUT)
+        .map_err(|e| format!("connect: {e}"))?;
+    conn.set_read_timeout(Some(RAW_TIMEOUT))
+        .map_err(|e| format!("{e}"))?;
+    for reset in [&["FLUSHALL"][..], &["CONFIG", "RESETSTAT"]] {
+        let _: () = redis::cmd(reset[0])
+            .arg(&reset[1..])
+            .query(&mut conn)
+            .map_err(|e| format!("{reset:?}: {e}"))?;
+    }
+    let clients: HashMap<&str, Locks> = scenario
+        .clients
+        .iter()
+        .map(|(name, options)| {
+            let locks = Locks::new(server.client()).with_options(options.clone());
+            (name.as_str(), locks)
+        })
+        .collect();
+    let mut read_write = HashMap::new();
+    let mut locks = HashMap::new();
+    for (label, spec) in &scenario.locks {
+        let client = clients
+            .get(spec.client.as_str())
+            .ok_or_else(|| format!("lock {label}: no client `{}`", spec.client))?;
+        let object = LockObject::make(spec, client, &mut read_write)
+            .map_err(|e| format!("lock {label}: {e}"))?;
+        locks.insert(label.clone(), object);
+    }
+    let mut run = Run {
+        server,
+        conn,
+        locks,
+        guards: HashMap::new(),
+        saved: HashMap::new(),
+        later: Vec::new(),
+    };
+    let steps = scenario
+        .steps
+        .iter()
+        .enumerate()
+        .try_for_each(|(i, step)| run.step(i, step).map_err(|e| format!("step {i}: {e}")));
+    let later = run.join_later();
+    // What is still held is released (or, lost, left) as the guards drop.
+    drop(run);
+    steps.and(later)
+}
+
+fn scenario_file() -> PathBuf {
+    std::env::var_os("RWLOCK_SCENARIOS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("clients/contract/scenarios.json"))
+}
+
+#[test]
+fn every_shared_scenario_holds_for_the_blocking_client() {
+    let path = scenario_file();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("read the scenarios {}: {e}", path.display()));
+    let file: Json = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the scenarios {} are no JSON: {e}", path.display()));
+    let all = scenarios(&file).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(!all.is_empty(), "{} holds no scenario", path.display());
+    let server = Server::start(&[]);
+    let mut failures = Vec::new();
+    for (i, scenario) in all.iter().enumerate() {
+        let started = Instant::now();
+        let outcome = scenario
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|s| run(&server, s).map_err(|e| format!("{}: {e}", s.name)));
+        let verdict = if outcome.is_ok() { "ok" } else { "FAILED" };
+        let name = scenario
+            .as_ref()
+            .map_or("(unreadable)", |s| s.name.as_str());
+        eprintln!("scenario {i} {verdict} in {:?}: {name}", started.elapsed());
+        if let Err(e) = outcome {
+            failures.push(format!("scenario {i}: {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} shared scenarios failed:\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_runner_refuses_what_it_does_not_know() {
+    let read = |text: &str| scenario(&serde_json::from_str(text).expect("json"));
+    let base = r#""name": "n", "clients": {"A": {}}, "locks": {"a": {"client": "A", "kind": "plain", "name": "x"}}"#;
+    assert!(read(&format!(r#"{{{base}, "steps": [{{"sleep_ms": 1}}]}}"#)).is_ok());
+    let refused = [
+        (r#"{"dance": 1}"#, "exactly one action"),
+        (
+            r#"{"sleep_ms": 1, "held": "a", "expect": true}"#,
+            "exactly one action",
+        ),
+        (
+            r#"{"release": "a", "expect": "ok", "quietly": true}"#,
+            "unknown fields",
+        ),
+        (
+            r#"{"acquire": "a", "wait_ms": 0, "expect": "acquired"}"#,
+            "`lease_ms` is missing",
+        ),
+        (
+            r#"{"later": {"after_ms": 1, "redis": ["PING"], "expect": "PONG", "x": 1}}"#,
+            "unknown fields",
+        ),
+        (r#"{"reset_calls": false}"#, "true expected"),
+    ];
+    for (step, why) in refused {
+        let e = read(&format!(r#"{{{base}, "steps": [{step}]}}"#))
+            .err()
+            .unwrap_or_else(|| panic!("{step} was accepted"));
+        assert!(e.contains(why), "{step}: {e}");
+    }
+    let e = read(r#"{"name": "n", "clients": {"A": {"retries": 3}}, "locks": {}, "steps": []}"#)
+        .err()
+        .expect("an unknown client option");
+    assert!(e.contains("unknown fields"), "{e}");
+    let e = read(r#"{"name": "n", "clients": {}, "locks": {}, "steps": [], "extra": 1}"#)
+        .err()
+        .expect("an unknown scenario field");
+    assert!(e.contains("unknown fields"), "{e}");
+    let e = check(
+        &serde_json::json!({"close_to": 3}),
+        &Ok(Json::from(3)),
+        &HashMap::new(),
+    );
+    assert!(e.is_err_and(|e| e.contains("unknown expectation")));
+    assert!(check_kind::<()>("Sideways", "ok", &Ok(())).is_err());
+}
+
+#[test]
+fn expectations_match_as_the_readme_says() {
+    let saved: HashMap<String, Json> = [("t".to_string(), Json::from(5))].into();
+    let ok = |expect: Json, got: Reply| check(&expect, &got, &saved).is_ok();
+    use serde_json::json;
+    assert!(ok(json!(null), Ok(Json::Null)));
+    assert!(ok(json!("1"), Ok(json!("1"))));
+    assert!(!ok(json!(1), Ok(json!("1"))), "a number is no string");
+    assert!(ok(json!({"between": [1, 3]}), Ok(json!(3))));
+    assert!(!ok(json!({"between": [1, 3]}), Ok(json!(4))));
+    assert!(
+        !ok(json!({"between": [1, 3]}), Ok(json!("2"))),
+        "integers only"
+    );
+    assert!(ok(json!({"match": "a+b"}), Ok(json!("aab"))));
+    assert!(
+        !ok(json!({"match": "a+b"}), Ok(json!("aabc"))),
+        "anchored at the end"
+    );
+    assert!(
+        !ok(json!({"match": "a|b"}), Ok(json!("ab"))),
+        "anchored around alternatives"
+    );
+    assert!(ok(json!({"each_match": "k:.*"}), Ok(json!(["k:1", "k:2"]))));
+    assert!(!ok(json!({"each_match": "k:.*"}), Ok(json!(["k:1", "x"]))));
+    assert!(ok(json!({"len": 0}), Ok(json!([]))));
+    assert!(
+        ok(json!({"eq": "$t"}), Ok(json!("5"))),
+        "GET's string of an integer"
+    );
+    assert!(ok(json!({"gt": "$t"}), Ok(json!(6))));
+    assert!(!ok(json!({"gt": "$t"}), Ok(json!(5))));
+    assert!(check(&json!({"eq": "$nothing"}), &Ok(json!(5)), &saved).is_err());
+    assert!(ok(
+        json!({"error": "ERR"}),
+        Err("ERR unknown command".into())
+    ));
+    assert!(!ok(json!({"error": "WRONGTYPE"}), Err("ERR x".into())));
+    assert!(
+        !ok(json!("OK"), Err("ERR x".into())),
+        "an error is no reply"
+    );
+    assert!(check_kind(
+        "refused",
+        "acquired",
+        &Err::<(), _>(Error::NotAcquired { pttl: 1 })
+    )
+    .is_ok());
+    assert!(check_kind("NotHeld", "ok", &Err::<(), _>(Error::NotHeld)).is_ok());
+    assert!(check_kind("ok", "ok", &Err::<(), _>(Error::NotHeld)).is_err());
+}
