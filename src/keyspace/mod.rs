@@ -8,6 +8,7 @@
 
 pub mod keys;
 pub mod leases;
+mod line;
 
 use std::os::raw::c_int;
 use std::ptr;
