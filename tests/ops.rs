@@ -28,7 +28,7 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 27, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 30, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -75,6 +75,11 @@ fn info_rwlock_counts_every_outcome() {
     for _ in 0..2 {
         ok(&mut c, &["LOCK.ACQUIRE", "P", "p:1", "30000", "FENCED"]);
     }
+    // A fair lock: taken, a waiter queued that then gives up, released.
+    ok_all(
+        &mut c,
+        "FAIRLOCK.ACQUIRE F f:1 30000; FAIRLOCK.ACQUIRE F g:1 30000; FAIRLOCK.CANCEL F g:1; FAIRLOCK.UNLOCK F f:1",
+    );
     // Nothing has waited nor kept a lease index: other clients' writes do
     // not call into the module.
     assert_eq!(info(&mut c, "rwlock")["keyspace_subscribed"], 0);
@@ -110,8 +115,8 @@ fn info_rwlock_counts_every_outcome() {
         ("reentries", 4),
         // The plain refusal and the one inside MULTI; a timed-out wait is not one.
         ("refused", 2),
-        // b's read, w's first write release on W, the release of H.
-        ("unlocks", 3),
+        // b's read, w's first write release on W, the release of H, F's.
+        ("unlocks", 4),
         ("unlocks_not_held", 1),
         ("unlocks_replayed", 1),
         ("renewals", 1),
@@ -136,6 +141,9 @@ fn info_rwlock_counts_every_outcome() {
         ("session_binds", 0),
         ("session_renewals", 0),
         ("session_releases", 0),
+        ("fair_acquired", 1),
+        ("fair_queued", 1),
+        ("fair_cancels", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
