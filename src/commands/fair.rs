@@ -10,6 +10,7 @@ use super::apply::{change, forced, lock_and_owner};
 use crate::args::{self, lock_error, ArgString};
 use crate::config;
 use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
@@ -40,7 +41,11 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
             }
         }
         FairTaken::Refused => metrics::bump(Counter::Refused),
-        FairTaken::Queued { .. } => metrics::bump(Counter::FairQueued),
+        FairTaken::Queued { .. } => {
+            metrics::bump(Counter::FairQueued);
+            // The lease running out must tell the line's head.
+            events::follow_expiries(ctx);
+        }
     }
     Ok(reply::release(taken.reply()))
 }

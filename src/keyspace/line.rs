@@ -53,6 +53,17 @@ fn integer(reply: &CallReply) -> i64 {
 }
 
 impl RedisStore<'_> {
+    /// Whether `key` exists, by the low-level API: a call on a missing key
+    /// (the line of a lock nobody waits for) is skipped, as it would read
+    /// nothing and write nothing.
+    fn exists(&mut self, key: &[u8]) -> bool {
+        let kind = match self.one_shot(key, false) {
+            Ok(shot) => shot.handle.kind(),
+            Err(i) => self.kept(i).handle.kind(),
+        };
+        kind != KeyType::Empty
+    }
+
     /// Runs `command args…`, handing its reply to `f`; a failed call (the
     /// machine checked the types first, so only the server's own limits)
     /// is logged and reads as nil.
@@ -121,16 +132,25 @@ impl Line for RedisStore<'_> {
     }
 
     fn lindex(&mut self, key: &[u8], index: i64) -> Option<Vec<u8>> {
+        if !self.exists(key) {
+            return None;
+        }
         let mut buf = [0; DECIMAL_LEN];
         let at = decimal(index, &mut buf);
         self.call(false, "LINDEX", &[key, at], bytes, None)
     }
 
     fn lrange(&mut self, key: &[u8]) -> Vec<Vec<u8>> {
+        if !self.exists(key) {
+            return Vec::new();
+        }
         self.strings("LRANGE", &[key, b"0", b"-1"])
     }
 
     fn lpop(&mut self, key: &[u8]) {
+        if !self.exists(key) {
+            return;
+        }
         self.call(true, "LPOP", &[key], |_| (), ());
     }
 
@@ -139,10 +159,16 @@ impl Line for RedisStore<'_> {
     }
 
     fn lrem(&mut self, key: &[u8], value: &[u8]) {
+        if !self.exists(key) {
+            return;
+        }
         self.call(true, "LREM", &[key, b"0", value], |_| (), ());
     }
 
     fn zscore(&mut self, key: &[u8], member: &[u8]) -> Option<i64> {
+        if !self.exists(key) {
+            return None;
+        }
         self.call(false, "ZSCORE", &[key, member], score, None)
     }
 
@@ -159,10 +185,16 @@ impl Line for RedisStore<'_> {
     }
 
     fn zrem(&mut self, key: &[u8], member: &[u8]) {
+        if !self.exists(key) {
+            return;
+        }
         self.call(true, "ZREM", &[key, member], |_| (), ());
     }
 
     fn zrange(&mut self, key: &[u8]) -> Vec<Vec<u8>> {
+        if !self.exists(key) {
+            return Vec::new();
+        }
         self.strings("ZRANGE", &[key, b"0", b"-1"])
     }
 }

@@ -6,6 +6,7 @@
 //! strings that never change are constants and other names come from the
 //! interned table (`server::strings`); numbers are formatted on the stack.
 
+pub mod expiry;
 pub mod keys;
 pub mod leases;
 mod line;
