@@ -201,3 +201,54 @@ fn a_replica_holds_the_same_line_and_deadlines() {
     let expiry = |c: &mut redis::Connection| -> i64 { query(c, &["PEXPIRETIME", "R"]) };
     assert_eq!(expiry(&mut m), expiry(&mut r));
 }
+
+#[test]
+fn an_aof_replay_restores_the_same_line_and_deadlines() {
+    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "A", "a:1", "60000"]);
+    for owner in ["b:1", "c:1", "d:1", "e:1"] {
+        ok(
+            &mut c,
+            &["FAIRLOCK.ACQUIRE", "A", owner, "60000", "WAIT", "5000"],
+        );
+    }
+    ok(&mut c, &["FAIRLOCK.CANCEL", "A", "c:1", "WAIT", "5000"]);
+    ok(
+        &mut c,
+        &["FAIRLOCK.UNLOCK", "A", "a:1", "REQUEST", "r1", "60000"],
+    );
+    ok(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "A", "b:1", "60000", "WAIT", "5000"],
+    );
+    ok(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "A", "b:1", "60000", "WAIT", "5000"],
+    );
+    let snapshot = |c: &mut redis::Connection| -> (Vec<String>, Vec<String>, Vec<String>, i64) {
+        (
+            query(c, &["LRANGE", "redisson_lock_queue:{A}", "0", "-1"]),
+            query(
+                c,
+                &[
+                    "ZRANGE",
+                    "redisson_lock_timeout:{A}",
+                    "0",
+                    "-1",
+                    "WITHSCORES",
+                ],
+            ),
+            query(c, &["HGETALL", "A"]),
+            query(c, &["PEXPIRETIME", "A"]),
+        )
+    };
+    let before = snapshot(&mut c);
+    assert_eq!(before.0, ["d:1", "e:1"]);
+    assert_eq!(before.2, ["b:1", "2"]);
+    drop(c);
+    server.kill9();
+    server.restart();
+    let mut c = server.conn();
+    assert_eq!(snapshot(&mut c), before);
+}
