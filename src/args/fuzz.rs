@@ -246,8 +246,10 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
     c.done(all)
 }
 
+type RefCancel = (Vec<u8>, Vec<u8>, Option<i64>);
+
 /// `lock owner [WAIT ms]`.
-fn ref_fair_cancel(a: &[Vec<u8>]) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), BTreeSet<Problem>> {
+fn ref_fair_cancel(a: &[Vec<u8>]) -> Result<RefCancel, BTreeSet<Problem>> {
     if a.len() != 3 && a.len() != 5 {
         return Err(only(Problem::Arity));
     }
