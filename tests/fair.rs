@@ -200,6 +200,36 @@ fn a_replica_holds_the_same_line_and_deadlines() {
     assert_eq!(hash(&mut m), hash(&mut r));
     let expiry = |c: &mut redis::Connection| -> i64 { query(c, &["PEXPIRETIME", "R"]) };
     assert_eq!(expiry(&mut m), expiry(&mut r));
+    // A lease running out with a replica attached: the head is told (the
+    // message also goes down the replication stream) and both stay alike.
+    let messages = Collector::start(&master, &["redisson_lock__channel*"]);
+    ok(&mut m, &["FAIRLOCK.ACQUIRE", "X", "h:1", "100"]);
+    ok(
+        &mut m,
+        &["FAIRLOCK.ACQUIRE", "X", "w:1", "30000", "WAIT", "5000"],
+    );
+    let told = messages.wait_for(Duration::from_secs(3), |ch, _| {
+        ch == b"redisson_lock__channel:{X}:w:1"
+    });
+    assert!(told.is_some(), "the head was not told");
+    expect_reply(
+        &mut m,
+        &["FAIRLOCK.ACQUIRE", "X", "w:1", "30000"],
+        Value::Nil,
+    );
+    wait_replica(&mut m);
+    assert_eq!(hash(&mut r), ["b:1", "1"]);
+    let x: Vec<String> = query(&mut r, &["HGETALL", "X"]);
+    assert_eq!(x, ["w:1", "1"]);
+    let gone: i64 = query(
+        &mut r,
+        &[
+            "EXISTS",
+            "redisson_lock_queue:{X}",
+            "redisson_lock_timeout:{X}",
+        ],
+    );
+    assert_eq!(gone, 0);
 }
 
 #[test]
