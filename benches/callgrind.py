@@ -226,7 +226,7 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
-    ] + (plain_workloads(sha) if "plain_lock" in scripts else [])
+    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else [])
 
 
 def count(module, scripts, name, per, setup, work):
@@ -277,6 +277,33 @@ def count(module, scripts, name, per, setup, work):
 
 # (cheaper, dearer, target): every operation at least 3x cheaper than
 # Redisson's script (20x among 1,000 readers, whose unlock scans every lease),
+def fair_workloads(sha):
+    """The fair lock's cycles, nobody waiting: the module against Redisson
+    4.7's fair_lock.lua + fair_unlock.lua (with `now`, the client's clock,
+    fixed: an empty line never compares it)."""
+    lock, owner = "FL", "u-0000-4000-8000-000000000000:1"
+    queue, timeout = "redisson_lock_queue:{%s}" % lock, "redisson_lock_timeout:{%s}" % lock
+    chan = "redisson_lock__channel:{%s}" % lock
+    now = int(time.time() * 1000)
+
+    def release(request):
+        return resp("FAIRLOCK.UNLOCK", lock, owner, "REQUEST", request, LATCH_TTL)
+
+    def script_release(request):
+        latch = "redisson_unlock_latch:{%s}:%s" % (lock, request)
+        return resp("EVALSHA", sha["fair_unlock"], 5, lock, queue, timeout, chan, latch, 0, 30000,
+                    owner, now, "PUBLISH", LATCH_TTL)
+
+    acquire = resp("FAIRLOCK.ACQUIRE", lock, owner, 30000, "WAIT", 300000)
+    by_script = resp("EVALSHA", sha["fair_lock"], 3, lock, queue, timeout, 30000, owner, 300000, now)
+    return [
+        ("fair lock + unlock REQUEST, module", CYCLES, MODULE, [],
+         latched(lock, lambda request: (acquire, release(request)))),
+        ("fair lock + unlock, EVALSHA", CYCLES, MODULE, [],
+         latched(lock, lambda request: (by_script, script_release(request)))),
+    ]
+
+
 # the module's cycles within 1.1x of the layout floor's.
 TARGETS = [
     ("read lock + unlock, module", "read lock + unlock, EVALSHA", ">=", 3.0),
@@ -291,6 +318,7 @@ PLAIN_TARGETS = [
     ("plain lock + unlock REQUEST, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
     ("plain lock + unlock, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
     ("fenced lock + unlock REQUEST, module", "fenced lock + unlock, EVALSHA", ">=", 3.0),
+    ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
 ]
 # Shown without a target: how each compares with one plain command per request.
 REFERENCES = [
@@ -331,7 +359,8 @@ def main():
                for k in ("read_lock", "read_unlock", "write_lock", "write_unlock")}
     plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA")
     if plain:
-        for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock")):
+        for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
+                          ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock")):
             scripts[key] = (Path(plain) / f"{name}.lua").read_text()
     else:
         print("RWLOCK_REDISSON_LOCK_LUA unset: no plain-lock rows (Redisson 4.7's scripts)")

@@ -6,7 +6,7 @@ use redis_module::RedisError;
 
 use crate::engine::error::{
     LockError, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX,
-    ERR_TIMEOUT, ERR_TTL, MAX_HOLDS_LISTED, MAX_MILLIS,
+    ERR_TIMEOUT, ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
 };
 use crate::engine::int::parse_i64;
 use crate::engine::lock::Options;
@@ -248,6 +248,60 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
         return Err(RedisError::WrongArity);
     };
     names(lock)
+}
+
+/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`: FAIRLOCK.ACQUIRE.
+pub struct FairAcquire<'a> {
+    pub lock: OwnerLease<'a>,
+    /// Redisson's thread wait time; None: `rwlock.fair-wait`.
+    pub wait: Option<i64>,
+    /// `NOQUEUE`: `tryLock()` without wait, never joining the line.
+    pub no_queue: bool,
+    /// `NOREENTRY`: the non-reentrant fair lock.
+    pub non_reentrant: bool,
+}
+
+/// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY` in any order,
+/// each at most once.
+pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
+    if args.len() < 4 || args.len() > 8 {
+        return Err(RedisError::WrongArity);
+    }
+    let mut parsed = FairAcquire {
+        lock: owner_lease(&args[..4])?,
+        wait: None,
+        no_queue: false,
+        non_reentrant: false,
+    };
+    options(&args[4..], |word, rest| {
+        Ok(
+            if is(word, "WAIT") && parsed.wait.is_none() && rest.len() >= 2 {
+                parsed.wait = Some(millis(&rest[1], 0, ERR_WAIT)?);
+                Some(2)
+            } else if is(word, "NOQUEUE") && !parsed.no_queue {
+                parsed.no_queue = true;
+                Some(1)
+            } else if is(word, "NOREENTRY") && !parsed.non_reentrant {
+                parsed.non_reentrant = true;
+                Some(1)
+            } else {
+                None
+            },
+        )
+    })?;
+    Ok(parsed)
+}
+
+/// `lock owner [WAIT ms]`: FAIRLOCK.CANCEL; the wait None when not given.
+pub fn fair_cancel<A: Arg>(args: &[A]) -> Result<(LockNames<'_>, &[u8], Option<i64>), RedisError> {
+    match args {
+        [_, lock, o] => Ok((names(lock)?, owner(o)?, None)),
+        [_, lock, o, word, ms] if is(word.bytes(), "WAIT") => {
+            Ok((names(lock)?, owner(o)?, Some(millis(ms, 0, ERR_WAIT)?)))
+        }
+        [_, _, _, _, _] => Err(RedisError::Str(ERR_SYNTAX)),
+        _ => Err(RedisError::WrongArity),
+    }
 }
 
 /// A multi-hold command: `owner [lease] [BLOCK ms] HOLDS n kind name …`.

@@ -1,5 +1,5 @@
 //! Module configuration (docs/design.md, contract §5): `rwlock.publish`,
-//! `rwlock.fairness` and `rwlock.default-lease`, and `rwlock.lease-index-from`
+//! `rwlock.fairness`, `rwlock.default-lease` and `rwlock.fair-wait`, and `rwlock.lease-index-from`
 //! (see `leases`), settable as module arguments
 //! at load time and with CONFIG SET.
 
@@ -36,10 +36,14 @@ choices!(publish::PublishMode { auto = 0, publish = 1, spublish = 2 });
 choices!(fairness::Fairness { none = 0, fifo = 1 });
 
 pub const DEFAULT_LEASE_MS: i64 = 30_000;
+/// Redisson's `fairLockWaitTimeout` default: a fair lock waiter's wait.
+pub const FAIR_WAIT_MS: i64 = 300_000;
 
 pub static PUBLISH: Mutex<PublishMode> = Mutex::new(PublishMode::auto);
 pub static FAIRNESS: Mutex<Fairness> = Mutex::new(Fairness::none);
 pub static DEFAULT_LEASE: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
+/// `rwlock.fair-wait`: FAIRLOCK.ACQUIRE's and CANCEL's wait without `WAIT`.
+pub static FAIR_WAIT: AtomicI64 = AtomicI64::new(FAIR_WAIT_MS);
 
 pub fn publish_mode() -> PublishMode {
     *PUBLISH.lock().unwrap_or_else(|e| e.into_inner())
@@ -51,6 +55,10 @@ pub fn fair() -> bool {
 
 pub fn default_lease() -> i64 {
     DEFAULT_LEASE.load(Ordering::Relaxed)
+}
+
+pub fn fair_wait() -> i64 {
+    FAIR_WAIT.load(Ordering::Relaxed)
 }
 
 fn pick<T: Copy>(options: &[(&str, T)], value: &[u8]) -> Option<T> {
@@ -104,6 +112,12 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                     .filter(|ms| (1..=MAX_MILLIS).contains(ms))
                     .ok_or_else(bad)?;
                 DEFAULT_LEASE.store(lease, Ordering::Relaxed);
+            }
+            b"fair-wait" => {
+                let wait = parse_i64(value)
+                    .filter(|ms| (0..=MAX_MILLIS).contains(ms))
+                    .ok_or_else(bad)?;
+                FAIR_WAIT.store(wait, Ordering::Relaxed);
             }
             _ => {
                 return Err(format!(

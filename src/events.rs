@@ -19,7 +19,7 @@ use std::os::raw::{c_char, c_int};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::effects::observers;
-use crate::keyspace::leases;
+use crate::keyspace::{expiry, leases};
 use crate::server::{self, strings, RawString};
 use crate::sessions::{self, close as session_close};
 use crate::waiting::clients as waiting;
@@ -50,12 +50,26 @@ pub fn follow_writes(ctx: &Context) {
     if subscribed() || (waiting::idle() && !leases::any() && sessions::idle()) {
         return;
     }
-    // Every class: a lease key replaced by a list is a foreign write too.
+    subscribe_keyspace(ctx);
+}
+
+/// Subscribes to keyspace events of every class: a lease key replaced by a
+/// list is a foreign write too.
+fn subscribe_keyspace(ctx: &Context) {
     let classes = NotifyEvent::ALL.bits() & raw::get_keyspace_notification_flags_all().bits();
     if server::subscribe_keyspace_events(ctx, classes, on_keyspace_event) {
         SUBSCRIBED.with(|s| s.set(true));
     } else {
         ctx.log_warning("rwlock: cannot subscribe to keyspace events");
+    }
+}
+
+/// Subscribes to keyspace events, if not yet, for a fair lock's line: its
+/// hash expiring must tell the head waiter (`keyspace::expiry`). Called
+/// when a fair lock queues a waiter, never on other kinds' paths.
+pub fn follow_expiries(ctx: &Context) {
+    if !subscribed() {
+        subscribe_keyspace(ctx);
     }
 }
 
@@ -78,6 +92,9 @@ unsafe extern "C" fn on_keyspace_event(
     }
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
+    if event == "expired" {
+        expiry::on_expired(&ctx, key);
+    }
     raw::REDISMODULE_OK as c_int
 }
 

@@ -32,6 +32,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("renewals", Counter::Renewals),
         ("renewals_not_held", Counter::RenewalsNotHeld),
         ("force_unlocks", Counter::ForceUnlocks),
+        ("fair_acquired", Counter::FairAcquired),
+        ("fair_queued", Counter::FairQueued),
+        ("fair_cancels", Counter::FairCancels),
     ];
     raw::add_info_section(ctx, Some("locks"));
     for (name, counter) in locks {

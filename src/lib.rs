@@ -78,6 +78,7 @@ redis_module! {
     configurations: [
         i64: [
             ["default-lease", &config::DEFAULT_LEASE, config::DEFAULT_LEASE_MS, 1, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
+            ["fair-wait", &config::FAIR_WAIT, config::FAIR_WAIT_MS, 0, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
             ["lease-index-from", &leases::LEASE_INDEX_FROM, leases::LEASE_INDEX_FROM_DEFAULT, 0, MAX_HOLDS, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],

@@ -30,9 +30,12 @@ pub enum Counter {
     SessionBinds,
     SessionRenewals,
     SessionReleases,
+    FairAcquired,
+    FairQueued,
+    FairCancels,
 }
 
-const COUNTERS: usize = Counter::SessionReleases as usize + 1;
+const COUNTERS: usize = Counter::FairCancels as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 

@@ -1402,6 +1402,106 @@ fn start_expecting_failure(module_args: &[&str]) -> (Option<ExitStatus>, String)
     (status, text)
 }
 
+/// The fair lock (contract §13): every malformed call, and every call on
+/// keys of the wrong type or a corrupt count, is an error that changes
+/// nothing, neither the hash nor the line (no purge of its stale head).
+#[test]
+fn fair_lock_bad_input() {
+    let mut f = Fixture::new();
+    f.populate();
+    // F: held by f with a corrupt count beside, its line with a stale head.
+    f.ok(&["FAIRLOCK.ACQUIRE", "F", "f", "900000"]);
+    f.ok(&["HSET", "F", "bad", "x"]);
+    f.ok(&["RPUSH", "redisson_lock_queue:{F}", "stale", "w"]);
+    f.ok(&[
+        "ZADD",
+        "redisson_lock_timeout:{F}",
+        "1",
+        "stale",
+        "99999999999999",
+        "w",
+    ]);
+    // Q: a line of the wrong type; T: deadlines of the wrong type.
+    f.ok(&["SET", "redisson_lock_queue:{Q}", "x"]);
+    f.ok(&["SET", "redisson_lock_timeout:{T}", "x"]);
+    f.drain();
+    for args in [
+        &["FAIRLOCK.ACQUIRE"][..],
+        &["FAIRLOCK.ACQUIRE", "F", "f"],
+        &[
+            "FAIRLOCK.ACQUIRE",
+            "F",
+            "f",
+            "1",
+            "WAIT",
+            "1",
+            "NOQUEUE",
+            "NOREENTRY",
+            "x",
+        ],
+        &["FAIRLOCK.CANCEL", "F"],
+        &["FAIRLOCK.UNLOCK", "F"],
+        &["FAIRLOCK.FORCEUNLOCK"],
+        &["FAIRLOCK.FORCEUNLOCK", "F", "x"],
+        &["FAIRLOCK.INFO"],
+    ] {
+        f.expect_error(args, "ERR", ARITY);
+    }
+    for args in [
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "WAIT"][..],
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "NOQUEUE", "NOQUEUE"],
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "BLOCK", "10"],
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "FENCED"],
+        &["FAIRLOCK.CANCEL", "F", "g", "NOWAIT", "1"],
+        &["FAIRLOCK.UNLOCK", "F", "f", "REQUEST", "r"],
+    ] {
+        f.expect_error(args, "ERR", SYNTAX);
+    }
+    for v in ["-1", "x", "315360000001", ""] {
+        f.expect_error(
+            &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "WAIT", v],
+            "ERR",
+            &["WAIT"],
+        );
+        f.expect_error(&["FAIRLOCK.CANCEL", "F", "g", "WAIT", v], "ERR", &["WAIT"]);
+        f.expect_error(&["FAIRLOCK.ACQUIRE", "F", "g", v], "ERR", &["lease"]);
+    }
+    for owner in ["", "mode", "x:write"] {
+        f.expect_error(&["FAIRLOCK.ACQUIRE", "F", owner, "1000"], "ERR", &["owner"]);
+        f.expect_error(&["FAIRLOCK.CANCEL", "F", owner], "ERR", &["owner"]);
+        f.expect_error(&["FAIRLOCK.UNLOCK", "F", owner], "ERR", &["owner"]);
+    }
+    f.expect_error(
+        &["FAIRLOCK.ACQUIRE", "F", "bad", "1000"],
+        "ERR",
+        &["corrupt"],
+    );
+    f.expect_error(&["FAIRLOCK.UNLOCK", "F", "bad"], "ERR", &["corrupt"]);
+    for lock in ["S", "Li", "Q", "T"] {
+        f.expect_error(
+            &["FAIRLOCK.ACQUIRE", lock, "g", "1000"],
+            "WRONGTYPE",
+            &["wrong"],
+        );
+        f.expect_error(&["FAIRLOCK.UNLOCK", lock, "g"], "WRONGTYPE", &["wrong"]);
+        f.expect_error(&["FAIRLOCK.FORCEUNLOCK", lock], "WRONGTYPE", &["wrong"]);
+        f.expect_error(&["FAIRLOCK.INFO", lock], "WRONGTYPE", &["wrong"]);
+    }
+    for lock in ["Q", "T"] {
+        f.expect_error(&["FAIRLOCK.CANCEL", lock, "g"], "WRONGTYPE", &["wrong"]);
+    }
+    f.expect_error(
+        &["FAIRLOCK.ACQUIRE", "a{b", "g", "1000"],
+        "ERR",
+        &["braces"],
+    );
+    f.expect_error(
+        &["FAIRLOCK.UNLOCK", "L", "u1", "REQUEST", "bad", "1000"],
+        "ERR",
+        &["latch"],
+    );
+}
+
 #[test]
 fn bad_module_args_fail_the_start() {
     let cases: &[(&[&str], &str)] = &[
@@ -1411,6 +1511,8 @@ fn bad_module_args_fail_the_start() {
         (&["rwlock.default-lease", "-5"], "default-lease"),
         (&["publish", "banana"], "banana"),
         (&["fairness", "lifo"], "fairness"),
+        (&["fair-wait", "-1"], "fair-wait"),
+        (&["fair-wait", "315360000001"], "fair-wait"),
         (&["nosuch", "1"], "nosuch"),
         (&["default-lease"], ""),
         (&["default-lease", "5000", "publish"], ""),

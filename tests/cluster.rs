@@ -699,3 +699,51 @@ fn failover_keeps_acknowledged_locks_and_ends_every_wait() {
         "a write on the demoted master: {e}"
     );
 }
+
+/// The fair lock in a cluster (contract §13): routed by the name, its line's
+/// keys on the same master, the head told on its own shard channel.
+#[test]
+fn a_fair_lock_keeps_its_line_on_its_master_and_tells_the_head_by_spublish() {
+    let cluster = Cluster::start();
+    let mut cc = cluster.client(&[]);
+    let lock = &cluster.names_per_shard("fair", 1)[1][0];
+    let master = &cluster.nodes[cluster.shards[1].master];
+    // Redisson's prefixName: a braced name is used as is.
+    let derived = |prefix: &str| {
+        if lock.contains('{') {
+            format!("{prefix}:{lock}")
+        } else {
+            format!("{prefix}:{{{lock}}}")
+        }
+    };
+    let head_channel = format!("{}:w:1", derived("redisson_lock__channel"));
+    let mut head = Subscriber::new(master, "SSUBSCRIBE", &head_channel);
+    expect_reply(
+        &mut cc,
+        &["FAIRLOCK.ACQUIRE", lock, "h:1", LEASE],
+        Value::Nil,
+    );
+    for owner in ["w:1", "v:1"] {
+        match ok(
+            &mut cc,
+            &["FAIRLOCK.ACQUIRE", lock, owner, LEASE, "WAIT", "5000"],
+        ) {
+            Value::Int(ttl) => assert!(ttl > 0, "{owner}: ttl {ttl}"),
+            other => panic!("{owner} was not queued: {other:?}"),
+        }
+    }
+    let mut m = master.conn();
+    let queue = derived("redisson_lock_queue");
+    let line: Vec<String> = query(&mut m, &["LRANGE", &queue, "0", "-1"]);
+    assert_eq!(line, ["w:1", "v:1"]);
+    expect_reply(&mut cc, &["FAIRLOCK.UNLOCK", lock, "h:1"], Value::Int(1));
+    assert_eq!(head.next(), (head_channel, "0".to_string()));
+    expect_reply(
+        &mut cc,
+        &["FAIRLOCK.ACQUIRE", lock, "w:1", LEASE],
+        Value::Nil,
+    );
+    // A name whose line would leave its slot is refused.
+    let e = call(&mut cc, &["FAIRLOCK.ACQUIRE", "a{b", "u:1", LEASE]).expect_err("refused");
+    assert!(e.to_string().contains("slot"), "{e}");
+}

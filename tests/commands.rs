@@ -375,6 +375,8 @@ fn module_arguments_set_configs_at_load() {
             "none",
             "lease-index-from",
             "16",
+            "fair-wait",
+            "4321",
         ],
         &[],
     );
@@ -383,6 +385,7 @@ fn module_arguments_set_configs_at_load() {
         rwlock_configs(&mut c),
         pairs(&[
             ("rwlock.default-lease", "1234"),
+            ("rwlock.fair-wait", "4321"),
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "16"),
             ("rwlock.publish", "spublish"),

@@ -28,7 +28,7 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 27, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 30, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -98,6 +98,12 @@ fn info_rwlock_counts_every_outcome() {
     );
     assert!(matches!(timed_out, Value::Int(t) if t > 0), "{timed_out:?}");
 
+    // A fair lock: taken, a waiter queued that then gives up, released
+    // (its queued waiter subscribes to expiries, as the first wait did).
+    ok_all(
+        &mut c,
+        "FAIRLOCK.ACQUIRE F f:1 30000; FAIRLOCK.ACQUIRE F g:1 30000; FAIRLOCK.CANCEL F g:1; FAIRLOCK.UNLOCK F f:1",
+    );
     let expected: BTreeMap<String, u64> = [
         // a, a again, b, w's read under its write on W, the handoff to r:1.
         ("read_acquired", 5),
@@ -110,8 +116,8 @@ fn info_rwlock_counts_every_outcome() {
         ("reentries", 4),
         // The plain refusal and the one inside MULTI; a timed-out wait is not one.
         ("refused", 2),
-        // b's read, w's first write release on W, the release of H.
-        ("unlocks", 3),
+        // b's read, w's first write release on W, the release of H, F's.
+        ("unlocks", 4),
         ("unlocks_not_held", 1),
         ("unlocks_replayed", 1),
         ("renewals", 1),
@@ -136,6 +142,9 @@ fn info_rwlock_counts_every_outcome() {
         ("session_binds", 0),
         ("session_renewals", 0),
         ("session_releases", 0),
+        ("fair_acquired", 1),
+        ("fair_queued", 1),
+        ("fair_cancels", 1),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

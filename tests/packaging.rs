@@ -110,6 +110,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("RWLOCK_FAIRNESS", "fifo"),
             ("RWLOCK_DEFAULT_LEASE", "12345"),
             ("RWLOCK_LEASE_INDEX_FROM", "8"),
+            ("RWLOCK_FAIR_WAIT", "4321"),
         ],
         &[],
     );
@@ -118,6 +119,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         rwlock_configs(&mut c),
         pairs(&[
             ("rwlock.default-lease", "12345"),
+            ("rwlock.fair-wait", "4321"),
             ("rwlock.fairness", "fifo"),
             ("rwlock.lease-index-from", "8"),
             ("rwlock.publish", "spublish"),
@@ -143,6 +145,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
         rwlock_configs(&mut c),
         pairs(&[
             ("rwlock.default-lease", "30000"),
+            ("rwlock.fair-wait", "300000"),
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "64"),
             ("rwlock.publish", "auto"),

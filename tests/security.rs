@@ -53,6 +53,21 @@ fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
         &["LOCK.FORCEUNLOCK", lock],
         &["LOCK.INFO", lock],
         &["RWLOCK.WRITE", lock, owner, "30000", "FENCED"],
+        // The fair lock's: its line's keys are derived from the name, and
+        // the name's rules decide.
+        &["FAIRLOCK.ACQUIRE", lock, owner, "30000", "WAIT", "1000"],
+        &[
+            "FAIRLOCK.ACQUIRE",
+            lock,
+            owner,
+            "30000",
+            "NOQUEUE",
+            "NOREENTRY",
+        ],
+        &["FAIRLOCK.CANCEL", lock, owner],
+        &["FAIRLOCK.UNLOCK", lock, owner, "REQUEST", "r1", "60000"],
+        &["FAIRLOCK.FORCEUNLOCK", lock],
+        &["FAIRLOCK.INFO", lock],
         // The multi-hold forms: the name alone, and after one of the
         // user's own (every listed name is checked, not the first).
         &[

@@ -12,9 +12,12 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use redis_module::RedisError;
 
-use super::{acquire, force_unlock, lock_only, owner_lease, unlock, Arg};
+use super::{
+    acquire, fair_acquire, fair_cancel, force_unlock, lock_only, owner_lease, unlock, Arg,
+};
 use crate::engine::error::{
     ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL,
+    ERR_WAIT,
 };
 use crate::engine::fuzz_cases::cases;
 use crate::engine::names::LockNames;
@@ -37,6 +40,7 @@ enum Problem {
     Timeout,
     RequestId,
     Ttl,
+    Wait,
 }
 
 fn problem_of(e: &RedisError) -> Problem {
@@ -49,6 +53,7 @@ fn problem_of(e: &RedisError) -> Problem {
         RedisError::Str(m) if *m == ERR_TIMEOUT => Problem::Timeout,
         RedisError::Str(m) if *m == ERR_REQUEST_ID => Problem::RequestId,
         RedisError::Str(m) if *m == ERR_TTL => Problem::Ttl,
+        RedisError::Str(m) if *m == ERR_WAIT => Problem::Wait,
         other => panic!("an error no call should give: {other:?}"),
     }
 }
@@ -207,6 +212,59 @@ fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
     c.done(all)
 }
 
+type RefFair = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool, bool);
+
+/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`, options in any order,
+/// each at most once (contract §13.3).
+fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
+    if !(4..=8).contains(&a.len()) {
+        return Err(only(Problem::Arity));
+    }
+    let mut c = Check::default();
+    let name = c.name(&a[1]);
+    let owner = c.owner(&a[2]);
+    let lease = c.need(ref_millis(&a[3], 1), Problem::Lease);
+    let (mut wait, mut wait_ok, mut no_queue, mut no_reentry) = (None, true, false, false);
+    let mut i = 4;
+    while i < a.len() {
+        if word(&a[i], "WAIT") && wait.is_none() && wait_ok && i + 1 < a.len() {
+            wait = c.need(ref_millis(&a[i + 1], 0), Problem::Wait);
+            wait_ok = wait.is_some();
+            i += 2;
+        } else if word(&a[i], "NOQUEUE") && !no_queue {
+            no_queue = true;
+            i += 1;
+        } else if word(&a[i], "NOREENTRY") && !no_reentry {
+            no_reentry = true;
+            i += 1;
+        } else {
+            c.0.insert(Problem::Syntax);
+            break;
+        }
+    }
+    let all = (|| Some((name?, owner?, lease?, wait, no_queue, no_reentry)))();
+    c.done(all)
+}
+
+type RefCancel = (Vec<u8>, Vec<u8>, Option<i64>);
+
+/// `lock owner [WAIT ms]`.
+fn ref_fair_cancel(a: &[Vec<u8>]) -> Result<RefCancel, BTreeSet<Problem>> {
+    if a.len() != 3 && a.len() != 5 {
+        return Err(only(Problem::Arity));
+    }
+    let mut c = Check::default();
+    let name = c.name(&a[1]);
+    let owner = c.owner(&a[2]);
+    let wait = match a.get(3) {
+        None => Some(None),
+        Some(w) if word(w, "WAIT") => c.need(ref_millis(&a[4], 0), Problem::Wait).map(Some),
+        Some(_) => c.need(None, Problem::Syntax),
+    };
+    let all = (|| Some((name?, owner?, wait?)))();
+    c.done(all)
+}
+
 /// `lock owner lease`.
 fn ref_owner_lease(a: &[Vec<u8>]) -> Result<(Vec<u8>, Vec<u8>, i64), BTreeSet<Problem>> {
     if a.len() != 4 {
@@ -337,6 +395,19 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
     agree(argv, force_unlock(argv), ref_force_unlock(argv), |p, r| {
         (p.0.hash(), p.1) == (&r.0[..], r.1)
     })?;
+    agree(argv, fair_acquire(argv), ref_fair_acquire(argv), |p, r| {
+        (
+            p.lock.names.hash(),
+            p.lock.owner,
+            p.lock.lease,
+            p.wait,
+            p.no_queue,
+            p.non_reentrant,
+        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5)
+    })?;
+    agree(argv, fair_cancel(argv), ref_fair_cancel(argv), |p, r| {
+        (p.0.hash(), p.1, p.2) == (&r.0[..], &r.1[..], r.2)
+    })?;
     agree(argv, lock_only(argv), ref_lock_only(argv), |p, r| {
         p.hash() == &r[..]
     })
@@ -347,8 +418,26 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
 // ---------------------------------------------------------------------------
 
 const WORDS: &[&str] = &[
-    "READ", "WRITE", "read", "Write", "BLOCK", "block", "LEASE", "lease", "REQUEST", "Request",
-    "SESSION", "session", "FOO", "", "READ\0", " READ",
+    "READ",
+    "WRITE",
+    "read",
+    "Write",
+    "BLOCK",
+    "block",
+    "LEASE",
+    "lease",
+    "REQUEST",
+    "Request",
+    "SESSION",
+    "session",
+    "FOO",
+    "",
+    "READ\0",
+    " READ",
+    "WAIT",
+    "wait",
+    "NOQUEUE",
+    "NoReentry",
 ];
 const NUMBERS: &[&str] = &[
     "0",
@@ -454,6 +543,11 @@ proptest! {
             prop_assert_eq!(cluster_tag(&timeout_key), tag);
             prop_assert_eq!(cluster_tag(&latch_key), tag);
             prop_assert_eq!(cluster_tag(&channel), tag);
+            let (queue, line_timeout) = (names.fair_queue(), names.fair_timeout());
+            let waiter = names.waiter_channel(&owner);
+            prop_assert_eq!(cluster_tag(&queue), tag);
+            prop_assert_eq!(cluster_tag(&line_timeout), tag);
+            prop_assert_eq!(cluster_tag(&waiter), tag);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod apply;
 pub mod docs;
+pub mod fair;
 pub mod lock;
 pub mod multi;
 pub mod rwlock;
@@ -17,8 +18,8 @@ use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
     arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, session,
-    Arg, Command, Kind, ACQUIRE_KEY, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY,
-    RWLOCK_KEYS,
+    Arg, Command, Kind, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
+    RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
 use crate::server::{self, CommandFn};
@@ -97,10 +98,105 @@ fn request_option() -> Arg {
 }
 
 /// The module versions the commands appeared in: the read-write lock, the
-/// plain lock, then the multi-hold and session holds.
+/// plain lock, then the multi-hold and session holds, then the fair lock.
 const V1: &CStr = c"0.1.0";
 const V2: &CStr = c"0.2.0";
 const V3: &CStr = c"0.3.0";
+const V4: &CStr = c"0.4.0";
+
+/// `[WAIT ms]` of the fair lock: Redisson's thread wait time.
+fn wait_option() -> Arg {
+    millis(
+        c"WAIT",
+        c"Redisson's thread wait time: how far this waiter's deadline lies behind the one before it (default rwlock.fair-wait)",
+    )
+}
+
+/// `[NOREENTRY]`.
+fn no_reentry() -> Arg {
+    flag(
+        c"noreentry",
+        c"NOREENTRY",
+        c"A non-reentrant lock: its holder taking it again is an error",
+    )
+}
+
+/// The fair lock's commands (`RFairLock`).
+fn fair_commands() -> Vec<Command> {
+    vec![
+        Command {
+            name: c"fairlock.acquire",
+            entry: entry!(fair::acquire),
+            flags: c"write deny-oom",
+            summary: c"Takes a Redisson fair lock (RFairLock) or joins its line. Replies nil when held, else the script's ttl (NOQUEUE: 1)",
+            complexity: c"O(W) where W is the number of waiters in the lock's line",
+            since: V4,
+            arity: -4,
+            key: ACQUIRE_KEY,
+            key_notes: FAIR_KEYS,
+            args: vec![
+                lock(),
+                owner(),
+                lease(),
+                wait_option(),
+                flag(
+                    c"noqueue",
+                    c"NOQUEUE",
+                    c"tryLock() without wait: never join the line; reply nil or 1",
+                ),
+                no_reentry(),
+            ],
+        },
+        Command {
+            name: c"fairlock.cancel",
+            entry: entry!(fair::cancel),
+            flags: c"write",
+            summary: c"Leaves a fair lock's line as a waiter that gives up. Replies 1 when it was in the line, else 0",
+            complexity: c"O(W) where W is the number of waiters in the lock's line",
+            since: V4,
+            arity: -3,
+            key: RELEASE_KEY,
+            key_notes: FAIR_KEYS,
+            args: vec![lock(), owner(), wait_option()],
+        },
+        Command {
+            name: c"fairlock.unlock",
+            entry: entry!(fair::unlock),
+            flags: c"write",
+            summary: c"Releases one hold of a fair lock and tells the head waiter. Replies nil (not held), 0 (still held) or 1 (released, or no lock)",
+            complexity: c"O(S) where S is the number of stale waiters purged from the line's head",
+            since: V4,
+            arity: -3,
+            key: RELEASE_KEY,
+            key_notes: FAIR_KEYS,
+            args: vec![lock(), owner(), lease_option(), request_option()],
+        },
+        Command {
+            name: c"fairlock.forceunlock",
+            entry: entry!(fair::force_unlock),
+            flags: c"write",
+            summary: c"Deletes a fair lock whoever holds it and tells the head waiter. Replies 1 if deleted, else 0",
+            complexity: c"O(S) where S is the number of stale waiters purged from the line's head",
+            since: V4,
+            arity: 2,
+            key: FORCE_KEY,
+            key_notes: FAIR_KEYS,
+            args: vec![lock()],
+        },
+        Command {
+            name: c"fairlock.info",
+            entry: entry!(fair::info),
+            flags: c"readonly",
+            summary: c"Shows a fair lock's holder and count, its TTL and its line in order with each waiter's deadline",
+            complexity: c"O(W) where W is the number of waiters in the lock's line",
+            since: V4,
+            arity: 2,
+            key: INFO_KEY,
+            key_notes: FAIR_KEYS,
+            args: vec![lock()],
+        },
+    ]
+}
 
 /// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
 fn multi_args(head: Vec<Arg>) -> Vec<Arg> {
@@ -111,7 +207,7 @@ fn multi_args(head: Vec<Arg>) -> Vec<Arg> {
 
 /// Every command.
 pub fn table() -> Vec<Command> {
-    vec![
+    let mut table = vec![
         acquisition(
             c"rwlock.read",
             V1,
@@ -196,11 +292,7 @@ pub fn table() -> Vec<Command> {
             LOCK_KEYS,
             vec![
                 fenced(),
-                flag(
-                    c"noreentry",
-                    c"NOREENTRY",
-                    c"A non-reentrant lock: its holder taking it again is an error",
-                ),
+                no_reentry(),
             ],
         ),
         Command {
@@ -287,7 +379,9 @@ pub fn table() -> Vec<Command> {
             key_notes: MULTI_KEYS,
             args: multi_args(vec![owner(), lease()]),
         },
-    ]
+    ];
+    table.extend(fair_commands());
+    table
 }
 
 /// Creates every command of the table and describes it to Redis.
@@ -350,6 +444,11 @@ mod tests {
                 "LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]",
+                "FAIRLOCK.CANCEL lock owner [WAIT ms]",
+                "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
+                "FAIRLOCK.FORCEUNLOCK lock",
+                "FAIRLOCK.INFO lock",
             ]
         );
     }

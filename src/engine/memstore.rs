@@ -1,16 +1,21 @@
 //! An in-memory [`Store`] with a simulated clock, recording the keyspace
 //! events and messages a real server would emit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::index::LeaseIndex;
-use super::store::{Fields, KeyKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use super::store::{Fields, KeyKind, Line, LineKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
     Str(Vec<u8>),
+    /// A key of a type no machine reads or writes.
     List,
+    /// A fair lock's line: waiters in order.
+    Queue(VecDeque<Vec<u8>>),
+    /// A fair lock's deadlines: member → score.
+    Zset(BTreeMap<Vec<u8>, i64>),
 }
 
 impl Value {
@@ -125,7 +130,7 @@ impl Store for MemStore {
             None => KeyKind::Missing,
             Some((Value::Hash(_), _)) => KeyKind::Hash,
             Some((Value::Str(_), _)) => KeyKind::String,
-            Some((Value::List, _)) => KeyKind::Other,
+            Some((Value::List | Value::Queue(_) | Value::Zset(_), _)) => KeyKind::Other,
         }
     }
 
@@ -270,5 +275,139 @@ impl Store for MemStore {
 
     fn forget_lease_index(&mut self, hash: &[u8]) {
         self.indexes.remove(hash);
+    }
+}
+
+impl MemStore {
+    fn queue_mut(&mut self, key: &[u8]) -> Option<&mut VecDeque<Vec<u8>>> {
+        match self.live(key) {
+            Some((Value::Queue(q), _)) => Some(q),
+            _ => None,
+        }
+    }
+
+    fn zset_mut(&mut self, key: &[u8]) -> Option<&mut BTreeMap<Vec<u8>, i64>> {
+        match self.live(key) {
+            Some((Value::Zset(z), _)) => Some(z),
+            _ => None,
+        }
+    }
+
+    /// Deletes a list or zset its last write emptied, as Redis does.
+    fn drop_if_empty(&mut self, key: &[u8]) {
+        let empty = match self.entries.get(key) {
+            Some((Value::Queue(q), _)) => q.is_empty(),
+            Some((Value::Zset(z), _)) => z.is_empty(),
+            _ => false,
+        };
+        if empty {
+            self.entries.remove(key);
+            self.event("del", key);
+        }
+    }
+}
+
+impl Line for MemStore {
+    fn line_kind(&mut self, key: &[u8]) -> LineKind {
+        match self.live(key) {
+            None => LineKind::Missing,
+            Some((Value::Queue(_), _)) => LineKind::List,
+            Some((Value::Zset(_), _)) => LineKind::Zset,
+            Some(_) => LineKind::Other,
+        }
+    }
+
+    fn lindex(&mut self, key: &[u8], index: i64) -> Option<Vec<u8>> {
+        let q = self.queue_mut(key)?;
+        let at = if index < 0 {
+            q.len().checked_sub(index.unsigned_abs() as usize)?
+        } else {
+            index as usize
+        };
+        q.get(at).cloned()
+    }
+
+    fn lrange(&mut self, key: &[u8]) -> Vec<Vec<u8>> {
+        self.queue_mut(key)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn lpop(&mut self, key: &[u8]) {
+        if let Some(q) = self.queue_mut(key) {
+            q.pop_front();
+            self.event("lpop", key);
+            self.drop_if_empty(key);
+        }
+    }
+
+    fn rpush(&mut self, key: &[u8], value: &[u8]) {
+        match self.queue_mut(key) {
+            Some(q) => q.push_back(value.to_vec()),
+            None => {
+                let q = VecDeque::from([value.to_vec()]);
+                self.entries.insert(key.to_vec(), (Value::Queue(q), None));
+            }
+        }
+        self.event("rpush", key);
+    }
+
+    fn lrem(&mut self, key: &[u8], value: &[u8]) {
+        let Some(q) = self.queue_mut(key) else {
+            return;
+        };
+        let before = q.len();
+        q.retain(|w| w != value);
+        if q.len() != before {
+            self.event("lrem", key);
+            self.drop_if_empty(key);
+        }
+    }
+
+    fn zscore(&mut self, key: &[u8], member: &[u8]) -> Option<i64> {
+        self.zset_mut(key)?.get(member).copied()
+    }
+
+    fn zadd(&mut self, key: &[u8], score: i64, member: &[u8]) -> bool {
+        let added = match self.zset_mut(key) {
+            Some(z) => z.insert(member.to_vec(), score).is_none(),
+            None => {
+                let z = BTreeMap::from([(member.to_vec(), score)]);
+                self.entries.insert(key.to_vec(), (Value::Zset(z), None));
+                true
+            }
+        };
+        self.event("zadd", key);
+        added
+    }
+
+    fn zincrby(&mut self, key: &[u8], delta: i64, member: &[u8]) {
+        match self.zset_mut(key) {
+            Some(z) => *z.entry(member.to_vec()).or_insert(0) += delta,
+            None => {
+                let z = BTreeMap::from([(member.to_vec(), delta)]);
+                self.entries.insert(key.to_vec(), (Value::Zset(z), None));
+            }
+        }
+        self.event("zincr", key);
+    }
+
+    fn zrem(&mut self, key: &[u8], member: &[u8]) {
+        let removed = self
+            .zset_mut(key)
+            .is_some_and(|z| z.remove(member).is_some());
+        if removed {
+            self.event("zrem", key);
+            self.drop_if_empty(key);
+        }
+    }
+
+    fn zrange(&mut self, key: &[u8]) -> Vec<Vec<u8>> {
+        let Some(z) = self.zset_mut(key) else {
+            return Vec::new();
+        };
+        let mut members: Vec<_> = z.iter().map(|(m, at)| (*at, m.clone())).collect();
+        members.sort();
+        members.into_iter().map(|(_, m)| m).collect()
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod agenda;
 pub mod error;
+pub mod fair;
 pub mod hold;
 pub mod index;
 pub mod int;
@@ -17,6 +18,8 @@ pub mod queue;
 pub mod rwlock;
 pub mod store;
 
+#[cfg(test)]
+mod fair_model;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]

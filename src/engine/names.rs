@@ -12,6 +12,8 @@ const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LOCK_CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 const TOKEN_PREFIX: &[u8] = b"redisson_lock_token";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
+const QUEUE_PREFIX: &[u8] = b"redisson_lock_queue";
+const LINE_TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 
 /// Every name Redisson derives from one lock name, which it borrows;
 /// derived names are made when asked for.
@@ -53,6 +55,25 @@ impl<'a> LockNames<'a> {
     /// The lock's fencing token counter (`RFencedLock`).
     pub fn token_key(&self) -> KeyBuf {
         self.prefixed(TOKEN_PREFIX)
+    }
+
+    /// The fair lock's line (`RFairLock`): a list of waiters' owners in
+    /// arrival order.
+    pub fn fair_queue(&self) -> KeyBuf {
+        self.prefixed(QUEUE_PREFIX)
+    }
+
+    /// The fair lock's zset of each waiter's deadline (absolute ms).
+    pub fn fair_timeout(&self) -> KeyBuf {
+        self.prefixed(LINE_TIMEOUT_PREFIX)
+    }
+
+    /// A fair lock waiter's own channel: `redisson_lock__channel:{name}:<owner>`.
+    pub fn waiter_channel(&self, owner: &[u8]) -> Vec<u8> {
+        let mut channel = self.lock_channel().to_vec();
+        channel.push(b':');
+        channel.extend_from_slice(owner);
+        channel
     }
 
     /// `<prefix>:{name}`, or `<prefix>:name` when the name carries braces.

@@ -142,3 +142,45 @@ pub trait Store {
     /// Drops the lock's index: the machine changed it in a way it does not track.
     fn forget_lease_index(&mut self, _hash: &[u8]) {}
 }
+
+/// What a fair lock's line keys hold: its queue must be a list, its
+/// deadlines a sorted set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    Missing,
+    List,
+    Zset,
+    Other,
+}
+
+/// The list and sorted-set operations of Redisson's fair-lock scripts
+/// (`RFairLock`'s line `redisson_lock_queue:{lock}` and its deadlines
+/// `redisson_lock_timeout:{lock}`), each with the keyspace event and the
+/// replicated effect the same command has when a script runs it. Scores are
+/// whole milliseconds, as every score the scripts and commands write is.
+/// Kept apart from [`Store`] so that stores which never serve a fair lock
+/// need none of it.
+pub trait Line: Store {
+    /// What `key` holds, by the types the line uses.
+    fn line_kind(&mut self, key: &[u8]) -> LineKind;
+    /// `LINDEX key index` (negative from the end); `None` past either end.
+    fn lindex(&mut self, key: &[u8], index: i64) -> Option<Vec<u8>>;
+    /// `LRANGE key 0 -1`.
+    fn lrange(&mut self, key: &[u8]) -> Vec<Vec<u8>>;
+    /// `LPOP key`: event `lpop` (and `del` when it empties) unless missing.
+    fn lpop(&mut self, key: &[u8]);
+    /// `RPUSH key value`: event `rpush`.
+    fn rpush(&mut self, key: &[u8], value: &[u8]);
+    /// `LREM key 0 value`: event `lrem` (and `del`) when it removed any.
+    fn lrem(&mut self, key: &[u8], value: &[u8]);
+    /// `ZSCORE key member`.
+    fn zscore(&mut self, key: &[u8], member: &[u8]) -> Option<i64>;
+    /// `ZADD key score member`: event `zadd`; true when the member is new.
+    fn zadd(&mut self, key: &[u8], score: i64, member: &[u8]) -> bool;
+    /// `ZINCRBY key delta member` (a missing member starts at 0): event `zincr`.
+    fn zincrby(&mut self, key: &[u8], delta: i64, member: &[u8]);
+    /// `ZREM key member`: event `zrem` (and `del`) when it was there.
+    fn zrem(&mut self, key: &[u8], member: &[u8]);
+    /// `ZRANGE key 0 -1`: members by score, then by bytes.
+    fn zrange(&mut self, key: &[u8]) -> Vec<Vec<u8>>;
+}

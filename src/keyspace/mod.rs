@@ -6,8 +6,10 @@
 //! strings that never change are constants and other names come from the
 //! interned table (`server::strings`); numbers are formatted on the stack.
 
+pub mod expiry;
 pub mod keys;
 pub mod leases;
+mod line;
 
 use std::os::raw::c_int;
 use std::ptr;

@@ -204,6 +204,17 @@ impl Key {
         }
     }
 
+    /// Whether the key is a list (`Some(true)`), a sorted set
+    /// (`Some(false)`), or neither (`None`, a missing key included).
+    pub fn list_or_zset(self) -> Option<bool> {
+        // SAFETY: KeyType accepts null (a missing key) and open handles.
+        match unsafe { raw::RedisModule_KeyType.expect("KeyType")(self.0) } as isize {
+            t if t == raw::REDISMODULE_KEYTYPE_LIST => Some(true),
+            t if t == raw::REDISMODULE_KEYTYPE_ZSET => Some(false),
+            _ => None,
+        }
+    }
+
     /// The key's absolute deadline: None when the key is missing,
     /// `REDISMODULE_NO_EXPIRE` when it has none.
     #[inline]

@@ -1,0 +1,141 @@
+//! The fair lock's commands, `FAIRLOCK.*`: Redisson's `RFairLock` and its
+//! non-reentrant variant on the same data as Redisson's scripts (the hash,
+//! the line `redisson_lock_queue:{lock}` and its deadlines
+//! `redisson_lock_timeout:{lock}`), with the server's clock as `now`.
+//! Renewal is `LOCK.RENEW`'s: the hold is the plain lock's hash.
+
+use redis_module::{Context, RedisResult, RedisValue};
+
+use super::apply::{change, forced, lock_and_owner};
+use crate::args::{self, lock_error, ArgString};
+use crate::config;
+use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::events;
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::reply;
+
+/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`
+///
+/// As `fair_lock.lua`: nil when held (a re-entry resets the TTL to
+/// `lease`), else the caller joins the line and gets the script's `ttl`
+/// (negative when the last waiter is stale, -2 when the lock is gone).
+/// `NOQUEUE`: as `fair_trylock.lua`, nil or 1, never joining. `NOREENTRY`:
+/// the holder asking again is `NON_REENTRANT_REACQUIRE`.
+pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let a = args::fair_acquire(args)?;
+    let options = FairOptions {
+        no_queue: a.no_queue,
+        non_reentrant: a.non_reentrant,
+        wait: a.wait.unwrap_or_else(config::fair_wait),
+    };
+    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
+    let taken = change(ctx, lock_and_owner(args), names, |store| {
+        fair::acquire(store, names, owner, lease, options)
+    })?;
+    match taken {
+        FairTaken::Acquired { reentry } => {
+            metrics::bump(Counter::FairAcquired);
+            if reentry {
+                metrics::bump(Counter::Reentries);
+            }
+        }
+        FairTaken::Refused => metrics::bump(Counter::Refused),
+        FairTaken::Queued { .. } => {
+            metrics::bump(Counter::FairQueued);
+            // The lease running out must tell the line's head.
+            events::follow_expiries(ctx);
+        }
+    }
+    Ok(reply::release(taken.reply()))
+}
+
+/// `FAIRLOCK.CANCEL lock owner [WAIT ms]`
+///
+/// As `fair_acquire_failed.lua`: the owner leaves the line, those behind it
+/// move up by `WAIT` (default `rwlock.fair-wait`). Replies 1 when it was in
+/// the line, else 0.
+pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let (names, owner, wait) = args::fair_cancel(args)?;
+    let wait = wait.unwrap_or_else(config::fair_wait);
+    let was = change(ctx, lock_and_owner(args), &names, |store| {
+        fair::cancel(store, &names, owner, wait)
+    })?;
+    if was {
+        metrics::bump(Counter::FairCancels);
+    }
+    Ok(RedisValue::Integer(was.into()))
+}
+
+/// `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]`
+///
+/// As `fair_unlock.lua`: nil (the owner holds nothing), 0 (still held, TTL
+/// re-armed to `LEASE`) or 1 (released, or no lock at all); `0` is
+/// published on the head waiter's channel
+/// `redisson_lock__channel:{lock}:<owner>`. With `REQUEST` a retry replies
+/// what the first call did.
+pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let a = args::lock_unlock(args)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
+        fair::unlock(store, &a.names, a.owner, lease, a.request)
+    })?;
+    metrics::unlocked(outcome);
+    Ok(reply::release(fair::unlock_reply(outcome)))
+}
+
+/// `FAIRLOCK.FORCEUNLOCK lock`
+///
+/// As `fair_force_unlock.lua`: stale heads purged, the lock deleted
+/// whoever holds it and the head waiter told. Replies 1 if it deleted it.
+pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let names = args::lock_only(args)?;
+    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
+        fair::force_unlock(store, &names)
+    })?;
+    Ok(forced(deleted))
+}
+
+/// `FAIRLOCK.INFO lock`
+///
+/// Read-only: `holders` (each `owner` with its `count`), `ttl` (the hash's
+/// PTTL, -2 when free) and `line`, the waiters in order, each `owner` with
+/// its `deadline` (absolute ms, nil when it has none).
+pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let names = args::lock_only(args)?;
+    let mut store = RedisStore::new(ctx);
+    let info = fair::info(&mut store, &names).map_err(lock_error)?;
+    let label = RedisValue::SimpleStringStatic;
+    let holders = info
+        .holders
+        .into_iter()
+        .map(|(owner, count)| {
+            RedisValue::Array(vec![
+                label("owner"),
+                RedisValue::StringBuffer(owner),
+                label("count"),
+                RedisValue::Integer(count),
+            ])
+        })
+        .collect();
+    let line = info
+        .line
+        .into_iter()
+        .map(|w| {
+            RedisValue::Array(vec![
+                label("owner"),
+                RedisValue::StringBuffer(w.owner),
+                label("deadline"),
+                w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+            ])
+        })
+        .collect();
+    Ok(RedisValue::Array(vec![
+        label("holders"),
+        RedisValue::Array(holders),
+        label("ttl"),
+        RedisValue::Integer(info.pttl),
+        label("line"),
+        RedisValue::Array(line),
+    ]))
+}

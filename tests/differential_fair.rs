@@ -1,0 +1,631 @@
+//! Differential test of the fair lock: `FAIRLOCK.*` against Redisson 4.7's
+//! own fair-lock scripts (`fair_lock.lua`, `fair_trylock.lua`,
+//! `nonreentrant_fair_lock.lua`, `nonreentrant_fair_trylock.lua`,
+//! `fair_acquire_failed.lua`, `fair_unlock.lua`, `fair_force_unlock.lua`
+//! in `$RWLOCK_REDISSON_LOCK_LUA`, read at run time).
+//!
+//! The oracle (plain redis-server) runs each script by `EVAL` with the KEYS
+//! and ARGV Redisson passes, `now` being this client's clock read just
+//! before, as Redisson's `System.currentTimeMillis()`; the module server runs
+//! the command, whose `now` is the server's clock. Random sequences over
+//! three locks (a plain name, `{tag}:a` and `x{tag}`) and four owners, with
+//! short leases (20..300 ms) and waits (10..200 ms), so that leases run out
+//! and stale heads are purged during the run: acquisitions (plain,
+//! `NOQUEUE`, `NOREENTRY`, both), cancels, unlocks with `REQUEST` (a fifth
+//! retrying an earlier id, as Redisson does on a lost reply), force unlocks
+//! and `DEL` of a lock. After every step: the replies (a `ttl` within a
+//! tolerance), every key of the sequence (the hash with its TTL, the list in
+//! order, the zset with its scores within the tolerance, the latches), and
+//! the ordered keyspace events (but `expired`, which each server raises when
+//! it happens to look) and messages of both sides.
+//!
+//! The two clocks differ by the few ms between the two calls, so a step is
+//! only run when no deadline of either side (a key's expiry, a waiter's
+//! score) lies within `MARGIN` of now: otherwise one side could purge or
+//! expire what the other keeps. The step waits until it is clear.
+//!
+//! The module publishes `0` to the head when a lease runs out (§13.8),
+//! where the scripts publish nothing: on the module's side, one head
+//! message beside each `expired` event of its lock is left out (counted).
+//!
+//! Unlocks always carry `REQUEST` (Redisson 4.7 always passes a latch; the
+//! script needs one). `FAIRLOCK.CANCEL` replies whether the owner was in the
+//! line, where the script replies nil: compared with the oracle's line
+//! before the step.
+//!
+//! Environment: `RWLOCK_REDISSON_LOCK_LUA` (required),
+//! `RWLOCK_DIFF_SEQUENCES` (default 30), `RWLOCK_DIFF_SEED`.
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::{Connection, Value};
+use testkit::differential::{require_oracle, start_pair};
+use testkit::{eval_lua_of, Collector, Rng, LOCK_LUA};
+
+const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory: the FAIRLOCK.* \
+     differential test needs Redisson 4.7's scripts as its oracle. Run it as \
+     `RWLOCK_REDISSON_LOCK_LUA=/path/to/shared/reference/redisson-4.7-lua cargo test --release \
+     --test differential_fair`, or through `make test` / `.ci/run`, which set it.";
+
+const OWNERS: [&str; 4] = ["u1:1", "u1:2", "u2:7", "u3:1"];
+const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
+/// No deadline within this of now when a step runs.
+const MARGIN: i64 = 12;
+/// How far the two sides' TTLs, scores and ttl replies may differ, beyond
+/// the time the step itself took (the two calls' clocks differ by up to
+/// that much on a loaded machine).
+const TOLERANCE: i64 = 10;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// `<prefix>:{name}`, or `<prefix>:name` when the name has a brace.
+fn derived(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Names {
+    hash: String,
+    queue: String,
+    timeout: String,
+    channel: String,
+}
+
+impl Names {
+    fn new(hash: String) -> Names {
+        Names {
+            queue: derived("redisson_lock_queue", &hash),
+            timeout: derived("redisson_lock_timeout", &hash),
+            channel: derived("redisson_lock__channel", &hash),
+            hash,
+        }
+    }
+    fn latch(&self, id: &str) -> String {
+        format!("{}:{id}", derived("redisson_unlock_latch", &self.hash))
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire {
+        lease: i64,
+        wait: i64,
+        no_queue: bool,
+        no_reentry: bool,
+    },
+    Cancel {
+        wait: i64,
+    },
+    Unlock {
+        lease: i64,
+        id: String,
+        ttl: i64,
+    },
+    Force,
+    Del,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reply {
+    Nil,
+    Int(i64),
+    Error(String),
+    Other(String),
+}
+
+fn reply_of(r: redis::RedisResult<Value>) -> Reply {
+    match r {
+        Ok(Value::Nil) => Reply::Nil,
+        Ok(Value::Int(n)) => Reply::Int(n),
+        Ok(other) => Reply::Other(format!("{other:?}")),
+        Err(e) => Reply::Error(e.to_string()),
+    }
+}
+
+fn module(conn: &mut Connection, args: &[String]) -> Reply {
+    let mut cmd = redis::cmd(&args[0]);
+    for a in &args[1..] {
+        cmd.arg(a);
+    }
+    reply_of(cmd.query(conn))
+}
+
+/// One step on both sides: the command line, the script and its KEYS/ARGV.
+fn plan(
+    n: &Names,
+    owner: &str,
+    op: &Op,
+    now: i64,
+) -> (Vec<String>, &'static str, Vec<String>, Vec<String>) {
+    let s = |v: &str| v.to_string();
+    match op {
+        Op::Acquire {
+            lease,
+            wait,
+            no_queue,
+            no_reentry,
+        } => {
+            let mut cmd = vec![
+                s("FAIRLOCK.ACQUIRE"),
+                n.hash.clone(),
+                s(owner),
+                lease.to_string(),
+                s("WAIT"),
+                wait.to_string(),
+            ];
+            if *no_queue {
+                cmd.push(s("NOQUEUE"));
+            }
+            if *no_reentry {
+                cmd.push(s("NOREENTRY"));
+            }
+            let keys = vec![n.hash.clone(), n.queue.clone(), n.timeout.clone()];
+            let (script, mut argv) = match no_queue {
+                // fair_trylock: lease, owner, now, wait.
+                true => (
+                    if *no_reentry {
+                        "nonreentrant_fair_trylock"
+                    } else {
+                        "fair_trylock"
+                    },
+                    vec![
+                        lease.to_string(),
+                        s(owner),
+                        now.to_string(),
+                        wait.to_string(),
+                    ],
+                ),
+                // fair_lock: lease, owner, wait, now.
+                false => (
+                    if *no_reentry {
+                        "nonreentrant_fair_lock"
+                    } else {
+                        "fair_lock"
+                    },
+                    vec![
+                        lease.to_string(),
+                        s(owner),
+                        wait.to_string(),
+                        now.to_string(),
+                    ],
+                ),
+            };
+            if *no_reentry {
+                argv.push(s(REACQUIRE));
+            }
+            (cmd, script, keys, argv)
+        }
+        Op::Cancel { wait } => (
+            vec![
+                s("FAIRLOCK.CANCEL"),
+                n.hash.clone(),
+                s(owner),
+                s("WAIT"),
+                wait.to_string(),
+            ],
+            "fair_acquire_failed",
+            vec![n.queue.clone(), n.timeout.clone()],
+            vec![s(owner), wait.to_string()],
+        ),
+        Op::Unlock { lease, id, ttl } => (
+            vec![
+                s("FAIRLOCK.UNLOCK"),
+                n.hash.clone(),
+                s(owner),
+                s("LEASE"),
+                lease.to_string(),
+                s("REQUEST"),
+                id.clone(),
+                ttl.to_string(),
+            ],
+            "fair_unlock",
+            vec![
+                n.hash.clone(),
+                n.queue.clone(),
+                n.timeout.clone(),
+                n.channel.clone(),
+                n.latch(id),
+            ],
+            vec![
+                s("0"),
+                lease.to_string(),
+                s(owner),
+                now.to_string(),
+                s("PUBLISH"),
+                ttl.to_string(),
+            ],
+        ),
+        Op::Force => (
+            vec![s("FAIRLOCK.FORCEUNLOCK"), n.hash.clone()],
+            "fair_force_unlock",
+            vec![
+                n.hash.clone(),
+                n.queue.clone(),
+                n.timeout.clone(),
+                n.channel.clone(),
+            ],
+            vec![s("0"), now.to_string(), s("PUBLISH")],
+        ),
+        Op::Del => (vec![s("DEL"), n.hash.clone()], "", vec![], vec![]),
+    }
+}
+
+/// One key as both sides are compared on it.
+#[derive(Debug, Clone, PartialEq)]
+enum Content {
+    Hash(BTreeMap<String, String>),
+    List(Vec<String>),
+    Zset(BTreeMap<String, i64>),
+    Str(String),
+}
+
+/// Reads every key matching `ARGV[1]` in one script, so that the server's
+/// clock stands still while it reads (no key expires half way).
+const DUMP: &str = "local out = {} \
+    for _, k in ipairs(redis.call('KEYS', ARGV[1])) do \
+      local t = redis.call('TYPE', k)['ok'] local c = {} \
+      if t == 'hash' then c = redis.call('HGETALL', k) \
+      elseif t == 'list' then c = redis.call('LRANGE', k, 0, -1) \
+      elseif t == 'zset' then c = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES') \
+      elseif t == 'string' then c = {redis.call('GET', k)} end \
+      table.insert(out, {k, t, redis.call('PEXPIRETIME', k), c}) \
+    end return out";
+
+/// Every key of the sequence: its content and absolute expiry (-1: none).
+fn state(conn: &mut Connection, pattern: &str) -> BTreeMap<String, (Content, i64)> {
+    let keys: Vec<(String, String, i64, Vec<String>)> = redis::cmd("EVAL")
+        .arg(DUMP)
+        .arg(0)
+        .arg(pattern)
+        .query(conn)
+        .expect("dump");
+    let mut out = BTreeMap::new();
+    for (key, kind, at, c) in keys {
+        let pairs = || {
+            c.chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect::<Vec<_>>()
+        };
+        let content = match kind.as_str() {
+            "hash" => Content::Hash(pairs().into_iter().collect()),
+            "list" => Content::List(c.clone()),
+            "zset" => Content::Zset(
+                pairs()
+                    .into_iter()
+                    .map(|(m, s)| (m, s.parse::<f64>().expect("score") as i64))
+                    .collect(),
+            ),
+            "string" => Content::Str(c.concat()),
+            other => panic!("unexpected type {other} of {key}"),
+        };
+        out.insert(key, (content, at));
+    }
+    out
+}
+
+/// The instants at which a side's outcome may change: expiries and scores.
+fn deadlines(st: &BTreeMap<String, (Content, i64)>) -> Vec<i64> {
+    let mut out = Vec::new();
+    for (content, at) in st.values() {
+        if *at > 0 {
+            out.push(*at);
+        }
+        if let Content::Zset(z) = content {
+            out.extend(z.values().copied());
+        }
+    }
+    out
+}
+
+fn close(a: i64, b: i64, tol: i64) -> bool {
+    (a - b).abs() <= tol
+}
+
+/// The two sides' keys alike: contents exact but for zset scores, and
+/// expiries, within the tolerance.
+fn same_state(
+    o: &BTreeMap<String, (Content, i64)>,
+    m: &BTreeMap<String, (Content, i64)>,
+    tol: i64,
+) -> bool {
+    o.len() == m.len()
+        && o.iter().zip(m).all(|((ko, (co, ao)), (km, (cm, am)))| {
+            let contents = match (co, cm) {
+                (Content::Zset(a), Content::Zset(b)) => {
+                    a.len() == b.len()
+                        && a.iter()
+                            .zip(b)
+                            .all(|((x, s), (y, t))| x == y && close(*s, *t, tol))
+                }
+                (a, b) => a == b,
+            };
+            ko == km && contents && (ao == am || (*ao > 0 && *am > 0 && close(*ao, *am, tol)))
+        })
+}
+
+fn same_reply(op: &Op, o: &Reply, m: &Reply, oracle_had: bool, tol: i64) -> bool {
+    match (op, o, m) {
+        (Op::Cancel { .. }, Reply::Nil, Reply::Int(n)) => *n == i64::from(oracle_had),
+        (Op::Acquire { .. }, Reply::Int(a), Reply::Int(b)) => close(*a, *b, tol),
+        (_, Reply::Error(a), Reply::Error(b)) => a.contains(REACQUIRE) && b.contains(REACQUIRE),
+        (Op::Force, Reply::Int(a), Reply::Int(b)) => a == b,
+        _ => o == m,
+    }
+}
+
+/// Keyspace events and messages, as (channel, payload), in order.
+fn observed(c: &Collector, conn: &mut Connection) -> Vec<(String, String)> {
+    c.sync(conn)
+        .into_iter()
+        .map(|(ch, p)| {
+            (
+                String::from_utf8_lossy(&ch).into_owned(),
+                String::from_utf8_lossy(&p).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Whether `channel` is a waiter channel of the lock whose keyspace
+/// channel is `keyspace`.
+fn waiter_of(keyspace: &str, channel: &str) -> bool {
+    keyspace
+        .strip_prefix("__keyspace@0__:")
+        .is_some_and(|lock| {
+            channel.starts_with(&format!("{}:", derived("redisson_lock__channel", lock)))
+        })
+}
+
+/// The module's stream less what the module adds on purpose (contract
+/// §13.8): for each `expired` event of a lock, one head message beside it
+/// (the module publishes it while Redis raises the event: just before it,
+/// else just after), where the scripts publish nothing; and both sides less
+/// `expired` events, which each server raises when it happens to look.
+/// Returns the count of messages dropped.
+fn comparable(events: Vec<(String, String)>, module: bool) -> (Vec<(String, String)>, usize) {
+    let mut drop = vec![false; events.len()];
+    let mut dropped = 0;
+    for (e, (keyspace, p)) in events.iter().enumerate() {
+        if p != "expired" {
+            continue;
+        }
+        drop[e] = true;
+        if !module {
+            continue;
+        }
+        let told = [e.checked_sub(1), Some(e + 1)]
+            .into_iter()
+            .flatten()
+            .find(|&i| !drop.get(i).copied().unwrap_or(true) && waiter_of(keyspace, &events[i].0));
+        if let Some(i) = told {
+            drop[i] = true;
+            dropped += 1;
+        }
+    }
+    let kept = events
+        .into_iter()
+        .zip(drop)
+        .filter(|(_, d)| !d)
+        .map(|(e, _)| e)
+        .collect();
+    (kept, dropped)
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    steps: usize,
+    acquired: usize,
+    queued: usize,
+    negative_ttls: usize,
+    refused: usize,
+    reacquire_errors: usize,
+    cancels_in_line: usize,
+    released: usize,
+    replays: usize,
+    head_messages: usize,
+    purges: usize,
+    forced: usize,
+    /// The module's messages to the head when a lease ran out.
+    expiry_messages: usize,
+    /// Sequences cut short by a step that crossed a deadline.
+    tainted: usize,
+}
+
+fn gen_op(
+    rng: &mut Rng,
+    ids: &mut Vec<(usize, usize, String)>,
+    lock: &mut usize,
+    owner: &mut usize,
+) -> Op {
+    let lease = rng.range(20, 300);
+    let wait = *rng.pick(&[10, 30, 80, 200]);
+    match rng.below(100) {
+        0..=49 => Op::Acquire {
+            lease,
+            wait,
+            no_queue: rng.chance(20),
+            no_reentry: rng.chance(25),
+        },
+        50..=59 => Op::Cancel { wait },
+        60..=87 => {
+            let id = if !ids.is_empty() && rng.chance(20) {
+                let (l, o, id) = rng.pick(ids).clone();
+                (*lock, *owner) = (l, o);
+                id
+            } else {
+                let id = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
+                ids.push((*lock, *owner, id.clone()));
+                id
+            };
+            Op::Unlock {
+                lease,
+                id,
+                ttl: rng.range(50, 2000),
+            }
+        }
+        88..=93 => Op::Force,
+        _ => Op::Del,
+    }
+}
+
+#[test]
+fn fair_lock_commands_match_redisson_scripts() {
+    require_oracle(LOCK_LUA, MISSING_LUA);
+    let sequences = testkit::env_usize("RWLOCK_DIFF_SEQUENCES", 30);
+    let base = testkit::seed(0x5EED_FA1E_0025);
+    let (oracle_srv, module_srv) = start_pair(&[]);
+    let (mut oracle, mut module_conn) = (oracle_srv.conn(), module_srv.conn());
+    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
+    let (oc, mc) = (
+        Collector::start(&oracle_srv, &patterns),
+        Collector::start(&module_srv, &patterns),
+    );
+    let mut stats = Stats::default();
+    for seq in 0..sequences {
+        let seed = base.wrapping_add(seq as u64);
+        let mut rng = Rng(seed);
+        let tag = format!("f{seq}_{seed:x}");
+        let locks = [
+            Names::new(format!("{tag}_0")),
+            Names::new(format!("{{{tag}}}:a")),
+            Names::new(format!("x{{{tag}}}")),
+        ];
+        let pattern = format!("*{tag}*");
+        let mut ids = Vec::new();
+        let mut history = Vec::new();
+        let mut widest = 0;
+        for step in 0..30 {
+            let mut lock = rng.below(3) as usize;
+            let mut owner = rng.below(OWNERS.len() as u64) as usize;
+            let op = gen_op(&mut rng, &mut ids, &mut lock, &mut owner);
+            thread::sleep(Duration::from_millis(rng.below(40)));
+            // Clear of every deadline of both sides.
+            let (pre_o, pre_m) = loop {
+                let (so, sm) = (
+                    state(&mut oracle, &pattern),
+                    state(&mut module_conn, &pattern),
+                );
+                let now = now_ms();
+                let near = deadlines(&so)
+                    .into_iter()
+                    .chain(deadlines(&sm))
+                    .filter(|t| (t - now).abs() <= MARGIN)
+                    .max();
+                match near {
+                    Some(t) => {
+                        thread::sleep(Duration::from_millis((t + MARGIN + 1 - now).max(1) as u64))
+                    }
+                    None => break (so, sm),
+                }
+            };
+            let n = &locks[lock];
+            let who = OWNERS[owner];
+            let oracle_had = match pre_o.get(&n.queue) {
+                Some((Content::List(l), _)) => l.iter().any(|w| w == who),
+                _ => false,
+            } || matches!(pre_o.get(&n.timeout), Some((Content::Zset(z), _)) if z.contains_key(who));
+            let replayed = matches!(&op, Op::Unlock { id, .. } if pre_o.contains_key(&n.latch(id)));
+            let now = now_ms();
+            let (cmd, script, keys, argv) = plan(n, who, &op, now);
+            let o = if script.is_empty() {
+                module(&mut oracle, &cmd)
+            } else {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                reply_of(eval_lua_of(&mut oracle, LOCK_LUA, script, &keys, &argv))
+            };
+            let m = module(&mut module_conn, &cmd);
+            let end = now_ms();
+            // A key keeps the gap its step made: the run's largest span.
+            widest = widest.max(end - now);
+            let tol = TOLERANCE + widest;
+            history.push(format!("{} -> oracle {o:?} module {m:?}", cmd.join(" ")));
+            let ctx = || format!("seed {seed:#x} step {step}:\n  {}", history.join("\n  "));
+            let (eo, _) = comparable(observed(&oc, &mut oracle), false);
+            let (em, told) = comparable(observed(&mc, &mut module_conn), true);
+            stats.expiry_messages += told;
+            let (so, sm) = (
+                state(&mut oracle, &pattern),
+                state(&mut module_conn, &pattern),
+            );
+            // A deadline between the step's start and the end of its
+            // observation (the machine stalled past the guard's margin): the
+            // sides may part, rightly, as a key expires on one side only.
+            let seen = now_ms();
+            let crossed = [&pre_o, &pre_m, &so, &sm]
+                .into_iter()
+                .flat_map(deadlines)
+                .any(|t| t >= now - 3 && t <= seen + 3);
+            let replies = same_reply(&op, &o, &m, oracle_had, tol);
+            let keys = same_state(&so, &sm, tol);
+            if !(replies && keys && eo == em) && crossed {
+                // Not a verdict either way: this sequence ends here.
+                stats.tainted += 1;
+                break;
+            }
+            assert!(replies, "replies differ, {}", ctx());
+            assert_eq!(eo, em, "events or messages differ, {}", ctx());
+            assert!(
+                keys,
+                "keys differ (tolerance {tol} ms), {}\n oracle {so:?}\n module {sm:?}",
+                ctx()
+            );
+            stats.steps += 1;
+            stats.purges += eo.iter().filter(|(_, e)| e == "lpop").count();
+            stats.head_messages += eo
+                .iter()
+                .filter(|(c, _)| c.starts_with("redisson_lock__channel"))
+                .count();
+            match (&op, &m) {
+                (Op::Acquire { .. }, Reply::Nil) => stats.acquired += 1,
+                (Op::Acquire { no_queue: true, .. }, Reply::Int(_)) => stats.refused += 1,
+                (Op::Acquire { .. }, Reply::Int(t)) => {
+                    stats.queued += 1;
+                    stats.negative_ttls += usize::from(*t < 0);
+                }
+                (Op::Acquire { .. }, Reply::Error(_)) => stats.reacquire_errors += 1,
+                (Op::Cancel { .. }, Reply::Int(1)) => stats.cancels_in_line += 1,
+                (Op::Unlock { .. }, Reply::Int(1)) if !replayed => stats.released += 1,
+                (Op::Unlock { .. }, _) if replayed => stats.replays += 1,
+                (Op::Force, Reply::Int(1)) => stats.forced += 1,
+                _ => {}
+            }
+        }
+    }
+    eprintln!("differential_fair: {stats:?}");
+    let s = &stats;
+    assert!(
+        s.tainted * 4 <= sequences,
+        "{} of {sequences} sequences cut short by stalls: {s:?}",
+        s.tainted
+    );
+    for (case, n) in [
+        ("acquired", s.acquired),
+        ("queued", s.queued),
+        ("refused", s.refused),
+        ("reacquire errors", s.reacquire_errors),
+        ("cancels in line", s.cancels_in_line),
+        ("released", s.released),
+        ("replays", s.replays),
+        ("head messages", s.head_messages),
+        ("lpops", s.purges),
+        ("forced", s.forced),
+    ] {
+        assert!(
+            n * 200 > s.steps,
+            "only {n} {case} in {} steps: {s:?}",
+            s.steps
+        );
+    }
+}
