@@ -14,8 +14,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -26,32 +24,8 @@ import org.redisson.api.RedissonClient;
  * RFencedLock is reached by reflection, so that the project still compiles
  * against versions without it.
  */
-class FencedLockTest {
+class FencedLockTest extends OneServer {
     private static final long LEASE = 10_000;
-
-    private static Servers.Server server;
-    private static RedissonClient redisson;
-    private static Raw raw;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = Servers.start(false);
-        redisson = Env.redisson(server, 1_000);
-        raw = new Raw(server.port);
-    }
-
-    @AfterAll
-    static void stop() {
-        if (raw != null) {
-            raw.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
 
     /** RFencedLock's method {@code name} with these parameter types. */
     private static Object call(Object lock, String name, Class<?>[] types, Object... args) throws Exception {

@@ -12,42 +12,15 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
-import org.redisson.api.RedissonClient;
 
 /**
  * RedissonMultiLock over three RLocks against one LOCK.ACQUIREALL /
  * LOCK.UNLOCKALL of the same three names.
  */
-class MultiLockTest {
+class MultiLockTest extends OneServer {
     private static final long LEASE = 10_000;
-
-    private static Servers.Server server;
-    private static RedissonClient redisson;
-    private static Raw raw;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = Servers.start(false);
-        redisson = Env.redisson(server, 1_000);
-        raw = new Raw(server.port);
-    }
-
-    @AfterAll
-    static void stop() {
-        if (raw != null) {
-            raw.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
 
     private static List<String> names(String tag) {
         return List.of("{" + tag + "}:a", "{" + tag + "}:b", "{" + tag + "}:c");

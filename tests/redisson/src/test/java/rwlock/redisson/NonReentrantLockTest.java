@@ -10,8 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Map;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -21,32 +19,8 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * Redisson's non-reentrant lock ({@code getNonReentrantLock}, 4.4+; the first
  * on Maven Central is 4.6.1) and {@code LOCK.ACQUIRE … NOREENTRY}.
  */
-class NonReentrantLockTest {
+class NonReentrantLockTest extends OneServer {
     private static final long LEASE = 10_000;
-
-    private static Servers.Server server;
-    private static RedissonClient redisson;
-    private static Raw raw;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = Servers.start(false);
-        redisson = Env.redisson(server, 1_000);
-        raw = new Raw(server.port);
-    }
-
-    @AfterAll
-    static void stop() {
-        if (raw != null) {
-            raw.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
 
     private static RLock nonReentrant(String name) throws Exception {
         return (RLock) RedissonClient.class.getMethod("getNonReentrantLock", String.class).invoke(redisson, name);

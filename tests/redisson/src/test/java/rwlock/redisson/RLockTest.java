@@ -14,48 +14,20 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RFuture;
 import org.redisson.api.RLock;
-import org.redisson.api.RedissonClient;
 
 /**
  * Redisson's RLock ({@code getLock}) and the module's LOCK.* on the same
  * names: refusals, re-entry, Redisson's introspection of module holds, force
  * unlock, handoff both ways (timed), the watchdog, and the unlock latch.
  */
-class RLockTest {
+class RLockTest extends OneServer {
     /** Handoffs timed in each direction. */
     private static final int HANDOFFS = 100;
     /** A lease far longer than any prompt handoff: waking by TTL would show. */
     private static final long LEASE = 10_000;
-
-    private static Servers.Server server;
-    private static RedissonClient redisson;
-    private static Raw raw;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = Servers.start(false);
-        // lockWatchdogTimeout 1 s: lock() without a lease takes 1 s, renewed every ~333 ms.
-        redisson = Env.redisson(server, 1_000);
-        raw = new Raw(server.port);
-    }
-
-    @AfterAll
-    static void stop() {
-        if (raw != null) {
-            raw.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
 
     private static String redissonOwner() {
         return redisson.getId() + ":" + Thread.currentThread().getId();

@@ -11,44 +11,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.api.RReadWriteLock;
-import org.redisson.api.RedissonClient;
 
 /**
  * Redisson's RReadWriteLock and the module's RWLOCK.* on the same names:
  * shared reads, exclusive writes, downgrade, writers woken by the other
  * side's last read unlock, and the read lock's watchdog.
  */
-class ReadWriteLockTest {
+class ReadWriteLockTest extends OneServer {
     private static final long LEASE = 10_000;
     private static final int HANDOFFS = 20;
-
-    private static Servers.Server server;
-    private static RedissonClient redisson;
-    private static Raw raw;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = Servers.start(false);
-        redisson = Env.redisson(server, 1_000);
-        raw = new Raw(server.port);
-    }
-
-    @AfterAll
-    static void stop() {
-        if (raw != null) {
-            raw.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
 
     private static String lease() {
         return String.valueOf(LEASE);

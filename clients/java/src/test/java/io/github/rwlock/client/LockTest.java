@@ -12,49 +12,11 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import redis.clients.jedis.JedisPooled;
 
 /** The plain lock (plain, fenced, non-reentrant), leases, the watchdog, waits and sessions. */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class LockTest {
-    private RedisServer server;
-    private JedisPooled jedis;
-    private LockClient client;
-
-    @BeforeAll
-    void start() {
-        server = new RedisServer();
-        jedis = server.pooled();
-    }
-
-    @AfterAll
-    void stop() {
-        if (jedis != null) {
-            jedis.close();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
-
-    @BeforeEach
-    void empty() {
-        server.call("FLUSHALL");
-        server.call("CONFIG", "RESETSTAT");
-        client = LockClient.create(jedis);
-    }
-
-    @AfterEach
-    void closeClient() {
-        client.close();
-    }
-
+class LockTest extends ServerTest {
     private static <T> T inThread(java.util.concurrent.Callable<T> body) throws Exception {
         CompletableFuture<T> result = new CompletableFuture<>();
         Thread thread = new Thread(() -> {

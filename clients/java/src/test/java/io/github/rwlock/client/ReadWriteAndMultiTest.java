@@ -12,50 +12,12 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 import redis.clients.jedis.JedisPool;
 import redis.clients.jedis.JedisPooled;
 
 /** The read-write lock and the multi-lock. */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class ReadWriteAndMultiTest {
-    private RedisServer server;
-    private JedisPooled jedis;
-    private LockClient client;
-
-    @BeforeAll
-    void start() {
-        server = new RedisServer();
-        jedis = server.pooled();
-    }
-
-    @AfterAll
-    void stop() {
-        if (jedis != null) {
-            jedis.close();
-        }
-        if (server != null) {
-            server.close();
-        }
-    }
-
-    @BeforeEach
-    void empty() {
-        server.call("FLUSHALL");
-        server.call("CONFIG", "RESETSTAT");
-        client = LockClient.create(jedis);
-    }
-
-    @AfterEach
-    void closeClient() {
-        client.close();
-    }
-
+class ReadWriteAndMultiTest extends ServerTest {
     @Test
     void readersShareAndAWriterExcludesThem() throws Exception {
         ReadWriteLock rw = new ReadWriteLock(client, "t:rw");
