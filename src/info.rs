@@ -49,6 +49,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("waits_timed_out", metrics::get(Counter::WaitsTimedOut)),
         ("waits_aborted", metrics::get(Counter::WaitsAborted)),
         ("wait_rechecks", metrics::get(Counter::WaitRechecks)),
+        ("deadlocks", metrics::get(Counter::Deadlocks)),
         // 1 once a waiter or a lease index made the module watch every write.
         ("keyspace_subscribed", u64::from(events::subscribed())),
     ];

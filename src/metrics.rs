@@ -30,9 +30,11 @@ pub enum Counter {
     SessionBinds,
     SessionRenewals,
     SessionReleases,
+    /// Cycles of waits found (contract §14).
+    Deadlocks,
 }
 
-const COUNTERS: usize = Counter::SessionReleases as usize + 1;
+const COUNTERS: usize = Counter::Deadlocks as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 

@@ -375,6 +375,8 @@ fn module_arguments_set_configs_at_load() {
             "none",
             "lease-index-from",
             "16",
+            "deadlock-detection",
+            "no",
         ],
         &[],
     );
@@ -382,6 +384,7 @@ fn module_arguments_set_configs_at_load() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "no"),
             ("rwlock.default-lease", "1234"),
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "16"),

@@ -110,6 +110,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("RWLOCK_FAIRNESS", "fifo"),
             ("RWLOCK_DEFAULT_LEASE", "12345"),
             ("RWLOCK_LEASE_INDEX_FROM", "8"),
+            ("RWLOCK_DEADLOCK_DETECTION", "no"),
         ],
         &[],
     );
@@ -117,6 +118,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "no"),
             ("rwlock.default-lease", "12345"),
             ("rwlock.fairness", "fifo"),
             ("rwlock.lease-index-from", "8"),
@@ -142,6 +144,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "yes"),
             ("rwlock.default-lease", "30000"),
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "64"),

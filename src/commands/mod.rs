@@ -6,6 +6,7 @@
 
 mod apply;
 pub mod docs;
+pub mod inspect;
 pub mod lock;
 pub mod multi;
 pub mod rwlock;
@@ -101,6 +102,7 @@ fn request_option() -> Arg {
 const V1: &CStr = c"0.1.0";
 const V2: &CStr = c"0.2.0";
 const V3: &CStr = c"0.3.0";
+const V4: &CStr = c"0.4.0";
 
 /// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
 fn multi_args(head: Vec<Arg>) -> Vec<Arg> {
@@ -287,13 +289,26 @@ pub fn table() -> Vec<Command> {
             key_notes: MULTI_KEYS,
             args: multi_args(vec![owner(), lease()]),
         },
+        Command {
+            name: c"rwlock.deadlocks",
+            entry: entry!(inspect::deadlocks),
+            flags: c"readonly",
+            summary: c"Shows the last cycles of waits found (deadlocks), the newest first",
+            complexity: c"O(1)",
+            since: V4,
+            arity: 1,
+            key: INFO_KEY,
+            key_notes: c"None: keyless",
+            args: vec![],
+        },
     ]
 }
 
 /// Creates every command of the table and describes it to Redis.
 pub fn register(ctx: &Context) -> Result<(), String> {
     for command in table() {
-        let first_key = if command.flags.to_bytes().ends_with(b"getkeys-api") {
+        let keyless = !command.args.iter().any(docs::has_key);
+        let first_key = if keyless || command.flags.to_bytes().ends_with(b"getkeys-api") {
             0
         } else {
             1
@@ -350,6 +365,7 @@ mod tests {
                 "LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "RWLOCK.DEADLOCKS",
             ]
         );
     }

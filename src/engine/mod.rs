@@ -7,6 +7,7 @@
 pub mod agenda;
 pub mod error;
 pub mod hold;
+pub mod holders;
 pub mod index;
 pub mod int;
 pub mod kinds;

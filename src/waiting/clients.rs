@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
+use super::deadlock;
 use super::registry::{Due, LockId, Registry};
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::multi::{self, longer, AllAttempt, Want};
@@ -45,6 +46,8 @@ enum Outcome {
     /// A multi-hold's: nil when it took every hold, else the largest PTTL.
     All(Option<i64>),
     Failed(&'static str),
+    /// A waiter chosen as a deadlock's victim: its `DEADLOCK` error.
+    Deadlock(String),
 }
 
 /// Data of the agenda's timer.
@@ -99,6 +102,47 @@ pub struct Wait<'a> {
     pub timeout: i64,
     /// With `SESSION`, the connection the hold is bound to once served.
     pub session: Option<ClientId>,
+}
+
+/// The `DEADLOCK` error a request by `owner` for `wants` would get instead of
+/// parking: its wait would close a cycle (contract §14). Asked on the park
+/// path only, so an acquisition that does not wait pays nothing.
+pub fn deadlock(
+    ctx: &Context,
+    store: &mut RedisStore,
+    owner: &[u8],
+    wants: &[(&LockNames, Hold)],
+) -> Option<String> {
+    let wants: Vec<(LockId, Hold)> = wants
+        .iter()
+        .map(|(names, hold)| (lock_id(ctx, names), *hold))
+        .collect();
+    with(|r| deadlock::on_park(r, store, owner, &wants))
+}
+
+/// `owner` took a hold at once: the waiters of that lock now wait for it.
+/// When it has clients parked too, that may close a cycle, whose most
+/// recently parked waiter fails with `DEADLOCK`.
+pub fn took_hold(ctx: &Context, store: &mut RedisStore, owner: &[u8]) {
+    if !idle() {
+        break_cycles(ctx, store, owner);
+    }
+}
+
+/// Fails the victims of the cycles a hold just taken by `owner` closed, one
+/// cycle at a time; each victim's locks get a look, as after a timeout.
+fn break_cycles(ctx: &Context, store: &mut RedisStore, owner: &[u8]) {
+    let db = server::selected_db(ctx);
+    while let Some((victim, text)) = with(|r| deadlock::after_hold(r, store, db, owner)) {
+        let Some(waiter) = with(|r| r.unregister(victim)) else {
+            break;
+        };
+        // Still registered until now, so parked: unblocked once, here.
+        server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
+        for id in waiter.locks() {
+            schedule_in(ctx, id.clone(), Duration::ZERO);
+        }
+    }
 }
 
 /// Parks the calling client until it holds the lock or its wait's timeout
@@ -230,6 +274,7 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     }
     let bound = with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
     for Served { ticket, outcome } in served {
+        let took = outcome.is_ok();
         let outcome = match outcome {
             Ok(granted) => {
                 metrics::acquired(ticket.hold, granted);
@@ -248,6 +293,10 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         // The handle was in the queue, so it is parked, and it left the
         // registry above: it is unblocked once.
         server::unblock(blocked(ticket.token), boxed(outcome));
+        if took {
+            // The waiters left now wait for the new holder.
+            took_hold(ctx, store, &ticket.owner);
+        }
     }
     rearm(ctx, store, names, &id);
 }
@@ -310,6 +359,7 @@ fn serve_all(
     for (id, _, _) in line.into_iter().filter(|(id, _, _)| id != serving) {
         schedule_in(ctx, id, Duration::ZERO);
     }
+    took_hold(ctx, store, &head.owner);
     true
 }
 
@@ -457,6 +507,7 @@ unsafe extern "C" fn reply_callback(
             context.reply(Ok(pttl.map_or(RedisValue::Null, RedisValue::Integer)))
         }
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        Some(Outcome::Deadlock(message)) => context.reply_error_string(message),
         None => context.reply_error_string(ERR_NO_OUTCOME),
     };
     status as c_int

@@ -38,6 +38,11 @@ pub struct Waiter {
     pub others: Vec<(LockId, Hold)>,
     timeout: Option<Slot>,
     pub session: Option<u64>,
+    /// Who waits: the owner of its tickets.
+    pub owner: Vec<u8>,
+    /// Its place in the order of all parkings (the most recent is the
+    /// victim of a deadlock that appears without a new request).
+    pub seq: u64,
 }
 
 impl Waiter {
@@ -63,6 +68,10 @@ pub struct Registry<H> {
     /// The lock a command is changing and then serving, whose own keyspace
     /// events need no second look.
     settling: Option<LockId>,
+    /// Every parked client by its owner, for the wait-for graph.
+    owners: HashMap<Vec<u8>, Vec<H>>,
+    /// Parkings so far.
+    parkings: u64,
 }
 
 impl<H> Default for Registry<H> {
@@ -72,6 +81,8 @@ impl<H> Default for Registry<H> {
             waiting: HashMap::new(),
             agenda: Agenda::default(),
             settling: None,
+            owners: HashMap::new(),
+            parkings: 0,
         }
     }
 }
@@ -93,6 +104,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     pub fn park(&mut self, id: LockId, ticket: Ticket<H>, ends: Option<i64>, session: Option<u64>) {
         let handle = ticket.token;
         let timeout = ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle)));
+        let seq = self.note_owner(&ticket.owner, handle);
         self.waiting.insert(
             handle,
             Waiter {
@@ -101,6 +113,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 others: Vec::new(),
                 timeout,
                 session,
+                owner: ticket.owner.clone(),
+                seq,
             },
         );
         self.enqueue(id, ticket);
@@ -122,6 +136,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             return;
         };
         let handle = head.token;
+        let seq = self.note_owner(&head.owner, handle);
         let waiter = Waiter {
             lock: first.clone(),
             hold: head.hold,
@@ -131,6 +146,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 .collect(),
             timeout: ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle))),
             session,
+            owner: head.owner.clone(),
+            seq,
         };
         self.waiting.insert(handle, waiter);
         for (id, ticket) in tickets {
@@ -314,7 +331,48 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         if let Some(slot) = waiter.timeout {
             self.agenda.cancel(&slot);
         }
+        if let Some(handles) = self.owners.get_mut(&waiter.owner) {
+            handles.retain(|h| *h != handle);
+            if handles.is_empty() {
+                self.owners.remove(&waiter.owner);
+            }
+        }
         Some(waiter)
+    }
+
+    /// Files a parking under its owner; its place in the order of parkings.
+    fn note_owner(&mut self, owner: &[u8], handle: H) -> u64 {
+        match self.owners.get_mut(owner) {
+            Some(handles) => handles.push(handle),
+            None => {
+                self.owners.insert(owner.to_vec(), vec![handle]);
+            }
+        }
+        self.parkings += 1;
+        self.parkings
+    }
+
+    /// A parked client, by handle.
+    pub fn waiter(&self, handle: H) -> Option<&Waiter> {
+        self.waiting.get(&handle)
+    }
+
+    /// The clients parked by `owner` (none: empty).
+    pub fn parked_by(&self, owner: &[u8]) -> &[H] {
+        self.owners.get(owner).map_or(&[], Vec::as_slice)
+    }
+
+    /// The clients queued on `id` before `handle`, in arrival order (all of
+    /// them for `None`, or when `handle` is not queued there).
+    pub fn ahead(&self, id: &LockId, handle: Option<H>) -> Vec<H> {
+        let Some(q) = self.queues.get(id) else {
+            return Vec::new();
+        };
+        q.tickets
+            .iter()
+            .map(|t| t.token)
+            .take_while(|t| Some(*t) != handle)
+            .collect()
     }
 }
 
