@@ -88,13 +88,13 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
                 // Later writes to the locks must reach the session's counts.
                 events::follow_writes(ctx);
             }
-            waiting::took_hold(ctx, &mut store, a.owner);
+            waiting::took_hold(ctx, a.owner);
             Ok(RedisValue::Null)
         }
         (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
             // A wait that would close a cycle fails now, nothing changed.
             let wants: Vec<_> = a.wants.iter().map(|w| (&w.names, w.hold)).collect();
-            if let Some(cycle) = waiting::deadlock(ctx, &mut store, a.owner, &wants) {
+            if let Some(cycle) = waiting::deadlock(ctx, a.owner, &wants) {
                 return Err(RedisError::String(cycle));
             }
             waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout, session);

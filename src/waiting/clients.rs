@@ -107,33 +107,29 @@ pub struct Wait<'a> {
 /// The `DEADLOCK` error a request by `owner` for `wants` would get instead of
 /// parking: its wait would close a cycle (contract §14). Asked on the park
 /// path only, so an acquisition that does not wait pays nothing.
-pub fn deadlock(
-    ctx: &Context,
-    store: &mut RedisStore,
-    owner: &[u8],
-    wants: &[(&LockNames, Hold)],
-) -> Option<String> {
+pub fn deadlock(ctx: &Context, owner: &[u8], wants: &[(&LockNames, Hold)]) -> Option<String> {
     let wants: Vec<(LockId, Hold)> = wants
         .iter()
         .map(|(names, hold)| (lock_id(ctx, names), *hold))
         .collect();
-    with(|r| deadlock::on_park(r, store, owner, &wants))
+    with(|r| deadlock::on_park(r, || RedisStore::new(ctx), owner, &wants))
 }
 
 /// `owner` took a hold at once: the waiters of that lock now wait for it.
 /// When it has clients parked too, that may close a cycle, whose most
 /// recently parked waiter fails with `DEADLOCK`.
-pub fn took_hold(ctx: &Context, store: &mut RedisStore, owner: &[u8]) {
+pub fn took_hold(ctx: &Context, owner: &[u8]) {
     if !idle() {
-        break_cycles(ctx, store, owner);
+        break_cycles(ctx, owner);
     }
 }
 
 /// Fails the victims of the cycles a hold just taken by `owner` closed, one
 /// cycle at a time; each victim's locks get a look, as after a timeout.
-fn break_cycles(ctx: &Context, store: &mut RedisStore, owner: &[u8]) {
+fn break_cycles(ctx: &Context, owner: &[u8]) {
     let db = server::selected_db(ctx);
-    while let Some((victim, text)) = with(|r| deadlock::after_hold(r, store, db, owner)) {
+    let open = || RedisStore::new(ctx);
+    while let Some((victim, text)) = with(|r| deadlock::after_hold(r, open, db, owner)) {
         let Some(waiter) = with(|r| r.unregister(victim)) else {
             break;
         };
@@ -295,7 +291,7 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         server::unblock(blocked(ticket.token), boxed(outcome));
         if took {
             // The waiters left now wait for the new holder.
-            took_hold(ctx, store, &ticket.owner);
+            took_hold(ctx, &ticket.owner);
         }
     }
     rearm(ctx, store, names, &id);
@@ -359,7 +355,7 @@ fn serve_all(
     for (id, _, _) in line.into_iter().filter(|(id, _, _)| id != serving) {
         schedule_in(ctx, id, Duration::ZERO);
     }
-    took_hold(ctx, store, &head.owner);
+    took_hold(ctx, &head.owner);
     true
 }
 

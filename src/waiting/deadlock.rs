@@ -26,13 +26,16 @@ thread_local! {
     static RECENT: RefCell<VecDeque<(i64, String)>> = const { RefCell::new(VecDeque::new()) };
 }
 
-/// The graph as the registry and the store see it now.
-struct Live<'r, 's, H, S> {
+/// The graph as the registry and the locks' data show it now. Each lock is
+/// read through a store of its own (`open`), closed after the read: a store
+/// keeps every key it opened and looks them up one by one, which would make
+/// a walk over a thousand locks quadratic.
+struct Live<'r, H, O> {
     registry: &'r Registry<H>,
-    store: &'s mut S,
+    open: O,
 }
 
-impl<H: Copy + Eq + Hash, S: Store> View<H> for Live<'_, '_, H, S> {
+impl<H: Copy + Eq + Hash, S: Store, O: FnMut() -> S> View<H> for Live<'_, H, O> {
     fn waiter(&self, handle: H) -> Option<Wants> {
         let w = self.registry.waiter(handle)?;
         let wants = std::iter::once((w.lock.clone(), w.hold))
@@ -50,7 +53,7 @@ impl<H: Copy + Eq + Hash, S: Store> View<H> for Live<'_, '_, H, S> {
     }
 
     fn holders(&mut self, lock: &LockId, owner: &[u8], hold: Hold) -> (Vec<Vec<u8>>, bool) {
-        blockers(self.store, &lock.1, owner, hold)
+        blockers(&mut (self.open)(), &lock.1, owner, hold)
     }
 }
 
@@ -59,7 +62,7 @@ impl<H: Copy + Eq + Hash, S: Store> View<H> for Live<'_, '_, H, S> {
 /// when detection is off or no cycle would form.
 pub fn on_park<H: Copy + Eq + Hash, S: Store>(
     registry: &Registry<H>,
-    store: &mut S,
+    open: impl FnMut() -> S,
     owner: &[u8],
     wants: &[(LockId, Hold)],
 ) -> Option<String> {
@@ -71,7 +74,7 @@ pub fn on_park<H: Copy + Eq + Hash, S: Store>(
         wants,
         parked: None,
     };
-    let cycle = graph::find(&mut Live { registry, store }, &request)?;
+    let cycle = graph::find(&mut Live { registry, open }, &request)?;
     let text = cycle.message();
     record(&text);
     Some(text)
@@ -85,7 +88,7 @@ pub fn on_park<H: Copy + Eq + Hash, S: Store>(
 /// One cycle at a time: the caller removes the victim and asks again.
 pub fn after_hold<H: Copy + Eq + Hash, S: Store>(
     registry: &Registry<H>,
-    store: &mut S,
+    mut open: impl FnMut() -> S,
     db: i32,
     owner: &[u8],
 ) -> Option<(H, String)> {
@@ -110,7 +113,11 @@ pub fn after_hold<H: Copy + Eq + Hash, S: Store>(
             wants: &wants,
             parked: Some(handle),
         };
-        let Some(cycle) = graph::find(&mut Live { registry, store }, &request) else {
+        let live = &mut Live {
+            registry,
+            open: &mut open,
+        };
+        let Some(cycle) = graph::find(live, &request) else {
             continue;
         };
         let victim = cycle
