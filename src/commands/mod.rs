@@ -290,6 +290,21 @@ pub fn table() -> Vec<Command> {
             args: multi_args(vec![owner(), lease()]),
         },
         Command {
+            name: c"lock.waiting",
+            entry: entry!(inspect::waiting_locks),
+            flags: c"readonly",
+            summary: c"Lists the locks clients wait for now, the longest-waiting first, with their holders",
+            complexity: c"O(L log L + W) where L is the number of locks with waiters and W their waiters",
+            since: V4,
+            arity: -1,
+            key: INFO_KEY,
+            key_notes: c"None: keyless",
+            args: vec![optional(
+                c"COUNT",
+                arg(c"n", Kind::Int, c"How many locks at most (10 without COUNT)"),
+            )],
+        },
+        Command {
             name: c"rwlock.deadlocks",
             entry: entry!(inspect::deadlocks),
             flags: c"readonly",
@@ -365,6 +380,7 @@ mod tests {
                 "LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "LOCK.WAITING [COUNT n]",
                 "RWLOCK.DEADLOCKS",
             ]
         );

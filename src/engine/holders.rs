@@ -3,6 +3,8 @@
 //! the module took. The deadlock detector (`waiting::deadlock`) asks this
 //! for every lock of the wait-for graph it walks. Reads only.
 
+use super::hold::parse_count;
+use super::kinds::Kind;
 use super::names::{field_owner, MODE_FIELD};
 use super::queue::Hold;
 use super::store::{KeyKind, Store};
@@ -71,6 +73,31 @@ pub fn blockers<S: Store>(
     (out, mine)
 }
 
+/// Every hold of the lock `hash`: owner, kind (a field `<owner>:write` is a
+/// write hold; another field is a read hold when the hash has a `mode`,
+/// else a plain lock) and count, in field order; a count that is not one
+/// reads as 0. Empty when the lock is missing or not a hash.
+pub fn all<S: Store>(s: &mut S, hash: &[u8]) -> Vec<(Vec<u8>, Kind, i64)> {
+    if s.kind(hash) != KeyKind::Hash {
+        return Vec::new();
+    }
+    let fields = s.hgetall(hash);
+    let rw = fields.iter().any(|(f, _)| f == MODE_FIELD);
+    fields
+        .iter()
+        .filter(|(f, _)| *f != MODE_FIELD)
+        .map(|(field, value)| {
+            let (owner, write) = field_owner(field);
+            let kind = match (write, rw) {
+                (true, _) => Kind::Write,
+                (false, true) => Kind::Read,
+                (false, false) => Kind::Lock,
+            };
+            (owner.to_vec(), kind, parse_count(value).unwrap_or(0))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +125,27 @@ mod tests {
             .map(|o| String::from_utf8(o).expect("utf-8"))
             .collect();
         (owners, mine)
+    }
+
+    #[test]
+    fn all_holds_with_their_kind_and_count() {
+        let mut s = MemStore::new(1_000);
+        take(&mut s, "w", WRITE);
+        take(&mut s, "w", WRITE);
+        take(&mut s, "w", READ);
+        let mut got = all(&mut s, b"L");
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (b"w".to_vec(), Kind::Read, 1),
+                (b"w".to_vec(), Kind::Write, 2)
+            ]
+        );
+        let mut s = MemStore::new(1_000);
+        take(&mut s, "p", LOCK);
+        assert_eq!(all(&mut s, b"L"), vec![(b"p".to_vec(), Kind::Lock, 1)]);
+        assert!(all(&mut s, b"missing").is_empty());
     }
 
     #[test]

@@ -21,7 +21,8 @@ use std::time::Duration;
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use super::deadlock;
-use super::registry::{Due, LockId, Registry};
+use super::registry::{Due, LockId, Registry, Waiter};
+use super::stats::{Percentiles, Waits};
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
@@ -59,6 +60,17 @@ type Handle = usize;
 thread_local! {
     // Module code only ever runs on Redis's main thread.
     static REGISTRY: RefCell<Registry<Handle>> = RefCell::new(Registry::default());
+    static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
+}
+
+/// A wait that began at `since` ended at `now` (Unix ms).
+fn ended(since: i64, now: i64) {
+    WAITS.with(|w| w.borrow_mut().record(now - since));
+}
+
+/// Percentiles of the recent waits' lengths, for `INFO rwlock`.
+pub fn wait_percentiles() -> Percentiles {
+    WAITS.with(|w| w.borrow().percentiles())
 }
 
 fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
@@ -133,6 +145,7 @@ fn break_cycles(ctx: &Context, owner: &[u8]) {
         let Some(waiter) = with(|r| r.unregister(victim)) else {
             break;
         };
+        ended(waiter.since, server::milliseconds());
         // Still registered until now, so parked: unblocked once, here.
         server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
         for id in waiter.locks() {
@@ -164,7 +177,11 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         token: bc as Handle,
         multi: false,
     };
-    with(|r| r.park(id.clone(), ticket, ends, session));
+    let (now, client) = (store.now_ms(), server::client_id(ctx));
+    with(|r| {
+        r.park(id.clone(), ticket, ends, session);
+        r.stamp(bc as Handle, now, client);
+    });
     metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
 }
@@ -196,7 +213,11 @@ pub fn park_all(
             (lock_id(ctx, &w.names), ticket)
         })
         .collect();
-    with(|r| r.park_all(tickets, ends, session));
+    let (now, client) = (store.now_ms(), server::client_id(ctx));
+    with(|r| {
+        r.park_all(tickets, ends, session);
+        r.stamp(bc as Handle, now, client);
+    });
     metrics::bump(Counter::WaitsStarted);
     for w in wants {
         rearm(ctx, store, &w.names, &lock_id(ctx, &w.names));
@@ -268,7 +289,15 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         tickets.pop_front();
         served.extend(queue::admit(store, names, &mut tickets));
     }
-    let bound = with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
+    let now = store.now_ms();
+    let bound = with(|r| {
+        for s in &served {
+            if let Some(w) = r.waiter(s.ticket.token) {
+                ended(w.since, now);
+            }
+        }
+        r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token))
+    });
     for Served { ticket, outcome } in served {
         let took = outcome.is_ok();
         let outcome = match outcome {
@@ -335,7 +364,10 @@ fn serve_all(
         Err(e) => Outcome::Failed(e.message()),
     };
     // Its ticket in `serving` goes with the caller's pop.
-    let session = with(|r| r.unregister(handle)).and_then(|w| w.session);
+    let session = with(|r| r.unregister(handle)).and_then(|w| {
+        ended(w.since, store.now_ms());
+        w.session
+    });
     if let (Outcome::All(_), Some(client)) = (&outcome, session) {
         for w in &wants {
             sessions::bind(
@@ -468,6 +500,7 @@ fn time_out(ctx: &Context, handle: Handle) {
     };
     server::select_db(ctx, waiter.lock.0);
     let mut store = RedisStore::new(ctx);
+    ended(waiter.since, store.now_ms());
     let pttl = store.pttl(&waiter.lock.1);
     metrics::bump(Counter::WaitsTimedOut);
     let refused = if waiter.others.is_empty() {
@@ -522,6 +555,7 @@ unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Bloc
     let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
         return;
     };
+    ended(waiter.since, server::milliseconds());
     // Still registered, so unblocked once, here; without data Redis replies
     // nothing more and frees it.
     server::unblock(bc, std::ptr::null_mut());
@@ -544,6 +578,46 @@ pub fn abort_all(ctx: &Context) {
         // unblocked once.
         server::unblock(blocked(handle), boxed(Outcome::Failed(ERR_REPLICA)));
     }
+}
+
+/// What inspection shows of one parked client.
+pub struct Shown {
+    pub owner: Vec<u8>,
+    pub hold: Hold,
+    pub since: i64,
+    pub deadline: Option<i64>,
+    pub client: u64,
+}
+
+fn shown(w: &Waiter, hold: Hold) -> Shown {
+    Shown {
+        owner: w.owner.clone(),
+        hold,
+        since: w.since,
+        deadline: w.deadline(),
+        client: w.client,
+    }
+}
+
+/// The clients parked on the lock `names` of the selected database, in
+/// arrival order (the order they will be served in).
+pub fn waiters_of(ctx: &Context, names: &LockNames) -> Vec<Shown> {
+    if idle() {
+        return Vec::new();
+    }
+    let id = lock_id(ctx, names);
+    with(|r| {
+        r.waiters_of(&id)
+            .into_iter()
+            .filter_map(|w| Some(shown(w, w.hold_of(&id)?)))
+            .collect()
+    })
+}
+
+/// Every lock with waiters: its database and name, how many wait, and
+/// since when the earliest has waited (Unix ms).
+pub fn locks_waited_for() -> Vec<(LockId, usize, i64)> {
+    with(|r| r.overview())
 }
 
 /// Parked clients, and locks they wait for, for `INFO rwlock`.

@@ -6,3 +6,4 @@ pub mod clients;
 pub mod deadlock;
 pub mod graph;
 pub mod registry;
+pub mod stats;

@@ -43,12 +43,29 @@ pub struct Waiter {
     /// Its place in the order of all parkings (the most recent is the
     /// victim of a deadlock that appears without a new request).
     pub seq: u64,
+    /// When it parked (Unix ms) and its connection's id, for inspection
+    /// (see [`Registry::stamp`]); 0 until stamped.
+    pub since: i64,
+    pub client: u64,
 }
 
 impl Waiter {
     /// Every lock it waits for, the first listed first.
     pub fn locks(&self) -> impl Iterator<Item = &LockId> {
         std::iter::once(&self.lock).chain(self.others.iter().map(|(id, _)| id))
+    }
+
+    /// When its wait times out (Unix ms), if it does.
+    pub fn deadline(&self) -> Option<i64> {
+        self.timeout.map(|(at, _)| at)
+    }
+
+    /// What it asks of `id`: the hold, or None when it does not wait for it.
+    pub fn hold_of(&self, id: &LockId) -> Option<Hold> {
+        std::iter::once((&self.lock, self.hold))
+            .chain(self.others.iter().map(|(l, h)| (l, *h)))
+            .find(|(l, _)| *l == id)
+            .map(|(_, h)| h)
     }
 }
 
@@ -115,6 +132,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 session,
                 owner: ticket.owner.clone(),
                 seq,
+                since: 0,
+                client: 0,
             },
         );
         self.enqueue(id, ticket);
@@ -148,6 +167,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             session,
             owner: head.owner.clone(),
             seq,
+            since: 0,
+            client: 0,
         };
         self.waiting.insert(handle, waiter);
         for (id, ticket) in tickets {
@@ -350,6 +371,43 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
         self.parkings += 1;
         self.parkings
+    }
+
+    /// Notes when a parked client began waiting (Unix ms) and its
+    /// connection's id, which inspection shows.
+    pub fn stamp(&mut self, handle: H, since: i64, client: u64) {
+        if let Some(w) = self.waiting.get_mut(&handle) {
+            w.since = since;
+            w.client = client;
+        }
+    }
+
+    /// The clients queued on `id`, in arrival order.
+    pub fn waiters_of(&self, id: &LockId) -> Vec<&Waiter> {
+        let Some(q) = self.queues.get(id) else {
+            return Vec::new();
+        };
+        q.tickets
+            .iter()
+            .filter_map(|t| self.waiting.get(&t.token))
+            .collect()
+    }
+
+    /// Every lock with waiters, with how many wait and when the earliest
+    /// still waiting parked.
+    pub fn overview(&self) -> Vec<(LockId, usize, i64)> {
+        self.queues
+            .iter()
+            .filter_map(|(id, q)| {
+                let since = q
+                    .tickets
+                    .iter()
+                    .filter_map(|t| self.waiting.get(&t.token))
+                    .map(|w| w.since)
+                    .min()?;
+                Some((id.clone(), q.tickets.len(), since))
+            })
+            .collect()
     }
 
     /// A parked client, by handle.
