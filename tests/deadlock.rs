@@ -340,3 +340,109 @@ fn detection_writes_nothing_a_replica_would_see() {
     ok(&mut m, &["LOCK.UNLOCK", "B", "b"]);
     assert_eq!(reply_of(a).expect("a"), Value::Nil);
 }
+
+/// How a torture run went: its deadlocks reported and waits timed out.
+#[derive(Debug, Default)]
+struct Run {
+    deadlocks: u64,
+    timeouts: u64,
+}
+
+/// `CLIENTS` threads, each its own owner, each taking two of `LOCKS` plain
+/// locks `ROUNDS` times with `BLOCK block` one after the other (in name
+/// order when `sorted`), then releasing both. A `DEADLOCK` makes the thread
+/// release what it holds and try again; so does a wait that times out,
+/// which is counted: with holds this short, a timeout is a stall. With
+/// `block` under 1 s (the baseline without detection) a thread stops at its
+/// first stall: the run only has to show there are some.
+fn torture(server: &Server, sorted: bool, seed: u64, block: &'static str) -> Run {
+    let quit_at_stall = block.len() < 4;
+    const CLIENTS: u64 = 6;
+    const LOCKS: u64 = 4;
+    const ROUNDS: usize = 40;
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            let mut c = server.conn();
+            std::thread::spawn(move || {
+                let mut rng =
+                    testkit::Rng((seed ^ (t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+                let owner = format!("t{t}");
+                let mut run = Run::default();
+                for _ in 0..ROUNDS {
+                    let a = rng.below(LOCKS);
+                    let b = (a + 1 + rng.below(LOCKS - 1)) % LOCKS;
+                    let mut pair = [format!("T{a}"), format!("T{b}")];
+                    if sorted {
+                        pair.sort();
+                    }
+                    'attempt: loop {
+                        let mut held = Vec::new();
+                        for lock in &pair {
+                            let args = ["LOCK.ACQUIRE", lock, &owner, "30000", "BLOCK", block];
+                            match call(&mut c, &args) {
+                                Ok(Value::Nil) => held.push(lock.clone()),
+                                Ok(_) if quit_at_stall => {
+                                    run.timeouts += 1;
+                                    for h in held.iter().rev() {
+                                        ok(&mut c, &["LOCK.UNLOCK", h, &owner]);
+                                    }
+                                    return run;
+                                }
+                                Ok(_) => run.timeouts += 1,
+                                Err(e) if e.code() == Some("DEADLOCK") => run.deadlocks += 1,
+                                Err(e) => panic!("{args:?}: {e}"),
+                            }
+                            if held.last() != Some(lock) {
+                                for h in held.iter().rev() {
+                                    ok(&mut c, &["LOCK.UNLOCK", h, &owner]);
+                                }
+                                continue 'attempt;
+                            }
+                        }
+                        for h in held.iter().rev() {
+                            ok(&mut c, &["LOCK.UNLOCK", h, &owner]);
+                        }
+                        break;
+                    }
+                }
+                run
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("a torture thread"))
+        .fold(Run::default(), |sum, r| Run {
+            deadlocks: sum.deadlocks + r.deadlocks,
+            timeouts: sum.timeouts + r.timeouts,
+        })
+}
+
+#[test]
+fn a_torture_run_in_sorted_order_never_deadlocks_and_in_random_order_never_stalls() {
+    let (server, mut c) = Server::started(&[]);
+    let seed = testkit::seed(0xdead_10c5);
+    let sorted = torture(&server, true, seed, "5000");
+    assert_eq!(
+        (sorted.deadlocks, sorted.timeouts),
+        (0, 0),
+        "sorted: {sorted:?}"
+    );
+    let random = torture(&server, false, seed, "5000");
+    assert_eq!(random.timeouts, 0, "a stall, seed {seed:#x}: {random:?}");
+    // Every deadlock reported is one the server counted and kept.
+    assert_counters(&mut c, &[("deadlocks", random.deadlocks), ("waiters", 0)]);
+    // The baseline, detection off: the same run stalls until timeouts (a
+    // short one here, to keep the test fast).
+    ok(
+        &mut c,
+        &["CONFIG", "SET", "rwlock.deadlock-detection", "no"],
+    );
+    let baseline = torture(&server, false, seed, "200");
+    assert_eq!(baseline.deadlocks, 0);
+    assert!(
+        baseline.timeouts > 0,
+        "no stall without detection? {baseline:?}"
+    );
+    eprintln!("random order, seed {seed:#x}: {random:?}; without detection: {baseline:?}");
+}

@@ -57,7 +57,7 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
         }
         (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
             // A wait that would close a cycle fails now, nothing changed.
-            if let Some(cycle) = waiting::deadlock(ctx, owner, &[(names, hold)]) {
+            if let Some(cycle) = waiting::deadlock(ctx, &mut store, owner, &[(names, hold)]) {
                 return Err(RedisError::String(cycle));
             }
             let wait = waiting::Wait {

@@ -94,7 +94,7 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
         (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
             // A wait that would close a cycle fails now, nothing changed.
             let wants: Vec<_> = a.wants.iter().map(|w| (&w.names, w.hold)).collect();
-            if let Some(cycle) = waiting::deadlock(ctx, a.owner, &wants) {
+            if let Some(cycle) = waiting::deadlock(ctx, &mut store, a.owner, &wants) {
                 return Err(RedisError::String(cycle));
             }
             waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout, session);

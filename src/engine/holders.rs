@@ -73,6 +73,16 @@ pub fn blockers<S: Store>(
     (out, mine)
 }
 
+/// Whether `owner`'s `hold` is the upgrade the machine never grants: a write
+/// hold asked by an owner holding a read hold of a lock in read mode, which
+/// waits for itself. Two field reads at most, one for any other hold.
+pub fn upgrade<S: Store>(s: &mut S, hash: &[u8], owner: &[u8], hold: Hold) -> bool {
+    matches!(hold, Hold::Write { .. })
+        && s.kind(hash) == KeyKind::Hash
+        && s.hget_with(hash, owner, |v| v.is_some())
+        && s.hget_with(hash, MODE_FIELD, |m| m == Some(b"read"))
+}
+
 /// Every hold of the lock `hash`: owner, kind (a field `<owner>:write` is a
 /// write hold; another field is a read hold when the hash has a `mode`,
 /// else a plain lock) and count, in field order; a count that is not one
@@ -146,6 +156,20 @@ mod tests {
         take(&mut s, "p", LOCK);
         assert_eq!(all(&mut s, b"L"), vec![(b"p".to_vec(), Kind::Lock, 1)]);
         assert!(all(&mut s, b"missing").is_empty());
+    }
+
+    #[test]
+    fn only_a_readers_write_hold_is_an_upgrade() {
+        let mut s = MemStore::new(1_000);
+        take(&mut s, "r", READ);
+        assert!(upgrade(&mut s, b"L", b"r", WRITE));
+        assert!(!upgrade(&mut s, b"L", b"r", READ));
+        assert!(!upgrade(&mut s, b"L", b"x", WRITE));
+        let mut s = MemStore::new(1_000);
+        take(&mut s, "w", WRITE);
+        take(&mut s, "w", READ);
+        assert!(!upgrade(&mut s, b"L", b"w", WRITE), "a re-entry");
+        assert!(!upgrade(&mut s, b"M", b"w", WRITE), "no lock");
     }
 
     #[test]

@@ -23,7 +23,9 @@ use redis_module::{raw, Context, ContextFlags, RedisValue};
 use super::deadlock;
 use super::registry::{Due, LockId, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
+use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
+use crate::engine::holders;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
@@ -119,7 +121,24 @@ pub struct Wait<'a> {
 /// The `DEADLOCK` error a request by `owner` for `wants` would get instead of
 /// parking: its wait would close a cycle (contract §14). Asked on the park
 /// path only, so an acquisition that does not wait pays nothing.
-pub fn deadlock(ctx: &Context, owner: &[u8], wants: &[(&LockNames, Hold)]) -> Option<String> {
+pub fn deadlock(
+    ctx: &Context,
+    store: &mut RedisStore,
+    owner: &[u8],
+    wants: &[(&LockNames, Hold)],
+) -> Option<String> {
+    if !config::deadlock_detection() {
+        return None;
+    }
+    if idle() {
+        // Nobody parked, so no wait for another owner leads anywhere: only
+        // the upgrade can close a cycle, read with the command's own store
+        // (the lock is open in it). This is the handoff's path.
+        let (names, _) = wants
+            .iter()
+            .find(|(names, hold)| holders::upgrade(store, names.hash(), owner, *hold))?;
+        return Some(deadlock::upgrade(owner, lock_id(ctx, names)));
+    }
     let wants: Vec<(LockId, Hold)> = wants
         .iter()
         .map(|(names, hold)| (lock_id(ctx, names), *hold))

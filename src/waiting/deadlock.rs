@@ -80,6 +80,25 @@ pub fn on_park<H: Copy + Eq + Hash, S: Store>(
     Some(text)
 }
 
+/// The one cycle a request can close while nobody else is parked: its
+/// owner's read hold of `lock` stopping its write hold (the upgrade, which
+/// the caller found with `holders::upgrade`); recorded, as the `DEADLOCK`
+/// error.
+pub fn upgrade(owner: &[u8], lock: LockId) -> String {
+    let cycle = graph::Cycle::<()> {
+        steps: vec![graph::Step {
+            owner: owner.to_vec(),
+            lock,
+            how: graph::How::HeldBy,
+            other: owner.to_vec(),
+        }],
+        waiters: Vec::new(),
+    };
+    let text = cycle.message();
+    record(&text);
+    text
+}
+
 /// After `owner` took a hold (handed over, or taken at once) in database
 /// `db`: the waiters behind that hold now wait for `owner`, which closes a
 /// cycle when `owner` has a client parked that waits, directly or through
