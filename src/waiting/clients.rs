@@ -301,11 +301,17 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     let mut served = queue::admit(store, names, &mut tickets);
     // A multi-hold at the head: served when it can take all its holds,
     // then those behind it.
+    // Owners of the multi-holds served: their new holds are looked at for
+    // cycles once the queue is back (a victim's ticket must not stay in the
+    // lent-out queue).
+    let mut multi_holders = Vec::new();
     while let Some(head) = tickets.front().filter(|t| t.multi) {
         if !serve_all(ctx, store, head, &id) {
             break;
         }
-        tickets.pop_front();
+        if let Some(ticket) = tickets.pop_front() {
+            multi_holders.push(ticket.owner);
+        }
         served.extend(queue::admit(store, names, &mut tickets));
     }
     let now = store.now_ms();
@@ -341,6 +347,9 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
             // The waiters left now wait for the new holder.
             took_hold(ctx, &ticket.owner);
         }
+    }
+    for owner in multi_holders {
+        took_hold(ctx, &owner);
     }
     rearm(ctx, store, names, &id);
 }
@@ -406,7 +415,6 @@ fn serve_all(
     for (id, _, _) in line.into_iter().filter(|(id, _, _)| id != serving) {
         schedule_in(ctx, id, Duration::ZERO);
     }
-    took_hold(ctx, &head.owner);
     true
 }
 
