@@ -446,3 +446,49 @@ fn a_torture_run_in_sorted_order_never_deadlocks_and_in_random_order_never_stall
     );
     eprintln!("random order, seed {seed:#x}: {random:?}; without detection: {baseline:?}");
 }
+
+#[test]
+fn a_multi_hold_served_into_a_cycle_fails_the_newest_waiter_once() {
+    // One owner on two connections: its multi-hold is served A and B, which
+    // b waits for, while its other client waits for b's C.
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["LOCK.ACQUIRE", "A", "h", "30000"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "C", "b", "30000"]);
+    let all = [
+        "LOCK.ACQUIREALL",
+        "a",
+        "30000",
+        "BLOCK",
+        "10000",
+        "HOLDS",
+        "2",
+        "LOCK",
+        "A",
+        "LOCK",
+        "B",
+    ];
+    let a_all = server.park(&mut c, &all);
+    let a_on_c = server.park(
+        &mut c,
+        &["LOCK.ACQUIRE", "C", "a", "30000", "BLOCK", "10000"],
+    );
+    let b_on_a = server.park(
+        &mut c,
+        &["LOCK.ACQUIRE", "A", "b", "30000", "BLOCK", "10000"],
+    );
+    assert_counters(&mut c, &[("deadlocks", 0), ("waiters", 3)]);
+    ok(&mut c, &["LOCK.UNLOCK", "A", "h"]);
+    assert_eq!(reply_of(a_all).expect("a took A and B"), Value::Nil);
+    let e = reply_of(b_on_a).expect_err("b, parked last, is the victim");
+    assert_eq!(e.code(), Some("DEADLOCK"), "{e}");
+    assert_eq!(
+        e.detail(),
+        Some("a waits for C held by b; b waits for A held by a")
+    );
+    assert_counters(&mut c, &[("deadlocks", 1), ("waiters", 1)]);
+    // Nothing of b is left in A's queue: releasing A serves nobody twice.
+    ok(&mut c, &["LOCK.UNLOCK", "A", "a"]);
+    ok(&mut c, &["LOCK.UNLOCK", "C", "b"]);
+    assert_eq!(reply_of(a_on_c).expect("a took C"), Value::Nil);
+    assert_counters(&mut c, &[("waiters", 0), ("locks_with_waiters", 0)]);
+}
