@@ -3,7 +3,7 @@
 //! (see `leases`), settable as module arguments
 //! at load time and with CONFIG SET.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 
 use redis_module::RedisString;
@@ -61,6 +61,14 @@ pub fn fair_wait() -> i64 {
     FAIR_WAIT.load(Ordering::Relaxed)
 }
 
+/// `rwlock.deadlock-detection`: a request that would park into a cycle of
+/// waits fails with `DEADLOCK` (contract §14).
+pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
+
+pub fn deadlock_detection() -> bool {
+    DEADLOCK_DETECTION.load(Ordering::Relaxed)
+}
+
 fn pick<T: Copy>(options: &[(&str, T)], value: &[u8]) -> Option<T> {
     options
         .iter()
@@ -106,6 +114,10 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                     .filter(|n| (0..=MAX_HOLDS).contains(n))
                     .ok_or_else(bad)?;
                 LEASE_INDEX_FROM.store(from, Ordering::Relaxed);
+            }
+            b"deadlock-detection" => {
+                let on = pick(&[("yes", true), ("no", false)], value).ok_or_else(bad)?;
+                DEADLOCK_DETECTION.store(on, Ordering::Relaxed);
             }
             b"default-lease" => {
                 let lease = parse_i64(value)

@@ -44,6 +44,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     raw::add_info_field_unsigned_long_long(ctx, "lease_indexes", indexed_locks as u64);
     raw::add_info_field_unsigned_long_long(ctx, "indexed_leases", indexed_leases as u64);
     let (waiters, queues) = waiting::counts();
+    let waits = waiting::wait_percentiles();
     let waiting = [
         ("waiters", waiters as u64),
         ("locks_with_waiters", queues as u64),
@@ -52,6 +53,10 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("waits_timed_out", metrics::get(Counter::WaitsTimedOut)),
         ("waits_aborted", metrics::get(Counter::WaitsAborted)),
         ("wait_rechecks", metrics::get(Counter::WaitRechecks)),
+        ("deadlocks", metrics::get(Counter::Deadlocks)),
+        ("wait_ms_p50", waits.p50 as u64),
+        ("wait_ms_p99", waits.p99 as u64),
+        ("wait_ms_max", waits.max as u64),
         // 1 once a waiter or a lease index made the module watch every write.
         ("keyspace_subscribed", u64::from(events::subscribed())),
     ];

@@ -82,7 +82,9 @@ redis_module! {
             ["lease-index-from", &leases::LEASE_INDEX_FROM, leases::LEASE_INDEX_FROM_DEFAULT, 0, MAX_HOLDS, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
-        bool: [],
+        bool: [
+            ["deadlock-detection", &config::DEADLOCK_DETECTION, true, ConfigurationFlags::DEFAULT, None],
+        ],
         enum: [
             ["publish", &config::PUBLISH, config::PublishMode::auto, ConfigurationFlags::DEFAULT, None],
             ["fairness", &config::FAIRNESS, config::Fairness::none, ConfigurationFlags::DEFAULT, None],

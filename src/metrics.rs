@@ -33,9 +33,11 @@ pub enum Counter {
     FairAcquired,
     FairQueued,
     FairCancels,
+    /// Cycles of waits found (contract §14).
+    Deadlocks,
 }
 
-const COUNTERS: usize = Counter::FairCancels as usize + 1;
+const COUNTERS: usize = Counter::Deadlocks as usize + 1;
 
 static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 

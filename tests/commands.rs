@@ -234,6 +234,8 @@ fn info_shows_mode_ttl_owners_and_leases_in_resp2_and_resp3() {
         Value::Int(-2),
         Value::SimpleString("owners".into()),
         Value::Array(vec![]),
+        Value::SimpleString("waiters".into()),
+        Value::Array(vec![]),
     ]);
     assert_eq!(none, expected_none);
     ok(&mut c, &["RWLOCK.WRITE", "I", "u2:1", "60000"]);
@@ -243,7 +245,7 @@ fn info_shows_mode_ttl_owners_and_leases_in_resp2_and_resp3() {
         let Value::Array(top) = ok(&mut c, &["RWLOCK.INFO", "I"]) else {
             panic!("INFO is an array in RESP{protocol}");
         };
-        assert_eq!(top.len(), 6);
+        assert_eq!(top.len(), 8, "mode, ttl, owners, waiters");
         assert_eq!(top[1], Value::BulkString(b"write".to_vec()));
         assert!(matches!(top[3], Value::Int(t) if near(t, 60_000)));
         let Value::Array(owners) = &top[5] else {
@@ -377,6 +379,8 @@ fn module_arguments_set_configs_at_load() {
             "16",
             "fair-wait",
             "4321",
+            "deadlock-detection",
+            "no",
         ],
         &[],
     );
@@ -384,6 +388,7 @@ fn module_arguments_set_configs_at_load() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "no"),
             ("rwlock.default-lease", "1234"),
             ("rwlock.fair-wait", "4321"),
             ("rwlock.fairness", "none"),

@@ -506,6 +506,9 @@ fn info_of(conn: &mut Connection, n: &Names) -> Reply {
         Reply::Int(pttl),
         text("token"),
         token.as_deref().map_or(Reply::Nil, int_or_text),
+        // No client waits in a differential run.
+        text("waiters"),
+        Reply::Array(vec![]),
     ])
 }
 
@@ -580,7 +583,7 @@ fn same_refusal(o: &Reply, m: &Reply, tol: f64) -> bool {
 /// differ by `tol`.
 fn same_info(o: &Reply, m: &Reply, tol: f64) -> bool {
     match (o, m) {
-        (Reply::Array(a), Reply::Array(b)) if a.len() == 6 && b.len() == 6 => {
+        (Reply::Array(a), Reply::Array(b)) if a.len() == 8 && b.len() == 8 => {
             let ttls_close = match (&a[3], &b[3]) {
                 (Reply::Int(x), Reply::Int(y)) => pttl_close(*x, *y, tol),
                 _ => false,

@@ -28,7 +28,7 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 30, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 34, "{all_zero:?}");
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -134,6 +134,7 @@ fn info_rwlock_counts_every_outcome() {
         ("waits_aborted", 0),
         // The handoff came from the unlock itself, not from an outside change.
         ("wait_rechecks", 0),
+        ("deadlocks", 0),
         // Since the first wait.
         ("keyspace_subscribed", 1),
         // Nothing here took a hold with SESSION.
@@ -149,7 +150,15 @@ fn info_rwlock_counts_every_outcome() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    assert_eq!(info(&mut c, "rwlock"), expected);
+    let mut got = info(&mut c, "rwlock");
+    // The waits' lengths depend on timing: the 20 ms timeout is the longest.
+    let waits: Vec<u64> = ["wait_ms_p50", "wait_ms_p99", "wait_ms_max"]
+        .iter()
+        .map(|k| got.remove(*k).expect("a wait percentile"))
+        .collect();
+    assert!(waits[0] <= waits[1] && waits[1] == waits[2], "{waits:?}");
+    assert!((20..5_000).contains(&waits[2]), "{waits:?}");
+    assert_eq!(got, expected);
 }
 
 #[test]
@@ -451,7 +460,9 @@ fn rwlock_info_reads_at_a_glance_in_redis_cli_resp2_and_resp3() {
        9) session_reads
       10) (integer) N
       11) session_writes
-      12) (integer) N";
+      12) (integer) N
+7) waiters
+8) (empty array)";
     for resp3 in [false, true] {
         let shown = redis_cli(&server, resp3, &["RWLOCK.INFO", "orders"]);
         assert_eq!(mask_ttls(&shown), expected, "RESP3: {resp3}\n{shown}");
@@ -459,7 +470,7 @@ fn rwlock_info_reads_at_a_glance_in_redis_cli_resp2_and_resp3() {
         assert!(shown.contains("6) (integer) 1\n"), "one write: {shown}");
     }
     let expected_none =
-        "1) mode\n2) \"none\"\n3) ttl\n4) (integer) -2\n5) owners\n6) (empty array)";
+        "1) mode\n2) \"none\"\n3) ttl\n4) (integer) -2\n5) owners\n6) (empty array)\n7) waiters\n8) (empty array)";
     for resp3 in [false, true] {
         let shown = redis_cli(&server, resp3, &["RWLOCK.INFO", "free"]);
         assert_eq!(shown.trim_end(), expected_none, "RESP3: {resp3}");

@@ -111,6 +111,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("RWLOCK_DEFAULT_LEASE", "12345"),
             ("RWLOCK_LEASE_INDEX_FROM", "8"),
             ("RWLOCK_FAIR_WAIT", "4321"),
+            ("RWLOCK_DEADLOCK_DETECTION", "no"),
         ],
         &[],
     );
@@ -118,6 +119,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "no"),
             ("rwlock.default-lease", "12345"),
             ("rwlock.fair-wait", "4321"),
             ("rwlock.fairness", "fifo"),
@@ -144,6 +146,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
     assert_eq!(
         rwlock_configs(&mut c),
         pairs(&[
+            ("rwlock.deadlock-detection", "yes"),
             ("rwlock.default-lease", "30000"),
             ("rwlock.fair-wait", "300000"),
             ("rwlock.fairness", "none"),

@@ -53,8 +53,13 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
                 // Later writes to the lock must reach the session's counts.
                 events::follow_writes(ctx);
             }
+            waiting::took_hold(ctx, owner);
         }
         (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
+            // A wait that would close a cycle fails now, nothing changed.
+            if let Some(cycle) = waiting::deadlock(ctx, &mut store, owner, &[(names, hold)]) {
+                return Err(RedisError::String(cycle));
+            }
             let wait = waiting::Wait {
                 owner,
                 hold,

@@ -228,6 +228,15 @@ pub const FORCE_KEY: KeyFlags =
 pub const INFO_KEY: KeyFlags =
     KeyFlags(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
 
+/// Whether the argument is, or contains, a key.
+pub fn has_key(a: &Arg) -> bool {
+    match &a.kind {
+        Kind::Key => true,
+        Kind::OneOf(subs) | Kind::Block(subs) => subs.iter().any(has_key),
+        _ => false,
+    }
+}
+
 /// The C form of an argument list, ended by an all-zero entry. Nested lists
 /// are kept in `arena` so their pointers stay valid until Redis copies them.
 fn raw_args(
@@ -309,6 +318,10 @@ fn key_specs(command: &Command) -> [raw::RedisModuleCommandKeySpec; 2] {
     // SAFETY: plain C data; zeroes are the terminator (begin_search_type 0,
     // INVALID) and unused union members.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    // A keyless command has no spec: the terminator alone.
+    if !command.args.iter().any(has_key) {
+        return specs;
+    }
     specs[0].notes = command.key_notes.as_ptr();
     specs[0].flags = u64::from(command.key.0);
     if let Some(at) = command.args.iter().position(|a| a.token == Some(HOLDS)) {

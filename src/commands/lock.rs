@@ -4,6 +4,7 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
+use super::inspect;
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::kinds::Kind;
@@ -78,7 +79,8 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// Read-only: `holders` (each `owner` with its `count` and how many of
 /// those are bound to a connection with `SESSION`, `session`), `ttl` (the hash's
 /// PTTL, -2 when free) and `token` (the current fencing token, nil when the
-/// lock was never fenced). Arrays only, the same in RESP2 and RESP3.
+/// lock was never fenced), then `waiters` (the parked clients, see
+/// `inspect::waiters`). Arrays only, the same in RESP2 and RESP3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let mut store = RedisStore::new(ctx);
@@ -99,12 +101,17 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
             ])
         })
         .collect();
-    Ok(RedisValue::Array(vec![
-        label("holders"),
-        RedisValue::Array(holders),
-        label("ttl"),
-        RedisValue::Integer(info.pttl),
-        label("token"),
-        info.token.map_or(RedisValue::Null, RedisValue::Integer),
-    ]))
+    Ok(RedisValue::Array(
+        vec![
+            label("holders"),
+            RedisValue::Array(holders),
+            label("ttl"),
+            RedisValue::Integer(info.pttl),
+            label("token"),
+            info.token.map_or(RedisValue::Null, RedisValue::Integer),
+        ]
+        .into_iter()
+        .chain(inspect::waiters(ctx, &names))
+        .collect(),
+    ))
 }

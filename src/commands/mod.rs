@@ -7,6 +7,7 @@
 mod apply;
 pub mod docs;
 pub mod fair;
+pub mod inspect;
 pub mod lock;
 pub mod multi;
 pub mod rwlock;
@@ -379,6 +380,33 @@ pub fn table() -> Vec<Command> {
             key_notes: MULTI_KEYS,
             args: multi_args(vec![owner(), lease()]),
         },
+        Command {
+            name: c"lock.waiting",
+            entry: entry!(inspect::waiting_locks),
+            flags: c"readonly",
+            summary: c"Lists the locks clients wait for now, the longest-waiting first, with their holders",
+            complexity: c"O(L log L + W) where L is the number of locks with waiters and W their waiters",
+            since: V4,
+            arity: -1,
+            key: INFO_KEY,
+            key_notes: c"None: keyless",
+            args: vec![optional(
+                c"COUNT",
+                arg(c"n", Kind::Int, c"How many locks at most (10 without COUNT)"),
+            )],
+        },
+        Command {
+            name: c"rwlock.deadlocks",
+            entry: entry!(inspect::deadlocks),
+            flags: c"readonly",
+            summary: c"Shows the last cycles of waits found (deadlocks), the newest first",
+            complexity: c"O(1)",
+            since: V4,
+            arity: 1,
+            key: INFO_KEY,
+            key_notes: c"None: keyless",
+            args: vec![],
+        },
     ];
     table.extend(fair_commands());
     table
@@ -387,7 +415,8 @@ pub fn table() -> Vec<Command> {
 /// Creates every command of the table and describes it to Redis.
 pub fn register(ctx: &Context) -> Result<(), String> {
     for command in table() {
-        let first_key = if command.flags.to_bytes().ends_with(b"getkeys-api") {
+        let keyless = !command.args.iter().any(docs::has_key);
+        let first_key = if keyless || command.flags.to_bytes().ends_with(b"getkeys-api") {
             0
         } else {
             1
@@ -444,6 +473,8 @@ mod tests {
                 "LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION] HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.UNLOCKALL owner HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
+                "LOCK.WAITING [COUNT n]",
+                "RWLOCK.DEADLOCKS",
                 "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]",
                 "FAIRLOCK.CANCEL lock owner [WAIT ms]",
                 "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",

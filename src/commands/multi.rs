@@ -4,7 +4,7 @@
 //! its single command makes it; Redis wraps the effects of one command in
 //! MULTI/EXEC for replicas and the AOF.
 
-use redis_module::{Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use super::apply::{released, renewed, session_client};
 use crate::args::{self, lock_error, ArgString, MultiForm};
@@ -88,9 +88,15 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
                 // Later writes to the locks must reach the session's counts.
                 events::follow_writes(ctx);
             }
+            waiting::took_hold(ctx, a.owner);
             Ok(RedisValue::Null)
         }
         (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
+            // A wait that would close a cycle fails now, nothing changed.
+            let wants: Vec<_> = a.wants.iter().map(|w| (&w.names, w.hold)).collect();
+            if let Some(cycle) = waiting::deadlock(ctx, &mut store, a.owner, &wants) {
+                return Err(RedisError::String(cycle));
+            }
             waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout, session);
             // From now on other clients' writes may free the locks.
             events::follow_writes(ctx);

@@ -4,6 +4,7 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
+use super::inspect;
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::kinds::Kind;
@@ -94,16 +95,21 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `owners`, each with `owner`, `reads`, `writes`, `leases` (the PTTL of
 /// each read acquisition, first first), and `session_reads` and
 /// `session_writes` (how many of its holds are bound to a connection with
-/// `SESSION`). Arrays only, the same in RESP2 and 3.
+/// `SESSION`), then `waiters` (the parked clients, see
+/// `inspect::waiters`). Arrays only, the same in RESP2 and 3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let mut store = RedisStore::new(ctx);
     let info = rwlock::info(&mut store, &names).map_err(lock_error)?;
     let bound = |owner: &[u8], kind| sessions::bound(ctx, &names, owner, kind);
-    Ok(info_reply(info, bound))
+    Ok(info_reply(info, bound, inspect::waiters(ctx, &names)))
 }
 
-fn info_reply(info: LockInfo, bound: impl Fn(&[u8], Kind) -> i64) -> RedisValue {
+fn info_reply(
+    info: LockInfo,
+    bound: impl Fn(&[u8], Kind) -> i64,
+    waiters: [RedisValue; 2],
+) -> RedisValue {
     let label = RedisValue::SimpleStringStatic;
     let mode = info.mode.map_or(&b"none"[..], |m| m.as_bytes());
     let owners = info
@@ -127,12 +133,17 @@ fn info_reply(info: LockInfo, bound: impl Fn(&[u8], Kind) -> i64) -> RedisValue 
             ])
         })
         .collect();
-    RedisValue::Array(vec![
-        label("mode"),
-        RedisValue::StringBuffer(mode.to_vec()),
-        label("ttl"),
-        RedisValue::Integer(info.pttl),
-        label("owners"),
-        RedisValue::Array(owners),
-    ])
+    RedisValue::Array(
+        vec![
+            label("mode"),
+            RedisValue::StringBuffer(mode.to_vec()),
+            label("ttl"),
+            RedisValue::Integer(info.pttl),
+            label("owners"),
+            RedisValue::Array(owners),
+        ]
+        .into_iter()
+        .chain(waiters)
+        .collect(),
+    )
 }

@@ -8,6 +8,7 @@ pub mod agenda;
 pub mod error;
 pub mod fair;
 pub mod hold;
+pub mod holders;
 pub mod index;
 pub mod int;
 pub mod kinds;

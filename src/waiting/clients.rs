@@ -22,8 +22,12 @@ use std::time::Duration;
 
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
+use super::deadlock;
 use super::registry::{Due, LockId, Registry, Waiter};
+use super::stats::{Percentiles, Waits};
+use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
+use crate::engine::holders;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
@@ -47,6 +51,8 @@ enum Outcome {
     /// A multi-hold's: nil when it took every hold, else the largest PTTL.
     All(Option<i64>),
     Failed(&'static str),
+    /// A waiter chosen as a deadlock's victim: its `DEADLOCK` error.
+    Deadlock(String),
 }
 
 /// Data of the agenda's timer.
@@ -58,6 +64,17 @@ type Handle = usize;
 thread_local! {
     // Module code only ever runs on Redis's main thread.
     static REGISTRY: RefCell<Registry<Handle>> = RefCell::new(Registry::default());
+    static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
+}
+
+/// A wait that began at `since` ended at `now` (Unix ms).
+fn ended(since: i64, now: i64) {
+    WAITS.with(|w| w.borrow_mut().record(now - since));
+}
+
+/// Percentiles of the recent waits' lengths, for `INFO rwlock`.
+pub fn wait_percentiles() -> Percentiles {
+    WAITS.with(|w| w.borrow().percentiles())
 }
 
 fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
@@ -115,6 +132,61 @@ fn block(ctx: &Context) -> Blocked {
     )
 }
 
+/// The `DEADLOCK` error a request by `owner` for `wants` would get instead of
+/// parking: its wait would close a cycle (contract §14). Asked on the park
+/// path only, so an acquisition that does not wait pays nothing.
+pub fn deadlock(
+    ctx: &Context,
+    store: &mut RedisStore,
+    owner: &[u8],
+    wants: &[(&LockNames, Hold)],
+) -> Option<String> {
+    if !config::deadlock_detection() {
+        return None;
+    }
+    if idle() {
+        // Nobody parked, so no wait for another owner leads anywhere: only
+        // the upgrade can close a cycle, read with the command's own store
+        // (the lock is open in it). This is the handoff's path.
+        let (names, _) = wants
+            .iter()
+            .find(|(names, hold)| holders::upgrade(store, names.hash(), owner, *hold))?;
+        return Some(deadlock::upgrade(owner, lock_id(ctx, names)));
+    }
+    let wants: Vec<(LockId, Hold)> = wants
+        .iter()
+        .map(|(names, hold)| (lock_id(ctx, names), *hold))
+        .collect();
+    with(|r| deadlock::on_park(r, || RedisStore::new(ctx), owner, &wants))
+}
+
+/// `owner` took a hold at once: the waiters of that lock now wait for it.
+/// When it has clients parked too, that may close a cycle, whose most
+/// recently parked waiter fails with `DEADLOCK`.
+pub fn took_hold(ctx: &Context, owner: &[u8]) {
+    if !idle() {
+        break_cycles(ctx, owner);
+    }
+}
+
+/// Fails the victims of the cycles a hold just taken by `owner` closed, one
+/// cycle at a time; each victim's locks get a look, as after a timeout.
+fn break_cycles(ctx: &Context, owner: &[u8]) {
+    let db = server::selected_db(ctx);
+    let open = || RedisStore::new(ctx);
+    while let Some((victim, text)) = with(|r| deadlock::after_hold(r, open, db, owner)) {
+        let Some(waiter) = with(|r| r.unregister(victim)) else {
+            break;
+        };
+        ended(waiter.since, server::milliseconds());
+        // Still registered until now, so parked: unblocked once, here.
+        server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
+        for id in waiter.locks() {
+            schedule_in(ctx, id.clone(), Duration::ZERO);
+        }
+    }
+}
+
 /// Parks the calling client until it holds the lock or its wait's timeout
 /// passes. The caller replies nothing now.
 pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait) {
@@ -137,7 +209,11 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         token: bc as Handle,
         multi: false,
     };
-    with(|r| r.park(id.clone(), ticket, ends, session));
+    let (now, client) = (store.now_ms(), server::client_id(ctx));
+    with(|r| {
+        r.park(id.clone(), ticket, ends, session);
+        r.stamp(bc as Handle, now, client);
+    });
     metrics::bump(Counter::WaitsStarted);
     rearm(ctx, store, names, &id);
 }
@@ -169,7 +245,11 @@ pub fn park_all(
             (lock_id(ctx, &w.names), ticket)
         })
         .collect();
-    with(|r| r.park_all(tickets, ends, session));
+    let (now, client) = (store.now_ms(), server::client_id(ctx));
+    with(|r| {
+        r.park_all(tickets, ends, session);
+        r.stamp(bc as Handle, now, client);
+    });
     metrics::bump(Counter::WaitsStarted);
     for w in wants {
         rearm(ctx, store, &w.names, &lock_id(ctx, &w.names));
@@ -234,15 +314,30 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
     let mut served = queue::admit(store, names, &mut tickets);
     // A multi-hold at the head: served when it can take all its holds,
     // then those behind it.
+    // Owners of the multi-holds served: their new holds are looked at for
+    // cycles once the queue is back (a victim's ticket must not stay in the
+    // lent-out queue).
+    let mut multi_holders = Vec::new();
     while let Some(head) = tickets.front().filter(|t| t.multi) {
         if !serve_all(ctx, store, head, &id) {
             break;
         }
-        tickets.pop_front();
+        if let Some(ticket) = tickets.pop_front() {
+            multi_holders.push(ticket.owner);
+        }
         served.extend(queue::admit(store, names, &mut tickets));
     }
-    let bound = with(|r| r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token)));
+    let now = store.now_ms();
+    let bound = with(|r| {
+        for s in &served {
+            if let Some(w) = r.waiter(s.ticket.token) {
+                ended(w.since, now);
+            }
+        }
+        r.return_tickets(&id, tickets, served.iter().map(|s| s.ticket.token))
+    });
     for Served { ticket, outcome } in served {
+        let took = outcome.is_ok();
         let outcome = match outcome {
             Ok(granted) => {
                 metrics::acquired(ticket.hold, granted);
@@ -261,6 +356,13 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         // The handle was in the queue, so it is parked, and it left the
         // registry above: it is unblocked once.
         server::unblock(blocked(ticket.token), boxed(outcome));
+        if took {
+            // The waiters left now wait for the new holder.
+            took_hold(ctx, &ticket.owner);
+        }
+    }
+    for owner in multi_holders {
+        took_hold(ctx, &owner);
     }
     rearm(ctx, store, names, &id);
 }
@@ -303,7 +405,10 @@ fn serve_all(
         Err(e) => Outcome::Failed(e.message()),
     };
     // Its ticket in `serving` goes with the caller's pop.
-    let session = with(|r| r.unregister(handle)).and_then(|w| w.session);
+    let session = with(|r| r.unregister(handle)).and_then(|w| {
+        ended(w.since, store.now_ms());
+        w.session
+    });
     if let (Outcome::All(_), Some(client)) = (&outcome, session) {
         for w in &wants {
             sessions::bind(
@@ -434,7 +539,9 @@ fn time_out(ctx: &Context, handle: Handle) {
         return;
     };
     server::select_db(ctx, waiter.lock.0);
-    let refused = refusal(&mut RedisStore::new(ctx), &waiter);
+    let mut store = RedisStore::new(ctx);
+    ended(waiter.since, store.now_ms());
+    let refused = refusal(&mut store, &waiter);
     metrics::bump(Counter::WaitsTimedOut);
     // Still registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(refused));
@@ -510,6 +617,7 @@ fn answer(context: &Context, outcome: Option<&Outcome>) -> c_int {
             context.reply(Ok(pttl.map_or(RedisValue::Null, RedisValue::Integer)))
         }
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        Some(Outcome::Deadlock(message)) => context.reply_error_string(message),
         None => context.reply_error_string(ERR_NO_OUTCOME),
     };
     status as c_int
@@ -528,6 +636,7 @@ unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Bloc
     let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
         return;
     };
+    ended(waiter.since, server::milliseconds());
     // Still registered, so unblocked once, here; without data Redis replies
     // nothing more and frees it.
     server::unblock(bc, std::ptr::null_mut());
@@ -550,6 +659,46 @@ pub fn abort_all(ctx: &Context) {
         // unblocked once.
         server::unblock(blocked(handle), boxed(Outcome::Failed(ERR_REPLICA)));
     }
+}
+
+/// What inspection shows of one parked client.
+pub struct Shown {
+    pub owner: Vec<u8>,
+    pub hold: Hold,
+    pub since: i64,
+    pub deadline: Option<i64>,
+    pub client: u64,
+}
+
+fn shown(w: &Waiter, hold: Hold) -> Shown {
+    Shown {
+        owner: w.owner.clone(),
+        hold,
+        since: w.since,
+        deadline: w.deadline(),
+        client: w.client,
+    }
+}
+
+/// The clients parked on the lock `names` of the selected database, in
+/// arrival order (the order they will be served in).
+pub fn waiters_of(ctx: &Context, names: &LockNames) -> Vec<Shown> {
+    if idle() {
+        return Vec::new();
+    }
+    let id = lock_id(ctx, names);
+    with(|r| {
+        r.waiters_of(&id)
+            .into_iter()
+            .filter_map(|w| Some(shown(w, w.hold_of(&id)?)))
+            .collect()
+    })
+}
+
+/// Every lock with waiters: its database and name, how many wait, and
+/// since when the earliest has waited (Unix ms).
+pub fn locks_waited_for() -> Vec<(LockId, usize, i64)> {
+    with(|r| r.overview())
 }
 
 /// Parked clients, and locks they wait for, for `INFO rwlock`.

@@ -3,4 +3,7 @@
 //! and woken on the server (`clients`).
 
 pub mod clients;
+pub mod deadlock;
+pub mod graph;
 pub mod registry;
+pub mod stats;

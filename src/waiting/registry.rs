@@ -38,12 +38,34 @@ pub struct Waiter {
     pub others: Vec<(LockId, Hold)>,
     timeout: Option<Slot>,
     pub session: Option<u64>,
+    /// Who waits: the owner of its tickets.
+    pub owner: Vec<u8>,
+    /// Its place in the order of all parkings (the most recent is the
+    /// victim of a deadlock that appears without a new request).
+    pub seq: u64,
+    /// When it parked (Unix ms) and its connection's id, for inspection
+    /// (see [`Registry::stamp`]); 0 until stamped.
+    pub since: i64,
+    pub client: u64,
 }
 
 impl Waiter {
     /// Every lock it waits for, the first listed first.
     pub fn locks(&self) -> impl Iterator<Item = &LockId> {
         std::iter::once(&self.lock).chain(self.others.iter().map(|(id, _)| id))
+    }
+
+    /// When its wait times out (Unix ms), if it does.
+    pub fn deadline(&self) -> Option<i64> {
+        self.timeout.map(|(at, _)| at)
+    }
+
+    /// What it asks of `id`: the hold, or None when it does not wait for it.
+    pub fn hold_of(&self, id: &LockId) -> Option<Hold> {
+        std::iter::once((&self.lock, self.hold))
+            .chain(self.others.iter().map(|(l, h)| (l, *h)))
+            .find(|(l, _)| *l == id)
+            .map(|(_, h)| h)
     }
 }
 
@@ -63,6 +85,10 @@ pub struct Registry<H> {
     /// The lock a command is changing and then serving, whose own keyspace
     /// events need no second look.
     settling: Option<LockId>,
+    /// Every parked client by its owner, for the wait-for graph.
+    owners: HashMap<Vec<u8>, Vec<H>>,
+    /// Parkings so far.
+    parkings: u64,
 }
 
 impl<H> Default for Registry<H> {
@@ -72,6 +98,8 @@ impl<H> Default for Registry<H> {
             waiting: HashMap::new(),
             agenda: Agenda::default(),
             settling: None,
+            owners: HashMap::new(),
+            parkings: 0,
         }
     }
 }
@@ -93,6 +121,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
     pub fn park(&mut self, id: LockId, ticket: Ticket<H>, ends: Option<i64>, session: Option<u64>) {
         let handle = ticket.token;
         let timeout = ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle)));
+        let seq = self.note_owner(&ticket.owner, handle);
         self.waiting.insert(
             handle,
             Waiter {
@@ -101,6 +130,10 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 others: Vec::new(),
                 timeout,
                 session,
+                owner: ticket.owner.clone(),
+                seq,
+                since: 0,
+                client: 0,
             },
         );
         self.enqueue(id, ticket);
@@ -122,6 +155,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             return;
         };
         let handle = head.token;
+        let seq = self.note_owner(&head.owner, handle);
         let waiter = Waiter {
             lock: first.clone(),
             hold: head.hold,
@@ -131,6 +165,10 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 .collect(),
             timeout: ends.map(|at| self.agenda.appoint(at, Due::Timeout(handle))),
             session,
+            owner: head.owner.clone(),
+            seq,
+            since: 0,
+            client: 0,
         };
         self.waiting.insert(handle, waiter);
         for (id, ticket) in tickets {
@@ -314,7 +352,85 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         if let Some(slot) = waiter.timeout {
             self.agenda.cancel(&slot);
         }
+        if let Some(handles) = self.owners.get_mut(&waiter.owner) {
+            handles.retain(|h| *h != handle);
+            if handles.is_empty() {
+                self.owners.remove(&waiter.owner);
+            }
+        }
         Some(waiter)
+    }
+
+    /// Files a parking under its owner; its place in the order of parkings.
+    fn note_owner(&mut self, owner: &[u8], handle: H) -> u64 {
+        match self.owners.get_mut(owner) {
+            Some(handles) => handles.push(handle),
+            None => {
+                self.owners.insert(owner.to_vec(), vec![handle]);
+            }
+        }
+        self.parkings += 1;
+        self.parkings
+    }
+
+    /// Notes when a parked client began waiting (Unix ms) and its
+    /// connection's id, which inspection shows.
+    pub fn stamp(&mut self, handle: H, since: i64, client: u64) {
+        if let Some(w) = self.waiting.get_mut(&handle) {
+            w.since = since;
+            w.client = client;
+        }
+    }
+
+    /// The clients queued on `id`, in arrival order.
+    pub fn waiters_of(&self, id: &LockId) -> Vec<&Waiter> {
+        let Some(q) = self.queues.get(id) else {
+            return Vec::new();
+        };
+        q.tickets
+            .iter()
+            .filter_map(|t| self.waiting.get(&t.token))
+            .collect()
+    }
+
+    /// Every lock with waiters, with how many wait and when the earliest
+    /// still waiting parked.
+    pub fn overview(&self) -> Vec<(LockId, usize, i64)> {
+        self.queues
+            .iter()
+            .filter_map(|(id, q)| {
+                let since = q
+                    .tickets
+                    .iter()
+                    .filter_map(|t| self.waiting.get(&t.token))
+                    .map(|w| w.since)
+                    .min()?;
+                Some((id.clone(), q.tickets.len(), since))
+            })
+            .collect()
+    }
+
+    /// A parked client, by handle.
+    pub fn waiter(&self, handle: H) -> Option<&Waiter> {
+        self.waiting.get(&handle)
+    }
+
+    /// The clients parked by `owner` (none: empty).
+    pub fn parked_by(&self, owner: &[u8]) -> &[H] {
+        self.owners.get(owner).map_or(&[], Vec::as_slice)
+    }
+
+    /// The clients queued on `id` before `handle`, in arrival order (all of
+    /// them for `None`, or when `handle` is not queued there).
+    pub fn ahead(&self, id: &LockId, handle: Option<H>) -> Vec<H> {
+        let Some(q) = self.queues.get(id) else {
+            return Vec::new();
+        };
+        q.tickets
+            .iter()
+            .map(|t| t.token)
+            .take_while(|t| Some(*t) != handle)
+            .collect()
     }
 }
 

@@ -1,0 +1,151 @@
+//! Commands that show what the server knows about waits (docs/design.md,
+//! contract §14): the parked waiters of a lock (appended to `RWLOCK.INFO`
+//! and `LOCK.INFO`), the locks waited for now (`LOCK.WAITING`) and the last
+//! deadlocks found (`RWLOCK.DEADLOCKS`). Read-only and local to the node.
+
+use redis_module::{Context, RedisError, RedisResult, RedisValue};
+
+use crate::args::ArgString;
+use crate::engine::error::ERR_SYNTAX;
+use crate::engine::holders;
+use crate::engine::int::parse_i64;
+use crate::engine::kinds::Kind;
+use crate::engine::names::LockNames;
+use crate::engine::queue::Hold;
+use crate::keyspace::RedisStore;
+use crate::server;
+use crate::waiting::clients as waiting;
+use crate::waiting::deadlock;
+
+/// How many locks `LOCK.WAITING` lists without `COUNT`.
+const WAITING_DEFAULT: usize = 10;
+
+const ERR_COUNT: &str = "ERR COUNT must be an integer from 1 to 1000000";
+
+fn label(s: &'static str) -> RedisValue {
+    RedisValue::SimpleStringStatic(s)
+}
+
+fn hold_name(hold: Hold) -> &'static str {
+    match hold {
+        Hold::Read => "read",
+        Hold::Write { .. } => "write",
+        Hold::Lock(_) => "lock",
+    }
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Read => "read",
+        Kind::Write => "write",
+        Kind::Lock => "lock",
+    }
+}
+
+/// The `waiters` entry `RWLOCK.INFO` and `LOCK.INFO` end with: the lock's
+/// parked clients in the order they will be served, each with `owner`,
+/// `wants` (read, write or lock), `waited` (ms so far), `deadline` (Unix
+/// ms its wait times out, nil without limit) and `client` (its id).
+pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
+    let now = server::milliseconds();
+    let shown = waiting::waiters_of(ctx, names)
+        .into_iter()
+        .map(|w| {
+            RedisValue::Array(vec![
+                label("owner"),
+                RedisValue::StringBuffer(w.owner),
+                label("wants"),
+                label(hold_name(w.hold)),
+                label("waited"),
+                RedisValue::Integer((now - w.since).max(0)),
+                label("deadline"),
+                w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+                label("client"),
+                RedisValue::Integer(w.client as i64),
+            ])
+        })
+        .collect();
+    [label("waiters"), RedisValue::Array(shown)]
+}
+
+/// `LOCK.WAITING [COUNT n]`
+///
+/// The locks clients wait for now, the longest-waiting first (at most `n`,
+/// 10 without `COUNT`), each with `lock` (its name), `db`, `waiters` (how
+/// many), `waited` (ms the earliest has waited) and `holders` (each
+/// `owner`, `kind` and `count`, read from the lock's hash).
+pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
+    let count = match args {
+        [_] => WAITING_DEFAULT,
+        [_, word, n] if word.bytes().eq_ignore_ascii_case(b"COUNT") => parse_i64(n.bytes())
+            .filter(|n| (1..=1_000_000).contains(n))
+            .ok_or(RedisError::Str(ERR_COUNT))?
+            as usize,
+        [_, _] | [_, _, _] => return Err(RedisError::Str(ERR_SYNTAX)),
+        _ => return Err(RedisError::WrongArity),
+    };
+    let mut locks = waiting::locks_waited_for();
+    locks.sort_by_key(|(id, _, since)| (*since, id.clone()));
+    locks.truncate(count);
+    let now = server::milliseconds();
+    let home = server::selected_db(ctx);
+    let mut out = Vec::with_capacity(locks.len());
+    for ((db, name), n, since) in locks {
+        // Each lock's holders are read in its own database; the caller's
+        // is selected again below.
+        server::select_db(ctx, db);
+        let held = holders::all(&mut RedisStore::new(ctx), &name);
+        let holders = held
+            .into_iter()
+            .map(|(owner, kind, count)| {
+                RedisValue::Array(vec![
+                    label("owner"),
+                    RedisValue::StringBuffer(owner),
+                    label("kind"),
+                    label(kind_name(kind)),
+                    label("count"),
+                    RedisValue::Integer(count),
+                ])
+            })
+            .collect();
+        out.push(RedisValue::Array(vec![
+            label("lock"),
+            RedisValue::StringBuffer(name),
+            label("db"),
+            RedisValue::Integer(db.into()),
+            label("waiters"),
+            RedisValue::Integer(n as i64),
+            label("waited"),
+            RedisValue::Integer((now - since).max(0)),
+            label("holders"),
+            RedisValue::Array(holders),
+        ]));
+    }
+    server::select_db(ctx, home);
+    Ok(RedisValue::Array(out))
+}
+
+/// `RWLOCK.DEADLOCKS`
+///
+/// The last cycles of waits found (at most 16), the newest first, each as
+/// `at` (Unix milliseconds) and `cycle` (the `DEADLOCK` error its victim
+/// got, naming the owners and locks). Read-only, keyless, and local to the
+/// node: nothing of it is replicated.
+pub fn deadlocks(_ctx: &Context, args: &[ArgString]) -> RedisResult {
+    if args.len() != 1 {
+        return Err(RedisError::WrongArity);
+    }
+    Ok(RedisValue::Array(
+        deadlock::recent()
+            .into_iter()
+            .map(|(at, text)| {
+                RedisValue::Array(vec![
+                    label("at"),
+                    RedisValue::Integer(at),
+                    label("cycle"),
+                    RedisValue::BulkString(text),
+                ])
+            })
+            .collect(),
+    ))
+}
