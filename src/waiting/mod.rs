@@ -1,6 +1,8 @@
 //! Waiting on the server (docs/design.md, contract §4): who waits for which
 //! lock and what falls due when (`registry`, pure), and the clients parked
-//! and woken on the server (`clients`).
+//! and woken on the server (`clients`); fair-lock waiters parked in their
+//! lock's line (`fair`).
 
 pub mod clients;
+pub mod fair;
 pub mod registry;
