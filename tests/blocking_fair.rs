@@ -4,7 +4,8 @@
 //! them), are served by every path that frees the lock, never go stale
 //! however long they wait (#3004), and leave no trace when they give up.
 
-use std::thread::sleep;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
@@ -412,4 +413,105 @@ fn parked_fair_waiters_fail_at_once_when_the_node_becomes_a_replica() {
         assert!(waited < Duration::from_secs(5));
     }
     assert_eq!(waiters(&mut c), 0);
+}
+
+/// Who got the lock, in order.
+type Order = Arc<Mutex<Vec<String>>>;
+
+/// A Redisson-style waiter on a thread of its own: subscribes to its
+/// channel, joins with `fair_lock.lua`, retries on a message or after the
+/// returned ttl (at most 100 ms), and once it holds the lock records
+/// itself and unlocks with `fair_unlock.lua`.
+fn script_waiter(
+    server: &Server,
+    lock: &str,
+    owner: &str,
+    order: &Order,
+) -> thread::JoinHandle<()> {
+    let (mut c, mut sub_conn) = (server.conn(), server.conn());
+    let (lock, owner, order) = (lock.to_string(), owner.to_string(), order.clone());
+    let (joined, has_joined) = std::sync::mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let channel = format!("redisson_lock__channel:{{{lock}}}:{owner}");
+        let mut sub = sub_conn.as_pubsub();
+        sub.subscribe(&channel).expect("subscribe");
+        let mut reply = script_lock(&mut c, &lock, &owner, 30000, 60000);
+        joined.send(()).expect("joined");
+        let start = Instant::now();
+        while let Value::Int(ttl) = reply {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{owner} waited too long"
+            );
+            let wait = ttl.clamp(1, 100) as u64;
+            sub.set_read_timeout(Some(Duration::from_millis(wait)))
+                .expect("read timeout");
+            let _ = sub.get_message();
+            reply = script_lock(&mut c, &lock, &owner, 30000, 60000);
+        }
+        assert_eq!(reply, Value::Nil, "{owner}");
+        order.lock().expect("order").push(owner.clone());
+        sleep(Duration::from_millis(10));
+        assert_eq!(script_unlock(&mut c, &lock, &owner), Value::Int(1));
+    });
+    // The caller orders the arrivals: back once it is in the line.
+    has_joined
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the script waiter joined");
+    waiter
+}
+
+/// A module waiter parked with BLOCK; once served it records itself and
+/// unlocks with FAIRLOCK.UNLOCK.
+fn module_waiter(
+    server: &Server,
+    c: &mut Connection,
+    lock: &str,
+    owner: &str,
+    order: &Order,
+) -> thread::JoinHandle<()> {
+    let call = park(server, c, &block(lock, owner, "60000", "20000"));
+    let mut own = server.conn();
+    let (lock, owner, order) = (lock.to_string(), owner.to_string(), order.clone());
+    thread::spawn(move || {
+        served(call);
+        order.lock().expect("order").push(owner.clone());
+        sleep(Duration::from_millis(10));
+        expect_reply(&mut own, &["FAIRLOCK.UNLOCK", &lock, &owner], Value::Int(1));
+    })
+}
+
+/// Module waiters parked on the server and Redisson-style waiters retrying
+/// on their own, each unlocking once served: the lock goes round in the
+/// order they joined the line.
+#[test]
+fn parked_and_retrying_script_waiters_take_turns_in_join_order() {
+    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "R", "h:1", "30000"],
+        Value::Nil,
+    );
+    let order: Order = Arc::default();
+    let mut joined = Vec::new();
+    let mut threads = Vec::new();
+    for i in 0..8 {
+        let owner = format!("{}:{i}", if i % 3 == 1 { "j" } else { "m" });
+        threads.push(if owner.starts_with('j') {
+            script_waiter(&server, "R", &owner, &order)
+        } else {
+            module_waiter(&server, &mut c, "R", &owner, &order)
+        });
+        joined.push(owner);
+        assert_eq!(line(&mut c, "R"), joined);
+    }
+    expect_reply(&mut c, &["FAIRLOCK.UNLOCK", "R", "h:1"], Value::Int(1));
+    for t in threads {
+        t.join().expect("waiter");
+    }
+    assert_eq!(*order.lock().expect("order"), joined);
+    assert_no_line(&mut c, "R");
+    let exists: i64 = query(&mut c, &["EXISTS", "R"]);
+    assert_eq!(exists, 0);
 }

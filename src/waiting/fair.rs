@@ -414,6 +414,22 @@ fn look(ctx: &Context, names: &LockNames, id: &LockId) -> Option<i64> {
             });
             if let Some(p) = first {
                 attempt(ctx, &mut store, names, id, &p);
+                // Other connections parked for the same owner (one
+                // Redisson thread id) hold it now too: a re-entry each.
+                let twins: Vec<Parked> = with(|l| {
+                    l.locks.get(id).map_or_else(Vec::new, |line| {
+                        line.parked
+                            .iter()
+                            .filter(|t| t.owner == head)
+                            .cloned()
+                            .collect()
+                    })
+                });
+                if twins.len() < parked.iter().filter(|t| t.owner == head).count() {
+                    for twin in &twins {
+                        attempt(ctx, &mut store, names, id, twin);
+                    }
+                }
             }
         }
         Ok(_) => {}
