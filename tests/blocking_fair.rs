@@ -515,3 +515,26 @@ fn parked_and_retrying_script_waiters_take_turns_in_join_order() {
     let exists: i64 = query(&mut c, &["EXISTS", "R"]);
     assert_eq!(exists, 0);
 }
+
+/// A Redisson waiter that died at the head is purged by nobody's script:
+/// the parked waiter behind it is served once the dead head's deadline
+/// passes (a look at that deadline), and the dead head leaves the line.
+#[test]
+fn a_parked_waiter_behind_a_dead_head_is_served_at_its_deadline() {
+    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "X", "h:1", "300"], Value::Nil);
+    // Joins, then never comes back: its deadline is about 500 ms away.
+    assert!(matches!(
+        script_lock(&mut c, "X", "dead:1", 30000, 200),
+        Value::Int(_)
+    ));
+    let dead_at = deadline(&mut c, "X", "dead:1").expect("a deadline");
+    let waiter = park(&server, &mut c, &block("X", "m:1", "60000", "10000"));
+    let took = served(waiter);
+    assert!(now_ms() >= dead_at, "not before the dead head's deadline");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let hash: Vec<String> = query(&mut c, &["HGETALL", "X"]);
+    assert_eq!(hash, ["m:1", "1"]);
+    assert_no_line(&mut c, "X");
+}
