@@ -5,8 +5,8 @@
 use redis_module::RedisError;
 
 use crate::engine::error::{
-    LockError, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX,
-    ERR_TIMEOUT, ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
+    LockError, ERR_BLOCK_NOQUEUE, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_REQUEST_ID,
+    ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
 };
 use crate::engine::int::parse_i64;
 use crate::engine::lock::Options;
@@ -259,12 +259,14 @@ pub struct FairAcquire<'a> {
     pub no_queue: bool,
     /// `NOREENTRY`: the non-reentrant fair lock.
     pub non_reentrant: bool,
+    /// `BLOCK ms`: wait in the line on the server (0: no limit).
+    pub block: Option<i64>,
 }
 
-/// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY` in any order,
-/// each at most once.
+/// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms` in
+/// any order, each at most once; `BLOCK` never with `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
-    if args.len() < 4 || args.len() > 8 {
+    if args.len() < 4 || args.len() > 10 {
         return Err(RedisError::WrongArity);
     }
     let mut parsed = FairAcquire {
@@ -272,6 +274,7 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
         wait: None,
         no_queue: false,
         non_reentrant: false,
+        block: None,
     };
     options(&args[4..], |word, rest| {
         Ok(
@@ -284,11 +287,17 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
             } else if is(word, "NOREENTRY") && !parsed.non_reentrant {
                 parsed.non_reentrant = true;
                 Some(1)
+            } else if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
+                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+                Some(2)
             } else {
                 None
             },
         )
     })?;
+    if parsed.no_queue && parsed.block.is_some() {
+        return Err(RedisError::Str(ERR_BLOCK_NOQUEUE));
+    }
     Ok(parsed)
 }
 

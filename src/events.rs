@@ -23,6 +23,7 @@ use crate::keyspace::{expiry, leases};
 use crate::server::{self, strings, RawString};
 use crate::sessions::{self, close as session_close};
 use crate::waiting::clients as waiting;
+use crate::waiting::fair as fair_waiting;
 
 /// The classes of the writes that may free a lock its waiters wait on.
 const WAKES_WAITERS: NotifyEvent = NotifyEvent::GENERIC
@@ -90,6 +91,7 @@ unsafe extern "C" fn on_keyspace_event(
     if class.intersects(WAKES_WAITERS) {
         waiting::on_keyspace_event(&ctx, db, key);
     }
+    fair_waiting::on_keyspace_event(&ctx, db, event, key);
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
     if event == "expired" {
@@ -117,6 +119,7 @@ unsafe extern "C" fn on_server_event(
             sessions::forget(None);
             if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
                 waiting::abort_all(&ctx);
+                fair_waiting::abort_all(&ctx);
             }
         }
         // FLUSHDB and FLUSHALL raise no per-key event.
@@ -127,6 +130,7 @@ unsafe extern "C" fn on_server_event(
             leases::forget_all(db);
             sessions::forget(db);
             waiting::on_flush(&ctx, db);
+            fair_waiting::on_flush(&ctx, db);
         }
         // SWAPDB exchanges whole databases without a keyspace event.
         raw::REDISMODULE_EVENT_SWAPDB => {

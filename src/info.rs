@@ -11,6 +11,7 @@ use crate::keyspace::leases;
 use crate::metrics::{self, Counter};
 use crate::sessions;
 use crate::waiting::clients as waiting;
+use crate::waiting::fair as fair_waiting;
 
 /// `INFO rwlock`: the sections `rwlock_locks`, `rwlock_waiting` and
 /// `rwlock_sessions`; Redis
@@ -45,6 +46,9 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
     raw::add_info_field_unsigned_long_long(ctx, "indexed_leases", indexed_leases as u64);
     let (waiters, queues) = waiting::counts();
     let waits = waiting::wait_percentiles();
+    // Fair-lock waiters parked in their lock's line count as waiters too.
+    let (fair_waiters, fair_queues) = fair_waiting::counts();
+    let (waiters, queues) = (waiters + fair_waiters, queues + fair_queues);
     let waiting = [
         ("waiters", waiters as u64),
         ("locks_with_waiters", queues as u64),

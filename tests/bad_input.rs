@@ -1437,6 +1437,8 @@ fn fair_lock_bad_input() {
             "1",
             "NOQUEUE",
             "NOREENTRY",
+            "BLOCK",
+            "1",
             "x",
         ],
         &["FAIRLOCK.CANCEL", "F"],
@@ -1450,7 +1452,17 @@ fn fair_lock_bad_input() {
     for args in [
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "WAIT"][..],
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "NOQUEUE", "NOQUEUE"],
-        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "BLOCK", "10"],
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "BLOCK"],
+        &[
+            "FAIRLOCK.ACQUIRE",
+            "F",
+            "g",
+            "1000",
+            "BLOCK",
+            "1",
+            "BLOCK",
+            "1",
+        ],
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "FENCED"],
         &["FAIRLOCK.CANCEL", "F", "g", "NOWAIT", "1"],
         &["FAIRLOCK.UNLOCK", "F", "f", "REQUEST", "r"],
@@ -1464,6 +1476,11 @@ fn fair_lock_bad_input() {
             &["WAIT"],
         );
         f.expect_error(&["FAIRLOCK.CANCEL", "F", "g", "WAIT", v], "ERR", &["WAIT"]);
+        f.expect_error(
+            &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "BLOCK", v],
+            "ERR",
+            &["BLOCK"],
+        );
         f.expect_error(&["FAIRLOCK.ACQUIRE", "F", "g", v], "ERR", &["lease"]);
     }
     for owner in ["", "mode", "x:write"] {
@@ -1471,6 +1488,20 @@ fn fair_lock_bad_input() {
         f.expect_error(&["FAIRLOCK.CANCEL", "F", owner], "ERR", &["owner"]);
         f.expect_error(&["FAIRLOCK.UNLOCK", "F", owner], "ERR", &["owner"]);
     }
+    // BLOCK waits in the line, NOQUEUE never joins it.
+    f.expect_error(
+        &[
+            "FAIRLOCK.ACQUIRE",
+            "F",
+            "g",
+            "1000",
+            "NOQUEUE",
+            "BLOCK",
+            "10",
+        ],
+        "ERR",
+        &["BLOCK and NOQUEUE"],
+    );
     f.expect_error(
         &["FAIRLOCK.ACQUIRE", "F", "bad", "1000"],
         "ERR",

@@ -16,8 +16,8 @@ use super::{
     acquire, fair_acquire, fair_cancel, force_unlock, lock_only, owner_lease, unlock, Arg,
 };
 use crate::engine::error::{
-    ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL,
-    ERR_WAIT,
+    ERR_BLOCK_NOQUEUE, ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX,
+    ERR_TIMEOUT, ERR_TTL, ERR_WAIT,
 };
 use crate::engine::fuzz_cases::cases;
 use crate::engine::names::LockNames;
@@ -41,6 +41,8 @@ enum Problem {
     RequestId,
     Ttl,
     Wait,
+    /// `BLOCK` with `NOQUEUE` (FAIRLOCK.ACQUIRE).
+    BlockNoQueue,
 }
 
 fn problem_of(e: &RedisError) -> Problem {
@@ -54,6 +56,7 @@ fn problem_of(e: &RedisError) -> Problem {
         RedisError::Str(m) if *m == ERR_REQUEST_ID => Problem::RequestId,
         RedisError::Str(m) if *m == ERR_TTL => Problem::Ttl,
         RedisError::Str(m) if *m == ERR_WAIT => Problem::Wait,
+        RedisError::Str(m) if *m == ERR_BLOCK_NOQUEUE => Problem::BlockNoQueue,
         other => panic!("an error no call should give: {other:?}"),
     }
 }
@@ -212,12 +215,12 @@ fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
     c.done(all)
 }
 
-type RefFair = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool, bool);
+type RefFair = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool, bool, Option<i64>);
 
-/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`, options in any order,
-/// each at most once (contract §13.3).
+/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]`, options in
+/// any order, each at most once, `BLOCK` never with `NOQUEUE` (contract §13.3).
 fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
-    if !(4..=8).contains(&a.len()) {
+    if !(4..=10).contains(&a.len()) {
         return Err(only(Problem::Arity));
     }
     let mut c = Check::default();
@@ -225,11 +228,16 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
     let owner = c.owner(&a[2]);
     let lease = c.need(ref_millis(&a[3], 1), Problem::Lease);
     let (mut wait, mut wait_ok, mut no_queue, mut no_reentry) = (None, true, false, false);
+    let (mut block, mut block_ok) = (None, true);
     let mut i = 4;
     while i < a.len() {
         if word(&a[i], "WAIT") && wait.is_none() && wait_ok && i + 1 < a.len() {
             wait = c.need(ref_millis(&a[i + 1], 0), Problem::Wait);
             wait_ok = wait.is_some();
+            i += 2;
+        } else if word(&a[i], "BLOCK") && block.is_none() && block_ok && i + 1 < a.len() {
+            block = c.need(ref_millis(&a[i + 1], 0), Problem::Timeout);
+            block_ok = block.is_some();
             i += 2;
         } else if word(&a[i], "NOQUEUE") && !no_queue {
             no_queue = true;
@@ -242,7 +250,10 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
             break;
         }
     }
-    let all = (|| Some((name?, owner?, lease?, wait, no_queue, no_reentry)))();
+    if c.0.is_empty() && no_queue && block.is_some() {
+        c.0.insert(Problem::BlockNoQueue);
+    }
+    let all = (|| Some((name?, owner?, lease?, wait, no_queue, no_reentry, block)))();
     c.done(all)
 }
 
@@ -403,7 +414,8 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
             p.wait,
             p.no_queue,
             p.non_reentrant,
-        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5)
+            p.block,
+        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6)
     })?;
     agree(argv, fair_cancel(argv), ref_fair_cancel(argv), |p, r| {
         (p.0.hash(), p.1, p.2) == (&r.0[..], &r.1[..], r.2)

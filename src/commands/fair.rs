@@ -14,14 +14,19 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
+use crate::waiting::clients as waiting;
+use crate::waiting::fair as fair_waiting;
 
-/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`
+/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]`
 ///
 /// As `fair_lock.lua`: nil when held (a re-entry resets the TTL to
 /// `lease`), else the caller joins the line and gets the script's `ttl`
 /// (negative when the last waiter is stale, -2 when the lock is gone).
 /// `NOQUEUE`: as `fair_trylock.lua`, nil or 1, never joining. `NOREENTRY`:
-/// the holder asking again is `NON_REENTRANT_REACQUIRE`.
+/// the holder asking again is `NON_REENTRANT_REACQUIRE`. `BLOCK ms`: a
+/// queued caller waits on the server, in the line, until served (nil) or
+/// its wait ends (the lock's TTL, having left the line); outside MULTI and
+/// scripts only, which make their one attempt.
 pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::fair_acquire(args)?;
     let options = FairOptions {
@@ -45,6 +50,16 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
             metrics::bump(Counter::FairQueued);
             // The lease running out must tell the line's head.
             events::follow_expiries(ctx);
+            if let Some(timeout) = a.block.filter(|_| waiting::can_block(ctx)) {
+                let wait = fair_waiting::FairWait {
+                    owner,
+                    lease,
+                    options,
+                    timeout,
+                };
+                fair_waiting::park(ctx, names, wait);
+                return Ok(RedisValue::NoReply);
+            }
         }
     }
     Ok(reply::release(taken.reply()))
@@ -63,6 +78,8 @@ pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
     })?;
     if was {
         metrics::bump(Counter::FairCancels);
+        // The head may have left: a parked waiter behind it may go in.
+        fair_waiting::serve(ctx, &names);
     }
     Ok(RedisValue::Integer(was.into()))
 }
@@ -81,6 +98,7 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
         fair::unlock(store, &a.names, a.owner, lease, a.request)
     })?;
     metrics::unlocked(outcome);
+    fair_waiting::serve(ctx, &a.names);
     Ok(reply::release(fair::unlock_reply(outcome)))
 }
 
@@ -93,6 +111,7 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let deleted = change(ctx, lock_and_owner(args), &names, |store| {
         fair::force_unlock(store, &names)
     })?;
+    fair_waiting::serve(ctx, &names);
     Ok(forced(deleted))
 }
 
@@ -100,7 +119,8 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 ///
 /// Read-only: `holders` (each `owner` with its `count`), `ttl` (the hash's
 /// PTTL, -2 when free) and `line`, the waiters in order, each `owner` with
-/// its `deadline` (absolute ms, nil when it has none).
+/// its `deadline` (absolute ms, nil when it has none) and `parked` (1 when
+/// it waits with `BLOCK` on this server).
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let mut store = RedisStore::new(ctx);
@@ -118,15 +138,19 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
             ])
         })
         .collect();
+    let parked = fair_waiting::parked_owners(ctx, &names);
     let line = info
         .line
         .into_iter()
         .map(|w| {
+            let here = parked.contains(&w.owner);
             RedisValue::Array(vec![
                 label("owner"),
                 RedisValue::StringBuffer(w.owner),
                 label("deadline"),
                 w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+                label("parked"),
+                RedisValue::Integer(here.into()),
             ])
         })
         .collect();

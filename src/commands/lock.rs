@@ -12,6 +12,7 @@ use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
 use crate::sessions;
+use crate::waiting::fair as fair_waiting;
 
 /// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]`
 ///
@@ -47,6 +48,8 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         lock::unlock(store, &a.names, a.owner, lease, a.request)
     })?;
+    // A fair lock's hash is the plain lock's: its parked head may go in.
+    fair_waiting::serve(ctx, &a.names);
     Ok(released(outcome))
 }
 
@@ -71,6 +74,7 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let deleted = change(ctx, lock_and_owner(args), &names, |store| {
         lock::force_unlock(store, &names)
     })?;
+    fair_waiting::serve(ctx, &names);
     Ok(forced(deleted))
 }
 

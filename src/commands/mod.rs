@@ -128,8 +128,8 @@ fn fair_commands() -> Vec<Command> {
         Command {
             name: c"fairlock.acquire",
             entry: entry!(fair::acquire),
-            flags: c"write deny-oom",
-            summary: c"Takes a Redisson fair lock (RFairLock) or joins its line. Replies nil when held, else the script's ttl (NOQUEUE: 1)",
+            flags: c"write deny-oom blocking",
+            summary: c"Takes a Redisson fair lock (RFairLock) or joins its line. Replies nil when held, else the script's ttl (NOQUEUE: 1); BLOCK waits in the line on the server",
             complexity: c"O(W) where W is the number of waiters in the lock's line",
             since: V4,
             arity: -4,
@@ -146,6 +146,7 @@ fn fair_commands() -> Vec<Command> {
                     c"tryLock() without wait: never join the line; reply nil or 1",
                 ),
                 no_reentry(),
+                block(),
             ],
         },
         Command {
@@ -475,7 +476,7 @@ mod tests {
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.WAITING [COUNT n]",
                 "RWLOCK.DEADLOCKS",
-                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]",
+                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]",
                 "FAIRLOCK.CANCEL lock owner [WAIT ms]",
                 "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "FAIRLOCK.FORCEUNLOCK lock",

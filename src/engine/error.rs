@@ -7,6 +7,8 @@ pub const ERR_LEASE: &str =
     "ERR lease must be an integer number of milliseconds from 1 to 315360000000";
 pub const ERR_TIMEOUT: &str =
     "ERR BLOCK timeout must be an integer number of milliseconds from 0 to 315360000000";
+/// FAIRLOCK.ACQUIRE: BLOCK waits in the line, NOQUEUE never joins it.
+pub const ERR_BLOCK_NOQUEUE: &str = "ERR BLOCK and NOQUEUE cannot be combined";
 pub const ERR_WAIT: &str =
     "ERR WAIT must be an integer number of milliseconds from 0 to 315360000000";
 pub const ERR_TTL: &str =

@@ -1,0 +1,599 @@
+//! `FAIRLOCK.ACQUIRE … BLOCK ms`: fair-lock waiters parked on the server
+//! (docs/design.md, contract §13 "BLOCK"). A parked waiter stands in the
+//! lock's line (`redisson_lock_queue:{lock}` and its deadline in
+//! `redisson_lock_timeout:{lock}`) exactly as `fair_lock.lua` queued it, so
+//! module and Redisson waiters keep one arrival order. The server acts for
+//! it as Redisson's client would, retrying `fair_lock.lua`'s step, only
+//! when that can change something: when it heads the line and the lock is
+//! free (then it acquires as the head, the others' deadlines moving down by
+//! its `WAIT`), or when its entry is gone (a flush, a DEL: it joins again).
+//!
+//! Unlike a Redisson client, it never goes stale: while it is parked its
+//! deadline is kept ahead of the clock (Redisson #3004), at least
+//! `(position + 1) × WAIT` plus a margin ahead of now, so neither time
+//! nor the heads ahead acquiring (each moves it down by one `WAIT`) can
+//! bring it to the clock before a look here raises it again.
+//!
+//! Looks run from the releasing fair command itself, from a per-lock timer
+//! (the wait's end, the next refresh, the lease's end, a stale head's
+//! deadline) and, deferred to that timer at 0 ms, from keyspace events on
+//! the lock's three keys (a Lua unlock, DEL, expiry, a Redisson waiter
+//! leaving) and flushes. A waiter that times out, is unblocked by
+//! `CLIENT UNBLOCK` or disconnects leaves the line as
+//! `fair_acquire_failed.lua` does. Other kinds' paths never come here; the
+//! keyspace hook asks one thread-local flag first.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::time::Duration;
+
+use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisValue};
+
+use super::clients;
+use crate::engine::error::ERR_REPLICA;
+use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::engine::names::LockNames;
+use crate::engine::store::{KeyKind, Line, Store};
+use crate::keyspace::RedisStore;
+use crate::metrics::{self, Counter};
+use crate::server::{self, Blocked, RawString};
+
+/// Never expected: Redis replied for a parked client we did not unblock.
+const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
+
+/// How often a lock's line is looked at again while writes are paused.
+const PAUSED_RETRY: i64 = 10;
+
+/// The shortest and longest time between two refreshes of a parked
+/// waiter's deadline; in between, a quarter of its `WAIT`.
+const REFRESH_MIN: i64 = 10;
+const REFRESH_MAX: i64 = 60_000;
+
+/// A lock: its database and hash key.
+type LockId = (i32, Vec<u8>);
+
+/// A parked client's handle.
+type Handle = usize;
+
+/// One parked waiter.
+#[derive(Clone)]
+struct Parked {
+    handle: Handle,
+    owner: Vec<u8>,
+    lease: i64,
+    wait: i64,
+    non_reentrant: bool,
+    /// When its wait ends (server ms); None: no limit.
+    ends: Option<i64>,
+}
+
+/// The parked waiters of one lock, in arrival order.
+#[derive(Default)]
+struct LockLine {
+    parked: Vec<Parked>,
+    /// Its look timer and when it fires.
+    timer: Option<(RedisModuleTimerID, i64)>,
+    /// Set when a parked waiter's entry may have left the line from outside
+    /// (a flush, a DEL, a cancel): the next look checks every entry.
+    lost: bool,
+    /// Waiters that left while no write was possible (a disconnect, CLIENT
+    /// UNBLOCK): the next look takes them out of the line.
+    leaving: Vec<(Vec<u8>, i64)>,
+}
+
+#[derive(Default)]
+struct Lines {
+    locks: HashMap<LockId, LockLine>,
+    /// Each lock's hash, queue and deadline keys → the lock.
+    keys: HashMap<LockId, LockId>,
+    /// Parked handle → its lock.
+    handles: HashMap<Handle, LockId>,
+}
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
+    /// True while any fair waiter is parked or leaving: the keyspace hook's
+    /// one check otherwise.
+    static ANY: Cell<bool> = const { Cell::new(false) };
+    /// Set during a look: its own writes' events need no other look.
+    static LOOKING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn with<R>(f: impl FnOnce(&mut Lines) -> R) -> R {
+    LINES.with(|l| {
+        let mut lines = l.borrow_mut();
+        let result = f(&mut lines);
+        ANY.with(|any| any.set(!lines.locks.is_empty()));
+        result
+    })
+}
+
+/// What the reply callback answers a parked client.
+enum Outcome {
+    /// Served: nil, as `fair_lock.lua` replies an acquisition.
+    Acquired,
+    /// Gave up: what the script replies a queued waiter, the lock's TTL.
+    Ttl(i64),
+    Failed(&'static str),
+}
+
+fn boxed(outcome: Outcome) -> *mut c_void {
+    Box::into_raw(Box::new(outcome)) as *mut c_void
+}
+
+fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
+    (server::selected_db(ctx), names.hash().to_vec())
+}
+
+/// The owners of `names`' line that are parked on this server.
+pub fn parked_owners(ctx: &Context, names: &LockNames) -> Vec<Vec<u8>> {
+    if !ANY.with(Cell::get) {
+        return Vec::new();
+    }
+    let id = lock_id(ctx, names);
+    with(|l| {
+        l.locks.get(&id).map_or_else(Vec::new, |line| {
+            line.parked.iter().map(|p| p.owner.clone()).collect()
+        })
+    })
+}
+
+/// Parked fair waiters, and locks they wait for, for `INFO rwlock`.
+pub fn counts() -> (usize, usize) {
+    if !ANY.with(Cell::get) {
+        return (0, 0);
+    }
+    with(|l| {
+        let waiters = l.locks.values().map(|line| line.parked.len()).sum();
+        let locks = l.locks.values().filter(|line| !line.parked.is_empty());
+        (waiters, locks.count())
+    })
+}
+
+/// What a parked fair waiter asks for.
+pub struct FairWait<'a> {
+    pub owner: &'a [u8],
+    pub lease: i64,
+    pub options: FairOptions,
+    /// How long it waits at most; 0 without limit.
+    pub timeout: i64,
+}
+
+/// Parks the calling client, which `fair::acquire` has just queued (or
+/// found queued): it is answered when served, or when its wait ends. The
+/// caller replies nothing now.
+pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
+    let bc = server::block_client(
+        ctx,
+        reply_callback,
+        unblock_callback,
+        free_outcome,
+        disconnect_callback,
+    );
+    let id = lock_id(ctx, names);
+    let now = server::milliseconds();
+    // A millisecond more: a wait never ends before its time.
+    let ends = (wait.timeout > 0).then(|| now.saturating_add(wait.timeout + 1));
+    let parked = Parked {
+        handle: bc as Handle,
+        owner: wait.owner.to_vec(),
+        lease: wait.lease,
+        wait: wait.options.wait,
+        non_reentrant: wait.options.non_reentrant,
+        ends,
+    };
+    with(|l| {
+        for key in [
+            names.hash().to_vec(),
+            names.fair_queue().to_vec(),
+            names.fair_timeout().to_vec(),
+        ] {
+            l.keys.insert((id.0, key), id.clone());
+        }
+        l.handles.insert(parked.handle, id.clone());
+        l.locks.entry(id.clone()).or_default().parked.push(parked);
+    });
+    metrics::bump(Counter::WaitsStarted);
+    // Its deadline may be stale already (a stale last waiter gives a
+    // negative ttl): refreshed now, in the same command.
+    look_now(ctx, names, &id);
+}
+
+/// Serves `names`' parked waiters after a fair command changed the lock:
+/// part of the same command, so the handoff is atomic and replicated with it.
+/// One thread-local read when no fair waiter is parked anywhere (the plain
+/// lock's unlocks call it too).
+#[inline]
+pub fn serve(ctx: &Context, names: &LockNames) {
+    if ANY.with(Cell::get) && !LOOKING.with(Cell::get) {
+        serve_parked(ctx, names);
+    }
+}
+
+fn serve_parked(ctx: &Context, names: &LockNames) {
+    let id = lock_id(ctx, names);
+    if with(|l| l.locks.contains_key(&id)) {
+        look_now(ctx, names, &id);
+    }
+}
+
+/// A keyspace event on `key` of `db`: if it is a key of a lock with parked
+/// waiters, a look at 0 ms (writes are unsafe inside the event).
+pub fn on_keyspace_event(ctx: &Context, db: i32, event: &str, key: &[u8]) {
+    if !ANY.with(Cell::get) || LOOKING.with(Cell::get) {
+        return;
+    }
+    let Some(id) = with(|l| l.keys.get(&(db, key.to_vec())).cloned()) else {
+        return;
+    };
+    // Appends and deadline moves leave every entry where it was.
+    if !matches!(
+        event,
+        "rpush" | "lpop" | "zadd" | "zincr" | "hset" | "hincrby"
+    ) {
+        with(|l| {
+            if let Some(line) = l.locks.get_mut(&id) {
+                line.lost = true;
+            }
+        });
+    }
+    arm(ctx, &id, server::milliseconds());
+}
+
+/// FLUSHDB and FLUSHALL raise no per-key event: every line of the flushed
+/// database (`None`: all) is looked at again, its entries gone.
+pub fn on_flush(ctx: &Context, db: Option<i32>) {
+    if !ANY.with(Cell::get) {
+        return;
+    }
+    let ids: Vec<LockId> = with(|l| {
+        l.locks
+            .iter_mut()
+            .filter(|(id, _)| db.is_none_or(|db| id.0 == db))
+            .map(|(id, line)| {
+                line.lost = true;
+                id.clone()
+            })
+            .collect()
+    });
+    let now = server::milliseconds();
+    for id in ids {
+        arm(ctx, &id, now);
+    }
+}
+
+/// Fails every parked fair waiter: the node stopped being a master (its
+/// line is now the new master's to keep).
+pub fn abort_all(ctx: &Context) {
+    let lines = with(|l| {
+        l.keys.clear();
+        l.handles.clear();
+        std::mem::take(&mut l.locks)
+    });
+    for (_, line) in lines {
+        if let Some((timer, _)) = line.timer {
+            let _ = ctx.stop_timer::<LockId>(timer);
+        }
+        for p in line.parked {
+            metrics::bump(Counter::WaitsAborted);
+            server::unblock(p.handle as Blocked, boxed(Outcome::Failed(ERR_REPLICA)));
+        }
+    }
+}
+
+/// Makes the lock's look timer fire by `at` (server ms).
+fn arm(ctx: &Context, id: &LockId, at: i64) {
+    let old = with(|l| {
+        let line = l.locks.get_mut(id)?;
+        match line.timer {
+            Some((_, when)) if when <= at => None,
+            _ => Some(line.timer.take()),
+        }
+    });
+    let Some(old) = old else {
+        return;
+    };
+    if let Some((timer, _)) = old {
+        let _ = ctx.stop_timer::<LockId>(timer);
+    }
+    let delay = (at - server::milliseconds()).max(0) as u64;
+    let timer = ctx.create_timer(Duration::from_millis(delay), on_timer, id.clone());
+    with(|l| {
+        if let Some(line) = l.locks.get_mut(id) {
+            line.timer = Some((timer, at));
+        }
+    });
+}
+
+fn on_timer(ctx: &Context, id: LockId) {
+    with(|l| {
+        if let Some(line) = l.locks.get_mut(&id) {
+            line.timer = None;
+        }
+    });
+    // Timers also run on replicas, which must never write.
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    // While clients are paused no write goes through (and a write of a key
+    // held back from expiry trips Redis 7.0): later.
+    if server::writes_paused() {
+        arm(ctx, &id, server::milliseconds() + PAUSED_RETRY);
+        return;
+    }
+    let Ok(names) = LockNames::new(&id.1) else {
+        return;
+    };
+    server::select_db(ctx, id.0);
+    look_now(ctx, &names, &id);
+}
+
+/// Looks at the lock's line and acts for its parked waiters, then arms
+/// the timer for the next thing that may need a look.
+fn look_now(ctx: &Context, names: &LockNames, id: &LockId) {
+    let was = LOOKING.with(|l| l.replace(true));
+    let next = look(ctx, names, id);
+    LOOKING.with(|l| l.set(was));
+    // Forget the lock when nobody is parked on it any more.
+    let empty = with(|l| {
+        let empty = l
+            .locks
+            .get(id)
+            .is_some_and(|line| line.parked.is_empty() && line.leaving.is_empty());
+        if empty {
+            if let Some(line) = l.locks.remove(id) {
+                if let Some((timer, _)) = line.timer {
+                    let _ = ctx.stop_timer::<LockId>(timer);
+                }
+            }
+            l.keys.retain(|_, lock| lock != id);
+        }
+        empty
+    });
+    if let (false, Some(at)) = (empty, next) {
+        arm(ctx, id, at);
+    }
+}
+
+/// Takes `handle` out of the registry; its wait ends with this caller.
+fn unregister(id: &LockId, handle: Handle) -> Option<Parked> {
+    with(|l| {
+        l.handles.remove(&handle);
+        let line = l.locks.get_mut(id)?;
+        let at = line.parked.iter().position(|p| p.handle == handle)?;
+        Some(line.parked.remove(at))
+    })
+}
+
+/// Answers and unblocks a waiter that `unregister` handed out.
+fn answer_later(p: &Parked, outcome: Outcome, counter: Counter) {
+    metrics::bump(counter);
+    server::unblock(p.handle as Blocked, boxed(outcome));
+}
+
+/// One look (see `look_now`); returns when the next one is due.
+fn look(ctx: &Context, names: &LockNames, id: &LockId) -> Option<i64> {
+    let mut store = RedisStore::new(ctx);
+    let now = server::milliseconds();
+    let (queue, timeout) = (names.fair_queue(), names.fair_timeout());
+    let (leaving, lost) = with(|l| {
+        l.locks.get_mut(id).map(|line| {
+            (
+                std::mem::take(&mut line.leaving),
+                std::mem::replace(&mut line.lost, false),
+            )
+        })
+    })?;
+    // Those gone since (a disconnect, CLIENT UNBLOCK) leave the line.
+    for (owner, wait) in leaving {
+        let _ = clients::serve_after(ctx, &mut store, names, |s| {
+            fair::cancel(s, names, &owner, wait)
+        });
+    }
+    let parked = with(|l| l.locks.get(id).map(|line| line.parked.clone()))?;
+    // A waiter whose entry left the line from outside retries as
+    // Redisson's client would: it acquires or joins again, in arrival order.
+    if lost {
+        for p in &parked {
+            if store.zscore(&timeout, &p.owner).is_none() {
+                attempt(ctx, &mut store, names, id, p);
+            }
+        }
+    }
+    // The head, if parked here, acquires when the lock is free.
+    let free = matches!(store.kind(names.hash()), KeyKind::Missing);
+    match fair::head(&mut store, names, now) {
+        Ok(Some(head)) if free => {
+            let first = with(|l| {
+                l.locks
+                    .get(id)
+                    .and_then(|line| line.parked.iter().find(|p| p.owner == head).cloned())
+            });
+            if let Some(p) = first {
+                attempt(ctx, &mut store, names, id, &p);
+                // Other connections parked for the same owner (one
+                // Redisson thread id) hold it now too: a re-entry each.
+                let twins: Vec<Parked> = with(|l| {
+                    l.locks.get(id).map_or_else(Vec::new, |line| {
+                        line.parked
+                            .iter()
+                            .filter(|t| t.owner == head)
+                            .cloned()
+                            .collect()
+                    })
+                });
+                if twins.len() < parked.iter().filter(|t| t.owner == head).count() {
+                    for twin in &twins {
+                        attempt(ctx, &mut store, names, id, twin);
+                    }
+                }
+            }
+        }
+        Ok(_) => {}
+        Err(e) => {
+            // Not a line any more (another type at its key): every waiter
+            // fails as its retry would.
+            for p in parked {
+                if let Some(p) = unregister(id, p.handle) {
+                    answer_later(&p, Outcome::Failed(e.message()), Counter::WaitsAborted);
+                }
+            }
+            return None;
+        }
+    }
+    // Waits that ended leave the line as fair_acquire_failed.lua does.
+    let parked = with(|l| l.locks.get(id).map(|line| line.parked.clone()))?;
+    for p in parked
+        .iter()
+        .filter(|p| p.ends.is_some_and(|end| end <= now))
+    {
+        let Some(p) = unregister(id, p.handle) else {
+            continue;
+        };
+        let ttl = store.pttl(names.hash()).max(0);
+        let _ = clients::serve_after(ctx, &mut store, names, |s| {
+            fair::cancel(s, names, &p.owner, p.wait)
+        });
+        answer_later(&p, Outcome::Ttl(ttl), Counter::WaitsTimedOut);
+    }
+    // The deadlines of those still parked, kept ahead of the clock.
+    let parked = with(|l| l.locks.get(id).map(|line| line.parked.clone()))?;
+    let line = store.lrange(&queue);
+    let mut next = i64::MAX;
+    for p in &parked {
+        let period = (p.wait / 4).clamp(REFRESH_MIN, REFRESH_MAX);
+        next = next.min(now + period);
+        if let Some(end) = p.ends {
+            next = next.min(end);
+        }
+        let Some(at) = line.iter().position(|w| *w == p.owner) else {
+            continue;
+        };
+        let ahead = (at as i64 + 1).saturating_mul(p.wait);
+        let wanted = now.saturating_add(ahead).saturating_add(period);
+        match store.zscore(&timeout, &p.owner) {
+            Some(score) if score >= wanted => {}
+            Some(_) => {
+                store.zadd(&timeout, wanted.saturating_add(period), &p.owner);
+            }
+            None => {}
+        }
+    }
+    // A stale head that nobody purges, or the lease's end (expiry may be
+    // late), lets the head in: a look then.
+    if let Ok(Some(head)) = fair::head(&mut store, names, now) {
+        if let Some(at) = store.zscore(&timeout, &head).filter(|&at| at > now) {
+            next = next.min(at + 1);
+        }
+    }
+    let pttl = store.pttl(names.hash());
+    if pttl > 0 {
+        next = next.min(now + pttl + 1);
+    }
+    Some(next)
+}
+
+/// Runs `fair_lock.lua`'s step for the parked waiter `p`, answering it when
+/// it acquires (or fails).
+fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId, p: &Parked) {
+    let options = FairOptions {
+        no_queue: false,
+        non_reentrant: p.non_reentrant,
+        wait: p.wait,
+    };
+    let taken = clients::serve_after(ctx, store, names, |s| {
+        fair::acquire(s, names, &p.owner, p.lease, options)
+    });
+    let outcome = match taken {
+        Ok(FairTaken::Acquired { .. }) => {
+            metrics::bump(Counter::FairAcquired);
+            Outcome::Acquired
+        }
+        Ok(_) => return,
+        Err(e) => Outcome::Failed(e.message()),
+    };
+    if let Some(p) = unregister(id, p.handle) {
+        answer_later(&p, outcome, Counter::WaitsServed);
+    }
+}
+
+/// `CLIENT UNBLOCK` of a parked fair waiter: answered as a timeout would
+/// (the lock's TTL); it leaves the line at the next look, a 0 ms timer.
+unsafe extern "C" fn unblock_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut RawString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let bc = server::blocked_handle(ctx);
+    let Some(id) = with(|l| l.handles.get(&(bc as Handle)).cloned()) else {
+        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
+    };
+    let Some(p) = unregister(&id, bc as Handle) else {
+        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
+    };
+    // The context is the parked client's own, in the lock's database.
+    let ttl = RedisStore::new(&context).pttl(&id.1).max(0);
+    metrics::bump(Counter::WaitsAborted);
+    let status = reply(&context, Some(&Outcome::Ttl(ttl)));
+    // Registered until now, so parked and not yet unblocked: once, here.
+    server::unblock(bc, std::ptr::null_mut());
+    leave(&context, &id, p);
+    status
+}
+
+/// `p` left without a look: it leaves the line at a look 0 ms from now.
+fn leave(ctx: &Context, id: &LockId, p: Parked) {
+    with(|l| {
+        if let Some(line) = l.locks.get_mut(id) {
+            line.leaving.push((p.owner, p.wait));
+        }
+    });
+    arm(ctx, id, server::milliseconds());
+}
+
+unsafe extern "C" fn reply_callback(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut RawString,
+    _argc: c_int,
+) -> c_int {
+    let outcome = server::blocked_data(ctx) as *const Outcome;
+    // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
+    // lives until free_outcome.
+    reply(&Context::new(ctx), unsafe { outcome.as_ref() })
+}
+
+fn reply(context: &Context, outcome: Option<&Outcome>) -> c_int {
+    let status = match outcome {
+        Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
+        Some(Outcome::Ttl(ttl)) => context.reply(Ok(RedisValue::Integer(*ttl))),
+        Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        None => context.reply_error_string(ERR_NO_OUTCOME),
+    };
+    status as c_int
+}
+
+unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: data came from `boxed`, and Redis frees it once.
+        drop(unsafe { Box::from_raw(data as *mut Outcome) });
+    }
+}
+
+/// A parked fair waiter went away: it leaves the line at once (a 0 ms look).
+unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Blocked) {
+    let Some(id) = with(|l| l.handles.get(&(bc as Handle)).cloned()) else {
+        return;
+    };
+    let Some(p) = unregister(&id, bc as Handle) else {
+        return;
+    };
+    // Still registered, so unblocked once, here; without data Redis replies
+    // nothing more and frees it.
+    server::unblock(bc, std::ptr::null_mut());
+    metrics::bump(Counter::WaitsAborted);
+    leave(&Context::new(ctx), &id, p);
+}
