@@ -83,11 +83,14 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
     let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let replica = master.start_replica(&[]);
     let mut conn = master.conn();
+    // A live replica acknowledges well within 2 s, however loaded the
+    // machine; the frozen one below is given 300 ms.
+    let synced = Locks::new(master.client()).with_options(options(2_000, false));
     let locks = Locks::new(master.client()).with_options(options(300, false));
     let waits = calls(&mut conn, "wait");
 
-    let held = locks.lock("synced").acquire().expect("lock");
-    let rw = locks.read_write_lock("synced-rw").write().expect("write");
+    let held = synced.lock("synced").acquire().expect("lock");
+    let rw = synced.read_write_lock("synced-rw").write().expect("write");
     assert_eq!(
         calls(&mut conn, "wait"),
         waits + 2,
@@ -103,7 +106,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
 
     // A frozen replica acknowledges nothing: the lock is released again,
     // also when it was handed over after a wait on the server.
-    let blocker = locks.lock("handed-over").acquire().expect("lock");
+    let blocker = synced.lock("handed-over").acquire().expect("lock");
     replica.signal("STOP");
     let waiter = {
         let locks = Locks::new(master.client()).with_options(options(300, false));
