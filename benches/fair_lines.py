@@ -7,6 +7,9 @@ module's side, fair_lock.lua on the scripts').
 
     RWLOCK_REDISSON_LOCK_LUA=DIR benches/fair_lines.py [MODULE.so]
 
+RWLOCK_FAIR_KEEP=DIR keeps each window's callgrind dump there (named
+N-side-step), for callgrind_annotate --inclusive=yes.
+
 Each row's operation runs once on each of K locks built alike (a holder and
 N waiters), so no operation needs undoing before the next is counted: the
 count of a window (instrumentation on, the K requests pipelined, off, dump)
@@ -32,6 +35,7 @@ length after setup, so a miscounted step fails the run.
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,14 +132,18 @@ class Server:
         subprocess.run(["callgrind_control", *args, str(self.proc.pid)], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def window(self, requests):
-        """The server's instructions while it answers `requests` (pipelined); returns (count, replies)."""
+    def window(self, requests, label):
+        """The server's instructions while it answers `requests` (pipelined);
+        returns (count, replies). Keeps the dump as `label` under RWLOCK_FAIR_KEEP."""
         self.control("-i", "on")
         replies = send(self.conn, requests)
         self.control("-i", "off")
         self.control("-d")
         self.dumps += 1
         dump = Path(f"{self.out}.{self.dumps}")
+        keep = os.environ.get("RWLOCK_FAIR_KEEP")
+        if keep:
+            shutil.copy(dump, Path(keep) / label)
         for line in dump.read_text().splitlines():
             # "totals:" is the dump's count since the last dump (a dump zeroes
             # the counters); "summary:" stays 0 with --instr-atstart=no.
@@ -178,7 +186,8 @@ def measure(server, side, n, k):
 
     def step(name, request, ok):
         expect(name + " (warm-up)", [conn.reply_to(request(0))], ok)
-        total, replies = server.window([request(j) for j in range(1, k + 1)])
+        label = "%d-%s-%s" % (n, "script" if side.script else "module", name.replace(" ", "_"))
+        total, replies = server.window([request(j) for j in range(1, k + 1)], label)
         expect(name, replies, ok)
         return total / k
 
@@ -228,7 +237,7 @@ def main():
             server = Server(module, tmp)
             try:
                 server.conn.run([resp("SCRIPT", "LOAD", body) for body in scripts.values()])
-                empty, _ = server.window([resp("PING")])
+                empty, _ = server.window([resp("PING")], "%d-empty" % n)
                 now = int(time.time() * 1000)
                 mod = measure(server, Side(False, sha, n, now), n, k)
                 scr = measure(server, Side(True, sha, n, now), n, k)
