@@ -221,6 +221,9 @@ def main():
     lua = os.environ.get("RWLOCK_REDISSON_LOCK_LUA")
     if not lua:
         sys.exit("RWLOCK_REDISSON_LOCK_LUA must name the directory of Redisson 4.7's scripts")
+    for name in ("fair_lock", "fair_unlock", "fair_acquire_failed"):
+        if not (Path(lua) / f"{name}.lua").is_file():
+            sys.exit(f"no {name}.lua in {lua} (RWLOCK_REDISSON_LOCK_LUA: Redisson 4.7's scripts)")
     if not module.is_file():
         sys.exit(f"no module at {module}")
     # A file's script is the file less its '--' lines and its final newline (the README there).
