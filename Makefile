@@ -19,7 +19,8 @@
 #                Markdown and a PNG chart written to target/bench
 #                (BENCH_ARGS="cycles --quick" for a part)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind),
-#                the module against Redisson's scripts and the layout floor
+#                the module against Redisson's scripts and the layout floor, and
+#                the fair lock's operations against its line's length
 #   make test-python  install clients/python (pip) and run its pytest suite against
 #                real servers with this build (part of make test)
 #   make test-valkey  the integration and differential tests on Valkey 9.1 (part of make test)
@@ -162,6 +163,8 @@ PROFILE_MODULE ?= $(RWLOCK_MODULE)
 profile: build
 	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
 	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE) $(FLOOR_MODULE)
+	@# The fair lock against its line's length (10 and 1,000 waiters).
+	python3 $(ROOT)/benches/fair_lines.py $(PROFILE_MODULE)
 
 clean:
 	cd $(ROOT) && $(CARGO) clean

@@ -335,7 +335,7 @@ def verdicts(counts):
     whether every one was met."""
     print("\nratios (instructions):")
     every = True
-    targets = TARGETS + [t for t in PLAIN_TARGETS if t[0] in counts]
+    targets = TARGETS + [t for t in PLAIN_TARGETS if t[0] in counts and t[1] in counts]
     for cheaper, dearer, op, target in targets:
         ratio = counts[dearer] / counts[cheaper]
         met = ratio >= target if op == ">=" else ratio <= target
@@ -370,7 +370,15 @@ def main():
     counts = {}
     for name, per, server, setup, work in workloads(scripts):
         loaded = floor if server == FLOOR else module
-        counts[name] = count(loaded, scripts, name, per, setup, work)
+        try:
+            counts[name] = count(loaded, scripts, name, per, setup, work)
+        except RuntimeError as e:
+            # An older build (PROFILE_MODULE) lacks a later kind's commands:
+            # its rows, and the targets that name them, are left out.
+            if "unknown command" not in str(e):
+                raise
+            print(f"  {name:<46} {'n/a':>12} (this module lacks the command)")
+            continue
         unit = "per unlock" if "readers" in name else "per round" if "handoff" in name else "per cycle"
         print(f"  {name:<46} {counts[name]:>12,.0f} {unit}")
     if not verdicts(counts):
