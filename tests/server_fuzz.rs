@@ -92,14 +92,19 @@ fn expected_error(e: &redis::RedisError) -> Result<String, String> {
     }
     let code = e.code().unwrap_or("?").to_string();
     match code.as_str() {
-        "ERR" | "WRONGTYPE" | "EXECABORT" | "BUSYKEY" | "NON_REENTRANT_REACQUIRE" => Ok(format!(
-            "{code} {}",
-            e.detail()
-                .unwrap_or("")
-                .chars()
-                .take(32)
-                .collect::<String>()
-        )),
+        // DEADLOCK: a BLOCK acquisition whose wait would close a cycle (a
+        // reader asking to write, or owners waiting for each other),
+        // refused with nothing changed (contract §14).
+        "ERR" | "WRONGTYPE" | "EXECABORT" | "BUSYKEY" | "NON_REENTRANT_REACQUIRE" | "DEADLOCK" => {
+            Ok(format!(
+                "{code} {}",
+                e.detail()
+                    .unwrap_or("")
+                    .chars()
+                    .take(32)
+                    .collect::<String>()
+            ))
+        }
         _ => Err(format!("unexpected error {text}")),
     }
 }

@@ -81,6 +81,13 @@ fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
     REGISTRY.with(|r| f(&mut r.borrow_mut()))
 }
 
+/// `with`, unless the registry is borrowed already: a deadlock search reads
+/// locks while it walks the registry, and a read may expire a key, whose
+/// keyspace event comes back into this module within that read.
+fn try_with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> Option<R> {
+    REGISTRY.with(|r| r.try_borrow_mut().ok().map(|mut r| f(&mut r)))
+}
+
 fn blocked(handle: Handle) -> Blocked {
     handle as Blocked
 }
@@ -497,10 +504,16 @@ fn look(ctx: &Context, id: LockId) {
 /// eviction, a TTL change may have freed a lock with waiters. Writing here
 /// is unsafe, so the work is deferred to a timer.
 pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
-    if idle() || with(|r| r.settling(db, key)) {
-        return;
+    match try_with(|r| r.idle() || r.settling(db, key)) {
+        Some(true) => {}
+        Some(false) => recheck(ctx, (db, key.to_vec())),
+        // Within a deadlock search's read (a key it read expired): the look
+        // is scheduled without the registry, so without its de-duplication.
+        None => {
+            metrics::bump(Counter::WaitRechecks);
+            ctx.create_timer(Duration::ZERO, look, (db, key.to_vec()));
+        }
     }
-    recheck(ctx, (db, key.to_vec()));
 }
 
 /// FLUSHDB and FLUSHALL raise no per-key event: every queue of the flushed
