@@ -116,6 +116,15 @@ fn worker(
             let reply = match call(&mut conn, &acquisition(k, &owner, lease)) {
                 Ok(reply) => reply,
                 Err(e) if dropped(&e) => return t,
+                // Its wait would close a cycle (this worker walked away
+                // from a hold whose lease still runs, and that holder waits
+                // for it): refused with nothing changed, no token taken
+                // (contract §14).
+                Err(e) if e.code() == Some("DEADLOCK") => {
+                    t.in_flight = None;
+                    t.refused += 1;
+                    break;
+                }
                 Err(e) => panic!("{owner} on {}: {e}", LOCKS[k]),
             };
             t.in_flight = None;

@@ -251,6 +251,7 @@ testkit::counters! {
     struct Stats {
         ops, acquired, reentered, refused, blocked, block_granted, block_timed_out, renewed,
         renew_lost, unlocks, lapsed, lost_holds, abandoned, overslept, reentry_refused,
+        deadlocks,
     }
 }
 
@@ -266,6 +267,11 @@ struct Record {
 /// The error a plain lock's `NOREENTRY` re-acquire gets, which `send`
 /// passes on as a reply.
 const REENTRY_REFUSED: &str = "NON_REENTRANT_REACQUIRE";
+/// A `BLOCK` acquisition whose wait would close a cycle (a client holding
+/// one lock, its lease perhaps running out after it walked away, waits for
+/// another whose holder waits for the first): refused, nothing changed
+/// (contract §14).
+const DEADLOCK: &str = "DEADLOCK";
 
 /// One command as a client saw it, to explain a violation.
 #[derive(Debug, Clone)]
@@ -332,6 +338,7 @@ impl Client {
             Err(e) if e.code() == Some(REENTRY_REFUSED) => {
                 Value::SimpleString(REENTRY_REFUSED.to_string())
             }
+            Err(e) if e.code() == Some(DEADLOCK) => Value::SimpleString(DEADLOCK.to_string()),
             Err(e) => panic!("{args:?}: {e}"),
         };
         let recv = wall_us();
@@ -475,6 +482,7 @@ impl Client {
                     self.lapsed(lock, t.sent);
                 }
             }
+            Value::SimpleString(e) if e == DEADLOCK => self.deadlock(&args, block),
             other => panic!("{args:?} replied {other:?}"),
         }
         Some(())
@@ -662,6 +670,13 @@ impl Client {
         }
     }
 
+    /// A `DEADLOCK` refusal: only a request that would wait may get one,
+    /// and it changed nothing, so nothing is claimed or forgotten.
+    fn deadlock(&mut self, args: &[String], block: Option<i64>) {
+        assert!(block.is_some(), "{args:?}: DEADLOCK without BLOCK");
+        self.stats.deadlocks += 1;
+    }
+
     /// `LOCK.ACQUIRE`, fenced on a fenced lock, with `NOREENTRY` at times
     /// (which a holder must be refused with its error).
     fn take(&mut self, lock: usize, block: Option<i64>) -> Option<()> {
@@ -681,6 +696,10 @@ impl Client {
                 (-1, token) => Some(Some(token)),
                 _ => None,
             },
+            Value::SimpleString(e) if e == DEADLOCK => {
+                self.deadlock(&args, block);
+                return Some(());
+            }
             Value::SimpleString(e) if e == REENTRY_REFUSED => {
                 // The server has a hold of ours; so must we, unless one lapsed.
                 assert!(
