@@ -12,6 +12,8 @@ const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LOCK_CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 const TOKEN_PREFIX: &[u8] = b"redisson_lock_token";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
+/// Prefix of an idempotent acquisition's latch (docs/design.md §14.7).
+const REQUEST_LATCH_PREFIX: &[u8] = b"redisson_lock_request_latch";
 const QUEUE_PREFIX: &[u8] = b"redisson_lock_queue";
 const LINE_TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 
@@ -130,6 +132,15 @@ impl<'a> LockNames<'a> {
     /// Latch key of an idempotent unlock request.
     pub fn latch_key(&self, request_id: &[u8]) -> Vec<u8> {
         let mut key = prefix(LATCH_PREFIX, self.hash);
+        key.push(b':');
+        key.extend_from_slice(request_id);
+        key
+    }
+
+    /// Latch key of an idempotent acquisition request, on the unlock
+    /// latch's pattern: `redisson_lock_request_latch:{lock}:<id>`.
+    pub fn request_latch_key(&self, request_id: &[u8]) -> Vec<u8> {
+        let mut key = prefix(REQUEST_LATCH_PREFIX, self.hash);
         key.push(b':');
         key.extend_from_slice(request_id);
         key
