@@ -304,6 +304,20 @@ mod tests {
     }
 
     #[test]
+    fn acquisition_latches_follow_the_unlock_latch_s_pattern() {
+        for (name, id, key) in [
+            (
+                "L",
+                &b"9f3c"[..],
+                &b"redisson_lock_request_latch:{L}:9f3c"[..],
+            ),
+            ("{t}:a", b"r", b"redisson_lock_request_latch:{t}:a:r"),
+        ] {
+            assert_eq!(names(name).request_latch_key(id), key, "{name}");
+        }
+    }
+
+    #[test]
     fn braced_name_follows_spec_table() {
         follows_spec_table(
             "{t}:a",
@@ -336,6 +350,7 @@ mod tests {
             assert_eq!(hash_tag(&n.timeout_key(b"{o}:1", 3)), tag, "{name}");
             assert_eq!(hash_tag(&n.channel()), tag, "{name}");
             assert_eq!(hash_tag(&n.latch_key(b"{r}")), tag, "{name}");
+            assert_eq!(hash_tag(&n.request_latch_key(b"{r}")), tag, "{name}");
         }
     }
 
