@@ -86,21 +86,25 @@ pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
     })
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION]`: what every acquisition takes.
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: what every
+/// acquisition takes.
 pub struct Acquire<'a> {
     pub lock: OwnerLease<'a>,
     /// How long to wait on the server; 0 waits without limit.
     pub block: Option<i64>,
     /// `SESSION`: the hold is bound to the calling connection.
     pub session: bool,
+    /// `REQUEST id ttl`: an idempotent acquisition (docs/design.md §14.7).
+    pub request: Option<Request<'a>>,
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION]`: RWLOCK.READ.
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: RWLOCK.READ.
 pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
     acquire_with(args, Flags::default()).map(|(a, _)| a)
 }
 
-/// The flags an acquisition command takes besides `BLOCK` and `SESSION`.
+/// The flags an acquisition command takes besides `BLOCK`, `SESSION` and
+/// `REQUEST`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flags {
     /// `FENCED`: take a fencing token.
@@ -109,14 +113,14 @@ pub struct Flags {
     pub non_reentrant: bool,
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION]` and, in any order, the `flags`
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]` and, in any order, the `flags`
 /// the command accepts, each at most once: RWLOCK.WRITE (`FENCED`) and
 /// LOCK.ACQUIRE (`FENCED`, `NOREENTRY`).
 pub fn acquire_with<A: Arg>(
     args: &[A],
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
-    let most = 7 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
+    let most = 10 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
     if args.len() < 4 || args.len() > most {
         return Err(RedisError::WrongArity);
     }
@@ -124,6 +128,7 @@ pub fn acquire_with<A: Arg>(
         lock: owner_lease(&args[..4])?,
         block: None,
         session: false,
+        request: None,
     };
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
@@ -140,6 +145,9 @@ pub fn acquire_with<A: Arg>(
             } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
                 flags.non_reentrant = true;
                 Some(1)
+            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
+                parsed.request = Some(request(rest)?);
+                Some(3)
             } else {
                 None
             },
@@ -185,6 +193,17 @@ pub fn lock_unlock<A: Arg>(args: &[A]) -> Result<LockUnlock<'_>, RedisError> {
     })
 }
 
+/// `REQUEST id ttl` at the head of `rest` (at least 3 arguments): a
+/// non-empty id and a ttl from 1 ms.
+fn request<A: Arg>(rest: &[A]) -> Result<Request<'_>, RedisError> {
+    let id = rest[1].bytes();
+    if id.is_empty() {
+        return Err(RedisError::Str(ERR_REQUEST_ID));
+    }
+    let ttl = millis(&rest[2], 1, ERR_TTL)?;
+    Ok(Request { id, ttl })
+}
+
 /// `[LEASE ms] [REQUEST id ttl]`, in any order, each at most once.
 fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
     let (mut lease, mut request) = (None, None);
@@ -193,12 +212,7 @@ fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_
             lease = Some(self::lease(&rest[1])?);
             Some(2)
         } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
-            let id = rest[1].bytes();
-            if id.is_empty() {
-                return Err(RedisError::Str(ERR_REQUEST_ID));
-            }
-            let ttl = millis(&rest[2], 1, ERR_TTL)?;
-            request = Some(Request { id, ttl });
+            request = Some(self::request(rest)?);
             Some(3)
         } else {
             None

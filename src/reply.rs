@@ -6,7 +6,7 @@ use redis_module::RedisValue;
 use crate::engine::queue::{Attempt, Hold};
 
 /// Whether the acquisition takes a fencing token, which changes its reply.
-fn fenced(hold: Hold) -> bool {
+pub fn fenced(hold: Hold) -> bool {
     match hold {
         Hold::Read => false,
         Hold::Write { fenced } => fenced,

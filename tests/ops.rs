@@ -257,11 +257,11 @@ fn command_docs_give_summary_arguments_and_since() {
     let syntax = [
         (
             "rwlock.read",
-            "lock owner lease [BLOCK milliseconds] [SESSION]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [REQUEST id ttl]",
         ),
         (
             "rwlock.write",
-            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [REQUEST id ttl]",
         ),
         (
             "rwlock.unlock",
@@ -272,7 +272,7 @@ fn command_docs_give_summary_arguments_and_since() {
         ("rwlock.info", "lock"),
         (
             "lock.acquire",
-            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [NOREENTRY]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]",
         ),
         (
             "lock.unlock",
@@ -315,11 +315,18 @@ fn command_docs_give_summary_arguments_and_since() {
         .iter()
         .map(|a| text(&fields(a)["type"]))
         .collect();
-    assert_eq!(kinds, ["key", "string", "integer", "integer", "pure-token"]);
+    assert_eq!(
+        kinds,
+        ["key", "string", "integer", "integer", "pure-token", "block"]
+    );
     // SESSION came after the commands: its own since.
     let session = fields(&list(&read["arguments"])[4]);
     assert_eq!(text(&session["token"]), "SESSION");
     assert_eq!(text(&session["since"]), "0.3.0");
+    // REQUEST came later still.
+    let request = fields(&list(&read["arguments"])[5]);
+    assert_eq!(text(&request["token"]), "REQUEST");
+    assert_eq!(text(&request["since"]), "0.4.0");
 }
 
 #[test]

@@ -184,12 +184,19 @@ fn only(p: Problem) -> BTreeSet<Problem> {
     [p].into()
 }
 
-type RefAcquire = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool);
+type RefAcquire = (
+    Vec<u8>,
+    Vec<u8>,
+    i64,
+    Option<i64>,
+    bool,
+    Option<(Vec<u8>, i64)>,
+);
 
-/// `lock owner lease [BLOCK ms] [SESSION]`, options in either order, each
-/// at most once.
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`, options in any
+/// order, each at most once.
 fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
-    if !(4..=7).contains(&a.len()) {
+    if !(4..=10).contains(&a.len()) {
         return Err(only(Problem::Arity));
     }
     let mut c = Check::default();
@@ -197,6 +204,7 @@ fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
     let owner = c.owner(&a[2]);
     let lease = c.need(ref_millis(&a[3], 1), Problem::Lease);
     let (mut block, mut block_ok, mut session) = (None, true, false);
+    let (mut request, mut request_ok) = (None, true);
     let mut i = 4;
     while i < a.len() {
         if word(&a[i], "BLOCK") && block.is_none() && block_ok && i + 1 < a.len() {
@@ -206,12 +214,21 @@ fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
         } else if word(&a[i], "SESSION") && !session {
             session = true;
             i += 1;
+        } else if word(&a[i], "REQUEST") && request.is_none() && request_ok && i + 2 < a.len() {
+            let id = c.need(
+                (!a[i + 1].is_empty()).then(|| a[i + 1].clone()),
+                Problem::RequestId,
+            );
+            let ttl = c.need(ref_millis(&a[i + 2], 1), Problem::Ttl);
+            request = id.zip(ttl);
+            request_ok = request.is_some();
+            i += 3;
         } else {
             c.0.insert(Problem::Syntax);
             break;
         }
     }
-    let all = (|| Some((name?, owner?, lease?, block, session)))();
+    let all = (|| Some((name?, owner?, lease?, block, session, request)))();
     c.done(all)
 }
 
@@ -393,7 +410,8 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
             p.lock.lease,
             p.block,
             p.session,
-        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4)
+            p.request.map(|q| (q.id.to_vec(), q.ttl)),
+        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5.clone())
     })?;
     agree(argv, owner_lease(argv), ref_owner_lease(argv), |p, r| {
         (p.names.hash(), p.owner, p.lease) == (&r.0[..], &r.1[..], r.2)
@@ -573,6 +591,32 @@ fn corpus() {
         &["RWLOCK.READ", "L", "u:1", "30000", "block", "315360000000"],
         &["RWLOCK.READ", "L", "u:1", "30000", "BLOCK"],
         &["RWLOCK.READ", "L", "u:1", "30000", "BLOCK", "-1"],
+        &[
+            "RWLOCK.READ",
+            "L",
+            "u:1",
+            "1",
+            "REQUEST",
+            "r",
+            "1",
+            "BLOCK",
+            "0",
+            "SESSION",
+        ],
+        &["RWLOCK.READ", "L", "u:1", "1", "REQUEST", "r"],
+        &["RWLOCK.READ", "L", "u:1", "1", "REQUEST", "", "1"],
+        &["RWLOCK.READ", "L", "u:1", "1", "REQUEST", "r", "0"],
+        &[
+            "RWLOCK.READ",
+            "L",
+            "u:1",
+            "1",
+            "REQUEST",
+            "r",
+            "1",
+            "REQUEST",
+            "r",
+        ],
         &["RWLOCK.READ", "L", "u:1", "0"],
         &["RWLOCK.READ", "L", "u:1", "315360000001"],
         &["RWLOCK.READ", "a{b", "mode", "x"],

@@ -9,8 +9,9 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 use crate::args::{lock_error, Acquire};
 use crate::config;
 use crate::engine::error::{LockError, ERR_SESSION};
+use crate::engine::hold::{self, Granting};
 use crate::engine::names::LockNames;
-use crate::engine::queue::{self, Attempt, Hold};
+use crate::engine::queue::{self, Attempt, Granted, Hold};
 use crate::engine::rwlock::Unlocked;
 use crate::engine::store::Store;
 use crate::events;
@@ -29,6 +30,23 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
     let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
     let session = session_client(ctx, a.session)?;
     let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
+    // `REQUEST`: a retry replies what the first call did and changes
+    // nothing; without it no key is looked up.
+    let latch = match a.request {
+        None => None,
+        Some(request) => match hold::grant_latch(&mut store, names, Some(request)) {
+            Ok(Granting::Replay(token)) => {
+                let token = Some(token).filter(|_| reply::fenced(hold));
+                let granted = Granted {
+                    reentry: true,
+                    token,
+                };
+                return Ok(reply::attempt(Attempt::Granted(granted), hold));
+            }
+            Ok(Granting::Run(latch)) => latch,
+            Err(e) => return Err(lock_error(e)),
+        },
+    };
     // Waiters the lock could take already go first; those left are served
     // again after the attempt, which may have moved the lock's deadline.
     waiting::serve(ctx, &mut store, names);
@@ -41,7 +59,7 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
                 pttl: store.pttl(names.hash()),
             })
         } else {
-            queue::attempt(store, names, owner, hold, lease)
+            queue::attempt_latched(store, names, owner, hold, lease, latch.as_ref())
         }
     })
     .map_err(lock_error)?;
@@ -66,6 +84,7 @@ pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> Re
                 lease,
                 timeout,
                 session,
+                request: latch,
             };
             waiting::park(ctx, &mut store, names, wait);
             // From now on other clients' writes may free the lock.

@@ -171,9 +171,9 @@ pub fn mode_choice(summary: &'static CStr) -> Arg {
 
 /// What a read-write lock command touches besides its hash.
 pub const RWLOCK_KEYS: &CStr =
-    c"Also the lock's read-lease keys and unlock latches, named from the lock and in its hash slot";
+    c"Also the lock's read-lease keys, unlock latches and acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST), named from the lock and in its hash slot";
 /// What a plain lock command touches besides its hash.
-pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token:{lock} and unlock latches, named from the lock and in its hash slot";
+pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token:{lock}, unlock latches and acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST), named from the lock and in its hash slot";
 
 /// What a fair lock command touches besides its hash.
 pub const FAIR_KEYS: &CStr = c"Also the lock's line redisson_lock_queue:{lock} (a list), its waiters' deadlines redisson_lock_timeout:{lock} (a sorted set) and unlock latches, named from the lock and in its hash slot";

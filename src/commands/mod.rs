@@ -45,8 +45,8 @@ macro_rules! entry {
     }};
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION]` and the `flags` the command
-/// takes: may park the client.
+/// `lock owner lease [BLOCK ms] [SESSION]`, the `flags` the command
+/// takes and `[REQUEST id ttl]`: may park the client.
 fn acquisition(
     name: &'static CStr,
     since: &'static CStr,
@@ -57,6 +57,7 @@ fn acquisition(
 ) -> Command {
     let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
     args.extend(flags);
+    args.push(acquire_request_option());
     Command {
         name,
         entry,
@@ -96,6 +97,28 @@ fn request_option() -> Arg {
             c"Makes a retried unlock idempotent",
         ),
     )
+}
+
+/// `[REQUEST id ttl]` of an acquisition (docs/design.md §14.7).
+fn acquire_request_option() -> Arg {
+    Arg {
+        since: Some(V4),
+        ..optional(
+            c"REQUEST",
+            arg(
+                c"request",
+                Kind::Block(vec![
+                    arg(c"id", Kind::Str, c"The acquisition request's id"),
+                    arg(
+                        c"ttl",
+                        Kind::Int,
+                        c"Milliseconds from the grant a retry with this id gets the same reply and changes nothing",
+                    ),
+                ]),
+                c"Makes a retried acquisition idempotent: the grant is remembered in redisson_lock_request_latch:{lock}:id",
+            ),
+        )
+    }
 }
 
 /// The module versions the commands appeared in: the read-write lock, the
@@ -223,7 +246,7 @@ pub fn table() -> Vec<Command> {
             V1,
             entry!(rwlock::write),
             c"Takes the write hold of a Redisson read-write lock. Replies nil when held, else the lock's PTTL",
-            c"Also the lock's read-lease keys, unlock latches and (FENCED) its fencing token redisson_lock_token:{lock}, named from the lock and in its hash slot",
+            c"Also the lock's read-lease keys, unlock latches, acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST) and (FENCED) its fencing token redisson_lock_token:{lock}, named from the lock and in its hash slot",
             vec![fenced()],
         ),
         Command {
@@ -460,13 +483,13 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]",
-                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED]",
+                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl]",
                 "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
                 "RWLOCK.RENEW lock owner lease",
                 "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
                 "RWLOCK.INFO lock",
-                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]",
+                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]",
                 "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "LOCK.RENEW lock owner lease",
                 "LOCK.FORCEUNLOCK lock",

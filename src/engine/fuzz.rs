@@ -272,6 +272,7 @@ fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
                     lease: *x,
                     token: i,
                     multi: false,
+                    request: None,
                 })
                 .collect();
             let served = admit(s, &names(*l), &mut queue);

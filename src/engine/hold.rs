@@ -170,3 +170,56 @@ fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<(), LockError> {
         KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
     }
 }
+
+/// The latch an idempotent acquisition (`REQUEST id ttl`) records when it
+/// is granted: its key and how long it lives from the grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantLatch {
+    pub key: Vec<u8>,
+    pub ttl: i64,
+}
+
+/// What the latch of an idempotent acquisition says before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Granting {
+    /// A retry: the first call's token (0 when it was not fenced).
+    Replay(i64),
+    /// Run the acquisition, recording its grant in this latch, if any.
+    Run(Option<GrantLatch>),
+}
+
+/// Reads the acquisition latch of `request`, if any (no key is looked up
+/// without one): a retry replays, anything else runs. Fails on a latch that
+/// is not an integer, before any write.
+pub fn grant_latch<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    request: Option<Request<'_>>,
+) -> Result<Granting, LockError> {
+    let Some(request) = request else {
+        return Ok(Granting::Run(None));
+    };
+    let key = names.request_latch_key(request.id);
+    match s.kind(&key) {
+        KeyKind::Missing => Ok(Granting::Run(Some(GrantLatch {
+            key,
+            ttl: request.ttl,
+        }))),
+        KeyKind::String => {
+            let value = s.get(&key).unwrap_or_default();
+            parse_i64(&value)
+                .map(Granting::Replay)
+                .ok_or(LockError::BadLatch)
+        }
+        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
+    }
+}
+
+/// Records a grant in its latch: the token (0 when not fenced) until `ttl`
+/// ms from now, as an absolute deadline so a replica keeps the same one.
+pub fn remember_grant<S: Store>(s: &mut S, latch: &GrantLatch, token: Option<i64>) {
+    // The ttl is at most MAX_MILLIS: no clock makes this overflow, and a
+    // grant already written must not fail here.
+    let until = s.now_ms().saturating_add(latch.ttl);
+    s.set_until(&latch.key, token.unwrap_or(0).to_string().as_bytes(), until);
+}

@@ -161,6 +161,7 @@ fn run(s: &mut MemStore, n: &LockNames, op: &Op) -> Effect {
                     lease,
                     token: i,
                     multi: false,
+                    request: None,
                 });
             }
             let served = admit(s, n, &mut queue);

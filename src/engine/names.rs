@@ -12,6 +12,8 @@ const CHANNEL_PREFIX: &[u8] = b"redisson_rwlock";
 const LOCK_CHANNEL_PREFIX: &[u8] = b"redisson_lock__channel";
 const TOKEN_PREFIX: &[u8] = b"redisson_lock_token";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
+/// Prefix of an idempotent acquisition's latch (docs/design.md §14.7).
+const REQUEST_LATCH_PREFIX: &[u8] = b"redisson_lock_request_latch";
 const QUEUE_PREFIX: &[u8] = b"redisson_lock_queue";
 const LINE_TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 
@@ -130,6 +132,15 @@ impl<'a> LockNames<'a> {
     /// Latch key of an idempotent unlock request.
     pub fn latch_key(&self, request_id: &[u8]) -> Vec<u8> {
         let mut key = prefix(LATCH_PREFIX, self.hash);
+        key.push(b':');
+        key.extend_from_slice(request_id);
+        key
+    }
+
+    /// Latch key of an idempotent acquisition request, on the unlock
+    /// latch's pattern: `redisson_lock_request_latch:{lock}:<id>`.
+    pub fn request_latch_key(&self, request_id: &[u8]) -> Vec<u8> {
+        let mut key = prefix(REQUEST_LATCH_PREFIX, self.hash);
         key.push(b':');
         key.extend_from_slice(request_id);
         key
@@ -293,6 +304,20 @@ mod tests {
     }
 
     #[test]
+    fn acquisition_latches_follow_the_unlock_latch_s_pattern() {
+        for (name, id, key) in [
+            (
+                "L",
+                &b"9f3c"[..],
+                &b"redisson_lock_request_latch:{L}:9f3c"[..],
+            ),
+            ("{t}:a", b"r", b"redisson_lock_request_latch:{t}:a:r"),
+        ] {
+            assert_eq!(names(name).request_latch_key(id), key, "{name}");
+        }
+    }
+
+    #[test]
     fn braced_name_follows_spec_table() {
         follows_spec_table(
             "{t}:a",
@@ -325,6 +350,7 @@ mod tests {
             assert_eq!(hash_tag(&n.timeout_key(b"{o}:1", 3)), tag, "{name}");
             assert_eq!(hash_tag(&n.channel()), tag, "{name}");
             assert_eq!(hash_tag(&n.latch_key(b"{r}")), tag, "{name}");
+            assert_eq!(hash_tag(&n.request_latch_key(b"{r}")), tag, "{name}");
         }
     }
 

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 
 use super::error::LockError;
+use super::hold::{remember_grant, GrantLatch};
 use super::lock::{self, Options, Taken};
 use super::names::{write_field, LockNames};
 use super::rwlock::{fenced_write_lock, read_lock, write_lock, Acquire, Mode};
@@ -61,6 +62,8 @@ pub struct Ticket<T> {
     /// One of a multi-hold's tickets, one in each of its locks' queues:
     /// served by the shell, which takes all its holds at once or none.
     pub multi: bool,
+    /// `REQUEST id ttl`: the latch its grant records (docs/design.md §14.7).
+    pub request: Option<GrantLatch>,
 }
 
 /// Tries one acquisition as the command would, on the machine of its kind.
@@ -86,6 +89,23 @@ pub fn attempt<S: Store>(
     })
 }
 
+/// [`attempt`], recording a grant in the idempotent acquisition's `latch`
+/// (when it has one) in the same command; a refusal records nothing.
+pub fn attempt_latched<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    hold: Hold,
+    lease: i64,
+    latch: Option<&GrantLatch>,
+) -> Result<Attempt, LockError> {
+    let outcome = attempt(s, names, owner, hold, lease)?;
+    if let (Some(latch), Attempt::Granted(granted)) = (latch, outcome) {
+        remember_grant(s, latch, granted.token);
+    }
+    Ok(outcome)
+}
+
 /// A waiter taken off the queue: it holds the lock now, or its attempt
 /// failed with an error it must be told.
 #[derive(Debug, PartialEq, Eq)]
@@ -107,7 +127,8 @@ pub fn admit<S: Store, T>(
 ) -> Vec<Served<T>> {
     let mut served = Vec::new();
     while let Some(head) = queue.front().filter(|t| !t.multi) {
-        let outcome = match attempt(s, names, &head.owner, head.hold, head.lease) {
+        let (owner, hold, lease) = (&head.owner, head.hold, head.lease);
+        let outcome = match attempt_latched(s, names, owner, hold, lease, head.request.as_ref()) {
             Ok(Attempt::Refused { .. }) => break,
             Ok(Attempt::Granted(granted)) => Ok(granted),
             Err(e) => Err(e),
@@ -162,6 +183,7 @@ mod tests {
             lease: 10_000,
             token,
             multi: false,
+            request: None,
         }
     }
 
@@ -390,5 +412,226 @@ mod tests {
         let (mut s, n) = setup();
         write_lock(&mut s, &n, b"w:1", 10_000).expect("write");
         assert_eq!(may_overtake(&mut s, &n, b"w:1"), Ok(true));
+    }
+
+    /// One acquisition with `REQUEST id ttl` as the command runs it: the
+    /// latch first, then the attempt. `Err(token)`: a replay.
+    fn once(
+        s: &mut MemStore,
+        n: &LockNames,
+        owner: &str,
+        hold: Hold,
+        (id, ttl): (&[u8], i64),
+    ) -> Result<Result<Attempt, i64>, LockError> {
+        use crate::engine::hold::{grant_latch, Granting, Request};
+        match grant_latch(s, n, Some(Request { id, ttl }))? {
+            Granting::Replay(token) => Ok(Err(token)),
+            Granting::Run(latch) => {
+                attempt_latched(s, n, owner.as_bytes(), hold, 10_000, latch.as_ref()).map(Ok)
+            }
+        }
+    }
+
+    fn granted_once(reentry: bool, token: Option<i64>) -> Result<Result<Attempt, i64>, LockError> {
+        Ok(Ok(Attempt::Granted(Granted { reentry, token })))
+    }
+
+    const LATCH: &[u8] = b"redisson_lock_request_latch:{Q}:r1";
+
+    fn latch_of(s: &mut MemStore) -> Option<(crate::engine::memstore::Value, Option<i64>)> {
+        s.dump()
+            .into_iter()
+            .find(|(k, _, _)| k == LATCH)
+            .map(|(_, v, at)| (v, at))
+    }
+
+    fn str_value(v: &str) -> crate::engine::memstore::Value {
+        crate::engine::memstore::Value::Str(v.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_first_request_acts_as_without_it_and_records_its_grant() {
+        for hold in [
+            Hold::Read,
+            Hold::Write { fenced: false },
+            LOCK,
+            NOREENTRY_LOCK,
+        ] {
+            let (mut s, n) = setup();
+            assert_eq!(
+                once(&mut s, &n, "a:1", hold, (b"r1", 5_000)),
+                granted_once(false, None)
+            );
+            assert_eq!(
+                latch_of(&mut s),
+                Some((str_value("0"), Some(6_000))),
+                "{hold:?}"
+            );
+            let events: Vec<_> = s
+                .take_events()
+                .into_iter()
+                .filter(|(_, k)| k == LATCH)
+                .collect();
+            assert_eq!(
+                events,
+                vec![("set", LATCH.to_vec()), ("expire", LATCH.to_vec())]
+            );
+            // The same hold without REQUEST, on a fresh store: the same data
+            // but the latch.
+            let (mut plain, _) = setup();
+            attempt(&mut plain, &n, b"a:1", hold, 10_000).expect("granted");
+            let mut with = s.dump();
+            with.retain(|(k, _, _)| k != LATCH);
+            assert_eq!(with, plain.dump(), "{hold:?}");
+        }
+    }
+
+    #[test]
+    fn a_replay_replies_the_grant_and_changes_nothing() {
+        for hold in [
+            Hold::Read,
+            Hold::Write { fenced: false },
+            LOCK,
+            NOREENTRY_LOCK,
+        ] {
+            let (mut s, n) = setup();
+            let first = once(&mut s, &n, "a:1", hold, (b"r1", 5_000));
+            assert_eq!(first, granted_once(false, None), "{hold:?}");
+            let before = s.dump();
+            s.take_events();
+            s.advance(100);
+            // A NOREENTRY re-entry would be an error: the replay never runs it.
+            assert_eq!(
+                once(&mut s, &n, "a:1", hold, (b"r1", 5_000)),
+                Ok(Err(0)),
+                "{hold:?}"
+            );
+            assert_eq!(s.dump(), before, "{hold:?}");
+            assert_eq!(s.take_events(), vec![], "{hold:?}");
+        }
+    }
+
+    #[test]
+    fn a_fenced_replay_replies_the_same_token() {
+        for hold in [FENCED_WRITE, FENCED_LOCK] {
+            let (mut s, n) = setup();
+            assert_eq!(
+                once(&mut s, &n, "a:1", hold, (b"r1", 5_000)),
+                granted_once(false, Some(1))
+            );
+            assert_eq!(latch_of(&mut s), Some((str_value("1"), Some(6_000))));
+            let before = s.dump();
+            assert_eq!(once(&mut s, &n, "a:1", hold, (b"r1", 5_000)), Ok(Err(1)));
+            assert_eq!(s.dump(), before);
+            // Another request is a new acquisition: the next token.
+            assert_eq!(
+                once(&mut s, &n, "a:1", hold, (b"r2", 5_000)),
+                granted_once(true, Some(2))
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_request_records_nothing_and_its_retry_acquires() {
+        let (mut s, n) = setup();
+        attempt(&mut s, &n, b"b:1", LOCK, 10_000).expect("held by b");
+        let before = s.dump();
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 5_000)),
+            Ok(Ok(Attempt::Refused { pttl: 10_000 }))
+        );
+        assert_eq!(s.dump(), before);
+        crate::engine::lock::unlock(&mut s, &n, b"b:1", 10_000, None).expect("unlock");
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 5_000)),
+            granted_once(false, None)
+        );
+        assert_eq!(latch_of(&mut s), Some((str_value("0"), Some(6_000))));
+        // A NOREENTRY re-entry's error records nothing either.
+        let before = s.dump();
+        assert_eq!(
+            once(&mut s, &n, "a:1", NOREENTRY_LOCK, (b"r9", 5_000)),
+            Err(LockError::Reentry)
+        );
+        assert_eq!(s.dump(), before);
+    }
+
+    #[test]
+    fn an_expired_latch_lets_the_id_acquire_again() {
+        let (mut s, n) = setup();
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 50)),
+            granted_once(false, None)
+        );
+        s.advance(50);
+        assert_eq!(once(&mut s, &n, "a:1", LOCK, (b"r1", 50)), Ok(Err(0)));
+        s.advance(1);
+        assert_eq!(latch_of(&mut s), None);
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 50)),
+            granted_once(true, None)
+        );
+        assert_eq!(s.hget(b"Q", b"a:1"), Some(b"2".to_vec()));
+    }
+
+    #[test]
+    fn a_bad_latch_fails_before_any_write() {
+        use crate::engine::memstore::Value;
+        let (mut s, n) = setup();
+        s.put(LATCH, Value::Str(b"x".to_vec()), None);
+        let before = s.dump();
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 50)),
+            Err(LockError::BadLatch)
+        );
+        s.put(LATCH, Value::hash(&[(b"f", b"1")]), None);
+        assert_eq!(
+            once(&mut s, &n, "a:1", LOCK, (b"r1", 50)),
+            Err(LockError::WrongType)
+        );
+        s.put(LATCH, Value::Str(b"x".to_vec()), None);
+        assert_eq!(s.dump(), before);
+    }
+
+    #[test]
+    fn no_request_looks_up_no_latch() {
+        use crate::engine::hold::{grant_latch, Granting};
+        let (mut s, n) = setup();
+        assert_eq!(grant_latch(&mut s, &n, None), Ok(Granting::Run(None)));
+        assert_eq!(s.dump(), vec![]);
+        assert_eq!(s.take_events(), vec![]);
+    }
+
+    #[test]
+    fn a_served_waiter_records_its_latch_when_served() {
+        let (mut s, n) = setup();
+        attempt(&mut s, &n, b"b:1", FENCED_LOCK, 10_000).expect("held by b");
+        let latch = GrantLatch {
+            key: LATCH.to_vec(),
+            ttl: 5_000,
+        };
+        let mut q: VecDeque<_> = [Ticket {
+            request: Some(latch),
+            ..ticket("a:1", FENCED_LOCK, 7)
+        }]
+        .into();
+        assert_eq!(admit(&mut s, &n, &mut q).len(), 0);
+        assert_eq!(latch_of(&mut s), None);
+        s.advance(3_000);
+        crate::engine::lock::unlock(&mut s, &n, b"b:1", 10_000, None).expect("unlock");
+        let served = admit(&mut s, &n, &mut q);
+        assert_eq!(
+            served[0].outcome,
+            Ok(Granted {
+                reentry: false,
+                token: Some(2)
+            })
+        );
+        // The deadline counts from the grant, not from the park.
+        assert_eq!(latch_of(&mut s), Some((str_value("2"), Some(9_000))));
+        assert_eq!(
+            once(&mut s, &n, "a:1", FENCED_LOCK, (b"r1", 5_000)),
+            Ok(Err(2))
+        );
     }
 }

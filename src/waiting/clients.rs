@@ -27,6 +27,7 @@ use super::registry::{Due, LockId, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
 use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
+use crate::engine::hold::GrantLatch;
 use crate::engine::holders;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::names::LockNames;
@@ -125,6 +126,8 @@ pub struct Wait<'a> {
     pub timeout: i64,
     /// With `SESSION`, the connection the hold is bound to once served.
     pub session: Option<ClientId>,
+    /// `REQUEST id ttl`: the latch its grant records when it is served.
+    pub request: Option<GrantLatch>,
 }
 
 /// Parks the calling client with this file's callbacks and no Redis
@@ -203,6 +206,7 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         lease,
         timeout: timeout_ms,
         session,
+        request,
     } = wait;
     let bc = block(ctx);
     let id = lock_id(ctx, names);
@@ -215,6 +219,7 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         lease,
         token: bc as Handle,
         multi: false,
+        request,
     };
     let (now, client) = (store.now_ms(), server::client_id(ctx));
     with(|r| {
@@ -248,6 +253,7 @@ pub fn park_all(
                 lease,
                 token: bc as Handle,
                 multi: true,
+                request: None,
             };
             (lock_id(ctx, &w.names), ticket)
         })

@@ -450,6 +450,7 @@ mod tests {
             lease: 1_000,
             token: handle,
             multi: false,
+            request: None,
         }
     }
 
@@ -661,6 +662,7 @@ mod tests {
             .map(|l| {
                 let t = Ticket {
                     multi: true,
+                    request: None,
                     ..ticket(handle)
                 };
                 (id(l), t)
