@@ -27,23 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from callgrind import ROOT, free_port, resp  # noqa: E402
+
 N = 1000
 ASKS = 200
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Conn:
@@ -123,7 +111,8 @@ def scenario(port, detection, chain):
 
 
 def main():
-    module = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/release/librwlock.so")
+    # Absolute: the server's dlopen does not look in its working directory.
+    module = str(Path(sys.argv[1]).resolve()) if len(sys.argv) > 1 else str(ROOT / "target/release/librwlock.so")
     server = os.environ.get("RWLOCK_REDIS_SERVER", "redis-server")
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
