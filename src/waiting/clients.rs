@@ -191,9 +191,7 @@ fn break_cycles(ctx: &Context, owner: &[u8]) {
         ended(waiter.since, server::milliseconds());
         // Still registered until now, so parked: unblocked once, here.
         server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
-        for id in waiter.locks() {
-            schedule_in(ctx, id.clone(), Duration::ZERO);
-        }
+        look_again(ctx, &waiter);
     }
 }
 
@@ -564,6 +562,13 @@ fn time_out(ctx: &Context, handle: Handle) {
     metrics::bump(Counter::WaitsTimedOut);
     // Still registered until now, so parked: unblocked once, here.
     server::unblock(blocked(handle), boxed(refused));
+    look_again(ctx, &waiter);
+}
+
+/// A waiter left its queues (timed out, unblocked, gone, a deadlock's
+/// victim): each of its locks gets a look, as those behind it may be first
+/// now.
+fn look_again(ctx: &Context, waiter: &Waiter) {
     for id in waiter.locks() {
         schedule_in(ctx, id.clone(), Duration::ZERO);
     }
@@ -609,9 +614,7 @@ unsafe extern "C" fn unblock_callback(
     // Redis frees a handle that is not blocked on keys only then; without
     // data it replies nothing more.
     server::unblock(bc, std::ptr::null_mut());
-    for id in waiter.locks() {
-        schedule_in(&context, id.clone(), Duration::ZERO);
-    }
+    look_again(&context, &waiter);
     status
 }
 
@@ -661,9 +664,7 @@ unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Bloc
     server::unblock(bc, std::ptr::null_mut());
     metrics::bump(Counter::WaitsAborted);
     let context = Context::new(ctx);
-    for id in waiter.locks() {
-        schedule_in(&context, id.clone(), Duration::ZERO);
-    }
+    look_again(&context, &waiter);
 }
 
 /// Fails every waiter at once: the node stopped being a master.
