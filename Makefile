@@ -296,10 +296,10 @@ REDISSON_MATRIX ?= 3.17.0 3.19.0 3.22.0 3.24.1 3.52.0 4.6.1 4.7.0
 
 .PHONY: java-deps test-redisson test-redisson-matrix
 
-# Java 17 and Maven, from apt when missing (Maven fetches Redisson and the
+# A JDK 17 (javac, not only a runtime) and Maven, from apt when missing (Maven fetches Redisson and the
 # tests' other dependencies from Maven Central into ~/.m2).
 java-deps:
-	@command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || { \
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
 	  echo "deps: installing maven and openjdk-17-jdk-headless with apt-get"; \
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; }
