@@ -125,3 +125,17 @@ func containsAny(s, chars string) bool {
 	}
 	return false
 }
+
+// remaining is the request to resend after elapsed: the same lease, and
+// what is left of a bounded wait (none left: one try, no BLOCK); a wait
+// without limit, or none, stays as it was.
+func (r request) remaining(elapsed time.Duration) request {
+	if r.block > 0 {
+		left := r.block - elapsed.Milliseconds()
+		if left < 1 {
+			left = -1
+		}
+		r.block = left
+	}
+	return r
+}
