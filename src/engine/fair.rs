@@ -11,8 +11,8 @@
 //! so a refused call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, latch, one_more, remember, Latch};
-use super::hold::{parse_count, Release, Request, Unlocked};
+use super::hold::{count_of, deadline, latch, one_more, remember, remember_grant, Latch};
+use super::hold::{parse_count, GrantLatch, Release, Request, Unlocked};
 use super::lock::RELEASED;
 use super::names::{check_owner, LockNames};
 use super::store::{KeyKind, Line, LineKind, Moot, Store};
@@ -185,6 +185,26 @@ pub fn acquire<S: Line>(
         s.rpush(&queue, owner);
     }
     Ok(FairTaken::Queued { ttl, joined: true })
+}
+
+/// [`acquire`], recording a grant in the idempotent acquisition's `latch`
+/// (`REQUEST id ttl`, read first with [`super::hold::grant_latch`]) in the
+/// same command, as 0: the fair lock has no token. A refused or queued call,
+/// or an error, records nothing, so its retry tries again (docs/design.md
+/// §14.7).
+pub fn acquire_latched<S: Line>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    options: FairOptions,
+    latch: Option<&GrantLatch>,
+) -> Result<FairTaken, LockError> {
+    let taken = acquire(s, names, owner, lease, options)?;
+    if let (Some(latch), FairTaken::Acquired { .. }) = (latch, taken) {
+        remember_grant(s, latch, None);
+    }
+    Ok(taken)
 }
 
 /// `FAIRLOCK.CANCEL`: `fair_acquire_failed.lua`, a waiter giving up. Those
