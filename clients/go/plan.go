@@ -310,10 +310,6 @@ func (p multiPlan) renewed(reply any) (bool, error) {
 	return true, nil
 }
 
-// fairRequests: whether FAIRLOCK.ACQUIRE takes REQUEST id ttl (the module
-// from the commit "FAIRLOCK.ACQUIRE REQUEST" on).
-const fairRequests = false
-
 // fairPlan: FAIRLOCK.*, Redisson's RFairLock (and its non-reentrant fair
 // lock): waiters are served in arrival order, in one line with Redisson's
 // own. The hold is a plain lock's hash, so LOCK.RENEW renews it.
@@ -325,7 +321,7 @@ type fairPlan struct {
 
 func (p fairPlan) key() string     { return p.name }
 func (p fairPlan) latched() bool   { return true }
-func (p fairPlan) requested() bool { return fairRequests }
+func (p fairPlan) requested() bool { return true }
 
 // abandon: FAIRLOCK.CANCEL, as Redisson's acquireFailed, with the same WAIT
 // (those behind move up by it).

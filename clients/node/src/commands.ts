@@ -42,12 +42,6 @@ export function int(reply: unknown): number {
   return n;
 }
 
-/**
- * Whether `FAIRLOCK.ACQUIRE` takes `REQUEST id ttl` (the module from the
- * commit "FAIRLOCK.ACQUIRE REQUEST" on).
- */
-export const FAIR_REQUESTS = false;
-
 /** A random request id for a release or an acquisition (Redisson sends a UUID). */
 export function requestId(): string {
   return randomUUID().replace(/-/g, "");
@@ -117,11 +111,11 @@ export class Target {
 
   /**
    * Whether acquisitions send `REQUEST id ttl`, so that a resend after a
-   * lost reply is answered as the first send was: single locks
-   * (`LOCK.ACQUIREALL` has no `REQUEST`).
+   * lost reply is answered as the first send was: single locks, fair ones
+   * too (`LOCK.ACQUIREALL` has no `REQUEST`).
    */
   get requested(): boolean {
-    return !this.multi && (!this.fair || FAIR_REQUESTS);
+    return !this.multi;
   }
 
   /**

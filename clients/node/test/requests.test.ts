@@ -9,7 +9,6 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { FAIR_REQUESTS } from "../src/commands";
 import { Locks, type Lock } from "../src/index";
 import { FaultProxy } from "./proxy";
 import { infoField, Server, waitUntil } from "./support";
@@ -35,16 +34,14 @@ const KINDS: Kind[] = [
   { kind: "session", command: "LOCK.ACQUIRE", make: (l, n) => l.lock(n, { session: true }), hold: plainHold, free: plainFree },
   { kind: "read", command: "RWLOCK.READ", make: (l, n) => l.readWriteLock(n).readLock(), hold: writeHold, free: writeFree },
   { kind: "write", command: "RWLOCK.WRITE", make: (l, n) => l.readWriteLock(n, { fenced: true }).writeLock(), hold: writeHold, free: writeFree },
-];
-if (FAIR_REQUESTS) {
-  KINDS.push({
+  {
     kind: "fair",
     command: "FAIRLOCK.ACQUIRE",
     make: (l, n) => l.fairLock(n),
     hold: ["FAIRLOCK.ACQUIRE", "", "other:1", "10000"],
     free: ["FAIRLOCK.UNLOCK", "", "other:1"],
-  });
-}
+  },
+];
 
 function raw(words: string[], name: string): [string, ...string[]] {
   const [command, ...rest] = words.map((w) => (w === "" ? name : w));
