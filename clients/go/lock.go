@@ -201,12 +201,9 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		}
 	}()
 	// A fresh request id per acquisition: its one resend below is answered
-	// from the server's latch. Not for a session: its hold is bound to the
-	// connection that took it and ends with it, so a resend on a new
-	// connection is a new acquisition (a replay would answer "taken" for a
-	// hold that died with the old connection).
+	// from the server's latch.
 	id := ""
-	if l.plan.requested() && !l.cfg.session {
+	if l.plan.requested() {
 		id = uuid.NewString()
 	}
 	began := time.Now()
@@ -223,12 +220,18 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		}
 		res, cancelled = lk.wait(ctx, r.block, args...)
 	}
-	if ioError(res.err) && cancelled == nil && ctx.Err() == nil && session == nil && (id != "" || l.cfg.session) {
+	if ioError(res.err) && cancelled == nil && ctx.Err() == nil && session == nil && id != "" {
 		// The reply was lost (the connection failed or timed out): the
 		// server may or may not have granted it. Once more, on a new
 		// connection, with the same request id and what is left of the
-		// wait: a grant is answered again instead of counted twice.
+		// wait: a grant is answered again instead of counted twice. A
+		// session's hold is bound to its connection and was freed with it,
+		// while its latch would answer "taken" and bind nothing: a session
+		// resends with a new id, as a new acquisition.
 		retry := r.remaining(time.Since(began))
+		if l.cfg.session {
+			id = uuid.NewString()
+		}
 		lk.close()
 		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
 			return outcome{}, errors.Join(res.err, err)
@@ -241,7 +244,7 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 			l.forget()
 		}
 		if ioError(res.err) {
-			l.leaveLine()
+			l.leaveLine(r)
 		}
 		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
 			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
@@ -273,6 +276,9 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		return outcome{}, newError(ErrNotSynced, l.name, detail+"; the hold was released")
 	}
 	keep = l.cfg.session
+	if keep {
+		id = "" // a session's release sends no DEL: its latch expires on its own
+	}
 	l.record(r, o, lk, keep, id)
 	return o, nil
 }
@@ -281,8 +287,8 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 // may have left it in: the server does so itself when the waiting
 // connection closes, but a connection it still believes open would keep
 // the owner in the line, holding up everyone behind. Best effort.
-func (l *Lock) leaveLine() {
-	if args := l.plan.abandon(l.owner); args != nil {
+func (l *Lock) leaveLine(r request) {
+	if args := l.plan.abandon(l.owner, r); args != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
 		defer cancel()
 		_, _ = l.c.command(ctx, l.plan.key(), args...)

@@ -65,8 +65,15 @@ func WithLease(d time.Duration) AcquireOption {
 type request struct {
 	leaseMs int64
 	block   int64 // -1: no BLOCK; 0: without limit; else ms
+	waitMs  int64 // the bounded wait asked for (ms; 0: none), kept by remaining
 	watched bool  // no lease given: the watchdog renews it
 }
+
+// latchTTL is how long the server keeps the acquisition's latch: the
+// release's 13.5 s, plus a bounded wait. A parked call's latch is stored
+// when it is served, and its lost reply is seen at the latest the wait
+// plus the reply margin after the send, so the resend still finds it.
+func (r request) latchTTL() int64 { return unlockLatchTTL + r.waitMs }
 
 func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, error) {
 	var cfg acquireConfig
@@ -85,7 +92,7 @@ func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, e
 			if err != nil {
 				return r, err
 			}
-			r.block = ms
+			r.block, r.waitMs = ms, ms
 		}
 	}
 	lease := watchdogTimeout

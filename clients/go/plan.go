@@ -49,7 +49,7 @@ type plan interface {
 	// abandon: what takes the owner out of a line its failed wait may
 	// have left it in (nil: the kind has no line outside the server's
 	// own waiters, which a closed connection ends).
-	abandon(owner string) []any
+	abandon(owner string, r request) []any
 	// outcome reads an acquisition's reply.
 	outcome(reply any, r request) (outcome, error)
 	release(owner string, leaseMs int64, requestID string) []any
@@ -68,13 +68,13 @@ func options(args []any, r request, session bool, requestID string) []any {
 	if session {
 		args = append(args, "SESSION")
 	}
-	return withAcquireRequest(args, requestID)
+	return withAcquireRequest(args, r, requestID)
 }
 
 // withAcquireRequest appends REQUEST id ttl to an acquisition (none for "").
-func withAcquireRequest(args []any, requestID string) []any {
+func withAcquireRequest(args []any, r request, requestID string) []any {
 	if requestID != "" {
-		args = append(args, "REQUEST", requestID, unlockLatchTTL)
+		args = append(args, "REQUEST", requestID, r.latchTTL())
 	}
 	return args
 }
@@ -173,7 +173,7 @@ type plainPlan struct {
 func (p plainPlan) key() string            { return p.name }
 func (p plainPlan) latched() bool          { return true }
 func (p plainPlan) requested() bool        { return true }
-func (p plainPlan) abandon(_ string) []any { return nil }
+func (p plainPlan) abandon(string, request) []any { return nil }
 
 func (p plainPlan) acquire(owner string, r request, session bool, requestID string) []any {
 	args := options([]any{"LOCK.ACQUIRE", p.name, owner, r.leaseMs}, r, session, requestID)
@@ -212,7 +212,7 @@ type rwPlan struct {
 func (p rwPlan) key() string            { return p.name }
 func (p rwPlan) latched() bool          { return true }
 func (p rwPlan) requested() bool        { return true }
-func (p rwPlan) abandon(_ string) []any { return nil }
+func (p rwPlan) abandon(string, request) []any { return nil }
 
 func (p rwPlan) acquire(owner string, r request, session bool, requestID string) []any {
 	args := options([]any{"RWLOCK." + string(p.mode), p.name, owner, r.leaseMs}, r, session, requestID)
@@ -247,7 +247,7 @@ type multiPlan struct {
 func (p multiPlan) key() string            { return p.holds[0].Name }
 func (p multiPlan) latched() bool          { return false }
 func (p multiPlan) requested() bool        { return false }
-func (p multiPlan) abandon(_ string) []any { return nil }
+func (p multiPlan) abandon(string, request) []any { return nil }
 
 func (p multiPlan) holdArgs(args []any) []any {
 	args = append(args, "HOLDS", len(p.holds))
@@ -319,19 +319,29 @@ type fairPlan struct {
 	waitMs    int64 // WAIT: Redisson's fairLockWaitTimeout; 0: the server's rwlock.fair-wait
 }
 
+// lineWait is an acquisition's WAIT, as Redisson's tryLockInnerAsync picks
+// it: a bounded wait is its own thread wait time, otherwise the lock's
+// (FairWait; 0: none sent, the server's default).
+func (p fairPlan) lineWait(r request) int64 {
+	if r.waitMs > 0 {
+		return r.waitMs
+	}
+	return p.waitMs
+}
+
 func (p fairPlan) key() string     { return p.name }
 func (p fairPlan) latched() bool   { return true }
 func (p fairPlan) requested() bool { return true }
 
-// abandon: FAIRLOCK.CANCEL, as Redisson's acquireFailed, with the same WAIT
-// (those behind move up by it).
-func (p fairPlan) abandon(owner string) []any {
-	return p.withWait([]any{"FAIRLOCK.CANCEL", p.name, owner})
+// abandon: FAIRLOCK.CANCEL, as Redisson's acquireFailed, with the
+// acquisition's WAIT (those behind move up by it).
+func (p fairPlan) abandon(owner string, r request) []any {
+	return withWait([]any{"FAIRLOCK.CANCEL", p.name, owner}, p.lineWait(r))
 }
 
-func (p fairPlan) withWait(args []any) []any {
-	if p.waitMs > 0 {
-		args = append(args, "WAIT", p.waitMs)
+func withWait(args []any, waitMs int64) []any {
+	if waitMs > 0 {
+		args = append(args, "WAIT", waitMs)
 	}
 	return args
 }
@@ -340,7 +350,7 @@ func (p fairPlan) withWait(args []any) []any {
 // a wait joins the line and waits in it on the server (BLOCK), which also
 // takes it out of the line when the wait ends.
 func (p fairPlan) acquire(owner string, r request, _ bool, requestID string) []any {
-	args := p.withWait([]any{"FAIRLOCK.ACQUIRE", p.name, owner, r.leaseMs})
+	args := withWait([]any{"FAIRLOCK.ACQUIRE", p.name, owner, r.leaseMs}, p.lineWait(r))
 	if r.block < 0 {
 		args = append(args, "NOQUEUE")
 	} else {
@@ -349,7 +359,7 @@ func (p fairPlan) acquire(owner string, r request, _ bool, requestID string) []a
 	if p.noReentry {
 		args = append(args, "NOREENTRY")
 	}
-	return withAcquireRequest(args, requestID)
+	return withAcquireRequest(args, r, requestID)
 }
 
 // outcome: a refused NOQUEUE try replies 1, which is no PTTL (0: unknown).

@@ -120,20 +120,23 @@ export class Target {
 
   /**
    * `… lease [BLOCK ms] [SESSION] [REQUEST id ttl] [FENCED] [NOREENTRY]`
-   * (`blockMs` null: no BLOCK; `request` null: no REQUEST). A fair lock's
-   * try (no wait) is Redisson's `tryLock()`, `NOQUEUE`: it never joins the
-   * line; a wait joins it and waits in it on the server.
+   * (`blockMs` null: no BLOCK; `request` null: no REQUEST; `waitMs`: the
+   * bounded wait asked for, which a resend's smaller `blockMs` keeps). A
+   * fair lock's try (no wait) is Redisson's `tryLock()`, `NOQUEUE`: it never
+   * joins the line; a wait joins it and waits in it on the server.
    */
-  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean, request: string | null = null): Args {
+  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean, request: string | null = null, waitMs: number | null = blockMs || null): Args {
+    // The latch lives the release's 13.5 s plus a bounded wait: a parked
+    // call's latch is stored when it is served, and its lost reply is seen
+    // at the latest the wait plus the reply margin after the send.
+    const requestArgs = request === null ? [] : ["REQUEST", request, LATCH_TTL_MS + (waitMs ?? 0)];
     if (this.fair) {
-      const args: Args = ["FAIRLOCK.ACQUIRE", this.key, owner, leaseMs, ...this.waitArgs()];
+      const args: Args = ["FAIRLOCK.ACQUIRE", this.key, owner, leaseMs, ...this.waitArgs(waitMs)];
       args.push(...(blockMs === null ? ["NOQUEUE"] : ["BLOCK", blockMs]));
       if (!this.reentrant) {
         args.push("NOREENTRY");
       }
-      if (request !== null) {
-        args.push("REQUEST", request, LATCH_TTL_MS);
-      }
+      args.push(...requestArgs);
       return args;
     }
     const options: (string | number)[] = [];
@@ -146,9 +149,7 @@ export class Target {
     if (this.multi) {
       return ["LOCK.ACQUIREALL", owner, leaseMs, ...options, ...this.holdArgs()];
     }
-    if (request !== null) {
-      options.push("REQUEST", request, LATCH_TTL_MS);
-    }
+    options.push(...requestArgs);
     if (this.fenced) {
       options.push("FENCED");
     }
@@ -161,18 +162,24 @@ export class Target {
     return [`RWLOCK.${this.kind}`, this.key, owner, leaseMs, ...options];
   }
 
-  private waitArgs(): (string | number)[] {
-    return this.fairWait === null ? [] : ["WAIT", this.fairWait];
+  /**
+   * A fair acquisition's `WAIT`, as Redisson's `tryLockInnerAsync` picks it:
+   * a bounded wait is its own thread wait time, otherwise the lock's
+   * `fairWait` (null: none sent, the server's default).
+   */
+  private waitArgs(waitMs: number | null): (string | number)[] {
+    const wait = waitMs ?? this.fairWait;
+    return wait === null ? [] : ["WAIT", wait];
   }
 
   /**
-   * What takes `owner` out of a fair lock's line a failed wait may have
-   * left it in (`FAIRLOCK.CANCEL`, Redisson's `acquireFailed`, with the
-   * same `WAIT`); null for the other kinds, whose waiters the server drops
-   * with their connection.
+   * What takes `owner` out of a fair lock's line a failed wait (of
+   * `waitMs`, null: without limit) may have left it in (`FAIRLOCK.CANCEL`,
+   * Redisson's `acquireFailed`, with the acquisition's `WAIT`); null for the
+   * other kinds, whose waiters the server drops with their connection.
    */
-  abandon(owner: string): Args | null {
-    return this.fair ? ["FAIRLOCK.CANCEL", this.key, owner, ...this.waitArgs()] : null;
+  abandon(owner: string, waitMs: number | null = null): Args | null {
+    return this.fair ? ["FAIRLOCK.CANCEL", this.key, owner, ...this.waitArgs(waitMs)] : null;
   }
 
   /**

@@ -277,11 +277,9 @@ export class Lock extends EventEmitter {
     const signal = options.signal;
     signal?.throwIfAborted();
     // A fresh request id per acquisition: its one resend below is answered
-    // from the server's latch. Not for a session: its hold is bound to the
-    // connection that took it and ends with it, so a resend on a new
-    // connection is a new acquisition (a replay would answer "taken" for a
-    // hold that died with the old connection).
-    const request = this.target.requested && !this.session ? requestId() : null;
+    // from the server's latch.
+    let request = this.target.requested ? requestId() : null;
+    const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
     const started = performance.now();
     const sessionLink = this.sessionLink;
     let link = sessionLink ?? (await links.checkout(this.target.key));
@@ -289,7 +287,7 @@ export class Lock extends EventEmitter {
     try {
       let reply: unknown;
       try {
-        reply = await this.send(link, leaseMs, blockMs, request, signal);
+        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
       } catch (error) {
         if (link === sessionLink) {
           throw error;
@@ -298,18 +296,24 @@ export class Lock extends EventEmitter {
           // The slot moved to another master (a reshard): once more, there.
           links.checkin(link);
           link = await links.checkoutOn(await links.redirected(error, this.target.key));
-        } else if (!isReplyError(error) && !signal?.aborted && (request !== null || this.session)) {
+        } else if (!isReplyError(error) && !signal?.aborted && request !== null) {
           // The reply was lost (the connection failed or timed out): the
           // server may or may not have granted it. Once more, on a new
           // connection, with the same request id and what is left of the
-          // wait: a grant is answered again instead of counted twice.
+          // wait: a grant is answered again instead of counted twice. A
+          // session's hold is bound to its connection and was freed with
+          // it, while its latch would answer "taken" and bind nothing: a
+          // session resends with a new id, as a new acquisition.
           blockMs = remaining(blockMs, performance.now() - started);
+          if (this.session) {
+            request = requestId();
+          }
           links.checkin(link);
           link = await links.checkout(this.target.key);
         } else {
           throw error;
         }
-        reply = await this.send(link, leaseMs, blockMs, request, signal);
+        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
       }
       const outcome = this.target.outcome(reply, blockMs);
       if (signal?.aborted) {
@@ -329,7 +333,8 @@ export class Lock extends EventEmitter {
           throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
         }
         keep = this.session;
-        this.record(outcome, leaseMs, watched, keep ? link : null, request);
+        // A session's release sends no DEL: its latch expires on its own.
+        this.record(outcome, leaseMs, watched, keep ? link : null, keep ? null : request);
       }
       return outcome;
     } catch (error) {
@@ -337,7 +342,7 @@ export class Lock extends EventEmitter {
         throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
       }
       if (!isReplyError(error)) {
-        await this.leaveLine();
+        await this.leaveLine(waitMs);
       }
       if (signal?.aborted && error !== signal.reason && !isReplyError(error)) {
         // The wait was ended by closing its connection: had the server
@@ -357,8 +362,8 @@ export class Lock extends EventEmitter {
   }
 
   /** One send of the acquisition on `link`, its reply awaited as long as the wait and a margin (BLOCK 0: without limit). */
-  private send(link: Link, leaseMs: number, blockMs: number | null, request: string | null, signal: AbortSignal | undefined): Promise<unknown> {
-    const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session, request);
+  private send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, signal: AbortSignal | undefined): Promise<unknown> {
+    const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session, request, waitMs);
     const timeout = blockMs === 0 ? null : (blockMs ?? 0) + this.ctx.replyMargin;
     return this.ctx.links.call(link, args, timeout, signal);
   }
@@ -387,8 +392,8 @@ export class Lock extends EventEmitter {
    * but a connection it still believes open would keep the owner in the
    * line, holding up everyone behind. Best effort.
    */
-  private async leaveLine(): Promise<void> {
-    const args = this.target.abandon(this.owner);
+  private async leaveLine(waitMs: number | null): Promise<void> {
+    const args = this.target.abandon(this.owner, waitMs);
     if (args !== null) {
       await this.ctx.links.command(this.target.key, args).catch(() => undefined);
     }
