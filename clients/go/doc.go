@@ -28,13 +28,14 @@
 //
 // # Lost replies
 //
-// Every single-lock acquisition outside a session sends a fresh request id
-// (REQUEST id 13500). When its reply is lost (the connection failed or the
+// Every single-lock acquisition sends a fresh request id (REQUEST id ttl,
+// the ttl 13.5 s plus a bounded wait). When its reply is lost (the connection failed or the
 // reply's deadline passed, not the context ending) it is resent once, on a
 // new connection, with the same id and what is left of the wait: the
 // server answers a resent grant as it answered the first (a fenced lock:
 // the same token) and changes nothing, so no hold is counted twice or left
-// behind unknown.
+// behind unknown. A session's resend takes a new id: its hold died with its
+// connection.
 //
 // # Leases and the watchdog
 //

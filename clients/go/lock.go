@@ -41,11 +41,13 @@ func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true
 func Session() LockOption { return func(c *lockConfig) { c.session = true } }
 
 // FairWait sets a fair lock's thread wait time (WAIT ms; Redisson's
-// fairLockWaitTimeout): how long a waiter in the line may be away before
+// fairLockWaitTimeout) for the acquisitions without a bounded wait (a wait
+// without limit, a try): how long a waiter in the line may be away before
 // Redisson's clients count it gone, and how far the waiters' deadlines move
-// when one ahead of them acquires or leaves. Give the value the Java
-// services sharing the line use. Default: the server's rwlock.fair-wait
-// (300 s, Redisson's default). Fair locks only.
+// when one ahead of them acquires or leaves. A bounded wait sends itself,
+// as Redisson's tryLock(wait) does. Give the value the Java services sharing
+// the line use. Default: the server's rwlock.fair-wait (300 s, Redisson's
+// default). Fair locks only.
 func FairWait(d time.Duration) LockOption {
 	return func(c *lockConfig) { c.fairWait, c.fairWaitSet = d, true }
 }

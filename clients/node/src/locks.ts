@@ -39,10 +39,12 @@ export interface FairLockOptions extends Omit<HandleOptions, "session"> {
   /** false: Redisson's non-reentrant fair lock (`NOREENTRY`): taking it again rejects with `NotReentrant`. */
   reentrant?: boolean;
   /**
-   * The line's wait time (ms; `WAIT`, Redisson's `fairLockWaitTimeout`): how
-   * long a waiter may be away before Redisson's clients count it gone, and
-   * how far the waiters' deadlines move when one ahead acquires or leaves.
-   * Give what the Java services sharing the line use. Default: the server's
+   * The line's wait time (ms; `WAIT`, Redisson's `fairLockWaitTimeout`) of
+   * the acquisitions without a bounded wait (without limit, a try): how long
+   * a waiter may be away before Redisson's clients count it gone, and how
+   * far the waiters' deadlines move when one ahead acquires or leaves. A
+   * bounded wait sends itself, as Redisson's `tryLock(wait)` does. Give what
+   * the Java services sharing the line use. Default: the server's
    * `rwlock.fair-wait` (300000, Redisson's default).
    */
   fairWait?: number;
