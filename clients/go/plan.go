@@ -170,9 +170,9 @@ type plainPlan struct {
 	noReentry bool
 }
 
-func (p plainPlan) key() string            { return p.name }
-func (p plainPlan) latched() bool          { return true }
-func (p plainPlan) requested() bool        { return true }
+func (p plainPlan) key() string                   { return p.name }
+func (p plainPlan) latched() bool                 { return true }
+func (p plainPlan) requested() bool               { return true }
 func (p plainPlan) abandon(string, request) []any { return nil }
 
 func (p plainPlan) acquire(owner string, r request, session bool, requestID string) []any {
@@ -209,9 +209,9 @@ type rwPlan struct {
 	fenced bool
 }
 
-func (p rwPlan) key() string            { return p.name }
-func (p rwPlan) latched() bool          { return true }
-func (p rwPlan) requested() bool        { return true }
+func (p rwPlan) key() string                   { return p.name }
+func (p rwPlan) latched() bool                 { return true }
+func (p rwPlan) requested() bool               { return true }
 func (p rwPlan) abandon(string, request) []any { return nil }
 
 func (p rwPlan) acquire(owner string, r request, session bool, requestID string) []any {
@@ -244,9 +244,9 @@ type multiPlan struct {
 	holds []Hold
 }
 
-func (p multiPlan) key() string            { return p.holds[0].Name }
-func (p multiPlan) latched() bool          { return false }
-func (p multiPlan) requested() bool        { return false }
+func (p multiPlan) key() string                   { return p.holds[0].Name }
+func (p multiPlan) latched() bool                 { return false }
+func (p multiPlan) requested() bool               { return false }
 func (p multiPlan) abandon(string, request) []any { return nil }
 
 func (p multiPlan) holdArgs(args []any) []any {
