@@ -5,13 +5,6 @@ import (
 	"strings"
 )
 
-// unlockLatchTTL is how long the server remembers a release's reply under
-// its request id (Redisson's 13.5 s), so that a retried release is answered
-// as the first one was. Acquisitions use it too: their one retry comes
-// within a wait plus a reply margin of the first send, and a latch outliving
-// that costs nothing but a key until it expires (or the release deletes it).
-const unlockLatchTTL = 13500
-
 // HoldKind is the kind of one hold of a [MultiLock].
 type HoldKind string
 
