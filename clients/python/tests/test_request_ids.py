@@ -53,8 +53,7 @@ def calls(client: redis.Redis, command: str) -> int:
 
 
 def latches(client: redis.Redis, pattern: str = "redisson_*latch:*") -> List[bytes]:
-    keys: List[bytes] = client.keys(pattern)
-    return sorted(keys)
+    return sorted(k if isinstance(k, bytes) else k.encode() for k in client.keys(pattern))
 
 
 def fenced_token(reply: bytes) -> int:

@@ -22,6 +22,7 @@ from ._core import (
     DEFAULT_WATCHDOG_TIMEOUT,
     REPLY_MARGIN,
     Args,
+    FairPlan,
     Hold,
     MultiPlan,
     Outcome,
@@ -205,7 +206,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             if str(e).startswith("NON_REENTRANT"):
                 raise NotReentrant(f"{self.name}: {e}") from e
             raise
-        outcome = dataclasses.replace(self._plan.outcome(reply), requests=tuple(ids))
+        outcome = dataclasses.replace(self._plan.outcome(reply, block_ms), requests=tuple(ids))
         if outcome.acquired:
             yield from self._synchronizing(request.owner)
         return outcome
@@ -326,6 +327,17 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         keys: Args = [self._plan.latch(request)]
         return keys + [self._plan.acquire_latch(i) for i in ids]
 
+    def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
+        """What a release's reply says (`Plan.released`); None (not held)
+        too when the watchdog found the hold lost, whatever the server
+        replied (a fair lock's release replies 1 once the lock is gone)."""
+        released = self._plan.released(reply)
+        if state is not None:
+            with self._guard:
+                if state.lost:
+                    return None
+        return released
+
     def _not_held(self, owner: str) -> LockNotHeld:
         return LockNotHeld(f"{self.name} is not held by {owner}")
 
@@ -362,6 +374,31 @@ class PlainLockCommon(LockCommon[LinkT, DogT, CallbackT]):
             on_lost=on_lost,
         )
         self.fenced, self.reentrant = fenced, reentrant
+
+
+class FairLockCommon(LockCommon[LinkT, DogT, CallbackT]):
+    """`FairLock`'s constructor, for the sync and asyncio one."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        reentrant: bool = True,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        super().__init__(
+            client,
+            FairPlan(name, reentrant),
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self.reentrant = reentrant
 
 
 #: A lock object (`Lock`, a read or write lock, sync or asyncio) or a

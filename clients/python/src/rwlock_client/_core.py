@@ -159,7 +159,8 @@ class Plan:
             args += ["REQUEST", request[0], request[1]]
         return args
 
-    def outcome(self, reply: Any) -> Outcome:
+    def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
+        """The acquisition's reply (sent with `block_ms`, as `acquire`)."""
         if self.fenced:
             return _fenced_outcome(reply)
         if reply is None:
@@ -269,6 +270,62 @@ class ReadWritePlan(Plan):
 
     def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
         return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, request)
+
+
+class FairPlan(Plan):
+    """`FAIRLOCK.*`: Redisson's RFairLock (and its non-reentrant fair lock),
+    in one line with Redisson's own waiters (docs/design.md §13). A wait is
+    `BLOCK` in the line, the server keeping the waiter's place and taking it
+    out of the line when the wait ends (its own timeout path, as Redisson's
+    `acquireFailed` would); a try is `NOQUEUE` (Redisson's `tryLock()`),
+    which never joins the line. `LOCK.RENEW` renews a fair hold."""
+
+    renew_command = "LOCK.RENEW"
+    requests = False  # FAIRLOCK.ACQUIRE takes REQUEST once the module has it
+
+    def __init__(self, key: str, reentrant: bool) -> None:
+        super().__init__(key)
+        self.reentrant = reentrant
+
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        """`FAIRLOCK.ACQUIRE key owner lease` and: a try `NOQUEUE`; a wait
+        of W ms `WAIT W BLOCK W` (Redisson's `tryLock(W)` sends W as the
+        thread wait time); without limit `BLOCK 0` (the server's
+        `rwlock.fair-wait`, Redisson's 5 minutes)."""
+        if session:
+            raise LockError("the fair lock has no session holds")
+        args: Args = ["FAIRLOCK.ACQUIRE", self.key, owner, lease_ms]
+        if block_ms is None:
+            args.append("NOQUEUE")
+        else:
+            if block_ms > 0:
+                args += ["WAIT", block_ms]
+            args += ["BLOCK", block_ms]
+        if not self.reentrant:
+            args.append("NOREENTRY")
+        if request is not None:
+            args += ["REQUEST", request[0], request[1]]
+        return args
+
+    def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
+        """nil: taken. An integer: refused; after a wait the PTTL of the
+        hold in the way, after a try (`NOQUEUE`'s 1) unknown."""
+        if reply is None:
+            return Outcome(True)
+        return Outcome(False, pttl=None if block_ms is None else int(reply))
+
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        """`FAIRLOCK.UNLOCK`: 1 released (also when the lock no longer
+        exists, as Redisson's `fair_unlock.lua` replies), 0 still held, nil
+        held by others."""
+        return ["FAIRLOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
 
 
 Hold = Tuple[str, str]

@@ -140,7 +140,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         finally:
             if link is not session_link:
                 link.close()
-        released = self._plan.released(reply)
+        released = self._released(state, reply)
         self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)

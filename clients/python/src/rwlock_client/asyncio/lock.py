@@ -133,7 +133,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         finally:
             if link is not session_link:
                 await link.close()
-        released = self._plan.released(reply)
+        released = self._released(state, reply)
         await self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
