@@ -114,10 +114,13 @@ impl Acquisition<'_> {
         if self.session {
             self.requests.push(command::request_id());
         }
-        let request = self.requests.last().map(|id| (id.as_str(), self.wait.request_ttl()));
-        self.cmd = self
-            .target
-            .acquire(&self.owner, self.lease_ms, self.wait, self.session, request);
+        let request = self
+            .requests
+            .last()
+            .map(|id| (id.as_str(), self.wait.request_ttl()));
+        self.cmd =
+            self.target
+                .acquire(&self.owner, self.lease_ms, self.wait, self.session, request);
         &self.cmd
     }
 }
@@ -197,7 +200,11 @@ impl<O> Handle<O> {
             return Err(Error::InvalidArgument("a fair lock has no session holds"));
         }
         let lease_ms = self.options.lease_ms();
-        let requests: Vec<String> = target.requests().then(command::request_id).into_iter().collect();
+        let requests: Vec<String> = target
+            .requests()
+            .then(command::request_id)
+            .into_iter()
+            .collect();
         let request = requests.first().map(|id| (id.as_str(), wait.request_ttl()));
         let cmd = target.acquire(&owner, lease_ms, wait, session, request);
         Ok(Acquisition {

@@ -87,7 +87,8 @@ impl Spec {
     pub fn acquire(&self, owner: &str, wait: Wait) -> Cmd {
         // No request id: a master's attempt is not resent (a master that
         // did not answer counts as refused, and every master is released).
-        self.target.acquire(owner, millis(self.lease), wait, false, None)
+        self.target
+            .acquire(owner, millis(self.lease), wait, false, None)
     }
 
     /// Ok when the master granted it.

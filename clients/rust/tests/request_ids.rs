@@ -90,7 +90,10 @@ fn relay(
     swallowed: &Arc<Mutex<Vec<Vec<u8>>>>,
 ) {
     let swallow = Arc::new(AtomicBool::new(false));
-    let (mut from_client, mut to_server) = (client.try_clone().expect("clone"), upstream.try_clone().expect("clone"));
+    let (mut from_client, mut to_server) = (
+        client.try_clone().expect("clone"),
+        upstream.try_clone().expect("clone"),
+    );
     let (armed, arm) = (Arc::clone(armed), Arc::clone(&swallow));
     thread::spawn(move || {
         let mut buf = [0u8; 65536];
@@ -207,7 +210,10 @@ impl KindOf {
             }
             KindOf::Write => {
                 let rw = locks.read_write_lock(name).fenced().with_lease(lease);
-                (rw.try_write(wait).expect("write"), format!("{}:write", rw.owner()))
+                (
+                    rw.try_write(wait).expect("write"),
+                    format!("{}:write", rw.owner()),
+                )
             }
         }
     }
@@ -234,7 +240,10 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
         if kind.fenced() {
             let token = swallowed_token(&swallowed[0]);
             assert_eq!(guard.token(), Some(token), "{kind:?}: the grant's token");
-            let stored: i64 = query(&mut conn, &["GET", &format!("redisson_lock_token:{{{name}}}")]);
+            let stored: i64 = query(
+                &mut conn,
+                &["GET", &format!("redisson_lock_token:{{{name}}}")],
+            );
             assert_eq!(stored, token, "{kind:?}: no second token");
         }
         let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
@@ -253,7 +262,10 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
 fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
     let (server, mut conn) = Server::started(&[]);
     let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
-    let _: () = query(&mut conn, &["LOCK.ACQUIRE", "req:wait", "holder:1", "10000"]);
+    let _: () = query(
+        &mut conn,
+        &["LOCK.ACQUIRE", "req:wait", "holder:1", "10000"],
+    );
     let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
     let mut other = server.conn();
     let unlock = thread::spawn(move || {
@@ -261,7 +273,9 @@ fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
         let released: i64 = query(&mut other, &["LOCK.UNLOCK", "req:wait", "holder:1"]);
         assert_eq!(released, 1);
     });
-    let lock = locks_on(&proxy.url()).lock("req:wait").with_lease(Duration::from_secs(10));
+    let lock = locks_on(&proxy.url())
+        .lock("req:wait")
+        .with_lease(Duration::from_secs(10));
     let started = Instant::now();
     let guard = lock.try_acquire(Duration::from_secs(5)).expect("served");
     assert!(started.elapsed() < Duration::from_secs(4));
@@ -271,7 +285,11 @@ fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
         swallowed == [b"$-1\r\n".to_vec()] || swallowed == [b"_\r\n".to_vec()],
         "served (nil), then the reply lost: {swallowed:?}"
     );
-    assert_eq!(calls(&mut conn, "lock.acquire"), 3, "the holder's, the wait, its resend");
+    assert_eq!(
+        calls(&mut conn, "lock.acquire"),
+        3,
+        "the holder's, the wait, its resend"
+    );
     let count: String = query(&mut conn, &["HGET", "req:wait", &lock.owner()]);
     assert_eq!(count, "1");
     guard.release().expect("released");
@@ -299,8 +317,16 @@ fn a_session_acquisition_resends_with_a_new_id() {
         redis::from_redis_value(holder[3].clone()).expect("count"),
         redis::from_redis_value(holder[5].clone()).expect("session"),
     );
-    assert_eq!((holders.len(), count, session), (1, 1, 1), "one hold, bound to the live connection");
-    assert_eq!(keys(&mut conn, "redisson_lock_request_latch:*").len(), 2, "two ids sent");
+    assert_eq!(
+        (holders.len(), count, session),
+        (1, 1, 1),
+        "one hold, bound to the live connection"
+    );
+    assert_eq!(
+        keys(&mut conn, "redisson_lock_request_latch:*").len(),
+        2,
+        "two ids sent"
+    );
     guard.release().expect("released");
     let exists: i64 = query(&mut conn, &["EXISTS", "req:session"]);
     assert_eq!(exists, 0);
@@ -316,7 +342,9 @@ fn the_async_client_resends_a_lost_reply_with_its_id() {
         .expect("runtime");
     runtime.block_on(async {
         let locks = asynchronous::Locks::new(redis::Client::open(proxy.url()).expect("url"));
-        let lock = locks.fenced_lock("req:async").with_lease(Duration::from_secs(10));
+        let lock = locks
+            .fenced_lock("req:async")
+            .with_lease(Duration::from_secs(10));
         let guard = lock.try_acquire(Duration::ZERO).await.expect("acquired");
         let swallowed = proxy.swallowed();
         assert_eq!(swallowed.len(), 1);
@@ -341,17 +369,31 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
         assert_eq!(latches.len(), 1, "{kind:?}: {latches:?}");
         assert!(latches[0].starts_with(&format!("redisson_lock_request_latch:{{{name}}}:")));
         let pttl: i64 = query(&mut conn, &["PTTL", &latches[0]]);
-        assert!((13_500..=15_500).contains(&pttl), "{kind:?}: 13.5 s and the wait: {pttl}");
+        assert!(
+            (13_500..=15_500).contains(&pttl),
+            "{kind:?}: 13.5 s and the wait: {pttl}"
+        );
         guard.release().expect("released");
         assert!(keys(&mut conn, "redisson_*latch:*").is_empty(), "{kind:?}");
     }
     let multi = locks.multi_lock().lock("{m}:a").write("{m}:b");
     let guard = multi.try_acquire(Duration::ZERO).expect("multi");
-    assert!(keys(&mut conn, "redisson_lock_request_latch:*").is_empty(), "no REQUEST on LOCK.ACQUIREALL");
+    assert!(
+        keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
+        "no REQUEST on LOCK.ACQUIREALL"
+    );
     guard.release().expect("released");
     // A refusal records nothing.
-    let _: () = query(&mut conn, &["LOCK.ACQUIRE", "sent:busy", "holder:1", "10000"]);
-    let refused = locks.lock("sent:busy").try_acquire(Duration::from_millis(200));
-    assert!(matches!(refused, Err(rwlock_client::Error::NotAcquired { .. })));
+    let _: () = query(
+        &mut conn,
+        &["LOCK.ACQUIRE", "sent:busy", "holder:1", "10000"],
+    );
+    let refused = locks
+        .lock("sent:busy")
+        .try_acquire(Duration::from_millis(200));
+    assert!(matches!(
+        refused,
+        Err(rwlock_client::Error::NotAcquired { .. })
+    ));
     assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
 }
