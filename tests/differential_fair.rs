@@ -424,27 +424,20 @@ fn comparable(events: Vec<(String, String)>, module: bool) -> (Vec<(String, Stri
 
 /// The oracle and the module's server, a connection to each, and a
 /// collector of each one's keyspace events and waiter messages.
-struct Pair {
-    servers: (Server, Server),
-    oracle: Connection,
-    module_conn: Connection,
-    oc: Collector,
-    mc: Collector,
-}
-
-impl Pair {
-    fn start() -> Pair {
-        require_oracle(LOCK_LUA, MISSING_LUA);
-        let (oracle_srv, module_srv) = start_pair(&[]);
-        let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
-        Pair {
-            oracle: oracle_srv.conn(),
-            module_conn: module_srv.conn(),
-            oc: Collector::start(&oracle_srv, &patterns),
-            mc: Collector::start(&module_srv, &patterns),
-            servers: (oracle_srv, module_srv),
-        }
-    }
+fn pair() -> (
+    (Server, Server),
+    Connection,
+    Connection,
+    Collector,
+    Collector,
+) {
+    require_oracle(LOCK_LUA, MISSING_LUA);
+    let (oracle_srv, module_srv) = start_pair(&[]);
+    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
+    let (oracle, module_conn) = (oracle_srv.conn(), module_srv.conn());
+    let oc = Collector::start(&oracle_srv, &patterns);
+    let mc = Collector::start(&module_srv, &patterns);
+    ((oracle_srv, module_srv), oracle, module_conn, oc, mc)
 }
 
 #[derive(Debug, Default)]
@@ -508,13 +501,7 @@ fn gen_op(
 fn fair_lock_commands_match_redisson_scripts() {
     let sequences = testkit::env_usize("RWLOCK_DIFF_SEQUENCES", 30);
     let base = testkit::seed(0x5EED_FA1E_0025);
-    let Pair {
-        servers: _servers,
-        mut oracle,
-        mut module_conn,
-        oc,
-        mc,
-    } = Pair::start();
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
     let mut stats = Stats::default();
     for seq in 0..sequences {
         let seed = base.wrapping_add(seq as u64);
@@ -665,13 +652,7 @@ fn fair_lock_commands_match_redisson_scripts() {
 /// cancels.
 #[test]
 fn long_lines_match_redisson_scripts() {
-    let Pair {
-        servers: _servers,
-        mut oracle,
-        mut module_conn,
-        oc,
-        mc,
-    } = Pair::start();
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
     let n = Names::new("{long}:line".to_string());
     let owner = |i: usize| format!("w{i:03}:1");
     let acquire = Op::Acquire {
