@@ -18,7 +18,7 @@ import redis
 import rwlock_client.asyncio as aio
 from conftest import Server
 from faultproxy import DropReplyProxy
-from rwlock_client import Lock, MultiLock, ReadWriteLock
+from rwlock_client import FairLock, Lock, MultiLock, ReadWriteLock
 from rwlock_client.lock import LockBase
 
 #: Each kind: the command its acquisition sends, how to make it, and the
@@ -30,6 +30,7 @@ KINDS: Dict[str, Tuple[bytes, Make, str]] = {
     "nonreentrant": (b"LOCK.ACQUIRE", lambda c, n: Lock(c, n, reentrant=False), "{owner}"),
     "read": (b"RWLOCK.READ", lambda c, n: ReadWriteLock(c, n).read_lock(), "{owner}"),
     "write": (b"RWLOCK.WRITE", lambda c, n: ReadWriteLock(c, n, fenced=True).write_lock(), "{owner}:write"),
+    "fair": (b"FAIRLOCK.ACQUIRE", lambda c, n: FairLock(c, n), "{owner}"),
 }
 
 
@@ -92,26 +93,27 @@ def test_a_lost_reply_is_resent_with_its_id_and_holds_once(
     client.close()
 
 
+@pytest.mark.parametrize("family", ["LOCK", "FAIRLOCK"])
 def test_a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it(
-    server: Server, proxies: Callable[[bytes], DropReplyProxy]
+    server: Server, proxies: Callable[[bytes], DropReplyProxy], family: str
 ) -> None:
     direct = server.client()
     direct.config_resetstat()
-    holder = Lock(direct, "req:wait", client_id="holder")
-    assert holder.acquire(wait=0, lease=10)
-    proxy = proxies(b"LOCK.ACQUIRE")
+    name = f"req:wait:{family}"
+    assert direct.execute_command(f"{family}.ACQUIRE", name, "holder:1", 10_000) is None
+    proxy = proxies(f"{family}.ACQUIRE".encode())
     client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
-    waiter = Lock(client, "req:wait")
-    unlock = ["LOCK.UNLOCK", "req:wait", holder.owner()]
+    waiter = Lock(client, name) if family == "LOCK" else FairLock(client, name)
+    unlock = [f"{family}.UNLOCK", name, "holder:1"]
     threading.Timer(0.3, lambda: server.client().execute_command(*unlock)).start()
     started = time.monotonic()
     assert waiter.acquire(wait=5, lease=10)
     assert time.monotonic() - started < 4
     assert proxy.swallowed in ([b"$-1\r\n"], [b"_\r\n"]), "served (nil), then the reply lost"
-    assert calls(direct, "lock.acquire") == 3, "the holder's, the wait, its resend"
-    assert direct.hget("req:wait", waiter.owner()) == b"1"
+    assert calls(direct, f"{family}.acquire") == 3, "the holder's, the wait, its resend"
+    assert direct.hget(name, waiter.owner()) == b"1"
     waiter.release()
-    assert direct.exists("req:wait") == 0
+    assert direct.exists(name) == 0 and latches(direct) == []
     client.close()
 
 

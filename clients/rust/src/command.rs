@@ -12,10 +12,6 @@ use crate::error::{Error, Result};
 /// same request id: Redisson's default.
 pub(crate) const LATCH_TTL_MS: u64 = 13_500;
 
-/// Whether `FAIRLOCK.ACQUIRE` takes `REQUEST id ttl` (the module's 0.4.0
-/// does; the other acquisitions took it first).
-const FAIR_REQUESTS: bool = false;
-
 /// One lock a hold covers, by its kind: what `LOCK.ACQUIREALL` calls
 /// `LOCK`, `READ` or `WRITE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +126,9 @@ impl Target {
     }
 
     /// Whether its acquisition takes `REQUEST id ttl`: a single lock's
-    /// does, `LOCK.ACQUIREALL` does not.
+    /// does (the fair lock's too), `LOCK.ACQUIREALL` does not.
     pub fn requests(&self) -> bool {
-        !self.multi && (!self.fair || FAIR_REQUESTS)
+        !self.multi
     }
 
     /// The single lock's name (the first of a multi-lock's).
@@ -488,6 +484,7 @@ mod tests {
     fn fair_locks_are_spelled_as_the_module_takes_them() {
         let mut fair = Target::single(Kind::Lock, "f");
         fair.fair = true;
+        assert!(fair.requests(), "FAIRLOCK.ACQUIRE takes REQUEST");
         assert_eq!(
             args(&fair.acquire("o:1", 9, Wait::No, false, None)),
             words("FAIRLOCK.ACQUIRE f o:1 9 NOQUEUE")

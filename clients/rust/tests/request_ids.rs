@@ -167,14 +167,16 @@ enum KindOf {
     NonReentrant,
     Read,
     Write,
+    Fair,
 }
 
-const KINDS: [KindOf; 5] = [
+const KINDS: [KindOf; 6] = [
     KindOf::Plain,
     KindOf::Fenced,
     KindOf::NonReentrant,
     KindOf::Read,
     KindOf::Write,
+    KindOf::Fair,
 ];
 
 impl KindOf {
@@ -183,6 +185,7 @@ impl KindOf {
             KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant => b"LOCK.ACQUIRE",
             KindOf::Read => b"RWLOCK.READ",
             KindOf::Write => b"RWLOCK.WRITE",
+            KindOf::Fair => b"FAIRLOCK.ACQUIRE",
         }
     }
 
@@ -195,9 +198,10 @@ impl KindOf {
     fn acquire(self, locks: &Locks, name: &str, wait: Duration) -> (Guard, String) {
         let lease = Duration::from_secs(10);
         match self {
-            KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant => {
+            KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant | KindOf::Fair => {
                 let lock = match self {
                     KindOf::Fenced => locks.fenced_lock(name),
+                    KindOf::Fair => locks.fair_lock(name),
                     KindOf::NonReentrant => locks.lock(name).non_reentrant(),
                     _ => locks.lock(name),
                 }
@@ -261,38 +265,49 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
 #[test]
 fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
     let (server, mut conn) = Server::started(&[]);
-    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
-    let _: () = query(
-        &mut conn,
-        &["LOCK.ACQUIRE", "req:wait", "holder:1", "10000"],
-    );
-    let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
-    let mut other = server.conn();
-    let unlock = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(300));
-        let released: i64 = query(&mut other, &["LOCK.UNLOCK", "req:wait", "holder:1"]);
-        assert_eq!(released, 1);
-    });
-    let lock = locks_on(&proxy.url())
-        .lock("req:wait")
+    for (family, trigger) in [
+        ("LOCK", &b"LOCK.ACQUIRE"[..]),
+        ("FAIRLOCK", &b"FAIRLOCK.ACQUIRE"[..]),
+    ] {
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        let name = format!("req:wait:{family}");
+        let acquire = format!("{family}.ACQUIRE");
+        let _: () = query(&mut conn, &[acquire.as_str(), &name, "holder:1", "10000"]);
+        let proxy = DropReplyProxy::start(server.port, trigger);
+        let mut other = server.conn();
+        let unlock = [format!("{family}.UNLOCK"), name.clone(), "holder:1".into()];
+        let unlocker = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            let released: i64 = query(&mut other, &unlock);
+            assert_eq!(released, 1);
+        });
+        let locks = locks_on(&proxy.url());
+        let lock = if family == "LOCK" {
+            locks.lock(&name)
+        } else {
+            locks.fair_lock(&name)
+        }
         .with_lease(Duration::from_secs(10));
-    let started = Instant::now();
-    let guard = lock.try_acquire(Duration::from_secs(5)).expect("served");
-    assert!(started.elapsed() < Duration::from_secs(4));
-    unlock.join().expect("unlock");
-    let swallowed = proxy.swallowed();
-    assert!(
-        swallowed == [b"$-1\r\n".to_vec()] || swallowed == [b"_\r\n".to_vec()],
-        "served (nil), then the reply lost: {swallowed:?}"
-    );
-    assert_eq!(
-        calls(&mut conn, "lock.acquire"),
-        3,
-        "the holder's, the wait, its resend"
-    );
-    let count: String = query(&mut conn, &["HGET", "req:wait", &lock.owner()]);
-    assert_eq!(count, "1");
-    guard.release().expect("released");
+        let started = Instant::now();
+        let guard = lock.try_acquire(Duration::from_secs(5)).expect("served");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        unlocker.join().expect("unlock");
+        let swallowed = proxy.swallowed();
+        assert!(
+            swallowed == [b"$-1\r\n".to_vec()] || swallowed == [b"_\r\n".to_vec()],
+            "{family}: served (nil), then the reply lost: {swallowed:?}"
+        );
+        let stat = acquire.to_lowercase();
+        assert_eq!(
+            calls(&mut conn, &stat),
+            3,
+            "{family}: the holder's, the wait, its resend"
+        );
+        let count: String = query(&mut conn, &["HGET", &name, &lock.owner()]);
+        assert_eq!(count, "1", "{family}");
+        guard.release().expect("released");
+        assert!(keys(&mut conn, "*").is_empty(), "{family}: nothing left");
+    }
 }
 
 #[test]

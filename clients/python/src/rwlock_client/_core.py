@@ -281,7 +281,6 @@ class FairPlan(Plan):
     which never joins the line. `LOCK.RENEW` renews a fair hold."""
 
     renew_command = "LOCK.RENEW"
-    requests = False  # FAIRLOCK.ACQUIRE takes REQUEST once the module has it
 
     def __init__(self, key: str, reentrant: bool) -> None:
         super().__init__(key)
