@@ -79,6 +79,9 @@ def test_a_lost_reply_is_resent_with_its_id_and_holds_once(
     assert len(proxy.swallowed) == 1, "the first reply was lost"
     assert proxy.swallowed[0].startswith((b"$-1", b"_", b"*2")), proxy.swallowed[0]
     assert calls(direct, command.decode()) == 2, "sent twice"
+    # One write on the new connection, for the replica check's WAIT to
+    # cover the grant the first send wrote.
+    assert calls(direct, "pexpire") == 1
     owner = lock.owner()
     assert direct.hget(name, field.format(owner=owner)) == b"1", "counted once"
     assert lock.held

@@ -40,13 +40,14 @@ impl Handle {
         };
         let (client, conn, reply) = sent.map_err(acquire_error)?;
         let token = target.acquired(reply, acquisition.wait)?;
+        let touch = acquisition.touch();
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
             hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options) {
+        if let Err(e) = guard.check_replicas(options, touch) {
             // Not acknowledged: released rather than held on a master that
             // could lose it.
             let _ = guard.release_now();
@@ -164,11 +165,16 @@ impl Guard {
         self.release_now()
     }
 
-    fn check_replicas(&mut self, options: &Options) -> Result<()> {
+    /// The replica check; `touch` (after a resend) is written first, on
+    /// the same connection, for `WAIT` to count the grant.
+    fn check_replicas(&mut self, options: &Options, touch: Option<Cmd>) -> Result<()> {
         let sync_options = &options.sync;
         let Some(conn) = self.conn.as_mut().filter(|_| sync_options.enabled) else {
             return Ok(());
         };
+        if let Some(touch) = touch {
+            let _: Value = touch.query(conn)?;
+        }
         let info: String = sync::info().query(conn)?;
         let master = sync::Master::of(&info);
         if master.replicas == 0 && !(sync_options.aof && master.aof) {

@@ -94,6 +94,7 @@ pub(crate) struct Acquisition<'a> {
     target: &'a Target,
     session: bool,
     started: Instant,
+    resent: bool,
 }
 
 impl Acquisition<'_> {
@@ -111,6 +112,7 @@ impl Acquisition<'_> {
     /// to it, and a replay would answer granted while binding nothing.
     pub fn resend(&mut self) -> &Cmd {
         self.wait = self.wait.left(self.started.elapsed());
+        self.resent = true;
         if self.session {
             self.requests.push(command::request_id());
         }
@@ -122,6 +124,18 @@ impl Acquisition<'_> {
             self.target
                 .acquire(&self.owner, self.lease_ms, self.wait, self.session, request);
         &self.cmd
+    }
+
+    /// After a resend, a write for the replica check to count: a replay
+    /// writes nothing on the new connection, so its `WAIT` would not cover
+    /// the grant the first send wrote; the latch's expiry set again (the
+    /// latch exists once granted) is one write on it. None without a resend.
+    pub fn touch(&self) -> Option<Cmd> {
+        let id = self.requests.last().filter(|_| self.resent)?;
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(self.target.request_latch(id))
+            .arg(self.wait.request_ttl());
+        Some(cmd)
     }
 }
 
@@ -217,6 +231,7 @@ impl<O> Handle<O> {
             target,
             session,
             started: Instant::now(),
+            resent: false,
         })
     }
 }

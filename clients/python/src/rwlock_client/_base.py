@@ -190,6 +190,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         ident = new_request_id() if self._plan.requests else None
         ids = [] if ident is None else [ident]
         started = time.monotonic()
+        resent = False
         try:
             try:
                 reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
@@ -201,6 +202,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
                     ident = new_request_id()
                     ids.append(ident)
                 block_ms = _remaining(block_ms, started)
+                resent = True
                 reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
         except ResponseError as e:
             if str(e).startswith("NON_REENTRANT"):
@@ -208,6 +210,12 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             raise
         outcome = dataclasses.replace(self._plan.outcome(reply, block_ms), requests=tuple(ids))
         if outcome.acquired:
+            if resent and ident is not None and self.sync.enabled:
+                # A replay writes nothing on this connection, so WAIT here
+                # would not cover the grant the first send wrote: one write
+                # on it (the latch's expiry again) makes WAIT count it.
+                ttl = request_ttl(block_ms)
+                yield ["PEXPIRE", self._plan.acquire_latch(ident), ttl], DEFAULT
             yield from self._synchronizing(request.owner)
         return outcome
 

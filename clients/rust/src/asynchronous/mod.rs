@@ -133,6 +133,7 @@ impl Handle {
         };
         let (client, mut conn, reply) = sent.map_err(acquire_error)?;
         let token = target.acquired(reply, acquisition.wait)?;
+        let touch = acquisition.touch();
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
@@ -141,7 +142,7 @@ impl Handle {
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options).await {
+        if let Err(e) = guard.check_replicas(options, touch).await {
             let _ = guard.release_now().await;
             return Err(e);
         }
@@ -492,7 +493,9 @@ impl Guard {
         self.release_now().await
     }
 
-    async fn check_replicas(&mut self, options: &Options) -> Result<()> {
+    /// The replica check; `touch` (after a resend) is written first, as
+    /// the blocking client's.
+    async fn check_replicas(&mut self, options: &Options, touch: Option<redis::Cmd>) -> Result<()> {
         let sync_options = &options.sync;
         if !sync_options.enabled {
             return Ok(());
@@ -500,6 +503,9 @@ impl Guard {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
+        if let Some(touch) = touch {
+            let _: Value = touch.query_async(conn).await?;
+        }
         let info: String = sync::info().query_async(conn).await?;
         let master = sync::Master::of(&info);
         if master.replicas == 0 && !(sync_options.aof && master.aof) {
