@@ -209,6 +209,7 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		id = uuid.NewString()
 	}
 	began := time.Now()
+	resent := false
 	args := l.plan.acquire(l.owner, r, l.cfg.session, id)
 	res, cancelled := lk.wait(ctx, r.block, args...)
 	if addr, moved := movedTo(res.err); moved && cancelled == nil && session == nil {
@@ -239,6 +240,7 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 			return outcome{}, errors.Join(res.err, err)
 		}
 		res, cancelled = lk.wait(ctx, retry.block, l.plan.acquire(l.owner, retry, l.cfg.session, id)...)
+		resent = true
 	}
 	if res.err != nil {
 		if session != nil && cancelled == nil && ioError(res.err) {
@@ -268,6 +270,15 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 	}
 	if !o.acquired {
 		return o, nil
+	}
+	if resent && l.c.sync.Enabled {
+		// A replay writes nothing on this connection, so its WAIT would not
+		// cover the grant the first send wrote: one write of the latch here
+		// (its expiry set again) puts this connection past it.
+		if _, err := lk.do(ctx, 0, "PEXPIRE", acquireLatchKey(l.name, id), r.latchTTL()); err != nil {
+			l.undo(lk, r)
+			return outcome{}, err
+		}
 	}
 	detail, err := lk.synced(ctx, l.c.sync)
 	if err != nil || detail != "" {

@@ -201,10 +201,16 @@ func TestLostReplies(t *testing.T) {
 					}()
 					opts = []AcquireOption{WithWait(5 * time.Second)}
 				}
+				s.do(t, "CONFIG", "RESETSTAT")
 				began := time.Now()
 				ok, err := l.Acquire(bg, opts...)
 				if err != nil || !ok {
 					t.Fatalf("acquire: %v %v", ok, err)
+				}
+				// After the resend, one PEXPIRE of its latch on the new
+				// connection, for the replica check's WAIT to cover the grant.
+				if got := s.info(t, "commandstats", "cmdstat_pexpire"); !strings.HasPrefix(got, "calls=1,") {
+					t.Fatalf("pexpire stats %q", got)
 				}
 				if !p.fired.Load() {
 					t.Fatal("the proxy lost no reply")

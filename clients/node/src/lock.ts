@@ -12,7 +12,7 @@ import { asyncDispose } from "./dispose";
 import { requestId, type Outcome, type Target } from "./commands";
 import { NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
 import { isMoved, isReplyError, type Link, type Links } from "./link";
-import { blockOf, remaining, toMs, type ReplicaSync } from "./options";
+import { blockOf, LATCH_TTL_MS, remaining, toMs, type ReplicaSync } from "./options";
 import { syncReplicas } from "./sync";
 import { Watchdog } from "./watchdog";
 
@@ -281,6 +281,7 @@ export class Lock extends EventEmitter {
     let request = this.target.requested ? requestId() : null;
     const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
     const started = performance.now();
+    let resent = false;
     const sessionLink = this.sessionLink;
     let link = sessionLink ?? (await links.checkout(this.target.key));
     let keep = false;
@@ -310,6 +311,7 @@ export class Lock extends EventEmitter {
           }
           links.checkin(link);
           link = await links.checkout(this.target.key);
+          resent = true;
         } else {
           throw error;
         }
@@ -324,7 +326,7 @@ export class Lock extends EventEmitter {
         throw signal.reason;
       }
       if (outcome.acquired) {
-        const short = await syncReplicas(links, link, this.ctx.sync).catch(async (error: unknown) => {
+        const short = await this.sync(link, resent ? request : null, waitMs).catch(async (error: unknown) => {
           await this.giveBack(link, leaseMs);
           throw error;
         });
@@ -359,6 +361,20 @@ export class Lock extends EventEmitter {
         links.checkin(link);
       }
     }
+  }
+
+  /**
+   * The replica check of a hold `link` took. After a resend (`request`: its
+   * id), first one write of the acquisition's latch on `link` (its expiry
+   * set again): a replay writes nothing on this connection, so its `WAIT`
+   * would not cover the grant the first send wrote.
+   */
+  private async sync(link: Link, request: string | null, waitMs: number | null): Promise<string | null> {
+    if (request !== null && this.ctx.sync.enabled) {
+      const ttl = LATCH_TTL_MS + (waitMs ?? 0);
+      await this.ctx.links.call(link, ["PEXPIRE", this.target.acquireLatch(request), ttl], this.ctx.replyMargin);
+    }
+    return syncReplicas(this.ctx.links, link, this.ctx.sync);
   }
 
   /** One send of the acquisition on `link`, its reply awaited as long as the wait and a margin (BLOCK 0: without limit). */

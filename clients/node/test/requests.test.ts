@@ -80,9 +80,13 @@ describe("idempotent acquisitions", () => {
             setTimeout(() => void redis.call(...raw(k.free, name)), 300);
             options = { wait: 5_000, lease: 10_000 };
           }
+          await redis.call("CONFIG", "RESETSTAT");
           const started = performance.now();
           assert.equal(await lock.acquire(options), true);
           assert.ok(proxy.fired, "the proxy lost no reply");
+          // After the resend, one PEXPIRE of its latch on the new connection,
+          // for the replica check's WAIT to cover the grant.
+          assert.match(await redis.info("commandstats"), /cmdstat_pexpire:calls=1,/);
           if (waiting) {
             assert.ok(performance.now() - started >= 250, "served before the holder left");
           }
