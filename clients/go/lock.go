@@ -57,10 +57,10 @@ func FairWait(d time.Duration) LockOption {
 func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
 
 // Lock is a lock handle: a plain lock (Redisson's RLock; [Fenced]:
-// RFencedLock; [NonReentrant]: the non-reentrant lock), one side of a
-// [ReadWriteLock], or a multi-lock (several holds as one). Make it with
-// [Client.Lock], [ReadWriteLock.Read], [ReadWriteLock.Write] or
-// [Client.MultiLock].
+// RFencedLock; [NonReentrant]: the non-reentrant lock), a fair lock
+// (RFairLock), one side of a [ReadWriteLock], or a multi-lock (several
+// holds as one). Make it with [Client.Lock], [Client.FairLock],
+// [ReadWriteLock.Read], [ReadWriteLock.Write] or [Client.MultiLock].
 //
 // The handle is one owner (<client UUID>:<handle id>): its holds re-enter,
 // each [Lock.Acquire] adding one that one [Lock.Release] gives back. A Lock
