@@ -1,7 +1,7 @@
 //! Waiters you can see (docs/design.md, contract §14.6) against a real
 //! server: `RWLOCK.INFO` and `LOCK.INFO` end with the lock's parked
-//! clients, `LOCK.WAITING` lists the locks waited for, the longest-waiting
-//! first, with their holders, and `INFO rwlock` gives percentiles of the
+//! clients, `LOCK.WAITING` lists the locks waited for (fair lines too),
+//! the longest-waiting first, with their holders, and `INFO rwlock` gives percentiles of the
 //! recent waits' lengths.
 
 use std::thread::sleep;
@@ -193,6 +193,74 @@ fn lock_waiting_lists_the_longest_waits_first_with_their_holders() {
     served(b);
     ok(&mut c, &["LOCK.UNLOCK", "NEW", "b"]);
     served(d);
+}
+
+#[test]
+fn lock_waiting_lists_fair_lines_too_and_fairlock_info_marks_the_parked() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "h", "30000"]);
+    let w = server.park(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "F", "w", "30000", "BLOCK", "0"],
+    );
+    // A waiter in the line as Redisson's client stands there: not parked.
+    assert!(matches!(
+        ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "r", "30000"]),
+        Value::Int(t) if t > 0
+    ));
+    sleep(Duration::from_millis(20));
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "p", "30000"]);
+    let q = server.park(&mut c, &["LOCK.ACQUIRE", "P", "q", "30000", "BLOCK", "0"]);
+    // A plain waiter on the fair lock's own hash: the same name, listed
+    // once for its queue.
+    let x = server.park(&mut c, &["LOCK.ACQUIRE", "F", "x", "30000", "BLOCK", "0"]);
+    let locks: Vec<Value> = query(&mut c, &["LOCK.WAITING"]);
+    let seen: Vec<(String, String, i64)> = locks
+        .iter()
+        .map(|l| {
+            let kind = text(&field(l, "kind"));
+            (text(&field(l, "lock")), kind, int(&field(l, "waiters")))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("F".to_string(), "fair".to_string(), 1),
+            ("P".to_string(), "lock".to_string(), 1),
+            ("F".to_string(), "lock".to_string(), 1),
+        ],
+        "the longest wait first, the line's parked waiters only"
+    );
+    assert!(int(&field(&locks[0], "waited")) >= 20);
+    assert_eq!(int(&field(&locks[0], "db")), 0);
+    let holders = list(&field(&locks[0], "holders"));
+    assert_eq!(text(&field(&holders[0], "owner")), "h");
+    assert_eq!(text(&field(&holders[0], "kind")), "lock");
+    // The `kind` comes last: replies read by position keep their meaning.
+    assert_eq!(
+        fields(&locks[0]).last().map(|(l, _)| l.as_str()),
+        Some("kind")
+    );
+    let one: Vec<Value> = query(&mut c, &["LOCK.WAITING", "COUNT", "1"]);
+    assert_eq!(text(&field(&one[0], "kind")), "fair");
+    // FAIRLOCK.INFO shows the whole line, the parked waiter marked.
+    let info: Value = query(&mut c, &["FAIRLOCK.INFO", "F"]);
+    let line: Vec<(String, i64)> = list(&field(&info, "line"))
+        .iter()
+        .map(|e| (text(&field(e, "owner")), int(&field(e, "parked"))))
+        .collect();
+    assert_eq!(line, [("w".to_string(), 1), ("r".to_string(), 0)]);
+    // The plain waiter takes the hash first (its queue is served by the
+    // release itself, §13.9), then the line's head.
+    ok(&mut c, &["FAIRLOCK.CANCEL", "F", "r"]);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "h"]);
+    served(x);
+    ok(&mut c, &["LOCK.UNLOCK", "F", "x"]);
+    served(w);
+    ok(&mut c, &["LOCK.UNLOCK", "P", "p"]);
+    served(q);
+    let none: Vec<Value> = query(&mut c, &["LOCK.WAITING"]);
+    assert!(none.is_empty());
 }
 
 #[test]

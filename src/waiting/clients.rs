@@ -742,9 +742,10 @@ pub fn waiters_of(ctx: &Context, names: &LockNames) -> Vec<Shown> {
     })
 }
 
-/// Every lock with waiters: its database and name, how many wait, and
-/// since when the earliest has waited (Unix ms).
-pub fn locks_waited_for() -> Vec<(LockId, usize, i64)> {
+/// Every lock with waiters in a queue: its database and name, how many
+/// wait, since when the earliest has waited (Unix ms) and what the first
+/// in line wants.
+pub fn locks_waited_for() -> Vec<(LockId, usize, i64, Hold)> {
     with(|r| r.overview())
 }
 

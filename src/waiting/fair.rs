@@ -123,6 +123,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         ends,
         request: wait.request,
         seq: next_parking(),
+        since: now,
     };
     with(|l| {
         for key in [

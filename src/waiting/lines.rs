@@ -35,6 +35,8 @@ pub struct Parked {
     pub request: Option<GrantLatch>,
     /// Its place in the order of every parking (`registry::next_parking`).
     pub seq: u64,
+    /// When it parked (Unix ms), for `LOCK.WAITING`.
+    pub since: i64,
 }
 
 /// The parked waiters of one lock, in arrival order.
@@ -158,6 +160,23 @@ pub fn parked_on(id: &LockId) -> Vec<(Handle, Vec<u8>)> {
                 .map(|p| (p.handle, p.owner.clone()))
                 .collect()
         })
+    })
+}
+
+/// Every lock with parked fair waiters: how many wait, and since when the
+/// earliest has waited (Unix ms), for `LOCK.WAITING`.
+pub fn overview() -> Vec<(LockId, usize, i64)> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|l| {
+        l.locks
+            .iter()
+            .filter_map(|(id, line)| {
+                let since = line.parked.iter().map(|p| p.since).min()?;
+                Some((id.clone(), line.parked.len(), since))
+            })
+            .collect()
     })
 }
 

@@ -407,9 +407,9 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
-    /// Every lock with waiters, with how many wait and when the earliest
-    /// still waiting parked.
-    pub fn overview(&self) -> Vec<(LockId, usize, i64)> {
+    /// Every lock with waiters, with how many wait, when the earliest
+    /// still waiting parked and what the first in line wants of it.
+    pub fn overview(&self) -> Vec<(LockId, usize, i64, Hold)> {
         self.queues
             .iter()
             .filter_map(|(id, q)| {
@@ -419,7 +419,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                     .filter_map(|t| self.waiting.get(&t.token))
                     .map(|w| w.since)
                     .min()?;
-                Some((id.clone(), q.tickets.len(), since))
+                let head = q.tickets.front()?.hold;
+                Some((id.clone(), q.tickets.len(), since, head))
             })
             .collect()
     }
