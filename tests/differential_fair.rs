@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
 use testkit::differential::{require_oracle, start_pair};
-use testkit::{eval_lua_of, Collector, Rng, LOCK_LUA};
+use testkit::{eval_lua_of, Collector, Rng, Server, LOCK_LUA};
 
 const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory: the FAIRLOCK.* \
      differential test needs Redisson 4.7's scripts as its oracle. Run it as \
@@ -422,6 +422,24 @@ fn comparable(events: Vec<(String, String)>, module: bool) -> (Vec<(String, Stri
     (kept, dropped)
 }
 
+/// The oracle and the module's server, a connection to each, and a
+/// collector of each one's keyspace events and waiter messages.
+fn pair() -> (
+    (Server, Server),
+    Connection,
+    Connection,
+    Collector,
+    Collector,
+) {
+    require_oracle(LOCK_LUA, MISSING_LUA);
+    let (oracle_srv, module_srv) = start_pair(&[]);
+    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
+    let (oracle, module_conn) = (oracle_srv.conn(), module_srv.conn());
+    let oc = Collector::start(&oracle_srv, &patterns);
+    let mc = Collector::start(&module_srv, &patterns);
+    ((oracle_srv, module_srv), oracle, module_conn, oc, mc)
+}
+
 #[derive(Debug, Default)]
 struct Stats {
     steps: usize,
@@ -481,16 +499,9 @@ fn gen_op(
 
 #[test]
 fn fair_lock_commands_match_redisson_scripts() {
-    require_oracle(LOCK_LUA, MISSING_LUA);
     let sequences = testkit::env_usize("RWLOCK_DIFF_SEQUENCES", 30);
     let base = testkit::seed(0x5EED_FA1E_0025);
-    let (oracle_srv, module_srv) = start_pair(&[]);
-    let (mut oracle, mut module_conn) = (oracle_srv.conn(), module_srv.conn());
-    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
-    let (oc, mc) = (
-        Collector::start(&oracle_srv, &patterns),
-        Collector::start(&module_srv, &patterns),
-    );
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
     let mut stats = Stats::default();
     for seq in 0..sequences {
         let seed = base.wrapping_add(seq as u64);
@@ -628,4 +639,81 @@ fn fair_lock_commands_match_redisson_scripts() {
             s.steps
         );
     }
+}
+
+/// Long lines, which the random sequences (four owners) never build: 150
+/// waiters on one lock, so the deadline zset leaves Redis's compact
+/// encoding (128 members) and the module's long-line paths run (the range
+/// behind a cancelled waiter read by one `LRANGE`, past 16 elements). Waits
+/// are long, so nobody goes stale: each step is compared exactly as above
+/// (replies, keys with scores within the tolerance, events and messages).
+/// Steps: the line fills; waiters cancel at its head, middle, tail and one
+/// who is not in it; the holder hands over to the head; the line empties by
+/// cancels.
+#[test]
+fn long_lines_match_redisson_scripts() {
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
+    let n = Names::new("{long}:line".to_string());
+    let owner = |i: usize| format!("w{i:03}:1");
+    let acquire = Op::Acquire {
+        lease: 600_000,
+        wait: 300_000,
+        no_queue: false,
+        no_reentry: false,
+    };
+    let cancel = Op::Cancel { wait: 300_000 };
+    let unlock = |id: &str| Op::Unlock {
+        lease: 600_000,
+        id: id.to_string(),
+        ttl: 5_000,
+    };
+    let mut steps: Vec<(String, Op)> = (0..150).map(|i| (owner(i), acquire.clone())).collect();
+    for i in [1, 75, 149, 500, 2, 40] {
+        steps.push((owner(i), cancel.clone()));
+    }
+    steps.push((owner(0), unlock("u1")));
+    steps.push((owner(3), acquire.clone()));
+    steps.push((owner(0), acquire.clone()));
+    steps.extend((4..149).map(|i| (owner(i), cancel.clone())));
+    steps.push((owner(0), cancel.clone()));
+    let pattern = "*long*";
+    let mut history = Vec::new();
+    for (step, (who, op)) in steps.iter().enumerate() {
+        let pre = state(&mut oracle, pattern);
+        let oracle_had =
+            matches!(pre.get(&n.queue), Some((Content::List(l), _)) if l.contains(who));
+        let now = now_ms();
+        let (cmd, script, keys, argv) = plan(&n, who, op, now);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let o = reply_of(eval_lua_of(&mut oracle, LOCK_LUA, script, &keys, &argv));
+        let m = module(&mut module_conn, &cmd);
+        let tol = TOLERANCE + (now_ms() - now);
+        history.push(format!("{} -> oracle {o:?} module {m:?}", cmd.join(" ")));
+        let ctx = || format!("step {step}: {}", history.last().map_or("", String::as_str));
+        assert!(
+            same_reply(op, &o, &m, oracle_had, tol),
+            "replies differ, {}",
+            ctx()
+        );
+        let (eo, _) = comparable(observed(&oc, &mut oracle), false);
+        let (em, _) = comparable(observed(&mc, &mut module_conn), true);
+        assert_eq!(eo, em, "events or messages differ, {}", ctx());
+        let (so, sm) = (
+            state(&mut oracle, pattern),
+            state(&mut module_conn, pattern),
+        );
+        assert!(
+            same_state(&so, &sm, tol),
+            "keys differ, {}\n oracle {so:?}\n module {sm:?}",
+            ctx()
+        );
+    }
+    // The run went where it meant to: every key gone at the end but the hash.
+    let end = state(&mut module_conn, pattern);
+    assert!(
+        !end.contains_key(&n.queue) && !end.contains_key(&n.timeout),
+        "{end:?}"
+    );
+    assert!(end.contains_key(&n.hash), "{end:?}");
 }

@@ -219,18 +219,20 @@ pub fn cancel<S: Line>(
     check_owner(owner)?;
     check_line(s, names)?;
     let (queue, timeout) = (names.fair_queue(), names.fair_timeout());
-    let line = s.lrange(&queue);
-    let behind = match line.iter().position(|w| w == owner) {
-        Some(at) => &line[at + 1..],
-        None => &[],
+    // The script reads the whole line to find the caller; only those behind
+    // it are needed.
+    let at = s.lpos(&queue, owner);
+    let behind = match at {
+        Some(at) => s.lrange_from(&queue, at + 1),
+        None => Vec::new(),
     };
-    for waiter in behind {
+    for waiter in &behind {
         s.zincrby(&timeout, -wait, waiter);
     }
     let had_deadline = s.zscore(&timeout, owner).is_some();
     s.zrem(&timeout, owner);
     s.lrem(&queue, owner);
-    Ok(had_deadline || line.iter().any(|w| w == owner))
+    Ok(had_deadline || at.is_some())
 }
 
 /// `FAIRLOCK.UNLOCK`: `fair_unlock.lua`. A missing lock replies 1 (see
@@ -315,9 +317,11 @@ pub fn force_unlock<S: Line>(s: &mut S, names: &LockNames) -> Result<bool, LockE
 pub fn head<S: Line>(s: &mut S, names: &LockNames, now: i64) -> Result<Option<Vec<u8>>, LockError> {
     check_line(s, names)?;
     let (queue, timeout) = (names.fair_queue(), names.fair_timeout());
-    for waiter in s.lrange(&queue) {
+    // Element by element: the first live waiter is usually the first.
+    let mut at = 0;
+    while let Some(waiter) = s.lindex(&queue, at) {
         match s.zscore(&timeout, &waiter) {
-            Some(at) if at <= now => {}
+            Some(deadline) if deadline <= now => at += 1,
             _ => return Ok(Some(waiter)),
         }
     }
