@@ -8,7 +8,7 @@ use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use testkit::{call, ok, query, rwlock_counter, Call, Server};
+use testkit::{call, eval_lua_of, lua_dir_of, ok, query, rwlock_counter, Call, Server, LOCK_LUA};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -280,4 +280,56 @@ fn info_gives_percentiles_of_the_recent_waits() {
     assert!(rwlock_counter(&mut c, "wait_ms_p99") == max);
     let p50 = rwlock_counter(&mut c, "wait_ms_p50");
     assert!((50..=max).contains(&p50), "{p50}");
+}
+
+/// `INFO rwlock`'s census of the holds held now, by kind.
+fn held(c: &mut Connection) -> [u64; 5] {
+    [
+        "read_holds",
+        "write_holds",
+        "lock_holds",
+        "locks_held",
+        "census_complete",
+    ]
+    .map(|name| rwlock_counter(c, name))
+}
+
+#[test]
+fn info_counts_the_holds_held_now_by_kind_whoever_took_them() {
+    assert!(
+        lua_dir_of(LOCK_LUA).is_some(),
+        "set {LOCK_LUA} to Redisson 4.7's scripts"
+    );
+    let (_server, mut c) = Server::started(&[]);
+    assert_eq!(held(&mut c), [0, 0, 0, 0, 1]);
+    // Reads: a twice (re-entered) and b; a writer who reads too.
+    ok(&mut c, &["RWLOCK.READ", "R", "a", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "a", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "b", "30000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "W", "w", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "W", "w", "30000"]);
+    // Plain and fair locks, one through Redisson's own script, one in
+    // another database.
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "p", "30000"]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "f", "30000"]);
+    let taken = eval_lua_of(&mut c, LOCK_LUA, "lock", &["S"], &["30000", "s"]).expect("EVAL");
+    assert_eq!(taken, Value::Nil);
+    ok(&mut c, &["SELECT", "2"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "q", "30000"]);
+    ok(&mut c, &["SELECT", "0"]);
+    // No lock: a hash without TTL, one with a value no lock has, a lease
+    // run out.
+    ok(&mut c, &["HSET", "user", "visits", "3"]);
+    ok(&mut c, &["HSET", "page", "title", "x"]);
+    ok(&mut c, &["PEXPIRE", "page", "60000"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "gone", "g", "20"]);
+    sleep(Duration::from_millis(60));
+    assert_eq!(held(&mut c), [4, 1, 4, 6, 1]);
+    // Releases show at once; the census reads the data, not the module's
+    // own bookkeeping.
+    ok(&mut c, &["RWLOCK.UNLOCK", "R", "a", "READ"]);
+    ok(&mut c, &["DEL", "P"]);
+    assert_eq!(held(&mut c), [3, 1, 3, 5, 1]);
+    ok(&mut c, &["FLUSHALL"]);
+    assert_eq!(held(&mut c), [0, 0, 0, 0, 1]);
 }
