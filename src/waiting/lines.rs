@@ -8,8 +8,9 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::time::Duration;
 
-use redis_module::{Context, RedisModuleTimerID};
+use redis_module::{Context, ContextFlags, RedisModuleTimerID};
 
 use super::registry::LockId;
 use crate::engine::fair;
@@ -183,10 +184,12 @@ pub fn overview() -> Vec<(LockId, usize, i64)> {
 /// Fails the parked fair waiter `handle`, chosen as the victim of a
 /// deadlock that appeared without a new request, with `text`: answered at
 /// once, it leaves the line as `fair_acquire_failed.lua` does (those
-/// behind it move up by its `WAIT`), in the same command when its lock is
-/// in the selected database, else at its lock's next look. The line's
-/// keyspace events give the lock a look, for the waiters behind it. False
-/// when it is not parked here.
+/// behind it move up by its `WAIT`) from a timer at 0 ms. Not here: the
+/// caller may be in the middle of a command or a look whose store holds
+/// the line's list open, and a list changed under an open handle is one
+/// Redis 7.0 asserts on (or frees). The line's keyspace events then give
+/// the lock a look, for the waiters behind it. False when it is not parked
+/// here.
 pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
     let Some(id) = with(|l| l.handles.get(&handle).cloned()) else {
         return false;
@@ -196,18 +199,29 @@ pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
     };
     // Registered until now, so parked: unblocked once, here.
     server::unblock(p.handle as Blocked, boxed(Outcome::Deadlock(text)));
-    let names = LockNames::new(&id.1);
-    match names {
-        Ok(names) if server::selected_db(ctx) == id.0 => {
-            let mut store = RedisStore::new(ctx);
-            // A line retyped since is left as it is, as a timed-out wait's.
-            let _ = fair::cancel(&mut store, &names, &p.owner, p.wait);
-        }
-        _ => with(|l| {
-            if let Some(line) = l.locks.get_mut(&id) {
-                line.leaving.push((p.owner, p.wait));
-            }
-        }),
-    }
+    ctx.create_timer(Duration::ZERO, leave_line, (id, p.owner, p.wait));
     true
+}
+
+/// How often a victim's leaving is tried again while writes are paused.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// A deadlock victim's entry leaves its lock's line: `FAIRLOCK.CANCEL` of
+/// its owner with its `WAIT`, on the master (a replica gets the cancel's
+/// effects), once writes are allowed.
+fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    if server::writes_paused() {
+        ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
+        return;
+    }
+    let Ok(names) = LockNames::new(&id.1) else {
+        return;
+    };
+    server::select_db(ctx, id.0);
+    let mut store = RedisStore::new(ctx);
+    // A line retyped since is left as it is, as a timed-out wait's.
+    let _ = fair::cancel(&mut store, &names, &owner, wait);
 }
