@@ -133,8 +133,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         ] {
             l.keys.insert((id.0, key), id.clone());
         }
-        l.handles.insert(parked.handle, id.clone());
-        l.locks.entry(id.clone()).or_default().parked.push(parked);
+        l.park(id.clone(), parked);
     });
     metrics::bump(Counter::WaitsStarted);
     // Its deadline may be stale already (a stale last waiter gives a
@@ -211,6 +210,7 @@ pub fn abort_all(ctx: &Context) {
     let lines = with(|l| {
         l.keys.clear();
         l.handles.clear();
+        l.owners.clear();
         std::mem::take(&mut l.locks)
     });
     for (_, line) in lines {

@@ -62,6 +62,21 @@ pub struct Lines {
     pub keys: HashMap<LockId, LockId>,
     /// Parked handle → its lock.
     pub handles: HashMap<Handle, LockId>,
+    /// Parked handles by owner, for the wait-for graph: every hold taken
+    /// while a fair waiter is parked asks it once.
+    pub owners: HashMap<Vec<u8>, Vec<Handle>>,
+}
+
+impl Lines {
+    /// Files a parked waiter under its lock, handle and owner.
+    pub fn park(&mut self, id: LockId, parked: Parked) {
+        self.handles.insert(parked.handle, id.clone());
+        self.owners
+            .entry(parked.owner.clone())
+            .or_default()
+            .push(parked.handle);
+        self.locks.entry(id).or_default().parked.push(parked);
+    }
 }
 
 thread_local! {
@@ -112,7 +127,14 @@ pub fn unregister(id: &LockId, handle: Handle) -> Option<Parked> {
         l.handles.remove(&handle);
         let line = l.locks.get_mut(id)?;
         let at = line.parked.iter().position(|p| p.handle == handle)?;
-        Some(line.parked.remove(at))
+        let parked = line.parked.remove(at);
+        if let Some(handles) = l.owners.get_mut(&parked.owner) {
+            handles.retain(|h| *h != handle);
+            if handles.is_empty() {
+                l.owners.remove(&parked.owner);
+            }
+        }
+        Some(parked)
     })
 }
 
@@ -139,14 +161,7 @@ pub fn parked_by(owner: &[u8]) -> Vec<Handle> {
     if !any() {
         return Vec::new();
     }
-    with(|l| {
-        l.locks
-            .values()
-            .flat_map(|line| line.parked.iter())
-            .filter(|p| p.owner == owner)
-            .map(|p| p.handle)
-            .collect()
-    })
+    with(|l| l.owners.get(owner).cloned().unwrap_or_default())
 }
 
 /// The fair waiters parked on `id`, in arrival order, with their owners.
