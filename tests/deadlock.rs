@@ -4,7 +4,10 @@
 //! nothing changed, and the others are served once the victim's owner lets
 //! go; the read-to-write upgrade; a cycle a handoff closes; no false
 //! positives (chains, holds taken by Redisson's own script); and replicas,
-//! on which detection writes nothing.
+//! on which detection writes nothing. Fair-lock lines (`FAIRLOCK.ACQUIRE …
+//! BLOCK`) in cycles with every other kind: a table of requests that fail
+//! without joining the line, and handoffs whose newest waiter, of either
+//! kind, fails and leaves its queue or line.
 
 use std::time::Duration;
 
@@ -742,19 +745,23 @@ fn a_fair_handoff_that_closes_a_cycle_fails_the_newest_waiter_of_either_kind() {
     let d_on_f = server.park(&mut c, &block("F", "d", true));
     let d_on_p = server.park(&mut c, &block("P", "d", false));
     let c_on_f = server.park(&mut c, &block("F", "c", true));
-    assert_eq!(line_of(&mut c, "F"), ["d", "c"]);
-    assert_counters(&mut c, &[("deadlocks", 0), ("waiters", 3)]);
+    // e waits behind c, in no cycle: it keeps its place and moves up.
+    let e_on_f = server.park(&mut c, &block("F", "e", true));
+    assert_eq!(line_of(&mut c, "F"), ["d", "c", "e"]);
+    assert_counters(&mut c, &[("deadlocks", 0), ("waiters", 4)]);
     ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "x"]);
     assert_eq!(reply_of(d_on_f).expect("d took F"), Value::Nil);
     assert_deadlock(
         reply_of(c_on_f),
         "d waits for P held by c; c waits for F held by d",
     );
-    assert!(line_of(&mut c, "F").is_empty(), "the victim left the line");
-    assert_counters(&mut c, &[("deadlocks", 1), ("waiters", 1)]);
+    assert_eq!(line_of(&mut c, "F"), ["e"], "the victim left the line");
+    assert_counters(&mut c, &[("deadlocks", 1), ("waiters", 2)]);
     ok(&mut c, &["LOCK.UNLOCK", "P", "c"]);
     assert_eq!(reply_of(d_on_p).expect("d took P"), Value::Nil);
     ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "d"]);
+    assert_eq!(reply_of(e_on_f).expect("e took F"), Value::Nil);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "e"]);
     ok(&mut c, &["LOCK.UNLOCK", "P", "d"]);
 
     // 2. The same handoff with the plain wait parked last: it is the victim,
