@@ -66,9 +66,9 @@ fn subscribe_keyspace(ctx: &Context) {
 }
 
 /// Subscribes to keyspace events, if not yet, for a fair lock's line: its
-/// hash expiring must tell the head waiter (`keyspace::expiry`). Called
-/// when a fair lock queues a waiter, never on other kinds' paths.
-pub fn follow_expiries(ctx: &Context) {
+/// parked waiters must hear of its hash deleted or changed by others.
+/// Called when a fair lock parks a waiter, never on other kinds' paths.
+pub fn follow_fair_writes(ctx: &Context) {
     if !subscribed() {
         subscribe_keyspace(ctx);
     }
@@ -94,9 +94,21 @@ unsafe extern "C" fn on_keyspace_event(
     fair_waiting::on_keyspace_event(&ctx, db, event, key);
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
-    if event == "expired" {
-        expiry::on_expired(&ctx, key);
-    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Keys expiring, from load on (a subscription of its own, to this one
+/// class): a fair lock's hash running out while waiters queue tells the
+/// head (`keyspace::expiry`, Redisson #3730), even when every waiter is a
+/// Redisson client's and no command of the module has run. Costs only when
+/// a key expires: one lookup of the name's line.
+unsafe extern "C" fn on_expired_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _class: c_int,
+    _event: *const c_char,
+    key: RawString,
+) -> c_int {
+    expiry::on_expired(&Context::new(ctx), strings::bytes(key));
     raw::REDISMODULE_OK as c_int
 }
 
@@ -170,7 +182,8 @@ unsafe extern "C" fn on_server_event(
     }
 }
 
-/// Subscribes to every server event the module follows; called at load.
+/// Subscribes to every server event the module follows, and to keys
+/// expiring; called at load.
 pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
     let events = [
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
@@ -186,5 +199,10 @@ pub fn subscribe(ctx: &Context) -> Result<(), &'static str> {
     let all = events
         .into_iter()
         .all(|id| server::subscribe_server_event(ctx, id, on_server_event));
-    all.then_some(()).ok_or("cannot subscribe to server events")
+    all.then_some(())
+        .ok_or("cannot subscribe to server events")?;
+    let expired = NotifyEvent::EXPIRED.bits();
+    server::subscribe_keyspace_events(ctx, expired, on_expired_event)
+        .then_some(())
+        .ok_or("cannot subscribe to expired keys")
 }

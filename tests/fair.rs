@@ -156,6 +156,29 @@ fn the_head_is_told_when_the_holders_lease_runs_out() {
     );
 }
 
+/// The same when every waiter is a Redisson client's (queued by
+/// `fair_lock.lua`) and no command of the module ever queued or parked
+/// anyone on this server: the module hears keys expire from load on.
+#[test]
+fn redisson_waiters_alone_are_told_when_the_lease_runs_out() {
+    let server = Server::start(&[]);
+    let mut c = server.conn();
+    let messages = Collector::start(&server, &["redisson_lock__channel*"]);
+    expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "R", "h:1", "150"], Value::Nil);
+    let queued = script_lock(&mut c, "R", "j:1", 30_000, 60_000);
+    assert!(matches!(queued, Value::Int(ttl) if ttl > 0), "{queued:?}");
+    let _ = script_lock(&mut c, "R", "k:1", 30_000, 60_000);
+    let told = messages.wait_for(Duration::from_secs(3), |ch, _| {
+        ch.starts_with(b"redisson_lock__channel:{R}")
+    });
+    let (channel, payload) = told.expect("the head was told within 3 s");
+    assert_eq!(channel, b"redisson_lock__channel:{R}:j:1");
+    assert_eq!(payload, b"0");
+    assert_eq!(messages.sync(&mut c).len(), 1);
+    // The head's retry, as Redisson's client makes it on the message.
+    assert_eq!(script_lock(&mut c, "R", "j:1", 30_000, 60_000), Value::Nil);
+}
+
 #[test]
 fn a_replica_holds_the_same_line_and_deadlines() {
     let master = Server::start(&[]);

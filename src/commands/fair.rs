@@ -74,9 +74,10 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         FairTaken::Refused => metrics::bump(Counter::Refused),
         FairTaken::Queued { .. } => {
             metrics::bump(Counter::FairQueued);
-            // The lease running out must tell the line's head.
-            events::follow_expiries(ctx);
             if let Some(timeout) = block {
+                // Parked, it must hear of the hash deleted or changed by
+                // others (the lease running out is heard from load on).
+                events::follow_fair_writes(ctx);
                 let wait = fair_waiting::FairWait {
                     owner,
                     lease,

@@ -3,7 +3,8 @@
 //! on the head waiter's own channel, as an unlock would, so the head retries
 //! at once instead of sleeping out the `ttl` it was given. Redisson's
 //! scripts publish nothing then. Heard through the keyspace `expired` event,
-//! which the module follows once a fair lock has queued anyone.
+//! which the module follows from load on (`events`), so Redisson's own
+//! waiters are told even where no module command ever ran.
 
 use redis_module::Context;
 
