@@ -249,6 +249,15 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             reply = releaseWithRequest(owner, leaseMs);
         }
         Boolean released = plan.released(reply);
+        if (plan.fair && Boolean.TRUE.equals(released)) {
+            synchronized (this) {
+                // FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as fair_unlock.lua does:
+                // a thread this object knows held nothing, or lost its hold, held nothing there.
+                if (state == null || state.lost) {
+                    released = null;
+                }
+            }
+        }
         Link toClose = null;
         synchronized (this) {
             if (state != null) {
@@ -365,7 +374,19 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    /** The acquisition; interrupts end it only when {@code interruptible} (and then throw). */
+    /**
+     * The acquisition; interrupts end it only when {@code interruptible} (and then throw).
+     *
+     * <p>A single lock's acquisition carries {@code REQUEST <fresh id> 13500} (design §14.7), in
+     * the same command, so it costs no round trip. When its reply is lost (the connection broke,
+     * or the read timed out: Jedis's {@link JedisConnectionException}) it is sent once more on a
+     * new connection, with the same id and, with {@code BLOCK}, the wait that remains: if the first
+     * send acquired, the server replies what it replied then and changes nothing, so the hold is
+     * counted once. A session acquisition resends with a new id instead: its first connection is
+     * gone, and with it any session hold it got, so a replayed grant would be a hold nobody has.
+     * An acquisition on a session's own connection (a re-entry) is not resent: every hold of that
+     * session went with it.
+     */
     private Plan.Outcome acquire(long waitMs, long leaseMs, boolean interruptible) {
         String owner = getOwner();
         boolean watched = leaseMs == NO_LEASE;
@@ -376,24 +397,25 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             State state = states.get(owner);
             sessionLink = state == null ? null : state.sessionLink;
         }
+        String request = plan.idempotentAcquire() ? UUID.randomUUID().toString() : null;
+        long started = System.nanoTime();
         Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
         boolean keep = false;
         Plan.Outcome outcome;
         try {
-            List<String> args = plan.acquire(owner, lease, blockMs, session);
-            long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
             Object reply;
             try {
-                if (interruptible && blockMs != Plan.NO_BLOCK) {
-                    reply = Waiter.call(client.waiters(), client.connector(), link, args, timeout);
-                } else {
-                    reply = link.call(args, timeout);
+                reply = send(link, plan.acquire(owner, lease, blockMs, session, request), blockMs, interruptible);
+            } catch (JedisConnectionException lost) {
+                if (request == null || link == sessionLink) {
+                    throw lost;
                 }
-            } catch (JedisDataException e) {
-                if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
-                    throw new NotReentrantException(getName() + ": " + e.getMessage());
-                }
-                throw e;
+                link.close();
+                link = null;
+                link = client.connector().open(plan.key());
+                long again = remainingBlock(blockMs, started);
+                String resend = session ? UUID.randomUUID().toString() : request;
+                reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
             }
             outcome = plan.outcome(reply);
             if (outcome.acquired()) {
@@ -404,7 +426,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             cleanUpAfterInterrupt(owner, lease, cancelled);
             throw new InterruptedWait(getName());
         } finally {
-            if (link != sessionLink && !keep) {
+            if (link != null && link != sessionLink && !keep) {
                 link.close();
             }
         }
@@ -412,6 +434,34 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             record(owner, lease, watched, outcome, keep ? link : null);
         }
         return outcome;
+    }
+
+    /** One acquisition command and its reply, read within its wait plus a margin. */
+    private Object send(Link link, List<String> args, long blockMs, boolean interruptible) throws Waiter.Cancelled {
+        long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
+        try {
+            if (interruptible && blockMs != Plan.NO_BLOCK) {
+                return Waiter.call(client.waiters(), client.connector(), link, args, timeout);
+            }
+            return link.call(args, timeout);
+        } catch (JedisDataException e) {
+            if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
+                throw new NotReentrantException(getName() + ": " + e.getMessage());
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * The {@code BLOCK} a resend carries: without limit stays so, a timed wait gets what is left of
+     * it, and one whose time is up becomes a single try (which still replays a grant).
+     */
+    static long remainingBlock(long blockMs, long startedNanos) {
+        if (blockMs == Plan.NO_BLOCK || blockMs == 0) {
+            return blockMs;
+        }
+        long left = blockMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedNanos);
+        return left > 0 ? left : Plan.NO_BLOCK;
     }
 
     /**
@@ -425,6 +475,18 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         synchronized (this) {
             State state = states.get(owner);
             heldBefore = state != null && state.count > 0;
+        }
+        if (plan.fair) {
+            // The killed connection takes its waiter out of the line at the server's next look;
+            // FAIRLOCK.CANCEL does it now, and is harmless when it already left or was served.
+            Link link = client.connector().open(plan.key());
+            try {
+                link.call(List.of("FAIRLOCK.CANCEL", plan.key(), owner), Link.DEFAULT);
+            } catch (RuntimeException e) {
+                // Unreachable: the server drops a waiter that does not come back at its deadline.
+            } finally {
+                link.close();
+            }
         }
         if (!servedOrUnknown || heldBefore || session) {
             return;
@@ -528,10 +590,33 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         return link;
     }
 
+    /** One command on a connection of the lock's key (introspection, force unlock). */
+    Object command(List<String> args) {
+        Link link = client.connector().open(plan.key());
+        try {
+            return link.call(args, Link.DEFAULT);
+        } finally {
+            link.close();
+        }
+    }
+
+    /** Whether the lock's key exists: someone holds it. */
+    boolean exists() {
+        return Plan.integer(command(List.of("EXISTS", plan.key()))) == 1;
+    }
+
+    /** The PTTL of the lock's key: what its holds have left, -2 when nobody holds it. */
+    long pttl() {
+        return Plan.integer(command(List.of("PTTL", plan.key())));
+    }
+
     /** The kind and name this lock takes, for a {@link MultiLock}. */
     Hold asHold() {
         if (plan.multi) {
             throw new IllegalArgumentException("a MultiLock cannot hold another MultiLock");
+        }
+        if (plan.fair) {
+            throw new IllegalArgumentException("a MultiLock cannot hold a fair lock: LOCK.ACQUIREALL takes no line");
         }
         return plan.holds.get(0);
     }
