@@ -206,13 +206,14 @@ def measure(server, side, n, k):
 
 
 # How each operation's cost grows with the line (both sides do the same
-# list and zset work, the module through RM_Call of the same commands).
+# list and zset work; the module moves deadlines on the open key and finds
+# the caller with LPOS rather than reading the whole line).
 GROWTH = {
     "unlock": "O(1)",
-    "head acquires": "O(N): a ZINCRBY per other waiter",
+    "head acquires": "O(N): a deadline moved per other waiter",
     "retry refused": "O(1)",
-    "cancel head": "O(N): a ZINCRBY per waiter behind",
-    "cancel tail": "O(N): LRANGE of the line",
+    "cancel head": "O(N): a deadline moved per waiter behind",
+    "cancel tail": "O(N): LPOS and LREM scan the line (the script: LRANGE)",
 }
 
 
@@ -235,6 +236,7 @@ def main():
     print(f"server instructions per operation (callgrind), module {module}")
     rows = []
     every = True
+    handoffs_met = True
     for n, k in LINES:
         with tempfile.TemporaryDirectory() as tmp:
             server = Server(module, tmp)
@@ -256,15 +258,20 @@ def main():
             rows.append((n, op, mod[op], scr[op], ratio, met))
             print(f"  {op:<16} {mod[op]:>12,.0f} {scr[op]:>12,.0f} {ratio:>6.2f}x  {'PASS' if met else 'FAIL'}")
         hand_m, hand_s = mod["unlock"] + mod["head acquires"], scr["unlock"] + scr["head acquires"]
-        print(f"  {'handoff (sum)':<16} {hand_m:>12,.0f} {hand_s:>12,.0f} {hand_s / hand_m:>6.2f}x")
+        handoff = hand_s / hand_m
+        # The target is the handoff through the line (and the cycle
+        # with nobody waiting, which make profile measures).
+        handoffs_met &= handoff >= TARGET
+        print(f"  {'handoff (sum)':<16} {hand_m:>12,.0f} {hand_s:>12,.0f} {handoff:>6.2f}x  "
+              f"{'PASS' if handoff >= TARGET else 'FAIL'}")
     print("\ngrowth with N (instructions at N = 1000 / at N = 10), module and script:")
     small = {op: (m, s) for n, op, m, s, _, _ in rows if n == LINES[0][0]}
     for n, op, m, s, _, _ in rows:
         if n == LINES[-1][0]:
             print(f"  {op:<16} module {m / small[op][0]:>7.1f}x  script {s / small[op][1]:>7.1f}x  "
                   f"{GROWTH[op]}")
-    if not every:
-        print("targets NOT met (see above)")
+    print(f"handoff through every line >= {TARGET}x: {'met' if handoffs_met else 'NOT met'}; "
+          f"every operation >= {TARGET}x: {'met' if every else 'not met (rows marked FAIL)'}")
 
 
 if __name__ == "__main__":

@@ -264,7 +264,8 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
     names(lock)
 }
 
-/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY]`: FAIRLOCK.ACQUIRE.
+/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id
+/// ttl]`: FAIRLOCK.ACQUIRE.
 pub struct FairAcquire<'a> {
     pub lock: OwnerLease<'a>,
     /// Redisson's thread wait time; None: `rwlock.fair-wait`.
@@ -275,12 +276,15 @@ pub struct FairAcquire<'a> {
     pub non_reentrant: bool,
     /// `BLOCK ms`: wait in the line on the server (0: no limit).
     pub block: Option<i64>,
+    /// `REQUEST id ttl`: an idempotent acquisition (docs/design.md §14.7).
+    pub request: Option<Request<'a>>,
 }
 
-/// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms` in
-/// any order, each at most once; `BLOCK` never with `NOQUEUE`.
+/// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms`,
+/// `REQUEST id ttl` in any order, each at most once; `BLOCK` never with
+/// `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
-    if args.len() < 4 || args.len() > 10 {
+    if args.len() < 4 || args.len() > 13 {
         return Err(RedisError::WrongArity);
     }
     let mut parsed = FairAcquire {
@@ -289,6 +293,7 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
         no_queue: false,
         non_reentrant: false,
         block: None,
+        request: None,
     };
     options(&args[4..], |word, rest| {
         Ok(
@@ -304,6 +309,9 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
             } else if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
                 parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
                 Some(2)
+            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
+                parsed.request = Some(request(rest)?);
+                Some(3)
             } else {
                 None
             },

@@ -629,3 +629,87 @@ fn fair_lock_commands_match_redisson_scripts() {
         );
     }
 }
+
+/// Long lines, which the random sequences (four owners) never build: 150
+/// waiters on one lock, so the deadline zset leaves Redis's compact
+/// encoding (128 members) and the module's long-line paths run (the range
+/// behind a cancelled waiter read by one `LRANGE`, past 16 elements). Waits
+/// are long, so nobody goes stale: each step is compared exactly as above
+/// (replies, keys with scores within the tolerance, events and messages).
+/// Steps: the line fills; waiters cancel at its head, middle, tail and one
+/// who is not in it; the holder hands over to the head; the line empties by
+/// cancels.
+#[test]
+fn long_lines_match_redisson_scripts() {
+    require_oracle(LOCK_LUA, MISSING_LUA);
+    let (oracle_srv, module_srv) = start_pair(&[]);
+    let (mut oracle, mut module_conn) = (oracle_srv.conn(), module_srv.conn());
+    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
+    let (oc, mc) = (
+        Collector::start(&oracle_srv, &patterns),
+        Collector::start(&module_srv, &patterns),
+    );
+    let n = Names::new("{long}:line".to_string());
+    let owner = |i: usize| format!("w{i:03}:1");
+    let acquire = Op::Acquire {
+        lease: 600_000,
+        wait: 300_000,
+        no_queue: false,
+        no_reentry: false,
+    };
+    let cancel = Op::Cancel { wait: 300_000 };
+    let unlock = |id: &str| Op::Unlock {
+        lease: 600_000,
+        id: id.to_string(),
+        ttl: 5_000,
+    };
+    let mut steps: Vec<(String, Op)> = (0..150).map(|i| (owner(i), acquire.clone())).collect();
+    for i in [1, 75, 149, 500, 2, 40] {
+        steps.push((owner(i), cancel.clone()));
+    }
+    steps.push((owner(0), unlock("u1")));
+    steps.push((owner(3), acquire.clone()));
+    steps.push((owner(0), acquire.clone()));
+    steps.extend((4..149).map(|i| (owner(i), cancel.clone())));
+    steps.push((owner(0), cancel.clone()));
+    let pattern = "*long*";
+    let mut history = Vec::new();
+    for (step, (who, op)) in steps.iter().enumerate() {
+        let pre = state(&mut oracle, pattern);
+        let oracle_had =
+            matches!(pre.get(&n.queue), Some((Content::List(l), _)) if l.contains(who));
+        let now = now_ms();
+        let (cmd, script, keys, argv) = plan(&n, who, op, now);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let o = reply_of(eval_lua_of(&mut oracle, LOCK_LUA, script, &keys, &argv));
+        let m = module(&mut module_conn, &cmd);
+        let tol = TOLERANCE + (now_ms() - now);
+        history.push(format!("{} -> oracle {o:?} module {m:?}", cmd.join(" ")));
+        let ctx = || format!("step {step}: {}", history.last().map_or("", String::as_str));
+        assert!(
+            same_reply(op, &o, &m, oracle_had, tol),
+            "replies differ, {}",
+            ctx()
+        );
+        let (eo, _) = comparable(observed(&oc, &mut oracle), false);
+        let (em, _) = comparable(observed(&mc, &mut module_conn), true);
+        assert_eq!(eo, em, "events or messages differ, {}", ctx());
+        let (so, sm) = (
+            state(&mut oracle, pattern),
+            state(&mut module_conn, pattern),
+        );
+        assert!(
+            same_state(&so, &sm, tol),
+            "keys differ, {}\n oracle {so:?}\n module {sm:?}",
+            ctx()
+        );
+    }
+    // The run went where it meant to: every key gone at the end but the hash.
+    let end = state(&mut module_conn, pattern);
+    assert!(
+        !end.contains_key(&n.queue) && !end.contains_key(&n.timeout),
+        "{end:?}"
+    );
+    assert!(end.contains_key(&n.hash), "{end:?}");
+}

@@ -1,6 +1,6 @@
 //! Idempotent acquisitions (docs/design.md §14.7) against a real server:
-//! `REQUEST id ttl` on `RWLOCK.READ`, `RWLOCK.WRITE` and `LOCK.ACQUIRE`
-//! with their other options; a retry replies what the first call did and
+//! `REQUEST id ttl` on `RWLOCK.READ`, `RWLOCK.WRITE`, `LOCK.ACQUIRE` and
+//! `FAIRLOCK.ACQUIRE` with their other options; a retry replies what the first call did and
 //! changes nothing, a refused call records nothing, a `BLOCK` acquisition
 //! records its latch when it is served, the latch reaches a replica with
 //! the same deadline, and bad input changes nothing.
@@ -74,6 +74,14 @@ fn every_command_and_option_replays_its_grant_and_changes_nothing() {
         ("LOCK.ACQUIRE", &["FENCED"]),
         ("LOCK.ACQUIRE", &["NOREENTRY"]),
         ("LOCK.ACQUIRE", &["FENCED", "NOREENTRY", "SESSION"]),
+        ("FAIRLOCK.ACQUIRE", &[]),
+        ("FAIRLOCK.ACQUIRE", &["WAIT", "5000"]),
+        ("FAIRLOCK.ACQUIRE", &["NOQUEUE"]),
+        ("FAIRLOCK.ACQUIRE", &["NOREENTRY"]),
+        (
+            "FAIRLOCK.ACQUIRE",
+            &["NOREENTRY", "WAIT", "0", "BLOCK", "1000"],
+        ),
     ];
     for (i, &(command, options)) in cases.iter().enumerate() {
         let lock = format!("idem:{i}");
@@ -275,6 +283,111 @@ fn a_blocked_acquisition_records_its_latch_when_served() {
     assert_eq!(exists, 0, "a timed-out wait recorded its latch");
 }
 
+/// The fair lock's line, its deadlines and the latch of request `id`.
+fn fair_keys(lock: &str, id: &str) -> [String; 3] {
+    [
+        format!("redisson_lock_queue:{{{lock}}}"),
+        format!("redisson_lock_timeout:{{{lock}}}"),
+        latch(lock, id),
+    ]
+}
+
+fn exists(c: &mut Connection, key: &str) -> bool {
+    let n: i64 = query(c, &["EXISTS", key]);
+    n == 1
+}
+
+#[test]
+fn the_fair_lock_records_grants_only_and_a_parked_waiter_when_served() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "h:1", LONG]);
+    let [line, _, _] = fair_keys("F", "x");
+    // NOQUEUE refused (1) and a queued call (its ttl) record nothing; the
+    // queued call's retry is a retry of fair_lock.lua, not a replay.
+    let no_queue = [
+        "FAIRLOCK.ACQUIRE",
+        "F",
+        "a:1",
+        LONG,
+        "NOQUEUE",
+        "REQUEST",
+        "n",
+        TTL,
+    ];
+    let before = snapshot(&mut c);
+    assert_eq!(ok(&mut c, &no_queue), Value::Int(1));
+    assert_eq!(snapshot(&mut c), before, "a refused call wrote something");
+    let queued = ["FAIRLOCK.ACQUIRE", "F", "a:1", LONG, "REQUEST", "q", TTL];
+    for _ in 0..2 {
+        assert!(matches!(ok(&mut c, &queued), Value::Int(t) if t > 0));
+        assert!(!exists(&mut c, &latch("F", "q")), "a queued call recorded");
+    }
+    let waiting: Vec<String> = query(&mut c, &["LRANGE", line.as_str(), "0", "-1"]);
+    assert_eq!(waiting, ["a:1"]);
+    ok(&mut c, &["FAIRLOCK.CANCEL", "F", "a:1"]);
+    // A BLOCK waiter records its latch when served, its ttl from then.
+    let wait = [
+        "FAIRLOCK.ACQUIRE",
+        "F",
+        "b:1",
+        LONG,
+        "WAIT",
+        "5000",
+        "BLOCK",
+        "10000",
+        "REQUEST",
+        "blk",
+        "5000",
+    ];
+    let waiter = server.spawn_call(&wait);
+    wait_for_waiters(&mut c, 1);
+    let key = latch("F", "blk");
+    assert!(!exists(&mut c, &key), "a parked call recorded its latch");
+    std::thread::sleep(Duration::from_millis(300));
+    let served_at = now_ms(&mut c);
+    assert_eq!(ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "h:1"]), Value::Int(1));
+    assert_eq!(reply_of(waiter), Value::Nil);
+    let stored: i64 = query(&mut c, &["GET", key.as_str()]);
+    assert_eq!(stored, 0, "the fair lock has no token");
+    let at = pexpiretime(&mut c, &key);
+    assert!(
+        at >= served_at + 5_000,
+        "the deadline {at} counts from the grant, after {served_at}"
+    );
+    // Its retry replies nil at once and changes nothing.
+    let before = snapshot(&mut c);
+    assert_eq!(ok(&mut c, &wait), Value::Nil);
+    assert_eq!(snapshot(&mut c), before, "the replay changed data");
+    let count: i64 = query(&mut c, &["HGET", "F", "b:1"]);
+    assert_eq!(count, 1);
+    // A wait that times out records nothing and leaves the line.
+    let timed_out = [
+        "FAIRLOCK.ACQUIRE",
+        "F",
+        "c:1",
+        LONG,
+        "BLOCK",
+        "100",
+        "REQUEST",
+        "late",
+        TTL,
+    ];
+    assert!(matches!(ok(&mut c, &timed_out), Value::Int(t) if t > 0));
+    assert!(!exists(&mut c, &latch("F", "late")));
+    assert!(!exists(&mut c, &line), "the timed-out waiter left the line");
+    // The same id on another kind of hold replays: the latch names the lock
+    // and the request only.
+    assert_eq!(
+        ok(
+            &mut c,
+            &["LOCK.ACQUIRE", "F", "z:1", LONG, "REQUEST", "blk", TTL]
+        ),
+        Value::Nil
+    );
+    let holders: Vec<String> = query(&mut c, &["HKEYS", "F"]);
+    assert_eq!(holders, ["b:1"]);
+}
+
 #[test]
 fn a_replica_has_the_latch_with_the_same_deadline() {
     let master = Server::start(&[]);
@@ -373,6 +486,31 @@ fn bad_request_options_are_errors_that_change_nothing() {
             ],
             "syntax",
         ),
+        (
+            &["FAIRLOCK.ACQUIRE", "X", "a:1", LONG, "REQUEST", "id", "0"],
+            "ttl",
+        ),
+        (
+            &["FAIRLOCK.ACQUIRE", "X", "a:1", LONG, "REQUEST", "", "5"],
+            "request id",
+        ),
+        (
+            &[
+                "FAIRLOCK.ACQUIRE",
+                "X",
+                "a:1",
+                LONG,
+                "REQUEST",
+                "i",
+                "100",
+                "WAIT",
+                "5",
+                "REQUEST",
+                "j",
+                "100",
+            ],
+            "syntax",
+        ),
     ];
     for &(args, what) in bad {
         let err = call(&mut c, args).expect_err("an error reply");
@@ -386,13 +524,12 @@ fn bad_request_options_are_errors_that_change_nothing() {
     ok(&mut c, &["HSET", latch("N", "h").as_str(), "f", "1"]);
     ok(&mut c, &["SET", latch("N", "s").as_str(), "x"]);
     let before = snapshot(&mut c);
-    for (id, what) in [("h", "WRONGTYPE"), ("s", "latch")] {
-        let err = call(
-            &mut c,
-            &["LOCK.ACQUIRE", "N", "a:1", LONG, "REQUEST", id, "100"],
-        )
-        .expect_err("an error reply");
-        assert!(err.to_string().contains(what), "{id}: {err}");
-        assert_eq!(snapshot(&mut c), before, "{id} changed data");
+    for command in ["LOCK.ACQUIRE", "FAIRLOCK.ACQUIRE"] {
+        for (id, what) in [("h", "WRONGTYPE"), ("s", "latch")] {
+            let err = call(&mut c, &[command, "N", "a:1", LONG, "REQUEST", id, "100"])
+                .expect_err("an error reply");
+            assert!(err.to_string().contains(what), "{command} {id}: {err}");
+            assert_eq!(snapshot(&mut c), before, "{command} {id} changed data");
+        }
     }
 }

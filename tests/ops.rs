@@ -281,6 +281,14 @@ fn command_docs_give_summary_arguments_and_since() {
         ("lock.renew", "lock owner lease"),
         ("lock.forceunlock", "lock"),
         ("lock.info", "lock"),
+        (
+            "fairlock.acquire",
+            "lock owner lease [WAIT milliseconds] [NOQUEUE] [NOREENTRY] [BLOCK milliseconds] [REQUEST id ttl]",
+        ),
+        (
+            "fairlock.unlock",
+            "lock owner [LEASE milliseconds] [REQUEST id ttl]",
+        ),
     ];
     let crate_version = encoded(env!("CARGO_PKG_VERSION"));
     for (name, expected) in syntax {

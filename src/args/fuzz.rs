@@ -232,12 +232,22 @@ fn ref_acquire(a: &[Vec<u8>]) -> Result<RefAcquire, BTreeSet<Problem>> {
     c.done(all)
 }
 
-type RefFair = (Vec<u8>, Vec<u8>, i64, Option<i64>, bool, bool, Option<i64>);
+type RefFair = (
+    Vec<u8>,
+    Vec<u8>,
+    i64,
+    Option<i64>,
+    bool,
+    bool,
+    Option<i64>,
+    Option<(Vec<u8>, i64)>,
+);
 
-/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]`, options in
-/// any order, each at most once, `BLOCK` never with `NOQUEUE` (contract §13.3).
+/// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id
+/// ttl]`, options in any order, each at most once, `BLOCK` never with
+/// `NOQUEUE` (contract §13.3).
 fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
-    if !(4..=10).contains(&a.len()) {
+    if !(4..=13).contains(&a.len()) {
         return Err(only(Problem::Arity));
     }
     let mut c = Check::default();
@@ -246,6 +256,7 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
     let lease = c.need(ref_millis(&a[3], 1), Problem::Lease);
     let (mut wait, mut wait_ok, mut no_queue, mut no_reentry) = (None, true, false, false);
     let (mut block, mut block_ok) = (None, true);
+    let (mut request, mut request_ok) = (None, true);
     let mut i = 4;
     while i < a.len() {
         if word(&a[i], "WAIT") && wait.is_none() && wait_ok && i + 1 < a.len() {
@@ -262,6 +273,15 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
         } else if word(&a[i], "NOREENTRY") && !no_reentry {
             no_reentry = true;
             i += 1;
+        } else if word(&a[i], "REQUEST") && request.is_none() && request_ok && i + 2 < a.len() {
+            let id = c.need(
+                (!a[i + 1].is_empty()).then(|| a[i + 1].clone()),
+                Problem::RequestId,
+            );
+            let ttl = c.need(ref_millis(&a[i + 2], 1), Problem::Ttl);
+            request = id.zip(ttl);
+            request_ok = request.is_some();
+            i += 3;
         } else {
             c.0.insert(Problem::Syntax);
             break;
@@ -270,7 +290,11 @@ fn ref_fair_acquire(a: &[Vec<u8>]) -> Result<RefFair, BTreeSet<Problem>> {
     if c.0.is_empty() && no_queue && block.is_some() {
         c.0.insert(Problem::BlockNoQueue);
     }
-    let all = (|| Some((name?, owner?, lease?, wait, no_queue, no_reentry, block)))();
+    let all = (|| {
+        Some((
+            name?, owner?, lease?, wait, no_queue, no_reentry, block, request,
+        ))
+    })();
     c.done(all)
 }
 
@@ -433,7 +457,8 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
             p.no_queue,
             p.non_reentrant,
             p.block,
-        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6)
+            p.request.map(|q| (q.id.to_vec(), q.ttl)),
+        ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6, r.7.clone())
     })?;
     agree(argv, fair_cancel(argv), ref_fair_cancel(argv), |p, r| {
         (p.0.hash(), p.1, p.2) == (&r.0[..], &r.1[..], r.2)

@@ -176,7 +176,7 @@ pub const RWLOCK_KEYS: &CStr =
 pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token:{lock}, unlock latches and acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST), named from the lock and in its hash slot";
 
 /// What a fair lock command touches besides its hash.
-pub const FAIR_KEYS: &CStr = c"Also the lock's line redisson_lock_queue:{lock} (a list), its waiters' deadlines redisson_lock_timeout:{lock} (a sorted set) and unlock latches, named from the lock and in its hash slot";
+pub const FAIR_KEYS: &CStr = c"Also the lock's line redisson_lock_queue:{lock} (a list), its waiters' deadlines redisson_lock_timeout:{lock} (a sorted set), unlock latches and acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST), named from the lock and in its hash slot";
 
 /// What a multi-hold command touches besides the listed hashes.
 pub const MULTI_KEYS: &CStr = c"Also each lock's read-lease keys, named from the lock and in its hash slot; in a cluster every listed name must be in one slot (hash tags)";

@@ -10,6 +10,7 @@ use super::apply::{change, forced, lock_and_owner};
 use crate::args::{self, lock_error, ArgString};
 use crate::config;
 use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::engine::hold::{self, Granting};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -17,7 +18,7 @@ use crate::reply;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
 
-/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]`
+/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]`
 ///
 /// As `fair_lock.lua`: nil when held (a re-entry resets the TTL to
 /// `lease`), else the caller joins the line and gets the script's `ttl`
@@ -26,7 +27,9 @@ use crate::waiting::fair as fair_waiting;
 /// the holder asking again is `NON_REENTRANT_REACQUIRE`. `BLOCK ms`: a
 /// queued caller waits on the server, in the line, until served (nil) or
 /// its wait ends (the lock's TTL, having left the line); outside MULTI and
-/// scripts only, which make their one attempt.
+/// scripts only, which make their one attempt. `REQUEST id ttl`: a retry
+/// within `ttl` ms of the grant replies nil and changes nothing
+/// (docs/design.md §14.7).
 pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::fair_acquire(args)?;
     let options = FairOptions {
@@ -35,8 +38,20 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         wait: a.wait.unwrap_or_else(config::fair_wait),
     };
     let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
+    // `REQUEST`: read before anything else; a retry replies what the first
+    // call did and changes nothing. Without it no key is looked up.
+    let latch = match a.request {
+        None => None,
+        Some(request) => {
+            let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
+            match hold::grant_latch(&mut store, names, Some(request)).map_err(lock_error)? {
+                Granting::Replay(_) => return Ok(RedisValue::Null),
+                Granting::Run(latch) => latch,
+            }
+        }
+    };
     let taken = change(ctx, lock_and_owner(args), names, |store| {
-        fair::acquire(store, names, owner, lease, options)
+        fair::acquire_latched(store, names, owner, lease, options, latch.as_ref())
     })?;
     match taken {
         FairTaken::Acquired { reentry } => {
@@ -56,6 +71,7 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
                     lease,
                     options,
                     timeout,
+                    request: latch,
                 };
                 fair_waiting::park(ctx, names, wait);
                 return Ok(RedisValue::NoReply);

@@ -170,6 +170,7 @@ fn fair_commands() -> Vec<Command> {
                 ),
                 no_reentry(),
                 block(),
+                acquire_request_option(),
             ],
         },
         Command {
@@ -499,7 +500,7 @@ mod tests {
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.WAITING [COUNT n]",
                 "RWLOCK.DEADLOCKS",
-                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms]",
+                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]",
                 "FAIRLOCK.CANCEL lock owner [WAIT ms]",
                 "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "FAIRLOCK.FORCEUNLOCK lock",

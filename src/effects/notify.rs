@@ -19,6 +19,11 @@ pub enum Event {
     Set,
     Expire,
     Incrby,
+    Lpop,
+    Rpush,
+    Zadd,
+    Zincr,
+    Zrem,
 }
 
 impl Event {
@@ -31,6 +36,11 @@ impl Event {
             Event::Set => (raw::REDISMODULE_NOTIFY_STRING, c"set"),
             Event::Expire => (raw::REDISMODULE_NOTIFY_GENERIC, c"expire"),
             Event::Incrby => (raw::REDISMODULE_NOTIFY_STRING, c"incrby"),
+            Event::Lpop => (raw::REDISMODULE_NOTIFY_LIST, c"lpop"),
+            Event::Rpush => (raw::REDISMODULE_NOTIFY_LIST, c"rpush"),
+            Event::Zadd => (raw::REDISMODULE_NOTIFY_ZSET, c"zadd"),
+            Event::Zincr => (raw::REDISMODULE_NOTIFY_ZSET, c"zincr"),
+            Event::Zrem => (raw::REDISMODULE_NOTIFY_ZSET, c"zrem"),
         }
     }
 }

@@ -57,6 +57,40 @@ impl Replication {
         self.emit(ctx, c"DEL", &[key], None);
     }
 
+    /// The fair lock's line (contract §13): each write as the command
+    /// Redisson's scripts run, so a replica's list and deadlines match.
+    pub fn lpop(self, ctx: &Context, key: &[u8]) {
+        self.emit(ctx, c"LPOP", &[key], None);
+    }
+
+    pub fn rpush(self, ctx: &Context, key: &[u8], value: &[u8]) {
+        self.emit(ctx, c"RPUSH", &[key, value], None);
+    }
+
+    /// `ZADD key score member` (the score an absolute deadline).
+    pub fn zadd(self, ctx: &Context, key: &[u8], score: i64, member: &[u8]) {
+        self.emit_number_before(ctx, c"ZADD", key, score, member);
+    }
+
+    pub fn zincrby(self, ctx: &Context, key: &[u8], delta: i64, member: &[u8]) {
+        self.emit_number_before(ctx, c"ZINCRBY", key, delta, member);
+    }
+
+    pub fn zrem(self, ctx: &Context, key: &[u8], member: &[u8]) {
+        self.emit(ctx, c"ZREM", &[key, member], None);
+    }
+
+    /// `command key number last`, the number formatted only when something
+    /// receives it.
+    fn emit_number_before(self, ctx: &Context, command: &CStr, key: &[u8], n: i64, last: &[u8]) {
+        if !self.live {
+            server::replicate_verbatim(ctx);
+            return;
+        }
+        let mut buf = [0; DECIMAL_LEN];
+        server::replicate(ctx, command, &[key, decimal(n, &mut buf), last]);
+    }
+
     /// Propagates `command` with `args` and, last, `number` in decimal (a
     /// delta or a deadline), formatted only when something receives it.
     fn emit(self, ctx: &Context, command: &CStr, args: &[&[u8]], number: Option<i64>) {

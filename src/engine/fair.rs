@@ -11,8 +11,8 @@
 //! so a refused call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, latch, one_more, remember, Latch};
-use super::hold::{parse_count, Release, Request, Unlocked};
+use super::hold::{count_of, deadline, latch, one_more, remember, remember_grant, Latch};
+use super::hold::{parse_count, GrantLatch, Release, Request, Unlocked};
 use super::lock::RELEASED;
 use super::names::{check_owner, LockNames};
 use super::store::{KeyKind, Line, LineKind, Moot, Store};
@@ -187,6 +187,26 @@ pub fn acquire<S: Line>(
     Ok(FairTaken::Queued { ttl, joined: true })
 }
 
+/// [`acquire`], recording a grant in the idempotent acquisition's `latch`
+/// (`REQUEST id ttl`, read first with [`super::hold::grant_latch`]) in the
+/// same command, as 0: the fair lock has no token. A refused or queued call,
+/// or an error, records nothing, so its retry tries again (docs/design.md
+/// §14.7).
+pub fn acquire_latched<S: Line>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    options: FairOptions,
+    latch: Option<&GrantLatch>,
+) -> Result<FairTaken, LockError> {
+    let taken = acquire(s, names, owner, lease, options)?;
+    if let (Some(latch), FairTaken::Acquired { .. }) = (latch, taken) {
+        remember_grant(s, latch, None);
+    }
+    Ok(taken)
+}
+
 /// `FAIRLOCK.CANCEL`: `fair_acquire_failed.lua`, a waiter giving up. Those
 /// behind it in the line move up by `wait`; true when it was in the line or
 /// had a deadline.
@@ -199,18 +219,20 @@ pub fn cancel<S: Line>(
     check_owner(owner)?;
     check_line(s, names)?;
     let (queue, timeout) = (names.fair_queue(), names.fair_timeout());
-    let line = s.lrange(&queue);
-    let behind = match line.iter().position(|w| w == owner) {
-        Some(at) => &line[at + 1..],
-        None => &[],
+    // The script reads the whole line to find the caller; only those behind
+    // it are needed.
+    let at = s.lpos(&queue, owner);
+    let behind = match at {
+        Some(at) => s.lrange_from(&queue, at + 1),
+        None => Vec::new(),
     };
-    for waiter in behind {
+    for waiter in &behind {
         s.zincrby(&timeout, -wait, waiter);
     }
     let had_deadline = s.zscore(&timeout, owner).is_some();
     s.zrem(&timeout, owner);
     s.lrem(&queue, owner);
-    Ok(had_deadline || line.iter().any(|w| w == owner))
+    Ok(had_deadline || at.is_some())
 }
 
 /// `FAIRLOCK.UNLOCK`: `fair_unlock.lua`. A missing lock replies 1 (see
@@ -295,9 +317,11 @@ pub fn force_unlock<S: Line>(s: &mut S, names: &LockNames) -> Result<bool, LockE
 pub fn head<S: Line>(s: &mut S, names: &LockNames, now: i64) -> Result<Option<Vec<u8>>, LockError> {
     check_line(s, names)?;
     let (queue, timeout) = (names.fair_queue(), names.fair_timeout());
-    for waiter in s.lrange(&queue) {
+    // Element by element: the first live waiter is usually the first.
+    let mut at = 0;
+    while let Some(waiter) = s.lindex(&queue, at) {
         match s.zscore(&timeout, &waiter) {
-            Some(at) if at <= now => {}
+            Some(deadline) if deadline <= now => at += 1,
             _ => return Ok(Some(waiter)),
         }
     }

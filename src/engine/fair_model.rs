@@ -689,3 +689,125 @@ fn bad_keys_are_refused_before_anything_changes() {
     );
     assert_eq!(s.dump(), before);
 }
+
+/// The acquisition latch of request `r1` on `orders`.
+const REQUEST_LATCH: &[u8] = b"redisson_lock_request_latch:{orders}:r1";
+
+/// `FAIRLOCK.ACQUIRE … REQUEST r1 ttl` as the command runs it: the latch
+/// read first (a replay changes nothing), then the acquisition recording
+/// its grant. None for a replay.
+fn acquire_once(
+    s: &mut MemStore,
+    n: &LockNames,
+    owner: &[u8],
+    options: FairOptions,
+    ttl: i64,
+) -> Result<Option<FairTaken>, LockError> {
+    use super::hold::{grant_latch, Granting};
+    let request = Request { id: b"r1", ttl };
+    match grant_latch(s, n, Some(request))? {
+        Granting::Replay(value) => {
+            assert_eq!(value, 0, "a fair grant records no token");
+            Ok(None)
+        }
+        Granting::Run(latch) => {
+            fair::acquire_latched(s, n, owner, 60_000, options, latch.as_ref()).map(Some)
+        }
+    }
+}
+
+fn request_latch(s: &mut MemStore) -> Option<(Value, Option<i64>)> {
+    s.dump()
+        .into_iter()
+        .find(|(k, _, _)| k == REQUEST_LATCH)
+        .map(|(_, v, at)| (v, at))
+}
+
+#[test]
+fn an_idempotent_acquisition_records_its_grant_and_a_retry_changes_nothing() {
+    for options in [
+        WAIT,
+        FairOptions {
+            no_queue: true,
+            ..WAIT
+        },
+        FairOptions {
+            non_reentrant: true,
+            ..WAIT
+        },
+    ] {
+        let mut s = MemStore::new(10_000);
+        let n = names("orders");
+        // A Redisson waiter in the line, stale: the first call purges it.
+        s.rpush(b"redisson_lock_queue:{orders}", b"x:1");
+        s.zadd(b"redisson_lock_timeout:{orders}", 9_000, b"x:1");
+        let got = acquire_once(&mut s, &n, b"a:1", options, 5_000);
+        assert_eq!(got, Ok(Some(FairTaken::Acquired { reentry: false })));
+        let latch = Some((Value::Str(b"0".to_vec()), Some(15_000)));
+        assert_eq!(request_latch(&mut s), latch, "{options:?}");
+        s.advance(100);
+        s.take_events();
+        let before = s.dump();
+        // The retry, even by another owner: nil, no hold, no TTL, nothing.
+        assert_eq!(acquire_once(&mut s, &n, b"a:1", options, 5_000), Ok(None));
+        assert_eq!(acquire_once(&mut s, &n, b"b:1", options, 5_000), Ok(None));
+        assert_eq!(s.dump(), before, "{options:?}");
+        assert!(s.take_events().is_empty());
+        // Once the latch is gone a retry is a new acquisition.
+        s.advance(5_000);
+        let again = acquire_once(&mut s, &n, b"a:1", options, 5_000);
+        if options.non_reentrant {
+            assert_eq!(again, Err(LockError::Reentry));
+        } else {
+            assert_eq!(again, Ok(Some(FairTaken::Acquired { reentry: true })));
+        }
+    }
+}
+
+#[test]
+fn a_refused_or_queued_idempotent_acquisition_records_nothing() {
+    let mut s = MemStore::new(10_000);
+    let n = names("orders");
+    fair::acquire(&mut s, &n, b"h:1", 10_000, WAIT).expect("held by h");
+    let no_queue = FairOptions {
+        no_queue: true,
+        ..WAIT
+    };
+    assert_eq!(
+        acquire_once(&mut s, &n, b"a:1", no_queue, 5_000),
+        Ok(Some(FairTaken::Refused))
+    );
+    assert_eq!(request_latch(&mut s), None);
+    let queued = acquire_once(&mut s, &n, b"a:1", WAIT, 5_000);
+    assert_eq!(
+        queued,
+        Ok(Some(FairTaken::Queued {
+            ttl: 10_000,
+            joined: true
+        }))
+    );
+    assert_eq!(request_latch(&mut s), None);
+    // The retry after the holder left acquires as the head, and records.
+    fair::unlock(&mut s, &n, b"h:1", 500, None).expect("unlock");
+    s.advance(200);
+    assert_eq!(
+        acquire_once(&mut s, &n, b"a:1", WAIT, 5_000),
+        Ok(Some(FairTaken::Acquired { reentry: false }))
+    );
+    assert_eq!(
+        request_latch(&mut s),
+        Some((Value::Str(b"0".to_vec()), Some(15_200)))
+    );
+    // A latch that is not an integer, or of another type: an error, nothing
+    // changed.
+    for bad in [Value::Str(b"x".to_vec()), Value::hash(&[(b"f", b"1")])] {
+        s.put(REQUEST_LATCH, bad.clone(), None);
+        let before = s.dump();
+        let got = acquire_once(&mut s, &n, b"b:1", WAIT, 5_000);
+        assert!(
+            matches!(got, Err(LockError::BadLatch | LockError::WrongType)),
+            "{got:?}"
+        );
+        assert_eq!(s.dump(), before);
+    }
+}

@@ -167,6 +167,16 @@ pub trait Line: Store {
     fn lindex(&mut self, key: &[u8], index: i64) -> Option<Vec<u8>>;
     /// `LRANGE key 0 -1`.
     fn lrange(&mut self, key: &[u8]) -> Vec<Vec<u8>>;
+    /// `LPOS key value`: the index of the first `value`.
+    fn lpos(&mut self, key: &[u8], value: &[u8]) -> Option<usize> {
+        self.lrange(key).iter().position(|element| element == value)
+    }
+    /// `LRANGE key start -1`.
+    fn lrange_from(&mut self, key: &[u8], start: usize) -> Vec<Vec<u8>> {
+        let mut all = self.lrange(key);
+        all.drain(..start.min(all.len()));
+        all
+    }
     /// `LPOP key`: event `lpop` (and `del` when it empties) unless missing.
     fn lpop(&mut self, key: &[u8]);
     /// `RPUSH key value`: event `rpush`.

@@ -46,6 +46,9 @@ pub struct RedisStore<'c> {
     open: [Option<OpenKey>; KEPT_INLINE],
     more: Vec<OpenKey>,
     field: Option<FieldMemo>,
+    /// Where a kept-open list's iterator stands (the key's index and the
+    /// last element read, walking forward): see `line`. None when unknown.
+    list_at: Option<(usize, i64)>,
     /// One clock reading per command: deadlines computed from it are also
     /// checked against it, so a millisecond ticking over mid-command cannot
     /// turn a 1 ms lease into a deletion.
@@ -86,6 +89,7 @@ impl<'c> RedisStore<'c> {
             open: [None, None, None, None],
             more: Vec::new(),
             field: None,
+            list_at: None,
             now: None,
             flags: None,
             replication: None,
@@ -157,10 +161,13 @@ impl<'c> RedisStore<'c> {
     /// A string for `bytes`: a constant or an argument of the command when
     /// one has these bytes, else a new one that lives as long as the guard.
     fn string(&self, bytes: &[u8]) -> Str {
-        match self.lent.iter().flatten().find(|(arg, _)| *arg == bytes) {
-            Some(&(_, arg)) => Str::Borrowed(arg),
-            None => Str::of(bytes),
-        }
+        self.string_lent(bytes).unwrap_or_else(|| Str::of(bytes))
+    }
+
+    /// The command's argument with these bytes, if one has them.
+    fn string_lent(&self, bytes: &[u8]) -> Option<Str> {
+        let &(_, arg) = self.lent.iter().flatten().find(|(arg, _)| *arg == bytes)?;
+        Some(Str::Borrowed(arg))
     }
 
     /// Tells Redis a key changed (WATCH, client-side caching): with the

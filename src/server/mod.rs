@@ -363,6 +363,132 @@ impl Key {
     }
 }
 
+/// A string Redis handed over (a list element, a sorted set member) copied
+/// out and freed: the store's line works on owned bytes.
+fn take_string(s: RawString) -> Option<Vec<u8>> {
+    if s.is_null() {
+        return None;
+    }
+    let bytes = strings::bytes(s).to_vec();
+    // SAFETY: a string Redis returned to the module without auto-memory; freed
+    // once, here, after its bytes were copied.
+    unsafe { raw::RedisModule_FreeString.expect("FreeString")(ptr::null_mut(), s) };
+    Some(bytes)
+}
+
+/// The fair lock's line: a list (`redisson_lock_queue:…`) and a sorted set
+/// (`redisson_lock_timeout:…`) worked on through the key API, as the commands
+/// Redisson's scripts call would. A key emptied by a removal is deleted by
+/// Redis; each caller checks `kind` for that.
+impl Key {
+    /// `LINDEX`: the element at `index` (negative from the tail) of a list.
+    pub fn list_get(self, index: i64) -> Option<Vec<u8>> {
+        if self.list_or_zset() != Some(true) {
+            return None;
+        }
+        // SAFETY: a list handle; ListGet returns a new string or null (out of
+        // range), and take_string frees it.
+        take_string(unsafe { raw::RedisModule_ListGet.expect("ListGet")(self.0, index as _) })
+    }
+
+    /// `LPOP` of a list opened writable; true when an element was removed.
+    pub fn list_pop_head(self) -> bool {
+        if self.list_or_zset() != Some(true) {
+            return false;
+        }
+        let head = raw::REDISMODULE_LIST_HEAD as c_int;
+        // SAFETY: a writable list handle; the popped string is freed.
+        take_string(unsafe { raw::RedisModule_ListPop.expect("ListPop")(self.0, head) }).is_some()
+    }
+
+    /// `RPUSH` onto a list or empty key opened writable (Redis copies `value`).
+    pub fn list_push_tail(self, value: RawString) {
+        let tail = raw::REDISMODULE_LIST_TAIL as c_int;
+        // SAFETY: a writable handle of a list or a missing key, and a valid
+        // string; the push creates the list when the key is missing.
+        unsafe { raw::RedisModule_ListPush.expect("ListPush")(self.0, tail, value) };
+    }
+
+    /// `ZSCORE`: the member's score in a sorted set.
+    pub fn zset_score(self, member: RawString) -> Option<f64> {
+        if self.list_or_zset() != Some(false) {
+            return None;
+        }
+        let mut score = 0.0;
+        // SAFETY: a sorted set handle, a valid member and an out-pointer.
+        let found =
+            unsafe { raw::RedisModule_ZsetScore.expect("ZsetScore")(self.0, member, &mut score) };
+        (found == raw::REDISMODULE_OK as c_int).then_some(score)
+    }
+
+    /// `ZADD key score member` on a sorted set or empty key opened writable:
+    /// whether the member was added, and whether anything changed.
+    pub fn zset_add(self, score: f64, member: RawString) -> (bool, bool) {
+        let mut flags: c_int = 0;
+        // SAFETY: a writable sorted set or missing key, a valid member and an
+        // in/out flags word (0: no condition).
+        unsafe { raw::RedisModule_ZsetAdd.expect("ZsetAdd")(self.0, score, member, &mut flags) };
+        let added = flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0;
+        let updated = flags & raw::REDISMODULE_ZADD_UPDATED as c_int != 0;
+        (added, added || updated)
+    }
+
+    /// `ZINCRBY` on a sorted set or empty key opened writable (a missing
+    /// member starts at 0).
+    pub fn zset_incrby(self, delta: f64, member: RawString) {
+        let (mut flags, mut score): (c_int, f64) = (0, 0.0);
+        // SAFETY: a writable sorted set or missing key, a valid member and two
+        // out-pointers.
+        unsafe {
+            raw::RedisModule_ZsetIncrby.expect("ZsetIncrby")(
+                self.0, delta, member, &mut flags, &mut score,
+            )
+        };
+    }
+
+    /// `ZREM` of one member of a sorted set opened writable; true when it was
+    /// there.
+    pub fn zset_remove(self, member: RawString) -> bool {
+        if self.list_or_zset() != Some(false) {
+            return false;
+        }
+        let mut deleted: c_int = 0;
+        // SAFETY: a writable sorted set handle, a valid member, an out-pointer.
+        unsafe { raw::RedisModule_ZsetRem.expect("ZsetRem")(self.0, member, &mut deleted) };
+        deleted != 0
+    }
+
+    /// Calls `f` with every member of a sorted set, by score then bytes, as
+    /// `ZRANGE key 0 -1` lists them.
+    pub fn scan_zset(self, mut f: impl FnMut(Vec<u8>)) {
+        if self.list_or_zset() != Some(false) {
+            return;
+        }
+        let (min, max) = (f64::NEG_INFINITY, f64::INFINITY);
+        // SAFETY: a sorted set handle; the range is opened, walked and stopped
+        // here, and each element string is freed by take_string.
+        unsafe {
+            raw::RedisModule_ZsetFirstInScoreRange.expect("ZsetFirstInScoreRange")(
+                self.0, min, max, 0, 0,
+            );
+            while raw::RedisModule_ZsetRangeEndReached.expect("ZsetRangeEndReached")(self.0) == 0 {
+                let mut score = 0.0;
+                let element = raw::RedisModule_ZsetRangeCurrentElement
+                    .expect("ZsetRangeCurrentElement")(
+                    self.0, &mut score
+                );
+                if let Some(member) = take_string(element) {
+                    f(member);
+                }
+                if raw::RedisModule_ZsetRangeNext.expect("ZsetRangeNext")(self.0) == 0 {
+                    break;
+                }
+            }
+            raw::RedisModule_ZsetRangeStop.expect("ZsetRangeStop")(self.0);
+        }
+    }
+}
+
 /// The value that deletes a field in [`Key::hash_set`].
 pub const HASH_DELETE: RawString = raw::REDISMODULE_HASH_DELETE as RawString;
 

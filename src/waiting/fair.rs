@@ -34,6 +34,7 @@ use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisValue};
 use super::clients;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
@@ -67,6 +68,8 @@ struct Parked {
     non_reentrant: bool,
     /// When its wait ends (server ms); None: no limit.
     ends: Option<i64>,
+    /// `REQUEST id ttl`: the latch its grant records (docs/design.md §14.7).
+    request: Option<GrantLatch>,
 }
 
 /// The parked waiters of one lock, in arrival order.
@@ -160,6 +163,8 @@ pub struct FairWait<'a> {
     pub options: FairOptions,
     /// How long it waits at most; 0 without limit.
     pub timeout: i64,
+    /// `REQUEST id ttl`: the latch to record when it is served.
+    pub request: Option<GrantLatch>,
 }
 
 /// Parks the calling client, which `fair::acquire` has just queued (or
@@ -184,6 +189,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         wait: wait.options.wait,
         non_reentrant: wait.options.non_reentrant,
         ends,
+        request: wait.request,
     };
     with(|l| {
         for key in [
@@ -505,7 +511,7 @@ fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId
         wait: p.wait,
     };
     let taken = clients::serve_after(ctx, store, names, |s| {
-        fair::acquire(s, names, &p.owner, p.lease, options)
+        fair::acquire_latched(s, names, &p.owner, p.lease, options, p.request.as_ref())
     });
     let outcome = match taken {
         Ok(FairTaken::Acquired { .. }) => {
