@@ -17,11 +17,6 @@ final class Plan {
      */
     static final long LATCH_TTL_MS = 13_500;
 
-    /**
-     * Whether {@code FAIRLOCK.ACQUIRE} takes {@code REQUEST} on the module this package is built
-     * against (design §14.7; added after the other acquisitions).
-     */
-    static final boolean FAIR_REQUEST = false;
 
     /** {@code blockMs} meaning "send no BLOCK": one try. */
     static final long NO_BLOCK = -1;
@@ -57,10 +52,11 @@ final class Plan {
 
     /**
      * Whether acquisitions carry {@code REQUEST id ttl}, so that one resent after a lost reply
-     * counts once: every single lock (the multi-lock's {@code LOCK.ACQUIREALL} takes none).
+     * counts once: every single lock, the fair one too (the multi-lock's {@code LOCK.ACQUIREALL}
+     * takes none).
      */
     boolean idempotentAcquire() {
-        return !multi && (!fair || FAIR_REQUEST);
+        return !multi;
     }
 
     /** Several holds, taken together. */

@@ -66,6 +66,7 @@ class IdempotentAcquireTest extends ServerTest {
             case "nonreentrant" -> new Lock(on, name, options.withReentrant(false));
             case "read" -> new ReadWriteLock(on, name, options).readLock();
             case "write" -> new ReadWriteLock(on, name, options).writeLock();
+            case "fair" -> new FairLock(on, name, options);
             default -> throw new IllegalArgumentException(kind);
         };
     }
@@ -79,6 +80,8 @@ class IdempotentAcquireTest extends ServerTest {
     private void holdOther(String kind, String name) {
         if (kind.equals("read") || kind.equals("write")) {
             server.call("RWLOCK.WRITE", name, "other:1", "20000");
+        } else if (kind.equals("fair")) {
+            server.call("FAIRLOCK.ACQUIRE", name, "other:1", "20000");
         } else {
             server.call("LOCK.ACQUIRE", name, "other:1", "20000");
         }
@@ -87,6 +90,8 @@ class IdempotentAcquireTest extends ServerTest {
     private void releaseOther(String kind, String name) {
         if (kind.equals("read") || kind.equals("write")) {
             assertEquals(1L, server.call("RWLOCK.UNLOCK", name, "other:1", "WRITE"));
+        } else if (kind.equals("fair")) {
+            assertEquals(1L, server.call("FAIRLOCK.UNLOCK", name, "other:1"));
         } else {
             assertEquals(1L, server.call("LOCK.UNLOCK", name, "other:1"));
         }
@@ -194,8 +199,9 @@ class IdempotentAcquireTest extends ServerTest {
 
     @Test
     void everyKindCountsOnceAfterALostReply() throws Exception {
-        for (String kind : List.of("plain", "fenced", "nonreentrant", "read", "write")) {
-            for (boolean session : List.of(false, true)) {
+        for (String kind : List.of("plain", "fenced", "nonreentrant", "read", "write", "fair")) {
+            // The fair lock has no session holds.
+            for (boolean session : kind.equals("fair") ? List.of(false) : List.of(false, true)) {
                 for (Way way : Way.values()) {
                     lostReply(kind, session, way, false);
                 }
@@ -224,8 +230,8 @@ class IdempotentAcquireTest extends ServerTest {
 
     @Test
     void aReplyThatNeverComesTimesOutAndIsResent() throws Exception {
-        for (String kind : List.of("plain", "read", "write")) {
-            for (boolean session : List.of(false, true)) {
+        for (String kind : List.of("plain", "read", "write", "fair")) {
+            for (boolean session : kind.equals("fair") ? List.of(false) : List.of(false, true)) {
                 lostReply(kind, session, Way.TRY, true);
             }
         }
