@@ -411,7 +411,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                     throw lost;
                 }
                 link.close();
-                link = null;
+                link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
                 long again = remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
