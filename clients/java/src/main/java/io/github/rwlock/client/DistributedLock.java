@@ -12,9 +12,10 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
- * What every lock object of this package does ({@link Lock}, the two sides of a {@link
- * ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the watchdog,
- * session holds, fencing tokens and replica sync, as {@link java.util.concurrent.locks.Lock}.
+ * What every lock object of this package does ({@link Lock}, {@link FairLock}, the two sides of a
+ * {@link ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the
+ * watchdog, session holds, fencing tokens and replica sync, as {@link
+ * java.util.concurrent.locks.Lock}.
  *
  * <p><b>Owners.</b> Each thread is its own owner, {@code <client UUID>:<thread id>} as Redisson
  * forms it, and re-enters its own holds. A lock object is safe to share between threads.
@@ -29,6 +30,11 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * watchdog renews it every third of it until the release; if a renewal finds it gone, the lock
  * reports {@link #isLost()}, calls the {@link LockLostListener}, and {@link #unlock()} throws
  * {@link NotHeldException}. With a lease, no watchdog: the hold ends when the lease does.
+ *
+ * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
+ * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
+ * with the same id, and the server answers a granted first send from its latch, so the hold counts
+ * once. Its release does the same with Redisson's unlock latch.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** Added to a blocking call's wait for its reply to arrive. */
