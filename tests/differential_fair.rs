@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
 use testkit::differential::{require_oracle, start_pair};
-use testkit::{eval_lua_of, Collector, Rng, LOCK_LUA};
+use testkit::{eval_lua_of, Collector, Rng, Server, LOCK_LUA};
 
 const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory: the FAIRLOCK.* \
      differential test needs Redisson 4.7's scripts as its oracle. Run it as \
@@ -422,6 +422,24 @@ fn comparable(events: Vec<(String, String)>, module: bool) -> (Vec<(String, Stri
     (kept, dropped)
 }
 
+/// The oracle and the module's server, a connection to each, and a
+/// collector of each one's keyspace events and waiter messages.
+fn pair() -> (
+    (Server, Server),
+    Connection,
+    Connection,
+    Collector,
+    Collector,
+) {
+    require_oracle(LOCK_LUA, MISSING_LUA);
+    let (oracle_srv, module_srv) = start_pair(&[]);
+    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
+    let (oracle, module_conn) = (oracle_srv.conn(), module_srv.conn());
+    let oc = Collector::start(&oracle_srv, &patterns);
+    let mc = Collector::start(&module_srv, &patterns);
+    ((oracle_srv, module_srv), oracle, module_conn, oc, mc)
+}
+
 #[derive(Debug, Default)]
 struct Stats {
     steps: usize,
@@ -481,16 +499,9 @@ fn gen_op(
 
 #[test]
 fn fair_lock_commands_match_redisson_scripts() {
-    require_oracle(LOCK_LUA, MISSING_LUA);
     let sequences = testkit::env_usize("RWLOCK_DIFF_SEQUENCES", 30);
     let base = testkit::seed(0x5EED_FA1E_0025);
-    let (oracle_srv, module_srv) = start_pair(&[]);
-    let (mut oracle, mut module_conn) = (oracle_srv.conn(), module_srv.conn());
-    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
-    let (oc, mc) = (
-        Collector::start(&oracle_srv, &patterns),
-        Collector::start(&module_srv, &patterns),
-    );
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
     let mut stats = Stats::default();
     for seq in 0..sequences {
         let seed = base.wrapping_add(seq as u64);
@@ -641,14 +652,7 @@ fn fair_lock_commands_match_redisson_scripts() {
 /// cancels.
 #[test]
 fn long_lines_match_redisson_scripts() {
-    require_oracle(LOCK_LUA, MISSING_LUA);
-    let (oracle_srv, module_srv) = start_pair(&[]);
-    let (mut oracle, mut module_conn) = (oracle_srv.conn(), module_srv.conn());
-    let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
-    let (oc, mc) = (
-        Collector::start(&oracle_srv, &patterns),
-        Collector::start(&module_srv, &patterns),
-    );
+    let (_servers, mut oracle, mut module_conn, oc, mc) = pair();
     let n = Names::new("{long}:line".to_string());
     let owner = |i: usize| format!("w{i:03}:1");
     let acquire = Op::Acquire {

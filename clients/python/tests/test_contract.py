@@ -19,6 +19,7 @@ import redis
 
 from conftest import REPO, Server
 from rwlock_client import (
+    FairLock,
     Lock,
     LockError,
     LockNotHeld,
@@ -106,6 +107,9 @@ class Run:
                 if pair not in rwlocks:
                     rwlocks[pair] = ReadWriteLock(client, spec["name"], **options)
                 lock = rwlocks[pair].read_lock() if kind == "read" else rwlocks[pair].write_lock()
+            elif kind == "fair":
+                assert not options.pop("session"), f"lock {key}: a fair lock has no session holds"
+                lock = FairLock(client, spec["name"], **options)
             elif kind == "multi":
                 lock = MultiLock(client, [(k, n) for k, n in spec["holds"]], **options)
             else:

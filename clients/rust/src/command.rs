@@ -41,6 +41,8 @@ pub(crate) struct Target {
     pub multi: bool,
     pub fenced: bool,
     pub non_reentrant: bool,
+    /// A plain lock taken in arrival order (`FAIRLOCK.*`).
+    pub fair: bool,
 }
 
 /// How long an acquisition may wait for the lock.
@@ -60,6 +62,28 @@ impl Wait {
             Wait::No
         } else {
             Wait::For(wait)
+        }
+    }
+
+    /// What is left of this wait `elapsed` after it began: one attempt
+    /// when it ran out.
+    pub fn left(self, elapsed: Duration) -> Wait {
+        match self {
+            Wait::For(wait) => Wait::of(wait.saturating_sub(elapsed)),
+            other => other,
+        }
+    }
+
+    /// How long the server keeps an acquisition's grant for its resend:
+    /// 13.5 s (the release's) plus the wait. A parked call's latch is
+    /// stored when it is served, at the earliest when it was sent, and its
+    /// lost reply is noticed at the latest the wait (and the response
+    /// timeout) after the send; `BLOCK 0`'s lost reply shows only as a
+    /// connection error, at once.
+    pub fn request_ttl(self) -> u64 {
+        match self {
+            Wait::For(wait) => LATCH_TTL_MS.saturating_add(millis(wait)),
+            Wait::No | Wait::Forever => LATCH_TTL_MS,
         }
     }
 
@@ -86,6 +110,7 @@ impl Target {
             multi: false,
             fenced: false,
             non_reentrant: false,
+            fair: false,
         }
     }
 
@@ -96,7 +121,14 @@ impl Target {
             multi: true,
             fenced: false,
             non_reentrant: false,
+            fair: false,
         }
+    }
+
+    /// Whether its acquisition takes `REQUEST id ttl`: a single lock's
+    /// does (the fair lock's too), `LOCK.ACQUIREALL` does not.
+    pub fn requests(&self) -> bool {
+        !self.multi
     }
 
     /// The single lock's name (the first of a multi-lock's).
@@ -113,6 +145,11 @@ impl Target {
         }
         if self.holds.iter().any(|(_, name)| name.is_empty()) {
             return Err(Error::InvalidArgument("a lock name cannot be empty"));
+        }
+        if self.fair && self.fenced {
+            return Err(Error::InvalidArgument(
+                "a fair lock takes no fencing tokens",
+            ));
         }
         Ok(())
     }
@@ -131,7 +168,26 @@ impl Target {
             .map_or((Kind::Lock, ""), |(k, n)| (*k, n.as_str()))
     }
 
-    pub fn acquire(&self, owner: &str, lease_ms: u64, wait: Wait, session: bool) -> Cmd {
+    /// The acquisition; `request` (an id and its ttl) makes it idempotent:
+    /// a resend with that id within ttl ms of the grant replies the grant
+    /// again and takes nothing more (docs/design.md §14.7).
+    pub fn acquire(
+        &self,
+        owner: &str,
+        lease_ms: u64,
+        wait: Wait,
+        session: bool,
+        request: Option<(&str, u64)>,
+    ) -> Cmd {
+        let with_request = |mut cmd: Cmd| {
+            if let Some((id, ttl)) = request {
+                cmd.arg("REQUEST").arg(id).arg(ttl);
+            }
+            cmd
+        };
+        if self.fair {
+            return with_request(self.fair_acquire(owner, lease_ms, wait));
+        }
         let block = |cmd: &mut Cmd| match wait {
             Wait::No => {}
             Wait::For(d) => {
@@ -168,14 +224,36 @@ impl Target {
         if session {
             cmd.arg("SESSION");
         }
+        with_request(cmd)
+    }
+
+    /// `FAIRLOCK.ACQUIRE name owner lease` and: one attempt `NOQUEUE`
+    /// (Redisson's `tryLock()`, which never joins the line); a wait of W ms
+    /// `WAIT W BLOCK W` (Redisson's `tryLock(W)` sends W as the thread wait
+    /// time); no limit `BLOCK 0` (the server's `rwlock.fair-wait`, Redisson's
+    /// 5 minutes). The server takes a waiter whose wait ran out out of the
+    /// line, as Redisson's `acquireFailed` does.
+    fn fair_acquire(&self, owner: &str, lease_ms: u64, wait: Wait) -> Cmd {
+        let mut cmd = redis::cmd("FAIRLOCK.ACQUIRE");
+        cmd.arg(self.name()).arg(owner).arg(lease_ms);
+        match wait {
+            Wait::No => cmd.arg("NOQUEUE"),
+            Wait::For(d) => cmd.arg("WAIT").arg(millis(d)).arg("BLOCK").arg(millis(d)),
+            Wait::Forever => cmd.arg("BLOCK").arg(0),
+        };
+        if self.non_reentrant {
+            cmd.arg("NOREENTRY");
+        }
         cmd
     }
 
     /// The fencing token when taken with one, nothing when taken without,
-    /// `NotAcquired` when refused.
-    pub fn acquired(&self, reply: Value) -> Result<Option<i64>> {
+    /// `NotAcquired` when refused (a fair lock's try, whose `NOQUEUE`
+    /// refusal replies 1, with a `pttl` of 0: unknown).
+    pub fn acquired(&self, reply: Value, wait: Wait) -> Result<Option<i64>> {
         match reply {
             Value::Nil => Ok(None),
+            Value::Int(_) if self.fair && wait == Wait::No => Err(Error::NotAcquired { pttl: 0 }),
             Value::Int(pttl) => Err(Error::NotAcquired { pttl }),
             Value::Array(items) => match items.as_slice() {
                 [Value::Int(-1), Value::Int(token)] => Ok(Some(*token)),
@@ -190,7 +268,12 @@ impl Target {
     /// a read-write lock's hold, and the hold's kind.
     fn on_lock(&self, verb: &str, owner: &str) -> (Kind, Cmd) {
         let (kind, name) = self.first();
-        let family = if kind == Kind::Lock { "LOCK" } else { "RWLOCK" };
+        let family = match kind {
+            // A fair hold is renewed as a plain one (`LOCK.RENEW`).
+            Kind::Lock if self.fair && verb != "RENEW" => "FAIRLOCK",
+            Kind::Lock => "LOCK",
+            Kind::Read | Kind::Write => "RWLOCK",
+        };
         let mut cmd = redis::cmd(&format!("{family}.{verb}"));
         cmd.arg(name).arg(owner);
         (kind, cmd)
@@ -220,11 +303,23 @@ impl Target {
     /// The key where the server keeps a release's reply for `request`:
     /// Redisson deletes it once it has the reply.
     pub fn latch(&self, request: &str) -> String {
+        format!("redisson_unlock_latch:{}:{request}", self.prefixed())
+    }
+
+    /// The key where the server keeps an acquisition's grant for `request`,
+    /// in the lock's hash slot.
+    pub fn request_latch(&self, request: &str) -> String {
+        format!("redisson_lock_request_latch:{}:{request}", self.prefixed())
+    }
+
+    /// The name as Redisson's `prefixName` puts it in derived keys: in
+    /// braces, unless it has a `{` already.
+    fn prefixed(&self) -> String {
         let (_, name) = self.first();
         if name.contains('{') {
-            format!("redisson_unlock_latch:{name}:{request}")
+            name.to_string()
         } else {
-            format!("redisson_unlock_latch:{{{name}}}:{request}")
+            format!("{{{name}}}")
         }
     }
 
@@ -297,7 +392,7 @@ pub(crate) fn acquire_error(e: Error) -> Error {
     }
 }
 
-/// A random request id for a release.
+/// A random request id for a release or an acquisition.
 pub(crate) fn request_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
@@ -331,14 +426,15 @@ mod tests {
         let mut lock = Target::single(Kind::Lock, "a");
         lock.fenced = true;
         lock.non_reentrant = true;
-        let cmd = lock.acquire("o:1", 500, Wait::For(Duration::from_secs(2)), true);
+        let two_s = Wait::For(Duration::from_secs(2));
+        let cmd = lock.acquire("o:1", 500, two_s, true, Some(("id", two_s.request_ttl())));
         assert_eq!(
             args(&cmd),
-            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION")
+            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION REQUEST id 15500")
         );
         let read = Target::single(Kind::Read, "r");
         assert_eq!(
-            args(&read.acquire("o:1", 9, Wait::Forever, false)),
+            args(&read.acquire("o:1", 9, Wait::Forever, false, None)),
             words("RWLOCK.READ r o:1 9 BLOCK 0")
         );
         let multi = Target {
@@ -346,9 +442,12 @@ mod tests {
             multi: true,
             fenced: false,
             non_reentrant: false,
+            fair: false,
         };
+        assert!(!multi.requests(), "LOCK.ACQUIREALL takes no REQUEST");
+        assert!(read.requests());
         assert_eq!(
-            args(&multi.acquire("o:1", 9, Wait::No, true)),
+            args(&multi.acquire("o:1", 9, Wait::No, true, None)),
             words("LOCK.ACQUIREALL o:1 9 SESSION HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
@@ -371,25 +470,82 @@ mod tests {
             Target::single(Kind::Lock, "{x}:1").latch("id"),
             "redisson_unlock_latch:{x}:1:id"
         );
+        assert_eq!(
+            read.request_latch("id"),
+            "redisson_lock_request_latch:{r}:id"
+        );
+        assert_eq!(
+            Target::single(Kind::Lock, "{x}:1").request_latch("id"),
+            "redisson_lock_request_latch:{x}:1:id"
+        );
+    }
+
+    #[test]
+    fn fair_locks_are_spelled_as_the_module_takes_them() {
+        let mut fair = Target::single(Kind::Lock, "f");
+        fair.fair = true;
+        assert!(fair.requests(), "FAIRLOCK.ACQUIRE takes REQUEST");
+        assert_eq!(
+            args(&fair.acquire("o:1", 9, Wait::No, false, None)),
+            words("FAIRLOCK.ACQUIRE f o:1 9 NOQUEUE")
+        );
+        let wait = Wait::For(Duration::from_millis(700));
+        assert_eq!(
+            args(&fair.acquire("o:1", 9, wait, false, Some(("id", 14_200)))),
+            words("FAIRLOCK.ACQUIRE f o:1 9 WAIT 700 BLOCK 700 REQUEST id 14200")
+        );
+        fair.non_reentrant = true;
+        assert_eq!(
+            args(&fair.acquire("o:1", 9, Wait::Forever, false, None)),
+            words("FAIRLOCK.ACQUIRE f o:1 9 BLOCK 0 NOREENTRY")
+        );
+        assert_eq!(
+            args(&fair.release("o:1", 9, Some("id"))),
+            words("FAIRLOCK.UNLOCK f o:1 LEASE 9 REQUEST id 13500")
+        );
+        assert_eq!(args(&fair.renew("o:1", 9)), words("LOCK.RENEW f o:1 9"));
+        assert!(matches!(
+            fair.acquired(Value::Int(1), Wait::No),
+            Err(Error::NotAcquired { pttl: 0 })
+        ));
+        assert!(matches!(
+            fair.acquired(Value::Int(800), wait),
+            Err(Error::NotAcquired { pttl: 800 })
+        ));
+        fair.fenced = true;
+        assert!(matches!(fair.check(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn what_is_left_of_a_wait() {
+        let wait = Wait::For(Duration::from_secs(2));
+        assert_eq!(
+            wait.left(Duration::from_millis(500)),
+            Wait::For(Duration::from_millis(1500))
+        );
+        assert_eq!(wait.left(Duration::from_secs(3)), Wait::No);
+        assert_eq!(Wait::Forever.left(Duration::from_secs(3)), Wait::Forever);
+        assert_eq!(Wait::No.request_ttl(), LATCH_TTL_MS);
+        assert_eq!(wait.request_ttl(), LATCH_TTL_MS + 2000);
     }
 
     #[test]
     fn replies_are_read_as_the_module_gives_them() {
         let lock = Target::single(Kind::Lock, "a");
-        assert_eq!(lock.acquired(Value::Nil).ok(), Some(None));
+        assert_eq!(lock.acquired(Value::Nil, Wait::No).ok(), Some(None));
         let fenced = Value::Array(vec![Value::Int(-1), Value::Int(7)]);
-        assert_eq!(lock.acquired(fenced).ok(), Some(Some(7)));
+        assert_eq!(lock.acquired(fenced, Wait::No).ok(), Some(Some(7)));
         let refused = Value::Array(vec![Value::Int(900), Value::Int(-1)]);
         assert!(matches!(
-            lock.acquired(refused),
+            lock.acquired(refused, Wait::No),
             Err(Error::NotAcquired { pttl: 900 })
         ));
         assert!(matches!(
-            lock.acquired(Value::Int(5)),
+            lock.acquired(Value::Int(5), Wait::No),
             Err(Error::NotAcquired { pttl: 5 })
         ));
         assert!(matches!(
-            lock.acquired(Value::Okay),
+            lock.acquired(Value::Okay, Wait::No),
             Err(Error::UnexpectedReply(_))
         ));
         assert_eq!(Target::renewed(&Value::Int(0)).ok(), Some(false));
@@ -405,6 +561,7 @@ mod tests {
             multi: true,
             fenced: false,
             non_reentrant: false,
+            fair: false,
         };
         let partly = Value::Array(vec![Value::Int(1), Value::Nil]);
         assert!(matches!(multi.released(&partly), Err(Error::NotHeld)));

@@ -23,21 +23,31 @@ impl Handle {
     /// Takes the hold `target` for this thread's owner.
     pub fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
-        let acquisition = self.acquisition(target, wait, self.thread_owner())?;
+        let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
         // Each acquisition has a connection of its own: a BLOCK parks it,
         // and a session hold lives as long as it.
         let timeout = wait.timeout(options.response_timeout);
-        let (client, conn, reply) = self
-            .routed(acquisition.name, &acquisition.cmd, timeout)
-            .map_err(acquire_error)?;
-        let token = target.acquired(reply)?;
+        let name = acquisition.name;
+        let sent = match self.routed(name, &acquisition.cmd, timeout) {
+            Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
+                // The reply was lost: once more, on a new connection, with
+                // the same request id (see `Acquisition::resend`).
+                let cmd = acquisition.resend().clone();
+                let timeout = acquisition.wait.timeout(options.response_timeout);
+                self.routed(name, &cmd, timeout)
+            }
+            other => other,
+        };
+        let (client, conn, reply) = sent.map_err(acquire_error)?;
+        let token = target.acquired(reply, acquisition.wait)?;
+        let touch = acquisition.touch();
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
             hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options) {
+        if let Err(e) = guard.check_replicas(options, touch) {
             // Not acknowledged: released rather than held on a master that
             // could lose it.
             let _ = guard.release_now();
@@ -82,6 +92,7 @@ impl Handle {
             session: options.session,
             response_timeout: options.response_timeout,
             on_lost: None,
+            requests: Vec::new(),
         };
         let (cmd, request) = hold.release();
         let timeout = options.response_timeout;
@@ -154,11 +165,16 @@ impl Guard {
         self.release_now()
     }
 
-    fn check_replicas(&mut self, options: &Options) -> Result<()> {
+    /// The replica check; `touch` (after a resend) is written first, on
+    /// the same connection, for `WAIT` to count the grant.
+    fn check_replicas(&mut self, options: &Options, touch: Option<Cmd>) -> Result<()> {
         let sync_options = &options.sync;
         let Some(conn) = self.conn.as_mut().filter(|_| sync_options.enabled) else {
             return Ok(());
         };
+        if let Some(touch) = touch {
+            let _: Value = touch.query(conn)?;
+        }
         let info: String = sync::info().query(conn)?;
         let master = sync::Master::of(&info);
         if master.replicas == 0 && !(sync_options.aof && master.aof) {
@@ -184,6 +200,9 @@ impl Guard {
     }
 
     fn release_now(&mut self) -> Result<()> {
+        // A hold the watchdog found gone is not held, whatever the release
+        // replies (a fair lock's replies 1 once the lock is gone).
+        let lost = self.is_lost();
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
@@ -204,7 +223,11 @@ impl Guard {
         if let Some(request) = request {
             let _: Value = hold.forget(&request).query(&mut conn)?;
         }
-        hold.target.released(&reply)
+        hold.target.released(&reply)?;
+        if lost {
+            return Err(Error::NotHeld);
+        }
+        Ok(())
     }
 }
 

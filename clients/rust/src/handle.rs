@@ -4,7 +4,7 @@
 //! (what its guard renews and releases).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Cmd;
 
@@ -86,11 +86,68 @@ pub(crate) struct Acquisition<'a> {
     /// The (first) lock's name, which says where it lives.
     pub name: &'a str,
     pub cmd: Cmd,
+    /// The wait `cmd` carries.
+    pub wait: Wait,
+    /// The request ids it was sent with, the latest last: the latches the
+    /// hold's release deletes. Empty: it takes none (a multi-lock).
+    pub requests: Vec<String>,
+    target: &'a Target,
+    session: bool,
+    started: Instant,
+    resent: bool,
+}
+
+impl Acquisition<'_> {
+    /// True when a lost reply may be sent again: it carries a request id.
+    pub fn resendable(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    /// The command again, for a new connection after the reply was lost
+    /// (a connection error or a timeout: it may or may not have run), with
+    /// the same request id and what is left of the wait: the server answers
+    /// a granted first send from its latch, taking nothing more, so the
+    /// hold is counted once and none is orphaned. A session's acquisition
+    /// gets a new id: the lost connection took what the first send bound
+    /// to it, and a replay would answer granted while binding nothing.
+    pub fn resend(&mut self) -> &Cmd {
+        self.wait = self.wait.left(self.started.elapsed());
+        self.resent = true;
+        if self.session {
+            self.requests.push(command::request_id());
+        }
+        let request = self
+            .requests
+            .last()
+            .map(|id| (id.as_str(), self.wait.request_ttl()));
+        self.cmd =
+            self.target
+                .acquire(&self.owner, self.lease_ms, self.wait, self.session, request);
+        &self.cmd
+    }
+
+    /// After a resend, a write for the replica check to count: a replay
+    /// writes nothing on the new connection, so its `WAIT` would not cover
+    /// the grant the first send wrote; the latch's expiry set again (the
+    /// latch exists once granted) is one write on it. None without a resend.
+    pub fn touch(&self) -> Option<Cmd> {
+        let id = self.requests.last().filter(|_| self.resent)?;
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(self.target.request_latch(id))
+            .arg(self.wait.request_ttl());
+        Some(cmd)
+    }
 }
 
 impl<O> Handle<O> {
     pub fn fenced(mut self) -> Self {
         self.target.fenced = true;
+        self
+    }
+
+    /// Granted in arrival order (`FAIRLOCK.*`).
+    pub fn fair(mut self) -> Self {
+        self.target.fair = true;
         self
     }
 
@@ -152,13 +209,29 @@ impl<O> Handle<O> {
     ) -> Result<Acquisition<'a>> {
         target.check()?;
         self.options.check()?;
+        let session = self.options.session;
+        if session && target.fair {
+            return Err(Error::InvalidArgument("a fair lock has no session holds"));
+        }
         let lease_ms = self.options.lease_ms();
-        let cmd = target.acquire(&owner, lease_ms, wait, self.options.session);
+        let requests: Vec<String> = target
+            .requests()
+            .then(command::request_id)
+            .into_iter()
+            .collect();
+        let request = requests.first().map(|id| (id.as_str(), wait.request_ttl()));
+        let cmd = target.acquire(&owner, lease_ms, wait, session, request);
         Ok(Acquisition {
             owner,
             lease_ms,
             name: target.name(),
             cmd,
+            wait,
+            requests,
+            target,
+            session,
+            started: Instant::now(),
+            resent: false,
         })
     }
 }
@@ -184,6 +257,9 @@ pub(crate) struct Hold {
     pub session: bool,
     pub response_timeout: Option<Duration>,
     pub on_lost: Option<OnLost>,
+    /// The request ids of its acquisition: their latches go with the
+    /// release's (one `DEL`), or expire.
+    pub requests: Vec<String>,
 }
 
 impl Hold {
@@ -204,6 +280,7 @@ impl Hold {
             session: handle.options.session,
             response_timeout: handle.options.response_timeout,
             on_lost: handle.on_lost.clone(),
+            requests: acquisition.requests,
         }
     }
 
@@ -231,10 +308,15 @@ impl Hold {
     }
 
     /// Deletes the reply the server kept for `request`, as Redisson does once
-    /// it has it.
+    /// it has it, and the acquisition's latches in the same call (its reply
+    /// came; nothing resends it). A session's release sends no `DEL`, to
+    /// spend no round trip: its acquisition's latch expires on its own.
     pub fn forget(&self, request: &str) -> Cmd {
         let mut cmd = redis::cmd("DEL");
         cmd.arg(self.target.latch(request));
+        for id in &self.requests {
+            cmd.arg(self.target.request_latch(id));
+        }
         cmd
     }
 

@@ -66,6 +66,13 @@
 //!   they did not within [`SyncOptions::timeout`] (1 s), releases it and
 //!   returns [`Error::NotSynced`], as Redisson does by default
 //!   (`checkLockSyncedSlaves`).
+//! - **Fair lock**: [`Locks::fair_lock`] (Redisson's `RFairLock`,
+//!   `FAIRLOCK.*`) grants holds in arrival order, waiting in the line on
+//!   the server.
+//! - **Request ids**: every single lock's acquisition carries a fresh
+//!   request id (`REQUEST id ttl`) and a lost reply is sent again once,
+//!   with the same id, on a new connection: the server answers a granted
+//!   first send from its latch, so the hold counts once.
 //! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its

@@ -60,6 +60,19 @@ impl Locks {
         self.lock(name).fenced()
     }
 
+    /// The fair lock `name` (Redisson's `getFairLock`, `RFairLock`): holders
+    /// in the order they arrived, in one line with Redisson's own waiters
+    /// (`FAIRLOCK.*`). A wait waits in the line on the server, which takes
+    /// the waiter out of it when the wait runs out; a try (zero wait) never
+    /// joins it (`NOQUEUE`); the watchdog renews it (`LOCK.RENEW`).
+    /// [`Lock::non_reentrant`] is Redisson's non-reentrant fair lock; a fair
+    /// lock has no fencing tokens and no sessions ([`Lock::fenced`] and
+    /// [`Lock::with_session`] make its acquisitions fail with
+    /// [`crate::Error::InvalidArgument`]).
+    pub fn fair_lock(&self, name: &str) -> Lock {
+        Lock(self.0.handle(Target::single(Kind::Lock, name), None).fair())
+    }
+
     /// The read-write lock `name` (Redisson's `getReadWriteLock`).
     pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
         ReadWriteLock::new(self.0.handle(Target::single(Kind::Read, name), None))

@@ -85,12 +85,15 @@ impl Spec {
 
     /// One master's acquisition, waiting there as long as `wait`.
     pub fn acquire(&self, owner: &str, wait: Wait) -> Cmd {
-        self.target.acquire(owner, millis(self.lease), wait, false)
+        // No request id: a master's attempt is not resent (a master that
+        // did not answer counts as refused, and every master is released).
+        self.target
+            .acquire(owner, millis(self.lease), wait, false, None)
     }
 
     /// Ok when the master granted it.
     pub fn granted(&self, reply: Value) -> Result<()> {
-        self.target.acquired(reply).map(|_| ())
+        self.target.acquired(reply, Wait::No).map(|_| ())
     }
 
     pub fn release(&self, owner: &str) -> Cmd {

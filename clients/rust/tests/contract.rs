@@ -542,6 +542,10 @@ impl LockObject {
             "plain" => LockObject::Plain(plain(locks.lock(name))),
             "fenced" => LockObject::Plain(plain(locks.fenced_lock(name))),
             "nonreentrant" => LockObject::Plain(plain(locks.lock(name).non_reentrant())),
+            "fair" if spec.session => {
+                return Err(format!("{name}: a fair lock has no session holds"));
+            }
+            "fair" => LockObject::Plain(locks.fair_lock(name)),
             kind @ ("read" | "write") => {
                 // One read-write lock object per client and name, whose
                 // read and write sides share the owner.

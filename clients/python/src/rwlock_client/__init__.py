@@ -3,6 +3,7 @@
 
 - `Lock`: RLock (`LOCK.*`); `fenced=True` for RFencedLock's tokens,
   `reentrant=False` for the non-reentrant lock.
+- `FairLock`: RFairLock (`FAIRLOCK.*`), holders in arrival order.
 - `ReadWriteLock`: RReadWriteLock (`RWLOCK.*`), `read_lock()`/`write_lock()`.
 - `MultiLock`: several holds taken atomically (`LOCK.ACQUIREALL`).
 - `RedLock`: the Redlock algorithm over independent masters (deprecated by
@@ -24,12 +25,14 @@ each acquisition waits for the master's replicas (`ReplicaSync`).
 
 from ._core import ReplicaSync
 from .errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 
 __all__ = [
+    "FairLock",
     "Lock",
     "LockBase",
     "LockError",

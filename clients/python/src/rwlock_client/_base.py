@@ -7,12 +7,14 @@ with or without `await`."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Dict, Generator, Generic, Optional, Sequence, Tuple, TypeVar, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _owner
 from ._core import (
@@ -20,6 +22,7 @@ from ._core import (
     DEFAULT_WATCHDOG_TIMEOUT,
     REPLY_MARGIN,
     Args,
+    FairPlan,
     Hold,
     MultiPlan,
     Outcome,
@@ -28,8 +31,10 @@ from ._core import (
     ReadWritePlan,
     ReplicaSync,
     block_of,
+    new_request_id,
     parse_info,
     reply_timeout,
+    request_ttl,
     sync_commands,
     synced,
     to_ms,
@@ -43,8 +48,17 @@ ReadT = TypeVar("ReadT")
 WriteT = TypeVar("WriteT")
 T = TypeVar("T")
 
-#: A command and how long to wait for its reply (`Link.call`'s timeout).
-Step = Tuple[Args, Optional[float]]
+class Reconnect:
+    """The step a conversation yields to have its connection replaced by a
+    new one of the same pool (the old one failed midway); it is sent None."""
+
+
+#: The one `Reconnect` step.
+RECONNECT = Reconnect()
+
+#: A command and how long to wait for its reply (`Link.call`'s timeout), or
+#: `RECONNECT`.
+Step = Union[Tuple[Args, Optional[float]], Reconnect]
 
 #: A conversation with the server that ends with a T.
 Conversation = Generator[Step, Any, T]
@@ -60,6 +74,9 @@ class Held(Generic[LinkT, DogT]):
     lost: bool = False
     link: Optional[LinkT] = None  # a session's connection
     dog: Optional[DogT] = None
+    # The request ids of acquisitions answered since the last release: their
+    # latches go with the next release's latch (one DEL), or expire.
+    latches: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,15 @@ class Request:
     lease_ms: int
     block_ms: Optional[int]
     watched: bool  # no lease given: the watchdog renews it
+
+
+def _remaining(block_ms: Optional[int], started: float) -> Optional[int]:
+    """What is left of a wait begun at `started`: None (one attempt) when it
+    ran out, 0 (without limit) and None as they were."""
+    if not block_ms:
+        return block_ms
+    left = block_ms - int((time.monotonic() - started) * 1000)
+    return left if left > 0 else None
 
 
 class LockCommon(Generic[LinkT, DogT, CallbackT]):
@@ -146,19 +172,62 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             state = self._held.get(owner)
             return state, (state.link if state is not None else None)
 
-    def _acquiring(self, request: Request) -> Conversation[Outcome]:
-        """The acquisition, then the replica sync of what it took."""
-        args = self._plan.acquire(request.owner, request.lease_ms, request.block_ms, self.session)
+    def _acquiring(self, request: Request, resend: bool) -> Conversation[Outcome]:
+        """The acquisition, then the replica sync of what it took.
+
+        A single lock's acquisition carries a fresh request id
+        (`REQUEST id ttl`). When its reply is lost (a connection error or a
+        read timeout: the command may or may not have run), it is sent
+        again once, on a new connection, with the same id (a wait with what
+        is left of it): the server answers a granted first send from its
+        latch, taking nothing more, so the hold is counted once and none is
+        left orphaned. `resend` False (a session's re-entry, whose
+        connection was the session's): the error is raised. A session
+        acquisition resends with a *new* id: its connection closed, the
+        server released what the first send may have bound to it, and a
+        replay would answer granted while binding nothing."""
+        block_ms = request.block_ms
+        ident = new_request_id() if self._plan.requests else None
+        ids = [] if ident is None else [ident]
+        started = time.monotonic()
+        resent = False
         try:
-            reply = yield args, reply_timeout(request.block_ms)
+            try:
+                reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
+            except (ConnectionError, TimeoutError):
+                if ident is None or not resend:
+                    raise
+                yield RECONNECT
+                if self.session:
+                    ident = new_request_id()
+                    ids.append(ident)
+                block_ms = _remaining(block_ms, started)
+                resent = True
+                reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
         except ResponseError as e:
             if str(e).startswith("NON_REENTRANT"):
                 raise NotReentrant(f"{self.name}: {e}") from e
             raise
-        outcome = self._plan.outcome(reply)
+        outcome = dataclasses.replace(self._plan.outcome(reply, block_ms), requests=tuple(ids))
         if outcome.acquired:
+            if resent and ident is not None and self.sync.enabled:
+                # A replay writes nothing on this connection, so WAIT here
+                # would not cover the grant the first send wrote: one write
+                # on it (the latch's expiry again) makes WAIT count it.
+                ttl = request_ttl(block_ms)
+                yield ["PEXPIRE", self._plan.acquire_latch(ident), ttl], DEFAULT
             yield from self._synchronizing(request.owner)
         return outcome
+
+    def _acquisition(self, request: Request, block_ms: Optional[int], ident: Optional[str]) -> Args:
+        ttl = request_ttl(block_ms)
+        return self._plan.acquire(
+            request.owner,
+            request.lease_ms,
+            block_ms,
+            self.session,
+            None if ident is None else (ident, ttl),
+        )
 
     def _synchronizing(self, owner: str) -> Conversation[None]:
         """WAIT (and WAITAOF) for the hold just taken; released again and
@@ -188,6 +257,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             state.lease_ms = request.lease_ms
             state.token = outcome.token
             state.lost = False
+            state.latches.extend(outcome.requests)
             if link is not None and state.link is None:
                 state.link = link
             if request.watched and not self.session and state.dog is None:
@@ -250,6 +320,32 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         request = str(uuid.uuid4()) if single and not session else None
         return self._plan.release(owner, lease_ms, request), request
 
+    def _latches(self, state: Optional[Held[LinkT, DogT]], request: Optional[str]) -> Args:
+        """The keys a release's `DEL` deletes once it has its reply: the
+        release's latch and those of the acquisitions answered since the
+        last release (their replies came; nothing resends them). Without a
+        release latch (a session's release) no `DEL` is sent, to spend no
+        round trip: the acquisitions' latches then expire on their own."""
+        ids: List[str] = []
+        if state is not None:
+            with self._guard:
+                ids, state.latches = state.latches, []
+        if request is None:
+            return []
+        keys: Args = [self._plan.latch(request)]
+        return keys + [self._plan.acquire_latch(i) for i in ids]
+
+    def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
+        """What a release's reply says (`Plan.released`); None (not held)
+        too when the watchdog found the hold lost, whatever the server
+        replied (a fair lock's release replies 1 once the lock is gone)."""
+        released = self._plan.released(reply)
+        if state is not None:
+            with self._guard:
+                if state.lost:
+                    return None
+        return released
+
     def _not_held(self, owner: str) -> LockNotHeld:
         return LockNotHeld(f"{self.name} is not held by {owner}")
 
@@ -286,6 +382,31 @@ class PlainLockCommon(LockCommon[LinkT, DogT, CallbackT]):
             on_lost=on_lost,
         )
         self.fenced, self.reentrant = fenced, reentrant
+
+
+class FairLockCommon(LockCommon[LinkT, DogT, CallbackT]):
+    """`FairLock`'s constructor, for the sync and asyncio one."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        reentrant: bool = True,
+        watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT,
+        sync: ReplicaSync = ReplicaSync(),
+        client_id: Optional[str] = None,
+        on_lost: Optional[CallbackT] = None,
+    ) -> None:
+        super().__init__(
+            client,
+            FairPlan(name, reentrant),
+            watchdog_timeout=watchdog_timeout,
+            sync=sync,
+            client_id=client_id,
+            on_lost=on_lost,
+        )
+        self.reentrant = reentrant
 
 
 #: A lock object (`Lock`, a read or write lock, sync or asyncio) or a

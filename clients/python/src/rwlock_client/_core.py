@@ -5,6 +5,7 @@ lock sends and how its replies read. No I/O here; `lock.py` and
 from __future__ import annotations
 
 import math
+import uuid
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -15,6 +16,9 @@ Args = List[Union[str, int]]
 #: How long the server keeps a release's reply for a retry sent with the
 #: same request id (`REQUEST id ttl`): Redisson's default.
 LATCH_TTL_MS = 13_500
+
+#: An acquisition's request id: a fresh one per acquisition, and its ttl.
+AcquireRequest = Tuple[str, int]
 
 #: Redisson's `lockWatchdogTimeout`: the lease a hold taken without one
 #: gets, renewed every third of it.
@@ -51,6 +55,21 @@ def reply_timeout(block_ms: Optional[int]) -> Optional[float]:
     if block_ms is None:
         return DEFAULT
     return None if block_ms == 0 else block_ms / 1000 + REPLY_MARGIN
+
+
+def request_ttl(block_ms: Optional[int]) -> int:
+    """How long the server keeps an acquisition's grant for its resend:
+    13.5 s (the release's) plus the wait. A parked call's latch is stored
+    when it is served, at the earliest when it is sent, and its lost reply is
+    noticed at the latest a wait (and the reply margin) after the send: the
+    resend then still finds the latch. `BLOCK 0` waits without limit: its
+    lost reply shows only as a connection error, at once."""
+    return LATCH_TTL_MS + (block_ms or 0)
+
+
+def new_request_id() -> str:
+    """A random request id (Redisson's are UUIDs)."""
+    return str(uuid.uuid4())
 
 
 def text(value: Any) -> str:
@@ -92,6 +111,8 @@ class Outcome:
     acquired: bool
     pttl: Optional[int] = None
     token: Optional[int] = None
+    #: The request ids the acquisition was sent with (their latches).
+    requests: Tuple[str, ...] = ()
 
 
 class Plan:
@@ -103,20 +124,43 @@ class Plan:
     def __init__(self, key: str, fenced: bool = False) -> None:
         self.key, self.fenced = key, fenced
 
-    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+    #: Whether the acquisition takes `REQUEST id ttl` (a single lock's does;
+    #: `LOCK.ACQUIREALL` has none).
+    requests = True
+
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        """The acquisition; `request` (`id`, `ttl`) makes it idempotent: a
+        resend with that id within ttl ms of the grant replies the grant
+        again and takes nothing more (docs/design.md §14.7)."""
         raise NotImplementedError
 
     def _acquire(
-        self, command: str, owner: str, lease_ms: int, block_ms: Optional[int], session: bool
+        self,
+        command: str,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest],
     ) -> Args:
-        """`command key owner lease [BLOCK ms] [SESSION] [FENCED]`."""
+        """`command key owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl]`."""
         args: Args = [command, self.key, owner, lease_ms]
         args += _options(block_ms, session)
         if self.fenced:
             args.append("FENCED")
+        if request is not None:
+            args += ["REQUEST", request[0], request[1]]
         return args
 
-    def outcome(self, reply: Any) -> Outcome:
+    def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
+        """The acquisition's reply (sent with `block_ms`, as `acquire`)."""
         if self.fenced:
             return _fenced_outcome(reply)
         if reply is None:
@@ -133,8 +177,16 @@ class Plan:
     def latch(self, request: str) -> str:
         """Where the server keeps a release's reply for `request` (Redisson's
         `redisson_unlock_latch:{name}:<id>`; a name with a `{` as is)."""
-        name = self.key if "{" in self.key else "{" + self.key + "}"
-        return f"redisson_unlock_latch:{name}:{request}"
+        return f"redisson_unlock_latch:{self._prefixed()}:{request}"
+
+    def acquire_latch(self, request: str) -> str:
+        """Where the server keeps an acquisition's grant for `request`:
+        `redisson_lock_request_latch:{name}:<id>`, in the lock's slot."""
+        return f"redisson_lock_request_latch:{self._prefixed()}:{request}"
+
+    def _prefixed(self) -> str:
+        """The name as Redisson's `prefixName` puts it in derived keys."""
+        return self.key if "{" in self.key else "{" + self.key + "}"
 
     def released(self, reply: Any) -> Optional[bool]:
         """None: the owner held nothing; False: still held (re-entered);
@@ -180,8 +232,15 @@ class PlainPlan(Plan):
         super().__init__(key, fenced)
         self.reentrant = reentrant
 
-    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
-        args = self._acquire("LOCK.ACQUIRE", owner, lease_ms, block_ms, session)
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        args = self._acquire("LOCK.ACQUIRE", owner, lease_ms, block_ms, session, request)
         if not self.reentrant:
             args.append("NOREENTRY")
         return args
@@ -199,11 +258,73 @@ class ReadWritePlan(Plan):
         super().__init__(key, fenced)
         self.mode = mode
 
-    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
-        return self._acquire("RWLOCK." + self.mode, owner, lease_ms, block_ms, session)
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        return self._acquire("RWLOCK." + self.mode, owner, lease_ms, block_ms, session, request)
 
     def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
         return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, request)
+
+
+class FairPlan(Plan):
+    """`FAIRLOCK.*`: Redisson's RFairLock (and its non-reentrant fair lock),
+    in one line with Redisson's own waiters (docs/design.md §13). A wait is
+    `BLOCK` in the line, the server keeping the waiter's place and taking it
+    out of the line when the wait ends (its own timeout path, as Redisson's
+    `acquireFailed` would); a try is `NOQUEUE` (Redisson's `tryLock()`),
+    which never joins the line. `LOCK.RENEW` renews a fair hold."""
+
+    renew_command = "LOCK.RENEW"
+
+    def __init__(self, key: str, reentrant: bool) -> None:
+        super().__init__(key)
+        self.reentrant = reentrant
+
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        """`FAIRLOCK.ACQUIRE key owner lease` and: a try `NOQUEUE`; a wait
+        of W ms `WAIT W BLOCK W` (Redisson's `tryLock(W)` sends W as the
+        thread wait time); without limit `BLOCK 0` (the server's
+        `rwlock.fair-wait`, Redisson's 5 minutes)."""
+        if session:
+            raise LockError("the fair lock has no session holds")
+        args: Args = ["FAIRLOCK.ACQUIRE", self.key, owner, lease_ms]
+        if block_ms is None:
+            args.append("NOQUEUE")
+        else:
+            if block_ms > 0:
+                args += ["WAIT", block_ms]
+            args += ["BLOCK", block_ms]
+        if not self.reentrant:
+            args.append("NOREENTRY")
+        if request is not None:
+            args += ["REQUEST", request[0], request[1]]
+        return args
+
+    def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
+        """nil: taken. An integer: refused; after a wait the PTTL of the
+        hold in the way, after a try (`NOQUEUE`'s 1) unknown."""
+        if reply is None:
+            return Outcome(True)
+        return Outcome(False, pttl=None if block_ms is None else int(reply))
+
+    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+        """`FAIRLOCK.UNLOCK`: 1 released (also when the lock no longer
+        exists, as Redisson's `fair_unlock.lua` replies), 0 still held, nil
+        held by others."""
+        return ["FAIRLOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
 
 
 Hold = Tuple[str, str]
@@ -230,7 +351,17 @@ class MultiPlan(Plan):
             args += [kind, name]
         return args
 
-    def acquire(self, owner: str, lease_ms: int, block_ms: Optional[int], session: bool) -> Args:
+    requests = False
+
+    def acquire(
+        self,
+        owner: str,
+        lease_ms: int,
+        block_ms: Optional[int],
+        session: bool,
+        request: Optional[AcquireRequest] = None,
+    ) -> Args:
+        """`LOCK.ACQUIREALL` takes no `REQUEST`: none is sent."""
         args: Args = ["LOCK.ACQUIREALL", owner, lease_ms]
         return args + _options(block_ms, session) + self._holds()
 

@@ -21,6 +21,7 @@ READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response)
 
 class Link:
     def __init__(self, client: Any, key: str) -> None:
+        self._client = client
         self._cluster: Any = client if isinstance(client, RedisCluster) else None
         self._key = key
         self._moved = False
@@ -77,6 +78,14 @@ class Link:
             return self._conn.read_response()
         finally:
             sock.settimeout(self._conn.socket_timeout)
+
+    def reconnect(self) -> None:
+        """Replaces the connection by a new one from the same pool: the old
+        one failed midway, and is closed first."""
+        self._conn.disconnect()
+        self._pool.release(self._conn)
+        self._broken = False
+        self._open(self._client)
 
     def close(self) -> None:
         """Back to the pool (disconnected first if a call failed midway)."""

@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterator, Optional, Type, TypeVar, cast
 from redis.exceptions import ConnectionError, TimeoutError
 
 from . import _owner
-from ._base import Conversation, Held, LockCommon, PlainLockCommon
-from ._core import Outcome
+from ._base import Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from ._core import Args, Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link
 from .watchdog import Watchdog
@@ -25,12 +25,17 @@ T = TypeVar("T")
 
 def converse(link: Link, conversation: Conversation[T]) -> T:
     """Carries a conversation (`_base`) over `link`: sends each command it
-    yields, gives it the reply or throws it the error, returns its result."""
+    yields (or reconnects), gives it the reply or throws it the error,
+    returns its result."""
     try:
         step = next(conversation)
         while True:
             try:
-                reply = link.call(*step)
+                if isinstance(step, Reconnect):
+                    link.reconnect()
+                    reply = None
+                else:
+                    reply = link.call(*step)
             except Exception as e:
                 step = conversation.throw(e)
             else:
@@ -71,7 +76,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         link = session_link or Link(self.client, self._plan.key)
         keep = False
         try:
-            outcome = converse(link, self._acquiring(request))
+            outcome = converse(link, self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -124,8 +129,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
                 link.close()
                 link = Link(self.client, self._plan.key)
                 reply = link.call(args)
-            if request is not None:
-                self._forget_latch(link, request)
+            self._forget_latches(link, self._latches(state, request))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -136,16 +140,19 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         finally:
             if link is not session_link:
                 link.close()
-        released = self._plan.released(reply)
+        released = self._released(state, reply)
         self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
 
-    def _forget_latch(self, link: Link, request: str) -> None:
-        """Deletes the reply kept for `request`, as Redisson does once it has
-        it; if that fails the latch still expires on its own."""
+    def _forget_latches(self, link: Link, keys: Args) -> None:
+        """Deletes the release's latch (as Redisson does once it has the
+        reply) and the acquisitions' in the same `DEL`; if that fails they
+        still expire on their own."""
+        if not keys:
+            return
         try:
-            link.call(["DEL", self._plan.latch(request)])
+            link.call(["DEL", *keys])
         except (ConnectionError, TimeoutError):
             pass
 

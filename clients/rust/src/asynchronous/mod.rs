@@ -72,6 +72,11 @@ impl Locks {
         self.lock(name).fenced()
     }
 
+    /// The fair lock `name`, as [`crate::Locks::fair_lock`].
+    pub fn fair_lock(&self, name: &str) -> Lock {
+        Lock(self.handle(Target::single(Kind::Lock, name)).fair())
+    }
+
     /// The read-write lock `name`.
     pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
         ReadWriteLock(self.handle(Target::single(Kind::Read, name)))
@@ -111,15 +116,24 @@ async fn connect(
 impl Handle {
     async fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
-        let acquisition = self.acquisition(target, wait, self.owner.clone())?;
+        let mut acquisition = self.acquisition(target, wait, self.owner.clone())?;
         // Its own connection, whose response timeout covers the wait on the
         // server; a session hold lives as long as it.
         let timeout = wait.timeout(options.response_timeout);
-        let (client, mut conn, reply) = self
-            .routed(acquisition.name, &acquisition.cmd, timeout)
-            .await
-            .map_err(acquire_error)?;
-        let token = target.acquired(reply)?;
+        let name = acquisition.name;
+        let sent = match self.routed(name, &acquisition.cmd, timeout).await {
+            Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
+                // The reply was lost: once more, on a new connection, with
+                // the same request id, as the blocking client.
+                let cmd = acquisition.resend().clone();
+                let timeout = acquisition.wait.timeout(options.response_timeout);
+                self.routed(name, &cmd, timeout).await
+            }
+            other => other,
+        };
+        let (client, mut conn, reply) = sent.map_err(acquire_error)?;
+        let token = target.acquired(reply, acquisition.wait)?;
+        let touch = acquisition.touch();
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
@@ -128,7 +142,7 @@ impl Handle {
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options).await {
+        if let Err(e) = guard.check_replicas(options, touch).await {
             let _ = guard.release_now().await;
             return Err(e);
         }
@@ -169,6 +183,7 @@ impl Handle {
             session: options.session,
             response_timeout: options.response_timeout,
             on_lost: None,
+            requests: Vec::new(),
         };
         let (cmd, request) = hold.release();
         let timeout = options.response_timeout;
@@ -478,7 +493,9 @@ impl Guard {
         self.release_now().await
     }
 
-    async fn check_replicas(&mut self, options: &Options) -> Result<()> {
+    /// The replica check; `touch` (after a resend) is written first, as
+    /// the blocking client's.
+    async fn check_replicas(&mut self, options: &Options, touch: Option<redis::Cmd>) -> Result<()> {
         let sync_options = &options.sync;
         if !sync_options.enabled {
             return Ok(());
@@ -486,6 +503,9 @@ impl Guard {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
+        if let Some(touch) = touch {
+            let _: Value = touch.query_async(conn).await?;
+        }
         let info: String = sync::info().query_async(conn).await?;
         let master = sync::Master::of(&info);
         if master.replicas == 0 && !(sync_options.aof && master.aof) {
@@ -514,6 +534,9 @@ impl Guard {
     }
 
     async fn release_now(&mut self) -> Result<()> {
+        // A hold the watchdog found gone is not held, whatever the release
+        // replies (a fair lock's replies 1 once the lock is gone).
+        let lost = self.is_lost();
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
@@ -521,7 +544,11 @@ impl Guard {
         let Some(conn) = self.conn.take() else {
             return Err(Error::NotHeld);
         };
-        release(&self.hold, conn).await
+        release(&self.hold, conn).await?;
+        if lost {
+            return Err(Error::NotHeld);
+        }
+        Ok(())
     }
 }
 

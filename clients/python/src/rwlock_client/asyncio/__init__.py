@@ -15,12 +15,14 @@ the sync client; the watchdog is a task.
 
 from .._core import ReplicaSync
 from ..errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 
 __all__ = [
+    "FairLock",
     "Lock",
     "LockBase",
     "LockError",

@@ -77,6 +77,13 @@ class Link:
         if result is not None:
             await result
 
+    async def reconnect(self) -> None:
+        """As the sync `Link.reconnect`."""
+        await self._conn.disconnect()
+        await self._release()
+        self._broken = False
+        await self._open()
+
     async def close(self) -> None:
         if self._broken:
             await self._conn.disconnect()

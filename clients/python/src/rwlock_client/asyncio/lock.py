@@ -12,8 +12,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, Type
 from redis.exceptions import ConnectionError, TimeoutError
 
 from .. import _owner
-from .._base import Conversation, Held, LockCommon, PlainLockCommon
-from .._core import Outcome
+from .._base import Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from .._core import Args, Outcome
 from ._link import Link
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
@@ -32,7 +32,11 @@ async def converse(link: Link, conversation: Conversation[T]) -> T:
         step = next(conversation)
         while True:
             try:
-                reply = await link.call(*step)
+                if isinstance(step, Reconnect):
+                    await link.reconnect()
+                    reply = None
+                else:
+                    reply = await link.call(*step)
             except Exception as e:
                 step = conversation.throw(e)
             else:
@@ -61,7 +65,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         link = session_link or await Link.open(self.client, self._plan.key)
         keep = False
         try:
-            outcome = await converse(link, self._acquiring(request))
+            outcome = await converse(link, self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -117,8 +121,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
                 await link.close()
                 link = await Link.open(self.client, self._plan.key)
                 reply = await link.call(args)
-            if request is not None:
-                await self._forget_latch(link, request)
+            await self._forget_latches(link, self._latches(state, request))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -130,15 +133,17 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         finally:
             if link is not session_link:
                 await link.close()
-        released = self._plan.released(reply)
+        released = self._released(state, reply)
         await self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
 
-    async def _forget_latch(self, link: Link, request: str) -> None:
-        """As the sync `_forget_latch`."""
+    async def _forget_latches(self, link: Link, keys: Args) -> None:
+        """As the sync `_forget_latches`."""
+        if not keys:
+            return
         try:
-            await link.call(["DEL", self._plan.latch(request)])
+            await link.call(["DEL", *keys])
         except (ConnectionError, TimeoutError):
             pass
 

@@ -1,0 +1,417 @@
+//! Request ids on acquisitions (issue 26): every single-lock acquisition
+//! sends `REQUEST <fresh id> <ttl>`, and a reply lost in flight (a real
+//! fault: `DropReplyProxy` forwards the command, reads its reply and closes
+//! the connection instead of delivering it) is sent again once on a new
+//! connection with the same id: the server answers from its latch, so the
+//! hold is counted once, with the first grant's fencing token. Without the
+//! fault, the grant's latch shows the id was sent; the multi-lock sends
+//! none.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use rwlock_client::{asynchronous, Guard, Locks, Options};
+use testkit::{query, Server};
+
+/// A TCP proxy that loses one reply: every byte is forwarded both ways,
+/// except that once the client sent a chunk containing `trigger` (a
+/// command's name), the server's next reply is read and both connections
+/// closed instead of delivering it. The command ran; the client never hears
+/// of it.
+struct DropReplyProxy {
+    port: u16,
+    swallowed: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl DropReplyProxy {
+    fn start(server_port: u16, trigger: &'static [u8]) -> DropReplyProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // accept() polls, to see the proxy stopped.
+        listener.set_nonblocking(true).expect("nonblocking");
+        let swallowed = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let armed = Arc::new(AtomicBool::new(true));
+        let (lost, stopped) = (Arc::clone(&swallowed), Arc::clone(&stop));
+        let accept = thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).expect("blocking");
+                        let upstream =
+                            TcpStream::connect(("127.0.0.1", server_port)).expect("upstream");
+                        relay(client, upstream, trigger, &armed, &lost);
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        DropReplyProxy {
+            port,
+            swallowed,
+            stop,
+            accept: Some(accept),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn swallowed(&self) -> Vec<Vec<u8>> {
+        self.swallowed.lock().expect("swallowed").clone()
+    }
+}
+
+impl Drop for DropReplyProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+/// Two threads: client → server, which arms the swallowing before it
+/// forwards the trigger, and server → client, which swallows the reply that
+/// follows and closes both sides (the server's first, so the server has
+/// seen the close before the client can reconnect).
+fn relay(
+    client: TcpStream,
+    upstream: TcpStream,
+    trigger: &'static [u8],
+    armed: &Arc<AtomicBool>,
+    swallowed: &Arc<Mutex<Vec<Vec<u8>>>>,
+) {
+    let swallow = Arc::new(AtomicBool::new(false));
+    let (mut from_client, mut to_server) = (
+        client.try_clone().expect("clone"),
+        upstream.try_clone().expect("clone"),
+    );
+    let (armed, arm) = (Arc::clone(armed), Arc::clone(&swallow));
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match from_client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let data = &buf[..n];
+            if data.windows(trigger.len()).any(|w| w == trigger)
+                && armed.swap(false, Ordering::SeqCst)
+            {
+                arm.store(true, Ordering::SeqCst);
+            }
+            if to_server.write_all(data).is_err() {
+                break;
+            }
+        }
+        let _ = to_server.shutdown(Shutdown::Both);
+    });
+    let (mut from_server, mut to_client) = (upstream, client);
+    let swallowed = Arc::clone(swallowed);
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = match from_server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if swallow.load(Ordering::SeqCst) {
+                swallowed.lock().expect("swallowed").push(buf[..n].to_vec());
+                break;
+            }
+            if to_client.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = from_server.shutdown(Shutdown::Both);
+        let _ = to_client.shutdown(Shutdown::Both);
+    });
+}
+
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = query(conn, &["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = query(conn, &["KEYS", pattern]);
+    keys.sort();
+    keys
+}
+
+/// The token of a swallowed `[-1, token]` reply.
+fn swallowed_token(reply: &[u8]) -> i64 {
+    let text = String::from_utf8_lossy(reply);
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    assert_eq!(&lines[..2], &["*2", ":-1"], "{text}");
+    lines[2][1..].parse().expect("token")
+}
+
+/// A lock kind, taken through `locks`, and the hash field its owner's count
+/// is in.
+#[derive(Clone, Copy, Debug)]
+enum KindOf {
+    Plain,
+    Fenced,
+    NonReentrant,
+    Read,
+    Write,
+    Fair,
+}
+
+const KINDS: [KindOf; 6] = [
+    KindOf::Plain,
+    KindOf::Fenced,
+    KindOf::NonReentrant,
+    KindOf::Read,
+    KindOf::Write,
+    KindOf::Fair,
+];
+
+impl KindOf {
+    fn command(self) -> &'static [u8] {
+        match self {
+            KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant => b"LOCK.ACQUIRE",
+            KindOf::Read => b"RWLOCK.READ",
+            KindOf::Write => b"RWLOCK.WRITE",
+            KindOf::Fair => b"FAIRLOCK.ACQUIRE",
+        }
+    }
+
+    fn fenced(self) -> bool {
+        matches!(self, KindOf::Fenced | KindOf::Write)
+    }
+
+    /// Acquires `name` (waiting at most `wait`): the guard and the hash
+    /// field of its owner's count.
+    fn acquire(self, locks: &Locks, name: &str, wait: Duration) -> (Guard, String) {
+        let lease = Duration::from_secs(10);
+        match self {
+            KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant | KindOf::Fair => {
+                let lock = match self {
+                    KindOf::Fenced => locks.fenced_lock(name),
+                    KindOf::Fair => locks.fair_lock(name),
+                    KindOf::NonReentrant => locks.lock(name).non_reentrant(),
+                    _ => locks.lock(name),
+                }
+                .with_lease(lease);
+                (lock.try_acquire(wait).expect("acquired"), lock.owner())
+            }
+            KindOf::Read => {
+                let rw = locks.read_write_lock(name).with_lease(lease);
+                (rw.try_read(wait).expect("read"), rw.owner())
+            }
+            KindOf::Write => {
+                let rw = locks.read_write_lock(name).fenced().with_lease(lease);
+                (
+                    rw.try_write(wait).expect("write"),
+                    format!("{}:write", rw.owner()),
+                )
+            }
+        }
+    }
+}
+
+fn locks_on(url: &str) -> Locks {
+    Locks::new(redis::Client::open(url).expect("url")).with_options(Options::default())
+}
+
+#[test]
+fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
+    let (server, mut conn) = Server::started(&[]);
+    for kind in KINDS {
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        let proxy = DropReplyProxy::start(server.port, kind.command());
+        let name = format!("req:{kind:?}");
+        let (guard, field) = kind.acquire(&locks_on(&proxy.url()), &name, Duration::ZERO);
+        let swallowed = proxy.swallowed();
+        assert_eq!(swallowed.len(), 1, "{kind:?}: the first reply was lost");
+        let command = String::from_utf8_lossy(kind.command()).to_lowercase();
+        assert_eq!(calls(&mut conn, &command), 2, "{kind:?}: sent twice");
+        // One write on the new connection, for the replica check's WAIT to
+        // cover the grant the first send wrote.
+        assert_eq!(calls(&mut conn, "pexpire"), 1, "{kind:?}");
+        let count: String = query(&mut conn, &["HGET", &name, &field]);
+        assert_eq!(count, "1", "{kind:?}: counted once");
+        if kind.fenced() {
+            let token = swallowed_token(&swallowed[0]);
+            assert_eq!(guard.token(), Some(token), "{kind:?}: the grant's token");
+            let stored: i64 = query(
+                &mut conn,
+                &["GET", &format!("redisson_lock_token:{{{name}}}")],
+            );
+            assert_eq!(stored, token, "{kind:?}: no second token");
+        }
+        let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
+        assert_eq!(keys(&mut conn, &pattern).len(), 1, "{kind:?}");
+        guard.release().expect("released");
+        let exists: i64 = query(&mut conn, &["EXISTS", &name]);
+        assert_eq!(exists, 0, "{kind:?}: one release frees it: held once");
+        assert!(
+            keys(&mut conn, "redisson_*latch:*").is_empty(),
+            "{kind:?}: the release's DEL took the acquisition's latch too"
+        );
+    }
+}
+
+#[test]
+fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
+    let (server, mut conn) = Server::started(&[]);
+    for (family, trigger) in [
+        ("LOCK", &b"LOCK.ACQUIRE"[..]),
+        ("FAIRLOCK", &b"FAIRLOCK.ACQUIRE"[..]),
+    ] {
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        let name = format!("req:wait:{family}");
+        let acquire = format!("{family}.ACQUIRE");
+        let _: () = query(&mut conn, &[acquire.as_str(), &name, "holder:1", "10000"]);
+        let proxy = DropReplyProxy::start(server.port, trigger);
+        let mut other = server.conn();
+        let unlock = [format!("{family}.UNLOCK"), name.clone(), "holder:1".into()];
+        let unlocker = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            let released: i64 = query(&mut other, &unlock);
+            assert_eq!(released, 1);
+        });
+        let locks = locks_on(&proxy.url());
+        let lock = if family == "LOCK" {
+            locks.lock(&name)
+        } else {
+            locks.fair_lock(&name)
+        }
+        .with_lease(Duration::from_secs(10));
+        let started = Instant::now();
+        let guard = lock.try_acquire(Duration::from_secs(5)).expect("served");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        unlocker.join().expect("unlock");
+        let swallowed = proxy.swallowed();
+        assert!(
+            swallowed == [b"$-1\r\n".to_vec()] || swallowed == [b"_\r\n".to_vec()],
+            "{family}: served (nil), then the reply lost: {swallowed:?}"
+        );
+        let stat = acquire.to_lowercase();
+        assert_eq!(
+            calls(&mut conn, &stat),
+            3,
+            "{family}: the holder's, the wait, its resend"
+        );
+        let count: String = query(&mut conn, &["HGET", &name, &lock.owner()]);
+        assert_eq!(count, "1", "{family}");
+        guard.release().expect("released");
+        assert!(keys(&mut conn, "*").is_empty(), "{family}: nothing left");
+    }
+}
+
+#[test]
+fn a_session_acquisition_resends_with_a_new_id() {
+    // The lost reply's connection closed, and with it what the first send
+    // bound to it: a replay would answer granted and bind nothing.
+    let (server, mut conn) = Server::started(&[]);
+    let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
+    let lock = locks_on(&proxy.url()).lock("req:session").with_session();
+    let guard = lock.try_acquire(Duration::ZERO).expect("acquired");
+    assert_eq!(proxy.swallowed().len(), 1);
+    let info: redis::Value = query(&mut conn, &["LOCK.INFO", "req:session"]);
+    let holders: Vec<redis::Value> = match info {
+        redis::Value::Array(items) => match &items[1] {
+            redis::Value::Array(h) => h.clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let holder: Vec<redis::Value> = redis::from_redis_value(holders[0].clone()).expect("holder");
+    let (count, session): (i64, i64) = (
+        redis::from_redis_value(holder[3].clone()).expect("count"),
+        redis::from_redis_value(holder[5].clone()).expect("session"),
+    );
+    assert_eq!(
+        (holders.len(), count, session),
+        (1, 1, 1),
+        "one hold, bound to the live connection"
+    );
+    assert_eq!(
+        keys(&mut conn, "redisson_lock_request_latch:*").len(),
+        2,
+        "two ids sent"
+    );
+    guard.release().expect("released");
+    let exists: i64 = query(&mut conn, &["EXISTS", "req:session"]);
+    assert_eq!(exists, 0);
+}
+
+#[test]
+fn the_async_client_resends_a_lost_reply_with_its_id() {
+    let (server, mut conn) = Server::started(&[]);
+    let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let locks = asynchronous::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let lock = locks
+            .fenced_lock("req:async")
+            .with_lease(Duration::from_secs(10));
+        let guard = lock.try_acquire(Duration::ZERO).await.expect("acquired");
+        let swallowed = proxy.swallowed();
+        assert_eq!(swallowed.len(), 1);
+        assert_eq!(guard.token(), Some(swallowed_token(&swallowed[0])));
+        let count: String = query(&mut conn, &["HGET", "req:async", lock.owner()]);
+        assert_eq!(count, "1");
+        guard.release().await.expect("released");
+    });
+    let exists: i64 = query(&mut conn, &["EXISTS", "req:async"]);
+    assert_eq!(exists, 0);
+    assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
+}
+
+#[test]
+fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks_on(&server.url());
+    for kind in KINDS {
+        let name = format!("sent:{kind:?}");
+        let (guard, _) = kind.acquire(&locks, &name, Duration::from_secs(2));
+        let latches = keys(&mut conn, "redisson_*latch:*");
+        assert_eq!(latches.len(), 1, "{kind:?}: {latches:?}");
+        assert!(latches[0].starts_with(&format!("redisson_lock_request_latch:{{{name}}}:")));
+        let pttl: i64 = query(&mut conn, &["PTTL", &latches[0]]);
+        assert!(
+            (13_500..=15_500).contains(&pttl),
+            "{kind:?}: 13.5 s and the wait: {pttl}"
+        );
+        guard.release().expect("released");
+        assert!(keys(&mut conn, "redisson_*latch:*").is_empty(), "{kind:?}");
+    }
+    let multi = locks.multi_lock().lock("{m}:a").write("{m}:b");
+    let guard = multi.try_acquire(Duration::ZERO).expect("multi");
+    assert!(
+        keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
+        "no REQUEST on LOCK.ACQUIREALL"
+    );
+    guard.release().expect("released");
+    // A refusal records nothing.
+    let _: () = query(
+        &mut conn,
+        &["LOCK.ACQUIRE", "sent:busy", "holder:1", "10000"],
+    );
+    let refused = locks
+        .lock("sent:busy")
+        .try_acquire(Duration::from_millis(200));
+    assert!(matches!(
+        refused,
+        Err(rwlock_client::Error::NotAcquired { .. })
+    ));
+    assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
+}
