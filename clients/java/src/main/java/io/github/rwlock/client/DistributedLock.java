@@ -407,6 +407,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long started = System.nanoTime();
         Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
         boolean keep = false;
+        boolean resentSameId = false;
+        long resendBlock = Plan.NO_BLOCK;
         Plan.Outcome outcome;
         try {
             Object reply;
@@ -422,8 +424,17 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 long again = remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
                 reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
+                resentSameId = !session;
+                resendBlock = again;
             }
             outcome = plan.outcome(reply);
+            if (outcome.acquired() && resentSameId) {
+                // A replay writes nothing on this connection, so the replica check's WAIT would not
+                // cover the grant the first send wrote: one write here (the latch's expiry set
+                // again) moves this connection's replication offset past it.
+                link.call(List.of("PEXPIRE", plan.acquisitionLatch(request),
+                        Long.toString(Plan.acquisitionLatchTtl(resendBlock))), Link.DEFAULT);
+            }
             if (outcome.acquired()) {
                 synchronize(link, owner, lease);
             }

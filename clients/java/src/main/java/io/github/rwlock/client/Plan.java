@@ -106,6 +106,12 @@ final class Plan {
         }
         args.add(owner);
         args.add(Long.toString(leaseMs));
+        if (fair && blockMs > 0) {
+            // Redisson's tryLock(wait) sends its wait as the thread wait time; without limit the
+            // server's rwlock.fair-wait (Redisson's 5 minutes) applies.
+            args.add("WAIT");
+            args.add(Long.toString(blockMs));
+        }
         if (blockMs != NO_BLOCK) {
             args.add("BLOCK");
             args.add(Long.toString(blockMs));
@@ -124,12 +130,35 @@ final class Plan {
         if (requestId != null) {
             args.add("REQUEST");
             args.add(requestId);
-            args.add(Long.toString(LATCH_TTL_MS));
+            args.add(Long.toString(acquisitionLatchTtl(blockMs)));
         }
         if (multi) {
             addHolds(args);
         }
         return args;
+    }
+
+    /**
+     * How long the server keeps an acquisition's reply: the release's 13.5 s plus the wait. A
+     * parked call's latch is stored when it is served (at the earliest when it was sent), and its
+     * lost reply is noticed at the latest the wait plus the read margin after the send, so the
+     * resend still finds it. {@code BLOCK 0}'s lost reply shows only as a connection error.
+     */
+    static long acquisitionLatchTtl(long blockMs) {
+        return LATCH_TTL_MS + Math.max(0, blockMs);
+    }
+
+    /** The key where the server keeps an acquisition's reply for {@code requestId}. */
+    String acquisitionLatch(String requestId) {
+        return derived("redisson_lock_request_latch", requestId);
+    }
+
+    /** {@code prefix:{name}:id}, or {@code prefix:name:id} when the name has a hash tag already. */
+    private String derived(String prefix, String requestId) {
+        String name = key();
+        return name.indexOf('{') >= 0
+                ? prefix + ":" + name + ":" + requestId
+                : prefix + ":{" + name + "}:" + requestId;
     }
 
     /** An acquisition's reply: taken (with its token when fenced), or the PTTL in the way. */
@@ -179,10 +208,7 @@ final class Plan {
 
     /** The key where the server keeps a release's reply for {@code requestId}, as Redisson names it. */
     String latch(String requestId) {
-        String name = key();
-        return name.indexOf('{') >= 0
-                ? "redisson_unlock_latch:" + name + ":" + requestId
-                : "redisson_unlock_latch:{" + name + "}:" + requestId;
+        return derived("redisson_unlock_latch", requestId);
     }
 
     /**

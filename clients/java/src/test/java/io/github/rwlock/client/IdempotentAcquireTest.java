@@ -107,6 +107,7 @@ class IdempotentAcquireTest extends ServerTest {
             if (way != Way.TRY) {
                 holdOther(kind, name);
             }
+            server.call("CONFIG", "RESETSTAT");
             if (swallow) {
                 proxy.armSwallow();
             } else {
@@ -138,6 +139,14 @@ class IdempotentAcquireTest extends ServerTest {
             } else {
                 assertEquals(first, second, "the resend carries the same request id");
             }
+            for (List<String> command : sent) {
+                assertEquals(13_500 + Math.max(0, block(command)), requestTtl(command), "the latch outlives the wait: " + command);
+                if (kind.equals("fair") && block(command) > 0) {
+                    assertEquals(block(command), option(command, "WAIT"), "a fair wait sends its wait as WAIT: " + command);
+                }
+            }
+            assertEquals(session ? 0 : 1, server.calls("pexpire"),
+                    "a resend with the same id writes the latch's expiry once more, for WAIT to cover the grant");
             if (way == Way.WAIT) {
                 long blockFirst = block(sent.get(0));
                 long blockAgain = block(sent.get(1));
@@ -188,12 +197,21 @@ class IdempotentAcquireTest extends ServerTest {
     private static String requestId(List<String> command) {
         int at = command.indexOf("REQUEST");
         assertTrue(at > 0 && command.size() > at + 2, "no REQUEST in " + command);
-        assertEquals("13500", command.get(at + 2));
         return command.get(at + 1);
     }
 
+    private static long requestTtl(List<String> command) {
+        int at = command.indexOf("REQUEST");
+        return Long.parseLong(command.get(at + 2));
+    }
+
     private static long block(List<String> command) {
-        int at = command.indexOf("BLOCK");
+        return option(command, "BLOCK");
+    }
+
+    /** The number after {@code name}, -1 when the command has no such option. */
+    private static long option(List<String> command, String name) {
+        int at = command.indexOf(name);
         return at < 0 ? -1 : Long.parseLong(command.get(at + 1));
     }
 
