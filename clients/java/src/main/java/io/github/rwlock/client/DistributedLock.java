@@ -1,6 +1,7 @@
 package io.github.rwlock.client;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -60,6 +61,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long leaseMs;
         Link sessionLink;
         Watchdog dog;
+        /** The acquisition latches of holds taken (answered already: no resend needs them). */
+        List<String> latches = new ArrayList<>();
     }
 
     DistributedLock(LockClient client, Plan plan, LockOptions options) {
@@ -235,9 +238,14 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         State state = states.get(owner);
         Link sessionLink;
         long leaseMs;
+        List<String> latches = List.of();
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
+            if (state != null && sessionLink == null) {
+                latches = state.latches;
+                state.latches = new ArrayList<>();
+            }
         }
         Object reply;
         if (sessionLink != null) {
@@ -252,7 +260,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
         } else {
-            reply = releaseWithRequest(owner, leaseMs);
+            reply = releaseWithRequest(owner, leaseMs, latches);
         }
         Boolean released = plan.released(reply);
         if (plan.fair && Boolean.TRUE.equals(released)) {
@@ -281,7 +289,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    private Object releaseWithRequest(String owner, long leaseMs) {
+    /**
+     * The release with its request id, then one {@code DEL} of its unlock latch and of the
+     * acquisition latches the owner's holds left (same hash slot; each acquisition was answered,
+     * so nothing resends it any more).
+     */
+    private Object releaseWithRequest(String owner, long leaseMs, List<String> acquisitionLatches) {
         String request = plan.multi ? null : UUID.randomUUID().toString();
         List<String> args = plan.release(owner, leaseMs, request);
         Object reply;
@@ -300,8 +313,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 reply = link.call(args, Link.DEFAULT);
             }
             if (request != null) {
+                List<String> del = new ArrayList<>();
+                del.add("DEL");
+                del.add(plan.latch(request));
+                del.addAll(acquisitionLatches);
                 try {
-                    link.call(List.of("DEL", plan.latch(request)), Link.DEFAULT);
+                    link.call(del, Link.DEFAULT);
                 } catch (JedisConnectionException e) {
                     // The latch expires by itself (13.5 s); the release is done.
                 }
@@ -448,7 +465,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
         }
         if (outcome.acquired()) {
-            record(owner, lease, watched, outcome, keep ? link : null);
+            record(owner, lease, watched, outcome, keep ? link : null,
+                    request != null && !session ? plan.acquisitionLatch(request) : null);
         }
         return outcome;
     }
@@ -548,7 +566,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link) {
+    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link, String latch) {
         synchronized (this) {
             State state = states.computeIfAbsent(owner, o -> new State());
             if (state.lost) {
@@ -558,6 +576,9 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
             state.count++;
             state.token = outcome.token();
+            if (latch != null) {
+                state.latches.add(latch);
+            }
             state.lost = false;
             state.leaseMs = leaseMs;
             if (link != null && state.sessionLink == null) {

@@ -241,8 +241,13 @@ class IdempotentAcquireTest extends ServerTest {
             assertEquals(2, server.calls("lock.acquire"));
             assertEquals(0, server.calls("get") + server.calls("del") + server.calls("exists"),
                     "no round trip but the acquisition's");
+            assertEquals(2L, (long) ((List<?>) server.call("KEYS", "redisson_lock_request_latch:{idem:fresh}:*")).size());
             lock.unlock();
             lock.unlock();
+            assertEquals(2, server.calls("del"), "one DEL per release");
+            assertEquals(List.of(), server.call("KEYS", "redisson_lock_request_latch:*"),
+                    "each release's DEL took the acquisition latches with its own");
+            assertEquals(List.of(), server.call("KEYS", "redisson_unlock_latch:*"));
         }
     }
 
