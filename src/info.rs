@@ -4,8 +4,9 @@
 
 use std::os::raw::c_int;
 
-use redis_module::raw;
+use redis_module::{raw, Status};
 
+use crate::census;
 use crate::events;
 use crate::keyspace::leases;
 use crate::metrics::{self, Counter};
@@ -19,7 +20,7 @@ use crate::waiting::fair as fair_waiting;
 ///
 /// # Safety
 /// Redis calls it, on the main thread, with a live info context.
-pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_report: c_int) {
     let locks = [
         ("read_acquired", Counter::ReadAcquired),
         ("write_acquired", Counter::WriteAcquired),
@@ -37,9 +38,28 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repo
         ("fair_queued", Counter::FairQueued),
         ("fair_cancels", Counter::FairCancels),
     ];
-    raw::add_info_section(ctx, Some("locks"));
+    // Redis skips the fields of a section INFO did not ask for.
+    let locks_asked = raw::add_info_section(ctx, Some("locks")) == Status::Ok;
     for (name, counter) in locks {
         raw::add_info_field_unsigned_long_long(ctx, name, metrics::get(counter));
+    }
+    // Holds held now, by kind: a census of the keyspace, at most
+    // census::MAX_KEYS keys, taken here and nowhere on a lock's path, when
+    // the section is asked for; never in a crash report, where the
+    // keyspace may be what is broken.
+    if locks_asked && for_crash_report == 0 {
+        let now = census::take();
+        let held = [
+            ("read_holds", now.read),
+            ("write_holds", now.write),
+            ("lock_holds", now.lock),
+            ("locks_held", now.locks),
+            ("census_keys", now.keys),
+            ("census_complete", u64::from(now.complete)),
+        ];
+        for (name, value) in held {
+            raw::add_info_field_unsigned_long_long(ctx, name, value);
+        }
     }
     let (indexed_locks, indexed_leases) = leases::counts();
     raw::add_info_field_unsigned_long_long(ctx, "lease_indexes", indexed_locks as u64);

@@ -11,6 +11,7 @@ pub mod engine;
 
 mod alloc;
 mod args;
+mod census;
 mod commands;
 mod config;
 mod effects;

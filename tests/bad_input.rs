@@ -1439,6 +1439,9 @@ fn fair_lock_bad_input() {
             "NOREENTRY",
             "BLOCK",
             "1",
+            "REQUEST",
+            "i",
+            "1",
             "x",
         ],
         &["FAIRLOCK.CANCEL", "F"],
@@ -1451,6 +1454,18 @@ fn fair_lock_bad_input() {
     }
     for args in [
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "WAIT"][..],
+        &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "REQUEST", "i"],
+        &[
+            "FAIRLOCK.ACQUIRE",
+            "F",
+            "g",
+            "1000",
+            "WAIT",
+            "1",
+            "BLOCK",
+            "1",
+            "x",
+        ],
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "NOQUEUE", "NOQUEUE"],
         &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "BLOCK"],
         &[
@@ -1482,6 +1497,11 @@ fn fair_lock_bad_input() {
             &["BLOCK"],
         );
         f.expect_error(&["FAIRLOCK.ACQUIRE", "F", "g", v], "ERR", &["lease"]);
+        f.expect_error(
+            &["FAIRLOCK.ACQUIRE", "F", "g", "1000", "REQUEST", "i", v],
+            "ERR",
+            &["ttl"],
+        );
     }
     for owner in ["", "mode", "x:write"] {
         f.expect_error(&["FAIRLOCK.ACQUIRE", "F", owner, "1000"], "ERR", &["owner"]);

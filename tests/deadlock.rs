@@ -4,7 +4,10 @@
 //! nothing changed, and the others are served once the victim's owner lets
 //! go; the read-to-write upgrade; a cycle a handoff closes; no false
 //! positives (chains, holds taken by Redisson's own script); and replicas,
-//! on which detection writes nothing.
+//! on which detection writes nothing. Fair-lock lines (`FAIRLOCK.ACQUIRE …
+//! BLOCK`) in cycles with every other kind: a table of requests that fail
+//! without joining the line, and handoffs whose newest waiter, of either
+//! kind, fails and leaves its queue or line.
 
 use std::time::Duration;
 
@@ -491,4 +494,317 @@ fn a_multi_hold_served_into_a_cycle_fails_the_newest_waiter_once() {
     ok(&mut c, &["LOCK.UNLOCK", "C", "b"]);
     assert_eq!(reply_of(a_on_c).expect("a took C"), Value::Nil);
     assert_counters(&mut c, &[("waiters", 0), ("locks_with_waiters", 0)]);
+}
+
+// ---------------------------------------------------------------------------
+// The fair lock's line in the graph
+// ---------------------------------------------------------------------------
+
+/// `name` of case `i`: each case of a table has locks and owners of its
+/// own (a lock or owner is a word of one or two letters and digits).
+fn of_case(word: &str, i: usize) -> String {
+    let short = word.len() <= 2 && word.starts_with(|c: char| c.is_ascii_alphabetic());
+    if short {
+        format!("{word}{i}")
+    } else {
+        word.to_string()
+    }
+}
+
+/// `args` with every lock and owner renamed for case `i`.
+fn args_of_case(args: &[&str], i: usize) -> Vec<String> {
+    args.iter().map(|a| of_case(a, i)).collect()
+}
+
+/// A cycle's text with every lock and owner renamed for case `i`.
+fn cycle_of_case(cycle: &str, i: usize) -> String {
+    cycle
+        .split("; ")
+        .map(|step| {
+            // `o waits for L held by x` or `o waits for L behind x`.
+            let words: Vec<&str> = step.split(' ').collect();
+            let last = words.len() - 1;
+            words
+                .iter()
+                .enumerate()
+                .map(|(at, w)| match at {
+                    0 | 3 => of_case(w, i),
+                    _ if at == last => of_case(w, i),
+                    _ => w.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `fair_lock.lua` as Redisson's `RFairLock.lock()` sends it: `owner`
+/// takes the free fair lock `lock` through the script.
+fn script_fair_lock(c: &mut Connection, lock: &str, owner: &str) {
+    let (q, t) = (
+        format!("redisson_lock_queue:{{{lock}}}"),
+        format!("redisson_lock_timeout:{{{lock}}}"),
+    );
+    let now: i64 = {
+        let (s, us): (i64, i64) = query(c, &["TIME"]);
+        s * 1000 + us / 1000
+    };
+    let taken = eval_lua_of(
+        c,
+        LOCK_LUA,
+        "fair_lock",
+        &[lock, &q, &t],
+        &["30000", owner, "5000", &now.to_string()],
+    )
+    .expect("fair_lock.lua");
+    assert_eq!(taken, Value::Nil, "{owner} took {lock} by the script");
+}
+
+/// Holds taken at once (`SCRIPT lock owner`: by Redisson's fair_lock.lua),
+/// clients parked in order, then the request whose wait would close the
+/// cycle, which fails naming it and writes nothing: not even the fair
+/// lock's line.
+type Case = (
+    &'static [&'static [&'static str]],
+    &'static [&'static [&'static str]],
+    &'static [&'static str],
+    &'static str,
+);
+
+#[test]
+fn a_wait_in_a_fair_lock_line_that_would_close_a_cycle_fails_and_joins_nothing() {
+    assert!(
+        lua_dir_of(LOCK_LUA).is_some(),
+        "set {LOCK_LUA} to Redisson 4.7's scripts"
+    );
+    const L: &str = "30000";
+    const B: &str = "3000";
+    let cases: &[Case] = &[
+        // A fair request against a plain waiter.
+        (
+            &[
+                &["FAIRLOCK.ACQUIRE", "F", "a", L],
+                &["LOCK.ACQUIRE", "P", "b", L],
+            ],
+            &[&["LOCK.ACQUIRE", "P", "a", L, "BLOCK", B]],
+            &["FAIRLOCK.ACQUIRE", "F", "b", L, "BLOCK", B],
+            "b waits for F held by a; a waits for P held by b",
+        ),
+        // A plain request against a fair waiter.
+        (
+            &[
+                &["FAIRLOCK.ACQUIRE", "F", "a", L],
+                &["LOCK.ACQUIRE", "P", "b", L],
+            ],
+            &[&["FAIRLOCK.ACQUIRE", "F", "b", L, "WAIT", "5000", "BLOCK", B]],
+            &["LOCK.ACQUIRE", "P", "a", L, "BLOCK", B],
+            "a waits for P held by b; b waits for F held by a",
+        ),
+        // Two fair locks, the request with REQUEST and NOREENTRY.
+        (
+            &[
+                &["FAIRLOCK.ACQUIRE", "F", "a", L],
+                &["FAIRLOCK.ACQUIRE", "G", "b", L],
+            ],
+            &[&["FAIRLOCK.ACQUIRE", "G", "a", L, "BLOCK", B]],
+            &[
+                "FAIRLOCK.ACQUIRE",
+                "F",
+                "b",
+                L,
+                "NOREENTRY",
+                "BLOCK",
+                B,
+                "REQUEST",
+                "id",
+                "60000",
+            ],
+            "b waits for F held by a; a waits for G held by b",
+        ),
+        // Three owners: fair, read-write and a multi-hold.
+        (
+            &[
+                &["FAIRLOCK.ACQUIRE", "F", "a", L],
+                &["RWLOCK.WRITE", "W", "b", L],
+                &["LOCK.ACQUIRE", "K", "c", L],
+            ],
+            &[
+                &["RWLOCK.READ", "W", "a", L, "BLOCK", B],
+                &[
+                    "LOCK.ACQUIREALL",
+                    "b",
+                    L,
+                    "BLOCK",
+                    B,
+                    "HOLDS",
+                    "2",
+                    "LOCK",
+                    "K",
+                    "READ",
+                    "R",
+                ],
+            ],
+            &["FAIRLOCK.ACQUIRE", "F", "c", L, "BLOCK", B],
+            "c waits for F held by a; a waits for W held by b; b waits for K held by c",
+        ),
+        // A fair waiter in the middle of a ring of plain locks.
+        (
+            &[
+                &["LOCK.ACQUIRE", "P", "a", L],
+                &["FAIRLOCK.ACQUIRE", "F", "b", L],
+                &["LOCK.ACQUIRE", "Q", "c", L],
+            ],
+            &[
+                &["FAIRLOCK.ACQUIRE", "F", "a", L, "BLOCK", B],
+                &["LOCK.ACQUIRE", "Q", "b", L, "BLOCK", B],
+            ],
+            &["LOCK.ACQUIRE", "P", "c", L, "BLOCK", B],
+            "c waits for P held by a; a waits for F held by b; b waits for Q held by c",
+        ),
+        // The fair lock held through Redisson's own script.
+        (
+            &[&["SCRIPT", "F", "s"], &["LOCK.ACQUIRE", "P", "b", L]],
+            &[&["LOCK.ACQUIRE", "P", "s", L, "BLOCK", B]],
+            &["FAIRLOCK.ACQUIRE", "F", "b", L, "BLOCK", B],
+            "b waits for F held by s; s waits for P held by b",
+        ),
+    ];
+    let (server, mut c) = Server::started(&[]);
+    let mut parked = Vec::new();
+    for (i, &(holds, parks, request, cycle)) in cases.iter().enumerate() {
+        for hold in holds {
+            let hold = args_of_case(hold, i);
+            if hold[0] == "SCRIPT" {
+                script_fair_lock(&mut c, &hold[1], &hold[2]);
+            } else {
+                ok(&mut c, &strs(&hold));
+            }
+        }
+        for park in parks {
+            parked.push(server.park(&mut c, &strs(&args_of_case(park, i))));
+        }
+        let request = args_of_case(request, i);
+        expect_deadlock(&mut c, &strs(&request), &cycle_of_case(cycle, i));
+        // No acquisition latch either: the request never acquired.
+        let latch = format!("redisson_lock_request_latch:{{F{i}}}:id");
+        let latches: i64 = query(&mut c, &["EXISTS", &latch]);
+        assert_eq!(latches, 0);
+    }
+    assert_counters(&mut c, &[("deadlocks", cases.len() as u64)]);
+    // A fair wait that closes nothing parks: b behind a's waiter in F0.
+    let behind = server.park(&mut c, &["FAIRLOCK.ACQUIRE", "F0", "z", L, "BLOCK", B]);
+    let line: Vec<String> = query(&mut c, &["LRANGE", "redisson_lock_queue:{F0}", "0", "-1"]);
+    assert_eq!(line, ["z"]);
+    for call in parked.into_iter().chain([behind]) {
+        // Nobody let go: each wait ends at its timeout with a ttl.
+        assert!(matches!(reply_of(call), Ok(Value::Int(_))));
+    }
+    assert_counters(&mut c, &[("deadlocks", cases.len() as u64), ("waiters", 0)]);
+}
+
+/// The line of fair lock `lock`.
+fn line_of(c: &mut Connection, lock: &str) -> Vec<String> {
+    query(
+        c,
+        &[
+            "LRANGE",
+            &format!("redisson_lock_queue:{{{lock}}}"),
+            "0",
+            "-1",
+        ],
+    )
+}
+
+#[track_caller]
+fn assert_deadlock(reply: redis::RedisResult<Value>, cycle: &str) {
+    let e = reply.expect_err("a DEADLOCK error");
+    assert_eq!(e.code(), Some("DEADLOCK"), "{e}");
+    assert_eq!(e.detail(), Some(cycle), "{e}");
+}
+
+#[test]
+fn a_fair_handoff_that_closes_a_cycle_fails_the_newest_waiter_of_either_kind() {
+    let (server, mut c) = Server::started(&[]);
+    let block = |lock: &'static str, owner: &'static str, fair: bool| -> Vec<&'static str> {
+        let command = if fair {
+            "FAIRLOCK.ACQUIRE"
+        } else {
+            "LOCK.ACQUIRE"
+        };
+        vec![command, lock, owner, "30000", "BLOCK", "10000"]
+    };
+    // 1. A fair waiter served F while its owner's other client waits for
+    // c's P; c, parked on F last, is the victim and leaves F's line.
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "x", "30000"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "c", "30000"]);
+    let d_on_f = server.park(&mut c, &block("F", "d", true));
+    let d_on_p = server.park(&mut c, &block("P", "d", false));
+    let c_on_f = server.park(&mut c, &block("F", "c", true));
+    // e waits behind c, in no cycle: it keeps its place and moves up.
+    let e_on_f = server.park(&mut c, &block("F", "e", true));
+    assert_eq!(line_of(&mut c, "F"), ["d", "c", "e"]);
+    assert_counters(&mut c, &[("deadlocks", 0), ("waiters", 4)]);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "x"]);
+    assert_eq!(reply_of(d_on_f).expect("d took F"), Value::Nil);
+    assert_deadlock(
+        reply_of(c_on_f),
+        "d waits for P held by c; c waits for F held by d",
+    );
+    assert_eq!(line_of(&mut c, "F"), ["e"], "the victim left the line");
+    assert_counters(&mut c, &[("deadlocks", 1), ("waiters", 2)]);
+    ok(&mut c, &["LOCK.UNLOCK", "P", "c"]);
+    assert_eq!(reply_of(d_on_p).expect("d took P"), Value::Nil);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "d"]);
+    assert_eq!(reply_of(e_on_f).expect("e took F"), Value::Nil);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "e"]);
+    ok(&mut c, &["LOCK.UNLOCK", "P", "d"]);
+
+    // 2. The same handoff with the plain wait parked last: it is the victim,
+    // and c keeps its place in the line.
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "G", "x", "30000"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "Q", "c", "30000"]);
+    let d_on_g = server.park(&mut c, &block("G", "d", true));
+    let c_on_g = server.park(&mut c, &block("G", "c", true));
+    let d_on_q = server.park(&mut c, &block("Q", "d", false));
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "G", "x"]);
+    assert_eq!(reply_of(d_on_g).expect("d took G"), Value::Nil);
+    assert_deadlock(
+        reply_of(d_on_q),
+        "d waits for Q held by c; c waits for G held by d",
+    );
+    assert_eq!(line_of(&mut c, "G"), ["c"]);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "G", "d"]);
+    assert_eq!(reply_of(c_on_g).expect("c took G"), Value::Nil);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "G", "c"]);
+    ok(&mut c, &["LOCK.UNLOCK", "Q", "c"]);
+
+    // 3. A plain waiter served closes the cycle; the fair wait, parked
+    // last, is the victim and leaves its line.
+    ok(&mut c, &["LOCK.ACQUIRE", "R", "x", "30000"]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "H", "b", "30000"]);
+    let a_on_r = server.park(&mut c, &block("R", "a", false));
+    let b_on_r = server.park(&mut c, &block("R", "b", false));
+    let a_on_h = server.park(&mut c, &block("H", "a", true));
+    assert_eq!(line_of(&mut c, "H"), ["a"]);
+    ok(&mut c, &["LOCK.UNLOCK", "R", "x"]);
+    assert_eq!(reply_of(a_on_r).expect("a took R"), Value::Nil);
+    assert_deadlock(
+        reply_of(a_on_h),
+        "a waits for H held by b; b waits for R held by a",
+    );
+    assert!(line_of(&mut c, "H").is_empty(), "the victim left the line");
+    ok(&mut c, &["LOCK.UNLOCK", "R", "a"]);
+    assert_eq!(reply_of(b_on_r).expect("b took R"), Value::Nil);
+    assert_counters(&mut c, &[("deadlocks", 3), ("waiters", 0)]);
+    let recent = recent(&mut c);
+    assert_eq!(recent.len(), 3);
+    assert!(
+        recent[0].starts_with("DEADLOCK a waits for H"),
+        "{recent:?}"
+    );
 }

@@ -1,14 +1,14 @@
 //! Waiters you can see (docs/design.md, contract §14.6) against a real
 //! server: `RWLOCK.INFO` and `LOCK.INFO` end with the lock's parked
-//! clients, `LOCK.WAITING` lists the locks waited for, the longest-waiting
-//! first, with their holders, and `INFO rwlock` gives percentiles of the
+//! clients, `LOCK.WAITING` lists the locks waited for (fair lines too),
+//! the longest-waiting first, with their holders, and `INFO rwlock` gives percentiles of the
 //! recent waits' lengths.
 
 use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use testkit::{call, ok, query, rwlock_counter, Call, Server};
+use testkit::{call, eval_lua_of, lua_dir_of, ok, query, rwlock_counter, Call, Server, LOCK_LUA};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -196,6 +196,74 @@ fn lock_waiting_lists_the_longest_waits_first_with_their_holders() {
 }
 
 #[test]
+fn lock_waiting_lists_fair_lines_too_and_fairlock_info_marks_the_parked() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "h", "30000"]);
+    let w = server.park(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "F", "w", "30000", "BLOCK", "0"],
+    );
+    // A waiter in the line as Redisson's client stands there: not parked.
+    assert!(matches!(
+        ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "r", "30000"]),
+        Value::Int(t) if t > 0
+    ));
+    sleep(Duration::from_millis(20));
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "p", "30000"]);
+    let q = server.park(&mut c, &["LOCK.ACQUIRE", "P", "q", "30000", "BLOCK", "0"]);
+    // A plain waiter on the fair lock's own hash: the same name, listed
+    // once for its queue.
+    let x = server.park(&mut c, &["LOCK.ACQUIRE", "F", "x", "30000", "BLOCK", "0"]);
+    let locks: Vec<Value> = query(&mut c, &["LOCK.WAITING"]);
+    let seen: Vec<(String, String, i64)> = locks
+        .iter()
+        .map(|l| {
+            let kind = text(&field(l, "kind"));
+            (text(&field(l, "lock")), kind, int(&field(l, "waiters")))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("F".to_string(), "fair".to_string(), 1),
+            ("P".to_string(), "lock".to_string(), 1),
+            ("F".to_string(), "lock".to_string(), 1),
+        ],
+        "the longest wait first, the line's parked waiters only"
+    );
+    assert!(int(&field(&locks[0], "waited")) >= 20);
+    assert_eq!(int(&field(&locks[0], "db")), 0);
+    let holders = list(&field(&locks[0], "holders"));
+    assert_eq!(text(&field(&holders[0], "owner")), "h");
+    assert_eq!(text(&field(&holders[0], "kind")), "lock");
+    // The `kind` comes last: replies read by position keep their meaning.
+    assert_eq!(
+        fields(&locks[0]).last().map(|(l, _)| l.as_str()),
+        Some("kind")
+    );
+    let one: Vec<Value> = query(&mut c, &["LOCK.WAITING", "COUNT", "1"]);
+    assert_eq!(text(&field(&one[0], "kind")), "fair");
+    // FAIRLOCK.INFO shows the whole line, the parked waiter marked.
+    let info: Value = query(&mut c, &["FAIRLOCK.INFO", "F"]);
+    let line: Vec<(String, i64)> = list(&field(&info, "line"))
+        .iter()
+        .map(|e| (text(&field(e, "owner")), int(&field(e, "parked"))))
+        .collect();
+    assert_eq!(line, [("w".to_string(), 1), ("r".to_string(), 0)]);
+    // The plain waiter takes the hash first (its queue is served by the
+    // release itself, §13.9), then the line's head.
+    ok(&mut c, &["FAIRLOCK.CANCEL", "F", "r"]);
+    ok(&mut c, &["FAIRLOCK.UNLOCK", "F", "h"]);
+    served(x);
+    ok(&mut c, &["LOCK.UNLOCK", "F", "x"]);
+    served(w);
+    ok(&mut c, &["LOCK.UNLOCK", "P", "p"]);
+    served(q);
+    let none: Vec<Value> = query(&mut c, &["LOCK.WAITING"]);
+    assert!(none.is_empty());
+}
+
+#[test]
 fn info_gives_percentiles_of_the_recent_waits() {
     let (server, mut c) = Server::started(&[]);
     assert_eq!(rwlock_counter(&mut c, "wait_ms_max"), 0);
@@ -212,4 +280,56 @@ fn info_gives_percentiles_of_the_recent_waits() {
     assert!(rwlock_counter(&mut c, "wait_ms_p99") == max);
     let p50 = rwlock_counter(&mut c, "wait_ms_p50");
     assert!((50..=max).contains(&p50), "{p50}");
+}
+
+/// `INFO rwlock`'s census of the holds held now, by kind.
+fn held(c: &mut Connection) -> [u64; 5] {
+    [
+        "read_holds",
+        "write_holds",
+        "lock_holds",
+        "locks_held",
+        "census_complete",
+    ]
+    .map(|name| rwlock_counter(c, name))
+}
+
+#[test]
+fn info_counts_the_holds_held_now_by_kind_whoever_took_them() {
+    assert!(
+        lua_dir_of(LOCK_LUA).is_some(),
+        "set {LOCK_LUA} to Redisson 4.7's scripts"
+    );
+    let (_server, mut c) = Server::started(&[]);
+    assert_eq!(held(&mut c), [0, 0, 0, 0, 1]);
+    // Reads: a twice (re-entered) and b; a writer who reads too.
+    ok(&mut c, &["RWLOCK.READ", "R", "a", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "a", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "R", "b", "30000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "W", "w", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "W", "w", "30000"]);
+    // Plain and fair locks, one through Redisson's own script, one in
+    // another database.
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "p", "30000"]);
+    ok(&mut c, &["FAIRLOCK.ACQUIRE", "F", "f", "30000"]);
+    let taken = eval_lua_of(&mut c, LOCK_LUA, "lock", &["S"], &["30000", "s"]).expect("EVAL");
+    assert_eq!(taken, Value::Nil);
+    ok(&mut c, &["SELECT", "2"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "P", "q", "30000"]);
+    ok(&mut c, &["SELECT", "0"]);
+    // No lock: a hash without TTL, one with a value no lock has, a lease
+    // run out.
+    ok(&mut c, &["HSET", "user", "visits", "3"]);
+    ok(&mut c, &["HSET", "page", "title", "x"]);
+    ok(&mut c, &["PEXPIRE", "page", "60000"]);
+    ok(&mut c, &["LOCK.ACQUIRE", "gone", "g", "20"]);
+    sleep(Duration::from_millis(60));
+    assert_eq!(held(&mut c), [4, 1, 4, 6, 1]);
+    // Releases show at once; the census reads the data, not the module's
+    // own bookkeeping.
+    ok(&mut c, &["RWLOCK.UNLOCK", "R", "a", "READ"]);
+    ok(&mut c, &["DEL", "P"]);
+    assert_eq!(held(&mut c), [3, 1, 3, 5, 1]);
+    ok(&mut c, &["FLUSHALL"]);
+    assert_eq!(held(&mut c), [0, 0, 0, 0, 1]);
 }

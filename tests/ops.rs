@@ -27,8 +27,10 @@ fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
 #[test]
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
-    let all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 34, "{all_zero:?}");
+    let mut all_zero = info(&mut c, "rwlock");
+    assert_eq!(all_zero.len(), 40, "{all_zero:?}");
+    // The census of an empty keyspace saw every key there is.
+    assert_eq!(all_zero.remove("census_complete"), Some(1));
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
 
     // Reads: a first hold, a re-entry, another owner joining.
@@ -158,6 +160,20 @@ fn info_rwlock_counts_every_outcome() {
         .collect();
     assert!(waits[0] <= waits[1] && waits[1] == waits[2], "{waits:?}");
     assert!((20..5_000).contains(&waits[2]), "{waits:?}");
+    // The census of the holds left (tests/inspect.rs checks its counts).
+    let census: Vec<u64> = [
+        "read_holds",
+        "write_holds",
+        "lock_holds",
+        "locks_held",
+        "census_keys",
+        "census_complete",
+    ]
+    .iter()
+    .map(|k| got.remove(*k).expect("a census field"))
+    .collect();
+    assert!(census[3] <= census[0] + census[1] + census[2], "{census:?}");
+    assert!(census[3] <= census[4] && census[5] == 1, "{census:?}");
     assert_eq!(got, expected);
 }
 

@@ -4,7 +4,7 @@
 //! `redisson_lock_timeout:{lock}`), with the server's clock as `now`.
 //! Renewal is `LOCK.RENEW`'s: the hold is the plain lock's hash.
 
-use redis_module::{Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use super::apply::{change, forced, lock_and_owner};
 use crate::args::{self, lock_error, ArgString};
@@ -50,6 +50,15 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
             }
         }
     };
+    // A wait that would close a cycle fails before the line is written:
+    // nothing changes (contract §14). A call that acquires at once has no
+    // wait in its way, so no cycle to find.
+    let block = a.block.filter(|_| waiting::can_block(ctx));
+    if block.is_some() {
+        if let Some(cycle) = waiting::deadlock_in_line(ctx, owner, names) {
+            return Err(RedisError::String(cycle));
+        }
+    }
     let taken = change(ctx, lock_and_owner(args), names, |store| {
         fair::acquire_latched(store, names, owner, lease, options, latch.as_ref())
     })?;
@@ -59,13 +68,15 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
             if reentry {
                 metrics::bump(Counter::Reentries);
             }
+            // Those waiting for the lock now wait for its owner.
+            waiting::took_hold(ctx, owner);
         }
         FairTaken::Refused => metrics::bump(Counter::Refused),
         FairTaken::Queued { .. } => {
             metrics::bump(Counter::FairQueued);
             // The lease running out must tell the line's head.
             events::follow_expiries(ctx);
-            if let Some(timeout) = a.block.filter(|_| waiting::can_block(ctx)) {
+            if let Some(timeout) = block {
                 let wait = fair_waiting::FairWait {
                     owner,
                     lease,

@@ -16,6 +16,7 @@ use crate::keyspace::RedisStore;
 use crate::server;
 use crate::waiting::clients as waiting;
 use crate::waiting::deadlock;
+use crate::waiting::lines;
 
 /// How many locks `LOCK.WAITING` lists without `COUNT`.
 const WAITING_DEFAULT: usize = 10;
@@ -68,12 +69,24 @@ pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
     [label("waiters"), RedisValue::Array(shown)]
 }
 
+/// The kind of lock a queue's first waiter waits for: `rwlock` for a read
+/// or write hold, `lock` for the plain lock.
+fn queue_kind(hold: Hold) -> &'static str {
+    match hold {
+        Hold::Read | Hold::Write { .. } => "rwlock",
+        Hold::Lock(_) => "lock",
+    }
+}
+
 /// `LOCK.WAITING [COUNT n]`
 ///
 /// The locks clients wait for now, the longest-waiting first (at most `n`,
 /// 10 without `COUNT`), each with `lock` (its name), `db`, `waiters` (how
-/// many), `waited` (ms the earliest has waited) and `holders` (each
-/// `owner`, `kind` and `count`, read from the lock's hash).
+/// many), `waited` (ms the earliest has waited), `holders` (each `owner`,
+/// `kind` and `count`, read from the lock's hash) and `kind`: `rwlock` or
+/// `lock` for clients queued with `BLOCK`, `fair` for clients parked in a
+/// fair lock's line (`FAIRLOCK.ACQUIRE … BLOCK`). A name with both is
+/// listed once for each.
 pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let count = match args {
         [_] => WAITING_DEFAULT,
@@ -84,13 +97,19 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
         [_, _] | [_, _, _] => return Err(RedisError::Str(ERR_SYNTAX)),
         _ => return Err(RedisError::WrongArity),
     };
-    let mut locks = waiting::locks_waited_for();
-    locks.sort_by_key(|(id, _, since)| (*since, id.clone()));
+    let queued = waiting::locks_waited_for()
+        .into_iter()
+        .map(|(id, n, since, hold)| (id, n, since, queue_kind(hold)));
+    let in_line = lines::overview()
+        .into_iter()
+        .map(|(id, n, since)| (id, n, since, "fair"));
+    let mut locks: Vec<_> = queued.chain(in_line).collect();
+    locks.sort_by_key(|(id, _, since, kind)| (*since, id.clone(), *kind));
     locks.truncate(count);
     let now = server::milliseconds();
     let home = server::selected_db(ctx);
     let mut out = Vec::with_capacity(locks.len());
-    for ((db, name), n, since) in locks {
+    for ((db, name), n, since, kind) in locks {
         // Each lock's holders are read in its own database; the caller's
         // is selected again below.
         server::select_db(ctx, db);
@@ -119,6 +138,8 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
             RedisValue::Integer((now - since).max(0)),
             label("holders"),
             RedisValue::Array(holders),
+            label("kind"),
+            label(kind),
         ]));
     }
     server::select_db(ctx, home);

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use redis_module::{raw, Context, ContextFlags, RedisValue};
 
-use super::deadlock;
+use super::deadlock::{self, Victim};
+use super::graph::Need;
+use super::lines;
 use super::registry::{Due, LockId, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
 use crate::config;
@@ -154,7 +156,7 @@ pub fn deadlock(
     if !config::deadlock_detection() {
         return None;
     }
-    if idle() {
+    if idle() && !lines::any() {
         // Nobody parked, so no wait for another owner leads anywhere: only
         // the upgrade can close a cycle, read with the command's own store
         // (the lock is open in it). This is the handoff's path.
@@ -163,35 +165,60 @@ pub fn deadlock(
             .find(|(names, hold)| holders::upgrade(store, names.hash(), owner, *hold))?;
         return Some(deadlock::upgrade(owner, lock_id(ctx, names)));
     }
-    let wants: Vec<(LockId, Hold)> = wants
+    let wants: Vec<(LockId, Need)> = wants
         .iter()
-        .map(|(names, hold)| (lock_id(ctx, names), *hold))
+        .map(|(names, hold)| (lock_id(ctx, names), Need::Hold(*hold)))
         .collect();
     with(|r| deadlock::on_park(r, || RedisStore::new(ctx), owner, &wants))
 }
 
+/// The `DEADLOCK` error `FAIRLOCK.ACQUIRE … BLOCK` by `owner` would get
+/// instead of joining (or waiting in) the line of `names`: its wait for the
+/// lock's holders and the parked waiters before it in the line would close
+/// a cycle (contract §14). Asked before the line is written, so a refused
+/// request changes nothing; with nobody parked anywhere nothing is read (a
+/// fair lock re-entered by its holder never waits).
+pub fn deadlock_in_line(ctx: &Context, owner: &[u8], names: &LockNames) -> Option<String> {
+    if !config::deadlock_detection() || (idle() && !lines::any()) {
+        return None;
+    }
+    let wants = [(lock_id(ctx, names), Need::Line)];
+    with(|r| deadlock::on_park(r, || RedisStore::new(ctx), owner, &wants))
+}
+
 /// `owner` took a hold at once: the waiters of that lock now wait for it.
-/// When it has clients parked too, that may close a cycle, whose most
-/// recently parked waiter fails with `DEADLOCK`.
+/// When it has clients parked too (in a queue or a fair lock's line), that
+/// may close a cycle, whose most recently parked waiter fails with
+/// `DEADLOCK`.
 pub fn took_hold(ctx: &Context, owner: &[u8]) {
-    if !idle() {
+    if !idle() || lines::any() {
         break_cycles(ctx, owner);
     }
 }
 
 /// Fails the victims of the cycles a hold just taken by `owner` closed, one
-/// cycle at a time; each victim's locks get a look, as after a timeout.
+/// cycle at a time; each victim's locks get a look, as after a timeout (a
+/// fair victim leaves its line, whose events give the lock a look).
 fn break_cycles(ctx: &Context, owner: &[u8]) {
     let db = server::selected_db(ctx);
     let open = || RedisStore::new(ctx);
     while let Some((victim, text)) = with(|r| deadlock::after_hold(r, open, db, owner)) {
-        let Some(waiter) = with(|r| r.unregister(victim)) else {
-            break;
-        };
-        ended(waiter.since, server::milliseconds());
-        // Still registered until now, so parked: unblocked once, here.
-        server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
-        look_again(ctx, &waiter);
+        match victim {
+            Victim::Queued(victim) => {
+                let Some(waiter) = with(|r| r.unregister(victim)) else {
+                    break;
+                };
+                ended(waiter.since, server::milliseconds());
+                // Still registered until now, so parked: unblocked once, here.
+                server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
+                look_again(ctx, &waiter);
+            }
+            Victim::InLine(victim) => {
+                if !lines::fail_victim(ctx, victim, text) {
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -715,9 +742,10 @@ pub fn waiters_of(ctx: &Context, names: &LockNames) -> Vec<Shown> {
     })
 }
 
-/// Every lock with waiters: its database and name, how many wait, and
-/// since when the earliest has waited (Unix ms).
-pub fn locks_waited_for() -> Vec<(LockId, usize, i64)> {
+/// Every lock with waiters in a queue: its database and name, how many
+/// wait, since when the earliest has waited (Unix ms) and what the first
+/// in line wants.
+pub fn locks_waited_for() -> Vec<(LockId, usize, i64, Hold)> {
     with(|r| r.overview())
 }
 

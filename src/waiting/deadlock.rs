@@ -1,58 +1,105 @@
 //! Deadlock detection on the server (docs/design.md, contract §14): the
-//! wait-for graph of `graph` walked over the registry of parked clients and
-//! the locks' data, when a request is about to park and when a hold is
+//! wait-for graph of `graph` walked over the registries of parked clients
+//! (the queues' and the fair lines') and the locks' data, when a request is about to park and when a hold is
 //! handed to an owner that has clients parked; and the last cycles found,
 //! for `RWLOCK.DEADLOCKS`. Reads only: detection never writes a key, so a
 //! replica (which parks nobody) has nothing to do with it.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::hash::Hash;
 
-use super::graph::{self, Request, View, Wants};
+use super::graph::{self, Need, Request, View, Wants};
+use super::lines::{self, Handle};
 use super::registry::{LockId, Registry};
 use crate::config;
 use crate::engine::holders::blockers;
+use crate::engine::lock::Options;
+use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
-use crate::engine::store::Store;
+use crate::engine::store::Line;
 use crate::metrics::{self, Counter};
 use crate::server;
 
 /// How many of the last cycles `RWLOCK.DEADLOCKS` shows.
 pub const RECENT_KEPT: usize = 16;
 
+/// What stops a place in a fair lock's line: every other holder of its
+/// hash, which is the plain lock's.
+const LINE_HOLD: Hold = Hold::Lock(Options {
+    fenced: false,
+    non_reentrant: false,
+});
+
 thread_local! {
     // Module code only ever runs on Redis's main thread.
     static RECENT: RefCell<VecDeque<(i64, String)>> = const { RefCell::new(VecDeque::new()) };
 }
 
-/// The graph as the registry and the locks' data show it now. Each lock is
-/// read through a store of its own (`open`), closed after the read: a store
-/// keeps every key it opened and looks them up one by one, which would make
-/// a walk over a thousand locks quadratic.
-struct Live<'r, H, O> {
-    registry: &'r Registry<H>,
+/// The graph as the registries (the queues' and the fair lines') and the
+/// locks' data show it now. Each lock is read through a store of its own
+/// (`open`), closed after the read: a store keeps every key it opened and
+/// looks them up one by one, which would make a walk over a thousand locks
+/// quadratic. A handle is a parked client's, in one registry or the other.
+struct Live<'r, O> {
+    registry: &'r Registry<Handle>,
     open: O,
 }
 
-impl<H: Copy + Eq + Hash, S: Store, O: FnMut() -> S> View<H> for Live<'_, H, O> {
-    fn waiter(&self, handle: H) -> Option<Wants> {
-        let w = self.registry.waiter(handle)?;
-        let wants = std::iter::once((w.lock.clone(), w.hold))
-            .chain(w.others.iter().cloned())
-            .collect();
-        Some((w.owner.clone(), wants))
+impl<S: Line, O: FnMut() -> S> View<Handle> for Live<'_, O> {
+    fn waiter(&self, handle: Handle) -> Option<Wants> {
+        if let Some(w) = self.registry.waiter(handle) {
+            let wants = std::iter::once((w.lock.clone(), w.hold))
+                .chain(w.others.iter().cloned())
+                .map(|(id, hold)| (id, Need::Hold(hold)))
+                .collect();
+            return Some((w.owner.clone(), wants));
+        }
+        let (owner, lock, _) = lines::waiter(handle)?;
+        Some((owner, vec![(lock, Need::Line)]))
     }
 
-    fn ahead(&self, lock: &LockId, handle: Option<H>) -> Vec<H> {
-        self.registry.ahead(lock, handle)
+    fn ahead(
+        &mut self,
+        lock: &LockId,
+        need: Need,
+        handle: Option<Handle>,
+        owner: &[u8],
+    ) -> Vec<Handle> {
+        match need {
+            Need::Hold(_) => self.registry.ahead(lock, handle),
+            Need::Line => {
+                let parked = lines::parked_on(lock);
+                if parked.is_empty() {
+                    return Vec::new();
+                }
+                let Ok(names) = LockNames::new(&lock.1) else {
+                    return Vec::new();
+                };
+                // The line's order, not the parking order: a waiter may
+                // have stood in the line before it parked, or joined again.
+                let line = (self.open)().lrange(&names.fair_queue());
+                let mine = line.iter().position(|w| w == owner).unwrap_or(line.len());
+                let before = &line[..mine];
+                parked
+                    .into_iter()
+                    .filter(|(_, o)| before.contains(o))
+                    .map(|(h, _)| h)
+                    .collect()
+            }
+        }
     }
 
-    fn parked_by(&self, owner: &[u8]) -> Vec<H> {
-        self.registry.parked_by(owner).to_vec()
+    fn parked_by(&self, owner: &[u8]) -> Vec<Handle> {
+        let mut out = self.registry.parked_by(owner).to_vec();
+        out.extend(lines::parked_by(owner));
+        out
     }
 
-    fn holders(&mut self, lock: &LockId, owner: &[u8], hold: Hold) -> (Vec<Vec<u8>>, bool) {
+    fn holders(&mut self, lock: &LockId, owner: &[u8], need: Need) -> (Vec<Vec<u8>>, bool) {
+        let hold = match need {
+            Need::Hold(hold) => hold,
+            Need::Line => LINE_HOLD,
+        };
         blockers(&mut (self.open)(), &lock.1, owner, hold)
     }
 }
@@ -60,11 +107,11 @@ impl<H: Copy + Eq + Hash, S: Store, O: FnMut() -> S> View<H> for Live<'_, H, O> 
 /// The cycle a request by `owner` for `wants` (locks of the selected
 /// database) would close by parking: its `DEADLOCK` error, recorded. None
 /// when detection is off or no cycle would form.
-pub fn on_park<H: Copy + Eq + Hash, S: Store>(
-    registry: &Registry<H>,
+pub fn on_park<S: Line>(
+    registry: &Registry<Handle>,
     open: impl FnMut() -> S,
     owner: &[u8],
-    wants: &[(LockId, Hold)],
+    wants: &[(LockId, Need)],
 ) -> Option<String> {
     if !config::deadlock_detection() {
         return None;
@@ -99,34 +146,59 @@ pub fn upgrade(owner: &[u8], lock: LockId) -> String {
     text
 }
 
+/// A deadlock's victim: a parked client of either registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Victim {
+    /// Queued for a hold (`waiting::registry`).
+    Queued(Handle),
+    /// In a fair lock's line (`waiting::lines`).
+    InLine(Handle),
+}
+
 /// After `owner` took a hold (handed over, or taken at once) in database
 /// `db`: the waiters behind that hold now wait for `owner`, which closes a
-/// cycle when `owner` has a client parked that waits, directly or through
-/// others, on them. The victim, the most recently parked waiter of the
-/// cycle, with its `DEADLOCK` error (recorded); None when there is none.
-/// One cycle at a time: the caller removes the victim and asks again.
-pub fn after_hold<H: Copy + Eq + Hash, S: Store>(
-    registry: &Registry<H>,
+/// cycle when `owner` has a client parked (in a queue or a fair lock's
+/// line) that waits, directly or through others, on them. The victim, the
+/// most recently parked waiter of the cycle, with its `DEADLOCK` error
+/// (recorded); None when there is none. One cycle at a time: the caller
+/// removes the victim and asks again.
+pub fn after_hold<S: Line>(
+    registry: &Registry<Handle>,
     mut open: impl FnMut() -> S,
     db: i32,
     owner: &[u8],
-) -> Option<(H, String)> {
-    // The common case, a hold taken by an owner with nobody parked, costs
-    // one lookup.
-    if registry.parked_by(owner).is_empty() || !config::deadlock_detection() {
+) -> Option<(Victim, String)> {
+    if !config::deadlock_detection() {
         return None;
     }
-    for &handle in registry.parked_by(owner) {
+    // The common case, a hold taken by an owner with nobody parked, costs
+    // one lookup (and one thread-local read for the fair lines).
+    let queued = registry.parked_by(owner);
+    let in_line = lines::parked_by(owner);
+    if queued.is_empty() && in_line.is_empty() {
+        return None;
+    }
+    let mut starts: Vec<(Handle, Vec<(LockId, Need)>)> = Vec::new();
+    for &handle in queued {
         let Some(w) = registry.waiter(handle) else {
             continue;
         };
+        let wants = std::iter::once((w.lock.clone(), w.hold))
+            .chain(w.others.iter().cloned())
+            .map(|(id, hold)| (id, Need::Hold(hold)))
+            .collect();
+        starts.push((handle, wants));
+    }
+    for handle in in_line {
+        if let Some((_, lock, _)) = lines::waiter(handle) {
+            starts.push((handle, vec![(lock, Need::Line)]));
+        }
+    }
+    for (handle, wants) in starts {
         // The store reads the selected database only.
-        if w.lock.0 != db {
+        if wants.first().is_none_or(|(id, _)| id.0 != db) {
             continue;
         }
-        let wants: Vec<(LockId, Hold)> = std::iter::once((w.lock.clone(), w.hold))
-            .chain(w.others.iter().cloned())
-            .collect();
         let request = Request {
             owner,
             wants: &wants,
@@ -142,8 +214,12 @@ pub fn after_hold<H: Copy + Eq + Hash, S: Store>(
         let victim = cycle
             .waiters
             .iter()
-            .copied()
-            .max_by_key(|h| registry.waiter(*h).map_or(0, |w| w.seq))?;
+            .filter_map(|&h| match registry.waiter(h) {
+                Some(w) => Some((w.seq, Victim::Queued(h))),
+                None => lines::waiter(h).map(|(_, _, seq)| (seq, Victim::InLine(h))),
+            })
+            .max_by_key(|(seq, _)| *seq)?
+            .1;
         let text = cycle.message();
         record(&text);
         return Some((victim, text));

@@ -23,15 +23,16 @@
 //! `fair_acquire_failed.lua` does. Other kinds' paths never come here; the
 //! keyspace hook asks one thread-local flag first.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisValue};
+use redis_module::{raw, Context, ContextFlags, RedisValue};
 
 use super::clients;
+use super::lines::{any, boxed, unregister, with, Handle, Outcome, Parked};
+use super::registry::{next_parking, LockId};
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
 use crate::engine::hold::GrantLatch;
@@ -52,79 +53,10 @@ const PAUSED_RETRY: i64 = 10;
 const REFRESH_MIN: i64 = 10;
 const REFRESH_MAX: i64 = 60_000;
 
-/// A lock: its database and hash key.
-type LockId = (i32, Vec<u8>);
-
-/// A parked client's handle.
-type Handle = usize;
-
-/// One parked waiter.
-#[derive(Clone)]
-struct Parked {
-    handle: Handle,
-    owner: Vec<u8>,
-    lease: i64,
-    wait: i64,
-    non_reentrant: bool,
-    /// When its wait ends (server ms); None: no limit.
-    ends: Option<i64>,
-    /// `REQUEST id ttl`: the latch its grant records (docs/design.md §14.7).
-    request: Option<GrantLatch>,
-}
-
-/// The parked waiters of one lock, in arrival order.
-#[derive(Default)]
-struct LockLine {
-    parked: Vec<Parked>,
-    /// Its look timer and when it fires.
-    timer: Option<(RedisModuleTimerID, i64)>,
-    /// Set when a parked waiter's entry may have left the line from outside
-    /// (a flush, a DEL, a cancel): the next look checks every entry.
-    lost: bool,
-    /// Waiters that left while no write was possible (a disconnect, CLIENT
-    /// UNBLOCK): the next look takes them out of the line.
-    leaving: Vec<(Vec<u8>, i64)>,
-}
-
-#[derive(Default)]
-struct Lines {
-    locks: HashMap<LockId, LockLine>,
-    /// Each lock's hash, queue and deadline keys → the lock.
-    keys: HashMap<LockId, LockId>,
-    /// Parked handle → its lock.
-    handles: HashMap<Handle, LockId>,
-}
-
 thread_local! {
     // Module code only ever runs on Redis's main thread.
-    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
-    /// True while any fair waiter is parked or leaving: the keyspace hook's
-    /// one check otherwise.
-    static ANY: Cell<bool> = const { Cell::new(false) };
     /// Set during a look: its own writes' events need no other look.
     static LOOKING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn with<R>(f: impl FnOnce(&mut Lines) -> R) -> R {
-    LINES.with(|l| {
-        let mut lines = l.borrow_mut();
-        let result = f(&mut lines);
-        ANY.with(|any| any.set(!lines.locks.is_empty()));
-        result
-    })
-}
-
-/// What the reply callback answers a parked client.
-enum Outcome {
-    /// Served: nil, as `fair_lock.lua` replies an acquisition.
-    Acquired,
-    /// Gave up: what the script replies a queued waiter, the lock's TTL.
-    Ttl(i64),
-    Failed(&'static str),
-}
-
-fn boxed(outcome: Outcome) -> *mut c_void {
-    Box::into_raw(Box::new(outcome)) as *mut c_void
 }
 
 fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
@@ -133,7 +65,7 @@ fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
 
 /// The owners of `names`' line that are parked on this server.
 pub fn parked_owners(ctx: &Context, names: &LockNames) -> Vec<Vec<u8>> {
-    if !ANY.with(Cell::get) {
+    if !any() {
         return Vec::new();
     }
     let id = lock_id(ctx, names);
@@ -146,7 +78,7 @@ pub fn parked_owners(ctx: &Context, names: &LockNames) -> Vec<Vec<u8>> {
 
 /// Parked fair waiters, and locks they wait for, for `INFO rwlock`.
 pub fn counts() -> (usize, usize) {
-    if !ANY.with(Cell::get) {
+    if !any() {
         return (0, 0);
     }
     with(|l| {
@@ -190,6 +122,8 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         non_reentrant: wait.options.non_reentrant,
         ends,
         request: wait.request,
+        seq: next_parking(),
+        since: now,
     };
     with(|l| {
         for key in [
@@ -199,8 +133,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         ] {
             l.keys.insert((id.0, key), id.clone());
         }
-        l.handles.insert(parked.handle, id.clone());
-        l.locks.entry(id.clone()).or_default().parked.push(parked);
+        l.park(id.clone(), parked);
     });
     metrics::bump(Counter::WaitsStarted);
     // Its deadline may be stale already (a stale last waiter gives a
@@ -214,7 +147,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
 /// lock's unlocks call it too).
 #[inline]
 pub fn serve(ctx: &Context, names: &LockNames) {
-    if ANY.with(Cell::get) && !LOOKING.with(Cell::get) {
+    if any() && !LOOKING.with(Cell::get) {
         serve_parked(ctx, names);
     }
 }
@@ -229,7 +162,7 @@ fn serve_parked(ctx: &Context, names: &LockNames) {
 /// A keyspace event on `key` of `db`: if it is a key of a lock with parked
 /// waiters, a look at 0 ms (writes are unsafe inside the event).
 pub fn on_keyspace_event(ctx: &Context, db: i32, event: &str, key: &[u8]) {
-    if !ANY.with(Cell::get) || LOOKING.with(Cell::get) {
+    if !any() || LOOKING.with(Cell::get) {
         return;
     }
     let Some(id) = with(|l| l.keys.get(&(db, key.to_vec())).cloned()) else {
@@ -252,7 +185,7 @@ pub fn on_keyspace_event(ctx: &Context, db: i32, event: &str, key: &[u8]) {
 /// FLUSHDB and FLUSHALL raise no per-key event: every line of the flushed
 /// database (`None`: all) is looked at again, its entries gone.
 pub fn on_flush(ctx: &Context, db: Option<i32>) {
-    if !ANY.with(Cell::get) {
+    if !any() {
         return;
     }
     let ids: Vec<LockId> = with(|l| {
@@ -277,6 +210,7 @@ pub fn abort_all(ctx: &Context) {
     let lines = with(|l| {
         l.keys.clear();
         l.handles.clear();
+        l.owners.clear();
         std::mem::take(&mut l.locks)
     });
     for (_, line) in lines {
@@ -362,16 +296,6 @@ fn look_now(ctx: &Context, names: &LockNames, id: &LockId) {
     if let (false, Some(at)) = (empty, next) {
         arm(ctx, id, at);
     }
-}
-
-/// Takes `handle` out of the registry; its wait ends with this caller.
-fn unregister(id: &LockId, handle: Handle) -> Option<Parked> {
-    with(|l| {
-        l.handles.remove(&handle);
-        let line = l.locks.get_mut(id)?;
-        let at = line.parked.iter().position(|p| p.handle == handle)?;
-        Some(line.parked.remove(at))
-    })
 }
 
 /// Answers and unblocks a waiter that `unregister` handed out.
@@ -513,16 +437,21 @@ fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId
     let taken = clients::serve_after(ctx, store, names, |s| {
         fair::acquire_latched(s, names, &p.owner, p.lease, options, p.request.as_ref())
     });
-    let outcome = match taken {
+    let (outcome, took) = match taken {
         Ok(FairTaken::Acquired { .. }) => {
             metrics::bump(Counter::FairAcquired);
-            Outcome::Acquired
+            (Outcome::Acquired, true)
         }
         Ok(_) => return,
-        Err(e) => Outcome::Failed(e.message()),
+        Err(e) => (Outcome::Failed(e.message()), false),
     };
     if let Some(p) = unregister(id, p.handle) {
         answer_later(&p, outcome, Counter::WaitsServed);
+    }
+    if took {
+        // The waiters behind it in the line now wait for its owner, which
+        // may close a cycle through the owner's other parked clients.
+        clients::took_hold(ctx, &p.owner);
     }
 }
 
@@ -577,6 +506,7 @@ fn reply(context: &Context, outcome: Option<&Outcome>) -> c_int {
         Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
         Some(Outcome::Ttl(ttl)) => context.reply(Ok(RedisValue::Integer(*ttl))),
         Some(Outcome::Failed(message)) => context.reply_error_string(message),
+        Some(Outcome::Deadlock(message)) => context.reply_error_string(message),
         None => context.reply_error_string(ERR_NO_OUTCOME),
     };
     status as c_int

@@ -7,10 +7,12 @@
 //! Three kinds of edge, each a wait that cannot end before the other side
 //! moves:
 //! - a waiter waits for every owner holding one of its locks in a way that
-//!   stops its hold (read from the lock's hash: script holds count);
+//!   stops its hold (read from the lock's hash: script holds count); a
+//!   waiter in a fair lock's line for every holder of the lock;
 //! - a waiter waits for every waiter parked before it on one of its locks
-//!   (the queue is served in arrival order), unless its owner holds that
-//!   lock already (a multi-hold may then go first);
+//!   (the queue is served in arrival order, a fair lock's line in its
+//!   list's order), unless its owner holds that lock already (a multi-hold
+//!   may then go first);
 //! - an owner waits for each of its own parked waiters: its client is
 //!   blocked there and releases nothing until served.
 //!
@@ -23,21 +25,32 @@ use std::hash::Hash;
 use super::registry::LockId;
 use crate::engine::queue::Hold;
 
-/// A waiter as the search sees it: its owner and the holds it waits for.
-pub type Wants = (Vec<u8>, Vec<(LockId, Hold)>);
+/// What a waiter waits for on one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A hold, in the lock's queue of parked clients (`waiting::registry`).
+    Hold(Hold),
+    /// Its turn in a fair lock's line (`FAIRLOCK.ACQUIRE … BLOCK`): stopped
+    /// by every other holder, behind the waiters before it in the line.
+    Line,
+}
+
+/// A waiter as the search sees it: its owner and what it waits for.
+pub type Wants = (Vec<u8>, Vec<(LockId, Need)>);
 
 /// What the search asks of the world, for a waiter handle type `H`.
 pub trait View<H> {
     /// A parked waiter's owner and the holds it waits for.
     fn waiter(&self, handle: H) -> Option<Wants>;
-    /// The waiters parked on `lock` before `handle` (every one for `None`,
-    /// a request that would queue last).
-    fn ahead(&self, lock: &LockId, handle: Option<H>) -> Vec<H>;
+    /// The waiters parked on `lock` for `need` before `owner`'s `handle`
+    /// (every one for `None`, a request that would queue last; in a fair
+    /// lock's line, those before `owner`'s entry, if it has one).
+    fn ahead(&mut self, lock: &LockId, need: Need, handle: Option<H>, owner: &[u8]) -> Vec<H>;
     /// The waiters parked by `owner`.
     fn parked_by(&self, owner: &[u8]) -> Vec<H>;
-    /// The owners holding `lock` in a way that stops `owner`'s `hold`, and
+    /// The owners holding `lock` in a way that stops `owner`'s `need`, and
     /// whether `owner` holds `lock` at all.
-    fn holders(&mut self, lock: &LockId, owner: &[u8], hold: Hold) -> (Vec<Vec<u8>>, bool);
+    fn holders(&mut self, lock: &LockId, owner: &[u8], need: Need) -> (Vec<Vec<u8>>, bool);
 }
 
 /// How one owner waits for another on a lock.
@@ -94,7 +107,7 @@ impl<H> Cycle<H> {
 /// A request: who asks, for what, and its handle when it is parked already.
 pub struct Request<'a, H> {
     pub owner: &'a [u8],
-    pub wants: &'a [(LockId, Hold)],
+    pub wants: &'a [(LockId, Need)],
     pub parked: Option<H>,
 }
 
@@ -134,17 +147,17 @@ pub fn find<H: Copy + Eq + Hash>(
                     ),
                 };
                 let mut out = Vec::new();
-                for (lock, hold) in wants {
+                for (lock, need) in wants {
                     // Holds of other databases are not read (see the module).
                     if lock.0 != request.wants.first().map_or(lock.0, |w| w.0 .0) {
                         continue;
                     }
-                    let (held_by, mine) = view.holders(&lock, &owner, hold);
+                    let (held_by, mine) = view.holders(&lock, &owner, need);
                     for h in held_by {
                         out.push((Node::Owner(h), Some((lock.clone(), How::HeldBy))));
                     }
                     if !mine {
-                        for v in view.ahead(&lock, me) {
+                        for v in view.ahead(&lock, need, me, &owner) {
                             out.push((Node::Waiter(v), Some((lock.clone(), How::Behind))));
                         }
                     }
@@ -216,10 +229,10 @@ mod tests {
     use super::*;
     use crate::engine::lock::Options;
 
-    const LOCK: Hold = Hold::Lock(Options {
+    const LOCK: Need = Need::Hold(Hold::Lock(Options {
         fenced: false,
         non_reentrant: false,
-    });
+    }));
 
     /// A world of plain locks: who holds each, and parked waiters in
     /// arrival order.
@@ -241,7 +254,7 @@ mod tests {
             let wants = locks.iter().map(|l| (id(l), LOCK)).collect();
             Some((owner.as_bytes().to_vec(), wants))
         }
-        fn ahead(&self, lock: &LockId, handle: Option<u32>) -> Vec<u32> {
+        fn ahead(&mut self, lock: &LockId, _: Need, handle: Option<u32>, _: &[u8]) -> Vec<u32> {
             self.parked
                 .iter()
                 .take_while(|(h, _, _)| Some(*h) != handle)
@@ -256,7 +269,7 @@ mod tests {
                 .map(|(h, _, _)| *h)
                 .collect()
         }
-        fn holders(&mut self, lock: &LockId, owner: &[u8], _: Hold) -> (Vec<Vec<u8>>, bool) {
+        fn holders(&mut self, lock: &LockId, owner: &[u8], _: Need) -> (Vec<Vec<u8>>, bool) {
             self.asked += 1;
             let name = String::from_utf8(lock.1.clone()).expect("utf-8");
             match self.held.get(&name) {

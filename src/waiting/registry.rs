@@ -8,6 +8,7 @@
 //! every handoff, then mostly create and stop no timer (a stop would be on
 //! the handoff's path).
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
@@ -87,8 +88,23 @@ pub struct Registry<H> {
     settling: Option<LockId>,
     /// Every parked client by its owner, for the wait-for graph.
     owners: HashMap<Vec<u8>, Vec<H>>,
-    /// Parkings so far.
-    parkings: u64,
+}
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static PARKINGS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The next place in the order of every parking on this server, of this
+/// registry's clients and of the fair lock's line (`waiting::lines`) alike:
+/// a deadlock that appears without a new request fails the most recently
+/// parked waiter of its cycle, whatever its kind.
+pub fn next_parking() -> u64 {
+    PARKINGS.with(|p| {
+        let n = p.get() + 1;
+        p.set(n);
+        n
+    })
 }
 
 impl<H> Default for Registry<H> {
@@ -99,7 +115,6 @@ impl<H> Default for Registry<H> {
             agenda: Agenda::default(),
             settling: None,
             owners: HashMap::new(),
-            parkings: 0,
         }
     }
 }
@@ -369,8 +384,7 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                 self.owners.insert(owner.to_vec(), vec![handle]);
             }
         }
-        self.parkings += 1;
-        self.parkings
+        next_parking()
     }
 
     /// Notes when a parked client began waiting (Unix ms) and its
@@ -393,9 +407,9 @@ impl<H: Copy + Eq + Hash> Registry<H> {
             .collect()
     }
 
-    /// Every lock with waiters, with how many wait and when the earliest
-    /// still waiting parked.
-    pub fn overview(&self) -> Vec<(LockId, usize, i64)> {
+    /// Every lock with waiters, with how many wait, when the earliest
+    /// still waiting parked and what the first in line wants of it.
+    pub fn overview(&self) -> Vec<(LockId, usize, i64, Hold)> {
         self.queues
             .iter()
             .filter_map(|(id, q)| {
@@ -405,7 +419,8 @@ impl<H: Copy + Eq + Hash> Registry<H> {
                     .filter_map(|t| self.waiting.get(&t.token))
                     .map(|w| w.since)
                     .min()?;
-                Some((id.clone(), q.tickets.len(), since))
+                let head = q.tickets.front()?.hold;
+                Some((id.clone(), q.tickets.len(), since, head))
             })
             .collect()
     }

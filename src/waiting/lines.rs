@@ -1,0 +1,242 @@
+//! Who waits with `FAIRLOCK.ACQUIRE … BLOCK` on this server: the fair
+//! lock's registry of parked waiters (docs/design.md, contract §13 "BLOCK"),
+//! apart from the code that serves them (`waiting::fair`, which imports
+//! `waiting::clients`), so that the deadlock search (`waiting::deadlock`),
+//! the other kinds' waiting code and inspection read it, and fail a fair
+//! waiter chosen as a deadlock's victim, without an import cycle.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::time::Duration;
+
+use redis_module::{Context, ContextFlags, RedisModuleTimerID};
+
+use super::registry::LockId;
+use crate::engine::fair;
+use crate::engine::hold::GrantLatch;
+use crate::engine::names::LockNames;
+use crate::keyspace::RedisStore;
+use crate::server::{self, Blocked};
+
+/// A parked client's handle.
+pub type Handle = usize;
+
+/// One parked waiter.
+#[derive(Clone)]
+pub struct Parked {
+    pub handle: Handle,
+    pub owner: Vec<u8>,
+    pub lease: i64,
+    pub wait: i64,
+    pub non_reentrant: bool,
+    /// When its wait ends (server ms); None: no limit.
+    pub ends: Option<i64>,
+    /// `REQUEST id ttl`: the latch its grant records (docs/design.md §14.7).
+    pub request: Option<GrantLatch>,
+    /// Its place in the order of every parking (`registry::next_parking`).
+    pub seq: u64,
+    /// When it parked (Unix ms), for `LOCK.WAITING`.
+    pub since: i64,
+}
+
+/// The parked waiters of one lock, in arrival order.
+#[derive(Default)]
+pub struct LockLine {
+    pub parked: Vec<Parked>,
+    /// Its look timer and when it fires.
+    pub timer: Option<(RedisModuleTimerID, i64)>,
+    /// Set when a parked waiter's entry may have left the line from outside
+    /// (a flush, a DEL, a cancel): the next look checks every entry.
+    pub lost: bool,
+    /// Waiters that left while no write was possible (a disconnect, CLIENT
+    /// UNBLOCK): the next look takes them out of the line.
+    pub leaving: Vec<(Vec<u8>, i64)>,
+}
+
+/// Every lock with parked fair waiters.
+#[derive(Default)]
+pub struct Lines {
+    pub locks: HashMap<LockId, LockLine>,
+    /// Each lock's hash, queue and deadline keys → the lock.
+    pub keys: HashMap<LockId, LockId>,
+    /// Parked handle → its lock.
+    pub handles: HashMap<Handle, LockId>,
+    /// Parked handles by owner, for the wait-for graph: every hold taken
+    /// while a fair waiter is parked asks it once.
+    pub owners: HashMap<Vec<u8>, Vec<Handle>>,
+}
+
+impl Lines {
+    /// Files a parked waiter under its lock, handle and owner.
+    pub fn park(&mut self, id: LockId, parked: Parked) {
+        self.handles.insert(parked.handle, id.clone());
+        self.owners
+            .entry(parked.owner.clone())
+            .or_default()
+            .push(parked.handle);
+        self.locks.entry(id).or_default().parked.push(parked);
+    }
+}
+
+thread_local! {
+    // Module code only ever runs on Redis's main thread.
+    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
+    /// True while any fair waiter is parked or leaving: the one check of
+    /// the keyspace hook and of the other kinds' paths otherwise.
+    static ANY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` on the registry. Never held across a store access: a read may
+/// expire a key, whose keyspace event comes back here.
+pub fn with<R>(f: impl FnOnce(&mut Lines) -> R) -> R {
+    LINES.with(|l| {
+        let mut lines = l.borrow_mut();
+        let result = f(&mut lines);
+        ANY.with(|any| any.set(!lines.locks.is_empty()));
+        result
+    })
+}
+
+/// True while any fair waiter is parked (or leaving): one thread-local read.
+#[inline]
+pub fn any() -> bool {
+    ANY.with(Cell::get)
+}
+
+/// What the reply callback answers a parked fair waiter.
+pub enum Outcome {
+    /// Served: nil, as `fair_lock.lua` replies an acquisition.
+    Acquired,
+    /// Gave up: what the script replies a queued waiter, the lock's TTL.
+    Ttl(i64),
+    Failed(&'static str),
+    /// Chosen as a deadlock's victim: its `DEADLOCK` error.
+    Deadlock(String),
+}
+
+/// The outcome as a parked client's private data, which Redis hands back
+/// to the reply and free callbacks of `waiting::fair`.
+pub fn boxed(outcome: Outcome) -> *mut c_void {
+    Box::into_raw(Box::new(outcome)) as *mut c_void
+}
+
+/// Takes `handle` out of the registry; its wait ends with this caller.
+pub fn unregister(id: &LockId, handle: Handle) -> Option<Parked> {
+    with(|l| {
+        l.handles.remove(&handle);
+        let line = l.locks.get_mut(id)?;
+        let at = line.parked.iter().position(|p| p.handle == handle)?;
+        let parked = line.parked.remove(at);
+        if let Some(handles) = l.owners.get_mut(&parked.owner) {
+            handles.retain(|h| *h != handle);
+            if handles.is_empty() {
+                l.owners.remove(&parked.owner);
+            }
+        }
+        Some(parked)
+    })
+}
+
+/// A parked fair waiter as the deadlock search sees it: its owner, its
+/// lock and its place in the order of parkings.
+pub fn waiter(handle: Handle) -> Option<(Vec<u8>, LockId, u64)> {
+    if !any() {
+        return None;
+    }
+    with(|l| {
+        let id = l.handles.get(&handle)?;
+        let p = l
+            .locks
+            .get(id)?
+            .parked
+            .iter()
+            .find(|p| p.handle == handle)?;
+        Some((p.owner.clone(), id.clone(), p.seq))
+    })
+}
+
+/// The fair waiters parked by `owner`.
+pub fn parked_by(owner: &[u8]) -> Vec<Handle> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|l| l.owners.get(owner).cloned().unwrap_or_default())
+}
+
+/// The fair waiters parked on `id`, in arrival order, with their owners.
+pub fn parked_on(id: &LockId) -> Vec<(Handle, Vec<u8>)> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|l| {
+        l.locks.get(id).map_or_else(Vec::new, |line| {
+            line.parked
+                .iter()
+                .map(|p| (p.handle, p.owner.clone()))
+                .collect()
+        })
+    })
+}
+
+/// Every lock with parked fair waiters: how many wait, and since when the
+/// earliest has waited (Unix ms), for `LOCK.WAITING`.
+pub fn overview() -> Vec<(LockId, usize, i64)> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|l| {
+        l.locks
+            .iter()
+            .filter_map(|(id, line)| {
+                let since = line.parked.iter().map(|p| p.since).min()?;
+                Some((id.clone(), line.parked.len(), since))
+            })
+            .collect()
+    })
+}
+
+/// Fails the parked fair waiter `handle`, chosen as the victim of a
+/// deadlock that appeared without a new request, with `text`: answered at
+/// once, it leaves the line as `fair_acquire_failed.lua` does (those
+/// behind it move up by its `WAIT`) from a timer at 0 ms. Not here: the
+/// caller may be in the middle of a command or a look whose store holds
+/// the line's list open, and a list changed under an open handle is one
+/// Redis 7.0 asserts on (or frees). The line's keyspace events then give
+/// the lock a look, for the waiters behind it. False when it is not parked
+/// here.
+pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
+    let Some(id) = with(|l| l.handles.get(&handle).cloned()) else {
+        return false;
+    };
+    let Some(p) = unregister(&id, handle) else {
+        return false;
+    };
+    // Registered until now, so parked: unblocked once, here.
+    server::unblock(p.handle as Blocked, boxed(Outcome::Deadlock(text)));
+    ctx.create_timer(Duration::ZERO, leave_line, (id, p.owner, p.wait));
+    true
+}
+
+/// How often a victim's leaving is tried again while writes are paused.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// A deadlock victim's entry leaves its lock's line: `FAIRLOCK.CANCEL` of
+/// its owner with its `WAIT`, on the master (a replica gets the cancel's
+/// effects), once writes are allowed.
+fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    if server::writes_paused() {
+        ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
+        return;
+    }
+    let Ok(names) = LockNames::new(&id.1) else {
+        return;
+    };
+    server::select_db(ctx, id.0);
+    let mut store = RedisStore::new(ctx);
+    // A line retyped since is left as it is, as a timed-out wait's.
+    let _ = fair::cancel(&mut store, &names, &owner, wait);
+}
