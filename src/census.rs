@@ -14,14 +14,9 @@
 //! census stops after `MAX_KEYS` keys, so `INFO rwlock` costs at most that
 //! scan however large the keyspace, and says whether it saw every key.
 
-use std::ffi::c_void;
-use std::os::raw::c_int;
-use std::ptr;
-
-use redis_module::raw;
-
 use crate::engine::hold::parse_count;
 use crate::engine::names::{field_owner, MODE_FIELD};
+use crate::server;
 
 /// Most keys one census looks at (all databases together): about 1.5 ms
 /// of `INFO rwlock` on a 2-vCPU VM, 4 ms at most in a keyspace of 100,000
@@ -81,124 +76,15 @@ impl Census {
     }
 }
 
-/// What the scan's callbacks fill in.
-struct Scan {
-    census: Census,
-    /// The fields of the hash being read.
-    fields: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-/// The bytes of a Redis string, valid while it is.
-///
-/// # Safety
-/// `s` is a live module string.
-unsafe fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
-    let mut len = 0usize;
-    // SAFETY: a live string; its buffer outlives the borrow (the caller's).
-    unsafe {
-        let p = raw::RedisModule_StringPtrLen.expect("StringPtrLen")(s, &mut len);
-        std::slice::from_raw_parts(p as *const u8, len)
-    }
-}
-
-unsafe extern "C" fn on_field(
-    _key: *mut raw::RedisModuleKey,
-    field: *mut raw::RedisModuleString,
-    value: *mut raw::RedisModuleString,
-    privdata: *mut c_void,
-) {
-    // SAFETY: privdata is the Scan of `take`, alive for the scan; field and
-    // value are live during the callback.
-    unsafe {
-        let scan = &mut *(privdata as *mut Scan);
-        scan.fields
-            .push((bytes(field).to_vec(), bytes(value).to_vec()));
-    }
-}
-
-unsafe extern "C" fn on_key(
-    _ctx: *mut raw::RedisModuleCtx,
-    _name: *mut raw::RedisModuleString,
-    key: *mut raw::RedisModuleKey,
-    privdata: *mut c_void,
-) {
-    // SAFETY: privdata is the Scan of `take`, alive for the scan; the key,
-    // when not null, is open for the callback.
-    unsafe {
-        let scan = &mut *(privdata as *mut Scan);
-        scan.census.keys += 1;
-        if key.is_null() {
-            return;
-        }
-        let kind = raw::RedisModule_KeyType.expect("KeyType")(key) as isize;
-        if kind != raw::REDISMODULE_KEYTYPE_HASH {
-            return;
-        }
-        // A lock hash always has its lease: a hash without TTL is no lock,
-        // and one whose lease ran out (not yet reclaimed: the scan opens
-        // keys as they lie) is held by nobody.
-        let ttl = raw::RedisModule_GetExpire.expect("GetExpire")(key);
-        if ttl == raw::REDISMODULE_NO_EXPIRE as i64 || ttl <= 0 {
-            return;
-        }
-        scan.fields.clear();
-        let cursor = raw::RedisModule_ScanCursorCreate.expect("ScanCursorCreate")();
-        while raw::RedisModule_ScanKey.expect("ScanKey")(key, cursor, Some(on_field), privdata) != 0
-        {
-        }
-        raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
-        let fields = std::mem::take(&mut scan.fields);
-        scan.census
-            .add_hash(fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())));
-        scan.fields = fields;
-    }
-}
-
-/// Takes the census of every database, at most `MAX_KEYS` keys. Reads
-/// only, on the main thread (INFO's), through a context of its own so the
-/// caller's selected database is untouched.
+/// Takes the census of every database, at most `MAX_KEYS` keys.
 pub fn take() -> Census {
-    let mut scan = Scan {
-        census: Census::default(),
-        fields: Vec::new(),
-    };
-    let privdata = &mut scan as *mut Scan as *mut c_void;
-    // SAFETY: INFO runs on the main thread, which holds the server's lock,
-    // so a thread-safe context is used without locking; it is freed once,
-    // below, and the cursor is created and destroyed here.
-    unsafe {
-        let ctx =
-            raw::RedisModule_GetThreadSafeContext.expect("GetThreadSafeContext")(ptr::null_mut());
-        let select = raw::RedisModule_SelectDb.expect("SelectDb");
-        let mut complete = true;
-        let mut db: c_int = 0;
-        let seen = |p: *mut c_void| (*(p as *mut Scan)).census.keys;
-        'dbs: while select(ctx, db) == raw::REDISMODULE_OK as c_int {
-            db += 1;
-            if raw::RedisModule_DbSize.expect("DbSize")(ctx) == 0 {
-                continue;
-            }
-            if seen(privdata) >= MAX_KEYS {
-                complete = false;
-                break;
-            }
-            let cursor = raw::RedisModule_ScanCursorCreate.expect("ScanCursorCreate")();
-            let scan_db = raw::RedisModule_Scan.expect("Scan");
-            // One step of the scan visits a bucket of the keyspace's table,
-            // a few keys: the bound is passed by a few at most.
-            while scan_db(ctx, cursor, Some(on_key), privdata) != 0 {
-                if seen(privdata) >= MAX_KEYS {
-                    complete = false;
-                    raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
-                    break 'dbs;
-                }
-            }
-            raw::RedisModule_ScanCursorDestroy.expect("ScanCursorDestroy")(cursor);
-        }
-        raw::RedisModule_FreeThreadSafeContext.expect("FreeThreadSafeContext")(ctx);
-        scan.census.complete = complete;
-    }
-    scan.census
+    let mut census = Census::default();
+    let walked = server::scan::hashes_with_ttl(MAX_KEYS, |fields| {
+        census.add_hash(fields.iter().map(|(f, v)| (f.as_slice(), v.as_slice())));
+    });
+    census.keys = walked.keys;
+    census.complete = walked.complete;
+    census
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! only an agenda's timer, armed alike by two registries, is here
 //! (`timers`).
 
+pub mod scan;
 pub mod strings;
 pub mod timers;
 
