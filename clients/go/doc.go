@@ -1,7 +1,7 @@
 // Package rwlock is the Go client of the rwlock Redis module: Redisson's
-// distributed locks (RLock, RFencedLock, the non-reentrant lock,
+// distributed locks (RLock, RFencedLock, the non-reentrant lock, RFairLock,
 // RReadWriteLock, RedissonMultiLock and RedissonRedLock) served natively by
-// the module's LOCK.* and RWLOCK.* commands, on go-redis
+// the module's LOCK.*, FAIRLOCK.* and RWLOCK.* commands, on go-redis
 // (github.com/redis/go-redis/v9), standalone or Redis Cluster.
 //
 // A Go service on this package and a Java service on Redisson share the same
@@ -25,6 +25,17 @@
 // than the go-redis client's ReadTimeout works. Cancelling the
 // context.Context ends the server-side wait (CLIENT UNBLOCK from another
 // connection) and the call returns the context's error holding nothing.
+//
+// # Lost replies
+//
+// Every single-lock acquisition sends a fresh request id (REQUEST id ttl,
+// the ttl 13.5 s plus a bounded wait). When its reply is lost (the connection failed or the
+// reply's deadline passed, not the context ending) it is resent once, on a
+// new connection, with the same id and what is left of the wait: the
+// server answers a resent grant as it answered the first (a fenced lock:
+// the same token) and changes nothing, so no hold is counted twice or left
+// behind unknown. A session's resend takes a new id: its hold died with its
+// connection.
 //
 // # Leases and the watchdog
 //

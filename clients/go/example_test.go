@@ -115,6 +115,21 @@ func ExampleClient_MultiLock() {
 	}
 }
 
+func ExampleClient_FairLock() {
+	ctx := context.Background()
+	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	// Served in arrival order, in one line with Redisson's RFairLock
+	// waiters, who use a 5 s fairLockWaitTimeout here.
+	lock := locks.FairLock("payouts", rwlock.FairWait(5*time.Second))
+	err := lock.Run(ctx, func(ctx context.Context) error {
+		fmt.Println("paying out")
+		return nil
+	}, rwlock.WithWait(30*time.Second))
+	if errors.Is(err, rwlock.ErrNotAcquired) {
+		fmt.Println("still 30 s behind others: try later")
+	}
+}
+
 func ExampleSession() {
 	ctx := context.Background()
 	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))

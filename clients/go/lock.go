@@ -15,10 +15,12 @@ import (
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	fenced    bool
-	noReentry bool
-	session   bool
-	onLost    func(l *Lock)
+	fenced      bool
+	noReentry   bool
+	session     bool
+	onLost      func(l *Lock)
+	fairWait    time.Duration // the fair lock's WAIT, when fairWaitSet
+	fairWaitSet bool
 }
 
 // Fenced makes every acquisition take the next fencing token (FENCED,
@@ -27,7 +29,8 @@ type lockConfig struct {
 func Fenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
 
 // NonReentrant makes the holder's second acquisition fail with
-// [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain locks only.
+// [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain and fair
+// locks only.
 func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
 
 // Session binds holds to the connection that took them (SESSION): the
@@ -37,15 +40,27 @@ func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true
 // release use it) and gives it back after the last release. No watchdog.
 func Session() LockOption { return func(c *lockConfig) { c.session = true } }
 
+// FairWait sets a fair lock's thread wait time (WAIT ms; Redisson's
+// fairLockWaitTimeout) for the acquisitions without a bounded wait (a wait
+// without limit, a try): how long a waiter in the line may be away before
+// Redisson's clients count it gone, and how far the waiters' deadlines move
+// when one ahead of them acquires or leaves. A bounded wait sends itself,
+// as Redisson's tryLock(wait) does. Give the value the Java services sharing
+// the line use. Default: the server's rwlock.fair-wait (300 s, Redisson's
+// default). Fair locks only.
+func FairWait(d time.Duration) LockOption {
+	return func(c *lockConfig) { c.fairWait, c.fairWaitSet = d, true }
+}
+
 // OnLost sets a callback the watchdog calls, from its goroutine, when it
 // finds the hold gone (the lock forced open, or its lease ran out).
 func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
 
 // Lock is a lock handle: a plain lock (Redisson's RLock; [Fenced]:
-// RFencedLock; [NonReentrant]: the non-reentrant lock), one side of a
-// [ReadWriteLock], or a multi-lock (several holds as one). Make it with
-// [Client.Lock], [ReadWriteLock.Read], [ReadWriteLock.Write] or
-// [Client.MultiLock].
+// RFencedLock; [NonReentrant]: the non-reentrant lock), a fair lock
+// (RFairLock), one side of a [ReadWriteLock], or a multi-lock (several
+// holds as one). Make it with [Client.Lock], [Client.FairLock],
+// [ReadWriteLock.Read], [ReadWriteLock.Write] or [Client.MultiLock].
 //
 // The handle is one owner (<client UUID>:<handle id>): its holds re-enter,
 // each [Lock.Acquire] adding one that one [Lock.Release] gives back. A Lock
@@ -70,7 +85,8 @@ type Lock struct {
 	done     chan struct{} // closed when the hold ends
 	ended    bool          // done is closed
 	dog      *watchdog
-	link     *link // a session's connection
+	link     *link    // a session's connection
+	latches  []string // the latches of acquisitions since the last release
 }
 
 func newLock(c *Client, p plan, name, owner string, cfg lockConfig, err error) *Lock {
@@ -186,7 +202,15 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 			lk.close()
 		}
 	}()
-	args := l.plan.acquire(l.owner, r, l.cfg.session)
+	// A fresh request id per acquisition: its one resend below is answered
+	// from the server's latch.
+	id := ""
+	if l.plan.requested() {
+		id = uuid.NewString()
+	}
+	began := time.Now()
+	resent := false
+	args := l.plan.acquire(l.owner, r, l.cfg.session, id)
 	res, cancelled := lk.wait(ctx, r.block, args...)
 	if addr, moved := movedTo(res.err); moved && cancelled == nil && session == nil {
 		// The slot moved to another master (a reshard): ask that one.
@@ -199,10 +223,32 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		}
 		res, cancelled = lk.wait(ctx, r.block, args...)
 	}
+	if ioError(res.err) && cancelled == nil && ctx.Err() == nil && session == nil && id != "" {
+		// The reply was lost (the connection failed or timed out): the
+		// server may or may not have granted it. Once more, on a new
+		// connection, with the same request id and what is left of the
+		// wait: a grant is answered again instead of counted twice. A
+		// session's hold is bound to its connection and was freed with it,
+		// while its latch would answer "taken" and bind nothing: a session
+		// resends with a new id, as a new acquisition.
+		retry := r.remaining(time.Since(began))
+		if l.cfg.session {
+			id = uuid.NewString()
+		}
+		lk.close()
+		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
+			return outcome{}, errors.Join(res.err, err)
+		}
+		res, cancelled = lk.wait(ctx, retry.block, l.plan.acquire(l.owner, retry, l.cfg.session, id)...)
+		resent = true
+	}
 	if res.err != nil {
 		if session != nil && cancelled == nil && ioError(res.err) {
 			// The session's connection broke, and its holds went with it.
 			l.forget()
+		}
+		if ioError(res.err) {
+			l.leaveLine(r)
 		}
 		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
 			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
@@ -212,7 +258,7 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		}
 		return outcome{}, res.err
 	}
-	o, err := readOutcome(res.reply, l.cfg.fenced)
+	o, err := l.plan.outcome(res.reply, r)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -225,6 +271,15 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 	if !o.acquired {
 		return o, nil
 	}
+	if resent && l.c.sync.Enabled {
+		// A replay writes nothing on this connection, so its WAIT would not
+		// cover the grant the first send wrote: one write of the latch here
+		// (its expiry set again) puts this connection past it.
+		if _, err := lk.do(ctx, 0, "PEXPIRE", acquireLatchKey(l.name, id), r.latchTTL()); err != nil {
+			l.undo(lk, r)
+			return outcome{}, err
+		}
+	}
 	detail, err := lk.synced(ctx, l.c.sync)
 	if err != nil || detail != "" {
 		l.undo(lk, r)
@@ -234,22 +289,48 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		return outcome{}, newError(ErrNotSynced, l.name, detail+"; the hold was released")
 	}
 	keep = l.cfg.session
-	l.record(r, o, lk, keep)
+	if keep {
+		id = "" // a session's release sends no DEL: its latch expires on its own
+	}
+	l.record(r, o, lk, keep, id)
 	return o, nil
 }
 
-// undo releases the hold an acquisition just took on lk.
-func (l *Lock) undo(lk *link, r request) {
-	_, _ = lk.do(context.Background(), 0, l.plan.release(l.owner, r.leaseMs, "")...)
+// leaveLine takes the owner out of a line (the fair lock's) a failed wait
+// may have left it in: the server does so itself when the waiting
+// connection closes, but a connection it still believes open would keep
+// the owner in the line, holding up everyone behind. Best effort.
+func (l *Lock) leaveLine(r request) {
+	if args := l.plan.abandon(l.owner, r); args != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
+		defer cancel()
+		_, _ = l.c.command(ctx, l.plan.key(), args...)
+	}
 }
 
-// record counts a hold taken (keeping lk when it is a session's).
-func (l *Lock) record(r request, o outcome, lk *link, keep bool) {
+// undo releases the hold an acquisition just took on lk, or, when lk
+// failed (a replica sync's reply lost), on the client's own connection: a
+// non-session hold outlives lk, and must not be left to its lease.
+func (l *Lock) undo(lk *link, r request) {
+	args := l.plan.release(l.owner, r.leaseMs, "")
+	if _, err := lk.do(context.Background(), 0, args...); ioError(err) && !l.cfg.session {
+		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
+		defer cancel()
+		_, _ = l.c.command(ctx, l.plan.key(), args...)
+	}
+}
+
+// record counts a hold taken (keeping lk when it is a session's; id: the
+// acquisition's request id, whose latch the next release deletes).
+func (l *Lock) record(r request, o outcome, lk *link, keep bool, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.count == 0 || l.lost {
 		l.count, l.lost = 0, false
 		l.done, l.ended = make(chan struct{}), false
+	}
+	if id != "" {
+		l.latches = append(l.latches, acquireLatchKey(l.name, id))
 	}
 	l.count++
 	l.leaseMs = r.leaseMs
@@ -318,7 +399,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		defer l.sessionMu.Unlock()
 	}
 	l.mu.Lock()
-	lk, leaseMs := l.link, l.leaseMs
+	lk, leaseMs, wasLost, latches := l.link, l.leaseMs, l.lost, l.latches
+	l.latches = nil
 	l.mu.Unlock()
 	if leaseMs == 0 {
 		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
@@ -341,8 +423,14 @@ func (l *Lock) Release(ctx context.Context) error {
 			reply, err = l.c.command(ctx, l.plan.key(), args...)
 		}
 		if err == nil {
-			// A failed DEL leaves the latch to expire on its own (13.5 s).
-			_, _ = l.c.command(ctx, l.plan.key(), "DEL", latchKey(l.name, id))
+			// The release's latch and those of the acquisitions before it,
+			// in the one DEL Redisson sends; a failed DEL leaves them to
+			// expire on their own (13.5 s).
+			del := []any{"DEL", latchKey(l.name, id)}
+			for _, k := range latches {
+				del = append(del, k)
+			}
+			_, _ = l.c.command(ctx, l.plan.key(), del...)
 		}
 	default:
 		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
@@ -361,7 +449,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if finished {
 		l.forget()
 	}
-	if state == -1 {
+	if state == -1 || wasLost {
+		// wasLost: the watchdog found the hold gone; a fair lock's release
+		// of a lock that no longer exists replies 1 all the same.
 		return newError(ErrNotHeld, l.name, "not held by "+l.owner)
 	}
 	return nil
@@ -377,6 +467,7 @@ func (l *Lock) forget() {
 	}
 	l.end()
 	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
+	l.latches = nil
 	lk := l.link
 	l.link = nil
 	l.mu.Unlock()

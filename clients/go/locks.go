@@ -10,11 +10,47 @@ import (
 // lock; [Session] and [OnLost] apply too. Nothing is sent until
 // [Lock.Acquire].
 func (c *Client) Lock(name string, opts ...LockOption) *Lock {
+	cfg := configOf(opts)
+	var err error
+	if cfg.fairWaitSet {
+		err = errors.New("rwlock: FairWait is a fair lock's option")
+	}
+	return newLock(c, plainPlan{name: name, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, err)
+}
+
+// FairLock makes a handle on the fair lock name (FAIRLOCK.*): Redisson's
+// RFairLock, with [NonReentrant] its non-reentrant fair lock. Waiters are
+// served in arrival order, in one line with Redisson's own waiters on that
+// lock: a wait ([WithWait] above 0, or none) joins the line and waits in it
+// on the server (BLOCK), which takes it out of the line when the wait runs
+// out or its context ends; [WithWait](0) is Redisson's tryLock(): one try,
+// never joining the line. The watchdog (LOCK.RENEW), leases, [OnLost] and
+// releases are the plain lock's; [FairWait] sets the line's wait time.
+// [Fenced] and [Session] are refused (the module's fair lock has neither),
+// at the first call.
+//
+// A fair lock's release of a hold that ran out (the lock no longer exists)
+// succeeds, as Redisson's RFairLock.unlock does: the server cannot tell it
+// from a release. A hold the watchdog found lost is [ErrNotHeld] as usual.
+func (c *Client) FairLock(name string, opts ...LockOption) *Lock {
+	cfg := configOf(opts)
+	var err error
+	var waitMs int64
+	switch {
+	case cfg.fenced || cfg.session:
+		err = errors.New("rwlock: a fair lock cannot be fenced or a session's")
+	case cfg.fairWaitSet:
+		waitMs, err = millis(cfg.fairWait, "fair wait")
+	}
+	return newLock(c, fairPlan{name: name, noReentry: cfg.noReentry, waitMs: waitMs}, name, c.newOwner(), cfg, err)
+}
+
+func configOf(opts []LockOption) lockConfig {
 	cfg := lockConfig{}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return newLock(c, plainPlan{name: name, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, nil)
+	return cfg
 }
 
 // ReadWriteLock is Redisson's RReadWriteLock (RWLOCK.*): any number of
@@ -30,13 +66,10 @@ type ReadWriteLock struct {
 // side; [Session] and [OnLost] apply to both sides; [NonReentrant] is
 // refused (at the first call) as the module has no such read-write lock.
 func (c *Client) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
-	cfg := lockConfig{}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := configOf(opts)
 	var err error
-	if cfg.noReentry {
-		err = errors.New("rwlock: a read-write lock cannot be non-reentrant")
+	if cfg.noReentry || cfg.fairWaitSet {
+		err = errors.New("rwlock: a read-write lock cannot be non-reentrant or take FairWait")
 	}
 	owner := c.newOwner()
 	readCfg := cfg
@@ -64,14 +97,11 @@ func (rw *ReadWriteLock) Write() *Lock { return rw.write }
 // [OnLost] apply; [Fenced] and [NonReentrant] are refused. A bad list (empty,
 // an unknown kind, a name twice) is reported by the first call.
 func (c *Client) MultiLock(holds []Hold, opts ...LockOption) *Lock {
-	cfg := lockConfig{}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := configOf(opts)
 	list := append([]Hold(nil), holds...)
 	err := checkHolds(list)
-	if err == nil && (cfg.fenced || cfg.noReentry) {
-		err = errors.New("rwlock: a multi-lock cannot be fenced or non-reentrant")
+	if err == nil && (cfg.fenced || cfg.noReentry || cfg.fairWaitSet) {
+		err = errors.New("rwlock: a multi-lock cannot be fenced, non-reentrant or take FairWait")
 	}
 	name := ""
 	if len(list) > 0 {

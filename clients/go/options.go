@@ -19,6 +19,13 @@ const DefaultSyncTimeout = time.Second
 // more.
 const replyMargin = 5 * time.Second
 
+// unlockLatchTTL is how long the server remembers a release's reply under
+// its request id (Redisson's 13.5 s), so that a retried release is answered
+// as the first one was. Acquisitions use it too: their one retry comes
+// within a wait plus a reply margin of the first send, and a latch outliving
+// that costs nothing but a key until it expires (or the release deletes it).
+const unlockLatchTTL = 13500
+
 // maxMillis is the module's largest lease or wait (ten years).
 const maxMillis = 315360000000
 
@@ -65,8 +72,15 @@ func WithLease(d time.Duration) AcquireOption {
 type request struct {
 	leaseMs int64
 	block   int64 // -1: no BLOCK; 0: without limit; else ms
+	waitMs  int64 // the bounded wait asked for (ms; 0: none), kept by remaining
 	watched bool  // no lease given: the watchdog renews it
 }
+
+// latchTTL is how long the server keeps the acquisition's latch: the
+// release's 13.5 s, plus a bounded wait. A parked call's latch is stored
+// when it is served, and its lost reply is seen at the latest the wait
+// plus the reply margin after the send, so the resend still finds it.
+func (r request) latchTTL() int64 { return unlockLatchTTL + r.waitMs }
 
 func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, error) {
 	var cfg acquireConfig
@@ -85,7 +99,7 @@ func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, e
 			if err != nil {
 				return r, err
 			}
-			r.block = ms
+			r.block, r.waitMs = ms, ms
 		}
 	}
 	lease := watchdogTimeout
@@ -124,4 +138,18 @@ func containsAny(s, chars string) bool {
 		}
 	}
 	return false
+}
+
+// remaining is the request to resend after elapsed: the same lease, and
+// what is left of a bounded wait (none left: one try, no BLOCK); a wait
+// without limit, or none, stays as it was.
+func (r request) remaining(elapsed time.Duration) request {
+	if r.block > 0 {
+		left := r.block - elapsed.Milliseconds()
+		if left < 1 {
+			left = -1
+		}
+		r.block = left
+	}
+	return r
 }

@@ -5,11 +5,6 @@ import (
 	"strings"
 )
 
-// unlockLatchTTL is how long the server remembers a release's reply under
-// its request id (Redisson's 13.5 s), so that a retried release is answered
-// as the first one was.
-const unlockLatchTTL = 13500
-
 // HoldKind is the kind of one hold of a [MultiLock].
 type HoldKind string
 
@@ -38,7 +33,18 @@ type outcome struct {
 // plan is what one kind of lock sends and how its replies read; no I/O.
 type plan interface {
 	key() string
-	acquire(owner string, r request, session bool) []any
+	// acquire: requestID "" sends no REQUEST (see requested).
+	acquire(owner string, r request, session bool, requestID string) []any
+	// requested: whether acquisitions send REQUEST id ttl, so that a
+	// resend after a lost reply is answered as the first send was
+	// (single locks; LOCK.ACQUIREALL has no REQUEST).
+	requested() bool
+	// abandon: what takes the owner out of a line its failed wait may
+	// have left it in (nil: the kind has no line outside the server's
+	// own waiters, which a closed connection ends).
+	abandon(owner string, r request) []any
+	// outcome reads an acquisition's reply.
+	outcome(reply any, r request) (outcome, error)
 	release(owner string, leaseMs int64, requestID string) []any
 	// released: -1 the owner held nothing; 0 still held; 1 released.
 	released(reply any) (int, error)
@@ -48,12 +54,20 @@ type plan interface {
 	latched() bool
 }
 
-func options(args []any, r request, session bool) []any {
+func options(args []any, r request, session bool, requestID string) []any {
 	if r.block >= 0 {
 		args = append(args, "BLOCK", r.block)
 	}
 	if session {
 		args = append(args, "SESSION")
+	}
+	return withAcquireRequest(args, r, requestID)
+}
+
+// withAcquireRequest appends REQUEST id ttl to an acquisition (none for "").
+func withAcquireRequest(args []any, r request, requestID string) []any {
+	if requestID != "" {
+		args = append(args, "REQUEST", requestID, r.latchTTL())
 	}
 	return args
 }
@@ -125,10 +139,21 @@ func withRequest(args []any, leaseMs int64, requestID string) []any {
 // Redisson's redisson_unlock_latch:{name}:<id>; a name that already holds a
 // hash tag is used as is, so the key stays in the lock's slot.
 func latchKey(name, requestID string) string {
+	return prefixed("redisson_unlock_latch", name, requestID)
+}
+
+// acquireLatchKey is where the server remembers an acquisition's grant
+// under its request id (redisson_lock_request_latch:{name}:<id>, design.md
+// §14.7), named as the release's latch is.
+func acquireLatchKey(name, requestID string) string {
+	return prefixed("redisson_lock_request_latch", name, requestID)
+}
+
+func prefixed(prefix, name, requestID string) string {
 	if strings.Contains(name, "{") {
-		return "redisson_unlock_latch:" + name + ":" + requestID
+		return prefix + ":" + name + ":" + requestID
 	}
-	return "redisson_unlock_latch:{" + name + "}:" + requestID
+	return prefix + ":{" + name + "}:" + requestID
 }
 
 // plainPlan: LOCK.*, Redisson's RLock, RFencedLock and non-reentrant lock.
@@ -138,11 +163,13 @@ type plainPlan struct {
 	noReentry bool
 }
 
-func (p plainPlan) key() string   { return p.name }
-func (p plainPlan) latched() bool { return true }
+func (p plainPlan) key() string                   { return p.name }
+func (p plainPlan) latched() bool                 { return true }
+func (p plainPlan) requested() bool               { return true }
+func (p plainPlan) abandon(string, request) []any { return nil }
 
-func (p plainPlan) acquire(owner string, r request, session bool) []any {
-	args := options([]any{"LOCK.ACQUIRE", p.name, owner, r.leaseMs}, r, session)
+func (p plainPlan) acquire(owner string, r request, session bool, requestID string) []any {
+	args := options([]any{"LOCK.ACQUIRE", p.name, owner, r.leaseMs}, r, session, requestID)
 	if p.fenced {
 		args = append(args, "FENCED")
 	}
@@ -150,6 +177,10 @@ func (p plainPlan) acquire(owner string, r request, session bool) []any {
 		args = append(args, "NOREENTRY")
 	}
 	return args
+}
+
+func (p plainPlan) outcome(reply any, _ request) (outcome, error) {
+	return readOutcome(reply, p.fenced)
 }
 
 func (p plainPlan) release(owner string, leaseMs int64, requestID string) []any {
@@ -171,15 +202,21 @@ type rwPlan struct {
 	fenced bool
 }
 
-func (p rwPlan) key() string   { return p.name }
-func (p rwPlan) latched() bool { return true }
+func (p rwPlan) key() string                   { return p.name }
+func (p rwPlan) latched() bool                 { return true }
+func (p rwPlan) requested() bool               { return true }
+func (p rwPlan) abandon(string, request) []any { return nil }
 
-func (p rwPlan) acquire(owner string, r request, session bool) []any {
-	args := options([]any{"RWLOCK." + string(p.mode), p.name, owner, r.leaseMs}, r, session)
+func (p rwPlan) acquire(owner string, r request, session bool, requestID string) []any {
+	args := options([]any{"RWLOCK." + string(p.mode), p.name, owner, r.leaseMs}, r, session, requestID)
 	if p.fenced {
 		args = append(args, "FENCED")
 	}
 	return args
+}
+
+func (p rwPlan) outcome(reply any, _ request) (outcome, error) {
+	return readOutcome(reply, p.fenced)
 }
 
 func (p rwPlan) release(owner string, leaseMs int64, requestID string) []any {
@@ -200,8 +237,10 @@ type multiPlan struct {
 	holds []Hold
 }
 
-func (p multiPlan) key() string   { return p.holds[0].Name }
-func (p multiPlan) latched() bool { return false }
+func (p multiPlan) key() string                   { return p.holds[0].Name }
+func (p multiPlan) latched() bool                 { return false }
+func (p multiPlan) requested() bool               { return false }
+func (p multiPlan) abandon(string, request) []any { return nil }
 
 func (p multiPlan) holdArgs(args []any) []any {
 	args = append(args, "HOLDS", len(p.holds))
@@ -211,8 +250,12 @@ func (p multiPlan) holdArgs(args []any) []any {
 	return args
 }
 
-func (p multiPlan) acquire(owner string, r request, session bool) []any {
-	return p.holdArgs(options([]any{"LOCK.ACQUIREALL", owner, r.leaseMs}, r, session))
+func (p multiPlan) acquire(owner string, r request, session bool, _ string) []any {
+	return p.holdArgs(options([]any{"LOCK.ACQUIREALL", owner, r.leaseMs}, r, session, ""))
+}
+
+func (p multiPlan) outcome(reply any, _ request) (outcome, error) {
+	return readOutcome(reply, false)
 }
 
 func (p multiPlan) release(owner string, _ int64, _ string) []any {
@@ -259,3 +302,78 @@ func (p multiPlan) renewed(reply any) (bool, error) {
 	}
 	return true, nil
 }
+
+// fairPlan: FAIRLOCK.*, Redisson's RFairLock (and its non-reentrant fair
+// lock): waiters are served in arrival order, in one line with Redisson's
+// own. The hold is a plain lock's hash, so LOCK.RENEW renews it.
+type fairPlan struct {
+	name      string
+	noReentry bool
+	waitMs    int64 // WAIT: Redisson's fairLockWaitTimeout; 0: the server's rwlock.fair-wait
+}
+
+// lineWait is an acquisition's WAIT, as Redisson's tryLockInnerAsync picks
+// it: a bounded wait is its own thread wait time, otherwise the lock's
+// (FairWait; 0: none sent, the server's default).
+func (p fairPlan) lineWait(r request) int64 {
+	if r.waitMs > 0 {
+		return r.waitMs
+	}
+	return p.waitMs
+}
+
+func (p fairPlan) key() string     { return p.name }
+func (p fairPlan) latched() bool   { return true }
+func (p fairPlan) requested() bool { return true }
+
+// abandon: FAIRLOCK.CANCEL, as Redisson's acquireFailed, with the
+// acquisition's WAIT (those behind move up by it).
+func (p fairPlan) abandon(owner string, r request) []any {
+	return withWait([]any{"FAIRLOCK.CANCEL", p.name, owner}, p.lineWait(r))
+}
+
+func withWait(args []any, waitMs int64) []any {
+	if waitMs > 0 {
+		args = append(args, "WAIT", waitMs)
+	}
+	return args
+}
+
+// acquire: one try is Redisson's tryLock() (NOQUEUE: never joins the line);
+// a wait joins the line and waits in it on the server (BLOCK), which also
+// takes it out of the line when the wait ends.
+func (p fairPlan) acquire(owner string, r request, _ bool, requestID string) []any {
+	args := withWait([]any{"FAIRLOCK.ACQUIRE", p.name, owner, r.leaseMs}, p.lineWait(r))
+	if r.block < 0 {
+		args = append(args, "NOQUEUE")
+	} else {
+		args = append(args, "BLOCK", r.block)
+	}
+	if p.noReentry {
+		args = append(args, "NOREENTRY")
+	}
+	return withAcquireRequest(args, r, requestID)
+}
+
+// outcome: a refused NOQUEUE try replies 1, which is no PTTL (0: unknown).
+func (p fairPlan) outcome(reply any, r request) (outcome, error) {
+	o, err := readOutcome(reply, false)
+	if err == nil && !o.acquired && r.block < 0 {
+		o.pttl = 0
+	}
+	return o, err
+}
+
+// release: FAIRLOCK.UNLOCK replies 1 (not nil) when the lock no longer
+// exists, as fair_unlock.lua does; the handle reports a hold it knows lost.
+func (p fairPlan) release(owner string, leaseMs int64, requestID string) []any {
+	return withRequest([]any{"FAIRLOCK.UNLOCK", p.name, owner}, leaseMs, requestID)
+}
+
+func (p fairPlan) released(reply any) (int, error) { return releasedOne(reply) }
+
+func (p fairPlan) renew(owner string, leaseMs int64) []any {
+	return []any{"LOCK.RENEW", p.name, owner, leaseMs}
+}
+
+func (p fairPlan) renewed(reply any) (bool, error) { return renewedOne(reply) }

@@ -15,17 +15,29 @@ func TestPlans(t *testing.T) {
 		got  []any
 		want string
 	}{
-		{plainPlan{name: "a"}.acquire("u:1", try, false), "[LOCK.ACQUIRE a u:1 5000]"},
-		{plainPlan{name: "a", fenced: true, noReentry: true}.acquire("u:1", wait, true), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
+		{plainPlan{name: "a"}.acquire("u:1", try, false, ""), "[LOCK.ACQUIRE a u:1 5000]"},
+		{plainPlan{name: "a"}.acquire("u:1", try, false, "q"), "[LOCK.ACQUIRE a u:1 5000 REQUEST q 13500]"},
+		{plainPlan{name: "a", fenced: true, noReentry: true}.acquire("u:1", wait, true, ""), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
 		{plainPlan{name: "a"}.release("u:1", 30000, "r"), "[LOCK.UNLOCK a u:1 LEASE 30000 REQUEST r 13500]"},
 		{plainPlan{name: "a"}.release("u:1", 30000, ""), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
 		{plainPlan{name: "a"}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
-		{rwPlan{name: "b", mode: KindWrite, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250}, false), "[RWLOCK.WRITE b u:2 1 BLOCK 250 FENCED]"},
+		// The latch lives 13.5 s plus a bounded wait.
+		{rwPlan{name: "b", mode: KindWrite, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, "q"), "[RWLOCK.WRITE b u:2 1 BLOCK 250 REQUEST q 13750 FENCED]"},
 		{rwPlan{name: "b", mode: KindRead}.release("u:2", 7, "r"), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 REQUEST r 13500]"},
 		{rwPlan{name: "b", mode: KindRead}.renew("u:2", 7), "[RWLOCK.RENEW b u:2 7]"},
-		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
+		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true, "ignored"), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, "ignored"), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.renew("u:3", 5000), "[LOCK.RENEWALL u:3 5000 HOLDS 1 WRITE x]"},
+		{fairPlan{name: "f"}.acquire("u:4", try, false, ""), "[FAIRLOCK.ACQUIRE f u:4 5000 NOQUEUE]"},
+		// A bounded wait is its own WAIT (Redisson's tryLock(w)), else FairWait's.
+		{fairPlan{name: "f", noReentry: true, waitMs: 5000}.acquire("u:4", request{leaseMs: 9, block: 250, waitMs: 250}, false, ""), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 250 NOREENTRY]"},
+		{fairPlan{name: "f", waitMs: 5000}.acquire("u:4", wait, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 5000 WAIT 5000 BLOCK 0 REQUEST q 13500]"},
+		{fairPlan{name: "f"}.acquire("u:4", request{leaseMs: 9, block: 100, waitMs: 250}, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 100 REQUEST q 13750]"},
+		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", wait), "[FAIRLOCK.CANCEL f u:4 WAIT 5000]"},
+		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", request{waitMs: 250}), "[FAIRLOCK.CANCEL f u:4 WAIT 250]"},
+		{plainPlan{name: "a"}.abandon("u:4", wait), "[]"},
+		{fairPlan{name: "f"}.release("u:4", 30000, "r"), "[FAIRLOCK.UNLOCK f u:4 LEASE 30000 REQUEST r 13500]"},
+		{fairPlan{name: "f"}.renew("u:4", 900), "[LOCK.RENEW f u:4 900]"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprint(c.got); got != c.want {
@@ -37,6 +49,29 @@ func TestPlans(t *testing.T) {
 	}
 	if got := latchKey("{acct}:1", "r"); got != "redisson_unlock_latch:{acct}:1:r" {
 		t.Error(got)
+	}
+	if got := acquireLatchKey("orders", "q"); got != "redisson_lock_request_latch:{orders}:q" {
+		t.Error(got)
+	}
+	if got := acquireLatchKey("{acct}:1", "q"); got != "redisson_lock_request_latch:{acct}:1:q" {
+		t.Error(got)
+	}
+	// A fair try's refusal (1) is no PTTL; a wait's is.
+	if o, _ := (fairPlan{}).outcome(int64(1), try); o.acquired || o.pttl != 0 {
+		t.Errorf("fair try refused: %+v", o)
+	}
+	if o, _ := (fairPlan{}).outcome(int64(900), wait); o.acquired || o.pttl != 900 {
+		t.Errorf("fair wait refused: %+v", o)
+	}
+	// A resend waits what is left of a bounded wait; none left: one try.
+	if r := (request{block: 1000, waitMs: 1000}).remaining(300 * time.Millisecond); r.block != 700 || r.waitMs != 1000 {
+		t.Errorf("remaining: %+v", r)
+	}
+	if r := (request{block: 1000}).remaining(2 * time.Second); r.block != -1 {
+		t.Errorf("nothing remaining: %+v", r)
+	}
+	if r := (request{block: 0}).remaining(time.Hour); r.block != 0 {
+		t.Errorf("no limit: %+v", r)
 	}
 	// Replies.
 	if o, _ := readOutcome(nil, false); !o.acquired {
@@ -81,7 +116,10 @@ func TestPlans(t *testing.T) {
 	if r, _ := newRequest([]AcquireOption{WithWait(0)}, time.Second); r.block != -1 || !r.watched || r.leaseMs != 1000 {
 		t.Errorf("WithWait(0): %+v", r)
 	}
-	if r, _ := newRequest(nil, time.Second); r.block != 0 {
+	if r, _ := newRequest([]AcquireOption{WithWait(time.Second)}, time.Second); r.block != 1000 || r.waitMs != 1000 {
+		t.Errorf("WithWait(1s): %+v", r)
+	}
+	if r, _ := newRequest(nil, time.Second); r.block != 0 || r.waitMs != 0 {
 		t.Errorf("no wait: %+v", r)
 	}
 }

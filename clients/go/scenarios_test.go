@@ -136,6 +136,11 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 			r.locks[name] = c.Lock(spec.Name, append(opts, Fenced())...)
 		case "nonreentrant":
 			r.locks[name] = c.Lock(spec.Name, append(opts, NonReentrant())...)
+		case "fair":
+			if spec.Session {
+				t.Fatalf("lock %s: a fair lock takes no session holds", name)
+			}
+			r.locks[name] = c.FairLock(spec.Name, opts...)
 		case "read", "write":
 			key := spec.Client + "\x00" + spec.Name
 			rw, ok := rws[key]

@@ -42,7 +42,7 @@ export function int(reply: unknown): number {
   return n;
 }
 
-/** A random request id for a release (Redisson sends a UUID). */
+/** A random request id for a release or an acquisition (Redisson sends a UUID). */
 export function requestId(): string {
   return randomUUID().replace(/-/g, "");
 }
@@ -59,13 +59,17 @@ export class Target {
   /**
    * `holds`: what is taken; `multi`: taken with `LOCK.ACQUIREALL`;
    * `fenced`: each acquisition takes a fencing token; `reentrant`: false
-   * sends `NOREENTRY`.
+   * sends `NOREENTRY`; `fair`: the one `LOCK` hold is a fair lock's
+   * (`FAIRLOCK.*`; its hash is a plain lock's, `LOCK.RENEW` renews it),
+   * `fairWait` its `WAIT` (null: the server's `rwlock.fair-wait`).
    */
   constructor(
     holds: readonly HoldSpec[],
     readonly multi: boolean,
     readonly fenced = false,
     readonly reentrant = true,
+    readonly fair = false,
+    readonly fairWait: number | null = null,
   ) {
     if (holds.length === 0) {
       throw new LockError("a MultiLock needs at least one hold");
@@ -80,6 +84,9 @@ export class Target {
     }
     if (!multi && holds.length !== 1) {
       throw new LockError("a single lock has exactly one hold");
+    }
+    if (fair && (multi || fenced || holds[0]![0] !== "LOCK")) {
+      throw new LockError("a fair lock is one plain hold, never fenced");
     }
     this.holds = holds.map(([kind, name]) => [kind, name] as const);
   }
@@ -102,8 +109,36 @@ export class Target {
     return args;
   }
 
-  /** `… lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]` (`blockMs` null: no BLOCK). */
-  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean): Args {
+  /**
+   * Whether acquisitions send `REQUEST id ttl`, so that a resend after a
+   * lost reply is answered as the first send was: single locks, fair ones
+   * too (`LOCK.ACQUIREALL` has no `REQUEST`).
+   */
+  get requested(): boolean {
+    return !this.multi;
+  }
+
+  /**
+   * `… lease [BLOCK ms] [SESSION] [REQUEST id ttl] [FENCED] [NOREENTRY]`
+   * (`blockMs` null: no BLOCK; `request` null: no REQUEST; `waitMs`: the
+   * bounded wait asked for, which a resend's smaller `blockMs` keeps). A
+   * fair lock's try (no wait) is Redisson's `tryLock()`, `NOQUEUE`: it never
+   * joins the line; a wait joins it and waits in it on the server.
+   */
+  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean, request: string | null = null, waitMs: number | null = blockMs || null): Args {
+    // The latch lives the release's 13.5 s plus a bounded wait: a parked
+    // call's latch is stored when it is served, and its lost reply is seen
+    // at the latest the wait plus the reply margin after the send.
+    const requestArgs = request === null ? [] : ["REQUEST", request, LATCH_TTL_MS + (waitMs ?? 0)];
+    if (this.fair) {
+      const args: Args = ["FAIRLOCK.ACQUIRE", this.key, owner, leaseMs, ...this.waitArgs(waitMs)];
+      args.push(...(blockMs === null ? ["NOQUEUE"] : ["BLOCK", blockMs]));
+      if (!this.reentrant) {
+        args.push("NOREENTRY");
+      }
+      args.push(...requestArgs);
+      return args;
+    }
     const options: (string | number)[] = [];
     if (blockMs !== null) {
       options.push("BLOCK", blockMs);
@@ -114,6 +149,7 @@ export class Target {
     if (this.multi) {
       return ["LOCK.ACQUIREALL", owner, leaseMs, ...options, ...this.holdArgs()];
     }
+    options.push(...requestArgs);
     if (this.fenced) {
       options.push("FENCED");
     }
@@ -126,8 +162,35 @@ export class Target {
     return [`RWLOCK.${this.kind}`, this.key, owner, leaseMs, ...options];
   }
 
-  /** An acquisition's reply: nil (or `[-1, token]` when fenced) = taken, else the PTTL in the way. */
-  outcome(reply: unknown): Outcome {
+  /**
+   * A fair acquisition's `WAIT`, as Redisson's `tryLockInnerAsync` picks it:
+   * a bounded wait is its own thread wait time, otherwise the lock's
+   * `fairWait` (null: none sent, the server's default).
+   */
+  private waitArgs(waitMs: number | null): (string | number)[] {
+    const wait = waitMs ?? this.fairWait;
+    return wait === null ? [] : ["WAIT", wait];
+  }
+
+  /**
+   * What takes `owner` out of a fair lock's line a failed wait (of
+   * `waitMs`, null: without limit) may have left it in (`FAIRLOCK.CANCEL`,
+   * Redisson's `acquireFailed`, with the acquisition's `WAIT`); null for the
+   * other kinds, whose waiters the server drops with their connection.
+   */
+  abandon(owner: string, waitMs: number | null = null): Args | null {
+    return this.fair ? ["FAIRLOCK.CANCEL", this.key, owner, ...this.waitArgs(waitMs)] : null;
+  }
+
+  /**
+   * An acquisition's reply: nil (or `[-1, token]` when fenced) = taken, else
+   * the PTTL in the way (a fair try's refusal, 1, is none: `pttl` null).
+   */
+  outcome(reply: unknown, blockMs: number | null = 0): Outcome {
+    if (this.fair && blockMs === null && !isNil(reply)) {
+      int(reply);
+      return { acquired: false, pttl: null, token: null };
+    }
     if (this.fenced && !this.multi) {
       if (!Array.isArray(reply) || reply.length !== 2) {
         throw new LockError(`unexpected reply to a fenced acquisition: ${JSON.stringify(reply)}`);
@@ -153,8 +216,9 @@ export class Target {
     if (this.multi) {
       return ["LOCK.UNLOCKALL", owner, ...this.holdArgs()];
     }
-    const args: Args =
-      this.kind === "LOCK"
+    const args: Args = this.fair
+      ? ["FAIRLOCK.UNLOCK", this.key, owner]
+      : this.kind === "LOCK"
         ? ["LOCK.UNLOCK", this.key, owner]
         : ["RWLOCK.UNLOCK", this.key, owner, this.kind];
     args.push("LEASE", leaseMs);
@@ -203,11 +267,22 @@ export class Target {
    * `{tag}` is used as it is), deleted once the reply is in.
    */
   latch(request: string): string {
-    const name = this.key;
-    return name.includes("{")
-      ? `redisson_unlock_latch:${name}:${request}`
-      : `redisson_unlock_latch:{${name}}:${request}`;
+    return prefixed("redisson_unlock_latch", this.key, request);
   }
+
+  /**
+   * The key where the server keeps an acquisition's grant for `request`
+   * (`redisson_lock_request_latch:{lock}:id`, design.md §14.7), named as
+   * the release's latch is.
+   */
+  acquireLatch(request: string): string {
+    return prefixed("redisson_lock_request_latch", this.key, request);
+  }
+}
+
+/** `prefix:{name}:request`, or `prefix:name:request` when the name holds a `{tag}` already (the key keeps its slot). */
+function prefixed(prefix: string, name: string, request: string): string {
+  return name.includes("{") ? `${prefix}:${name}:${request}` : `${prefix}:{${name}}:${request}`;
 }
 
 /** The `field:value` lines of an INFO reply. */

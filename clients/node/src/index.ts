@@ -3,7 +3,7 @@
  * Redis module and ioredis. Start with `Locks`.
  */
 
-export { Locks, type LocksOptions, type LockOptions, type ReadWriteLockOptions } from "./locks";
+export { Locks, type LocksOptions, type LockOptions, type FairLockOptions, type ReadWriteLockOptions } from "./locks";
 export { Lock, Hold, type AcquireOptions, type HandleOptions, type LostCallback } from "./lock";
 export { ReadWriteLock } from "./rwlock";
 export { MultiLock, type MultiHold } from "./multi";

@@ -12,7 +12,7 @@ import { asyncDispose } from "./dispose";
 import { requestId, type Outcome, type Target } from "./commands";
 import { NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
 import { isMoved, isReplyError, type Link, type Links } from "./link";
-import { blockOf, toMs, type ReplicaSync } from "./options";
+import { blockOf, LATCH_TTL_MS, remaining, toMs, type ReplicaSync } from "./options";
 import { syncReplicas } from "./sync";
 import { Watchdog } from "./watchdog";
 
@@ -123,6 +123,7 @@ export class Lock extends EventEmitter {
   private sessionLink: Link | null = null;
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
+  private latches: string[] = []; // the acquisitions' latches since the last release
   private readonly onLost: LostCallback | undefined;
 
   /** Made by `Locks`: `target` says what it sends; `owner` is its own. */
@@ -204,6 +205,7 @@ export class Lock extends EventEmitter {
   async release(): Promise<void> {
     const { links } = this.ctx;
     const owner = this.owner;
+    const wasLost = this.isLost;
     let reply: unknown;
     const link = this.sessionLink;
     if (link !== null) {
@@ -228,7 +230,9 @@ export class Lock extends EventEmitter {
         this.forget();
       }
     }
-    if (released === null) {
+    if (released === null || wasLost) {
+      // wasLost: the watchdog found the hold gone; a fair lock's release
+      // of a lock that no longer exists replies 1 all the same.
       throw new NotHeld(`${this.name} is not held by ${owner}`);
     }
   }
@@ -244,6 +248,8 @@ export class Lock extends EventEmitter {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
+    const acquired = this.latches;
+    this.latches = [];
     let reply: unknown;
     try {
       reply = await links.command(this.target.key, args);
@@ -254,8 +260,10 @@ export class Lock extends EventEmitter {
       reply = await links.command(this.target.key, args);
     }
     if (request !== null) {
-      // The release is done whatever this says: the latch expires by itself.
-      await links.command(this.target.key, ["DEL", this.target.latch(request)]).catch(() => undefined);
+      // The release's latch and those of the acquisitions before it, in the
+      // one DEL Redisson sends. The release is done whatever this says: the
+      // latches expire by themselves.
+      await links.command(this.target.key, ["DEL", this.target.latch(request), ...acquired]).catch(() => undefined);
     }
     return reply;
   }
@@ -265,49 +273,78 @@ export class Lock extends EventEmitter {
     const { links } = this.ctx;
     const watched = options.lease === undefined || options.lease === null;
     const leaseMs = watched ? this.ctx.watchdogTimeout : toMs(options.lease as number, "lease");
-    const blockMs = blockOf(options.wait);
+    let blockMs = blockOf(options.wait);
     const signal = options.signal;
     signal?.throwIfAborted();
-    const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session);
-    // How long the reply may take: the wait and a margin; without limit for BLOCK 0.
-    const timeout = blockMs === 0 ? null : (blockMs ?? 0) + this.ctx.replyMargin;
+    // A fresh request id per acquisition: its one resend below is answered
+    // from the server's latch.
+    let request = this.target.requested ? requestId() : null;
+    const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
+    const started = performance.now();
+    let resent = false;
     const sessionLink = this.sessionLink;
     let link = sessionLink ?? (await links.checkout(this.target.key));
     let keep = false;
     try {
       let reply: unknown;
       try {
-        reply = await links.call(link, args, timeout, signal);
+        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
       } catch (error) {
-        if (!isMoved(error) || link === sessionLink) {
+        if (link === sessionLink) {
           throw error;
         }
-        // The slot moved to another master (a reshard): once more, there.
-        links.checkin(link);
-        link = await links.checkoutOn(await links.redirected(error, this.target.key));
-        reply = await links.call(link, args, timeout, signal);
+        if (isMoved(error)) {
+          // The slot moved to another master (a reshard): once more, there.
+          links.checkin(link);
+          link = await links.checkoutOn(await links.redirected(error, this.target.key));
+        } else if (!isReplyError(error) && !signal?.aborted && request !== null) {
+          // The reply was lost (the connection failed or timed out): the
+          // server may or may not have granted it. Once more, on a new
+          // connection, with the same request id and what is left of the
+          // wait: a grant is answered again instead of counted twice. A
+          // session's hold is bound to its connection and was freed with
+          // it, while its latch would answer "taken" and bind nothing: a
+          // session resends with a new id, as a new acquisition.
+          blockMs = remaining(blockMs, performance.now() - started);
+          if (this.session) {
+            request = requestId();
+          }
+          links.checkin(link);
+          link = await links.checkout(this.target.key);
+          resent = true;
+        } else {
+          throw error;
+        }
+        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
       }
-      const outcome = this.target.outcome(reply);
+      const outcome = this.target.outcome(reply, blockMs);
       if (signal?.aborted) {
         if (outcome.acquired) {
           // Served at the moment it was cancelled: given back.
-          await links.call(link, this.target.release(this.owner, leaseMs, null), this.ctx.replyMargin);
+          await this.giveBack(link, leaseMs);
         }
         throw signal.reason;
       }
       if (outcome.acquired) {
-        const short = await syncReplicas(links, link, this.ctx.sync);
+        const short = await this.sync(link, resent ? request : null, waitMs).catch(async (error: unknown) => {
+          await this.giveBack(link, leaseMs);
+          throw error;
+        });
         if (short !== null) {
-          await links.call(link, this.target.release(this.owner, leaseMs, null), this.ctx.replyMargin);
+          await this.giveBack(link, leaseMs);
           throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
         }
         keep = this.session;
-        this.record(outcome, leaseMs, watched, keep ? link : null);
+        // A session's release sends no DEL: its latch expires on its own.
+        this.record(outcome, leaseMs, watched, keep ? link : null, keep ? null : request);
       }
       return outcome;
     } catch (error) {
       if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
         throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
+      }
+      if (!isReplyError(error)) {
+        await this.leaveLine(waitMs);
       }
       if (signal?.aborted && error !== signal.reason && !isReplyError(error)) {
         // The wait was ended by closing its connection: had the server
@@ -326,12 +363,71 @@ export class Lock extends EventEmitter {
     }
   }
 
-  /** Counts a hold taken (`link`: the session's connection, kept for it). */
-  private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null): void {
+  /**
+   * The replica check of a hold `link` took. After a resend (`request`: its
+   * id), first one write of the acquisition's latch on `link` (its expiry
+   * set again): a replay writes nothing on this connection, so its `WAIT`
+   * would not cover the grant the first send wrote.
+   */
+  private async sync(link: Link, request: string | null, waitMs: number | null): Promise<string | null> {
+    if (request !== null && this.ctx.sync.enabled) {
+      const ttl = LATCH_TTL_MS + (waitMs ?? 0);
+      await this.ctx.links.call(link, ["PEXPIRE", this.target.acquireLatch(request), ttl], this.ctx.replyMargin);
+    }
+    return syncReplicas(this.ctx.links, link, this.ctx.sync);
+  }
+
+  /** One send of the acquisition on `link`, its reply awaited as long as the wait and a margin (BLOCK 0: without limit). */
+  private send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, signal: AbortSignal | undefined): Promise<unknown> {
+    const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session, request, waitMs);
+    const timeout = blockMs === 0 ? null : (blockMs ?? 0) + this.ctx.replyMargin;
+    return this.ctx.links.call(link, args, timeout, signal);
+  }
+
+  /**
+   * Releases the hold an acquisition just took on `link`; when `link`
+   * failed (a replica sync's reply lost), on the application's connection:
+   * a hold that is not a session's outlives `link` and must not be left to
+   * its lease.
+   */
+  private async giveBack(link: Link, leaseMs: number): Promise<void> {
+    const args = this.target.release(this.owner, leaseMs, null);
+    try {
+      await this.ctx.links.call(link, args, this.ctx.replyMargin);
+    } catch (error) {
+      if (isReplyError(error) || this.session) {
+        throw error;
+      }
+      await this.ctx.links.command(this.target.key, args);
+    }
+  }
+
+  /**
+   * Takes the owner out of a fair lock's line a failed wait may have left
+   * it in: the server does so itself when the waiting connection closes,
+   * but a connection it still believes open would keep the owner in the
+   * line, holding up everyone behind. Best effort.
+   */
+  private async leaveLine(waitMs: number | null): Promise<void> {
+    const args = this.target.abandon(this.owner, waitMs);
+    if (args !== null) {
+      await this.ctx.links.command(this.target.key, args).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Counts a hold taken (`link`: the session's connection, kept for it;
+   * `request`: the acquisition's request id, whose latch the next release
+   * deletes).
+   */
+  private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null, request: string | null): void {
     if (this.isLost) {
       // The holds the watchdog found gone are gone on the server: this is
       // the first of a new series.
       this.count = 0;
+    }
+    if (request !== null) {
+      this.latches.push(this.target.acquireLatch(request));
     }
     if (this.count === 0 || this.lostController === null) {
       this.lostController = new AbortController();
@@ -380,6 +476,7 @@ export class Lock extends EventEmitter {
     this.currentToken = null;
     this.isLost = false;
     this.lostController = null;
+    this.latches = [];
     const link = this.sessionLink;
     this.sessionLink = null;
     if (link !== null) {
@@ -387,7 +484,12 @@ export class Lock extends EventEmitter {
     }
   }
 
-  /** The holds this handle takes: `[kind, name]` (a multi-lock: several). */
+  /** Whether this is a fair lock (`FAIRLOCK.*`). */
+  get fair(): boolean {
+    return this.target.fair;
+  }
+
+  /** The holds this handle takes: `[kind, name]` (a multi-lock: several; a fair lock: its `LOCK` hold). */
   get holds(): readonly (readonly ["LOCK" | "READ" | "WRITE", string])[] {
     return this.target.holds;
   }

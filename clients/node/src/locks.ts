@@ -1,6 +1,7 @@
 /** `Locks`: the client object every lock handle comes from (one client UUID, one set of options). */
 
 import { asyncDispose } from "./dispose";
+import { LockError } from "./errors";
 import { Target } from "./commands";
 import { Links, type Client } from "./link";
 import { Lock, type ClientContext, type HandleOptions } from "./lock";
@@ -31,6 +32,22 @@ export interface LockOptions extends HandleOptions {
   fenced?: boolean;
   /** false: Redisson's non-reentrant lock (`NOREENTRY`): taking it again rejects with `NotReentrant`. */
   reentrant?: boolean;
+}
+
+/** A fair lock's options (no `session`: the module's fair lock has no session holds). */
+export interface FairLockOptions extends Omit<HandleOptions, "session"> {
+  /** false: Redisson's non-reentrant fair lock (`NOREENTRY`): taking it again rejects with `NotReentrant`. */
+  reentrant?: boolean;
+  /**
+   * The line's wait time (ms; `WAIT`, Redisson's `fairLockWaitTimeout`) of
+   * the acquisitions without a bounded wait (without limit, a try): how long
+   * a waiter may be away before Redisson's clients count it gone, and how
+   * far the waiters' deadlines move when one ahead acquires or leaves. A
+   * bounded wait sends itself, as Redisson's `tryLock(wait)` does. Give what
+   * the Java services sharing the line use. Default: the server's
+   * `rwlock.fair-wait` (300000, Redisson's default).
+   */
+  fairWait?: number;
 }
 
 /** A read-write lock's options. */
@@ -93,6 +110,27 @@ export class Locks implements AsyncDisposable {
   /** The plain lock `name` (`LOCK.*`): Redisson's `RLock`, `RFencedLock` with `fenced`, non-reentrant with `reentrant: false`. */
   lock(name: string, options: LockOptions = {}): Lock {
     const target = new Target([["LOCK", name]], false, options.fenced === true, options.reentrant !== false);
+    return new Lock(this.ctx, target, this.owners.create(), options);
+  }
+
+  /**
+   * The fair lock `name` (`FAIRLOCK.*`): Redisson's `RFairLock`, its
+   * non-reentrant fair lock with `reentrant: false`. Waiters are served in
+   * arrival order, in one line with Redisson's own waiters: a wait joins the
+   * line and waits in it on the server (`BLOCK`), which takes it out of the
+   * line when the wait runs out or its signal aborts; `wait: 0` is
+   * Redisson's `tryLock()`, one try that never joins the line. Leases, the
+   * watchdog (`LOCK.RENEW`) and releases are the plain lock's. A release of
+   * a hold whose lease ran out (the lock no longer exists) resolves, as
+   * Redisson's `RFairLock.unlock` does (the server cannot tell it from a
+   * release); one the watchdog found lost rejects with `NotHeld`.
+   */
+  fairLock(name: string, options: FairLockOptions = {}): Lock {
+    if ((options as HandleOptions).session === true) {
+      throw new LockError("a fair lock cannot take session holds");
+    }
+    const fairWait = options.fairWait === undefined ? null : toMs(options.fairWait, "fairWait");
+    const target = new Target([["LOCK", name]], false, false, options.reentrant !== false, true, fairWait);
     return new Lock(this.ctx, target, this.owners.create(), options);
   }
 

@@ -26,6 +26,9 @@ function holdOf(hold: MultiHold): HoldSpec {
     if (hold instanceof MultiLock || hold.holds.length !== 1) {
       throw new TypeError("a MultiLock cannot hold another MultiLock");
     }
+    if (hold.fair) {
+      throw new TypeError("a MultiLock cannot hold a fair lock (LOCK.ACQUIREALL has no fair holds)");
+    }
     return hold.holds[0]!;
   }
   if (!Array.isArray(hold) || hold.length !== 2) {

@@ -76,3 +76,16 @@ export function syncOf(sync: Partial<ReplicaSync> | undefined): ReplicaSync {
   toMs(merged.timeout, "sync.timeout");
   return merged;
 }
+
+/**
+ * What is left of a wait after `elapsedMs`, for a resend: a bounded wait
+ * less what went by (none left: one try, no BLOCK); a wait without limit
+ * (0) or none (null) stays as it was.
+ */
+export function remaining(blockMs: number | null, elapsedMs: number): number | null {
+  if (blockMs === null || blockMs === 0) {
+    return blockMs;
+  }
+  const left = Math.floor(blockMs - elapsedMs);
+  return left >= 1 ? left : null;
+}

@@ -3,7 +3,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { parseInfo, requestId, Target } from "../src/commands";
-import { blockOf, syncOf, toMs } from "../src/options";
+import { LockError } from "../src/errors";
+import { blockOf, remaining, syncOf, toMs } from "../src/options";
 
 describe("commands", () => {
   it("plain, fenced, non-reentrant acquisitions; waits as BLOCK", () => {
@@ -24,6 +25,42 @@ describe("commands", () => {
     assert.throws(() => blockOf(-1), RangeError);
     assert.throws(() => toMs(0, "lease"), RangeError);
     assert.throws(() => toMs(4e11, "lease"), RangeError);
+    // REQUEST on single locks' acquisitions; a resend waits what is left.
+    assert.deepEqual(fenced.acquire("u:1", 5, 100, false, "q"), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 100, "REQUEST", "q", 13600, "FENCED", "NOREENTRY"]);
+    assert.deepEqual(new Target([["READ", "r"]], false).acquire("u:1", 5, null, false, "q"), ["RWLOCK.READ", "r", "u:1", 5, "REQUEST", "q", 13500]);
+    // The latch outlives a bounded wait: 13.5 s plus the wait asked for, which a resend keeps.
+    assert.deepEqual(plain.acquire("u:1", 5, 40, false, "q", 100), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 40, "REQUEST", "q", 13600]);
+    assert.deepEqual(plain.acquire("u:1", 5, 0, false, "q"), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 0, "REQUEST", "q", 13500]);
+    assert.equal(plain.requested, true);
+    assert.equal(new Target([["LOCK", "a"]], true).requested, false);
+    assert.equal(plain.acquireLatch("q"), "redisson_lock_request_latch:{a}:q");
+    assert.equal(new Target([["LOCK", "{x}:1"]], false).acquireLatch("q"), "redisson_lock_request_latch:{x}:1:q");
+    assert.equal(remaining(1000, 300.5), 699);
+    assert.equal(remaining(1000, 2000), null);
+    assert.equal(remaining(0, 1e9), 0);
+    assert.equal(remaining(null, 5), null);
+  });
+
+  it("fair locks: FAIRLOCK.ACQUIRE (a try is NOQUEUE), CANCEL, UNLOCK, and LOCK.RENEW", () => {
+    const fair = new Target([["LOCK", "f"]], false, false, true, true);
+    assert.deepEqual(fair.acquire("u:1", 5, null, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "NOQUEUE"]);
+    assert.deepEqual(fair.acquire("u:1", 5, 0, false, "q"), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "BLOCK", 0, "REQUEST", "q", 13500]);
+    // A bounded wait is its own WAIT (Redisson's tryLock(w)); otherwise fairWait's, or none.
+    const waited = new Target([["LOCK", "f"]], false, false, false, true, 5000);
+    assert.deepEqual(waited.acquire("u:1", 5, 250, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 250, "BLOCK", 250, "NOREENTRY"]);
+    assert.deepEqual(waited.acquire("u:1", 5, 0, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 5000, "BLOCK", 0, "NOREENTRY"]);
+    assert.deepEqual(waited.acquire("u:1", 5, null, false, "q"), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 5000, "NOQUEUE", "NOREENTRY", "REQUEST", "q", 13500]);
+    assert.deepEqual(fair.acquire("u:1", 5, 100, false, "q", 250), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 250, "BLOCK", 100, "REQUEST", "q", 13750]);
+    assert.deepEqual(waited.abandon("u:1"), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 5000]);
+    assert.deepEqual(waited.abandon("u:1", 250), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 250]);
+    assert.equal(new Target([["LOCK", "a"]], false).abandon("u:1"), null);
+    assert.deepEqual(fair.release("u:1", 30000, "r"), ["FAIRLOCK.UNLOCK", "f", "u:1", "LEASE", 30000, "REQUEST", "r", 13500]);
+    assert.deepEqual(fair.renew("u:1", 9), ["LOCK.RENEW", "f", "u:1", 9]);
+    assert.deepEqual(fair.outcome(1, null), { acquired: false, pttl: null, token: null });
+    assert.deepEqual(fair.outcome(900, 100), { acquired: false, pttl: 900, token: null });
+    assert.deepEqual(fair.outcome(null, null), { acquired: true, pttl: null, token: null });
+    assert.throws(() => new Target([["READ", "f"]], false, false, true, true), LockError);
+    assert.throws(() => new Target([["LOCK", "f"]], false, true, true, true), LockError);
   });
 
   it("releases carry LEASE and a REQUEST for single locks; the latch keeps the name's slot", () => {

@@ -282,6 +282,10 @@ class Run {
         case "nonreentrant":
           lock = client.lock(lockName, { session, reentrant: false });
           break;
+        case "fair":
+          assert.ok(!session, `lock ${name}: a fair lock takes no session holds`);
+          lock = client.fairLock(lockName);
+          break;
         case "read":
         case "write": {
           const key = `${String(spec["client"])}\u0000${lockName}\u0000${session}`;

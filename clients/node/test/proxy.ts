@@ -1,0 +1,85 @@
+/**
+ * A TCP proxy between the client and the server that loses one reply: the
+ * first command whose bytes name both the command and the lock reaches the
+ * server, and the connection is closed (or, stalling, left silent) before
+ * the reply comes back. The fault a lost reply is, for real: the server
+ * acted, the client cannot know how.
+ */
+
+import { createConnection, createServer, type Server as NetServer, type Socket } from "node:net";
+
+/** A command word as RESP sends it: a bulk string of its own (so LOCK.ACQUIRE never matches FAIRLOCK.ACQUIRE). */
+function bulk(word: string): Buffer {
+  return Buffer.from(`$${Buffer.byteLength(word)}\r\n${word}\r\n`);
+}
+
+/** The proxy: `port` to connect to; `fired` once a reply was withheld. */
+export class FaultProxy {
+  /** Whether the fault happened: a reply of the matched command was withheld. */
+  fired = false;
+  private tripped = false;
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly server: NetServer,
+    readonly port: number,
+  ) {}
+
+  /**
+   * Forwards to `targetPort`; the first command holding `command` and
+   * `lock` loses its reply (`stall`: the connection stays open, silent).
+   */
+  static async start(targetPort: number, command: string, lock: string, stall = false): Promise<FaultProxy> {
+    const words = [bulk(command), bulk(lock)];
+    let proxy: FaultProxy | undefined;
+    const server = createServer((client) => {
+      const upstream = createConnection(targetPort, "127.0.0.1");
+      proxy!.sockets.add(client).add(upstream);
+      let armed = false;
+      client.on("data", (chunk: Buffer) => {
+        // Armed before the command goes on: its reply follows it.
+        if (!proxy!.tripped && words.every((w) => chunk.includes(w))) {
+          proxy!.tripped = true;
+          armed = true;
+        }
+        upstream.write(chunk);
+      });
+      upstream.on("data", (chunk: Buffer) => {
+        if (armed) {
+          proxy!.fired = true;
+          if (!stall) {
+            client.destroy();
+            upstream.destroy();
+          }
+          return;
+        }
+        client.write(chunk);
+      });
+      const end = (): void => {
+        client.destroy();
+        upstream.destroy();
+      };
+      for (const socket of [client, upstream]) {
+        socket.on("error", end);
+        socket.on("close", end);
+      }
+    });
+    const port = await new Promise<number>((done, fail) => {
+      server.once("error", fail);
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address();
+        done(typeof address === "object" && address !== null ? address.port : 0);
+      });
+    });
+    proxy = new FaultProxy(server, port);
+    return proxy;
+  }
+
+  /** Closes the proxy and every connection through it. */
+  async close(): Promise<void> {
+    for (const socket of this.sockets) {
+      socket.destroy();
+    }
+    await new Promise<void>((done) => this.server.close(() => done()));
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Idempotent acquisitions: every single-lock acquisition sends `REQUEST`,
+ * and a lost reply (the connection closed, or a reply that never comes) is
+ * resent once with the same request id, through a proxy that loses it for
+ * real: one hold on the server, whatever the kind.
+ */
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Redis } from "ioredis";
+import { Locks, type Lock } from "../src/index";
+import { FaultProxy } from "./proxy";
+import { infoField, Server, waitUntil } from "./support";
+
+interface Kind {
+  kind: string;
+  command: string;
+  make: (locks: Locks, name: string) => Lock;
+  /** A raw holder in the way, and its release; "" is the lock's name. */
+  hold: string[];
+  free: string[];
+}
+
+const plainHold = ["LOCK.ACQUIRE", "", "other:1", "10000"];
+const plainFree = ["LOCK.UNLOCK", "", "other:1"];
+const writeHold = ["RWLOCK.WRITE", "", "other:1", "10000"];
+const writeFree = ["RWLOCK.UNLOCK", "", "other:1", "WRITE"];
+
+const KINDS: Kind[] = [
+  { kind: "plain", command: "LOCK.ACQUIRE", make: (l, n) => l.lock(n), hold: plainHold, free: plainFree },
+  { kind: "fenced", command: "LOCK.ACQUIRE", make: (l, n) => l.fencedLock(n), hold: plainHold, free: plainFree },
+  { kind: "nonreentrant", command: "LOCK.ACQUIRE", make: (l, n) => l.lock(n, { reentrant: false }), hold: plainHold, free: plainFree },
+  { kind: "session", command: "LOCK.ACQUIRE", make: (l, n) => l.lock(n, { session: true }), hold: plainHold, free: plainFree },
+  { kind: "read", command: "RWLOCK.READ", make: (l, n) => l.readWriteLock(n).readLock(), hold: writeHold, free: writeFree },
+  { kind: "write", command: "RWLOCK.WRITE", make: (l, n) => l.readWriteLock(n, { fenced: true }).writeLock(), hold: writeHold, free: writeFree },
+  {
+    kind: "fair",
+    command: "FAIRLOCK.ACQUIRE",
+    make: (l, n) => l.fairLock(n),
+    hold: ["FAIRLOCK.ACQUIRE", "", "other:1", "10000"],
+    free: ["FAIRLOCK.UNLOCK", "", "other:1"],
+  },
+];
+
+function raw(words: string[], name: string): [string, ...string[]] {
+  const [command, ...rest] = words.map((w) => (w === "" ? name : w));
+  return [command!, ...rest];
+}
+
+describe("idempotent acquisitions", () => {
+  let server: Server;
+  let redis: Redis;
+
+  before(async () => {
+    server = await Server.start();
+    redis = server.client();
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  for (const k of KINDS) {
+    for (const waiting of [false, true]) {
+      const name = `lost:${k.kind}${waiting ? ":wait" : ""}`;
+      it(`${name}: the reply lost once, one hold on the server`, async () => {
+        const proxy = await FaultProxy.start(server.port, k.command, name);
+        const app = server.client({ port: proxy.port });
+        const locks = new Locks(app);
+        try {
+          // A warm-up on another lock: the dedicated connection's CLIENT ID
+          // is answered before the acquisition whose reply is lost.
+          const warm = k.make(locks, `${name}:warm`);
+          await warm.acquire({ wait: 0, lease: 5_000 });
+          await warm.release();
+          const lock = k.make(locks, name);
+          let options = { wait: 0 as number | null, lease: 10_000 };
+          if (waiting) {
+            await redis.call(...raw(k.hold, name));
+            setTimeout(() => void redis.call(...raw(k.free, name)), 300);
+            options = { wait: 5_000, lease: 10_000 };
+          }
+          await redis.call("CONFIG", "RESETSTAT");
+          const started = performance.now();
+          assert.equal(await lock.acquire(options), true);
+          assert.ok(proxy.fired, "the proxy lost no reply");
+          // After the resend, one PEXPIRE of its latch on the new connection,
+          // for the replica check's WAIT to cover the grant.
+          assert.match(await redis.info("commandstats"), /cmdstat_pexpire:calls=1,/);
+          if (waiting) {
+            assert.ok(performance.now() - started >= 250, "served before the holder left");
+          }
+          const field = k.kind === "write" ? `${lock.owner}:write` : lock.owner;
+          // A session's: once the server saw the first connection close, which frees what it took.
+          await waitUntil("one hold", async () => (await redis.hget(name, field)) === "1", 2_000);
+          if (k.kind === "fenced" || k.kind === "write") {
+            assert.equal(String(lock.token), await redis.get(`redisson_lock_token:{${name}}`));
+          }
+          if (k.kind === "session") {
+            assert.equal(await infoField(redis, "rwlock_sessions", "rwlock_session_holds"), "1");
+          }
+          await lock.release();
+          assert.equal(await redis.exists(name), 0, "one release left a hold");
+          // The release's DEL took the acquisition's latch too. A session's
+          // two sends each took a hold (the first freed with its
+          // connection) under an id of its own; its release sends no DEL,
+          // and the latches expire.
+          const latches = await redis.keys(`redisson_lock_request_latch:{${name}}:*`);
+          assert.equal(latches.length, k.kind === "session" ? 2 : 0, String(latches));
+        } finally {
+          await locks.close();
+          app.disconnect();
+          await proxy.close();
+        }
+      });
+    }
+  }
+
+  it("an acquisition sends REQUEST (the latch holds the token, 13.5 s); a multi-lock's does not", async () => {
+    await redis.flushall();
+    await using locks = new Locks(redis);
+    const lock = locks.fencedLock("req:plain");
+    await lock.acquire({ wait: 0, lease: 5_000 });
+    const keys = await redis.keys("redisson_lock_request_latch:*");
+    assert.equal(keys.length, 1);
+    assert.match(keys[0]!, /^redisson_lock_request_latch:\{req:plain\}:[0-9a-f]{32}$/);
+    const pttl = await redis.pttl(keys[0]!);
+    assert.ok(pttl > 12_000 && pttl <= 13_500, String(pttl));
+    assert.equal(await redis.get(keys[0]!), String(lock.token));
+    await lock.release();
+    const multi = locks.multiLock([["LOCK", "{req}:a"], ["WRITE", "{req}:b"]]);
+    await multi.acquire({ wait: 0, lease: 5_000 });
+    assert.deepEqual(await redis.keys("redisson_lock_request_latch:*"), []);
+    await multi.release();
+    assert.equal(await redis.dbsize(), 1, "the fencing counter only");
+  });
+
+  it("a reply that never comes (the connection left open) is resent after the wait's margin", async () => {
+    const proxy = await FaultProxy.start(server.port, "RWLOCK.WRITE", "req:stall", true);
+    const app = server.client({ port: proxy.port });
+    const locks = new Locks(app, { replyMargin: 300 });
+    try {
+      const warm = locks.readWriteLock("req:warm").writeLock();
+      await warm.acquire({ wait: 0, lease: 5_000 });
+      await warm.release();
+      const lock = locks.readWriteLock("req:stall").writeLock();
+      const started = performance.now();
+      assert.equal(await lock.acquire({ wait: 0 }), true);
+      assert.ok(proxy.fired && performance.now() - started >= 250);
+      assert.equal(await redis.hget("req:stall", `${lock.owner}:write`), "1");
+      await lock.release();
+      assert.equal(await redis.exists("req:stall"), 0);
+      // An abort is not a lost reply: no resend.
+      await assert.rejects(lock.acquire({ wait: 0, signal: AbortSignal.abort() }), { name: "AbortError" });
+      await sleep(10);
+      assert.equal(await redis.exists("req:stall"), 0);
+    } finally {
+      await locks.close();
+      app.disconnect();
+      await proxy.close();
+    }
+  });
+});
