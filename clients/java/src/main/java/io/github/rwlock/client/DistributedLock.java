@@ -438,6 +438,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 link.close();
                 link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
+                if (plan.fair && blockMs != Plan.NO_BLOCK) {
+                    // In case the server still believes the waiting connection open: its place in
+                    // the line goes (a grant it got stays, and the resend replays it).
+                    link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
+                }
                 long again = remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
                 reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
@@ -457,7 +462,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
             keep = outcome.acquired() && session;
         } catch (Waiter.Cancelled cancelled) {
-            cleanUpAfterInterrupt(owner, lease, cancelled);
+            cleanUpAfterInterrupt(owner, lease, blockMs, cancelled);
             throw new InterruptedWait(getName());
         } finally {
             if (link != null && link != sessionLink && !keep) {
@@ -504,7 +509,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * what it never heard of: release it, so that the interrupted call holds nothing. (A session
      * hold went with the killed connection.)
      */
-    private void cleanUpAfterInterrupt(String owner, long lease, Waiter.Cancelled cancelled) {
+    private void cleanUpAfterInterrupt(String owner, long lease, long blockMs, Waiter.Cancelled cancelled) {
         boolean servedOrUnknown = !cancelled.replied || plan.outcome(cancelled.reply).acquired();
         boolean heldBefore;
         synchronized (this) {
@@ -516,7 +521,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             // FAIRLOCK.CANCEL does it now, and is harmless when it already left or was served.
             Link link = client.connector().open(plan.key());
             try {
-                link.call(List.of("FAIRLOCK.CANCEL", plan.key(), owner), Link.DEFAULT);
+                link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
             } catch (RuntimeException e) {
                 // Unreachable: the server drops a waiter that does not come back at its deadline.
             } finally {

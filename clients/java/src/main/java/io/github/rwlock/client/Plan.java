@@ -161,6 +161,20 @@ final class Plan {
                 : prefix + ":{" + name + "}:" + requestId;
     }
 
+    /**
+     * The fair lock's {@code FAIRLOCK.CANCEL}: the owner leaves the line, those behind it moving up
+     * by the {@code WAIT} its acquisition sent (none for a wait without limit: the server's
+     * default, as the acquisition had).
+     */
+    List<String> cancel(String owner, long blockMs) {
+        List<String> args = new ArrayList<>(List.of("FAIRLOCK.CANCEL", key(), owner));
+        if (blockMs > 0) {
+            args.add("WAIT");
+            args.add(Long.toString(blockMs));
+        }
+        return args;
+    }
+
     /** An acquisition's reply: taken (with its token when fenced), or the PTTL in the way. */
     record Outcome(boolean acquired, long pttl, Long token) {}
 

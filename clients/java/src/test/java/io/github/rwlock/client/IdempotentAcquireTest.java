@@ -145,6 +145,10 @@ class IdempotentAcquireTest extends ServerTest {
                     assertEquals(block(command), option(command, "WAIT"), "a fair wait sends its wait as WAIT: " + command);
                 }
             }
+            if (kind.equals("fair")) {
+                assertEquals(way == Way.TRY ? 0 : 1, server.calls("fairlock.cancel"),
+                        "a fair wait lost on I/O leaves the line before its resend (a served one stays served)");
+            }
             assertEquals(session ? 0 : 1, server.calls("pexpire"),
                     "a resend with the same id writes the latch's expiry once more, for WAIT to cover the grant");
             if (way == Way.WAIT) {
