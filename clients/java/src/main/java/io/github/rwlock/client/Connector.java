@@ -44,6 +44,11 @@ interface Connector {
     private static void giveBack(Pool<Connection> pool, Connection connection) {
         if (connection.isBroken()) {
             pool.returnBrokenResource(connection);
+            // The pool destroys it by calling its close(), which for a connection checked out of
+            // a ConnectionPool only hands it back to the pool again (ignored there): the socket
+            // would stay open, and with it, on the server, whatever is bound to that connection
+            // (a session hold whose reply was lost). Close the socket here.
+            connection.disconnect();
         } else {
             pool.returnResource(connection);
         }

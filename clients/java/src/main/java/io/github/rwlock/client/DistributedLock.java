@@ -1,6 +1,7 @@
 package io.github.rwlock.client;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -12,9 +13,10 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
- * What every lock object of this package does ({@link Lock}, the two sides of a {@link
- * ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the watchdog,
- * session holds, fencing tokens and replica sync, as {@link java.util.concurrent.locks.Lock}.
+ * What every lock object of this package does ({@link Lock}, {@link FairLock}, the two sides of a
+ * {@link ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the
+ * watchdog, session holds, fencing tokens and replica sync, as {@link
+ * java.util.concurrent.locks.Lock}.
  *
  * <p><b>Owners.</b> Each thread is its own owner, {@code <client UUID>:<thread id>} as Redisson
  * forms it, and re-enters its own holds. A lock object is safe to share between threads.
@@ -29,6 +31,11 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * watchdog renews it every third of it until the release; if a renewal finds it gone, the lock
  * reports {@link #isLost()}, calls the {@link LockLostListener}, and {@link #unlock()} throws
  * {@link NotHeldException}. With a lease, no watchdog: the hold ends when the lease does.
+ *
+ * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
+ * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
+ * with the same id, and the server answers a granted first send from its latch, so the hold counts
+ * once. Its release does the same with Redisson's unlock latch.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** Added to a blocking call's wait for its reply to arrive. */
@@ -54,6 +61,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long leaseMs;
         Link sessionLink;
         Watchdog dog;
+        /** The acquisition latches of holds taken (answered already: no resend needs them). */
+        List<String> latches = new ArrayList<>();
     }
 
     DistributedLock(LockClient client, Plan plan, LockOptions options) {
@@ -229,9 +238,14 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         State state = states.get(owner);
         Link sessionLink;
         long leaseMs;
+        List<String> latches = List.of();
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
+            if (state != null && sessionLink == null) {
+                latches = state.latches;
+                state.latches = new ArrayList<>();
+            }
         }
         Object reply;
         if (sessionLink != null) {
@@ -246,9 +260,18 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
         } else {
-            reply = releaseWithRequest(owner, leaseMs);
+            reply = releaseWithRequest(owner, leaseMs, latches);
         }
         Boolean released = plan.released(reply);
+        if (plan.fair && Boolean.TRUE.equals(released)) {
+            synchronized (this) {
+                // FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as fair_unlock.lua does:
+                // a thread this object knows held nothing, or lost its hold, held nothing there.
+                if (state == null || state.lost) {
+                    released = null;
+                }
+            }
+        }
         Link toClose = null;
         synchronized (this) {
             if (state != null) {
@@ -266,7 +289,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    private Object releaseWithRequest(String owner, long leaseMs) {
+    /**
+     * The release with its request id, then one {@code DEL} of its unlock latch and of the
+     * acquisition latches the owner's holds left (same hash slot; each acquisition was answered,
+     * so nothing resends it any more).
+     */
+    private Object releaseWithRequest(String owner, long leaseMs, List<String> acquisitionLatches) {
         String request = plan.multi ? null : UUID.randomUUID().toString();
         List<String> args = plan.release(owner, leaseMs, request);
         Object reply;
@@ -285,8 +313,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 reply = link.call(args, Link.DEFAULT);
             }
             if (request != null) {
+                List<String> del = new ArrayList<>();
+                del.add("DEL");
+                del.add(plan.latch(request));
+                del.addAll(acquisitionLatches);
                 try {
-                    link.call(List.of("DEL", plan.latch(request)), Link.DEFAULT);
+                    link.call(del, Link.DEFAULT);
                 } catch (JedisConnectionException e) {
                     // The latch expires by itself (13.5 s); the release is done.
                 }
@@ -365,7 +397,19 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    /** The acquisition; interrupts end it only when {@code interruptible} (and then throw). */
+    /**
+     * The acquisition; interrupts end it only when {@code interruptible} (and then throw).
+     *
+     * <p>A single lock's acquisition carries {@code REQUEST <fresh id> 13500} (design §14.7), in
+     * the same command, so it costs no round trip. When its reply is lost (the connection broke,
+     * or the read timed out: Jedis's {@link JedisConnectionException}) it is sent once more on a
+     * new connection, with the same id and, with {@code BLOCK}, the wait that remains: if the first
+     * send acquired, the server replies what it replied then and changes nothing, so the hold is
+     * counted once. A session acquisition resends with a new id instead: its first connection is
+     * gone, and with it any session hold it got, so a replayed grant would be a hold nobody has.
+     * An acquisition on a session's own connection (a re-entry) is not resent: every hold of that
+     * session went with it.
+     */
     private Plan.Outcome acquire(long waitMs, long leaseMs, boolean interruptible) {
         String owner = getOwner();
         boolean watched = leaseMs == NO_LEASE;
@@ -376,42 +420,88 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             State state = states.get(owner);
             sessionLink = state == null ? null : state.sessionLink;
         }
+        String request = plan.idempotentAcquire() ? UUID.randomUUID().toString() : null;
+        long started = System.nanoTime();
         Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
         boolean keep = false;
+        boolean resentSameId = false;
+        long resendBlock = Plan.NO_BLOCK;
         Plan.Outcome outcome;
         try {
-            List<String> args = plan.acquire(owner, lease, blockMs, session);
-            long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
             Object reply;
             try {
-                if (interruptible && blockMs != Plan.NO_BLOCK) {
-                    reply = Waiter.call(client.waiters(), client.connector(), link, args, timeout);
-                } else {
-                    reply = link.call(args, timeout);
+                reply = send(link, plan.acquire(owner, lease, blockMs, session, request), blockMs, interruptible);
+            } catch (JedisConnectionException lost) {
+                if (request == null || link == sessionLink) {
+                    throw lost;
                 }
-            } catch (JedisDataException e) {
-                if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
-                    throw new NotReentrantException(getName() + ": " + e.getMessage());
+                link.close();
+                link = null; // closed: if opening another fails, the finally has nothing to close
+                link = client.connector().open(plan.key());
+                if (plan.fair && blockMs != Plan.NO_BLOCK) {
+                    // In case the server still believes the waiting connection open: its place in
+                    // the line goes (a grant it got stays, and the resend replays it).
+                    link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
                 }
-                throw e;
+                long again = remainingBlock(blockMs, started);
+                String resend = session ? UUID.randomUUID().toString() : request;
+                reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
+                resentSameId = !session;
+                resendBlock = again;
             }
             outcome = plan.outcome(reply);
+            if (outcome.acquired() && resentSameId) {
+                // A replay writes nothing on this connection, so the replica check's WAIT would not
+                // cover the grant the first send wrote: one write here (the latch's expiry set
+                // again) moves this connection's replication offset past it.
+                link.call(List.of("PEXPIRE", plan.acquisitionLatch(request),
+                        Long.toString(Plan.acquisitionLatchTtl(resendBlock))), Link.DEFAULT);
+            }
             if (outcome.acquired()) {
                 synchronize(link, owner, lease);
             }
             keep = outcome.acquired() && session;
         } catch (Waiter.Cancelled cancelled) {
-            cleanUpAfterInterrupt(owner, lease, cancelled);
+            cleanUpAfterInterrupt(owner, lease, blockMs, cancelled);
             throw new InterruptedWait(getName());
         } finally {
-            if (link != sessionLink && !keep) {
+            if (link != null && link != sessionLink && !keep) {
                 link.close();
             }
         }
         if (outcome.acquired()) {
-            record(owner, lease, watched, outcome, keep ? link : null);
+            record(owner, lease, watched, outcome, keep ? link : null,
+                    request != null && !session ? plan.acquisitionLatch(request) : null);
         }
         return outcome;
+    }
+
+    /** One acquisition command and its reply, read within its wait plus a margin. */
+    private Object send(Link link, List<String> args, long blockMs, boolean interruptible) throws Waiter.Cancelled {
+        long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
+        try {
+            if (interruptible && blockMs != Plan.NO_BLOCK) {
+                return Waiter.call(client.waiters(), client.connector(), link, args, timeout);
+            }
+            return link.call(args, timeout);
+        } catch (JedisDataException e) {
+            if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
+                throw new NotReentrantException(getName() + ": " + e.getMessage());
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * The {@code BLOCK} a resend carries: without limit stays so, a timed wait gets what is left of
+     * it, and one whose time is up becomes a single try (which still replays a grant).
+     */
+    static long remainingBlock(long blockMs, long startedNanos) {
+        if (blockMs == Plan.NO_BLOCK || blockMs == 0) {
+            return blockMs;
+        }
+        long left = blockMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedNanos);
+        return left > 0 ? left : Plan.NO_BLOCK;
     }
 
     /**
@@ -419,12 +509,24 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * what it never heard of: release it, so that the interrupted call holds nothing. (A session
      * hold went with the killed connection.)
      */
-    private void cleanUpAfterInterrupt(String owner, long lease, Waiter.Cancelled cancelled) {
+    private void cleanUpAfterInterrupt(String owner, long lease, long blockMs, Waiter.Cancelled cancelled) {
         boolean servedOrUnknown = !cancelled.replied || plan.outcome(cancelled.reply).acquired();
         boolean heldBefore;
         synchronized (this) {
             State state = states.get(owner);
             heldBefore = state != null && state.count > 0;
+        }
+        if (plan.fair) {
+            // The killed connection takes its waiter out of the line at the server's next look;
+            // FAIRLOCK.CANCEL does it now, and is harmless when it already left or was served.
+            Link link = client.connector().open(plan.key());
+            try {
+                link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
+            } catch (RuntimeException e) {
+                // Unreachable: the server drops a waiter that does not come back at its deadline.
+            } finally {
+                link.close();
+            }
         }
         if (!servedOrUnknown || heldBefore || session) {
             return;
@@ -469,7 +571,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link) {
+    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link, String latch) {
         synchronized (this) {
             State state = states.computeIfAbsent(owner, o -> new State());
             if (state.lost) {
@@ -479,6 +581,9 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
             state.count++;
             state.token = outcome.token();
+            if (latch != null) {
+                state.latches.add(latch);
+            }
             state.lost = false;
             state.leaseMs = leaseMs;
             if (link != null && state.sessionLink == null) {
@@ -528,10 +633,33 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         return link;
     }
 
+    /** One command on a connection of the lock's key (introspection, force unlock). */
+    Object command(List<String> args) {
+        Link link = client.connector().open(plan.key());
+        try {
+            return link.call(args, Link.DEFAULT);
+        } finally {
+            link.close();
+        }
+    }
+
+    /** Whether the lock's key exists: someone holds it. */
+    boolean exists() {
+        return Plan.integer(command(List.of("EXISTS", plan.key()))) == 1;
+    }
+
+    /** The PTTL of the lock's key: what its holds have left, -2 when nobody holds it. */
+    long pttl() {
+        return Plan.integer(command(List.of("PTTL", plan.key())));
+    }
+
     /** The kind and name this lock takes, for a {@link MultiLock}. */
     Hold asHold() {
         if (plan.multi) {
             throw new IllegalArgumentException("a MultiLock cannot hold another MultiLock");
+        }
+        if (plan.fair) {
+            throw new IllegalArgumentException("a MultiLock cannot hold a fair lock: LOCK.ACQUIREALL takes no line");
         }
         return plan.holds.get(0);
     }

@@ -68,7 +68,7 @@ public final class Lock extends DistributedLock {
      * @return whether the lock's key exists
      */
     public boolean isLocked() {
-        return Plan.integer(call(List.of("EXISTS", getName()))) == 1;
+        return exists();
     }
 
     /**
@@ -78,7 +78,7 @@ public final class Lock extends DistributedLock {
      * @return milliseconds; -2 when nobody holds it
      */
     public long remainTimeToLive() {
-        return Plan.integer(call(List.of("PTTL", getName())));
+        return pttl();
     }
 
     /**
@@ -88,15 +88,6 @@ public final class Lock extends DistributedLock {
      * @return whether there was something to delete
      */
     public boolean forceUnlock() {
-        return Plan.integer(call(List.of("LOCK.FORCEUNLOCK", getName()))) == 1;
-    }
-
-    private Object call(List<String> args) {
-        Link link = client.connector().open(getName());
-        try {
-            return link.call(args, Link.DEFAULT);
-        } finally {
-            link.close();
-        }
+        return Plan.integer(command(List.of("LOCK.FORCEUNLOCK", getName()))) == 1;
     }
 }

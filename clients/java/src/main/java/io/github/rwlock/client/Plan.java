@@ -11,8 +11,12 @@ import java.util.Map;
  * RWLOCK.*} in one mode) or several ({@code LOCK.*ALL}). No I/O here.
  */
 final class Plan {
-    /** How long the server remembers a release's reply under its request id (Redisson's 13.5 s). */
+    /**
+     * How long the server remembers a release's or an acquisition's reply under its request id
+     * (Redisson's 13.5 s): longer than the one retry that resends it.
+     */
     static final long LATCH_TTL_MS = 13_500;
+
 
     /** {@code blockMs} meaning "send no BLOCK": one try. */
     static final long NO_BLOCK = -1;
@@ -25,17 +29,34 @@ final class Plan {
     final boolean fenced;
     /** Whether acquisitions send {@code NOREENTRY}. */
     final boolean noReentry;
+    /** Whether this is the fair lock ({@code FAIRLOCK.*}, one plain hold). */
+    final boolean fair;
 
-    private Plan(List<Hold> holds, boolean multi, boolean fenced, boolean noReentry) {
+    private Plan(List<Hold> holds, boolean multi, boolean fenced, boolean noReentry, boolean fair) {
         this.holds = List.copyOf(holds);
         this.multi = multi;
         this.fenced = fenced;
         this.noReentry = noReentry;
+        this.fair = fair;
     }
 
     /** One hold of one lock name. */
     static Plan single(Hold hold, boolean fenced, boolean reentrant) {
-        return new Plan(List.of(hold), false, fenced, !reentrant);
+        return new Plan(List.of(hold), false, fenced, !reentrant, false);
+    }
+
+    /** The fair lock {@code name}: one line of waiters shared with Redisson's RFairLock. */
+    static Plan fair(String name, boolean reentrant) {
+        return new Plan(List.of(Hold.lock(name)), false, false, !reentrant, true);
+    }
+
+    /**
+     * Whether acquisitions carry {@code REQUEST id ttl}, so that one resent after a lost reply
+     * counts once: every single lock, the fair one too (the multi-lock's {@code LOCK.ACQUIREALL}
+     * takes none).
+     */
+    boolean idempotentAcquire() {
+        return !multi;
     }
 
     /** Several holds, taken together. */
@@ -43,7 +64,7 @@ final class Plan {
         if (holds.isEmpty()) {
             throw new IllegalArgumentException("a MultiLock needs at least one hold");
         }
-        return new Plan(holds, true, false, false);
+        return new Plan(holds, true, false, false, false);
     }
 
     /** The key that routes every command (a multi-lock's names must share its slot). */
@@ -52,6 +73,9 @@ final class Plan {
     }
 
     private String family() {
+        if (fair) {
+            return "FAIRLOCK";
+        }
         return holds.get(0).kind() == HoldKind.LOCK ? "LOCK" : "RWLOCK";
     }
 
@@ -64,21 +88,35 @@ final class Plan {
         }
     }
 
-    /** {@code … lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]}. */
-    List<String> acquire(String owner, long leaseMs, long blockMs, boolean session) {
+    /**
+     * {@code … lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]}. The fair lock's
+     * one try ({@code blockMs} {@link #NO_BLOCK}) sends {@code NOQUEUE}: without it the caller
+     * would join the line and stay there until its deadline passed. {@code requestId}: {@code
+     * null} sends none.
+     */
+    List<String> acquire(String owner, long leaseMs, long blockMs, boolean session, String requestId) {
         List<String> args = new ArrayList<>();
         if (multi) {
             args.add("LOCK.ACQUIREALL");
         } else {
             Hold hold = holds.get(0);
-            args.add(hold.kind() == HoldKind.LOCK ? "LOCK.ACQUIRE" : "RWLOCK." + hold.kind().name());
+            args.add(fair ? "FAIRLOCK.ACQUIRE"
+                    : hold.kind() == HoldKind.LOCK ? "LOCK.ACQUIRE" : "RWLOCK." + hold.kind().name());
             args.add(hold.name());
         }
         args.add(owner);
         args.add(Long.toString(leaseMs));
+        if (fair && blockMs > 0) {
+            // Redisson's tryLock(wait) sends its wait as the thread wait time; without limit the
+            // server's rwlock.fair-wait (Redisson's 5 minutes) applies.
+            args.add("WAIT");
+            args.add(Long.toString(blockMs));
+        }
         if (blockMs != NO_BLOCK) {
             args.add("BLOCK");
             args.add(Long.toString(blockMs));
+        } else if (fair) {
+            args.add("NOQUEUE");
         }
         if (session) {
             args.add("SESSION");
@@ -89,8 +127,50 @@ final class Plan {
         if (noReentry) {
             args.add("NOREENTRY");
         }
+        if (requestId != null) {
+            args.add("REQUEST");
+            args.add(requestId);
+            args.add(Long.toString(acquisitionLatchTtl(blockMs)));
+        }
         if (multi) {
             addHolds(args);
+        }
+        return args;
+    }
+
+    /**
+     * How long the server keeps an acquisition's reply: the release's 13.5 s plus the wait. A
+     * parked call's latch is stored when it is served (at the earliest when it was sent), and its
+     * lost reply is noticed at the latest the wait plus the read margin after the send, so the
+     * resend still finds it. {@code BLOCK 0}'s lost reply shows only as a connection error.
+     */
+    static long acquisitionLatchTtl(long blockMs) {
+        return LATCH_TTL_MS + Math.max(0, blockMs);
+    }
+
+    /** The key where the server keeps an acquisition's reply for {@code requestId}. */
+    String acquisitionLatch(String requestId) {
+        return derived("redisson_lock_request_latch", requestId);
+    }
+
+    /** {@code prefix:{name}:id}, or {@code prefix:name:id} when the name has a hash tag already. */
+    private String derived(String prefix, String requestId) {
+        String name = key();
+        return name.indexOf('{') >= 0
+                ? prefix + ":" + name + ":" + requestId
+                : prefix + ":{" + name + "}:" + requestId;
+    }
+
+    /**
+     * The fair lock's {@code FAIRLOCK.CANCEL}: the owner leaves the line, those behind it moving up
+     * by the {@code WAIT} its acquisition sent (none for a wait without limit: the server's
+     * default, as the acquisition had).
+     */
+    List<String> cancel(String owner, long blockMs) {
+        List<String> args = new ArrayList<>(List.of("FAIRLOCK.CANCEL", key(), owner));
+        if (blockMs > 0) {
+            args.add("WAIT");
+            args.add(Long.toString(blockMs));
         }
         return args;
     }
@@ -142,10 +222,7 @@ final class Plan {
 
     /** The key where the server keeps a release's reply for {@code requestId}, as Redisson names it. */
     String latch(String requestId) {
-        String name = key();
-        return name.indexOf('{') >= 0
-                ? "redisson_unlock_latch:" + name + ":" + requestId
-                : "redisson_unlock_latch:{" + name + "}:" + requestId;
+        return derived("redisson_unlock_latch", requestId);
     }
 
     /**
@@ -177,7 +254,8 @@ final class Plan {
             addHolds(args);
             return args;
         }
-        args.add(family() + ".RENEW");
+        // LOCK.RENEW renews a fair hold too: both are the same hash (design §13.1).
+        args.add((fair ? "LOCK" : family()) + ".RENEW");
         args.add(key());
         args.add(owner);
         args.add(Long.toString(leaseMs));

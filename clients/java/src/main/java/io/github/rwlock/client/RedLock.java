@@ -164,7 +164,9 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
 
     private boolean tryNode(ConnectionPool node, String owner, long leaseMs) {
         try {
-            return plan.outcome(call(node, plan.acquire(owner, leaseMs, Plan.NO_BLOCK, false))).acquired();
+            // No request id: a node is asked once, never resent (a lost reply counts as a no, and
+            // the holds of a failed round are released on every node).
+            return plan.outcome(call(node, plan.acquire(owner, leaseMs, Plan.NO_BLOCK, false, null))).acquired();
         } catch (JedisException e) {
             return false; // down, slow or refusing: this node did not say yes
         }

@@ -1,6 +1,7 @@
 /**
  * Redisson's distributed locks on the rwlock Redis module's commands, over Jedis: {@link
- * io.github.rwlock.client.Lock} (plain, fenced, non-reentrant) and {@link
+ * io.github.rwlock.client.Lock} (plain, fenced, non-reentrant), {@link
+ * io.github.rwlock.client.FairLock} (one line with Redisson's {@code RFairLock} waiters) and {@link
  * io.github.rwlock.client.ReadWriteLock} as {@code java.util.concurrent.locks}, {@link
  * io.github.rwlock.client.MultiLock} (one {@code LOCK.ACQUIREALL}) and {@link
  * io.github.rwlock.client.RedLock}, all made from a {@link io.github.rwlock.client.LockClient}.

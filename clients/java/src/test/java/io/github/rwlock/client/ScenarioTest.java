@@ -161,6 +161,7 @@ class ScenarioTest {
                     case "plain" -> new Lock(client, lockName, options);
                     case "fenced" -> new Lock(client, lockName, options.withFenced(true));
                     case "nonreentrant" -> new Lock(client, lockName, options.withReentrant(false));
+                    case "fair" -> new FairLock(client, lockName, options);
                     case "read" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,
                             k -> new ReadWriteLock(client, lockName, options)).readLock();
                     case "write" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,

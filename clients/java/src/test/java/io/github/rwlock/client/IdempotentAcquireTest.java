@@ -1,0 +1,266 @@
+package io.github.rwlock.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.JedisPooled;
+
+/**
+ * Acquisitions carry {@code REQUEST id 13500}, and a lost reply is resent once with the same id:
+ * a real fault, a proxy ({@link FaultProxy}) that forwards the acquisition and closes the
+ * connection (or holds the reply back until the read times out) before its reply reaches the
+ * client. The acquisition still succeeds, and the server shows exactly one hold, for every kind,
+ * with and without {@code SESSION} and {@code BLOCK}.
+ */
+class IdempotentAcquireTest extends ServerTest {
+    private static final Set<String> ACQUISITIONS = Set.of("LOCK.ACQUIRE", "RWLOCK.READ", "RWLOCK.WRITE", "FAIRLOCK.ACQUIRE");
+    /** The proxied pool's socket timeout: a swallowed reply of a single try times out after it. */
+    private static final int SOCKET_TIMEOUT_MS = 400;
+
+    private FaultProxy proxy;
+    private JedisPooled proxied;
+
+    @BeforeAll
+    void startProxy() throws Exception {
+        proxy = new FaultProxy(server.hostAndPort(), ACQUISITIONS);
+        proxied = new JedisPooled(proxy.hostAndPort(),
+                DefaultJedisClientConfig.builder().socketTimeoutMillis(SOCKET_TIMEOUT_MS).build());
+    }
+
+    @AfterAll
+    void stopProxy() {
+        if (proxied != null) {
+            proxied.close();
+        }
+        if (proxy != null) {
+            proxy.close();
+        }
+    }
+
+    /** How the lost acquisition is made. */
+    private enum Way {
+        /** {@code tryLock()}: one command, no BLOCK. */
+        TRY,
+        /** {@code tryLock(5 s)} while another owner holds it: BLOCK 5000 on a wait thread. */
+        WAIT,
+        /** {@code lock(lease)} while another owner holds it: BLOCK 0 on the calling thread. */
+        FOREVER
+    }
+
+    private DistributedLock lock(LockClient on, String kind, String name, boolean session) {
+        LockOptions options = LockOptions.defaults().withSession(session);
+        return switch (kind) {
+            case "plain" -> new Lock(on, name, options);
+            case "fenced" -> new Lock(on, name, options.withFenced(true));
+            case "nonreentrant" -> new Lock(on, name, options.withReentrant(false));
+            case "read" -> new ReadWriteLock(on, name, options).readLock();
+            case "write" -> new ReadWriteLock(on, name, options).writeLock();
+            case "fair" -> new FairLock(on, name, options);
+            default -> throw new IllegalArgumentException(kind);
+        };
+    }
+
+    /** The hash field counting the owner's holds of this kind. */
+    private static String field(String kind, String owner) {
+        return kind.equals("write") ? owner + ":write" : owner;
+    }
+
+    /** Someone else's hold that keeps {@code kind} out, until {@link #releaseOther}. */
+    private void holdOther(String kind, String name) {
+        if (kind.equals("read") || kind.equals("write")) {
+            server.call("RWLOCK.WRITE", name, "other:1", "20000");
+        } else if (kind.equals("fair")) {
+            server.call("FAIRLOCK.ACQUIRE", name, "other:1", "20000");
+        } else {
+            server.call("LOCK.ACQUIRE", name, "other:1", "20000");
+        }
+    }
+
+    private void releaseOther(String kind, String name) {
+        if (kind.equals("read") || kind.equals("write")) {
+            assertEquals(1L, server.call("RWLOCK.UNLOCK", name, "other:1", "WRITE"));
+        } else if (kind.equals("fair")) {
+            assertEquals(1L, server.call("FAIRLOCK.UNLOCK", name, "other:1"));
+        } else {
+            assertEquals(1L, server.call("LOCK.UNLOCK", name, "other:1"));
+        }
+    }
+
+    private void lostReply(String kind, boolean session, Way way, boolean swallow) throws Exception {
+        String name = "idem:" + kind + ":" + session + ":" + way + ":" + swallow;
+        ExecutorService thread = Executors.newSingleThreadExecutor();
+        try (LockClient on = LockClient.create(proxied)) {
+            DistributedLock lock = lock(on, kind, name, session);
+            String owner = thread.submit(lock::getOwner).get();
+            int before = proxy.seen().size();
+            if (way != Way.TRY) {
+                holdOther(kind, name);
+            }
+            server.call("CONFIG", "RESETSTAT");
+            if (swallow) {
+                proxy.armSwallow();
+            } else {
+                proxy.arm();
+            }
+            Future<Boolean> taken = thread.submit(() -> switch (way) {
+                case TRY -> lock.tryLock();
+                case WAIT -> lock.tryLock(5, TimeUnit.SECONDS);
+                case FOREVER -> {
+                    lock.lock(20, TimeUnit.SECONDS);
+                    yield true;
+                }
+            });
+            if (way != Way.TRY) {
+                await("the acquisition waits on the server", 5_000,
+                        () -> Long.parseLong(server.info("clients", "blocked_clients")) > 0);
+                releaseOther(kind, name);
+            }
+            assertTrue(taken.get(20, TimeUnit.SECONDS), name + ": acquired despite the lost reply");
+            assertTrue(proxy.dropped(), name + ": the proxy lost the reply");
+            List<List<String>> sent = proxy.seen().subList(before, proxy.seen().size());
+            assertEquals(2, sent.size(), name + ": the acquisition and one resend: " + sent);
+            assertEquals(owner, sent.get(0).get(2));
+            assertEquals(owner, sent.get(1).get(2));
+            String first = requestId(sent.get(0));
+            String second = requestId(sent.get(1));
+            if (session) {
+                assertNotEquals(first, second, "a session's resend is a new acquisition: its hold went with its connection");
+            } else {
+                assertEquals(first, second, "the resend carries the same request id");
+            }
+            for (List<String> command : sent) {
+                assertEquals(13_500 + Math.max(0, block(command)), requestTtl(command), "the latch outlives the wait: " + command);
+                if (kind.equals("fair") && block(command) > 0) {
+                    assertEquals(block(command), option(command, "WAIT"), "a fair wait sends its wait as WAIT: " + command);
+                }
+            }
+            if (kind.equals("fair")) {
+                assertEquals(way == Way.TRY ? 0 : 1, server.calls("fairlock.cancel"),
+                        "a fair wait lost on I/O leaves the line before its resend (a served one stays served)");
+            }
+            assertEquals(session ? 0 : 1, server.calls("pexpire"),
+                    "a resend with the same id writes the latch's expiry once more, for WAIT to cover the grant");
+            if (way == Way.WAIT) {
+                long blockFirst = block(sent.get(0));
+                long blockAgain = block(sent.get(1));
+                assertTrue(blockAgain > 0 && blockAgain <= blockFirst, "the resend waits what is left: " + sent);
+            } else if (way == Way.FOREVER) {
+                assertEquals(0L, block(sent.get(1)), "lock() resends BLOCK 0");
+            } else {
+                assertEquals(-1L, block(sent.get(1)), "a try resends no BLOCK");
+            }
+            if (session && swallow) {
+                // The muted connection stays open until the client's pool closes it; a session hold
+                // the server granted on it ends then.
+                await("the muted connection's session hold ends", 5_000,
+                        () -> "1".equals(server.call("HGET", name, field(kind, owner))));
+            }
+            assertEquals("1", server.call("HGET", name, field(kind, owner)), name + ": exactly one hold");
+            assertEquals(kind.equals("read") || kind.equals("write") ? 2L : 1L, server.call("HLEN", name), name + ": nobody else's");
+            assertEquals(1, thread.submit(lock::getHoldCount).get());
+            if (kind.equals("fenced")) {
+                // A session's resend was a new acquisition, with the next token; the first grant's
+                // hold ended with its connection.
+                long token = session ? 2L : 1L;
+                assertEquals(token, thread.submit(lock::getToken).get(), name + ": the grant's token: " + sent);
+            }
+            thread.submit(() -> {
+                lock.unlock();
+                return null;
+            }).get(10, TimeUnit.SECONDS);
+            assertEquals(0L, server.call("EXISTS", name), name + ": free after one release");
+            if (kind.equals("fenced")) {
+                assertEquals(List.of(-1L, session ? 3L : 2L), server.call("LOCK.ACQUIRE", name, "x:1", "1000", "FENCED"),
+                        "the next token: a replay took none");
+                assertEquals(1L, server.call("LOCK.UNLOCK", name, "x:1"));
+            }
+        } finally {
+            thread.shutdownNow();
+        }
+    }
+
+    private static void await(String what, long ms, java.util.function.BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "timed out waiting for " + what);
+            Thread.sleep(5);
+        }
+    }
+
+    private static String requestId(List<String> command) {
+        int at = command.indexOf("REQUEST");
+        assertTrue(at > 0 && command.size() > at + 2, "no REQUEST in " + command);
+        return command.get(at + 1);
+    }
+
+    private static long requestTtl(List<String> command) {
+        int at = command.indexOf("REQUEST");
+        return Long.parseLong(command.get(at + 2));
+    }
+
+    private static long block(List<String> command) {
+        return option(command, "BLOCK");
+    }
+
+    /** The number after {@code name}, -1 when the command has no such option. */
+    private static long option(List<String> command, String name) {
+        int at = command.indexOf(name);
+        return at < 0 ? -1 : Long.parseLong(command.get(at + 1));
+    }
+
+    @Test
+    void everyKindCountsOnceAfterALostReply() throws Exception {
+        for (String kind : List.of("plain", "fenced", "nonreentrant", "read", "write", "fair")) {
+            // The fair lock has no session holds.
+            for (boolean session : kind.equals("fair") ? List.of(false) : List.of(false, true)) {
+                for (Way way : Way.values()) {
+                    lostReply(kind, session, way, false);
+                }
+            }
+        }
+    }
+
+    @Test
+    void eachAcquisitionCarriesAFreshRequestInTheSameCommand() throws Exception {
+        try (LockClient on = LockClient.create(proxied)) {
+            Lock lock = new Lock(on, "idem:fresh");
+            int before = proxy.seen().size();
+            server.call("CONFIG", "RESETSTAT");
+            assertTrue(lock.tryLock());
+            assertTrue(lock.tryLock(1, TimeUnit.SECONDS));
+            List<List<String>> sent = proxy.seen().subList(before, proxy.seen().size());
+            assertEquals(2, sent.size());
+            assertNotEquals(requestId(sent.get(0)), requestId(sent.get(1)), "a fresh id per acquisition");
+            assertEquals(2, server.calls("lock.acquire"));
+            assertEquals(0, server.calls("get") + server.calls("del") + server.calls("exists"),
+                    "no round trip but the acquisition's");
+            assertEquals(2L, (long) ((List<?>) server.call("KEYS", "redisson_lock_request_latch:{idem:fresh}:*")).size());
+            lock.unlock();
+            lock.unlock();
+            assertEquals(2, server.calls("del"), "one DEL per release");
+            assertEquals(List.of(), server.call("KEYS", "redisson_lock_request_latch:*"),
+                    "each release's DEL took the acquisition latches with its own");
+            assertEquals(List.of(), server.call("KEYS", "redisson_unlock_latch:*"));
+        }
+    }
+
+    @Test
+    void aReplyThatNeverComesTimesOutAndIsResent() throws Exception {
+        for (String kind : List.of("plain", "read", "write", "fair")) {
+            for (boolean session : kind.equals("fair") ? List.of(false) : List.of(false, true)) {
+                lostReply(kind, session, Way.TRY, true);
+            }
+        }
+    }
+}
