@@ -63,7 +63,8 @@ impl RedisStore<'_> {
         let i = self.slot(name, false);
         let forward =
             matches!(self.list_at, Some((at, last)) if at == i && 0 <= last && last <= index);
-        if !forward {
+        // Only a list's handle can hold an iterator.
+        if !forward && self.kept(i).handle.list_or_zset() == Some(true) {
             let ctx = self.ctx;
             let key = self.kept_mut(i);
             key.handle.close();
