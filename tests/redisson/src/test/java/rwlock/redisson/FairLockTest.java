@@ -223,31 +223,14 @@ class FairLockTest extends OneServer {
         Env.record("fair line", waiters + " waiters (Redisson and module BLOCK alternately) served in join order");
     }
 
+    /** RFairLock as both sides take it. */
+    private static final Kind FAIR = new Kind(name -> redisson.getFairLock(name), "FAIRLOCK.ACQUIRE",
+            "FAIRLOCK.UNLOCK", FairLockTest::holders);
+
     @Test
     void handoffModuleToRedisson() throws Exception {
-        List<Double> samples = new ArrayList<>();
-        String owner = Env.moduleOwner(redisson);
-        try (Env.JavaThread waiter = new Env.JavaThread()) {
-            String redissonOwner = ownerOf(waiter);
-            for (int i = 0; i < HANDOFFS; i++) {
-                String name = "fair-m2r-" + i;
-                RLock lock = redisson.getFairLock(name);
-                assertNull(raw.call("FAIRLOCK.ACQUIRE", name, owner, String.valueOf(LEASE)));
-                Future<Long> acquired = waiter.submit(() -> {
-                    lock.lock(LEASE, TimeUnit.MILLISECONDS);
-                    return System.nanoTime();
-                });
-                awaitRedissonWaiting(name, redissonOwner);
-                long t0 = System.nanoTime();
-                assertEquals(1L, raw.call("FAIRLOCK.UNLOCK", name, owner));
-                samples.add((acquired.get(LEASE / 2, TimeUnit.MILLISECONDS) - t0) / 1e6);
-                waiter.run(() -> {
-                    lock.unlock();
-                    return null;
-                });
-                noTrace(name);
-            }
-        }
+        List<Double> samples = handoffsModuleToRedisson(FAIR, "fair-m2r-", HANDOFFS, LEASE,
+                FairLockTest::awaitRedissonWaiting, (name, owner) -> noTrace(name));
         Env.record("handoff module->Redisson (RFairLock)", Env.summary(samples));
         assertTrue(Env.percentile(samples, 99) < 1_000, "a Redisson fair waiter must wake on FAIRLOCK.UNLOCK's message: "
                 + Env.summary(samples));
@@ -255,37 +238,8 @@ class FairLockTest extends OneServer {
 
     @Test
     void handoffRedissonToModule() throws Exception {
-        List<Double> samples = new ArrayList<>();
-        String owner = Env.moduleOwner(redisson);
-        ExecutorService moduleThread = Executors.newSingleThreadExecutor();
-        try (Env.JavaThread holder = new Env.JavaThread(); Raw waiterConn = new Raw(server.port)) {
-            for (int i = 0; i < HANDOFFS; i++) {
-                String name = "fair-r2m-" + i;
-                RLock lock = redisson.getFairLock(name);
-                holder.run(() -> {
-                    lock.lock(LEASE, TimeUnit.MILLISECONDS);
-                    return null;
-                });
-                Future<Object[]> acquired = moduleThread.submit(() -> {
-                    Object reply = waiterConn.callBlocking("FAIRLOCK.ACQUIRE", name, owner, String.valueOf(LEASE), "BLOCK", "5000");
-                    return new Object[] {reply, System.nanoTime()};
-                });
-                awaitParked(name, owner);
-                long t0 = holder.run(() -> {
-                    long t = System.nanoTime();
-                    lock.unlock();
-                    return t;
-                });
-                Object[] got = acquired.get(LEASE / 2, TimeUnit.MILLISECONDS);
-                assertNull(got[0], "the module waiter takes the lock Redisson released");
-                samples.add(((Long) got[1] - t0) / 1e6);
-                assertEquals(Map.of(owner, 1L), holders(name));
-                assertEquals(1L, raw.call("FAIRLOCK.UNLOCK", name, owner));
-                noTrace(name);
-            }
-        } finally {
-            moduleThread.shutdownNow();
-        }
+        List<Double> samples = handoffsRedissonToModule(FAIR, "fair-r2m-", HANDOFFS, LEASE,
+                FairLockTest::awaitParked, (name, owner) -> noTrace(name));
         Env.record("handoff Redisson->module (RFairLock)", Env.summary(samples));
         assertTrue(Env.percentile(samples, 99) < 1_000, "a BLOCK waiter must be served on Redisson's fair unlock: "
                 + Env.summary(samples));

@@ -165,32 +165,17 @@ class RLockTest extends OneServer {
         assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
     }
 
+    /** RLock as both sides take it. */
+    private static final Kind RLOCK = new Kind(name -> redisson.getLock(name), "LOCK.ACQUIRE", "LOCK.UNLOCK",
+            name -> Module.holders(raw, name));
+
     @Test
     void handoffModuleToRedisson() throws Exception {
-        List<Double> samples = new ArrayList<>();
-        String owner = Env.moduleOwner(redisson);
-        try (Env.JavaThread waiter = new Env.JavaThread()) {
-            for (int i = 0; i < HANDOFFS; i++) {
-                String name = "rlock-m2r-" + i;
-                RLock lock = redisson.getLock(name);
-                assertNull(raw.call("LOCK.ACQUIRE", name, owner, String.valueOf(LEASE)));
-                Future<Long> acquired = waiter.submit(() -> {
-                    lock.lock(LEASE, TimeUnit.MILLISECONDS);
-                    return System.nanoTime();
-                });
-                Env.await("Redisson waiting on " + name, 5_000,
-                        () -> Env.subscribers(raw, "redisson_lock__channel:{" + name + "}") > 0);
-                Thread.sleep(2);
-                long t0 = System.nanoTime();
-                assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
-                samples.add((acquired.get(LEASE / 2, TimeUnit.MILLISECONDS) - t0) / 1e6);
-                assertTrue(waiter.run(lock::isHeldByCurrentThread));
-                waiter.run(() -> {
-                    lock.unlock();
-                    return null;
-                });
-            }
-        }
+        List<Double> samples = handoffsModuleToRedisson(RLOCK, "rlock-m2r-", HANDOFFS, LEASE, (name, owner) -> {
+            Env.await("Redisson waiting on " + name, 5_000,
+                    () -> Env.subscribers(raw, "redisson_lock__channel:{" + name + "}") > 0);
+            Thread.sleep(2);
+        }, (name, owner) -> { });
         Env.record("handoff module->Redisson (RLock)", Env.summary(samples));
         assertTrue(Env.percentile(samples, 99) < 1_000, "a Redisson waiter must wake on the module's message: "
                 + Env.summary(samples));
@@ -198,36 +183,9 @@ class RLockTest extends OneServer {
 
     @Test
     void handoffRedissonToModule() throws Exception {
-        List<Double> samples = new ArrayList<>();
-        String owner = Env.moduleOwner(redisson);
-        ExecutorService moduleThread = Executors.newSingleThreadExecutor();
-        try (Env.JavaThread holder = new Env.JavaThread(); Raw waiterConn = new Raw(server.port)) {
-            for (int i = 0; i < HANDOFFS; i++) {
-                String name = "rlock-r2m-" + i;
-                RLock lock = redisson.getLock(name);
-                holder.run(() -> {
-                    lock.lock(LEASE, TimeUnit.MILLISECONDS);
-                    return null;
-                });
-                Future<Object[]> acquired = moduleThread.submit(() -> {
-                    Object reply = waiterConn.callBlocking("LOCK.ACQUIRE", name, owner, String.valueOf(LEASE), "BLOCK", "5000");
-                    return new Object[] {reply, System.nanoTime()};
-                });
-                Env.await("module waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0);
-                long t0 = holder.run(() -> {
-                    long t = System.nanoTime();
-                    lock.unlock();
-                    return t;
-                });
-                Object[] got = acquired.get(LEASE / 2, TimeUnit.MILLISECONDS);
-                assertNull(got[0], "the module waiter takes the lock Redisson released");
-                samples.add(((Long) got[1] - t0) / 1e6);
-                assertEquals(Map.of(owner, 1L), Module.holders(raw, name));
-                assertEquals(1L, raw.call("LOCK.UNLOCK", name, owner));
-            }
-        } finally {
-            moduleThread.shutdownNow();
-        }
+        List<Double> samples = handoffsRedissonToModule(RLOCK, "rlock-r2m-", HANDOFFS, LEASE,
+                (name, owner) -> Env.await("module waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0),
+                (name, owner) -> { });
         Env.record("handoff Redisson->module (RLock)", Env.summary(samples));
         assertTrue(Env.percentile(samples, 99) < 1_000, "a BLOCK waiter must be served on Redisson's release: "
                 + Env.summary(samples));
