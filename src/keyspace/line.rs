@@ -153,10 +153,11 @@ impl RedisStore<'_> {
 
 impl Line for RedisStore<'_> {
     fn line_kind(&mut self, key: &[u8]) -> LineKind {
-        match self.line_read(key).list_or_zset() {
+        let handle = self.line_read(key);
+        match handle.list_or_zset() {
             Some(true) => LineKind::List,
             Some(false) => LineKind::Zset,
-            None if self.line_read(key).kind() == KeyType::Empty => LineKind::Missing,
+            None if handle.kind() == KeyType::Empty => LineKind::Missing,
             None => LineKind::Other,
         }
     }
