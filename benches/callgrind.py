@@ -11,13 +11,14 @@ release) for the module, EVALSHA of Redisson's seed scripts, the layout floor
 (benches/floor, loaded alone into a server of its own: beside another module
 rwlock raises every keyspace event) and HINCRBY, per read unlock among 1,000
 readers, and per write handoff to a BLOCK waiter. The module's cycles also
-run over 50 locks in turn, as the bench's clients do. With
-RWLOCK_REDISSON_LOCK_LUA (Redisson 4.7's scripts), the plain lock's cycles
-too: LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, and FENCED, against
+run over 50 locks in turn, as the bench's clients do. The plain lock's
+cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, and FENCED, against
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
 unlock latch as Redisson's. Then the targets: every operation at least 3x
 cheaper than Redisson's script, and the module's cycles within 1.1x of the
-layout floor's. Needs valgrind and RWLOCK_REDISSON_LUA.
+layout floor's. Needs valgrind and Redisson's scripts (`make oracle`
+extracts them from its jars; RWLOCK_REDISSON_LUA and RWLOCK_REDISSON_LOCK_LUA
+override).
 """
 
 import hashlib
@@ -352,18 +353,17 @@ def main():
     module = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/release/librwlock.so")
     floor = Path(sys.argv[2] if len(sys.argv) > 2 else
                  os.environ.get("RWLOCK_FLOOR_MODULE") or ROOT / "target/release/librwlock_floor.so")
-    lua = os.environ.get("RWLOCK_REDISSON_LUA")
-    if not lua:
-        sys.exit("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts")
+    # Redisson's scripts as `make oracle` extracts them from its jars (the
+    # variables override).
+    lua = os.environ.get("RWLOCK_REDISSON_LUA") or str(ROOT / "target/redisson-lua/3.17.0")
+    if not (Path(lua) / "read_lock.lua").is_file():
+        sys.exit(f"no Redisson scripts in {lua}: run `make oracle` (or set RWLOCK_REDISSON_LUA)")
     scripts = {k: (Path(lua) / f"{k}.lua").read_text()
                for k in ("read_lock", "read_unlock", "write_lock", "write_unlock")}
-    plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA")
-    if plain:
-        for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
-                          ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock")):
-            scripts[key] = (Path(plain) / f"{name}.lua").read_text()
-    else:
-        print("RWLOCK_REDISSON_LOCK_LUA unset: no plain-lock rows (Redisson 4.7's scripts)")
+    plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA") or str(ROOT / "target/redisson-lua/4.7.0")
+    for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
+                      ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock")):
+        scripts[key] = (Path(plain) / f"{name}.lua").read_text()
     if not floor.is_file():
         sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")
     print(f"server instructions per operation (callgrind), module {module}, floor {floor}")

@@ -5,7 +5,7 @@ Redisson 4.7's fair-lock scripts by EVALSHA, with N = 10 and N = 1,000
 waiters queued (distinct owners; FAIRLOCK.ACQUIRE … WAIT without BLOCK on the
 module's side, fair_lock.lua on the scripts').
 
-    RWLOCK_REDISSON_LOCK_LUA=DIR benches/fair_lines.py [MODULE.so]
+    benches/fair_lines.py [MODULE.so]   (after `make oracle`; RWLOCK_REDISSON_LOCK_LUA=DIR overrides)
 
 RWLOCK_FAIR_KEEP=DIR keeps each window's callgrind dump there (named
 N-side-step), for callgrind_annotate --inclusive=yes.
@@ -219,15 +219,15 @@ GROWTH = {
 
 def main():
     module = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/release/librwlock.so")
-    lua = os.environ.get("RWLOCK_REDISSON_LOCK_LUA")
-    if not lua:
-        sys.exit("RWLOCK_REDISSON_LOCK_LUA must name the directory of Redisson 4.7's scripts")
+    # Redisson 4.7's scripts: `make oracle` extracts them from its jar.
+    lua = os.environ.get("RWLOCK_REDISSON_LOCK_LUA") or str(ROOT / "target/redisson-lua/4.7.0")
     for name in ("fair_lock", "fair_unlock", "fair_acquire_failed"):
         if not (Path(lua) / f"{name}.lua").is_file():
-            sys.exit(f"no {name}.lua in {lua} (RWLOCK_REDISSON_LOCK_LUA: Redisson 4.7's scripts)")
+            sys.exit(f"no {name}.lua in {lua}: run `make oracle` (or set RWLOCK_REDISSON_LOCK_LUA)")
     if not module.is_file():
         sys.exit(f"no module at {module}")
-    # A file's script is the file less its '--' lines and its final newline (the README there).
+    # A file's script is the file less any '--' comment lines and its final newline (an
+    # extracted script has neither; a hand-annotated copy given by the variable may).
     scripts = {}
     for name in ("fair_lock", "fair_unlock", "fair_acquire_failed"):
         text = (Path(lua) / f"{name}.lua").read_text()

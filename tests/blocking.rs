@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, assert_counters, config_value, eval_lua, expect_reply, in_one_turn, lua_dir, ok,
-    poll_until, query, reply_text, rwlock_counter, wait_for_waiters, Server,
+    all_keys, assert_counters, config_value, eval_lua, expect_reply, in_one_turn, ok, poll_until,
+    query, reply_text, rwlock_counter, wait_for_waiters, Server,
 };
 
 /// The number of fields of the hash `key`.
@@ -117,7 +117,7 @@ fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
 
 #[test]
 fn a_waiter_is_woken_by_a_redisson_lua_unlock() {
-    let dir = lua_dir().expect("set RWLOCK_REDISSON_LUA to the folder of Redisson's seed scripts");
+    let dir = testkit::require_lua(testkit::SEED_LUA);
     assert!(dir.join("write_unlock.lua").is_file());
     woken_by(1, |_, c| {
         let reply = eval_lua(

@@ -14,10 +14,6 @@ use testkit::{
     wait_for_waiters, wait_replica, waiters, Call, Server, LOCK_LUA,
 };
 
-const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory of Redisson 4.7's \
-     scripts: `RWLOCK_REDISSON_LOCK_LUA=/path/to/shared/reference/redisson-4.7-lua cargo test \
-     --release --test blocking_fair`, or `make test`.";
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -131,7 +127,7 @@ fn park(server: &Server, c: &mut Connection, args: &[String]) -> Call {
 
 #[test]
 fn parked_and_script_waiters_are_served_in_arrival_order() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
     expect_reply(
         &mut c,
@@ -192,7 +188,7 @@ type Free = dyn Fn(&mut Connection, &str);
 /// Every path that frees a fair lock serves its parked head.
 #[test]
 fn every_wake_path_serves_the_parked_head() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
     let paths: [(&str, &Free); 7] = [
         ("unlock", &|c, l| {
@@ -242,7 +238,7 @@ fn every_wake_path_serves_the_parked_head() {
 /// its refreshed deadline reaches the replica as the master has it.
 #[test]
 fn a_parked_waiter_outlives_its_wait_many_times_and_keeps_its_place() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let master = Server::start(&[]);
     let replica = master.start_replica(&[]);
     let (mut c, mut r) = (master.conn(), replica.conn());
@@ -486,7 +482,7 @@ fn module_waiter(
 /// order they joined the line.
 #[test]
 fn parked_and_retrying_script_waiters_take_turns_in_join_order() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
     expect_reply(
         &mut c,
@@ -521,7 +517,7 @@ fn parked_and_retrying_script_waiters_take_turns_in_join_order() {
 /// passes (a look at that deadline), and the dead head leaves the line.
 #[test]
 fn a_parked_waiter_behind_a_dead_head_is_served_at_its_deadline() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
     expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "X", "h:1", "300"], Value::Nil);
     // Joins, then never comes back: its deadline is about 500 ms away.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redis::{Connection, Value};
 use testkit::{
     assert_counters, assert_took, call, eval_lua_of, expect_reply, fenced_pair, granted_token,
-    in_one_turn, lua_dir_of, ok, query, snapshot, token_counter, waiters, Call, Server, LOCK_LUA,
+    in_one_turn, ok, query, snapshot, token_counter, waiters, Call, Server, LOCK_LUA,
 };
 
 /// A lease no test sees run out unless it means to.
@@ -78,10 +78,7 @@ fn served_after(release: Release, rechecks: u64, token: i64) {
             ok(&mut c, args);
         }
         Release::Lua(script, keys, args) => {
-            assert!(
-                lua_dir_of(LOCK_LUA).is_some(),
-                "set {LOCK_LUA} to Redisson 4.7's scripts"
-            );
+            testkit::require_lua(LOCK_LUA);
             let reply = eval_lua_of(&mut c, LOCK_LUA, script, keys, args).expect("EVAL");
             assert_eq!(reply, Value::Int(1), "{script} released the lock");
         }

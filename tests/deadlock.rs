@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    assert_counters, call, config_value, eval_lua_of, expect_reply, lua_dir_of, ok, query,
-    snapshot, wait_replica, waiters, Call, Server, LOCK_LUA,
+    assert_counters, call, config_value, eval_lua_of, expect_reply, ok, query, snapshot,
+    wait_replica, waiters, Call, Server, LOCK_LUA,
 };
 
 /// The reply of a parked call, which must have come within 10 s.
@@ -234,10 +234,7 @@ fn a_chain_of_waits_without_a_cycle_parks_everyone() {
 
 #[test]
 fn holds_taken_by_redissons_script_count_and_make_no_false_cycle() {
-    assert!(
-        lua_dir_of(LOCK_LUA).is_some(),
-        "set {LOCK_LUA} to Redisson 4.7's scripts"
-    );
+    testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
     // s holds S through Redisson's own script, a holds T.
     let taken = eval_lua_of(&mut c, LOCK_LUA, "lock", &["S"], &["30000", "s"]).expect("EVAL");
@@ -575,10 +572,7 @@ type Case = (
 
 #[test]
 fn a_wait_in_a_fair_lock_line_that_would_close_a_cycle_fails_and_joins_nothing() {
-    assert!(
-        lua_dir_of(LOCK_LUA).is_some(),
-        "set {LOCK_LUA} to Redisson 4.7's scripts"
-    );
+    testkit::require_lua(LOCK_LUA);
     const L: &str = "30000";
     const B: &str = "3000";
     let cases: &[Case] = &[

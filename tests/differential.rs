@@ -35,7 +35,8 @@
 //! documented behaviour with plain PEXPIREs; `renew_with_several_readers_differs_as_spec_9_2`
 //! asserts the difference itself).
 //!
-//! Environment: `RWLOCK_REDISSON_LUA` (required), `RWLOCK_DIFF_SEQUENCES`
+//! Environment: `RWLOCK_REDISSON_LUA` (default: the scripts `make oracle` extracts
+//! from Redisson 3.17.0's jar into `target/redisson-lua/3.17.0`), `RWLOCK_DIFF_SEQUENCES`
 //! (default 2000), `RWLOCK_DIFF_SEED` (base seed), `RWLOCK_DIFF_THREADS`
 //! (default 6), `RWLOCK_DIFF_REPLAY` (run only the sequence with that index).
 
@@ -62,11 +63,6 @@ const INDEXED_SEED_XOR: u64 = 0x1DE7_0000_0000_0000;
 
 /// Owners as Redisson forms them: `<client uuid>:<thread id>`.
 const OWNERS: [&str; 3] = ["u1:1", "u1:2", "u2:7"];
-
-const MISSING_LUA: &str = "RWLOCK_REDISSON_LUA is not set to a directory: the differential test \
-     needs Redisson's seed scripts as its oracle. Run it as \
-     `RWLOCK_REDISSON_LUA=/path/to/shared/reference/redisson-seed-lua cargo test --release \
-     --test differential`, or through `make test` / `.ci/run`, which set it.";
 
 // ---------------------------------------------------------------------------
 // Names (docs/design.md, contract §1)
@@ -471,7 +467,7 @@ impl Differential for Rw {
 
     fn replay(&self) -> String {
         format!(
-            "RWLOCK_REDISSON_LUA=... cargo test --release --test differential {}",
+            "cargo test --release --test differential {}",
             self.flavor.test_name()
         )
     }
@@ -592,7 +588,7 @@ impl Differential for Rw {
 // ---------------------------------------------------------------------------
 
 fn require_lua() {
-    diff::require_oracle(SEED_LUA, MISSING_LUA);
+    testkit::require_lua(SEED_LUA);
 }
 
 fn summary(s: &Stats) -> String {

@@ -33,7 +33,8 @@
 //! line, where the script replies nil: compared with the oracle's line
 //! before the step.
 //!
-//! Environment: `RWLOCK_REDISSON_LOCK_LUA` (required),
+//! Environment: `RWLOCK_REDISSON_LOCK_LUA` (default: the scripts `make oracle`
+//! extracts from Redisson 4.7.0's jar into `target/redisson-lua/4.7.0`),
 //! `RWLOCK_DIFF_SEQUENCES` (default 30), `RWLOCK_DIFF_SEED`.
 
 use std::collections::BTreeMap;
@@ -41,13 +42,8 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use testkit::differential::{require_oracle, start_pair};
+use testkit::differential::start_pair;
 use testkit::{eval_lua_of, Collector, Rng, Server, LOCK_LUA};
-
-const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory: the FAIRLOCK.* \
-     differential test needs Redisson 4.7's scripts as its oracle. Run it as \
-     `RWLOCK_REDISSON_LOCK_LUA=/path/to/shared/reference/redisson-4.7-lua cargo test --release \
-     --test differential_fair`, or through `make test` / `.ci/run`, which set it.";
 
 const OWNERS: [&str; 4] = ["u1:1", "u1:2", "u2:7", "u3:1"];
 const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
@@ -431,7 +427,7 @@ fn pair() -> (
     Collector,
     Collector,
 ) {
-    require_oracle(LOCK_LUA, MISSING_LUA);
+    testkit::require_lua(LOCK_LUA);
     let (oracle_srv, module_srv) = start_pair(&[]);
     let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];
     let (oracle, module_conn) = (oracle_srv.conn(), module_srv.conn());

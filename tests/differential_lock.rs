@@ -59,7 +59,8 @@
 //! way, or `force_unlock.lua` deletes whatever is there);
 //! `bad_data_differs_as_documented` asserts those differences.
 //!
-//! Environment: `RWLOCK_REDISSON_LOCK_LUA` (required), and the knobs of
+//! Environment: `RWLOCK_REDISSON_LOCK_LUA` (default: the scripts `make oracle`
+//! extracts from Redisson 4.7.0's jar into `target/redisson-lua/4.7.0`), and the knobs of
 //! every differential test: `RWLOCK_DIFF_SEQUENCES` (default 500),
 //! `RWLOCK_DIFF_SEED`, `RWLOCK_DIFF_THREADS`, `RWLOCK_DIFF_REPLAY`.
 
@@ -99,11 +100,6 @@ const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 const ORACLE_ONLY: &str = "oracle-only";
 /// Their TTL: long enough to be read back, since the step deletes them.
 const ORACLE_ONLY_TTL: u64 = 60_000;
-
-const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory: the LOCK.* \
-     differential test needs Redisson 4.7's scripts as its oracle. Run it as \
-     `RWLOCK_REDISSON_LOCK_LUA=/path/to/shared/reference/redisson-4.7-lua cargo test --release \
-     --test differential_lock`, or through `make test` / `.ci/run`, which set it.";
 
 // ---------------------------------------------------------------------------
 // Names (design.md §10.1)
@@ -643,7 +639,7 @@ impl Differential for PlainLock {
     }
 
     fn replay(&self) -> String {
-        "RWLOCK_REDISSON_LOCK_LUA=... cargo test --release --test differential_lock \
+        "cargo test --release --test differential_lock \
          lock_commands_match_redisson_scripts"
             .to_string()
     }
@@ -888,7 +884,7 @@ fn summary(s: &Stats) -> String {
 
 #[test]
 fn lock_commands_match_redisson_scripts() {
-    diff::require_oracle(LOCK_LUA, MISSING_LUA);
+    testkit::require_lua(LOCK_LUA);
     let default_lease = DEFAULT_LEASE.to_string();
     let run = diff::run(
         &PlainLock,
@@ -1031,7 +1027,7 @@ const BAD_CASES: [BadCase; 5] = [
 /// no key, value or TTL, no event, no message.
 #[test]
 fn bad_data_differs_as_documented() {
-    diff::require_oracle(LOCK_LUA, MISSING_LUA);
+    testkit::require_lua(LOCK_LUA);
     let (oracle, module) = diff::start_pair(&[]);
     let (mut co, mut cm) = (oracle.conn(), module.conn());
     let patterns = ["__keyevent@0__:*", "redisson_lock__channel*"];

@@ -9,10 +9,6 @@ use std::time::Duration;
 use redis::Value;
 use testkit::{eval_lua_of, expect_reply, ok, query, wait_replica, Collector, Server, LOCK_LUA};
 
-const MISSING_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA is not set to a directory of Redisson 4.7's \
-     scripts: `RWLOCK_REDISSON_LOCK_LUA=/path/to/shared/reference/redisson-4.7-lua cargo test \
-     --release --test fair`, or `make test`.";
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -51,7 +47,7 @@ fn line(c: &mut redis::Connection, lock: &str) -> Vec<String> {
 
 #[test]
 fn module_and_script_waiters_share_one_line_in_arrival_order() {
-    assert!(testkit::lua_dir_of(LOCK_LUA).is_some(), "{MISSING_LUA}");
+    testkit::require_lua(LOCK_LUA);
     let (_server, mut c) = Server::started(&[]);
     expect_reply(
         &mut c,

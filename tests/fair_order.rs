@@ -74,10 +74,7 @@ fn release(c: &mut redis::Connection, script: bool, owner: &str, round: usize) {
 
 #[test]
 fn holders_are_exclusive_and_come_in_the_order_they_joined() {
-    assert!(
-        testkit::lua_dir_of(LOCK_LUA).is_some(),
-        "RWLOCK_REDISSON_LOCK_LUA must name Redisson 4.7's scripts (make test sets it)"
-    );
+    testkit::require_lua(LOCK_LUA);
     let server = Server::start(&[]);
     let joins = Arc::new(Mutex::new(0usize));
     let held = Arc::new(AtomicUsize::new(0));

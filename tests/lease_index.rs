@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use redis::{Connection, Value};
-use testkit::{eval_lua, lua_dir, reply_text, Server};
+use testkit::{eval_lua, reply_text, Server};
 
 const LOCK: &str = "orders";
 const CHANNEL: &str = "redisson_rwlock:{orders}";
@@ -230,19 +230,18 @@ fn indexed_and_plain_servers_agree_through_foreign_writes() {
     }
 
     // Redisson's own unlock script among the module's clients.
-    if lua_dir().is_some() {
-        p.probe("before a script", longest);
-        assert_eq!(p.indexes(), 1);
-        let prefix = format!("{{{LOCK}}}:{}:rwlock_timeout", owner(7));
-        let r = p.both_lua(
-            "read_unlock",
-            &[LOCK, CHANNEL, &prefix, &format!("{{{LOCK}}}")],
-            &["0", &owner(7)],
-        );
-        assert_eq!(r, "int(0)");
-        assert_eq!(p.indexes(), 0, "a script's writes drop the index");
-        p.probe("after a script", longest);
-    }
+    testkit::require_lua(testkit::SEED_LUA);
+    p.probe("before a script", longest);
+    assert_eq!(p.indexes(), 1);
+    let prefix = format!("{{{LOCK}}}:{}:rwlock_timeout", owner(7));
+    let r = p.both_lua(
+        "read_unlock",
+        &[LOCK, CHANNEL, &prefix, &format!("{{{LOCK}}}")],
+        &["0", &owner(7)],
+    );
+    assert_eq!(r, "int(0)");
+    assert_eq!(p.indexes(), 0, "a script's writes drop the index");
+    p.probe("after a script", longest);
 
     // A transaction mixing a foreign write and module commands.
     p.both(&["MULTI"]);

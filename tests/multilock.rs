@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use redis::{Connection, Value};
 use testkit::{
-    assert_took, eval_lua_of, expect_reply, lua_dir_of, ok, query, snapshot, wait_replica, waiters,
-    Call, Server, LOCK_LUA, SEED_LUA,
+    assert_took, eval_lua_of, expect_reply, ok, query, snapshot, wait_replica, waiters, Call,
+    Server, LOCK_LUA, SEED_LUA,
 };
 
 /// A lease no test sees run out unless it means to.
@@ -246,10 +246,8 @@ fn woken_by(release: &dyn Fn(&mut Connection), extra: &[&str]) {
 
 /// Redisson's scripts, which `make test` points the tests to.
 fn require_scripts() {
-    assert!(
-        lua_dir_of(LOCK_LUA).is_some() && lua_dir_of(SEED_LUA).is_some(),
-        "set {LOCK_LUA} and {SEED_LUA} to Redisson's scripts"
-    );
+    testkit::require_lua(LOCK_LUA);
+    testkit::require_lua(SEED_LUA);
 }
 
 #[test]

@@ -73,7 +73,6 @@ struct Fuzzer<'a> {
     rng: Rng,
     db: u32,
     waiters: Vec<Waiter>,
-    lua: bool,
     tally: Tally,
     /// The last calls, for failure messages.
     recent: VecDeque<String>,
@@ -628,7 +627,7 @@ impl Fuzzer<'_> {
             42..=53 => self.spawn_waiter(),
             54..=59 => self.multi(),
             60..=65 => self.script(),
-            66..=71 if self.lua => self.redisson(),
+            66..=71 => self.redisson(),
             72..=75 => self.kill_waiter(),
             76..=89 => self.vandalize(),
             _ => self.admin(),
@@ -663,6 +662,8 @@ fn seeds() -> Vec<u64> {
 }
 
 fn fuzz_one(seed: u64, ops: usize) -> Tally {
+    // Redisson's own scripts are among the calls: never fuzz without them.
+    testkit::require_lua(testkit::SEED_LUA);
     let server = Server::start(&["--enable-debug-command", "yes"]);
     let mut f = Fuzzer {
         server: &server,
@@ -670,7 +671,6 @@ fn fuzz_one(seed: u64, ops: usize) -> Tally {
         rng: Rng(seed),
         db: 0,
         waiters: Vec::new(),
-        lua: testkit::lua_dir().is_some(),
         tally: Tally::default(),
         recent: VecDeque::new(),
         last: String::new(),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    eval_lua_of, lua_dir_of, ok, query, rwlock_counter, scaled, timeout_key, wait_for_waiters,
-    wait_replica, wait_until, Server, LOCK_LUA, SEED_LUA,
+    eval_lua_of, ok, query, rwlock_counter, scaled, timeout_key, wait_for_waiters, wait_replica,
+    wait_until, Server, LOCK_LUA, SEED_LUA,
 };
 
 /// A lease no test sees run out unless it means to.
@@ -567,10 +567,8 @@ fn a_demoted_master_forgets_its_session_holds_and_never_writes() {
 
 #[test]
 fn redissons_scripts_see_session_holds_as_held() {
-    assert!(
-        lua_dir_of(LOCK_LUA).is_some() && lua_dir_of(SEED_LUA).is_some(),
-        "set {LOCK_LUA} and {SEED_LUA} to Redisson's scripts"
-    );
+    testkit::require_lua(LOCK_LUA);
+    testkit::require_lua(SEED_LUA);
     let (server, mut c) = Server::started(&[]);
     let mut holder = server.conn();
     let id = client_id(&mut holder);

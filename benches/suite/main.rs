@@ -108,7 +108,7 @@ fn main() {
 
     let server = Server::start(SERVER_OPTIONS);
     let Some(scripts) = Scripts::load(server.port) else {
-        eprintln!("RWLOCK_REDISSON_LUA must name the directory of Redisson's seed scripts");
+        eprintln!("no Redisson scripts: run `make oracle` (or set RWLOCK_REDISSON_LUA)");
         std::process::exit(2);
     };
     let named = |name: &str| {

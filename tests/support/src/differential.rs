@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, PubSub, Value};
 
-use crate::{lua_dir_of, Counters, Rng, Server};
+use crate::{Counters, Rng, Server};
 
 /// Worker threads of a run (`RWLOCK_DIFF_THREADS`): the work is mostly
 /// waiting (pauses, the guard), so more threads than cores.
@@ -102,14 +102,6 @@ pub fn replaying() -> bool {
 /// The seed of sequence `index` of a run with base seed `base`.
 pub fn sequence_seed(base: u64, index: usize) -> u64 {
     Rng(base.wrapping_add(index as u64)).next_u64()
-}
-
-/// Fails the test (with `missing`, which says how to run it) unless the
-/// variable `var` names the directory of the oracle's scripts: a
-/// differential test without its oracle must not pass.
-#[track_caller]
-pub fn require_oracle(var: &str, missing: &str) {
-    assert!(lua_dir_of(var).is_some(), "{missing}");
 }
 
 /// The oracle (no module) and the module server, both raising every

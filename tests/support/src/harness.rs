@@ -115,27 +115,61 @@ pub fn redis_server_bin() -> String {
     }
 }
 
-/// Redisson's seed scripts, the read-write lock's oracle.
+/// Redisson's seed-era read-write lock scripts, the read-write lock's oracle.
 pub const SEED_LUA: &str = "RWLOCK_REDISSON_LUA";
 /// Redisson 4.7's scripts of the plain lock family (lock, fenced lock,
-/// non-reentrant lock, unlock with latch, force unlock, renewal).
+/// non-reentrant lock, unlock with latch, force unlock, renewal) and of the
+/// fair lock.
 pub const LOCK_LUA: &str = "RWLOCK_REDISSON_LOCK_LUA";
 
-/// Directory of Redisson's seed Lua scripts (`$RWLOCK_REDISSON_LUA`), or None
-/// when the variable is unset or not a directory.
+/// Where `tests/oracle/extract.py` (`make oracle`) writes each set of
+/// Redisson's scripts under `target/redisson-lua/`: the `folder` of its set
+/// in `tests/oracle/redisson.toml`.
+fn oracle_folder(var: &str) -> &'static str {
+    match var {
+        SEED_LUA => "3.17.0",
+        LOCK_LUA => "4.7.0",
+        _ => panic!("{var} names no set of Redisson's scripts (tests/oracle/redisson.toml)"),
+    }
+}
+
+/// Directory of Redisson's seed Lua scripts; see [`lua_dir_of`].
 pub fn lua_dir() -> Option<PathBuf> {
     lua_dir_of(SEED_LUA)
 }
 
-/// The directory the variable `var` names, or None when it is unset or not
-/// a directory.
+/// The folder of Redisson's scripts that `var` ([`SEED_LUA`] or
+/// [`LOCK_LUA`]) stands for: the variable's value when it is set (an
+/// override), else the folder `make oracle` extracts them to from Redisson's
+/// jars. None when that is not a directory.
 pub fn lua_dir_of(var: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os(var)?);
+    let dir = match std::env::var_os(var) {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => workspace_root()
+            .join("target/redisson-lua")
+            .join(oracle_folder(var)),
+    };
     if dir.is_dir() {
         Some(dir)
     } else {
         None
     }
+}
+
+/// Fails the calling test, with how to get them, when Redisson's scripts
+/// that `var` stands for are missing: the oracle is never skipped.
+pub fn require_lua(var: &str) -> PathBuf {
+    lua_dir_of(var).unwrap_or_else(|| {
+        panic!(
+            "Redisson's scripts for {var} are missing: run `make oracle` (tests/oracle/extract.py \
+             reads them out of Redisson's jars from Maven Central into {}), or set {var} to a \
+             folder of them",
+            workspace_root()
+                .join("target/redisson-lua")
+                .join(oracle_folder(var))
+                .display()
+        )
+    })
 }
 
 /// Text of `<lua_dir>/<name>.lua`. Panics when the directory is not configured
@@ -147,8 +181,7 @@ pub fn lua_script(name: &str) -> String {
 /// Text of `<$var>/<name>.lua` ([`SEED_LUA`] or [`LOCK_LUA`]). Panics when
 /// the directory is not configured or the file cannot be read.
 pub fn lua_script_of(var: &str, name: &str) -> String {
-    let dir = lua_dir_of(var)
-        .unwrap_or_else(|| panic!("{var} is not set to a directory of Redisson's Lua scripts"));
+    let dir = require_lua(var);
     let path = dir.join(format!("{name}.lua"));
     fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read Lua script {}: {e}", path.display()))
@@ -218,7 +251,8 @@ fn fresh_dir() -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
+/// A port on 127.0.0.1 that nothing listened on a moment ago.
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
     listener
         .local_addr()

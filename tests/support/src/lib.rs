@@ -8,8 +8,11 @@
 //! Environment:
 //! - `RWLOCK_MODULE`: path of `librwlock.so` (default `target/release/librwlock.so`).
 //! - `RWLOCK_REDIS_SERVER`: the `redis-server` binary (default `redis-server` on PATH).
-//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed Lua scripts (oracle).
-//! - `RWLOCK_REDISSON_LOCK_LUA`: directory holding Redisson 4.7's plain lock scripts (oracle).
+//! - `RWLOCK_REDISSON_LUA`: directory holding Redisson's seed-era read-write lock
+//!   scripts (oracle); default `target/redisson-lua/3.17.0`, which `make oracle`
+//!   extracts from Redisson's jar (tests/oracle/).
+//! - `RWLOCK_REDISSON_LOCK_LUA`: directory holding Redisson 4.7's plain and fair lock
+//!   scripts (oracle); default `target/redisson-lua/4.7.0`, likewise.
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 
 pub mod differential;
