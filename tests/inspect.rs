@@ -8,7 +8,7 @@ use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::{Connection, Value};
-use testkit::{call, eval_lua_of, lua_dir_of, ok, query, rwlock_counter, Call, Server, LOCK_LUA};
+use testkit::{call, eval_lua_of, ok, query, rwlock_counter, Call, Server, LOCK_LUA};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -211,6 +211,9 @@ fn lock_waiting_lists_fair_lines_too_and_fairlock_info_marks_the_parked() {
     sleep(Duration::from_millis(20));
     ok(&mut c, &["LOCK.ACQUIRE", "P", "p", "30000"]);
     let q = server.park(&mut c, &["LOCK.ACQUIRE", "P", "q", "30000", "BLOCK", "0"]);
+    // Waits are listed longest first by the millisecond they began: apart
+    // by more than one, or the two order by chance.
+    sleep(Duration::from_millis(20));
     // A plain waiter on the fair lock's own hash: the same name, listed
     // once for its queue.
     let x = server.park(&mut c, &["LOCK.ACQUIRE", "F", "x", "30000", "BLOCK", "0"]);
@@ -296,10 +299,7 @@ fn held(c: &mut Connection) -> [u64; 5] {
 
 #[test]
 fn info_counts_the_holds_held_now_by_kind_whoever_took_them() {
-    assert!(
-        lua_dir_of(LOCK_LUA).is_some(),
-        "set {LOCK_LUA} to Redisson 4.7's scripts"
-    );
+    testkit::require_lua(LOCK_LUA);
     let (_server, mut c) = Server::started(&[]);
     assert_eq!(held(&mut c), [0, 0, 0, 0, 1]);
     // Reads: a twice (re-entered) and b; a writer who reads too.
