@@ -1,6 +1,6 @@
 //! Module configuration (docs/design.md, contract §5): `rwlock.publish`,
-//! `rwlock.fairness`, `rwlock.default-lease` and `rwlock.fair-wait`, and `rwlock.lease-index-from`
-//! (see `leases`), settable as module arguments
+//! `rwlock.fairness`, `rwlock.default-lease` and `rwlock.fair-wait`, `rwlock.lease-index-from`
+//! (see `leases`) and `rwlock.token-gap` (see `tokens`), settable as module arguments
 //! at load time and with CONFIG SET.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -12,6 +12,7 @@ use crate::engine::error::MAX_MILLIS;
 use crate::engine::int::parse_i64;
 use crate::engine::rwlock::MAX_HOLDS;
 use crate::keyspace::leases::LEASE_INDEX_FROM;
+use crate::keyspace::tokens::TOKEN_GAP;
 
 pub use fairness::Fairness;
 pub use publish::PublishMode;
@@ -114,6 +115,10 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                     .filter(|n| (0..=MAX_HOLDS).contains(n))
                     .ok_or_else(bad)?;
                 LEASE_INDEX_FROM.store(from, Ordering::Relaxed);
+            }
+            b"token-gap" => {
+                let gap = parse_i64(value).filter(|n| *n >= 0).ok_or_else(bad)?;
+                TOKEN_GAP.store(gap, Ordering::Relaxed);
             }
             b"deadlock-detection" => {
                 let on = pick(&[("yes", true), ("no", false)], value).ok_or_else(bad)?;

@@ -19,7 +19,7 @@ use std::os::raw::{c_char, c_int};
 use redis_module::{raw, Context, NotifyEvent};
 
 use crate::effects::observers;
-use crate::keyspace::{expiry, leases};
+use crate::keyspace::{expiry, leases, tokens};
 use crate::server::{self, strings, RawString};
 use crate::sessions::{self, close as session_close};
 use crate::waiting::clients as waiting;
@@ -130,8 +130,12 @@ unsafe extern "C" fn on_server_event(
             // master; their holds end at their lease.
             sessions::forget(None);
             if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+                tokens::forget_all();
                 waiting::abort_all(&ctx);
                 fair_waiting::abort_all(&ctx);
+            } else {
+                // Its token counters may be behind the old master's.
+                tokens::promoted();
             }
         }
         // FLUSHDB and FLUSHALL raise no per-key event.
@@ -146,6 +150,7 @@ unsafe extern "C" fn on_server_event(
         }
         // SWAPDB exchanges whole databases without a keyspace event.
         raw::REDISMODULE_EVENT_SWAPDB => {
+            tokens::forget_all();
             leases::forget_all(None);
             sessions::forget(None);
         }
@@ -156,6 +161,7 @@ unsafe extern "C" fn on_server_event(
             observers::replication_may_have_changed();
             // A load (a restart's, DEBUG RELOAD, a full sync) replaces the
             // data without keyspace events.
+            tokens::forget_all();
             leases::forget_all(None);
             sessions::forget(None);
         }

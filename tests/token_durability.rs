@@ -433,3 +433,109 @@ fn a_replica_and_an_aof_reload_end_with_the_masters_tokens() {
     );
     assert!(d.is_empty(), "the AOF reloads otherwise:\n{d}");
 }
+
+/// Takes and releases the fenced lock G: its token.
+fn take(c: &mut Connection, owner: &str) -> i64 {
+    let reply = ok(c, &["LOCK.ACQUIRE", "G", owner, "60000", "FENCED"]);
+    ok(c, &["LOCK.UNLOCK", "G", owner]);
+    granted_token(&reply)
+}
+
+/// A promoted replica's counter can be behind tokens the old master issued
+/// and never replicated (here: the replica is pointed away from its master,
+/// keeping its data, while the master goes on granting). The promoted node's
+/// first token of the lock jumps `rwlock.token-gap` past its copy, so it is
+/// higher than every token the old master gave (fewer than the gap); later
+/// tokens go on by one, a Redisson client's own INCR included, and its
+/// replicas hold the same counter. With the gap set to 0 the old master's
+/// numbers come again: that is what the gap prevents.
+#[test]
+fn a_promoted_replicas_tokens_pass_every_token_the_old_master_issued() {
+    const LOST: i64 = 40;
+    let args = ["--repl-diskless-sync-delay", "0"];
+    for gap in [1_000_000_000i64, 0] {
+        let master = Server::start(&args);
+        let replica = master.start_replica(&args);
+        let mut m = master.conn();
+        for i in 0..5 {
+            take(&mut m, &format!("m:{i}"));
+        }
+        wait_replica(&mut m);
+        // The replica loses its master (it keeps its data, and retries a
+        // port nobody listens on); the old master grants on alone.
+        let mut r = replica.conn();
+        let nowhere = testkit::free_port().to_string();
+        ok(&mut r, &["REPLICAOF", "127.0.0.1", &nowhere]);
+        let mut highest = 0;
+        for i in 0..LOST {
+            highest = take(&mut m, &format!("lost:{i}"));
+        }
+        assert_eq!(highest, 5 + LOST);
+        ok(
+            &mut r,
+            &["CONFIG", "SET", "rwlock.token-gap", &gap.to_string()],
+        );
+        ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+        assert_eq!(
+            token_counter(&mut r, "G"),
+            5,
+            "the replica's copy is behind"
+        );
+        let first = take(&mut r, "new:1");
+        if gap == 0 {
+            assert_eq!(first, 6, "without the gap the old master's tokens repeat");
+            continue;
+        }
+        assert_eq!(first, 5 + gap + 1);
+        assert!(
+            first > highest,
+            "token {first} after the old master's {highest}"
+        );
+        assert_eq!(take(&mut r, "new:2"), first + 1, "one gap per promotion");
+        // Redisson's fenced_lock.lua INCRs the same counter: it goes on
+        // from the gap, and so does the module after it.
+        let incr: i64 = query(&mut r, &["INCR", "redisson_lock_token:{G}"]);
+        assert_eq!(incr, first + 2);
+        assert_eq!(take(&mut r, "new:3"), first + 3);
+        // A replica of the promoted node holds the same counter (INCRBY).
+        let follower = replica.start_replica(&args);
+        wait_replica(&mut r);
+        assert_eq!(token_counter(&mut follower.conn(), "G"), first + 3);
+    }
+}
+
+/// The server setting that stops a returning old master from taking locks
+/// at all (docs/safety.md): with `min-replicas-to-write 1` and no replica
+/// attached, every acquisition is a write Redis refuses with `NOREPLICAS`
+/// before the module runs, so nothing is granted or written; a replica
+/// attached, the same acquisition is granted.
+#[test]
+fn acquisitions_obey_min_replicas_to_write() {
+    let args = [
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "10",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    let master = Server::start(&args);
+    let mut m = master.conn();
+    let acquisitions: [&[&str]; 4] = [
+        &["LOCK.ACQUIRE", "N", "a:1", "30000", "FENCED"],
+        &["RWLOCK.WRITE", "W", "a:1", "30000"],
+        &["RWLOCK.READ", "R", "a:1", "30000"],
+        &["FAIRLOCK.ACQUIRE", "F", "a:1", "30000"],
+    ];
+    for args in acquisitions {
+        let refused: redis::RedisResult<Value> = call(&mut m, args);
+        let e = refused.expect_err("a write without a good replica");
+        assert_eq!(e.code(), Some("NOREPLICAS"), "{args:?}: {e}");
+    }
+    let keys: Vec<String> = query(&mut m, &["KEYS", "*"]);
+    assert!(keys.is_empty(), "refused acquisitions wrote {keys:?}");
+    let _replica = master.start_replica(&[]);
+    wait_replica(&mut m);
+    let granted = ok(&mut m, acquisitions[0]);
+    assert_eq!(granted_token(&granted), 1);
+}

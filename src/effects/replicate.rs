@@ -47,10 +47,15 @@ impl Replication {
         self.emit(ctx, c"PEXPIREAT", &[key], Some(deadline));
     }
 
-    /// As `INCR` itself: a replica and an AOF reload hold the same value
-    /// before it, so they reach the same token.
-    pub fn incr(self, ctx: &Context, key: &[u8]) {
-        self.emit(ctx, c"INCR", &[key], None);
+    /// As `INCR` itself (`INCRBY` for a token's jump after a promotion): a
+    /// replica and an AOF reload hold the same value before it, so they
+    /// reach the same token.
+    pub fn incr_by(self, ctx: &Context, key: &[u8], by: i64) {
+        if by == 1 {
+            self.emit(ctx, c"INCR", &[key], None);
+        } else {
+            self.emit(ctx, c"INCRBY", &[key], Some(by));
+        }
     }
 
     pub fn del(self, ctx: &Context, key: &[u8]) {

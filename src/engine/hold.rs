@@ -141,34 +141,55 @@ pub(super) fn remember<S: Store>(s: &mut S, latch: Option<(Vec<u8>, i64)>, relea
     }
 }
 
+/// The next fencing token of a fenced acquisition: its counter and how far
+/// the counter moves, 1 as Redisson's `INCR`, or more once after a
+/// promotion ([`Store::token_gap`]).
+pub(super) struct NextToken {
+    key: KeyBuf,
+    step: i64,
+}
+
+impl NextToken {
+    /// Takes the token: the counter's new value.
+    pub(super) fn take<S: Store>(self, s: &mut S) -> i64 {
+        s.incr_by(&self.key, self.step)
+    }
+}
+
 /// The fencing token counter of a fenced acquisition, checked before any
 /// write (see [`check_token`]); None, and no key name made, for others.
 pub(super) fn token_key<S: Store>(
     s: &mut S,
     names: &LockNames,
     fenced: bool,
-) -> Result<Option<KeyBuf>, LockError> {
+) -> Result<Option<NextToken>, LockError> {
     if !fenced {
         return Ok(None);
     }
     let key = names.token_key();
-    check_token(s, &key)?;
-    Ok(Some(key))
+    let step = check_token(s, &key)?;
+    Ok(Some(NextToken { key, step }))
 }
 
-/// Checks, before any write, that the fencing token at `key` can be
-/// incremented: missing (the first token is 1) or an integer below the
-/// largest. Redisson's script would fail half way, after its INCR.
-fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<(), LockError> {
-    match s.kind(key) {
-        KeyKind::Missing => Ok(()),
-        KeyKind::String => match s.get(key).as_deref().and_then(parse_i64) {
-            Some(i64::MAX) => Err(LockError::Overflow),
-            Some(_) => Ok(()),
-            None => Err(LockError::BadToken),
-        },
-        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
-    }
+/// Checks, before any write, that the fencing token at `key` can move on:
+/// missing (the first token is 1, or the gap's value after a promotion) or
+/// an integer the step does not take past the largest. Redisson's script
+/// would fail half way, after its INCR. Returns the step.
+fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<i64, LockError> {
+    let current = match s.kind(key) {
+        KeyKind::Missing => 0,
+        KeyKind::String => s
+            .get(key)
+            .as_deref()
+            .and_then(parse_i64)
+            .ok_or(LockError::BadToken)?,
+        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
+    };
+    let step = s.token_gap(key).saturating_add(1);
+    current
+        .checked_add(step)
+        .map(|_| step)
+        .ok_or(LockError::Overflow)
 }
 
 /// The latch an idempotent acquisition (`REQUEST id ttl`) records when it

@@ -89,7 +89,7 @@ pub fn acquire<S: Store>(
     let until = deadline(s.now_ms(), lease)?;
     let token_key = token_key(s, names, options.fenced)?;
     // The scripts' order of writes: the token, the count, the TTL.
-    let token = token_key.map(|key| s.incr(&key));
+    let token = token_key.map(|next| next.take(s));
     // A count the read-write machine's lease index does not track, on a
     // name it may also serve.
     s.forget_lease_index(hash);

@@ -250,6 +250,59 @@ fn tokens_go_on_from_the_counter_as_it_is() {
     assert_eq!(acquire(&mut s, &n, U, 30_000, FENCED), last);
 }
 
+// --- after a promotion (contract §10.1) ---
+
+#[test]
+fn a_promoted_nodes_first_token_of_each_counter_jumps_by_the_gap_once() {
+    let (mut s, n) = setup();
+    s.put(TOKEN, string("250"), None);
+    s.promote(1_000);
+    // The old master may have issued up to 1,000 tokens past this copy's
+    // 250: the first is past them all; the next ones go on one by one.
+    assert_eq!(
+        acquire(&mut s, &n, U, 30_000, FENCED),
+        taken(false, Some(1_251))
+    );
+    assert_eq!(
+        acquire(&mut s, &n, U, 30_000, FENCED),
+        taken(true, Some(1_252))
+    );
+    // A counter the promoted node has not seen yet jumps too: the old
+    // master may have made it after the last write this node received.
+    let other = LockNames::new(b"M").expect("name");
+    assert_eq!(
+        acquire(&mut s, &other, U, 30_000, FENCED),
+        taken(false, Some(1_001))
+    );
+    // Another promotion: another gap, once.
+    s.promote(1_000);
+    assert_eq!(
+        acquire(&mut s, &n, U, 30_000, FENCED),
+        taken(true, Some(2_253))
+    );
+    assert_eq!(
+        acquire(&mut s, &n, U, 30_000, FENCED),
+        taken(true, Some(2_254))
+    );
+    // Plain acquisitions take no token and leave the gap for the next.
+    s.promote(1_000);
+    assert_eq!(acquire(&mut s, &other, U, 30_000, PLAIN), AGAIN);
+    assert_eq!(s.get(b"redisson_lock_token:{M}"), Some(b"1001".to_vec()));
+}
+
+#[test]
+fn a_gap_that_would_overflow_the_counter_fails_before_any_write() {
+    let (mut s, n) = setup();
+    s.put(TOKEN, string(&(i64::MAX - 1_000).to_string()), None);
+    s.promote(1_000);
+    gives_without_effect(&mut s, Err(LockError::Overflow), |s| {
+        acquire(s, &n, U, 30_000, FENCED)
+    });
+    s.promote(999);
+    let last = taken(false, Some(i64::MAX));
+    assert_eq!(acquire(&mut s, &n, U, 30_000, FENCED), last);
+}
+
 // --- nonreentrant_lock.lua ---
 
 #[test]

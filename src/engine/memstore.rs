@@ -1,7 +1,7 @@
 //! An in-memory [`Store`] with a simulated clock, recording the keyspace
 //! events and messages a real server would emit.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use super::index::LeaseIndex;
 use super::store::{Fields, KeyKind, Line, LineKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
@@ -42,6 +42,10 @@ pub struct MemStore {
     /// Keeps lease indexes for locks with at least this many leases.
     pub index_from: Option<usize>,
     indexes: HashMap<Vec<u8>, LeaseIndex>,
+    /// The token gap after a promotion ([`MemStore::promote`]), and the
+    /// counters that issued a token since.
+    gap: i64,
+    advanced: HashSet<Vec<u8>>,
 }
 
 impl MemStore {
@@ -50,6 +54,13 @@ impl MemStore {
             now,
             ..Default::default()
         }
+    }
+
+    /// This store's node was promoted to master: each counter's next token
+    /// jumps by `gap`, once.
+    pub fn promote(&mut self, gap: i64) {
+        self.gap = gap;
+        self.advanced.clear();
     }
 
     pub fn advance(&mut self, ms: i64) {
@@ -200,22 +211,31 @@ impl Store for MemStore {
         self.expire_at(key, deadline);
     }
 
-    fn incr(&mut self, key: &[u8]) -> i64 {
+    fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
         let (value, deadline) = match self.live(key) {
             Some((Value::Str(v), at)) => {
                 let n = std::str::from_utf8(v)
                     .ok()
                     .and_then(|t| t.parse::<i64>().ok());
-                (n.expect("the machine checked the token") + 1, *at)
+                (n.expect("the machine checked the token") + by, *at)
             }
-            _ => (1, None),
+            _ => (by, None),
         };
+        self.advanced.insert(key.to_vec());
         self.entries.insert(
             key.to_vec(),
             (Value::Str(value.to_string().into_bytes()), deadline),
         );
         self.event("incrby", key);
         value
+    }
+
+    fn token_gap(&mut self, key: &[u8]) -> i64 {
+        if self.advanced.contains(key) {
+            0
+        } else {
+            self.gap
+        }
     }
 
     fn pttl(&mut self, key: &[u8]) -> i64 {

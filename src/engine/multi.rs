@@ -166,8 +166,11 @@ impl<S: Store> Store for DryRun<'_, S> {
         self.0.get(key)
     }
     fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
-    fn incr(&mut self, _: &[u8]) -> i64 {
+    fn incr_by(&mut self, _: &[u8], _: i64) -> i64 {
         0
+    }
+    fn token_gap(&mut self, key: &[u8]) -> i64 {
+        self.0.token_gap(key)
     }
     fn pttl(&mut self, key: &[u8]) -> i64 {
         self.0.pttl(key)

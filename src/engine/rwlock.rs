@@ -170,7 +170,7 @@ fn take_write<S: Store>(
     };
     let token_key = token_key(s, names, fenced)?;
     // The token first, as Redisson's fenced lock takes it.
-    let token = token_key.map(|key| s.incr(&key));
+    let token = token_key.map(|next| next.take(s));
     // Write holds are not tracked: an index would miss a count.
     s.forget_lease_index(hash);
     if held.is_some() {

@@ -111,9 +111,17 @@ pub trait Store {
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64);
-    /// `INCR` of a missing key or of an integer below the largest, which the
-    /// caller checked: event `incrby`; the new value.
-    fn incr(&mut self, key: &[u8]) -> i64;
+    /// `INCRBY key by` (`INCR` when `by` is 1) of a missing key or of an
+    /// integer that `by` cannot overflow, which the caller checked: event
+    /// `incrby`; the new value.
+    fn incr_by(&mut self, key: &[u8], by: i64) -> i64;
+    /// How far past its value the next fencing token of the counter `key`
+    /// must jump: 0, except for the first token a node issues for it after
+    /// it was promoted to master, when its copy of the counter may be behind
+    /// tokens the old master issued (contract §10.1).
+    fn token_gap(&mut self, _key: &[u8]) -> i64 {
+        0
+    }
     /// `PTTL`: remaining milliseconds, `PTTL_MISSING` or `PTTL_PERSISTENT`.
     fn pttl(&mut self, key: &[u8]) -> i64;
     /// `PEXPIREAT`: event `expire`, or `del` when the deadline has passed.

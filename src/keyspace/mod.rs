@@ -10,6 +10,7 @@ pub mod expiry;
 pub mod keys;
 pub mod leases;
 mod line;
+pub mod tokens;
 
 use std::os::raw::c_int;
 use std::ptr;
@@ -456,7 +457,7 @@ impl Store for RedisStore<'_> {
         });
     }
 
-    fn incr(&mut self, key: &[u8]) -> i64 {
+    fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
         self.forget_count();
         self.with_writable(key, |s, handle, name| {
             // In place, as INCR does: the TTL stays and no new value is made
@@ -466,7 +467,7 @@ impl Store for RedisStore<'_> {
                 KeyType::String => handle.with_string_mut(|b| parse_i64(b)),
                 _ => None,
             };
-            let next = current.unwrap_or(0) + 1;
+            let next = current.unwrap_or(0) + by;
             let mut buf = [0; DECIMAL_LEN];
             let digits = decimal(next, &mut buf);
             let in_place = current.is_some() && {
@@ -484,9 +485,14 @@ impl Store for RedisStore<'_> {
             }
             s.signal(name);
             notify(s.ctx, s.classes(), Event::Incrby, name);
-            s.replication().incr(s.ctx, key);
+            s.replication().incr_by(s.ctx, key, by);
+            tokens::advanced(s.db(), key);
             next
         })
+    }
+
+    fn token_gap(&mut self, key: &[u8]) -> i64 {
+        tokens::gap(self.db(), key)
     }
 
     fn pttl(&mut self, key: &[u8]) -> i64 {
