@@ -339,8 +339,9 @@ func regressions(hs []hold, c *Counts) int {
 }
 
 // unavailability is, per fault kind, the longest time in any of its
-// episodes with no grant of the mode: the longest gap between the fault,
-// the grants during the episode and the first grant after it (or its end).
+// episodes with no grant of the mode: the longest gap that starts at the
+// fault or at a grant during the episode and ends at the next grant (or
+// the episode's end when none came).
 func unavailability(ops []Op, episodes []Episode) map[string]time.Duration {
 	var grants []int64
 	for _, o := range ops {

@@ -85,6 +85,19 @@ type recorder struct {
 	ops      []Op
 	writes   []Write
 	episodes []Episode
+	refused  map[string]int64 // refused acquisitions per mode (not in the history)
+}
+
+func (r *recorder) refusal(mode string) {
+	r.mu.Lock()
+	r.refused[mode]++
+	r.mu.Unlock()
+}
+
+func (r *recorder) refusedOf(mode string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[mode]
 }
 
 // saved is a run's history as written to a file.
@@ -93,11 +106,12 @@ type saved struct {
 	Ops           []Op
 	Writes        []Write
 	Episodes      []Episode
+	Refused       map[string]int64
 }
 
 func (r *recorder) save(path string) error {
 	r.mu.Lock()
-	data, err := json.Marshal(saved{r.Modes, r.Faults, r.ops, r.writes, r.episodes})
+	data, err := json.Marshal(saved{r.Modes, r.Faults, r.ops, r.writes, r.episodes, r.refused})
 	r.mu.Unlock()
 	if err != nil {
 		return err
@@ -114,10 +128,10 @@ func load(path string) (*recorder, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, err
 	}
-	return &recorder{Modes: s.Modes, Faults: s.Faults, ops: s.Ops, writes: s.Writes, episodes: s.Episodes}, nil
+	return &recorder{Modes: s.Modes, Faults: s.Faults, ops: s.Ops, writes: s.Writes, episodes: s.Episodes, refused: s.Refused}, nil
 }
 
-func newRecorder() *recorder { return &recorder{start: time.Now()} }
+func newRecorder() *recorder { return &recorder{start: time.Now(), refused: map[string]int64{}} }
 
 func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
 

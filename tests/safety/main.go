@@ -88,14 +88,14 @@ func run() int {
 	seed := int64(envInt("SAFETY_SEED", int(time.Now().UnixNano()%1_000_000)))
 	episodesPerKind := envInt("SAFETY_FAILOVERS", 3)
 	faults := list(env("SAFETY_FAULTS", strings.Join(allFaults, ",")))
-	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeGoClient}, ",")))
+	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient}, ",")))
 	claims := list(env("SAFETY_CLAIM", ModeAcked))
 	expectViolation := list(env("SAFETY_EXPECT_VIOLATION", ""))
 	verbose := env("SAFETY_VERBOSE", "1") != "0"
 	par := params{
 		lease: 10 * time.Second, gcLease: 400 * time.Millisecond, gcPause: 800 * time.Millisecond,
 		horizon: 8 * time.Second,
-		locks:   envInt("SAFETY_LOCKS", 2), workers: envInt("SAFETY_WORKERS", 4),
+		locks:   envInt("SAFETY_LOCKS", 2), workers: envInt("SAFETY_WORKERS", 3),
 		holdMin: 20 * time.Millisecond, holdMax: 50 * time.Millisecond,
 		backoffs: [2]time.Duration{10 * time.Millisecond, 30 * time.Millisecond},
 	}
@@ -159,8 +159,8 @@ func run() int {
 				rng: rand.New(rand.NewSource(seed + int64(mi*100+i+1))), rec: rec, res: res, par: par,
 				gcDone: make(chan struct{}, 1)}
 			switch mode {
-			case ModeRaw, ModeAcked:
-				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, rng: rand.New(rand.NewSource(seed - int64(w.id))),
+			case ModeRaw, ModeAcked, ModeLegacy:
+				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, legacy: mode == ModeLegacy, rng: rand.New(rand.NewSource(seed - int64(w.id))),
 					states: map[string]*learned{}}
 			case ModeGoClient:
 				p, err := newGoClientPath(t, w.group)
@@ -261,7 +261,7 @@ func report(rec *recorder, modes, claims, expectViolation, faults []string) bool
 		c := count(byMode[mode], wByMode[mode])
 		lin := linearizable(byMode[mode], 2*time.Minute)
 		fmt.Printf("%-9s %8d %6d %8s %5d %8d %10d %12d %10d %9d %10s\n",
-			mode, c.Granted, c.Maybe, "-", c.Lost, c.Overlaps, c.TokenRegressions, c.RejectedInLease, c.RejectedStale, c.StaleAccepted, lin)
+			mode, c.Granted, c.Maybe, strconv.FormatInt(rec.refusedOf(mode), 10), c.Lost, c.Overlaps, c.TokenRegressions, c.RejectedInLease, c.RejectedStale, c.StaleAccepted, lin)
 		if details := topDetails(byMode[mode]); details != "" {
 			notes = append(notes, fmt.Sprintf("  %s: indeterminate outcomes: %s", mode, details))
 		}

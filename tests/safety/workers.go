@@ -26,6 +26,11 @@ const (
 	// acknowledgements is released and not used: the client contract's
 	// fail-closed acknowledgement.
 	ModeAcked = "acked"
+	// ModeLegacy: the acknowledgement the clients had before issue 31: INFO
+	// on the same connection before each acquisition, then WAIT
+	// <connected_slaves> only when the master says it has replicas. Kept to
+	// show the checker catching it: a paused master that comes back says 0.
+	ModeLegacy = "legacy"
 	// ModeGoClient: the repository's Go package with its default options,
 	// over a go-redis Sentinel (failover) client.
 	ModeGoClient = "goclient"
@@ -78,8 +83,6 @@ type worker struct {
 	// gc asks the worker to pause its next hold past its lease.
 	gc     atomic.Bool
 	gcDone chan struct{}
-
-	refused atomic.Int64
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -118,7 +121,7 @@ func (w *worker) cycle(ctx context.Context) {
 		Call: call, Return: ret, Token: token, Lease: int64(lease), Detail: detail}
 	switch out {
 	case Refused:
-		w.refused.Add(1)
+		w.rec.refusal(w.mode)
 		w.sleep(ctx, w.between(w.par.backoffs[0], w.par.backoffs[1]))
 		return
 	case Maybe:
@@ -209,6 +212,7 @@ type cmdPath struct {
 	t      *topology
 	group  int
 	acked  bool
+	legacy bool
 	rng    *rand.Rand
 	addr   string
 	c      *redis.Client
@@ -280,7 +284,15 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 		return Refused, 0, false, "no master: " + err.Error()
 	}
 	var st *learned
-	if p.acked {
+	if p.legacy {
+		text, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			p.drop()
+			return Refused, 0, false, "INFO: " + err.Error()
+		}
+		n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
+		st = &learned{expected: n, infoAt: time.Now()}
+	} else if p.acked {
 		st = p.states[addr]
 		if st == nil {
 			// Once per master: what it has. INFO may only raise it later.
@@ -302,7 +314,7 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 		if st.expected > 0 {
 			wait = pipe.Do(ctx, "WAIT", st.expected, syncTimeout)
 		}
-		if time.Since(st.infoAt) > 5*time.Second {
+		if !p.legacy && time.Since(st.infoAt) > 5*time.Second {
 			inf = pipe.Info(ctx, "replication")
 		}
 	}
