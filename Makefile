@@ -389,3 +389,33 @@ node-deps:
 
 test-node: $(if $(PARTS),,node-deps build)
 	cd $(ROOT)/clients/node && npm run build && npm run lint && npm test $(NODE_TEST_ARGS)
+
+# ---- The safety suite (tests/safety, docs/safety.md) ---------------------------
+# A master, 2 replicas and 3 Sentinels (redis-server --sentinel), all with the
+# module, appendfsync always and min-replicas-to-write 1; workers taking fenced
+# locks through the raw commands, the fail-closed acknowledgement (acked), the
+# acknowledgement clients had before issue 31 (legacy) and the Go package;
+# faults from SAFETY_SEED; Porcupine and the counts per mode. Exits non-zero
+# when a mode in SAFETY_CLAIM (default acked) shows a violation.
+# make test-safety: gofmt, go vet, staticcheck, the checker's unit tests, then
+# SAFETY_SHORT_FAILOVERS episodes of each fault (about 3 min), requiring the
+# raw path to show a violation (the checker's own test).
+# make safety: SAFETY_FAILOVERS episodes of each fault (tens of minutes).
+SAFETY_FAILOVERS       ?= 50
+SAFETY_SHORT_FAILOVERS ?= 2
+SAFETY_BIN             := $(ROOT)/target/safety/safety
+.PHONY: safety test-safety safety-bin
+safety-bin:
+	@mkdir -p $(dir $(SAFETY_BIN))
+	@cd $(ROOT)/tests/safety && unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l .)" && \
+	  { [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }; }
+	cd $(ROOT)/tests/safety && $(GO) mod download && $(GO) vet ./... && \
+	  "$$($(GO) env GOPATH)/bin/staticcheck" ./... && $(GO) test -count=1 ./... && \
+	  $(GO) build -o $(SAFETY_BIN) .
+
+test-safety: $(if $(PARTS),,go-deps build) safety-bin
+	SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
+	  nice -n 10 $(SAFETY_BIN)
+
+safety: $(if $(PARTS),,go-deps build) safety-bin
+	SAFETY_FAILOVERS=$(SAFETY_FAILOVERS) nice -n 10 $(SAFETY_BIN)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+const ms = int64(time.Millisecond)
+
+// acq and rel build histories on lock "L" with a 10 s lease, times in ms.
+func acq(owner string, call, ret int64, out Outcome, token int64) Op {
+	return Op{Mode: "m", Lock: "L", Owner: owner, Kind: Acquire, Outcome: out, Call: call * ms, Return: ret * ms, Token: token, Lease: 10_000 * ms}
+}
+
+func rel(owner string, call, ret int64, out Outcome) Op {
+	return Op{Mode: "m", Lock: "L", Owner: owner, Kind: Release, Outcome: out, Call: call * ms, Return: ret * ms}
+}
+
+func checkModel(t *testing.T, name string, ops []Op, want porcupine.CheckResult) {
+	t.Helper()
+	if got := linearizable(ops, 30*time.Second); got != want {
+		t.Errorf("%s: Porcupine says %s, want %s", name, got, want)
+	}
+}
+
+func TestCleanHandoffIsLegal(t *testing.T) {
+	ops := []Op{
+		acq("a", 0, 2, Granted, 1), rel("a", 30, 31, Released),
+		acq("b", 10, 12, Refused, 0), // refused while a held it: not in the model
+		acq("b", 40, 42, Granted, 2), rel("b", 70, 71, Released),
+		acq("c", 80, 81, Granted, 1000), // a jump in tokens (a promoted replica's gap) is fine
+		rel("c", 90, 91, Released),
+	}
+	checkModel(t, "clean", ops, porcupine.Ok)
+	c := count(ops, nil)
+	if c.Lost != 0 || c.Overlaps != 0 || c.TokenRegressions != 0 || c.Granted != 3 {
+		t.Errorf("counts %+v, want 3 grants and no violation", c)
+	}
+}
+
+func TestOverlapIsCaught(t *testing.T) {
+	// b is granted while a's acknowledged hold is neither released nor
+	// past its lease: a's acquisition was lost.
+	ops := []Op{
+		acq("a", 0, 2, Granted, 1),
+		acq("b", 10, 12, Granted, 2), rel("b", 40, 41, Released),
+		rel("a", 50, 51, Released),
+	}
+	checkModel(t, "overlap", ops, porcupine.Illegal)
+	c := count(ops, nil)
+	if c.Overlaps != 1 || c.Lost != 1 {
+		t.Errorf("counts %+v, want 1 overlap and 1 lost", c)
+	}
+}
+
+func TestReleaseFindingTheHoldGoneIsCaught(t *testing.T) {
+	ops := []Op{acq("a", 0, 2, Granted, 1), rel("a", 30, 31, NotHeld)}
+	checkModel(t, "lost", ops, porcupine.Illegal)
+	if c := count(ops, nil); c.Lost != 1 {
+		t.Errorf("counts %+v, want 1 lost", c)
+	}
+}
+
+func TestRepeatedTokenIsCaught(t *testing.T) {
+	// The promoted replica's counter was behind: b gets a's token again.
+	ops := []Op{
+		acq("a", 0, 2, Granted, 5), rel("a", 30, 31, Released),
+		acq("b", 40, 42, Granted, 5), rel("b", 70, 71, Released),
+		acq("c", 80, 82, Granted, 4), rel("c", 90, 91, Released),
+	}
+	checkModel(t, "repeat", ops, porcupine.Illegal)
+	if c := count(ops, nil); c.TokenRegressions != 2 {
+		t.Errorf("counts %+v, want 2 regressions", c)
+	}
+}
+
+func TestIndeterminateMayHaveHappenedOrNot(t *testing.T) {
+	// a's acquisition timed out: it may hold the lock (b is refused, not in
+	// the model) or not (c is granted). Its token is unknown.
+	notHappened := []Op{
+		acq("a", 0, 8000, Maybe, 0), rel("a", 100, 8100, Maybe),
+		acq("c", 200, 202, Granted, 2), rel("c", 230, 231, Released),
+	}
+	checkModel(t, "maybe-not", notHappened, porcupine.Ok)
+	// It happened, with token 7, and was released: a later grant below 7
+	// is a regression only if it happened; it may not have, so it is legal.
+	happened := []Op{
+		acq("a", 0, 8000, Maybe, 7), rel("a", 100, 8100, Maybe),
+		acq("c", 200, 202, Granted, 3), rel("c", 230, 231, Released),
+	}
+	checkModel(t, "maybe-token", happened, porcupine.Ok)
+	// But a definite release by a that replied 1 says it happened.
+	released := []Op{
+		acq("a", 0, 8000, Maybe, 7), rel("a", 100, 101, Released),
+		acq("c", 200, 202, Granted, 3), rel("c", 230, 231, Released),
+	}
+	checkModel(t, "maybe-then-released", released, porcupine.Illegal)
+}
+
+func TestLeaseExpiryIsAllowedOnlyAfterTheLease(t *testing.T) {
+	short := func(o Op) Op { o.Lease = 100 * ms; return o }
+	after := []Op{short(acq("a", 0, 2, Granted, 1)), acq("b", 150, 152, Granted, 2), rel("a", 300, 301, NotHeld)}
+	checkModel(t, "expired", after, porcupine.Ok)
+	if c := count(after, nil); c.Lost != 0 || c.Overlaps != 0 {
+		t.Errorf("counts %+v: a grant after the lease ran out is no overlap", c)
+	}
+	before := []Op{short(acq("a", 0, 2, Granted, 1)), acq("b", 50, 52, Granted, 2)}
+	checkModel(t, "within lease", before, porcupine.Illegal)
+}
+
+func TestManyIndeterminateReleasesStayCheap(t *testing.T) {
+	// A failover: dozens of release retries that failed, then one that
+	// said. The checker must answer at once, not try their orders.
+	ops := []Op{acq("a", 0, 2, Granted, 1)}
+	for i := int64(0); i < 60; i++ {
+		ops = append(ops, rel("a", 10+i*5, 8000+i*5, Maybe))
+	}
+	ops = append(ops, rel("a", 400, 401, Released), acq("b", 500, 501, Granted, 2), rel("b", 510, 511, Released))
+	start := time.Now()
+	checkModel(t, "retries", ops, porcupine.Ok)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("checking took %s", d)
+	}
+}
+
+func TestResourceRefusesLowerTokens(t *testing.T) {
+	rec := newRecorder()
+	res := newResource(rec)
+	lease := int64(time.Hour)
+	if !res.write("m", "L", "a", 5, rec.now(), lease) || res.write("m", "L", "b", 5, rec.now(), lease) || res.write("m", "L", "c", 4, rec.now(), lease) {
+		t.Fatal("the resource must take 5 once and refuse 5 and 4 after it")
+	}
+	// A paused holder: its lease is over when it writes.
+	if res.write("m", "L", "d", 3, rec.now()-2*lease, lease) {
+		t.Fatal("a lower token was accepted")
+	}
+	c := count(nil, rec.writes)
+	if c.RejectedInLease != 2 || c.RejectedStale != 1 || c.Writes != 4 {
+		t.Errorf("counts %+v, want 2 refused in lease, 1 stale", c)
+	}
+}
+
+func TestUnavailability(t *testing.T) {
+	ops := []Op{acq("a", 0, 1000, Granted, 1), acq("b", 0, 1500, Granted, 2), acq("c", 0, 4500, Granted, 3), acq("d", 0, 9000, Granted, 4)}
+	eps := []Episode{{Kind: "k", Start: 1200 * ms, End: 5000 * ms}}
+	// Gaps start at the fault or a grant within the episode and end at the
+	// next grant, in the episode or after it: 1.2-1.5, 1.5-4.5, 4.5-9.
+	if got := unavailability(ops, eps)["k"]; got != 4500*time.Millisecond {
+		t.Errorf("unavailability %s, want 4.5s (from 4.5 s to 9 s)", got)
+	}
+	eps = []Episode{{Kind: "k", Start: 5000 * ms, End: 6000 * ms}}
+	if got := unavailability(ops, eps)["k"]; got != 4000*time.Millisecond {
+		t.Errorf("unavailability %s, want 4s (no grant until 9 s)", got)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	a := schedule([]string{"x", "y"}, 3, rand.New(rand.NewSource(7)))
+	b := schedule([]string{"x", "y"}, 3, rand.New(rand.NewSource(7)))
+	if len(a) != 6 || strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("schedules %v and %v: the same seed must give the same six episodes", a, b)
+	}
+}

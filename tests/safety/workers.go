@@ -1,0 +1,460 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	rwlock "github.com/rwlock/rwlock/clients/go"
+)
+
+// The modes: how a worker takes a lock and what it calls acknowledged.
+const (
+	// ModeRaw: LOCK.ACQUIRE … FENCED and nothing else; the reply is the grant.
+	ModeRaw = "raw"
+	// ModeAcked: the acquisition pipelined with WAIT <expected> 1000, where
+	// expected is the highest replica count ever learned from that master's
+	// INFO (never lowered by what a master says later); a grant with fewer
+	// acknowledgements is released and not used: the client contract's
+	// fail-closed acknowledgement.
+	ModeAcked = "acked"
+	// ModeLegacy: the acknowledgement the clients had before issue 31: INFO
+	// on the same connection before each acquisition, then WAIT
+	// <connected_slaves> only when the master says it has replicas. Kept to
+	// show the checker catching it: a paused master that comes back says 0.
+	ModeLegacy = "legacy"
+	// ModeGoClient: the repository's Go package with its default options,
+	// over a go-redis Sentinel (failover) client.
+	ModeGoClient = "goclient"
+)
+
+const (
+	opTimeout   = 8 * time.Second
+	readTimeout = 6 * time.Second // longer than the 4 s pause: a command sent to a paused master runs when it resumes
+	syncTimeout = 1000            // ms, WAIT's timeout
+)
+
+// params are a run's knobs.
+type params struct {
+	lease    time.Duration // of every ordinary hold: released explicitly long before
+	gcLease  time.Duration // of the paused client's hold
+	gcPause  time.Duration // how long the paused client stops holding it
+	horizon  time.Duration // bound on how late an indeterminate operation can take effect
+	locks    int           // per mode
+	workers  int           // per mode
+	holdMin  time.Duration
+	holdMax  time.Duration
+	backoffs [2]time.Duration
+}
+
+// path is one way of taking and releasing a fenced plain lock.
+type path interface {
+	// acquire replies Granted with the token, Refused, or Maybe (with the
+	// token of a grant that was not acknowledged, and unacked true: the
+	// caller then releases it and counts nothing).
+	acquire(ctx context.Context, lock, owner string, lease time.Duration) (out Outcome, token int64, unacked bool, detail string)
+	release(ctx context.Context, lock, owner string) (Outcome, string)
+	close()
+}
+
+// worker takes locks of its mode in a loop: one owner per attempt (so no
+// hold re-enters), a hold of 20-50 ms with one write to the resource, then
+// the release.
+type worker struct {
+	id    int
+	mode  string
+	group int
+	locks []string
+	p     path
+	rng   *rand.Rand
+	rec   *recorder
+	res   *resource
+	par   params
+	seq   int
+
+	// gc asks the worker to pause its next hold past its lease.
+	gc     atomic.Bool
+	gcDone chan struct{}
+}
+
+func (w *worker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		w.cycle(ctx)
+	}
+	w.p.close()
+}
+
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+func (w *worker) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(w.rng.Int63n(int64(hi-lo)+1))
+}
+
+func (w *worker) cycle(ctx context.Context) {
+	w.seq++
+	lock := w.locks[w.rng.Intn(len(w.locks))]
+	owner := fmt.Sprintf("%s-w%d-%d", w.mode, w.id, w.seq)
+	gc := w.gc.Load()
+	lease := w.par.lease
+	if gc {
+		lease = w.par.gcLease
+	}
+	opCtx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	call := w.rec.now()
+	out, token, unacked, detail := w.p.acquire(opCtx, lock, owner, lease)
+	ret := w.rec.now()
+	cancel()
+	op := Op{Mode: w.mode, Lock: lock, Worker: w.id, Owner: owner, Kind: Acquire, Outcome: out,
+		Call: call, Return: ret, Token: token, Lease: int64(lease), Detail: detail}
+	switch out {
+	case Refused:
+		w.rec.refusal(w.mode)
+		w.sleep(ctx, w.between(w.par.backoffs[0], w.par.backoffs[1]))
+		return
+	case Maybe:
+		// It may take effect until the horizon (a command waiting in a
+		// paused server's socket runs when it resumes).
+		op.Return = max(ret, call+int64(w.par.horizon))
+		w.rec.op(op)
+		if unacked {
+			// The fail-closed path: the grant was not acknowledged, so it is
+			// released on the node that made it; whatever that node replies
+			// says nothing of the surviving history.
+			rctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			rcall := w.rec.now()
+			_, rdetail := w.p.release(rctx, lock, owner)
+			cancel()
+			w.rec.op(Op{Mode: w.mode, Lock: lock, Worker: w.id, Owner: owner, Kind: Release, Outcome: Maybe,
+				Call: rcall, Return: max(w.rec.now(), rcall+int64(w.par.horizon)), Detail: "unacknowledged grant: " + rdetail})
+			return
+		}
+		// An unknown outcome may still hold the lock: release it.
+		w.releaseUntilKnown(lock, owner, call, lease)
+		w.sleep(ctx, w.between(w.par.backoffs[0], w.par.backoffs[1]))
+		return
+	}
+	w.rec.op(op)
+	if gc {
+		// The paused client: it holds the token past its lease, then writes
+		// as if nothing happened. The resource must refuse it when another
+		// owner wrote with a higher token meanwhile.
+		w.sleep(context.Background(), lease+w.par.gcPause)
+	} else {
+		w.sleep(context.Background(), w.between(w.par.holdMin, w.par.holdMax))
+	}
+	w.res.write(w.mode, lock, owner, token, call, int64(lease))
+	w.releaseUntilKnown(lock, owner, call, lease)
+	if gc {
+		w.gc.Store(false)
+		w.gcDone <- struct{}{}
+	}
+}
+
+// releaseUntilKnown releases owner's hold, again after an unknown outcome,
+// until a reply says (released or not held) or the lease is over anyway.
+func (w *worker) releaseUntilKnown(lock, owner string, grantCall int64, lease time.Duration) {
+	until := grantCall + int64(lease) + int64(time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		call := w.rec.now()
+		out, detail := w.p.release(ctx, lock, owner)
+		ret := w.rec.now()
+		cancel()
+		op := Op{Mode: w.mode, Lock: lock, Worker: w.id, Owner: owner, Kind: Release, Outcome: out, Call: call, Return: ret, Detail: detail}
+		if out == Maybe {
+			op.Return = max(ret, call+int64(w.par.horizon))
+		}
+		w.rec.op(op)
+		if out != Maybe || ret > until {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// dialer maps the announced address (a node's replication proxy) to this
+// client group's own proxy in front of the same node.
+func (t *topology) dialer(group int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if n := t.nodeByAnnounced(addr); n != nil {
+			addr = n.clients[group].addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// ---- raw and acked: the commands themselves ----------------------------
+
+// learned is what the acked path learned of one master (by address).
+type learned struct {
+	expected int64
+	infoAt   time.Time
+}
+
+// cmdPath is the raw or the acked path: one connection to the master
+// Sentinel names, asked again after any failure and every second (a
+// client's view of +switch-master, a little late).
+type cmdPath struct {
+	t      *topology
+	group  int
+	acked  bool
+	legacy bool
+	rng    *rand.Rand
+	addr   string
+	c      *redis.Client
+	askAt  time.Time
+	states map[string]*learned
+}
+
+func (p *cmdPath) close() {
+	if p.c != nil {
+		p.c.Close()
+		p.c = nil
+	}
+}
+
+func (p *cmdPath) conn(ctx context.Context) (*redis.Client, string, error) {
+	if p.c != nil && time.Since(p.askAt) < time.Second {
+		return p.c, p.addr, nil
+	}
+	start := p.rng.Intn(len(p.t.sentinels))
+	var err error
+	for i := range p.t.sentinels {
+		s := p.t.sentinels[(start+i)%len(p.t.sentinels)]
+		var addr string
+		if addr, err = askMaster(ctx, s.addr()); err == nil {
+			p.askAt = time.Now()
+			if addr != p.addr || p.c == nil {
+				p.close()
+				p.addr = addr
+				p.c = redis.NewClient(&redis.Options{
+					Addr: addr, Dialer: p.t.dialer(p.group), PoolSize: 1, MaxRetries: -1,
+					DialTimeout: 2 * time.Second, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+					ContextTimeoutEnabled: true,
+				})
+			}
+			return p.c, p.addr, nil
+		}
+	}
+	return nil, "", err
+}
+
+// drop forgets the connection after a failure: the next call asks Sentinel.
+func (p *cmdPath) drop() {
+	p.close()
+	p.addr = ""
+}
+
+// refusedBeforeWriting: the server refused the command before it wrote
+// anything (min-replicas-to-write, a replica, a node loading its data).
+func refusedBeforeWriting(err error) bool {
+	if !serverError(err) {
+		return false
+	}
+	for _, prefix := range []string{"NOREPLICAS", "READONLY", "LOADING"} {
+		if strings.HasPrefix(err.Error(), prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func serverError(err error) bool {
+	var rerr redis.Error
+	return err != nil && errors.As(err, &rerr)
+}
+
+func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
+	c, addr, err := p.conn(ctx)
+	if err != nil {
+		return Refused, 0, false, "no master: " + err.Error()
+	}
+	var st *learned
+	if p.legacy {
+		text, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			p.drop()
+			return Refused, 0, false, "INFO: " + err.Error()
+		}
+		n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
+		st = &learned{expected: n, infoAt: time.Now()}
+	} else if p.acked {
+		st = p.states[addr]
+		if st == nil {
+			// Once per master: what it has. INFO may only raise it later.
+			text, err := c.Info(ctx, "replication").Result()
+			if err != nil {
+				p.drop()
+				return Refused, 0, false, "INFO: " + err.Error()
+			}
+			n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
+			st = &learned{expected: n, infoAt: time.Now()}
+			p.states[addr] = st
+		}
+	}
+	pipe := c.Pipeline()
+	acq := pipe.Do(ctx, "LOCK.ACQUIRE", lock, owner, lease.Milliseconds(), "FENCED")
+	var wait *redis.Cmd
+	var inf *redis.StringCmd
+	if st != nil {
+		if st.expected > 0 {
+			wait = pipe.Do(ctx, "WAIT", st.expected, syncTimeout)
+		}
+		if !p.legacy && time.Since(st.infoAt) > 5*time.Second {
+			inf = pipe.Info(ctx, "replication")
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	if err := acq.Err(); err != nil {
+		if refusedBeforeWriting(err) {
+			p.drop()
+			return Refused, 0, false, err.Error()
+		}
+		if serverError(err) {
+			return Maybe, 0, false, err.Error()
+		}
+		p.drop()
+		return Maybe, 0, false, err.Error()
+	}
+	reply, _ := acq.Val().([]any)
+	if len(reply) != 2 {
+		return Maybe, 0, false, fmt.Sprintf("unexpected reply %#v", acq.Val())
+	}
+	first, _ := reply[0].(int64)
+	token, _ := reply[1].(int64)
+	if first != -1 {
+		return Refused, 0, false, ""
+	}
+	if inf != nil && inf.Err() == nil {
+		n, _ := strconv.ParseInt(parseInfo(inf.Val())["connected_slaves"], 10, 64)
+		st.expected = max(st.expected, n)
+		st.infoAt = time.Now()
+	}
+	if wait != nil {
+		acked, err := wait.Int64()
+		if err != nil || acked < st.expected {
+			if err != nil && !serverError(err) {
+				p.drop()
+			}
+			return Maybe, token, err == nil || serverError(err), fmt.Sprintf("WAIT %d replied %d %v", st.expected, acked, err)
+		}
+	}
+	return Granted, token, false, ""
+}
+
+func (p *cmdPath) release(ctx context.Context, lock, owner string) (Outcome, string) {
+	c, _, err := p.conn(ctx)
+	if err != nil {
+		return Maybe, "no master: " + err.Error()
+	}
+	reply, err := c.Do(ctx, "LOCK.UNLOCK", lock, owner).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return NotHeld, ""
+	case err != nil:
+		if !serverError(err) || strings.HasPrefix(err.Error(), "READONLY") {
+			p.drop()
+		}
+		return Maybe, err.Error()
+	}
+	if n, _ := reply.(int64); n == 1 {
+		return Released, ""
+	}
+	return Maybe, fmt.Sprintf("unexpected unlock reply %v", reply)
+}
+
+// ---- the Go client package --------------------------------------------
+
+type goClientPath struct {
+	rdb   *redis.Client
+	locks *rwlock.Client
+	mu    sync.Mutex
+	held  map[string]*rwlock.Lock // by owner
+}
+
+func newGoClientPath(t *topology, group int) (*goClientPath, error) {
+	var sentinels []string
+	for _, s := range t.sentinels {
+		sentinels = append(sentinels, s.addr())
+	}
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName: masterName, SentinelAddrs: sentinels, Dialer: t.dialer(group),
+		ReadTimeout: readTimeout, WriteTimeout: readTimeout, DialTimeout: 2 * time.Second,
+	})
+	locks, err := rwlock.New(rdb)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &goClientPath{rdb: rdb, locks: locks, held: map[string]*rwlock.Lock{}}, nil
+}
+
+func (p *goClientPath) close() {
+	p.locks.Close()
+	p.rdb.Close()
+}
+
+func (p *goClientPath) acquire(ctx context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
+	l := p.locks.Lock(lock, rwlock.Fenced())
+	ok, err := l.Acquire(ctx, rwlock.WithWait(0), rwlock.WithLease(lease))
+	switch {
+	case errors.Is(err, rwlock.ErrNotSynced):
+		// The package released it already.
+		return Maybe, 0, false, err.Error()
+	case err != nil && refusedBeforeWriting(err):
+		return Refused, 0, false, err.Error()
+	case err != nil:
+		p.mu.Lock()
+		p.held[owner] = l // may hold it: the release below is asked
+		p.mu.Unlock()
+		return Maybe, 0, false, err.Error()
+	case !ok:
+		return Refused, 0, false, ""
+	}
+	token, _ := l.Token()
+	p.mu.Lock()
+	p.held[owner] = l
+	p.mu.Unlock()
+	return Granted, token, false, ""
+}
+
+// release releases the handle made for owner. Owners of this path are the
+// package's own (<uuid>:<n>), so the history's owner names the handle.
+func (p *goClientPath) release(ctx context.Context, lock, owner string) (Outcome, string) {
+	p.mu.Lock()
+	l := p.held[owner]
+	p.mu.Unlock()
+	if l == nil {
+		return NotHeld, "no handle"
+	}
+	err := l.Release(ctx)
+	switch {
+	case err == nil:
+		p.forget(owner)
+		return Released, ""
+	case errors.Is(err, rwlock.ErrNotHeld):
+		p.forget(owner)
+		return NotHeld, ""
+	}
+	return Maybe, err.Error()
+}
+
+func (p *goClientPath) forget(owner string) {
+	p.mu.Lock()
+	delete(p.held, owner)
+	p.mu.Unlock()
+}
