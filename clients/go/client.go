@@ -31,6 +31,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiters map[string]*redis.Client // by node address
+	idle    map[string][]*link       // wait connections not in use, by node address
+	masters map[string]*learned      // what the replica sync learned, by node address
 	closed  bool
 }
 
@@ -66,10 +68,8 @@ func WithWatchdogTimeout(d time.Duration) ClientOption {
 // [DefaultReplicaSync]).
 func WithReplicaSync(s ReplicaSync) ClientOption {
 	return func(c *Client) error {
-		if s.Enabled {
-			if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
-				return err
-			}
+		if err := s.check(); err != nil {
+			return err
 		}
 		c.sync = s
 		return nil
@@ -95,6 +95,8 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		watchdogTimeout: DefaultWatchdogTimeout,
 		sync:            DefaultReplicaSync,
 		waiters:         map[string]*redis.Client{},
+		idle:            map[string][]*link{},
+		masters:         map[string]*learned{},
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -114,10 +116,15 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // until released or their leases end; the go-redis client stays open.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	waiters := c.waiters
-	c.waiters, c.closed = map[string]*redis.Client{}, true
+	waiters, idle := c.waiters, c.idle
+	c.waiters, c.idle, c.closed = map[string]*redis.Client{}, map[string][]*link{}, true
 	c.mu.Unlock()
 	var errs []error
+	for _, links := range idle {
+		for _, lk := range links {
+			errs = append(errs, lk.conn.Close())
+		}
+	}
 	for _, w := range waiters {
 		errs = append(errs, w.Close())
 	}
@@ -199,6 +206,32 @@ func (c *Client) command(ctx context.Context, key string, args ...any) (any, err
 		}
 	}
 	return nilReply(reply, err)
+}
+
+// pipeline runs cmds at once (one round trip) on the master of key; in a
+// cluster, a MOVED reply to the first makes go-redis's cluster client route
+// them again, once. Each command's reply (nil for a nil reply) and error.
+func (c *Client) pipeline(ctx context.Context, key string, cmds [][]any) ([]result, error) {
+	node, err := c.node(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	run := func(p redis.Pipeliner) []result {
+		issued := make([]*redis.Cmd, len(cmds))
+		for i, args := range cmds {
+			issued[i] = p.Do(ctx, args...)
+		}
+		_, execErr := p.Exec(ctx)
+		return pipeResults(issued, execErr)
+	}
+	rs := run(node.Pipeline())
+	if _, ok := movedTo(rs[0].err); ok {
+		if cluster, isCluster := c.rdb.(*redis.ClusterClient); isCluster {
+			cluster.ReloadState(ctx)
+			rs = run(cluster.Pipeline())
+		}
+	}
+	return rs, nil
 }
 
 // nilReply turns go-redis's redis.Nil into a nil reply: the module answers
