@@ -9,7 +9,7 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import LockError
 
@@ -124,6 +124,11 @@ class ReplicaSync:
     When what was asked for did not acknowledge in time, the hold is
     released and the acquisition raises `NotSynced`; so does one the master
     refused with `NOREPLICAS` (its `min-replicas-to-write`)."""
+
+    #: The values of `replicas` and `aof` that are not counts or bools.
+    AUTO: ClassVar[str] = AUTO
+    REQUIRED: ClassVar[str] = REQUIRED
+    OFF: ClassVar[str] = OFF
 
     enabled: bool = True
     timeout: float = DEFAULT_SYNC_TIMEOUT
