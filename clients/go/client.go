@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +30,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiters map[string]*redis.Client // by node address
-	idle    map[string][]*link       // wait connections not in use, by node address
+	idle    *idleLinks               // wait connections not in use
 	masters map[string]*learned      // what the replica sync learned, by node address
 	closed  bool
 }
@@ -95,7 +94,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		watchdogTimeout: DefaultWatchdogTimeout,
 		sync:            DefaultReplicaSync,
 		waiters:         map[string]*redis.Client{},
-		idle:            map[string][]*link{},
+		idle:            newIdleLinks(),
 		masters:         map[string]*learned{},
 	}
 	for _, o := range opts {
@@ -116,15 +115,10 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // until released or their leases end; the go-redis client stays open.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	waiters, idle := c.waiters, c.idle
-	c.waiters, c.idle, c.closed = map[string]*redis.Client{}, map[string][]*link{}, true
+	waiters := c.waiters
+	c.waiters, c.closed = map[string]*redis.Client{}, true
 	c.mu.Unlock()
-	var errs []error
-	for _, links := range idle {
-		for _, lk := range links {
-			errs = append(errs, lk.conn.Close())
-		}
-	}
+	errs := []error{c.idle.closeAll()}
 	for _, w := range waiters {
 		errs = append(errs, w.Close())
 	}
@@ -234,38 +228,34 @@ func (c *Client) pipeline(ctx context.Context, key string, cmds [][]any) ([]resu
 	return rs, nil
 }
 
-// nilReply turns go-redis's redis.Nil into a nil reply: the module answers
-// nil for "acquired" and "not held".
-func nilReply(reply any, err error) (any, error) {
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+// openLink takes a wait connection to the master of key.
+func (c *Client) openLink(ctx context.Context, key string) (*link, error) {
+	node, err := c.node(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	return reply, err
+	return c.linkTo(node.Options(), node.Options().Addr)
 }
 
-// movedTo is the address of a MOVED error reply.
-func movedTo(err error) (string, bool) {
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
-		return "", false
+func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
+	if lk := c.idle.take(addr); lk != nil {
+		return lk, nil
 	}
-	msg := err.Error()
-	if !strings.HasPrefix(msg, "MOVED ") {
-		return "", false
+	w, err := c.waiter(template, addr)
+	if err != nil {
+		return nil, err
 	}
-	fields := strings.Fields(msg)
-	if len(fields) != 3 {
-		return "", false
-	}
-	return fields[2], true
+	return &link{idle: c.idle, addr: addr, conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
 }
 
-// ioError tells a failure of the connection (worth one retry of an
-// idempotent command) from an error reply of the server.
-func ioError(err error) bool {
-	if err == nil {
-		return false
+// master is the learned state of the master at addr.
+func (c *Client) master(addr string) *learned {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.masters[addr]
+	if !ok {
+		m = &learned{}
+		c.masters[addr] = m
 	}
-	var rerr redis.Error
-	return !errors.As(err, &rerr)
+	return m
 }

@@ -29,18 +29,6 @@ type learned struct {
 	asked     time.Time // when an INFO was last sent
 }
 
-// master is the learned state of the master at addr.
-func (c *Client) master(addr string) *learned {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m, ok := c.masters[addr]
-	if !ok {
-		m = &learned{}
-		c.masters[addr] = m
-	}
-	return m
-}
-
 // learn reads an INFO replication/persistence reply: expected only rises.
 func (m *learned) learn(info map[string]string, now time.Time) {
 	replicas, _ := strconv.Atoi(info["connected_slaves"])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,7 @@ const maxIdleLinks = 32
 // acquisitions it waits in the Client's idle list, so that its CLIENT ID
 // (needed to end a cancelled wait) is asked once per connection.
 type link struct {
-	c        *Client
+	idle     *idleLinks // where it waits between acquisitions
 	addr     string
 	conn     *redis.Conn
 	waiter   *redis.Client  // the pool conn came from: other connections to the same node
@@ -37,46 +38,62 @@ type link struct {
 	broken   bool           // a call failed midway: the connection is not reused
 }
 
-// openLink takes a wait connection to the master of key.
-func (c *Client) openLink(ctx context.Context, key string) (*link, error) {
-	node, err := c.node(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return c.linkTo(node.Options(), node.Options().Addr)
-}
-
-func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
-	c.mu.Lock()
-	if idle := c.idle[addr]; len(idle) > 0 {
-		lk := idle[len(idle)-1]
-		c.idle[addr] = idle[:len(idle)-1]
-		c.mu.Unlock()
-		return lk, nil
-	}
-	c.mu.Unlock()
-	w, err := c.waiter(template, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &link{c: c, addr: addr, conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
-}
-
 // close puts the connection back in the Client's idle list, or closes it
 // (back to go-redis's pool, which drops it if a call failed midway) when it
 // failed, the list is full or the Client closed.
 func (l *link) close() {
-	if !l.broken {
-		c := l.c
-		c.mu.Lock()
-		if !c.closed && len(c.idle[l.addr]) < maxIdleLinks {
-			c.idle[l.addr] = append(c.idle[l.addr], l)
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
+	if !l.broken && l.idle.put(l) {
+		return
 	}
 	_ = l.conn.Close()
+}
+
+// idleLinks are a Client's wait connections between acquisitions, by node
+// address.
+type idleLinks struct {
+	mu     sync.Mutex
+	byAddr map[string][]*link
+	closed bool
+}
+
+func newIdleLinks() *idleLinks { return &idleLinks{byAddr: map[string][]*link{}} }
+
+// take is an idle link to addr, or nil.
+func (i *idleLinks) take(addr string) *link {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	links := i.byAddr[addr]
+	if len(links) == 0 {
+		return nil
+	}
+	i.byAddr[addr] = links[:len(links)-1]
+	return links[len(links)-1]
+}
+
+// put keeps lk unless the list is full or closed.
+func (i *idleLinks) put(lk *link) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed || len(i.byAddr[lk.addr]) >= maxIdleLinks {
+		return false
+	}
+	i.byAddr[lk.addr] = append(i.byAddr[lk.addr], lk)
+	return true
+}
+
+// closeAll closes every idle link's connection, and keeps none after.
+func (i *idleLinks) closeAll() error {
+	i.mu.Lock()
+	byAddr := i.byAddr
+	i.byAddr, i.closed = map[string][]*link{}, true
+	i.mu.Unlock()
+	var errs []error
+	for _, links := range byAddr {
+		for _, lk := range links {
+			errs = append(errs, lk.conn.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // failed marks the link broken when err is the connection's (not a reply).
@@ -100,11 +117,6 @@ func (l *link) do(ctx context.Context, timeout time.Duration, args ...any) (any,
 	reply, err := nilReply(l.conn.Do(ctx, args...).Result())
 	l.failed(err)
 	return reply, err
-}
-
-type result struct {
-	reply any
-	err   error
 }
 
 // wait sends a pipeline whose first command may BLOCK for blockMs (0:
@@ -164,29 +176,6 @@ func (l *link) pipe(ctx context.Context, cmds [][]any) []result {
 	rs := pipeResults(issued, execErr)
 	for _, r := range rs {
 		l.failed(r.err)
-	}
-	return rs
-}
-
-// pipeResults is each command's reply (nil for a nil reply) and error. A
-// command never read (Exec failed before it: a context ended, no
-// connection) has neither value nor error of its own: it gets Exec's.
-func pipeResults(issued []*redis.Cmd, execErr error) []result {
-	rs := make([]result, len(issued))
-	for i, cmd := range issued {
-		reply, err := cmd.Result()
-		if err == nil && reply == nil && ioError(execErr) && !errors.Is(execErr, redis.Nil) {
-			err = execErr
-		}
-		rs[i].reply, rs[i].err = nilReply(reply, err)
-	}
-	return rs
-}
-
-func failedAll(cmds [][]any, err error) []result {
-	rs := make([]result, len(cmds))
-	for i := range rs {
-		rs[i].err = err
 	}
 	return rs
 }

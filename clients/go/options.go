@@ -78,11 +78,11 @@ const (
 // learned from the master.
 var DefaultReplicaSync = ReplicaSync{Enabled: true, Timeout: DefaultSyncTimeout}
 
-// expected is the number of replicas to wait for, given what was learned.
-func (s ReplicaSync) expected(learned int) int {
+// expected is the number of replicas to wait for, given the most seen.
+func (s ReplicaSync) expected(seen int) int {
 	switch {
 	case s.Replicas == ReplicasAuto:
-		return learned
+		return seen
 	case s.Replicas == NoReplicas:
 		return 0
 	}
