@@ -190,7 +190,8 @@ func TestReplicaGone(t *testing.T) {
 		return replica.info(t, "replication", "master_link_status") == "up" &&
 			master.info(t, "replication", "connected_slaves") == "1"
 	})
-	c, _ := newClient(t, master)
+	// A generous timeout: a replica on a busy machine may take more than 1 s.
+	c, _ := newClient(t, master, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: 3 * time.Second}))
 	// Told there are none, after learning there is one.
 	told, _ := newClient(t, master, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: time.Second, Replicas: NoReplicas}))
 	tl := told.Lock("gone")
@@ -220,7 +221,7 @@ func TestReplicaGone(t *testing.T) {
 	})
 	for _, k := range []*Lock{l, c.ReadWriteLock("gone-rw").Write(), c.FairLock("gone-fair")} {
 		_, err := k.Acquire(bg, WithWait(0), WithLease(10*time.Second))
-		if !errors.Is(err, ErrNotSynced) || !strings.Contains(err.Error(), "WAIT 1 1000 replied 0") {
+		if !errors.Is(err, ErrNotSynced) || !strings.Contains(err.Error(), "WAIT 1 3000 replied 0") {
 			t.Fatalf("%s, a replica gone: %v", k.Name(), err)
 		}
 		if got := master.do(t, "EXISTS", k.Name()); got != int64(0) || k.Held() {

@@ -43,8 +43,10 @@ def not_synced_after(lock: Lock) -> float:
 def test_an_acquisition_is_on_the_replica_when_it_returns(start_server: Callable[..., Server]) -> None:
     master, replica = pair(start_server)
     client = master.client()
-    lock = Lock(client, "synced")
-    rw = ReadWriteLock(client, "synced-rw")
+    # A generous timeout: a replica on a busy machine may take more than 1 s.
+    generous = ReplicaSync(timeout=5)
+    lock = Lock(client, "synced", sync=generous)
+    rw = ReadWriteLock(client, "synced-rw", sync=generous)
     for _ in range(20):
         assert lock.acquire(wait=0)
         assert replica.client().exists("synced") == 1
@@ -98,7 +100,7 @@ def test_the_default_sync_timeout_is_redissons_one_second(start_server: Callable
 
 def test_a_master_writing_an_aof(start_server: Callable[..., Server]) -> None:
     master, replica = pair(start_server, "--appendonly", "yes", "--appendfsync", "always")
-    lock = Lock(master.client(), "aof")
+    lock = Lock(master.client(), "aof", sync=ReplicaSync(timeout=5))
     assert lock.acquire(wait=0)
     assert replica.client().exists("aof") == 1
     lock.release()
