@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +30,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiters map[string]*redis.Client // by node address
+	idle    *idleLinks               // wait connections not in use
+	masters map[string]*learned      // what the replica sync learned, by node address
 	closed  bool
 }
 
@@ -66,10 +67,8 @@ func WithWatchdogTimeout(d time.Duration) ClientOption {
 // [DefaultReplicaSync]).
 func WithReplicaSync(s ReplicaSync) ClientOption {
 	return func(c *Client) error {
-		if s.Enabled {
-			if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
-				return err
-			}
+		if err := s.check(); err != nil {
+			return err
 		}
 		c.sync = s
 		return nil
@@ -95,6 +94,8 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 		watchdogTimeout: DefaultWatchdogTimeout,
 		sync:            DefaultReplicaSync,
 		waiters:         map[string]*redis.Client{},
+		idle:            newIdleLinks(),
+		masters:         map[string]*learned{},
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -117,7 +118,7 @@ func (c *Client) Close() error {
 	waiters := c.waiters
 	c.waiters, c.closed = map[string]*redis.Client{}, true
 	c.mu.Unlock()
-	var errs []error
+	errs := []error{c.idle.closeAll()}
 	for _, w := range waiters {
 		errs = append(errs, w.Close())
 	}
@@ -201,38 +202,60 @@ func (c *Client) command(ctx context.Context, key string, args ...any) (any, err
 	return nilReply(reply, err)
 }
 
-// nilReply turns go-redis's redis.Nil into a nil reply: the module answers
-// nil for "acquired" and "not held".
-func nilReply(reply any, err error) (any, error) {
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+// pipeline runs cmds at once (one round trip) on the master of key; in a
+// cluster, a MOVED reply to the first makes go-redis's cluster client route
+// them again, once. Each command's reply (nil for a nil reply) and error.
+func (c *Client) pipeline(ctx context.Context, key string, cmds [][]any) ([]result, error) {
+	node, err := c.node(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	return reply, err
+	run := func(p redis.Pipeliner) []result {
+		issued := make([]*redis.Cmd, len(cmds))
+		for i, args := range cmds {
+			issued[i] = p.Do(ctx, args...)
+		}
+		_, execErr := p.Exec(ctx)
+		return pipeResults(issued, execErr)
+	}
+	rs := run(node.Pipeline())
+	if _, ok := movedTo(rs[0].err); ok {
+		if cluster, isCluster := c.rdb.(*redis.ClusterClient); isCluster {
+			cluster.ReloadState(ctx)
+			rs = run(cluster.Pipeline())
+		}
+	}
+	return rs, nil
 }
 
-// movedTo is the address of a MOVED error reply.
-func movedTo(err error) (string, bool) {
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
-		return "", false
+// openLink takes a wait connection to the master of key.
+func (c *Client) openLink(ctx context.Context, key string) (*link, error) {
+	node, err := c.node(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	msg := err.Error()
-	if !strings.HasPrefix(msg, "MOVED ") {
-		return "", false
-	}
-	fields := strings.Fields(msg)
-	if len(fields) != 3 {
-		return "", false
-	}
-	return fields[2], true
+	return c.linkTo(node.Options(), node.Options().Addr)
 }
 
-// ioError tells a failure of the connection (worth one retry of an
-// idempotent command) from an error reply of the server.
-func ioError(err error) bool {
-	if err == nil {
-		return false
+func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
+	if lk := c.idle.take(addr); lk != nil {
+		return lk, nil
 	}
-	var rerr redis.Error
-	return !errors.As(err, &rerr)
+	w, err := c.waiter(template, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &link{idle: c.idle, addr: addr, conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
+}
+
+// master is the learned state of the master at addr.
+func (c *Client) master(addr string) *learned {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.masters[addr]
+	if !ok {
+		m = &learned{}
+		c.masters[addr] = m
+	}
+	return m
 }

@@ -143,7 +143,7 @@ func TestFairLeaving(t *testing.T) {
 }
 
 // TestFairHolds: re-entry and its release (LEASE and REQUEST, the latch
-// deleted), the watchdog renewing with LOCK.RENEW, a hold forced open found
+// deleted by the last release), the watchdog renewing with LOCK.RENEW, a hold forced open found
 // lost, the non-reentrant fair lock, and options it refuses.
 func TestFairHolds(t *testing.T) {
 	t.Parallel()
@@ -163,8 +163,10 @@ func TestFairHolds(t *testing.T) {
 	if got := s.do(t, "HGET", "fair:holds", l.Owner()); got != "1" {
 		t.Fatalf("count after one release %v", got)
 	}
-	if got := s.do(t, "KEYS", "redisson_unlock_latch:*"); len(got.([]any)) != 0 {
-		t.Fatalf("latches left %v", got)
+	// A re-entered release keeps its own latch (a resend after a lost reply
+	// is answered from it) until the next release's DEL, below.
+	if got := s.do(t, "KEYS", "redisson_unlock_latch:*"); len(got.([]any)) != 1 {
+		t.Fatalf("latches after a re-entered release %v", got)
 	}
 	s.do(t, "FAIRLOCK.FORCEUNLOCK", "fair:holds")
 	select {

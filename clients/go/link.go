@@ -3,9 +3,8 @@ package rwlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,36 +18,90 @@ const (
 	unblockPause = 20 * time.Millisecond
 )
 
+// maxIdleLinks bounds the wait connections a Client keeps per node between
+// acquisitions (their CLIENT ID known); more are given back to the pool.
+const maxIdleLinks = 32
+
 // link is one wait connection to a key's master: taken for an acquisition
 // and its replica sync (they must share a connection: WAIT counts what this
-// connection wrote), or kept for a session hold's whole life.
+// connection wrote), or kept for a session hold's whole life. Between
+// acquisitions it waits in the Client's idle list, so that its CLIENT ID
+// (needed to end a cancelled wait) is asked once per connection.
 type link struct {
+	idle     *idleLinks // where it waits between acquisitions
+	addr     string
 	conn     *redis.Conn
 	waiter   *redis.Client  // the pool conn came from: other connections to the same node
 	template *redis.Options // the node's options: a MOVED reply opens a link to another node with them
 	timeout  time.Duration  // the go-redis client's ReadTimeout for ordinary commands (0: none)
+	id       int64          // CLIENT ID; 0 until asked
+	broken   bool           // a call failed midway: the connection is not reused
 }
 
-// openLink takes a wait connection to the master of key.
-func (c *Client) openLink(ctx context.Context, key string) (*link, error) {
-	node, err := c.node(ctx, key)
-	if err != nil {
-		return nil, err
+// close puts the connection back in the Client's idle list, or closes it
+// (back to go-redis's pool, which drops it if a call failed midway) when it
+// failed, the list is full or the Client closed.
+func (l *link) close() {
+	if !l.broken && l.idle.put(l) {
+		return
 	}
-	return c.linkTo(node.Options(), node.Options().Addr)
+	_ = l.conn.Close()
 }
 
-func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
-	w, err := c.waiter(template, addr)
-	if err != nil {
-		return nil, err
+// idleLinks are a Client's wait connections between acquisitions, by node
+// address.
+type idleLinks struct {
+	mu     sync.Mutex
+	byAddr map[string][]*link
+	closed bool
+}
+
+func newIdleLinks() *idleLinks { return &idleLinks{byAddr: map[string][]*link{}} }
+
+// take is an idle link to addr, or nil.
+func (i *idleLinks) take(addr string) *link {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	links := i.byAddr[addr]
+	if len(links) == 0 {
+		return nil
 	}
-	return &link{conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
+	i.byAddr[addr] = links[:len(links)-1]
+	return links[len(links)-1]
 }
 
-// close gives the connection back to the pool (go-redis drops it instead
-// if a call failed midway).
-func (l *link) close() { _ = l.conn.Close() }
+// put keeps lk unless the list is full or closed.
+func (i *idleLinks) put(lk *link) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed || len(i.byAddr[lk.addr]) >= maxIdleLinks {
+		return false
+	}
+	i.byAddr[lk.addr] = append(i.byAddr[lk.addr], lk)
+	return true
+}
+
+// closeAll closes every idle link's connection, and keeps none after.
+func (i *idleLinks) closeAll() error {
+	i.mu.Lock()
+	byAddr := i.byAddr
+	i.byAddr, i.closed = map[string][]*link{}, true
+	i.mu.Unlock()
+	var errs []error
+	for _, links := range byAddr {
+		for _, lk := range links {
+			errs = append(errs, lk.conn.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failed marks the link broken when err is the connection's (not a reply).
+func (l *link) failed(err error) {
+	if ioError(err) {
+		l.broken = true
+	}
+}
 
 // do sends one command and reads its reply within timeout (0: the go-redis
 // client's read timeout).
@@ -61,55 +114,76 @@ func (l *link) do(ctx context.Context, timeout time.Duration, args ...any) (any,
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return nilReply(l.conn.Do(ctx, args...).Result())
+	reply, err := nilReply(l.conn.Do(ctx, args...).Result())
+	l.failed(err)
+	return reply, err
 }
 
-type result struct {
-	reply any
-	err   error
-}
-
-// wait sends a command that may BLOCK for blockMs (0: without limit; -1: no
-// BLOCK) and reads its reply however long the wait, whatever the go-redis
-// client's read timeout: the deadline is the wait plus a margin. When ctx
-// ends first, the server-side wait is ended with CLIENT UNBLOCK from another
-// connection, and wait returns the command's own outcome (served or not:
-// the caller releases what was served) and ctx's error as cancelled.
-func (l *link) wait(ctx context.Context, blockMs int64, args ...any) (r result, cancelled error) {
-	if blockMs < 0 {
-		reply, err := l.do(ctx, 0, args...)
-		return result{reply, err}, nil
-	}
+// wait sends a pipeline whose first command may BLOCK for blockMs (0:
+// without limit; -1: no BLOCK), and reads every reply however long the
+// wait, whatever the go-redis client's read timeout: the deadline is the
+// wait plus a margin, plus extra for the commands behind it (WAIT). When
+// ctx ends first, the server-side wait is ended with CLIENT UNBLOCK from
+// another connection, and wait returns the commands' own outcome (served
+// or not: the caller releases what was served) and ctx's error as
+// cancelled. An I/O failure leaves every result with its error.
+func (l *link) wait(ctx context.Context, blockMs int64, extra time.Duration, cmds [][]any) (rs []result, cancelled error) {
 	if err := ctx.Err(); err != nil {
-		return result{}, err
+		return failedAll(cmds, err), nil // never sent
 	}
-	id, err := l.conn.ClientID(ctx).Result()
-	if err != nil {
-		return result{err: err}, nil
+	if blockMs < 0 {
+		callCtx := ctx
+		if l.timeout > 0 {
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeout(ctx, l.timeout+extra)
+			defer cancel()
+		}
+		return l.pipe(callCtx, cmds), nil
+	}
+	if l.id == 0 {
+		// Once per connection: the link keeps it while idle.
+		id, err := l.conn.ClientID(ctx).Result()
+		if err != nil {
+			l.failed(err)
+			return failedAll(cmds, err), nil
+		}
+		l.id = id
 	}
 	callCtx := context.WithoutCancel(ctx)
 	if blockMs > 0 {
 		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(callCtx, time.Duration(blockMs)*time.Millisecond+replyMargin)
+		callCtx, cancel = context.WithTimeout(callCtx, time.Duration(blockMs)*time.Millisecond+replyMargin+extra)
 		defer cancel()
 	}
-	done := make(chan result, 1)
-	go func() {
-		r, e := nilReply(l.conn.Do(callCtx, args...).Result())
-		done <- result{r, e}
-	}()
+	done := make(chan []result, 1)
+	go func() { done <- l.pipe(callCtx, cmds) }()
 	select {
-	case r := <-done:
-		return r, nil
+	case rs := <-done:
+		return rs, nil
 	case <-ctx.Done():
 	}
-	return l.unblock(id, done), ctx.Err()
+	return l.unblock(l.id, done), ctx.Err()
+}
+
+// pipe sends cmds at once and reads each reply (nil for a nil reply).
+func (l *link) pipe(ctx context.Context, cmds [][]any) []result {
+	p := l.conn.Pipeline()
+	issued := make([]*redis.Cmd, len(cmds))
+	for i, args := range cmds {
+		issued[i] = p.Do(ctx, args...)
+	}
+	_, execErr := p.Exec(ctx)
+	rs := pipeResults(issued, execErr)
+	for _, r := range rs {
+		l.failed(r.err)
+	}
+	return rs
 }
 
 // unblock ends the wait of the connection with CLIENT ID id: CLIENT UNBLOCK
 // (the module then answers as if the wait ran out) until the reply comes,
 // and if it does not, CLIENT KILL, which ends the wait with the connection.
-func (l *link) unblock(id int64, done <-chan result) result {
+func (l *link) unblock(id int64, done <-chan []result) []result {
 	bg := context.Background()
 	for i := 0; i < unblockTries; i++ {
 		ctx, cancel := context.WithTimeout(bg, time.Second)
@@ -125,52 +199,6 @@ func (l *link) unblock(id int64, done <-chan result) result {
 	_ = l.waiter.Do(ctx, "CLIENT", "KILL", "ID", id).Err()
 	cancel()
 	return <-done
-}
-
-// synced waits for the master's replicas (and AOF) to acknowledge what this
-// connection wrote, per policy; "" when they did, else what fell short.
-func (l *link) synced(ctx context.Context, policy ReplicaSync) (string, error) {
-	if !policy.Enabled {
-		return "", nil
-	}
-	reply, err := l.do(ctx, 0, "INFO", "replication", "persistence")
-	if err != nil {
-		return "", err
-	}
-	text, _ := reply.(string)
-	info := parseInfo(text)
-	timeoutMs, err := millis(policy.Timeout, "replica sync timeout")
-	if err != nil {
-		return "", err
-	}
-	replyTimeout := policy.Timeout + replyMargin
-	if replicas, _ := strconv.ParseInt(info["connected_slaves"], 10, 64); replicas > 0 {
-		reply, err := l.do(ctx, replyTimeout, "WAIT", replicas, timeoutMs)
-		if err != nil {
-			return "", err
-		}
-		if acked, err := integer(reply); err != nil || acked < replicas {
-			return fmt.Sprintf("WAIT %d %d replied %v", replicas, timeoutMs, reply), err
-		}
-	}
-	if policy.AOF && info["aof_enabled"] == "1" {
-		reply, err := l.do(ctx, replyTimeout, "WAITAOF", 1, 0, timeoutMs)
-		var rerr redis.Error
-		if errors.As(err, &rerr) && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-			return "", nil // before Redis 7.2: WAIT alone
-		}
-		if err != nil {
-			return "", err
-		}
-		pair, _ := reply.([]any)
-		if len(pair) != 2 {
-			return "", fmt.Errorf("rwlock: unexpected WAITAOF reply %#v", reply)
-		}
-		if local, err := integer(pair[0]); err != nil || local < 1 {
-			return fmt.Sprintf("WAITAOF 1 0 %d replied %v", timeoutMs, reply), err
-		}
-	}
-	return "", nil
 }
 
 // parseInfo reads the field:value lines of an INFO reply.

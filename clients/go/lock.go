@@ -3,6 +3,7 @@ package rwlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,9 @@ type Lock struct {
 	dog      *watchdog
 	link     *link    // a session's connection
 	latches  []string // the latches of acquisitions since the last release
+	// The latches of re-entered releases answered: deleted by the next
+	// release (a release's own latch must outlive its reply).
+	releaseLatches []string
 }
 
 func newLock(c *Client, p plan, name, owner string, cfg lockConfig, err error) *Lock {
@@ -202,6 +206,20 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 			lk.close()
 		}
 	}()
+	// What the Client learned of the master (once, before its first
+	// acquisition there: nothing is assumed of a master never heard from).
+	var m *learned
+	if l.c.sync.Enabled {
+		m = l.c.master(lk.addr)
+		if l.c.sync.learns() && !m.isKnown() {
+			reply, err := lk.do(ctx, 0, infoArgs...)
+			if err != nil {
+				return outcome{}, err
+			}
+			text, _ := reply.(string)
+			m.learn(parseInfo(text), time.Now())
+		}
+	}
 	// A fresh request id per acquisition: its one resend below is answered
 	// from the server's latch.
 	id := ""
@@ -209,10 +227,9 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		id = uuid.NewString()
 	}
 	began := time.Now()
-	resent := false
-	args := l.plan.acquire(l.owner, r, l.cfg.session, id)
-	res, cancelled := lk.wait(ctx, r.block, args...)
-	if addr, moved := movedTo(res.err); moved && cancelled == nil && session == nil {
+	p := l.pipeline(l.plan.acquire(l.owner, r, l.cfg.session, id), m, r, "")
+	rs, cancelled := lk.wait(ctx, r.block, p.extra, p.cmds)
+	if addr, moved := movedTo(rs[0].err); moved && cancelled == nil && session == nil {
 		// The slot moved to another master (a reshard): ask that one.
 		if cluster, ok := l.c.rdb.(*redis.ClusterClient); ok {
 			cluster.ReloadState(ctx)
@@ -221,9 +238,9 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		if lk, err = l.c.linkTo(lk.template, addr); err != nil {
 			return outcome{}, err
 		}
-		res, cancelled = lk.wait(ctx, r.block, args...)
+		rs, cancelled = lk.wait(ctx, r.block, p.extra, p.cmds)
 	}
-	if ioError(res.err) && cancelled == nil && ctx.Err() == nil && session == nil && id != "" {
+	if ioError(rs[0].err) && cancelled == nil && ctx.Err() == nil && session == nil && id != "" {
 		// The reply was lost (the connection failed or timed out): the
 		// server may or may not have granted it. Once more, on a new
 		// connection, with the same request id and what is left of the
@@ -237,11 +254,12 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		}
 		lk.close()
 		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
-			return outcome{}, errors.Join(res.err, err)
+			return outcome{}, errors.Join(rs[0].err, err)
 		}
-		res, cancelled = lk.wait(ctx, retry.block, l.plan.acquire(l.owner, retry, l.cfg.session, id)...)
-		resent = true
+		p = l.pipeline(l.plan.acquire(l.owner, retry, l.cfg.session, id), m, retry, id)
+		rs, cancelled = lk.wait(ctx, retry.block, p.extra, p.cmds)
 	}
+	res := rs[0]
 	if res.err != nil {
 		if session != nil && cancelled == nil && ioError(res.err) {
 			// The session's connection broke, and its holds went with it.
@@ -253,11 +271,16 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
 			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
 		}
+		if strings.HasPrefix(res.err.Error(), "NOREPLICAS") {
+			// The master's min-replicas-to-write refused it: nothing written.
+			return outcome{}, newError(ErrNotSynced, l.name, "the master refused the write: "+res.err.Error())
+		}
 		if cancelled != nil {
 			return outcome{}, cancelled
 		}
 		return outcome{}, res.err
 	}
+	detail, syncErr := l.checkSync(p, rs, m)
 	o, err := l.plan.outcome(res.reply, r)
 	if err != nil {
 		return outcome{}, err
@@ -269,22 +292,12 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 		return outcome{}, cancelled
 	}
 	if !o.acquired {
-		return o, nil
+		return o, nil // what WAIT replied is of no interest: nothing was taken
 	}
-	if resent && l.c.sync.Enabled {
-		// A replay writes nothing on this connection, so its WAIT would not
-		// cover the grant the first send wrote: one write of the latch here
-		// (its expiry set again) puts this connection past it.
-		if _, err := lk.do(ctx, 0, "PEXPIRE", acquireLatchKey(l.name, id), r.latchTTL()); err != nil {
-			l.undo(lk, r)
-			return outcome{}, err
-		}
-	}
-	detail, err := lk.synced(ctx, l.c.sync)
-	if err != nil || detail != "" {
+	if syncErr != nil || detail != "" {
 		l.undo(lk, r)
-		if err != nil {
-			return outcome{}, err
+		if syncErr != nil {
+			return outcome{}, syncErr
 		}
 		return outcome{}, newError(ErrNotSynced, l.name, detail+"; the hold was released")
 	}
@@ -294,6 +307,83 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 	}
 	l.record(r, o, lk, keep, id)
 	return o, nil
+}
+
+// acquisition is an acquisition's pipeline: the commands, and how much
+// longer than the acquisition's own reply they may take to answer.
+type acquisition struct {
+	cmds  [][]any
+	extra time.Duration
+}
+
+// pipeline is the acquisition, then: after a resend (resentID), its
+// latch's expiry set again (a replay writes nothing on this connection, so
+// WAIT would not cover the grant the first send wrote: this write puts the
+// connection past it); WAIT and WAITAOF as learned (m nil: sync off); the
+// periodic INFO when due. One round trip.
+func (l *Lock) pipeline(args []any, m *learned, r request, resentID string) acquisition {
+	p := acquisition{cmds: [][]any{args}}
+	if m == nil {
+		return p
+	}
+	if resentID != "" {
+		p.cmds = append(p.cmds, []any{"PEXPIRE", acquireLatchKey(l.name, resentID), r.latchTTL()})
+	}
+	syncs := m.syncCommands(l.c.sync)
+	p.cmds = append(p.cmds, syncs...)
+	if len(syncs) > 0 {
+		p.extra = time.Duration(len(syncs))*l.c.sync.Timeout + replyMargin
+	}
+	if l.c.sync.learns() && m.refreshDue(time.Now()) {
+		p.cmds = append(p.cmds, infoArgs)
+	}
+	return p
+}
+
+// checkSync reads the replies behind the acquisition: what a refreshing
+// INFO says is learned; a WAIT or WAITAOF that fell short is described
+// ("" when all acknowledged); a reply lost is an error.
+func (l *Lock) checkSync(p acquisition, rs []result, m *learned) (string, error) {
+	detail := ""
+	var failure error
+	for i, args := range p.cmds[1:] {
+		res := rs[i+1]
+		name, _ := args[0].(string)
+		if name == "INFO" {
+			if text, ok := res.reply.(string); ok && res.err == nil {
+				m.learn(parseInfo(text), time.Now())
+			}
+			continue
+		}
+		if detail != "" || failure != nil {
+			continue
+		}
+		said := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(args), "["), "]")
+		switch {
+		case ioError(res.err):
+			failure = res.err
+		case res.err != nil && name == "WAITAOF" && l.c.sync.AOF == AOFAuto &&
+			strings.Contains(strings.ToLower(res.err.Error()), "unknown command"):
+			m.lacksWaitAOF() // before Redis 7.2: WAIT alone
+		case res.err != nil && name == "PEXPIRE":
+			failure = res.err
+		case res.err != nil:
+			detail = fmt.Sprintf("%s replied the error %v", said, res.err)
+		case name == "WAIT":
+			want, _ := args[1].(int64)
+			if acked, err := integer(res.reply); err != nil || acked < want {
+				detail = fmt.Sprintf("%s replied %v", said, res.reply)
+			}
+		case name == "WAITAOF":
+			pair, _ := res.reply.([]any)
+			if len(pair) != 2 {
+				failure = fmt.Errorf("rwlock: unexpected WAITAOF reply %#v", res.reply)
+			} else if local, err := integer(pair[0]); err != nil || local < 1 {
+				detail = fmt.Sprintf("%s replied %v", said, res.reply)
+			}
+		}
+	}
+	return detail, failure
 }
 
 // leaveLine takes the owner out of a line (the fair lock's) a failed wait
@@ -399,14 +489,16 @@ func (l *Lock) Release(ctx context.Context) error {
 		defer l.sessionMu.Unlock()
 	}
 	l.mu.Lock()
-	lk, leaseMs, wasLost, latches := l.link, l.leaseMs, l.lost, l.latches
-	l.latches = nil
+	lk, leaseMs, wasLost, count := l.link, l.leaseMs, l.lost, l.count
+	latches, earlier := l.latches, l.releaseLatches
+	l.latches, l.releaseLatches = nil, nil
 	l.mu.Unlock()
 	if leaseMs == 0 {
 		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
 	}
 	var reply any
 	var err error
+	resentLast := false
 	switch {
 	case lk != nil:
 		reply, err = lk.do(ctx, 0, l.plan.release(l.owner, leaseMs, "")...)
@@ -416,21 +508,43 @@ func (l *Lock) Release(ctx context.Context) error {
 			return newError(ErrNotHeld, l.name, "the session's connection closed: "+err.Error())
 		}
 	case l.plan.latched() && !l.cfg.session:
+		// One round trip: the release and, in its pipeline, a DEL of the
+		// latches whose replies came (the acquisitions' since the last
+		// release, and those of re-entered releases before). The release's
+		// own latch goes in the same DEL when it is the handle's last hold;
+		// after a re-entered release it waits for the next release's DEL
+		// (or expires), so that this release, resent after a lost reply,
+		// is answered from it instead of releasing a second hold. A DEL
+		// that failed leaves its latches to expire (13.5 s).
 		id := uuid.NewString()
-		args := l.plan.release(l.owner, leaseMs, id)
-		reply, err = l.c.command(ctx, l.plan.key(), args...)
-		if ioError(err) && ctx.Err() == nil {
-			reply, err = l.c.command(ctx, l.plan.key(), args...)
+		last := count <= 1
+		del := []any{"DEL"}
+		if last {
+			del = append(del, latchKey(l.name, id))
+		} else {
+			l.mu.Lock()
+			l.releaseLatches = append(l.releaseLatches, latchKey(l.name, id))
+			l.mu.Unlock()
 		}
-		if err == nil {
-			// The release's latch and those of the acquisitions before it,
-			// in the one DEL Redisson sends; a failed DEL leaves them to
-			// expire on their own (13.5 s).
-			del := []any{"DEL", latchKey(l.name, id)}
-			for _, k := range latches {
-				del = append(del, k)
+		for _, k := range append(earlier, latches...) {
+			del = append(del, k)
+		}
+		cmds := [][]any{l.plan.release(l.owner, leaseMs, id)}
+		if len(del) > 1 {
+			cmds = append(cmds, del)
+		}
+		var rs []result
+		if rs, err = l.c.pipeline(ctx, l.plan.key(), cmds); err == nil {
+			reply, err = rs[0].reply, rs[0].err
+		}
+		if ioError(err) && ctx.Err() == nil {
+			if rs, err = l.c.pipeline(ctx, l.plan.key(), cmds); err == nil {
+				reply, err = rs[0].reply, rs[0].err
 			}
-			_, _ = l.c.command(ctx, l.plan.key(), del...)
+			// The handle's last hold, whose first send's pipeline may have
+			// deleted its latch too: "held nothing" then means that first
+			// send released it.
+			resentLast = last && len(cmds) > 1
 		}
 	default:
 		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
@@ -441,6 +555,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	state, err := l.plan.released(reply)
 	if err != nil {
 		return err
+	}
+	if state == -1 && resentLast && !wasLost {
+		state = 1
 	}
 	l.mu.Lock()
 	l.count--
@@ -467,7 +584,7 @@ func (l *Lock) forget() {
 	}
 	l.end()
 	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
-	l.latches = nil
+	l.latches, l.releaseLatches = nil, nil
 	lk := l.link
 	l.link = nil
 	l.mu.Unlock()

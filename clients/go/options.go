@@ -29,20 +29,86 @@ const unlockLatchTTL = 13500
 // maxMillis is the module's largest lease or wait (ten years).
 const maxMillis = 315360000000
 
-// ReplicaSync says what an acquisition waits for after the master took it,
-// as Redisson's checkLockSyncedSlaves does (on by default): WAIT for every
-// connected replica and, when the master writes an AOF and has WAITAOF
-// (Redis 7.2+) and AOF is true, WAITAOF 1 0. A master without replicas costs
-// one INFO. When not everything acknowledged within Timeout, the hold is
-// released and the acquisition fails with [ErrNotSynced].
+// ReplicaSync says what an acquisition waits for once the master granted
+// it, as Redisson's checkLockSyncedSlaves (on by default). WAIT and WAITAOF
+// go in the acquisition's own pipeline, so they cost no round trip. When
+// what was asked for did not acknowledge within Timeout, the hold is
+// released and the acquisition fails with [ErrNotSynced]; so does one the
+// master refused with NOREPLICAS (its min-replicas-to-write).
 type ReplicaSync struct {
+	// Enabled: off, an acquisition returns as soon as the master has it.
 	Enabled bool
+	// Timeout bounds WAIT and WAITAOF (Redisson's slavesSyncTimeout, 1 s).
 	Timeout time.Duration
-	AOF     bool
+	// Replicas: [ReplicasAuto] (0, the default) waits for the highest
+	// number of replicas the Client ever learned the master to have (from
+	// INFO, before its first acquisition there and every 5 s after, in an
+	// acquisition's pipeline). A master that later says it has fewer (one
+	// paused, or cut off and about to be demoted) does not lower it: its
+	// acquisitions fail instead of going unreplicated. Lowering it takes a
+	// new Client, or an explicit count. N > 0 waits for exactly N replicas;
+	// [NoReplicas] never waits for replicas.
+	Replicas int
+	// AOF: [AOFAuto] (the default) waits for the master's fsync (WAITAOF
+	// 1 0) when its INFO says it writes an AOF and it has WAITAOF (Redis
+	// 7.2+); [AOFRequired] always (a master without an AOF or WAITAOF then
+	// fails every acquisition); [AOFOff] never.
+	AOF AOFPolicy
 }
 
-// DefaultReplicaSync is the default policy: enabled, 1 s, AOF too.
-var DefaultReplicaSync = ReplicaSync{Enabled: true, Timeout: DefaultSyncTimeout, AOF: true}
+// The values of [ReplicaSync.Replicas] that are not a count.
+const (
+	// ReplicasAuto learns the count from the master, as a high-water mark.
+	ReplicasAuto = 0
+	// NoReplicas never waits for replicas (an explicit 0).
+	NoReplicas = -1
+)
+
+// AOFPolicy says when an acquisition waits for the master's AOF fsync.
+type AOFPolicy int
+
+// The AOF policies.
+const (
+	AOFAuto     AOFPolicy = iota // when the master says it writes an AOF
+	AOFRequired                  // always
+	AOFOff                       // never
+)
+
+// DefaultReplicaSync is the default policy: enabled, 1 s, replicas and AOF
+// learned from the master.
+var DefaultReplicaSync = ReplicaSync{Enabled: true, Timeout: DefaultSyncTimeout}
+
+// expected is the number of replicas to wait for, given the most seen.
+func (s ReplicaSync) expected(seen int) int {
+	switch {
+	case s.Replicas == ReplicasAuto:
+		return seen
+	case s.Replicas == NoReplicas:
+		return 0
+	}
+	return s.Replicas
+}
+
+// learns tells whether acquisitions need what the master's INFO says.
+func (s ReplicaSync) learns() bool {
+	return s.Enabled && (s.Replicas == ReplicasAuto || s.AOF == AOFAuto)
+}
+
+func (s ReplicaSync) check() error {
+	if !s.Enabled {
+		return nil
+	}
+	if _, err := millis(s.Timeout, "replica sync timeout"); err != nil {
+		return err
+	}
+	if s.Replicas < NoReplicas {
+		return fmt.Errorf("rwlock: ReplicaSync.Replicas %d: ReplicasAuto, NoReplicas or a count", s.Replicas)
+	}
+	if s.AOF < AOFAuto || s.AOF > AOFOff {
+		return fmt.Errorf("rwlock: ReplicaSync.AOF %d: AOFAuto, AOFRequired or AOFOff", s.AOF)
+	}
+	return nil
+}
 
 // AcquireOption sets one acquisition's wait and lease.
 type AcquireOption func(*acquireConfig)

@@ -120,3 +120,89 @@ class DropReplyProxy:
             except OSError:
                 pass
         self._thread.join(5)
+
+
+class CountingProxy:
+    """Forwards every byte both ways and counts **round trips**: a chunk the
+    client sends after the server last answered on that connection (or as
+    its first) starts one; the rest of a pipeline, sent before any reply
+    came, is part of it. `turns` is the sum over the proxy's connections."""
+
+    def __init__(self, server_port: int) -> None:
+        self.server_port = server_port
+        self.turns = 0
+        self._guard = threading.Lock()
+        self._sockets: List[socket.socket] = []
+        self._closed = False
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self._listener.settimeout(0.1)
+        self.port: int = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, daemon=True, name="counting-proxy")
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except socket.timeout:
+                with self._guard:
+                    if self._closed:
+                        return
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            upstream = socket.create_connection(("127.0.0.1", self.server_port))
+            with self._guard:
+                if self._closed:
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets += [client, upstream]
+            threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
+
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(client, selectors.EVENT_READ)
+        selector.register(upstream, selectors.EVENT_READ)
+        answered = True  # the next chunk from the client starts a round trip
+        try:
+            while True:
+                for key, _ in selector.select(timeout=0.5):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    if sock is upstream:
+                        answered = True
+                        client.sendall(data)
+                    else:
+                        if answered:
+                            with self._guard:
+                                self.turns += 1
+                            answered = False
+                        upstream.sendall(data)
+                with self._guard:
+                    if self._closed:
+                        return
+        except OSError:
+            return
+        finally:
+            selector.close()
+            for sock in (upstream, client):
+                sock.close()
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            sockets, self._sockets = self._sockets, []
+        self._listener.close()
+        for sock in sockets:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self._thread.join(5)

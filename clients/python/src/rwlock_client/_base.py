@@ -29,13 +29,14 @@ from ._core import (
     PlainPlan,
     Plan,
     ReadWritePlan,
+    AUTO,
+    Learned,
     ReplicaSync,
     block_of,
     new_request_id,
     parse_info,
     reply_timeout,
     request_ttl,
-    sync_commands,
     synced,
     to_ms,
 )
@@ -56,12 +57,35 @@ class Reconnect:
 #: The one `Reconnect` step.
 RECONNECT = Reconnect()
 
-#: A command and how long to wait for its reply (`Link.call`'s timeout), or
-#: `RECONNECT`.
-Step = Union[Tuple[Args, Optional[float]], Reconnect]
+
+class AskMaster:
+    """The step a conversation yields for what its client object learned
+    of the master its connection goes to; it is sent that `Learned`."""
+
+
+#: The one `AskMaster` step.
+MASTER = AskMaster()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The step that sends several commands at once (a pipeline: one round
+    trip) and reads their replies, each within its own timeout (as
+    `Link.call`'s). It is sent the list of replies, an error reply in its
+    place as the `ResponseError` it is; a connection error is thrown."""
+
+    commands: List[Args]
+    timeouts: List[Optional[float]]
+
+
+#: A command and how long to wait for its reply (`Link.call`'s timeout), a
+#: `Batch`, `RECONNECT` or `MASTER`.
+Step = Union[Tuple[Args, Optional[float]], Batch, Reconnect, AskMaster]
 
 #: A conversation with the server that ends with a T.
 Conversation = Generator[Step, Any, T]
+
+INFO: Args = ["INFO", "replication", "persistence"]
 
 
 @dataclass
@@ -77,6 +101,24 @@ class Held(Generic[LinkT, DogT]):
     # The request ids of acquisitions answered since the last release: their
     # latches go with the next release's latch (one DEL), or expire.
     latches: List[str] = field(default_factory=list)
+    # The latches of re-entered releases answered: their DEL waits for the
+    # next release (a release's own latch must outlive its reply).
+    release_latches: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Releasing:
+    """A release's pipeline; `requested`: it carries a request id (it is
+    resent once after a lost reply); `own_latch`: its `DEL` deletes the
+    release's own latch too (the owner's last hold here)."""
+
+    commands: List[Args]
+    requested: bool
+    own_latch: bool
+
+    @property
+    def timeouts(self) -> List[Optional[float]]:
+        return [DEFAULT] * len(self.commands)
 
 
 @dataclass(frozen=True)
@@ -173,7 +215,8 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             return state, (state.link if state is not None else None)
 
     def _acquiring(self, request: Request, resend: bool) -> Conversation[Outcome]:
-        """The acquisition, then the replica sync of what it took.
+        """The acquisition, with the replica sync of what it takes in the
+        same pipeline (one round trip).
 
         A single lock's acquisition carries a fresh request id
         (`REQUEST id ttl`). When its reply is lost (a connection error or a
@@ -190,10 +233,17 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         ident = new_request_id() if self._plan.requests else None
         ids = [] if ident is None else [ident]
         started = time.monotonic()
-        resent = False
+        learned: Optional[Learned] = None
+        if self.sync.enabled:
+            learned = yield MASTER
+            if self.sync.learns and not learned.learned:
+                # Nothing is assumed of a master never heard from: one INFO
+                # first (once per master and client object).
+                learned.learn(parse_info((yield INFO, DEFAULT)), time.monotonic())
         try:
             try:
-                reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
+                batch = self._batch(request, block_ms, ident, learned, resent=False)
+                replies = yield batch
             except (ConnectionError, TimeoutError):
                 if ident is None or not resend:
                     raise
@@ -202,22 +252,84 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
                     ident = new_request_id()
                     ids.append(ident)
                 block_ms = _remaining(block_ms, started)
-                resent = True
-                reply = yield self._acquisition(request, block_ms, ident), reply_timeout(block_ms)
+                batch = self._batch(request, block_ms, ident, learned, resent=True)
+                replies = yield batch
+            reply, syncs = self._read_batch(batch, replies, learned)
         except ResponseError as e:
             if str(e).startswith("NON_REENTRANT"):
                 raise NotReentrant(f"{self.name}: {e}") from e
+            if str(e).startswith("NOREPLICAS"):
+                raise NotSynced(f"{self.name}: the master refused the write: {e}") from e
             raise
         outcome = dataclasses.replace(self._plan.outcome(reply, block_ms), requests=tuple(ids))
         if outcome.acquired:
-            if resent and ident is not None and self.sync.enabled:
-                # A replay writes nothing on this connection, so WAIT here
-                # would not cover the grant the first send wrote: one write
-                # on it (the latch's expiry again) makes WAIT count it.
-                ttl = request_ttl(block_ms)
-                yield ["PEXPIRE", self._plan.acquire_latch(ident), ttl], DEFAULT
-            yield from self._synchronizing(request.owner)
+            failed = self._unsynced(syncs, learned)
+            if failed is not None:
+                yield self._plan.release(request.owner), DEFAULT
+                raise NotSynced(f"{self.name}: {failed} within {self.sync.timeout} s; the hold was released")
         return outcome
+
+    def _batch(
+        self,
+        request: Request,
+        block_ms: Optional[int],
+        ident: Optional[str],
+        learned: Optional[Learned],
+        resent: bool,
+    ) -> Batch:
+        """The acquisition's pipeline: the acquisition; after a resend, its
+        latch's expiry set again (a replay writes nothing on this
+        connection, so WAIT would not cover the grant the first send
+        wrote: this write puts the connection past it); `WAIT` and
+        `WAITAOF` as learned; the periodic INFO when due. The sync
+        commands' replies come after the acquisition's: each is read
+        within the sync timeout and a margin."""
+        commands = [self._acquisition(request, block_ms, ident)]
+        timeouts = [reply_timeout(block_ms)]
+        if learned is None:
+            return Batch(commands, timeouts)
+        if resent and ident is not None:
+            commands.append(["PEXPIRE", self._plan.acquire_latch(ident), request_ttl(block_ms)])
+            timeouts.append(DEFAULT)
+        for command in learned.sync_commands(self.sync):
+            commands.append(command)
+            timeouts.append(self.sync.timeout + REPLY_MARGIN)
+        if self.sync.learns and learned.refresh_due(time.monotonic()):
+            commands.append(INFO)
+            timeouts.append(DEFAULT)
+        return Batch(commands, timeouts)
+
+    @staticmethod
+    def _read_batch(
+        batch: Batch, replies: List[Any], learned: Optional[Learned]
+    ) -> Tuple[Any, List[Tuple[Args, Any]]]:
+        """The acquisition's reply (raised when an error reply) and each
+        sync command with its reply; a refreshing INFO's reply is learned
+        (for the acquisitions after this one)."""
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        syncs: List[Tuple[Args, Any]] = []
+        for command, reply in zip(batch.commands[1:], replies[1:]):
+            if command[0] in ("WAIT", "WAITAOF"):
+                syncs.append((command, reply))
+            elif command is INFO and learned is not None and not isinstance(reply, Exception):
+                learned.learn(parse_info(reply), time.monotonic())
+        return replies[0], syncs
+
+    def _unsynced(self, syncs: List[Tuple[Args, Any]], learned: Optional[Learned]) -> Optional[str]:
+        """What fell short of the sync asked for (None: nothing)."""
+        for command, reply in syncs:
+            said = " ".join(str(a) for a in command)
+            if isinstance(reply, Exception):
+                unknown = "unknown command" in str(reply).lower()
+                if command[0] == "WAITAOF" and unknown and self.sync.aof_mode == AUTO:
+                    if learned is not None:
+                        learned.no_waitaof()  # before Redis 7.2: WAIT alone
+                    continue
+                return f"{said} replied the error {reply}"
+            if not synced(command, reply):
+                return f"{said} replied {reply!r}"
+        return None
 
     def _acquisition(self, request: Request, block_ms: Optional[int], ident: Optional[str]) -> Args:
         ttl = request_ttl(block_ms)
@@ -228,26 +340,6 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             self.session,
             None if ident is None else (ident, ttl),
         )
-
-    def _synchronizing(self, owner: str) -> Conversation[None]:
-        """WAIT (and WAITAOF) for the hold just taken; released again and
-        NotSynced raised when the replicas did not all acknowledge it."""
-        if not self.sync.enabled:
-            return
-        info = parse_info((yield ["INFO", "replication", "persistence"], DEFAULT))
-        for command in sync_commands(info, self.sync):
-            try:
-                reply = yield command, self.sync.timeout + REPLY_MARGIN
-            except ResponseError as e:
-                if command[0] == "WAITAOF" and "unknown command" in str(e).lower():
-                    continue  # before Redis 7.2: WAIT alone
-                raise
-            if not synced(command, reply):
-                yield self._plan.release(owner), DEFAULT
-                raise NotSynced(
-                    f"{self.name}: {command[0]} replied {reply!r} within "
-                    f"{self.sync.timeout} s; the hold was released"
-                )
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
@@ -320,30 +412,58 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         request = str(uuid.uuid4()) if single and not session else None
         return self._plan.release(owner, lease_ms, request), request
 
-    def _latches(self, state: Optional[Held[LinkT, DogT]], request: Optional[str]) -> Args:
-        """The keys a release's `DEL` deletes once it has its reply: the
-        release's latch and those of the acquisitions answered since the
-        last release (their replies came; nothing resends them). Without a
-        release latch (a session's release) no `DEL` is sent, to spend no
-        round trip: the acquisitions' latches then expire on their own."""
+    def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> "Releasing":
+        """A release's pipeline (one round trip): the release, and a `DEL`
+        of the latches whose replies came: the acquisitions' since the last
+        release, and those of re-entered releases before it. The release's
+        own latch goes in the same `DEL` when it is the owner's last hold
+        here; after a re-entered release it waits for the next release's
+        `DEL` (or expires), so that this release, resent after a lost
+        reply, is still answered from it instead of releasing a second
+        hold. A release without a request id (a session's, a multi-lock's)
+        sends no `DEL`: the acquisitions' latches then expire on their
+        own."""
+        args, request = self._release_args(owner, state, session)
         ids: List[str] = []
+        earlier: List[str] = []
+        last = True
         if state is not None:
             with self._guard:
                 ids, state.latches = state.latches, []
+                earlier, state.release_latches = state.release_latches, []
+                last = state.count <= 1
+                if request is not None and not last:
+                    state.release_latches.append(self._plan.latch(request))
         if request is None:
-            return []
-        keys: Args = [self._plan.latch(request)]
-        return keys + [self._plan.acquire_latch(i) for i in ids]
+            return Releasing([args], False, False)
+        keys: Args = [self._plan.latch(request)] if last else []
+        keys += earlier + [self._plan.acquire_latch(i) for i in ids]
+        return Releasing([args, ["DEL", *keys]] if keys else [args], True, last)
 
-    def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
+    @staticmethod
+    def _release_reply(replies: List[Any]) -> Any:
+        """The release's reply from its pipeline's (an error one raised); the
+        `DEL`'s is not looked at: latches it missed expire on their own."""
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        return replies[0]
+
+    def _released(
+        self, state: Optional[Held[LinkT, DogT]], reply: Any, resent_last: bool = False
+    ) -> Optional[bool]:
         """What a release's reply says (`Plan.released`); None (not held)
         too when the watchdog found the hold lost, whatever the server
-        replied (a fair lock's release replies 1 once the lock is gone)."""
+        replied (a fair lock's release replies 1 once the lock is gone).
+        `resent_last`: the reply is a resend's, of the owner's last hold,
+        whose first send's pipeline also deleted its latch: "held nothing"
+        then means that first send released it."""
         released = self._plan.released(reply)
         if state is not None:
             with self._guard:
                 if state.lost:
                     return None
+        if released is None and resent_last and state is not None:
+            return True
         return released
 
     def _not_held(self, owner: str) -> LockNotHeld:

@@ -5,9 +5,11 @@ lock sends and how its replies read. No I/O here; `lock.py` and
 from __future__ import annotations
 
 import math
+import threading
 import uuid
+import weakref
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import LockError
 
@@ -86,22 +88,165 @@ def parse_info(reply: Any) -> dict[str, str]:
     return fields
 
 
+#: `ReplicaSync.replicas`: learn the count from the master (a high-water
+#: mark); `ReplicaSync.aof`: learn whether the master writes an AOF.
+AUTO = "auto"
+#: `ReplicaSync.aof`: always wait for the master's AOF fsync (`WAITAOF`).
+REQUIRED = "required"
+#: `ReplicaSync.aof`: never wait for the AOF.
+OFF = "off"
+
+#: How often the learned state of a master is refreshed (an `INFO` added to
+#: an acquisition's pipeline: no round trip of its own).
+REFRESH_INTERVAL = 5.0
+
+
 @dataclass(frozen=True)
 class ReplicaSync:
-    """After each acquisition, wait for the master's replicas to have it,
-    as Redisson does with `checkLockSyncedSlaves` (on by default).
+    """What an acquisition waits for once the master granted it, as
+    Redisson's `checkLockSyncedSlaves` (on by default); sent in the
+    acquisition's own pipeline, so it costs no round trip.
 
     `enabled`: off, an acquisition replies as soon as the master has it.
-    `timeout`: seconds to wait for every connected replica (`WAIT`);
-    Redisson's `slavesSyncTimeout`, 1 s. `aof`: where the master writes an
-    AOF and has `WAITAOF` (Redis 7.2+), also wait until the master fsynced
-    it. A master without replicas is not waited on. When not every replica
-    acknowledged in time, the hold is released and the acquisition raises
-    `NotSynced`."""
+    `timeout`: seconds to wait (`WAIT`, `WAITAOF`); Redisson's
+    `slavesSyncTimeout`, 1 s. `replicas`: `AUTO` (the default) waits for the
+    highest number of replicas this client object ever learned the master
+    to have (from `INFO`, before its first acquisition and every 5 s after):
+    a master that later says it has fewer (paused, or cut off and about to
+    be demoted) does not lower it, so its acquisitions fail instead of
+    going unreplicated; lowering it takes a new client object, or an
+    explicit count. An int N waits for exactly N replicas (0: never).
+    `aof`: `AUTO` (the default; True is the same) waits for the master's
+    fsync (`WAITAOF 1 0`) when its INFO says it writes an AOF and it has
+    `WAITAOF` (Redis 7.2+); `REQUIRED` always (a master without an AOF or
+    `WAITAOF` then fails every acquisition); `OFF` (False) never.
+
+    When what was asked for did not acknowledge in time, the hold is
+    released and the acquisition raises `NotSynced`; so does one the master
+    refused with `NOREPLICAS` (its `min-replicas-to-write`)."""
+
+    #: The values of `replicas` and `aof` that are not counts or bools.
+    AUTO: ClassVar[str] = AUTO
+    REQUIRED: ClassVar[str] = REQUIRED
+    OFF: ClassVar[str] = OFF
 
     enabled: bool = True
     timeout: float = DEFAULT_SYNC_TIMEOUT
-    aof: bool = True
+    aof: Union[bool, str] = AUTO
+    replicas: Union[int, str] = AUTO
+
+    def __post_init__(self) -> None:
+        if self.aof not in (True, False, AUTO, REQUIRED, OFF):
+            raise ValueError(f"aof: one of AUTO, REQUIRED, OFF (or a bool), not {self.aof!r}")
+        replicas = self.replicas
+        if replicas != AUTO and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
+            raise ValueError(f"replicas: AUTO or a count >= 0, not {replicas!r}")
+        if self.enabled:
+            to_ms(self.timeout)
+
+    @property
+    def aof_mode(self) -> str:
+        """`aof` as AUTO, REQUIRED or OFF."""
+        if self.aof is True:
+            return AUTO
+        if self.aof is False:
+            return OFF
+        return str(self.aof)
+
+    @property
+    def learns(self) -> bool:
+        """Whether acquisitions need what the master's INFO says."""
+        return self.enabled and (self.replicas == AUTO or self.aof_mode == AUTO)
+
+
+class Learned:
+    """What a client object learned of one master, for its acquisitions'
+    replica sync: `expected`, the most replicas the master ever said it had
+    (only ever raised: a master paused or cut off says 0 until it is
+    demoted, and must not be believed), whether it writes an AOF (the
+    latest INFO's word: turning the AOF off is a configuration change, not
+    a failure), and whether it has `WAITAOF` (None until tried). Shared by
+    the threads (or tasks) of the client object."""
+
+    def __init__(self) -> None:
+        self.expected = 0
+        self.aof = False
+        self.waitaof: Optional[bool] = None
+        #: Whether an INFO reply came (until then every acquisition first
+        #: asks, in a round trip of its own: nothing is assumed).
+        self.learned = False
+        #: When an INFO was last sent (monotonic seconds).
+        self._asked = 0.0
+        self._guard = threading.Lock()
+
+    def learn(self, info: Dict[str, str], now: float) -> None:
+        """An INFO replication/persistence reply: raises `expected`, never
+        lowers it."""
+        replicas = int(info.get("connected_slaves", "0") or 0)
+        with self._guard:
+            self.expected = max(self.expected, replicas)
+            self.aof = info.get("aof_enabled") == "1"
+            if not self.learned:
+                self.learned, self._asked = True, now
+
+    def refresh_due(self, now: float) -> bool:
+        """Whether this acquisition adds an INFO to its pipeline: at most one
+        every `REFRESH_INTERVAL`, whichever acquisition sends it."""
+        with self._guard:
+            if not self.learned or now - self._asked < REFRESH_INTERVAL:
+                return False
+            self._asked = now
+            return True
+
+    def no_waitaof(self) -> None:
+        with self._guard:
+            self.waitaof = False
+
+    def sync_commands(self, policy: ReplicaSync) -> List[Args]:
+        """What follows an acquisition in its pipeline: `WAIT expected
+        timeout` when replicas are expected, `WAITAOF 1 0 timeout` when the
+        AOF is waited for."""
+        if not policy.enabled:
+            return []
+        timeout_ms = to_ms(policy.timeout)
+        commands: List[Args] = []
+        expected = self.expected if policy.replicas == AUTO else int(policy.replicas)
+        if expected > 0:
+            commands.append(["WAIT", expected, timeout_ms])
+        mode = policy.aof_mode
+        if mode == REQUIRED or (mode == AUTO and self.aof and self.waitaof is not False):
+            commands.append(["WAITAOF", 1, 0, timeout_ms])
+        return commands
+
+
+class Masters:
+    """The `Learned` state of each master a client object talks to, by
+    address."""
+
+    def __init__(self) -> None:
+        self._by_address: Dict[str, Learned] = {}
+        self._guard = threading.Lock()
+
+    def of(self, address: str) -> Learned:
+        with self._guard:
+            found = self._by_address.get(address)
+            if found is None:
+                found = self._by_address[address] = Learned()
+            return found
+
+
+_masters: "weakref.WeakKeyDictionary[Any, Masters]" = weakref.WeakKeyDictionary()
+_masters_guard = threading.Lock()
+
+
+def masters_of(client: Any) -> Masters:
+    """The learned state of a redis client object's masters: one per client
+    object, so a new client object starts learning afresh."""
+    with _masters_guard:
+        found = _masters.get(client)
+        if found is None:
+            found = _masters[client] = Masters()
+        return found
 
 
 @dataclass(frozen=True)
@@ -385,22 +530,6 @@ class MultiPlan(Plan):
 
     def renewed(self, reply: Any) -> bool:
         return all(int(r) == 1 for r in reply)
-
-
-def sync_commands(info: dict[str, str], policy: ReplicaSync) -> List[Args]:
-    """What to send after an acquisition, given the master's INFO
-    replication and persistence: `WAIT n timeout` for its n replicas, and
-    `WAITAOF 1 0 timeout` when it writes an AOF."""
-    if not policy.enabled:
-        return []
-    timeout_ms = to_ms(policy.timeout)
-    commands: List[Args] = []
-    replicas = int(info.get("connected_slaves", "0") or 0)
-    if replicas > 0:
-        commands.append(["WAIT", replicas, timeout_ms])
-    if policy.aof and info.get("aof_enabled") == "1":
-        commands.append(["WAITAOF", 1, 0, timeout_ms])
-    return commands
 
 
 def synced(command: Args, reply: Any) -> bool:

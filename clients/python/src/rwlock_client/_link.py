@@ -5,14 +5,14 @@ session hold, for the hold's whole life."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import redis
 from redis.cluster import RedisCluster
 from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
-from ._core import DEFAULT as DEFAULT, Args
+from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.
@@ -60,16 +60,52 @@ class Link:
     def _call(self, args: Args, timeout: Optional[float]) -> Any:
         try:
             self._conn.send_command(*args)
-            if timeout == DEFAULT:
-                return self._conn.read_response()
-            if READ_TIMEOUT_ARGUMENT:
-                return self._conn.read_response(timeout=timeout)
-            return self._read_with_socket_timeout(timeout)
+            return self._read(timeout)
         except ResponseError:
             raise
         except BaseException:
             self._broken = True
             raise
+
+    def _read(self, timeout: Optional[float]) -> Any:
+        if timeout == DEFAULT:
+            return self._conn.read_response()
+        if READ_TIMEOUT_ARGUMENT:
+            return self._conn.read_response(timeout=timeout)
+        return self._read_with_socket_timeout(timeout)
+
+    def batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
+        """Sends the commands at once (a pipeline, one round trip) and reads
+        their replies, each within its timeout (as `call`'s); an error
+        reply is returned in its place as the `ResponseError` it is. A
+        `MOVED` reply to the first command is followed as `call` follows
+        one: the whole batch goes to the slot's new master, once."""
+        replies = self._batch(commands, timeouts)
+        if isinstance(replies[0], MovedError) and self._cluster is not None and not self._moved:
+            self._moved = True
+            self._cluster.nodes_manager.initialize()
+            self._pool.release(self._conn)
+            self._open(self._cluster)
+            replies = self._batch(commands, timeouts)
+        return replies
+
+    def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
+        try:
+            self._conn.send_packed_command(self._conn.pack_commands(commands))
+            replies: List[Any] = []
+            for timeout in timeouts:
+                try:
+                    replies.append(self._read(timeout))
+                except ResponseError as e:
+                    replies.append(e)
+            return replies
+        except BaseException:
+            self._broken = True
+            raise
+
+    def learned(self) -> Learned:
+        """What the client object learned of this connection's server."""
+        return masters_of(self._client).of(address_of(self._conn))
 
     def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
         sock = self._conn._sock
@@ -98,3 +134,11 @@ class Link:
         (a session's holds)."""
         self._broken = True
         self.close()
+
+
+def address_of(conn: Any) -> str:
+    """A connection's server, as `host:port` (or a Unix socket's path)."""
+    path = getattr(conn, "path", None)
+    if path:
+        return str(path)
+    return f"{conn.host}:{conn.port}"

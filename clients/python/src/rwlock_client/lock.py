@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterator, Optional, Type, TypeVar, cast
 from redis.exceptions import ConnectionError, TimeoutError
 
 from . import _owner
-from ._base import Conversation, Held, LockCommon, PlainLockCommon, Reconnect
-from ._core import Args, Outcome
+from ._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link
 from .watchdog import Watchdog
@@ -24,16 +24,22 @@ T = TypeVar("T")
 
 
 def converse(link: Link, conversation: Conversation[T]) -> T:
-    """Carries a conversation (`_base`) over `link`: sends each command it
-    yields (or reconnects), gives it the reply or throws it the error,
-    returns its result."""
+    """Carries a conversation (`_base`) over `link`: sends each command or
+    batch it yields (or reconnects, or looks up what was learned of the
+    master), gives it the reply or throws it the error, returns its
+    result."""
     try:
         step = next(conversation)
         while True:
+            reply: Any
             try:
                 if isinstance(step, Reconnect):
                     link.reconnect()
                     reply = None
+                elif isinstance(step, AskMaster):
+                    reply = link.learned()
+                elif isinstance(step, Batch):
+                    reply = link.batch(step.commands, step.timeouts)
                 else:
                     reply = link.call(*step)
             except Exception as e:
@@ -116,20 +122,22 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        args, request = self._release_args(owner, state, session_link is not None)
+        releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
+        resent_last = False
         try:
             try:
-                reply = link.call(args)
+                reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
             except (ConnectionError, TimeoutError):
-                if request is None:
+                if not releasing.requested:
                     raise
                 # The reply was lost, maybe not the release: the same
-                # request again is answered from the server's latch.
+                # request again is answered from the server's latch (or,
+                # the owner's last hold, finds it released: see _released).
                 link.close()
                 link = Link(self.client, self._plan.key)
-                reply = link.call(args)
-            self._forget_latches(link, self._latches(state, request))
+                reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
+                resent_last = releasing.own_latch
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -140,21 +148,10 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         finally:
             if link is not session_link:
                 link.close()
-        released = self._released(state, reply)
+        released = self._released(state, reply, resent_last)
         self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
-
-    def _forget_latches(self, link: Link, keys: Args) -> None:
-        """Deletes the release's latch (as Redisson does once it has the
-        reply) and the acquisitions' in the same `DEL`; if that fails they
-        still expire on their own."""
-        if not keys:
-            return
-        try:
-            link.call(["DEL", *keys])
-        except (ConnectionError, TimeoutError):
-            pass
 
     @staticmethod
     def _close(link: Optional[Link]) -> None:

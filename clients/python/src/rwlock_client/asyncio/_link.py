@@ -3,12 +3,13 @@ the pool serving a lock's key."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, List, Optional, Union
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
-from .._core import DEFAULT, Args
+from .._core import DEFAULT, Args, Learned, masters_of
+from .._link import address_of
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
 #: only a number (None falls back to the socket timeout).
@@ -63,14 +64,47 @@ class Link:
     async def _call(self, args: Args, timeout: Optional[float]) -> Any:
         try:
             await self._conn.send_command(*args)
-            if timeout == DEFAULT:
-                return await self._conn.read_response()
-            return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
+            return await self._read(timeout)
         except ResponseError:
             raise
         except BaseException:
             self._broken = True
             raise
+
+    async def _read(self, timeout: Optional[float]) -> Any:
+        if timeout == DEFAULT:
+            return await self._conn.read_response()
+        return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
+
+    async def batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
+        """As the sync `Link.batch`: one pipeline, each reply within its
+        timeout, error replies in place; a first `MOVED` followed once."""
+        replies = await self._batch(commands, timeouts)
+        if isinstance(replies[0], MovedError) and isinstance(self._client, RedisCluster) and not self._moved:
+            self._moved = True
+            await self._client.nodes_manager.initialize()
+            await self._release()
+            await self._open()
+            replies = await self._batch(commands, timeouts)
+        return replies
+
+    async def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
+        try:
+            await self._conn.send_packed_command(self._conn.pack_commands(commands))
+            replies: List[Any] = []
+            for timeout in timeouts:
+                try:
+                    replies.append(await self._read(timeout))
+                except ResponseError as e:
+                    replies.append(e)
+            return replies
+        except BaseException:
+            self._broken = True
+            raise
+
+    def learned(self) -> Learned:
+        """What the client object learned of this connection's server."""
+        return masters_of(self._client).of(address_of(self._conn))
 
     async def _release(self) -> None:
         result = self._give_back(self._conn)

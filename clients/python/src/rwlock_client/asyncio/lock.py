@@ -12,8 +12,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, Type
 from redis.exceptions import ConnectionError, TimeoutError
 
 from .. import _owner
-from .._base import Conversation, Held, LockCommon, PlainLockCommon, Reconnect
-from .._core import Args, Outcome
+from .._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from .._core import Outcome
 from ._link import Link
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
@@ -31,10 +31,15 @@ async def converse(link: Link, conversation: Conversation[T]) -> T:
     try:
         step = next(conversation)
         while True:
+            reply: Any
             try:
                 if isinstance(step, Reconnect):
                     await link.reconnect()
                     reply = None
+                elif isinstance(step, AskMaster):
+                    reply = link.learned()
+                elif isinstance(step, Batch):
+                    reply = await link.batch(step.commands, step.timeouts)
                 else:
                     reply = await link.call(*step)
             except Exception as e:
@@ -109,19 +114,20 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        args, request = self._release_args(owner, state, session_link is not None)
+        releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
+        resent_last = False
         try:
             try:
-                reply = await link.call(args)
+                reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
             except (ConnectionError, TimeoutError):
-                if request is None:
+                if not releasing.requested:
                     raise
                 # As the sync release: resent, answered from the latch.
                 await link.close()
                 link = await Link.open(self.client, self._plan.key)
-                reply = await link.call(args)
-            await self._forget_latches(link, self._latches(state, request))
+                reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
+                resent_last = releasing.own_latch
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -133,19 +139,10 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         finally:
             if link is not session_link:
                 await link.close()
-        released = self._released(state, reply)
+        released = self._released(state, reply, resent_last)
         await self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
-
-    async def _forget_latches(self, link: Link, keys: Args) -> None:
-        """As the sync `_forget_latches`."""
-        if not keys:
-            return
-        try:
-            await link.call(["DEL", *keys])
-        except (ConnectionError, TimeoutError):
-            pass
 
     @staticmethod
     async def _close(link: Optional[Link]) -> None:

@@ -1,0 +1,435 @@
+package rwlock
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The learned state and the acquisition's pipeline, no server.
+
+func learnedOf(info map[string]string) *learned {
+	m := &learned{}
+	m.learn(info, time.Now())
+	return m
+}
+
+func TestLearnedOnlyRises(t *testing.T) {
+	m := learnedOf(map[string]string{"connected_slaves": "1"})
+	m.learn(map[string]string{"connected_slaves": "2"}, time.Now())
+	// A paused (or cut off) master says 0 until it is demoted: not believed.
+	m.learn(map[string]string{"connected_slaves": "0"}, time.Now())
+	if got := fmt.Sprint(m.syncCommands(DefaultReplicaSync)); got != "[[WAIT 2 1000]]" {
+		t.Fatalf("after 1, 2, 0: %s", got)
+	}
+}
+
+func TestLearnedPolicies(t *testing.T) {
+	three := learnedOf(map[string]string{"connected_slaves": "3"})
+	none := learnedOf(map[string]string{"connected_slaves": "0"})
+	aof := learnedOf(map[string]string{"connected_slaves": "0", "aof_enabled": "1"})
+	sync := func(replicas int, policy AOFPolicy) ReplicaSync {
+		return ReplicaSync{Enabled: true, Timeout: 250 * time.Millisecond, Replicas: replicas, AOF: policy}
+	}
+	cases := []struct {
+		what string
+		m    *learned
+		s    ReplicaSync
+		want string
+	}{
+		{"auto", three, sync(ReplicasAuto, AOFAuto), "[[WAIT 3 250]]"},
+		{"explicit count overrides", three, sync(1, AOFAuto), "[[WAIT 1 250]]"},
+		{"explicit count without replicas learned", none, sync(2, AOFAuto), "[[WAIT 2 250]]"},
+		{"explicit none", three, sync(NoReplicas, AOFAuto), "[]"},
+		{"disabled", three, ReplicaSync{}, "[]"},
+		{"no replicas, no AOF", none, sync(ReplicasAuto, AOFAuto), "[]"},
+		{"AOF learned", aof, sync(ReplicasAuto, AOFAuto), "[[WAITAOF 1 0 250]]"},
+		{"AOF required", none, sync(ReplicasAuto, AOFRequired), "[[WAITAOF 1 0 250]]"},
+		{"AOF off", aof, sync(ReplicasAuto, AOFOff), "[]"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprint(c.m.syncCommands(c.s)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.what, got, c.want)
+		}
+	}
+	// The AOF turned off is believed (a configuration change, not a failure).
+	aof.learn(map[string]string{"aof_enabled": "0"}, time.Now())
+	if got := aof.syncCommands(DefaultReplicaSync); len(got) != 0 {
+		t.Errorf("AOF turned off: %v", got)
+	}
+	// A server without WAITAOF (before 7.2): AUTO stops sending it.
+	aof.learn(map[string]string{"aof_enabled": "1"}, time.Now())
+	aof.lacksWaitAOF()
+	if got := aof.syncCommands(DefaultReplicaSync); len(got) != 0 {
+		t.Errorf("without WAITAOF: %v", got)
+	}
+	if got := fmt.Sprint(aof.syncCommands(sync(ReplicasAuto, AOFRequired))); got != "[[WAITAOF 1 0 250]]" {
+		t.Errorf("required without WAITAOF: %s", got)
+	}
+}
+
+func TestLearnedRefresh(t *testing.T) {
+	m := &learned{}
+	now := time.Now()
+	if m.refreshDue(now) {
+		t.Fatal("never learned: the first INFO is a round trip of its own, not a refresh")
+	}
+	m.learn(nil, now)
+	if m.refreshDue(now.Add(refreshInterval - time.Millisecond)) {
+		t.Fatal("due too early")
+	}
+	if !m.refreshDue(now.Add(refreshInterval)) || m.refreshDue(now.Add(refreshInterval)) {
+		t.Fatal("due once after the interval, to one acquisition")
+	}
+}
+
+func TestReplicaSyncChecked(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for _, bad := range []ReplicaSync{
+		{Enabled: true, Timeout: time.Second, Replicas: -2},
+		{Enabled: true, Timeout: time.Second, AOF: AOFPolicy(7)},
+		{Enabled: true},
+	} {
+		if _, err := New(rdb, WithReplicaSync(bad)); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// names is the command names of an acquisition's pipeline.
+func names(p acquisition) string {
+	var out []string
+	for _, c := range p.cmds {
+		out = append(out, fmt.Sprint(c[0]))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestAcquisitionPipeline(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newRequest([]AcquireOption{WithWait(0), WithLease(time.Second)}, c.watchdogTimeout)
+	one := learnedOf(map[string]string{"connected_slaves": "1"})
+	none := learnedOf(map[string]string{"connected_slaves": "0"})
+	both := learnedOf(map[string]string{"connected_slaves": "2", "aof_enabled": "1"})
+	stale := &learned{}
+	stale.learn(map[string]string{"connected_slaves": "1"}, time.Now().Add(-refreshInterval))
+	l := c.Lock("p")
+	args := l.plan.acquire(l.owner, r, false, "id")
+	cases := []struct {
+		what string
+		p    acquisition
+		want string
+	}{
+		{"sync off", l.pipeline(args, nil, r, ""), "LOCK.ACQUIRE"},
+		{"no replicas", l.pipeline(args, none, r, ""), "LOCK.ACQUIRE"},
+		{"a replica", l.pipeline(args, one, r, ""), "LOCK.ACQUIRE WAIT"},
+		{"replicas and AOF", l.pipeline(args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
+		{"resent", l.pipeline(args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
+		{"refresh due", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
+		{"refresh sent", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
+	}
+	for _, k := range cases {
+		if got := names(k.p); got != k.want {
+			t.Errorf("%s: %q, want %q", k.what, got, k.want)
+		}
+	}
+	if p := l.pipeline(args, one, r, ""); p.extra != time.Second+replyMargin {
+		t.Errorf("a WAIT's reply allowance %v", p.extra)
+	}
+	// Every kind goes the same way.
+	for _, k := range []*Lock{c.ReadWriteLock("p").Write(), c.FairLock("p"), c.MultiLock([]Hold{{KindLock, "{p}:a"}})} {
+		p := k.pipeline(k.plan.acquire(k.owner, r, false, ""), one, r, "")
+		if got := names(p); !strings.HasSuffix(got, " WAIT") || strings.Count(got, " ") != 1 {
+			t.Errorf("%s: %q", k.plan.key(), got)
+		}
+	}
+	// An explicit count and no AOF learning: no INFO ever.
+	fixed, _ := New(rdb, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: time.Second, Replicas: 1, AOF: AOFOff}))
+	stale2 := &learned{}
+	stale2.learn(nil, time.Now().Add(-refreshInterval))
+	fl := fixed.Lock("p")
+	if got := names(fl.pipeline(args, stale2, r, "")); got != "LOCK.ACQUIRE WAIT" {
+		t.Errorf("explicit: %q", got)
+	}
+}
+
+// Real servers.
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReplicaGone: the paused-master bug in miniature. Once its replica
+// left, the master says connected_slaves:0, and is not believed: the next
+// acquisition fails and leaves nothing held; told replicas=0, it succeeds.
+func TestReplicaGone(t *testing.T) {
+	t.Parallel()
+	master := startServer(t, "--repl-diskless-sync-delay", "0")
+	replica := startServer(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.port))
+	waitFor(t, "the replica", func() bool {
+		return replica.info(t, "replication", "master_link_status") == "up" &&
+			master.info(t, "replication", "connected_slaves") == "1"
+	})
+	// A generous timeout: a replica on a busy machine may take more than 1 s.
+	c, _ := newClient(t, master, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: 3 * time.Second}))
+	// Told there are none, after learning there is one.
+	told, _ := newClient(t, master, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: time.Second, Replicas: NoReplicas}))
+	tl := told.Lock("gone")
+	mustAcquire(t, tl, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, tl)
+	l := c.Lock("gone")
+	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	if got := replica.do(t, "HGET", "gone", l.Owner()); got != "1" {
+		t.Fatalf("not on the replica when Acquire returned: %v", got)
+	}
+	mustRelease(t, l)
+	// A wait: its WAIT is pipelined behind the blocked acquisition.
+	master.do(t, "LOCK.ACQUIRE", "gone", "other:1", 10000)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		master.do(t, "LOCK.UNLOCK", "gone", "other:1")
+	}()
+	mustAcquire(t, l, WithWait(10*time.Second), WithLease(10*time.Second))
+	if got := replica.do(t, "HGET", "gone", l.Owner()); got != "1" {
+		t.Fatalf("a wait's grant not on the replica: %v", got)
+	}
+	mustRelease(t, l)
+
+	replica.do(t, "REPLICAOF", "NO", "ONE")
+	waitFor(t, "the master to see no replica", func() bool {
+		return master.info(t, "replication", "connected_slaves") == "0"
+	})
+	for _, k := range []*Lock{l, c.ReadWriteLock("gone-rw").Write(), c.FairLock("gone-fair")} {
+		_, err := k.Acquire(bg, WithWait(0), WithLease(10*time.Second))
+		if !errors.Is(err, ErrNotSynced) || !strings.Contains(err.Error(), "WAIT 1 3000 replied 0") {
+			t.Fatalf("%s, a replica gone: %v", k.Name(), err)
+		}
+		if got := master.do(t, "EXISTS", k.Name()); got != int64(0) || k.Held() {
+			t.Fatalf("%s: a NotSynced acquisition left its hold", k.Name())
+		}
+	}
+	// Told there are none: no wait, whatever was learned.
+	mustAcquire(t, tl, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, tl)
+	// A new Client learns afresh (0 replicas): lowering takes a new Client.
+	fresh, _ := newClient(t, master)
+	fl := fresh.Lock("gone")
+	mustAcquire(t, fl, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, fl)
+}
+
+// TestNoReplicas: a master whose min-replicas-to-write refuses the write
+// fails the acquisition with ErrNotSynced, and nothing is written.
+func TestNoReplicas(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--min-replicas-to-write", "1", "--min-replicas-max-lag", "10")
+	c, _ := newClient(t, s)
+	for _, k := range []*Lock{c.Lock("norepl"), c.FairLock("norepl"), c.MultiLock([]Hold{{KindWrite, "norepl"}})} {
+		ok, err := k.Acquire(bg, WithWait(0), WithLease(10*time.Second))
+		if ok || !errors.Is(err, ErrNotSynced) || !strings.Contains(err.Error(), "NOREPLICAS") {
+			t.Fatalf("%v %v", ok, err)
+		}
+		if k.Held() {
+			t.Fatal("held after NOREPLICAS")
+		}
+	}
+	if keys, _ := s.do(t, "KEYS", "*").([]any); len(keys) != 0 {
+		t.Fatalf("written: %v", keys)
+	}
+}
+
+// countingProxy forwards both ways and counts round trips: a chunk the
+// client sends after the server last answered on that connection (or as
+// its first) starts one; the rest of a pipeline, sent before a reply came,
+// is part of it. The sum over its connections.
+type countingProxy struct {
+	ln     net.Listener
+	target string
+	turns  atomic.Int64
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		var answered atomic.Bool
+		answered.Store(true)
+		p.wg.Add(2)
+		go func() { // client -> server
+			defer p.wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if answered.Swap(false) {
+						p.turns.Add(1)
+					}
+					if _, werr := u.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			_ = u.Close()
+		}()
+		go func() { // server -> client
+			defer p.wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := u.Read(buf)
+				if n > 0 {
+					answered.Store(true)
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			_ = c.Close()
+		}()
+	}
+}
+
+func (p *countingProxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func calls(t *testing.T, s *server, command string) int64 {
+	t.Helper()
+	stat := s.info(t, "commandstats", "cmdstat_"+command)
+	var n int64
+	if stat != "" {
+		if _, err := fmt.Sscanf(stat, "calls=%d,", &n); err != nil {
+			t.Fatalf("%s: %q", command, stat)
+		}
+	}
+	return n
+}
+
+// TestRoundTripsPerCycle: no replica, no AOF: after the first cycle (the
+// connections' hello, the master's first INFO), each uncontended
+// acquire+release is two round trips (the acquisition; the release with
+// its latches' DEL), counted by a proxy that sees when the client writes
+// after a reply. Waits (BLOCK) ask CLIENT ID once per connection.
+func TestRoundTripsPerCycle(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	p := startCountingProxy(t, s.addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	const cycles = 20
+	for _, wait := range []time.Duration{0, 5 * time.Second} {
+		l := c.Lock(fmt.Sprintf("cycle:%v", wait))
+		began := time.Now() // before the master's first INFO
+		mustAcquire(t, l, WithWait(wait), WithLease(10*time.Second))
+		mustRelease(t, l)
+		dels, ids := calls(t, s, "del"), calls(t, s, "client|id")
+		turns, infos := p.turns.Load(), calls(t, s, "info")
+		for i := 0; i < cycles; i++ {
+			mustAcquire(t, l, WithWait(wait), WithLease(10*time.Second))
+			mustRelease(t, l)
+		}
+		elapsed := time.Since(began)
+		// The test's own INFO commandstats (the one reading infos) counts 1.
+		sentInfos := calls(t, s, "info") - infos - 1
+		if got := p.turns.Load() - turns; got != 2*cycles {
+			t.Fatalf("wait %v: %d round trips in %d cycles", wait, got, cycles)
+		}
+		// The periodic INFO rides in an acquisition's pipeline, at most
+		// one per 5 s: no round trip of its own.
+		if sentInfos > int64(elapsed/refreshInterval) {
+			t.Fatalf("wait %v: %d INFO in %v", wait, sentInfos, elapsed)
+		}
+		if got := calls(t, s, "del") - dels; got != cycles {
+			t.Fatalf("wait %v: %d DEL", wait, got)
+		}
+		if got := calls(t, s, "client|id") - ids; got != 0 {
+			t.Fatalf("wait %v: CLIENT ID sent %d times on a connection that knew its id", wait, got)
+		}
+	}
+	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 0 {
+		t.Fatalf("latches left: %v", keys)
+	}
+}
+
+// TestReenteredReleaseLatch: a re-entered release's own latch outlives its
+// reply (a resend after a lost reply is answered from it); the last
+// release's DEL takes it.
+func TestReenteredReleaseLatch(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	c, _ := newClient(t, s)
+	l := c.Lock("reentered")
+	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, l)
+	if keys, _ := s.do(t, "KEYS", "redisson_unlock_latch:*").([]any); len(keys) != 1 {
+		t.Fatalf("after a re-entered release: %v", keys)
+	}
+	mustRelease(t, l)
+	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 0 {
+		t.Fatalf("after the last release: %v", keys)
+	}
+}
