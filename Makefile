@@ -100,7 +100,7 @@ lint: deps
 # part's time is spent waiting on its servers), longest first, each part's
 # log printed when it ends and every part's time at the end. Each part is
 # also a target of its own (`make test-valkey`), which does its own set-up.
-TEST_PARTS ?= test-rust test-valkey test-redis8 test-redisson test-java test-python test-node test-go test-rust-client
+TEST_PARTS ?= test-rust test-valkey test-redis8 test-safety test-redisson test-java test-python test-node test-go test-rust-client
 PARTS_JOBS ?= 4
 # Set by tests/parts.sh: the part's set-up was done by `make test` already.
 PARTS ?=
