@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Cmd;
+use redis::{Cmd, Pipeline, Value};
 
 use crate::cluster::Endpoint;
 use crate::command::{self, Kind, Target, Wait};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
+use crate::sync::{Masters, Plan};
 use crate::watchdog::{LostHold, OnLost, Renewal};
 
 /// A client's locks: one client id, where they live, the options.
@@ -21,6 +22,9 @@ pub(crate) struct Client {
     endpoint: Endpoint,
     client_id: String,
     options: Options,
+    /// What its acquisitions learned of the masters' replicas, shared by
+    /// its handles.
+    masters: Masters,
 }
 
 impl Client {
@@ -30,6 +34,7 @@ impl Client {
             endpoint,
             client_id: owner::new_client_id(),
             options: Options::default(),
+            masters: Masters::default(),
         }
     }
 
@@ -61,6 +66,7 @@ impl Client {
             owner,
             target,
             on_lost: None,
+            masters: self.masters.clone(),
         }
     }
 }
@@ -77,6 +83,8 @@ pub(crate) struct Handle<O> {
     pub target: Target,
     /// Called by a hold's watchdog when it finds the hold gone.
     pub on_lost: Option<OnLost>,
+    /// What the client learned of the masters' replicas.
+    pub masters: Masters,
 }
 
 /// An acquisition about to be sent.
@@ -140,6 +148,13 @@ impl Acquisition<'_> {
 }
 
 impl<O> Handle<O> {
+    /// What an acquisition on `master` sends after it (see
+    /// [`Masters::plan`]); None until `master`'s `INFO` was learned.
+    pub fn plan(&self, master: &str) -> Option<Plan> {
+        self.masters
+            .plan(master, &self.options.sync, Instant::now())
+    }
+
     pub fn fenced(mut self) -> Self {
         self.target.fenced = true;
         self
@@ -295,29 +310,41 @@ impl Hold {
         }
     }
 
-    /// The release, and the request id that makes sending it again after a
-    /// lost reply safe: that gets the first one's reply instead of
-    /// releasing a second hold. None for a session's hold, which ends with
-    /// its connection anyway, and a multi-lock's, whose release takes none.
-    pub fn release(&self) -> (Cmd, Option<String>) {
+    /// The release, in one round trip: the release command and, when it
+    /// carries a request id, the `DEL` of the reply the server kept for it
+    /// and of the acquisition's request latches, pipelined (Redisson deletes
+    /// them once it has the reply; nothing resends the acquisition). True
+    /// when the pipeline may be sent again after a lost reply: the request
+    /// id gets the first one's reply instead of releasing a second hold.
+    /// A session's hold (ended with its connection anyway) and a
+    /// multi-lock's take none.
+    ///
+    /// Were the reply lost after both commands ran, the resend finds no
+    /// latch and releases again: a single hold answers `NotHeld`, a hold
+    /// the owner re-entered loses one more level. That needs the connection
+    /// to fail in the instant between the server's reply and its delivery.
+    pub fn release(&self) -> (Pipeline, bool) {
         let request = (!self.target.multi && !self.session).then(command::request_id);
         let cmd = self
             .target
             .release(&self.owner, self.lease_ms, request.as_deref());
-        (cmd, request)
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().add_command(cmd);
+        if let Some(request) = &request {
+            let mut forget = redis::cmd("DEL");
+            forget.arg(self.target.latch(request));
+            for id in &self.requests {
+                forget.arg(self.target.request_latch(id));
+            }
+            pipe.add_command(forget).ignore();
+        }
+        (pipe, request.is_some())
     }
 
-    /// Deletes the reply the server kept for `request`, as Redisson does once
-    /// it has it, and the acquisition's latches in the same call (its reply
-    /// came; nothing resends it). A session's release sends no `DEL`, to
-    /// spend no round trip: its acquisition's latch expires on its own.
-    pub fn forget(&self, request: &str) -> Cmd {
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(self.target.latch(request));
-        for id in &self.requests {
-            cmd.arg(self.target.request_latch(id));
-        }
-        cmd
+    /// Ok when the release's reply (the first of `replies`) says the owner
+    /// held what it released.
+    pub fn released(&self, replies: Vec<Value>) -> Result<()> {
+        self.target.released(&first(replies)?)
     }
 
     /// A guard's `Debug`.
@@ -328,5 +355,21 @@ impl Hold {
             .field("token", &self.token)
             .field("session", &self.session)
             .finish_non_exhaustive()
+    }
+}
+
+/// A pipeline of the one command `cmd`, whose error reply is a reply.
+pub(crate) fn single(cmd: &Cmd) -> Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors().add_command(cmd.clone());
+    pipe
+}
+
+/// The first of a pipeline's `replies`; an error reply as the error.
+pub(crate) fn first(replies: Vec<Value>) -> Result<Value> {
+    match replies.into_iter().next() {
+        Some(Value::ServerError(e)) => Err(Error::Redis(e.into())),
+        Some(reply) => Ok(reply),
+        None => Err(Error::UnexpectedReply("no reply".into())),
     }
 }

@@ -129,7 +129,7 @@ pub use guard::Guard;
 pub use lock::Lock;
 pub use locks::Locks;
 pub use multi::MultiLock;
-pub use options::{Options, SyncOptions};
+pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
 pub use watchdog::LostHold;
