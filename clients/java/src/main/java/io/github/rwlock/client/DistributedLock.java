@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.exceptions.JedisMovedDataException;
 
 /**
  * What every lock object of this package does ({@link Lock}, {@link FairLock}, the two sides of a
@@ -290,18 +291,29 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     }
 
     /**
-     * The release with its request id, then one {@code DEL} of its unlock latch and of the
-     * acquisition latches the owner's holds left (same hash slot; each acquisition was answered,
-     * so nothing resends it any more).
+     * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
+     * its unlock latch and of the acquisition latches the owner's holds left (same hash slot; each
+     * acquisition was answered, so nothing resends it any more). Were the reply lost after both
+     * ran, the resend finds no latch and releases again: a single hold answers not held, a hold
+     * the thread re-entered loses one level more. That takes the connection failing in the
+     * instant between the server's reply and its delivery.
      */
     private Object releaseWithRequest(String owner, long leaseMs, List<String> acquisitionLatches) {
         String request = plan.multi ? null : UUID.randomUUID().toString();
-        List<String> args = plan.release(owner, leaseMs, request);
-        Object reply;
+        List<List<String>> commands = new ArrayList<>();
+        commands.add(plan.release(owner, leaseMs, request));
+        if (request != null) {
+            List<String> del = new ArrayList<>();
+            del.add("DEL");
+            del.add(plan.latch(request));
+            del.addAll(acquisitionLatches);
+            commands.add(del);
+        }
         Link link = client.connector().open(plan.key());
         try {
+            List<Object> replies;
             try {
-                reply = link.call(args, Link.DEFAULT);
+                replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
                 if (request == null) {
                     throw e;
@@ -309,24 +321,29 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 // Once more with the same id: if the first one was applied, the server replies
                 // what it replied then (the latch), and releases nothing twice.
                 link.close();
+                link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
-                reply = link.call(args, Link.DEFAULT);
+                replies = pipelineFollowing(link, commands);
             }
-            if (request != null) {
-                List<String> del = new ArrayList<>();
-                del.add("DEL");
-                del.add(plan.latch(request));
-                del.addAll(acquisitionLatches);
-                try {
-                    link.call(del, Link.DEFAULT);
-                } catch (JedisConnectionException e) {
-                    // The latch expires by itself (13.5 s); the release is done.
-                }
+            if (replies.get(0) instanceof JedisDataException e) {
+                throw e;
             }
+            return replies.get(0);
         } finally {
-            link.close();
+            if (link != null) {
+                link.close();
+            }
         }
-        return reply;
+    }
+
+    /** {@code link.pipeline(commands)}, sent again where a MOVED first reply sends it. */
+    private static List<Object> pipelineFollowing(Link link, List<List<String>> commands) {
+        while (true) {
+            List<Object> replies = link.pipeline(commands, Link.DEFAULT, null);
+            if (!(replies.get(0) instanceof JedisMovedDataException moved && link.follow(moved))) {
+                return replies;
+            }
+        }
     }
 
     /**
@@ -424,13 +441,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long started = System.nanoTime();
         Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
         boolean keep = false;
-        boolean resentSameId = false;
-        long resendBlock = Plan.NO_BLOCK;
         Plan.Outcome outcome;
         try {
-            Object reply;
+            Sent sent;
             try {
-                reply = send(link, plan.acquire(owner, lease, blockMs, session, request), blockMs, interruptible);
+                sent = send(link, plan.acquire(owner, lease, blockMs, session, request), null, blockMs, interruptible);
             } catch (JedisConnectionException lost) {
                 if (request == null || link == sessionLink) {
                     throw lost;
@@ -445,20 +460,20 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 }
                 long again = remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
-                reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
-                resentSameId = !session;
-                resendBlock = again;
+                // A replay writes nothing on this connection, so the replica check's WAIT would
+                // not cover the grant the first send wrote: one write after it (the latch's expiry
+                // set again; nothing when refused) moves this connection's replication offset past
+                // it, in the same round trip.
+                List<String> touch = session ? null : List.of("PEXPIRE", plan.acquisitionLatch(request),
+                        Long.toString(Plan.acquisitionLatchTtl(again)));
+                sent = send(link, plan.acquire(owner, lease, again, session, resend), touch, again, interruptible);
             }
-            outcome = plan.outcome(reply);
-            if (outcome.acquired() && resentSameId) {
-                // A replay writes nothing on this connection, so the replica check's WAIT would not
-                // cover the grant the first send wrote: one write here (the latch's expiry set
-                // again) moves this connection's replication offset past it.
-                link.call(List.of("PEXPIRE", plan.acquisitionLatch(request),
-                        Long.toString(Plan.acquisitionLatchTtl(resendBlock))), Link.DEFAULT);
-            }
-            if (outcome.acquired()) {
-                synchronize(link, owner, lease);
+            outcome = plan.outcome(sent.reply());
+            if (outcome.acquired() && sent.unsynced() != null) {
+                // Not acknowledged: released rather than held on a master that could lose it.
+                link.call(plan.release(owner, lease, null), Link.DEFAULT);
+                throw new NotSyncedException(getName() + ": " + sent.unsynced() + " within "
+                        + client.getReplicaSync().timeout().toMillis() + " ms; the hold was released");
             }
             keep = outcome.acquired() && session;
         } catch (Waiter.Cancelled cancelled) {
@@ -476,19 +491,56 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         return outcome;
     }
 
-    /** One acquisition command and its reply, read within its wait plus a margin. */
-    private Object send(Link link, List<String> args, long blockMs, boolean interruptible) throws Waiter.Cancelled {
-        long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
-        try {
-            if (interruptible && blockMs != Plan.NO_BLOCK) {
-                return Waiter.call(client.waiters(), client.connector(), link, args, timeout);
+    /** An acquisition's reply, and what its replica check found short (null: acknowledged). */
+    private record Sent(Object reply, String unsynced) {}
+
+    /**
+     * One acquisition in one round trip: the command, after a resend its {@code touch}, then what
+     * the replica check sends for its master ({@link Masters}: {@code WAIT}, {@code WAITAOF},
+     * now and then {@code INFO}), pipelined on the link and read within the wait, the checks'
+     * timeouts and a margin. The master's INFO is asked first, in a round trip of its own, only
+     * when nothing is known of it yet.
+     */
+    private Sent send(Link link, List<String> args, List<String> touch, long blockMs, boolean interruptible)
+            throws Waiter.Cancelled {
+        ReplicaSync sync = client.getReplicaSync();
+        Masters masters = client.masters();
+        while (true) {
+            String master = link.master();
+            Masters.Checks checks = masters.plan(master, sync, System.nanoTime());
+            if (checks == null) {
+                long asked = System.nanoTime();
+                masters.learn(master, link.call(Masters.INFO, Link.DEFAULT), asked);
+                checks = Objects.requireNonNull(masters.plan(master, sync, System.nanoTime()), "learned");
             }
-            return link.call(args, timeout);
-        } catch (JedisDataException e) {
-            if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
-                throw new NotReentrantException(getName() + ": " + e.getMessage());
+            List<List<String>> commands = new ArrayList<>();
+            commands.add(args);
+            if (touch != null) {
+                commands.add(touch);
             }
-            throw e;
+            commands.addAll(checks.commands());
+            long extra = checks.extraMs();
+            long timeout = blockMs == Plan.NO_BLOCK ? (extra == 0 ? Link.DEFAULT : extra + REPLY_MARGIN_MS)
+                    : blockMs == 0 ? 0 : blockMs + extra + REPLY_MARGIN_MS;
+            List<Object> replies = interruptible && blockMs != Plan.NO_BLOCK
+                    ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
+                    : link.pipeline(commands, timeout, null);
+            Object reply = replies.get(0);
+            if (reply instanceof JedisMovedDataException moved && link.follow(moved)) {
+                continue;
+            }
+            if (reply instanceof JedisDataException e) {
+                String message = String.valueOf(e.getMessage());
+                if (message.startsWith("NON_REENTRANT")) {
+                    throw new NotReentrantException(getName() + ": " + message);
+                }
+                if (message.startsWith("NOREPLICAS")) {
+                    throw new NotSyncedException(getName() + ": " + message + " (nothing was written)");
+                }
+                throw e;
+            }
+            String unsynced = masters.read(checks, replies.subList(touch == null ? 1 : 2, replies.size()), master);
+            return new Sent(reply, unsynced);
         }
     }
 
@@ -510,7 +562,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * hold went with the killed connection.)
      */
     private void cleanUpAfterInterrupt(String owner, long lease, long blockMs, Waiter.Cancelled cancelled) {
-        boolean servedOrUnknown = !cancelled.replied || plan.outcome(cancelled.reply).acquired();
+        boolean servedOrUnknown = !cancelled.replied
+                || !(cancelled.reply instanceof JedisDataException) && plan.outcome(cancelled.reply).acquired();
         boolean heldBefore;
         synchronized (this) {
             State state = states.get(owner);
@@ -538,36 +591,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             // The server is unreachable: a hold it gave, if any, ends with its lease.
         } finally {
             link.close();
-        }
-    }
-
-    /**
-     * WAIT (and WAITAOF) for the hold just taken, on its connection; released again and
-     * NotSynced thrown when the replicas did not all acknowledge it.
-     */
-    private void synchronize(Link link, String owner, long leaseMs) {
-        ReplicaSync sync = client.getReplicaSync();
-        if (!sync.enabled()) {
-            return;
-        }
-        Map<String, String> info = Plan.info(link.call(List.of("INFO", "replication", "persistence"), Link.DEFAULT));
-        for (List<String> command : Plan.syncCommands(info, sync)) {
-            Object reply;
-            try {
-                reply = link.call(command, sync.timeout().toMillis() + REPLY_MARGIN_MS);
-            } catch (JedisDataException e) {
-                String message = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
-                if (command.get(0).equals("WAITAOF") && message.contains("unknown command")) {
-                    continue; // before Redis 7.2: WAIT alone
-                }
-                throw e;
-            }
-            if (!Plan.synced(command, reply)) {
-                link.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
-                throw new NotSyncedException(getName() + ": " + String.join(" ", command) + " replied "
-                        + Plan.text(reply instanceof List<?> l ? l.toString() : reply) + " within "
-                        + sync.timeout().toMillis() + " ms; the hold was released");
-            }
         }
     }
 
