@@ -82,6 +82,7 @@ impl Handle {
     /// its own, only when nothing is known of it yet.
     fn send(&self, name: &str, cmd: &Cmd, touch: Option<&Cmd>, wait: Wait) -> Result<Sent> {
         let options = &self.options;
+        let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let mut conn = connect(&route.client, options.response_timeout)?;
@@ -95,11 +96,22 @@ impl Handle {
                     self.plan(&master).unwrap_or_else(Plan::none)
                 }
             };
-            let trip = Trip::new(route.asking, cmd, touch, &plan);
+            // A node that may redirect (the slot's master unknown yet): the
+            // checks wait for the reply, in a round trip of their own.
+            let deferred = !route.asking && !self.endpoint.knows(name);
+            let trip = Trip::new(
+                route.asking,
+                cmd,
+                touch,
+                if deferred { &none } else { &plan },
+            );
             // A BLOCK waits first, then WAIT and WAITAOF behind it.
             let timeout = sync::timeout(wait.timeout(options.response_timeout), plan.extra());
             conn.set_read_timeout(timeout)?;
-            let (reply, after) = trip.split(trip.pipe.query(&mut conn)?)?;
+            let (reply, mut after) = trip.split(trip.pipe.query(&mut conn)?)?;
+            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
+                after = sync::checks(&plan).query(&mut conn)?;
+            }
             match reply {
                 Value::ServerError(e) => {
                     let e = redis::RedisError::from(e);

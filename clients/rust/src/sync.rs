@@ -326,6 +326,18 @@ impl Trip {
     }
 }
 
+/// The plan's commands alone, for an acquisition sent without them (to a
+/// cluster's node that may redirect it: a `WAIT` there would wait for that
+/// node's replicas, for nothing).
+pub(crate) fn checks(plan: &Plan) -> Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for cmd in plan.commands() {
+        pipe.add_command(cmd);
+    }
+    pipe
+}
+
 /// An acquisition the master refused for want of replicas (`NOREPLICAS`:
 /// its `min-replicas-to-write`): nothing was written.
 pub(crate) fn no_replicas(e: &redis::RedisError, plan: &Plan) -> Option<Error> {

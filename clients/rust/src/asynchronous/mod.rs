@@ -177,6 +177,7 @@ impl Handle {
         wait: Wait,
     ) -> Result<Sent> {
         let response_timeout = self.options.response_timeout;
+        let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let master = sync::address(&route.client);
@@ -201,8 +202,19 @@ impl Handle {
                     plan
                 }
             };
-            let trip = Trip::new(route.asking, cmd, touch, &plan);
-            let (reply, after) = trip.split(trip.pipe.query_async(&mut conn).await?)?;
+            // A node that may redirect (the slot's master unknown yet): the
+            // checks wait for the reply, in a round trip of their own.
+            let deferred = !route.asking && !self.endpoint.knows(name);
+            let trip = Trip::new(
+                route.asking,
+                cmd,
+                touch,
+                if deferred { &none } else { &plan },
+            );
+            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut conn).await?)?;
+            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
+                after = sync::checks(&plan).query_async(&mut conn).await?;
+            }
             match reply {
                 Value::ServerError(e) => {
                     let e = redis::RedisError::from(e);
