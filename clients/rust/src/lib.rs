@@ -60,12 +60,14 @@
 //! - **Waiting** is done by the server (`BLOCK`), never by polling, on a
 //!   connection of the acquisition's own whose timeout covers the wait, so
 //!   a wait longer than [`Options::response_timeout`] works.
-//! - **Replicas**: after an acquisition on a master with replicas, the
-//!   client waits for all of them to acknowledge it (`WAIT`; where the
-//!   master writes an AOF, also for its fsync, `WAITAOF 1 0`) and, when
-//!   they did not within [`SyncOptions::timeout`] (1 s), releases it and
-//!   returns [`Error::NotSynced`], as Redisson does by default
-//!   (`checkLockSyncedSlaves`).
+//! - **Replicas**: each acquisition pipelines, on its connection, `WAIT`
+//!   for the replicas expected of its master (and, where the master writes
+//!   an AOF, `WAITAOF 1 0`) and, when they did not acknowledge it within
+//!   [`SyncOptions::timeout`] (1 s), releases it and returns
+//!   [`Error::NotSynced`], as Redisson does by default
+//!   (`checkLockSyncedSlaves`). The replicas expected are the most the
+//!   master was ever seen with ([`Replicas::Auto`], learned from its `INFO`;
+//!   never lowered by what it says later) or a count given.
 //! - **Fair lock**: [`Locks::fair_lock`] (Redisson's `RFairLock`,
 //!   `FAIRLOCK.*`) grants holds in arrival order, waiting in the line on
 //!   the server.
