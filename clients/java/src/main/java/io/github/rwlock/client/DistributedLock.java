@@ -36,7 +36,8 @@ import redis.clients.jedis.exceptions.JedisMovedDataException;
  * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
  * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
  * with the same id, and the server answers a granted first send from its latch, so the hold counts
- * once. Its release does the same with Redisson's unlock latch.
+ * once. Its release does the same with Redisson's unlock latch; a release of a re-entered hold
+ * leaves its latch to the owner's next release, so that its resend never frees a second level.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** Added to a blocking call's wait for its reply to arrive. */
@@ -64,6 +65,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         Watchdog dog;
         /** The acquisition latches of holds taken (answered already: no resend needs them). */
         List<String> latches = new ArrayList<>();
+        /**
+         * The unlock latches of re-entered releases sent: deleted by the next release's {@code DEL}
+         * (a release's own latch must outlive its reply, for a resend to be answered from it).
+         */
+        List<String> releaseLatches = new ArrayList<>();
     }
 
     DistributedLock(LockClient client, Plan plan, LockOptions options) {
@@ -229,7 +235,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     /**
      * Releases one of the calling thread's holds; the lock is free once every hold is released.
      * A single lock sends a request id (Redisson's unlock latch) and retries once with it after
-     * a connection error, then deletes the latch.
+     * a connection error; the owner's last release deletes the latches its holds left.
      *
      * @throws NotHeldException the thread held nothing here: never taken, released, or lost
      */
@@ -239,19 +245,26 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         State state = states.get(owner);
         Link sessionLink;
         long leaseMs;
-        List<String> latches = List.of();
+        List<String> latches = new ArrayList<>();
+        // Unknown to this object (state null): no re-entered hold here, so this is the last.
+        boolean last = true;
+        boolean held = false;
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
             if (state != null && sessionLink == null) {
-                latches = state.latches;
+                latches.addAll(state.releaseLatches);
+                latches.addAll(state.latches);
+                state.releaseLatches = new ArrayList<>();
                 state.latches = new ArrayList<>();
+                last = state.count <= 1;
+                held = !state.lost && state.count > 0;
             }
         }
-        Object reply;
+        Boolean released;
         if (sessionLink != null) {
             try {
-                reply = sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
+                released = plan.released(sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT));
             } catch (JedisConnectionException e) {
                 // The session's connection is gone, and with it its holds.
                 synchronized (this) {
@@ -261,9 +274,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
         } else {
-            reply = releaseWithRequest(owner, leaseMs, latches);
+            released = releaseWithRequest(owner, leaseMs, state, last, held, latches);
         }
-        Boolean released = plan.released(reply);
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
                 // FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as fair_unlock.lua does:
@@ -292,26 +304,39 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
 
     /**
      * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
-     * its unlock latch and of the acquisition latches the owner's holds left (same hash slot; each
-     * acquisition was answered, so nothing resends it any more). Were the reply lost after both
-     * ran, the resend finds no latch and releases again: a single hold answers not held, a hold
-     * the thread re-entered loses one level more. That takes the connection failing in the
-     * instant between the server's reply and its delivery.
+     * the latches whose replies came: the acquisitions' since the last release, and the unlock
+     * latches of re-entered releases before it. The release's own latch goes in that {@code DEL}
+     * when it is the owner's {@code last} hold here. A re-entered release leaves its own latch to
+     * the next release's {@code DEL} (or to expire): resent after a lost reply, it is answered
+     * from that latch instead of releasing a level the owner still holds. The last release's
+     * resend finds no latch when the first send's pipeline ran whole, and the server replies "not
+     * held": the first send released it (when the owner {@code held} it here).
+     * The {@code DEL}'s reply is not looked at: latches it missed expire on their own.
      */
-    private Object releaseWithRequest(String owner, long leaseMs, List<String> acquisitionLatches) {
+    private Boolean releaseWithRequest(String owner, long leaseMs, State state, boolean last, boolean held,
+            List<String> latches) {
         String request = plan.multi ? null : UUID.randomUUID().toString();
         List<List<String>> commands = new ArrayList<>();
         commands.add(plan.release(owner, leaseMs, request));
         if (request != null) {
             List<String> del = new ArrayList<>();
             del.add("DEL");
-            del.add(plan.latch(request));
-            del.addAll(acquisitionLatches);
-            commands.add(del);
+            if (last) {
+                del.add(plan.latch(request));
+            } else {
+                synchronized (this) {
+                    state.releaseLatches.add(plan.latch(request));
+                }
+            }
+            del.addAll(latches);
+            if (del.size() > 1) {
+                commands.add(del);
+            }
         }
         Link link = client.connector().open(plan.key());
         try {
             List<Object> replies;
+            boolean resent = false;
             try {
                 replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
@@ -324,11 +349,16 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
                 replies = pipelineFollowing(link, commands);
+                resent = true;
             }
             if (replies.get(0) instanceof JedisDataException e) {
                 throw e;
             }
-            return replies.get(0);
+            Boolean released = plan.released(replies.get(0));
+            if (released == null && resent && last && held) {
+                return Boolean.TRUE;
+            }
+            return released;
         } finally {
             if (link != null) {
                 link.close();
