@@ -306,30 +306,35 @@ export class Links {
   }
 
   /**
-   * `commands` in one write on the application's connection to the master
-   * serving `key` (a release and its latches' `DEL`); a `MOVED` first reply
-   * (a reshard) sends them once more, to the slot's new master. Rejects
-   * when the connection failed.
+   * `commands` in one write on a dedicated connection to the master serving
+   * `key` (a release and its latches' `DEL`), every reply within
+   * `timeoutMs`; a `MOVED` first reply (a reshard) sends them once more, to
+   * the slot's new master. Rejects when the connection failed. A dedicated
+   * connection resends nothing, so the caller knows when the replies were
+   * lost: the application's connection may resend unanswered commands
+   * itself after reconnecting (ioredis's `autoResendUnfulfilledCommands`),
+   * and a last release resent that way, unseen, finds the hold its first
+   * send released gone and could not tell it from a hold never had. The
+   * connection is the pool's (the acquisition's, given back): no new
+   * connection per release.
    */
-  async commands(key: string, commands: readonly Args[]): Promise<Settled[]> {
-    const send = async (node: Redis): Promise<Settled[]> => {
-      const pipeline = node.pipeline();
-      for (const [name, ...args] of commands) {
-        pipeline.call(name, ...args);
+  async commands(key: string, commands: readonly Args[], timeoutMs: number): Promise<Settled[]> {
+    let link: Link | null = await this.checkout(key);
+    try {
+      const replies = await this.pipeline(link, commands, timeoutMs);
+      const first = replies[0];
+      if (!this.cluster || first === undefined || first.error === null || !isMoved(first.error)) {
+        return replies;
       }
-      const replies = settle(await pipeline.exec());
-      const lost = replies.find((r) => r.error !== null && !isReplyError(r.error));
-      if (lost !== undefined || replies.length !== commands.length) {
-        throw lost?.error ?? new Error("the connection closed");
+      this.checkin(link);
+      link = null; // given back: if the redirect fails, nothing to give back twice
+      link = await this.checkoutOn(await this.redirected(first.error, key));
+      return await this.pipeline(link, commands, timeoutMs);
+    } finally {
+      if (link !== null) {
+        this.checkin(link); // a broken one is dropped
       }
-      return replies;
-    };
-    const replies = await send(await this.nodeFor(key));
-    const first = replies[0];
-    if (this.cluster && first !== undefined && first.error !== null && isMoved(first.error)) {
-      return send(await this.redirected(first.error, key));
     }
-    return replies;
   }
 
   /**

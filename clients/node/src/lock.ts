@@ -132,6 +132,10 @@ export class Lock extends EventEmitter {
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
   private latches: string[] = []; // the acquisitions' latches since the last release
+  // The unlock latches of re-entered releases sent: deleted by the next
+  // release's DEL (a release's own latch must outlive its reply, for its
+  // resend to be answered from it).
+  private releaseLatches: string[] = [];
   private readonly onLost: LostCallback | undefined;
 
   /** Made by `Locks`: `target` says what it sends; `owner` is its own. */
@@ -215,6 +219,7 @@ export class Lock extends EventEmitter {
     const owner = this.owner;
     const wasLost = this.isLost;
     let reply: unknown;
+    let resentLast = false;
     const link = this.sessionLink;
     if (link !== null) {
       // A session's holds live on their connection: released there, with
@@ -229,9 +234,15 @@ export class Lock extends EventEmitter {
         throw new NotHeld(`${this.name}: the session's connection closed`, { cause: error });
       }
     } else {
-      reply = await this.releaseShared(owner);
+      ({ reply, resentLast } = await this.releaseShared(owner));
     }
-    const released = this.target.released(reply);
+    let released = this.target.released(reply);
+    if (released === null && resentLast && !wasLost) {
+      // The resend of the handle's last hold, whose first send's pipeline
+      // deleted its latch too: "held nothing" means that first send
+      // released it.
+      released = true;
+    }
     if (this.count > 0) {
       this.count -= 1;
       if (released === null || released || this.count <= 0) {
@@ -246,41 +257,56 @@ export class Lock extends EventEmitter {
   }
 
   /**
-   * The release of a hold that is not a session's, on the application's
-   * connection. A single lock's carries a request id: sent once more with
+   * The release of a hold that is not a session's, on a dedicated
+   * connection of the pool (`Links.commands`: it resends nothing behind
+   * our back, so a lost reply is seen here). A single lock's carries a request id: sent once more with
    * the same id after an I/O error or timeout, it gets the first one's
-   * reply instead of releasing a second hold. The server's copy of the
-   * reply (the latch) and the acquisitions' latches go in one `DEL`, as
-   * Redisson's, pipelined with the release: one round trip. Were the reply
-   * lost after both ran, the resend finds no latch and releases again: a
-   * single hold answers not held, a re-entered one loses a level more; that
-   * takes the connection failing between the server's reply and its
-   * delivery.
+   * reply instead of releasing a second hold. One `DEL`, pipelined with
+   * the release (one round trip), deletes the latches whose replies came:
+   * the acquisitions' since the last release, and those of re-entered
+   * releases before it. The release's own latch (the server's copy of its
+   * reply) goes in it when this is the handle's last hold. A re-entered
+   * release leaves its own to the next release's `DEL` (or to expire), so
+   * that its resend is answered from it instead of releasing a level the
+   * handle still holds. `resentLast`: the reply is the resend's of the last
+   * hold, whose first send's `DEL` may have taken the latch. The `DEL`'s
+   * reply is not looked at: latches it missed expire on their own.
    */
-  private async releaseShared(owner: string): Promise<unknown> {
+  private async releaseShared(owner: string): Promise<{ reply: unknown; resentLast: boolean }> {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
-    const acquired = this.latches;
+    const keys = [...this.releaseLatches, ...this.latches];
     this.latches = [];
+    this.releaseLatches = [];
+    const last = this.count <= 1;
     const commands: Args[] = [args];
     if (request !== null) {
-      commands.push(["DEL", this.target.latch(request), ...acquired]);
+      if (last) {
+        keys.unshift(this.target.latch(request));
+      } else {
+        this.releaseLatches.push(this.target.latch(request));
+      }
+      if (keys.length > 0) {
+        commands.push(["DEL", ...keys]);
+      }
     }
     let replies: Settled[];
+    let resentLast = false;
     try {
-      replies = await links.commands(this.target.key, commands);
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
     } catch (error) {
       if (request === null) {
         throw error;
       }
-      replies = await links.commands(this.target.key, commands);
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
+      resentLast = last && this.count > 0;
     }
     const first = replies[0];
     if (first === undefined || first.error !== null) {
       throw first?.error ?? new Error("no reply to the release");
     }
-    return first.reply;
+    return { reply: first.reply, resentLast };
   }
 
   /** The acquisition, its replica sync, and the bookkeeping of what it took. */
@@ -508,6 +534,7 @@ export class Lock extends EventEmitter {
     this.isLost = false;
     this.lostController = null;
     this.latches = [];
+    this.releaseLatches = [];
     const link = this.sessionLink;
     this.sessionLink = null;
     if (link !== null) {
