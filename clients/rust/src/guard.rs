@@ -167,14 +167,19 @@ impl Handle {
             response_timeout: options.response_timeout,
             on_lost: None,
             requests: Vec::new(),
+            holds: self.holds.clone(),
         };
-        let (pipe, resendable) = hold.release();
+        let release = hold.release();
         let timeout = options.response_timeout;
-        let (_, _, replies) = match self.routed(name, &pipe, timeout) {
-            Err(Error::Redis(e)) if is_io(&e) && resendable => self.routed(name, &pipe, timeout)?,
+        let mut resent = false;
+        let (_, _, replies) = match self.routed(name, &release.pipe, timeout) {
+            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+                resent = true;
+                self.routed(name, &release.pipe, timeout)?
+            }
             other => other?,
         };
-        hold.released(replies)
+        hold.released(replies, &release, resent)
     }
 
     /// Sends `pipe` about the lock `name` on a new connection to its server
@@ -249,16 +254,18 @@ impl Guard {
             return Err(Error::NotHeld);
         };
         let hold = &self.hold;
-        let (pipe, resendable) = hold.release();
-        let replies: Vec<Value> = match pipe.query(&mut conn) {
+        let release = hold.release();
+        let mut resent = false;
+        let replies: Vec<Value> = match release.pipe.query(&mut conn) {
             Ok(v) => v,
-            Err(e) if is_io(&e) && resendable => {
+            Err(e) if is_io(&e) && release.resendable => {
+                resent = true;
                 conn = connect(&hold.client, hold.response_timeout)?;
-                pipe.query(&mut conn)?
+                release.pipe.query(&mut conn)?
             }
             Err(e) => return Err(e.into()),
         };
-        hold.released(replies)?;
+        hold.released(replies, &release, resent)?;
         if lost {
             return Err(Error::NotHeld);
         }

@@ -74,7 +74,9 @@
 //! - **Request ids**: every single lock's acquisition carries a fresh
 //!   request id (`REQUEST id ttl`) and a lost reply is sent again once,
 //!   with the same id, on a new connection: the server answers a granted
-//!   first send from its latch, so the hold counts once.
+//!   first send from its latch, so the hold counts once. A release does
+//!   the same; a re-entered hold's release keeps its latch until the
+//!   owner's last release, so that its resend never frees a second level.
 //! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its

@@ -267,16 +267,19 @@ impl Handle {
             response_timeout: options.response_timeout,
             on_lost: None,
             requests: Vec::new(),
+            holds: self.holds.clone(),
         };
-        let (pipe, resendable) = hold.release();
+        let release = hold.release();
         let timeout = options.response_timeout;
-        let (_, _, replies) = match self.routed(name, &pipe, timeout).await {
-            Err(Error::Redis(e)) if is_io(&e) && resendable => {
-                self.routed(name, &pipe, timeout).await?
+        let mut resent = false;
+        let (_, _, replies) = match self.routed(name, &release.pipe, timeout).await {
+            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+                resent = true;
+                self.routed(name, &release.pipe, timeout).await?
             }
             other => other?,
         };
-        hold.released(replies)
+        hold.released(replies, &release, resent)
     }
 
     /// Sends `pipe` about the lock `name` on a new connection to its server
@@ -598,17 +601,19 @@ impl Guard {
 /// Sends `hold`'s release on `conn` (again on a new connection if that one
 /// failed and the release can be retried).
 async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<()> {
-    let (pipe, resendable) = hold.release();
-    let replies: Vec<Value> = match pipe.query_async(&mut conn).await {
+    let release = hold.release();
+    let mut resent = false;
+    let replies: Vec<Value> = match release.pipe.query_async(&mut conn).await {
         Ok(v) => v,
-        Err(e) if is_io(&e) && resendable => {
+        Err(e) if is_io(&e) && release.resendable => {
+            resent = true;
             let timeout = hold.response_timeout;
             conn = connect(&hold.client, timeout, timeout).await?;
-            pipe.query_async(&mut conn).await?
+            release.pipe.query_async(&mut conn).await?
         }
         Err(e) => return Err(e.into()),
     };
-    hold.released(replies)
+    hold.released(replies, &release, resent)
 }
 
 impl Drop for Guard {
