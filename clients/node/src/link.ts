@@ -21,6 +21,14 @@ import type { Cluster, Redis } from "ioredis";
 import calculateSlot from "cluster-key-slot";
 import type { Args } from "./commands";
 
+/** A pipelined command's outcome: its reply, or its error (an error reply, or the connection's). */
+export type Settled = { readonly error: null; readonly reply: unknown } | { readonly error: Error; readonly reply?: undefined };
+
+/** ioredis's pipeline results as `Settled`s (none: the connection failed before any). */
+function settle(results: [Error | null, unknown][] | null): Settled[] {
+  return (results ?? []).map(([error, reply]) => (error === null ? { error: null, reply } : { error }));
+}
+
 /** An ioredis client: one server (`Redis`) or a Redis Cluster (`Cluster`). */
 export type Client = Redis | Cluster;
 
@@ -230,7 +238,21 @@ export class Links {
    * resolves with the server's reply to the ended wait (the caller checks
    * the signal and releases what the reply may still have granted).
    */
-  call(link: Link, args: Args, timeoutMs: number | null, signal?: AbortSignal): Promise<unknown> {
+  async call(link: Link, args: Args, timeoutMs: number | null, signal?: AbortSignal): Promise<unknown> {
+    const [first] = await this.pipeline(link, [args], timeoutMs, signal);
+    if (first === undefined || first.error !== null) {
+      throw first?.error ?? new Error("no reply");
+    }
+    return first.reply;
+  }
+
+  /**
+   * `commands` in one write on a dedicated connection (ioredis's pipeline),
+   * every reply read (an error reply as its error), within `timeoutMs` and
+   * ended by `signal` as `call`. Rejects when the connection failed (the
+   * first command's reply was lost): the connection is then unusable.
+   */
+  pipeline(link: Link, commands: readonly Args[], timeoutMs: number | null, signal?: AbortSignal): Promise<Settled[]> {
     return new Promise((resolve, reject) => {
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
@@ -244,23 +266,32 @@ export class Links {
         }
         signal?.removeEventListener("abort", onAbort);
       };
-      link.conn.call(...args).then(
-        (reply) => {
+      const pipeline = link.conn.pipeline();
+      for (const [name, ...args] of commands) {
+        pipeline.call(name, ...args);
+      }
+      pipeline.exec().then(
+        (results) => {
           finish();
-          resolve(reply);
+          const replies = settle(results);
+          const lost = replies.find((r) => r.error !== null && !isReplyError(r.error));
+          if (lost !== undefined || replies.length !== commands.length) {
+            link.broken = true;
+            reject(lost?.error ?? new Error("the connection closed"));
+            return;
+          }
+          resolve(replies);
         },
         (error: unknown) => {
           finish();
-          if (!isReplyError(error)) {
-            link.broken = true;
-          }
+          link.broken = true;
           reject(error);
         },
       );
       if (timeoutMs !== null) {
         timer = setTimeout(() => {
           if (!settled) {
-            this.drop(link); // rejects the pending call with a closed-connection error
+            this.drop(link); // rejects the pending calls with a closed-connection error
           }
         }, timeoutMs);
       }
@@ -272,6 +303,38 @@ export class Links {
         }
       }
     });
+  }
+
+  /**
+   * `commands` in one write on a dedicated connection to the master serving
+   * `key` (a release and its latches' `DEL`), every reply within
+   * `timeoutMs`; a `MOVED` first reply (a reshard) sends them once more, to
+   * the slot's new master. Rejects when the connection failed. A dedicated
+   * connection resends nothing, so the caller knows when the replies were
+   * lost: the application's connection may resend unanswered commands
+   * itself after reconnecting (ioredis's `autoResendUnfulfilledCommands`),
+   * and a last release resent that way, unseen, finds the hold its first
+   * send released gone and could not tell it from a hold never had. The
+   * connection is the pool's (the acquisition's, given back): no new
+   * connection per release.
+   */
+  async commands(key: string, commands: readonly Args[], timeoutMs: number): Promise<Settled[]> {
+    let link: Link | null = await this.checkout(key);
+    try {
+      const replies = await this.pipeline(link, commands, timeoutMs);
+      const first = replies[0];
+      if (!this.cluster || first === undefined || first.error === null || !isMoved(first.error)) {
+        return replies;
+      }
+      this.checkin(link);
+      link = null; // given back: if the redirect fails, nothing to give back twice
+      link = await this.checkoutOn(await this.redirected(first.error, key));
+      return await this.pipeline(link, commands, timeoutMs);
+    } finally {
+      if (link !== null) {
+        this.checkin(link); // a broken one is dropped
+      }
+    }
   }
 
   /**

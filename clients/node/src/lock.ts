@@ -9,11 +9,17 @@
 
 import { EventEmitter } from "node:events";
 import { asyncDispose } from "./dispose";
-import { requestId, type Outcome, type Target } from "./commands";
+import { requestId, type Args, type Outcome, type Target } from "./commands";
 import { NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
-import { isMoved, isReplyError, type Link, type Links } from "./link";
+import { isMoved, isReplyError, type Link, type Links, type Settled } from "./link";
 import { blockOf, LATCH_TTL_MS, remaining, toMs, type ReplicaSync } from "./options";
-import { syncReplicas } from "./sync";
+import { commandsOf, extraMs, INFO, NO_CHECKS, type Masters } from "./sync";
+
+/** An acquisition's reply, and what its replica check found short (null: acknowledged). */
+interface Sent {
+  readonly reply: unknown;
+  readonly short: string | null;
+}
 import { Watchdog } from "./watchdog";
 
 /** How one acquisition waits and how long the hold lasts. */
@@ -61,6 +67,8 @@ export interface ClientContext {
   readonly watchdogTimeout: number;
   /** Replica acknowledgement after each acquisition. */
   readonly sync: ReplicaSync;
+  /** What this client object's acquisitions learned of the masters' replicas. */
+  readonly masters: Masters;
   /** Added to a wait for its reply to arrive (ms). */
   readonly replyMargin: number;
   /** The running watchdogs, stopped when the client object closes. */
@@ -124,6 +132,10 @@ export class Lock extends EventEmitter {
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
   private latches: string[] = []; // the acquisitions' latches since the last release
+  // The unlock latches of re-entered releases sent: deleted by the next
+  // release's DEL (a release's own latch must outlive its reply, for its
+  // resend to be answered from it).
+  private releaseLatches: string[] = [];
   private readonly onLost: LostCallback | undefined;
 
   /** Made by `Locks`: `target` says what it sends; `owner` is its own. */
@@ -207,6 +219,7 @@ export class Lock extends EventEmitter {
     const owner = this.owner;
     const wasLost = this.isLost;
     let reply: unknown;
+    let resentLast = false;
     const link = this.sessionLink;
     if (link !== null) {
       // A session's holds live on their connection: released there, with
@@ -221,9 +234,15 @@ export class Lock extends EventEmitter {
         throw new NotHeld(`${this.name}: the session's connection closed`, { cause: error });
       }
     } else {
-      reply = await this.releaseShared(owner);
+      ({ reply, resentLast } = await this.releaseShared(owner));
     }
-    const released = this.target.released(reply);
+    let released = this.target.released(reply);
+    if (released === null && resentLast && !wasLost) {
+      // The resend of the handle's last hold, whose first send's pipeline
+      // deleted its latch too: "held nothing" means that first send
+      // released it.
+      released = true;
+    }
     if (this.count > 0) {
       this.count -= 1;
       if (released === null || released || this.count <= 0) {
@@ -238,34 +257,56 @@ export class Lock extends EventEmitter {
   }
 
   /**
-   * The release of a hold that is not a session's, on the application's
-   * connection. A single lock's carries a request id: sent once more with
+   * The release of a hold that is not a session's, on a dedicated
+   * connection of the pool (`Links.commands`: it resends nothing behind
+   * our back, so a lost reply is seen here). A single lock's carries a request id: sent once more with
    * the same id after an I/O error or timeout, it gets the first one's
-   * reply instead of releasing a second hold; the server's copy of the
-   * reply (the latch) is deleted after, as Redisson does.
+   * reply instead of releasing a second hold. One `DEL`, pipelined with
+   * the release (one round trip), deletes the latches whose replies came:
+   * the acquisitions' since the last release, and those of re-entered
+   * releases before it. The release's own latch (the server's copy of its
+   * reply) goes in it when this is the handle's last hold. A re-entered
+   * release leaves its own to the next release's `DEL` (or to expire), so
+   * that its resend is answered from it instead of releasing a level the
+   * handle still holds. `resentLast`: the reply is the resend's of the last
+   * hold, whose first send's `DEL` may have taken the latch. The `DEL`'s
+   * reply is not looked at: latches it missed expire on their own.
    */
-  private async releaseShared(owner: string): Promise<unknown> {
+  private async releaseShared(owner: string): Promise<{ reply: unknown; resentLast: boolean }> {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
-    const acquired = this.latches;
+    const keys = [...this.releaseLatches, ...this.latches];
     this.latches = [];
-    let reply: unknown;
+    this.releaseLatches = [];
+    const last = this.count <= 1;
+    const commands: Args[] = [args];
+    if (request !== null) {
+      if (last) {
+        keys.unshift(this.target.latch(request));
+      } else {
+        this.releaseLatches.push(this.target.latch(request));
+      }
+      if (keys.length > 0) {
+        commands.push(["DEL", ...keys]);
+      }
+    }
+    let replies: Settled[];
+    let resentLast = false;
     try {
-      reply = await links.command(this.target.key, args);
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
     } catch (error) {
-      if (request === null || isReplyError(error)) {
+      if (request === null) {
         throw error;
       }
-      reply = await links.command(this.target.key, args);
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
+      resentLast = last && this.count > 0;
     }
-    if (request !== null) {
-      // The release's latch and those of the acquisitions before it, in the
-      // one DEL Redisson sends. The release is done whatever this says: the
-      // latches expire by themselves.
-      await links.command(this.target.key, ["DEL", this.target.latch(request), ...acquired]).catch(() => undefined);
+    const first = replies[0];
+    if (first === undefined || first.error !== null) {
+      throw first?.error ?? new Error("no reply to the release");
     }
-    return reply;
+    return { reply: first.reply, resentLast };
   }
 
   /** The acquisition, its replica sync, and the bookkeeping of what it took. */
@@ -281,18 +322,18 @@ export class Lock extends EventEmitter {
     let request = this.target.requested ? requestId() : null;
     const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
     const started = performance.now();
-    let resent = false;
     const sessionLink = this.sessionLink;
     let link = sessionLink ?? (await links.checkout(this.target.key));
     let keep = false;
     try {
-      let reply: unknown;
+      let sent: Sent;
       try {
-        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
+        sent = await this.send(link, leaseMs, blockMs, waitMs, request, null, signal);
       } catch (error) {
         if (link === sessionLink) {
           throw error;
         }
+        let touch: Args | null = null;
         if (isMoved(error)) {
           // The slot moved to another master (a reshard): once more, there.
           links.checkin(link);
@@ -309,14 +350,21 @@ export class Lock extends EventEmitter {
           if (this.session) {
             request = requestId();
           }
+          // A replay writes nothing on this connection, so its WAIT would
+          // not cover the grant the first send wrote: one write after it
+          // (the latch's expiry set again; nothing when refused), in the
+          // same round trip.
+          if (this.ctx.sync.enabled) {
+            touch = ["PEXPIRE", this.target.acquireLatch(request), LATCH_TTL_MS + (waitMs ?? 0)];
+          }
           links.checkin(link);
           link = await links.checkout(this.target.key);
-          resent = true;
         } else {
           throw error;
         }
-        reply = await this.send(link, leaseMs, blockMs, waitMs, request, signal);
+        sent = await this.send(link, leaseMs, blockMs, waitMs, request, touch, signal);
       }
+      const reply = sent.reply;
       const outcome = this.target.outcome(reply, blockMs);
       if (signal?.aborted) {
         if (outcome.acquired) {
@@ -326,10 +374,7 @@ export class Lock extends EventEmitter {
         throw signal.reason;
       }
       if (outcome.acquired) {
-        const short = await this.sync(link, resent ? request : null, waitMs).catch(async (error: unknown) => {
-          await this.giveBack(link, leaseMs);
-          throw error;
-        });
+        const short = sent.short;
         if (short !== null) {
           await this.giveBack(link, leaseMs);
           throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
@@ -342,6 +387,10 @@ export class Lock extends EventEmitter {
     } catch (error) {
       if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
         throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
+      }
+      if (isReplyError(error) && (error as Error).message.startsWith("NOREPLICAS")) {
+        // The master's min-replicas-to-write refused the write: nothing was written.
+        throw new NotSynced(`${this.name}: ${(error as Error).message}`, { cause: error });
       }
       if (!isReplyError(error)) {
         await this.leaveLine(waitMs);
@@ -364,24 +413,32 @@ export class Lock extends EventEmitter {
   }
 
   /**
-   * The replica check of a hold `link` took. After a resend (`request`: its
-   * id), first one write of the acquisition's latch on `link` (its expiry
-   * set again): a replay writes nothing on this connection, so its `WAIT`
-   * would not cover the grant the first send wrote.
+   * One send of the acquisition on `link`, in one round trip: the command,
+   * after a resend its `touch`, then what the replica check sends for the
+   * master (`WAIT`, `WAITAOF`, now and then `INFO`: `Masters`), pipelined;
+   * the replies awaited as long as the wait, the checks' timeouts and a
+   * margin (BLOCK 0: without limit). The master's INFO is asked first, in a
+   * round trip of its own, only when nothing is known of it yet. Rejects
+   * with the acquisition's error reply.
    */
-  private async sync(link: Link, request: string | null, waitMs: number | null): Promise<string | null> {
-    if (request !== null && this.ctx.sync.enabled) {
-      const ttl = LATCH_TTL_MS + (waitMs ?? 0);
-      await this.ctx.links.call(link, ["PEXPIRE", this.target.acquireLatch(request), ttl], this.ctx.replyMargin);
+  private async send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, touch: Args | null, signal: AbortSignal | undefined): Promise<Sent> {
+    const { links, masters, sync } = this.ctx;
+    let checks = masters.plan(link.node, sync);
+    if (checks === null) {
+      const asked = performance.now();
+      masters.learn(link.node, await links.call(link, INFO, this.ctx.replyMargin), asked);
+      checks = masters.plan(link.node, sync) ?? NO_CHECKS;
     }
-    return syncReplicas(this.ctx.links, link, this.ctx.sync);
-  }
-
-  /** One send of the acquisition on `link`, its reply awaited as long as the wait and a margin (BLOCK 0: without limit). */
-  private send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, signal: AbortSignal | undefined): Promise<unknown> {
     const args = this.target.acquire(this.owner, leaseMs, blockMs, this.session, request, waitMs);
-    const timeout = blockMs === 0 ? null : (blockMs ?? 0) + this.ctx.replyMargin;
-    return this.ctx.links.call(link, args, timeout, signal);
+    const commands: Args[] = [args, ...(touch === null ? [] : [touch]), ...commandsOf(checks)];
+    const timeout = blockMs === 0 ? null : (blockMs ?? 0) + extraMs(checks) + this.ctx.replyMargin;
+    const replies = await links.pipeline(link, commands, timeout, signal);
+    const first = replies[0];
+    if (first === undefined || first.error !== null) {
+      throw first?.error ?? new Error("no reply to the acquisition");
+    }
+    const short = masters.read(checks, replies.slice(touch === null ? 1 : 2), link.node);
+    return { reply: first.reply, short };
   }
 
   /**
@@ -477,6 +534,7 @@ export class Lock extends EventEmitter {
     this.isLost = false;
     this.lostController = null;
     this.latches = [];
+    this.releaseLatches = [];
     const link = this.sessionLink;
     this.sessionLink = null;
     if (link !== null) {

@@ -9,6 +9,7 @@ import { MultiLock, type MultiHold } from "./multi";
 import { DEFAULT_WATCHDOG_TIMEOUT, REPLY_MARGIN, syncOf, toMs, type ReplicaSync } from "./options";
 import { clientIdOf, Owners } from "./owner";
 import { ReadWriteLock } from "./rwlock";
+import { Masters } from "./sync";
 import type { Watchdog } from "./watchdog";
 
 /** A client object's options. */
@@ -20,7 +21,7 @@ export interface LocksOptions {
   clientId?: string;
   /** The lease (ms) of a hold taken without one, renewed every third of it: Redisson's `lockWatchdogTimeout`, 30000. */
   watchdogTimeout?: number;
-  /** Replica acknowledgement after each acquisition: `{ enabled: true, timeout: 1000, aof: true }`. */
+  /** Replica acknowledgement after each acquisition: `{ enabled: true, timeout: 1000, replicas: "auto", aof: "auto" }` (`ReplicaSync`). */
   sync?: Partial<ReplicaSync>;
   /** Added to a wait (ms) for its reply to arrive before the dedicated connection is given up; 5000. */
   replyMargin?: number;
@@ -97,6 +98,7 @@ export class Locks implements AsyncDisposable {
       links: new Links(client),
       watchdogTimeout: toMs(options.watchdogTimeout ?? DEFAULT_WATCHDOG_TIMEOUT, "watchdogTimeout", 3),
       sync: syncOf(options.sync),
+      masters: new Masters(),
       replyMargin: toMs(options.replyMargin ?? REPLY_MARGIN, "replyMargin"),
       dogs: new Set<Watchdog>(),
     };

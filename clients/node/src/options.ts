@@ -21,22 +21,50 @@ export const MAX_MS = 315_360_000_000;
 
 /**
  * After each acquisition, wait for the master's replicas to have it, as
- * Redisson does with `checkLockSyncedSlaves` (on by default).
+ * Redisson does with `checkLockSyncedSlaves` (on by default), in the
+ * acquisition's own round trip: the acquisition, then `WAIT <expected>
+ * <timeout>` when replicas are expected and `WAITAOF 1 0 <timeout>` when the
+ * master's AOF fsync is waited for, pipelined on its connection. When not
+ * every copy acknowledged in time the hold is released and the acquisition
+ * rejects with `NotSynced`; so it does when the master refuses the write for
+ * want of replicas (`NOREPLICAS`, its `min-replicas-to-write`).
+ *
+ * How many replicas are expected is never read from the node just written
+ * to alone: a master paused past its failover and not yet demoted says it
+ * has none. With `replicas: "auto"` the client object learns it from `INFO
+ * replication persistence` (once before the first acquisition on a master,
+ * one extra round trip; then at most every 5 s inside an acquisition's
+ * pipeline) and keeps the highest number it ever saw for that master: a
+ * master saying fewer later does not lower it, so its acquisitions fail
+ * instead of being acknowledged by nobody. Lowering it takes a new `Locks`
+ * (or an explicit count).
  */
 export interface ReplicaSync {
   /** Off: an acquisition returns as soon as the master has it. Default true. */
   enabled: boolean;
-  /** Milliseconds to wait for every connected replica (`WAIT`); default 1000. */
+  /** Milliseconds to wait for the replicas (`WAIT`) and the fsync (`WAITAOF`); default 1000. */
   timeout: number;
-  /** Where the master writes an AOF and has `WAITAOF` (7.2+), also wait for its fsync. Default true. */
-  aof: boolean;
+  /**
+   * How many replicas must acknowledge: `"auto"` (default), the most the
+   * master was ever seen with; or exactly this many (0: never wait for replicas).
+   */
+  replicas: number | "auto";
+  /**
+   * The master's AOF fsync (`WAITAOF 1 0`, Redis 7.2+): `"auto"` (default)
+   * where the master says it writes one and has `WAITAOF` (before 7.2,
+   * `WAIT` alone); `"required"` always (a master without an AOF or
+   * `WAITAOF` fails every acquisition with `NotSynced`); `"off"` never.
+   * `true` and `false` are `"auto"` and `"off"`.
+   */
+  aof: "auto" | "required" | "off" | boolean;
 }
 
 /** The replica sync Redisson does by default. */
 export const DEFAULT_SYNC: Readonly<ReplicaSync> = Object.freeze({
   enabled: true,
   timeout: DEFAULT_SYNC_TIMEOUT,
-  aof: true,
+  replicas: "auto",
+  aof: "auto",
 });
 
 /**
@@ -74,7 +102,14 @@ export function blockOf(wait: number | null | undefined): number | null {
 export function syncOf(sync: Partial<ReplicaSync> | undefined): ReplicaSync {
   const merged = { ...DEFAULT_SYNC, ...(sync ?? {}) };
   toMs(merged.timeout, "sync.timeout");
-  return merged;
+  if (merged.replicas !== "auto" && !(Number.isInteger(merged.replicas) && merged.replicas >= 0)) {
+    throw new RangeError(`sync.replicas must be "auto" or a whole number from 0, not ${String(merged.replicas)}`);
+  }
+  const aof = merged.aof === true ? "auto" : merged.aof === false ? "off" : merged.aof;
+  if (aof !== "auto" && aof !== "required" && aof !== "off") {
+    throw new RangeError(`sync.aof must be "auto", "required" or "off", not ${String(merged.aof)}`);
+  }
+  return { ...merged, aof };
 }
 
 /**

@@ -95,7 +95,9 @@ describe("commands", () => {
     const info = parseInfo("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\r\n# Persistence\r\naof_enabled:1\r\n");
     assert.equal(info.get("connected_slaves"), "2");
     assert.equal(info.get("aof_enabled"), "1");
-    assert.deepEqual(syncOf(undefined), { enabled: true, timeout: 1000, aof: true });
-    assert.deepEqual(syncOf({ aof: false }), { enabled: true, timeout: 1000, aof: false });
+    assert.deepEqual(syncOf(undefined), { enabled: true, timeout: 1000, replicas: "auto", aof: "auto" });
+    // The booleans of before: on is "auto", off is "off".
+    assert.deepEqual(syncOf({ aof: false }), { enabled: true, timeout: 1000, replicas: "auto", aof: "off" });
+    assert.deepEqual(syncOf({ aof: true, replicas: 2 }), { enabled: true, timeout: 1000, replicas: 2, aof: "auto" });
   });
 });

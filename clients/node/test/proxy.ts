@@ -75,6 +75,12 @@ export class FaultProxy {
     return proxy;
   }
 
+  /** Loses the reply of the next matching command too (once more). */
+  rearm(): void {
+    this.tripped = false;
+    this.fired = false;
+  }
+
   /** Closes the proxy and every connection through it. */
   async close(): Promise<void> {
     for (const socket of this.sockets) {

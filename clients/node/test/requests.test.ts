@@ -2,7 +2,9 @@
  * Idempotent acquisitions: every single-lock acquisition sends `REQUEST`,
  * and a lost reply (the connection closed, or a reply that never comes) is
  * resent once with the same request id, through a proxy that loses it for
- * real: one hold on the server, whatever the kind.
+ * real: one hold on the server, whatever the kind. A release's lost reply
+ * too: a re-entered hold's resend frees one level only, the last one's
+ * resend counts as released and leaves nothing.
  */
 
 import { after, before, describe, it } from "node:test";
@@ -134,6 +136,55 @@ describe("idempotent acquisitions", () => {
     await multi.release();
     assert.equal(await redis.dbsize(), 1, "the fencing counter only");
   });
+
+  // A release's pipeline (the release, then the DEL of latches) lost after
+  // both ran: a re-entered hold's release kept its own latch out of that
+  // DEL, so its resend is answered from it and one level stays held; the
+  // last release's resend finds the hold gone, which counts as released,
+  // and nothing is left.
+  const releases: { kind: string; command: string; make: (l: Locks, n: string) => Lock }[] = [
+    { kind: "plain", command: "LOCK.UNLOCK", make: (l, n) => l.lock(n) },
+    { kind: "read", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).readLock() },
+    { kind: "write", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).writeLock() },
+    { kind: "fair", command: "FAIRLOCK.UNLOCK", make: (l, n) => l.fairLock(n) },
+  ];
+  for (const k of releases) {
+    const name = `relost-${k.kind}`;
+    it(`${name}: a re-entered release's reply lost frees one level; the last one's lost reply still releases`, async () => {
+      const proxy = await FaultProxy.start(server.port, k.command, name);
+      const app = server.client({ port: proxy.port });
+      const locks = new Locks(app);
+      const calls = new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=2,`);
+      try {
+        const lock = k.make(locks, name);
+        const field = k.kind === "write" ? `${lock.owner}:write` : lock.owner;
+        assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+        assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+        assert.equal(await redis.hget(name, field), "2");
+
+        await redis.call("CONFIG", "RESETSTAT");
+        await lock.release();
+        assert.ok(proxy.fired, "the proxy lost the first release's reply");
+        assert.match(await redis.info("commandstats"), calls, "the release and its resend");
+        assert.equal(await redis.hget(name, field), "1", "the resend was answered from its latch");
+        assert.equal(lock.held, true);
+        assert.equal((await redis.keys(`redisson_unlock_latch:{${name}}:*`)).length, 1, "the latch outlives its reply");
+
+        proxy.rearm();
+        await redis.call("CONFIG", "RESETSTAT");
+        await lock.release(); // the last: resolves although the resend may find nothing held
+        assert.ok(proxy.fired, "the proxy lost the last release's reply");
+        assert.match(await redis.info("commandstats"), calls, "the last release and its resend");
+        assert.equal(lock.held, false);
+        assert.equal(await redis.exists(name), 0);
+        assert.deepEqual(await redis.keys(`*${name}*`), [], "no latch left");
+      } finally {
+        await locks.close();
+        app.disconnect();
+        await proxy.close();
+      }
+    });
+  }
 
   it("a reply that never comes (the connection left open) is resent after the wait's margin", async () => {
     const proxy = await FaultProxy.start(server.port, "RWLOCK.WRITE", "req:stall", true);

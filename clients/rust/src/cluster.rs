@@ -57,6 +57,20 @@ impl Endpoint {
         }
     }
 
+    /// False when the master of `name`'s slot is not known yet (a cluster
+    /// whose slot no reply named so far: the seed is asked, and may
+    /// redirect).
+    pub fn knows(&self, name: &str) -> bool {
+        match self {
+            Endpoint::Server(_) => true,
+            Endpoint::Cluster(nodes) => nodes
+                .by_slot
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .contains_key(&slot(name)),
+        }
+    }
+
     /// Where `e` redirects a command about `name`, if it is a redirection
     /// (a standalone server never sends one).
     pub fn redirect(&self, name: &str, e: &redis::RedisError) -> Result<Option<Redirect>> {

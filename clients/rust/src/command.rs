@@ -14,7 +14,7 @@ pub(crate) const LATCH_TTL_MS: u64 = 13_500;
 
 /// One lock a hold covers, by its kind: what `LOCK.ACQUIREALL` calls
 /// `LOCK`, `READ` or `WRITE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A plain lock (Redisson's `RLock`).
     Lock,

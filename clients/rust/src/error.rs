@@ -21,15 +21,20 @@ pub enum Error {
     /// again by its holder (the server's `NON_REENTRANT_REACQUIRE`): nothing
     /// changed, the first hold stays.
     NotReentrant,
-    /// The lock was taken but not all of the master's `replicas`
+    /// The lock was taken but not all of the `replicas` expected
     /// acknowledged it (`WAIT`), or the master did not fsync it to its AOF
     /// (`WAITAOF`), within the sync timeout, so it was released again: a
-    /// failover (or a restart) now could hand it to someone else.
+    /// failover (or a restart) now could hand it to someone else. Also when
+    /// the master refused the write for want of replicas (`NOREPLICAS`, its
+    /// `min-replicas-to-write`): then nothing was written.
     NotSynced {
-        /// Replicas the master had.
+        /// Replicas expected to acknowledge it.
         replicas: usize,
         /// How long the acknowledgement was waited for.
         waited: Duration,
+        /// What the server replied (`WAIT replied 0`, `WAITAOF replied [0,
+        /// 0]`, the `NOREPLICAS` error).
+        replied: String,
     },
     /// A RedLock reached fewer masters than its quorum within the wait (or
     /// its validity was used up), and released what it took.
@@ -56,9 +61,13 @@ impl fmt::Display for Error {
             Error::NotAcquired { pttl } => write!(f, "lock held by others for {pttl} ms more"),
             Error::NotHeld => write!(f, "the lock is not held by this owner"),
             Error::NotReentrant => write!(f, "the holder asked again for a non-reentrant lock"),
-            Error::NotSynced { replicas, waited } => write!(
+            Error::NotSynced {
+                replicas,
+                waited,
+                replied,
+            } => write!(
                 f,
-                "the lock was not acknowledged by all {replicas} replicas (or fsynced to the AOF) within {waited:?}; released"
+                "the lock was not acknowledged by {replicas} replicas (or fsynced to the AOF) within {waited:?} ({replied}); released"
             ),
             Error::NoQuorum { acquired, quorum } => write!(
                 f,

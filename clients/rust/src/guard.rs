@@ -2,22 +2,31 @@
 //! guard it returns: the hold, its connection, its watchdog, its release.
 //! Every blocking lock kind (plain, read-write, multi) acquires through it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::{Cmd, Connection, Value};
+use redis::{Cmd, Connection, Pipeline, Value};
 
 use crate::cluster::Route;
 use crate::command::{acquire_error, is_io, Target, Wait};
 use crate::connection::connect;
 use crate::error::{Error, Result};
-use crate::handle::{self, Hold};
-use crate::options::Options;
-use crate::sync;
+use crate::handle::{self, first, single, Hold};
+use crate::sync::{self, Plan, Trip};
 use crate::watchdog::Watchdog;
 
 /// A blocking lock handle: its owner, when set, replaces the calling
 /// thread's.
 pub(crate) type Handle = handle::Handle<Option<String>>;
+
+/// An acquisition's round trip, answered: the master, the connection, the
+/// acquisition's reply, what was sent after it and those replies.
+struct Sent {
+    client: redis::Client,
+    conn: Connection,
+    reply: Value,
+    plan: Plan,
+    after: Vec<Value>,
+}
 
 impl Handle {
     /// Takes the hold `target` for this thread's owner.
@@ -26,28 +35,34 @@ impl Handle {
         let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
         // Each acquisition has a connection of its own: a BLOCK parks it,
         // and a session hold lives as long as it.
-        let timeout = wait.timeout(options.response_timeout);
         let name = acquisition.name;
-        let sent = match self.routed(name, &acquisition.cmd, timeout) {
+        let sent = match self.send(name, &acquisition.cmd, None, wait) {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
                 // the same request id (see `Acquisition::resend`).
                 let cmd = acquisition.resend().clone();
-                let timeout = acquisition.wait.timeout(options.response_timeout);
-                self.routed(name, &cmd, timeout)
+                let touch = acquisition.touch();
+                self.send(name, &cmd, touch.as_ref(), acquisition.wait)
             }
             other => other,
         };
-        let (client, conn, reply) = sent.map_err(acquire_error)?;
+        let Sent {
+            client,
+            conn,
+            reply,
+            plan,
+            after,
+        } = sent.map_err(acquire_error)?;
+        // Read whether or not it was granted: it learns of the master.
+        let synced = plan.read(&after, &self.masters, &sync::address(&client));
         let token = target.acquired(reply, acquisition.wait)?;
-        let touch = acquisition.touch();
         conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
             hold: Hold::new(client, self, target, acquisition, token),
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options, touch) {
+        if let Err(e) = synced {
             // Not acknowledged: released rather than held on a master that
             // could lose it.
             let _ = guard.release_now();
@@ -60,14 +75,73 @@ impl Handle {
         Ok(guard)
     }
 
+    /// The acquisition `cmd` in one round trip on a new connection to its
+    /// master (in a cluster, following the redirections to its slot's
+    /// master): after a resend `touch`, then what the plan for that master
+    /// waits for. The master's `INFO` is asked first, in a round trip of
+    /// its own, only when nothing is known of it yet.
+    fn send(&self, name: &str, cmd: &Cmd, touch: Option<&Cmd>, wait: Wait) -> Result<Sent> {
+        let options = &self.options;
+        let none = Plan::none();
+        let mut route = Route::start(&self.endpoint, name);
+        loop {
+            let mut conn = connect(&route.client, options.response_timeout)?;
+            let master = sync::address(&route.client);
+            let plan = match self.plan(&master) {
+                Some(plan) => plan,
+                None => {
+                    let asked = Instant::now();
+                    let info: String = sync::info().query(&mut conn)?;
+                    self.masters.learn(&master, &info, asked);
+                    self.plan(&master).unwrap_or_else(Plan::none)
+                }
+            };
+            // A node that may redirect (the slot's master unknown yet): the
+            // checks wait for the reply, in a round trip of their own.
+            let deferred = !route.asking && !self.endpoint.knows(name);
+            let trip = Trip::new(
+                route.asking,
+                cmd,
+                touch,
+                if deferred { &none } else { &plan },
+            );
+            // A BLOCK waits first, then WAIT and WAITAOF behind it.
+            let timeout = sync::timeout(wait.timeout(options.response_timeout), plan.extra());
+            conn.set_read_timeout(timeout)?;
+            let (reply, mut after) = trip.split(trip.pipe.query(&mut conn)?)?;
+            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
+                after = sync::checks(&plan).query(&mut conn)?;
+            }
+            match reply {
+                Value::ServerError(e) => {
+                    let e = redis::RedisError::from(e);
+                    if let Some(not_synced) = sync::no_replicas(&e, &plan) {
+                        return Err(not_synced);
+                    }
+                    route.follow(&self.endpoint, name, e)?;
+                }
+                reply => {
+                    return Ok(Sent {
+                        client: route.client,
+                        conn,
+                        reply,
+                        plan,
+                        after,
+                    })
+                }
+            }
+        }
+    }
+
     /// True when this thread's owner holds every hold of `target`, as the
     /// server says (a hold lost to its lease or forced open is not held).
     pub fn is_held(&self, target: &Target) -> Result<bool> {
         target.check()?;
         let owner = self.thread_owner();
         for (name, cmd) in target.held(&owner) {
-            let (_, _, reply) = self.routed(&name, &cmd, self.options.response_timeout)?;
-            if reply != Value::Int(1) {
+            let (_, _, replies) =
+                self.routed(&name, &single(&cmd), self.options.response_timeout)?;
+            if first(replies)? != Value::Int(1) {
                 return Ok(false);
             }
         }
@@ -93,31 +167,31 @@ impl Handle {
             response_timeout: options.response_timeout,
             on_lost: None,
             requests: Vec::new(),
+            holds: self.holds.clone(),
         };
-        let (cmd, request) = hold.release();
+        let release = hold.release();
         let timeout = options.response_timeout;
-        let (_, mut conn, reply) = match self.routed(name, &cmd, timeout) {
-            Err(Error::Redis(e)) if is_io(&e) && request.is_some() => {
-                self.routed(name, &cmd, timeout)?
+        let mut resent = false;
+        let (_, _, replies) = match self.routed(name, &release.pipe, timeout) {
+            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+                resent = true;
+                self.routed(name, &release.pipe, timeout)?
             }
             other => other?,
         };
-        if let Some(request) = request {
-            let _: Value = hold.forget(&request).query(&mut conn)?;
-        }
-        target.released(&reply)
+        hold.released(replies, &release, resent)
     }
 
-    /// Sends `cmd` about the lock `name` on a new connection to its server
-    /// (in a cluster, following the redirections to its slot's master),
-    /// awaiting the reply at most `timeout`: that server, the connection
-    /// and the reply.
+    /// Sends `pipe` about the lock `name` on a new connection to its server
+    /// (in a cluster, following the redirections of its first command to
+    /// its slot's master), awaiting the replies at most `timeout`: that
+    /// server, the connection and the replies.
     fn routed(
         &self,
         name: &str,
-        cmd: &Cmd,
+        pipe: &Pipeline,
         timeout: Option<Duration>,
-    ) -> Result<(redis::Client, Connection, Value)> {
+    ) -> Result<(redis::Client, Connection, Vec<Value>)> {
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let mut conn = connect(&route.client, self.options.response_timeout)?;
@@ -125,9 +199,12 @@ impl Handle {
                 let _: Value = redis::cmd("ASKING").query(&mut conn)?;
             }
             conn.set_read_timeout(timeout)?;
-            match cmd.query::<Value>(&mut conn) {
-                Ok(reply) => return Ok((route.client, conn, reply)),
-                Err(e) => route.follow(&self.endpoint, name, e)?,
+            let replies: Vec<Value> = pipe.query(&mut conn)?;
+            match replies.first() {
+                Some(Value::ServerError(e)) => {
+                    route.follow(&self.endpoint, name, e.clone().into())?;
+                }
+                _ => return Ok((route.client, conn, replies)),
             }
         }
     }
@@ -165,40 +242,6 @@ impl Guard {
         self.release_now()
     }
 
-    /// The replica check; `touch` (after a resend) is written first, on
-    /// the same connection, for `WAIT` to count the grant.
-    fn check_replicas(&mut self, options: &Options, touch: Option<Cmd>) -> Result<()> {
-        let sync_options = &options.sync;
-        let Some(conn) = self.conn.as_mut().filter(|_| sync_options.enabled) else {
-            return Ok(());
-        };
-        if let Some(touch) = touch {
-            let _: Value = touch.query(conn)?;
-        }
-        let info: String = sync::info().query(conn)?;
-        let master = sync::Master::of(&info);
-        if master.replicas == 0 && !(sync_options.aof && master.aof) {
-            return Ok(());
-        }
-        // WAIT and WAITAOF count this connection's own writes, so they are
-        // sent on it, with a read timeout covering them.
-        conn.set_read_timeout(sync::timeout(
-            options.response_timeout,
-            sync_options.timeout,
-        ))?;
-        if master.replicas > 0 {
-            let reply: Value = sync::wait(master.replicas, sync_options).query(conn)?;
-            sync::waited(&reply, master.replicas, sync_options)?;
-        }
-        if sync_options.aof && master.aof {
-            if let Some(reply) = sync::aof_reply(sync::wait_aof(sync_options).query(conn))? {
-                sync::fsynced(&reply, master.replicas, sync_options)?;
-            }
-        }
-        conn.set_read_timeout(options.response_timeout)?;
-        Ok(())
-    }
-
     fn release_now(&mut self) -> Result<()> {
         // A hold the watchdog found gone is not held, whatever the release
         // replies (a fair lock's replies 1 once the lock is gone).
@@ -211,19 +254,18 @@ impl Guard {
             return Err(Error::NotHeld);
         };
         let hold = &self.hold;
-        let (cmd, request) = hold.release();
-        let reply: Value = match cmd.query(&mut conn) {
+        let release = hold.release();
+        let mut resent = false;
+        let replies: Vec<Value> = match release.pipe.query(&mut conn) {
             Ok(v) => v,
-            Err(e) if is_io(&e) && request.is_some() => {
+            Err(e) if is_io(&e) && release.resendable => {
+                resent = true;
                 conn = connect(&hold.client, hold.response_timeout)?;
-                cmd.query(&mut conn)?
+                release.pipe.query(&mut conn)?
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(request) = request {
-            let _: Value = hold.forget(&request).query(&mut conn)?;
-        }
-        hold.target.released(&reply)?;
+        hold.released(replies, &release, resent)?;
         if lost {
             return Err(Error::NotHeld);
         }

@@ -3,16 +3,18 @@
 //! options) and its builder methods, what an acquisition sends, and a hold
 //! (what its guard renews and releases).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redis::Cmd;
+use redis::{Cmd, Pipeline, Value};
 
 use crate::cluster::Endpoint;
 use crate::command::{self, Kind, Target, Wait};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
+use crate::sync::{Masters, Plan};
 use crate::watchdog::{LostHold, OnLost, Renewal};
 
 /// A client's locks: one client id, where they live, the options.
@@ -21,6 +23,12 @@ pub(crate) struct Client {
     endpoint: Endpoint,
     client_id: String,
     options: Options,
+    /// What its acquisitions learned of the masters' replicas, shared by
+    /// its handles.
+    masters: Masters,
+    /// The holds its guards took and have not released, shared by its
+    /// handles.
+    holds: Holds,
 }
 
 impl Client {
@@ -30,6 +38,8 @@ impl Client {
             endpoint,
             client_id: owner::new_client_id(),
             options: Options::default(),
+            masters: Masters::default(),
+            holds: Holds::default(),
         }
     }
 
@@ -61,7 +71,91 @@ impl Client {
             owner,
             target,
             on_lost: None,
+            masters: self.masters.clone(),
+            holds: self.holds.clone(),
         }
+    }
+}
+
+/// The key of an owner's holds of one lock: the lock's kind and name (its
+/// hash, and the field the owner's count is in), the owner.
+type HoldKey = (Kind, String, String);
+
+/// The holds a client's guards took and have not released yet, per lock
+/// and owner (only those whose release carries a request id: a single
+/// lock's, outside a session), with the unlock latches of re-entered
+/// releases waiting for the owner's next release's `DEL`. They say whether
+/// a release is the owner's last (see [`Hold::release`]). As far as this
+/// client knows: holds the owner took through another client object are
+/// not counted.
+#[derive(Clone, Default)]
+pub(crate) struct Holds(Arc<Mutex<HashMap<HoldKey, Counted>>>);
+
+/// One owner's holds of one lock.
+#[derive(Default)]
+struct Counted {
+    count: usize,
+    /// The latches of re-entered releases sent since the last `DEL`.
+    latches: Vec<String>,
+}
+
+/// What a release deletes, as [`Holds::releasing`] says.
+pub(crate) struct Releasing {
+    /// The owner's last hold here (or one this client does not know of).
+    pub last: bool,
+    /// The owner held it as far as this client knows.
+    pub known: bool,
+    /// The latches of re-entered releases before it.
+    pub earlier: Vec<String>,
+}
+
+impl Holds {
+    fn map(&self) -> MutexGuard<'_, HashMap<HoldKey, Counted>> {
+        // A panic elsewhere leaves the map as consistent as before it.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A hold of `key` granted.
+    fn taken(&self, key: HoldKey) {
+        self.map().entry(key).or_default().count += 1;
+    }
+
+    /// A release of one hold of `key`, whose own latch is `latch`, about to
+    /// be sent: counted released (a release is sent once, resent at most
+    /// once with the same id, and whatever it replies the guard is spent).
+    /// A re-entered release (more holds known) keeps `latch` for the next
+    /// release's `DEL`; the last one gets the latches kept before it.
+    fn releasing(&self, key: HoldKey, latch: String) -> Releasing {
+        let mut map = self.map();
+        let Some(counted) = map.get_mut(&key) else {
+            return Releasing {
+                last: true,
+                known: false,
+                earlier: Vec::new(),
+            };
+        };
+        let last = counted.count <= 1;
+        let earlier = std::mem::take(&mut counted.latches);
+        counted.count = counted.count.saturating_sub(1);
+        if !last {
+            counted.latches.push(latch);
+        }
+        if counted.count == 0 && counted.latches.is_empty() {
+            map.remove(&key);
+        }
+        Releasing {
+            last,
+            known: true,
+            earlier,
+        }
+    }
+
+    /// The number of holds of `key` known, for the tests.
+    #[cfg(test)]
+    fn count(&self, key: &HoldKey) -> usize {
+        self.map().get(key).map_or(0, |c| c.count)
     }
 }
 
@@ -77,6 +171,10 @@ pub(crate) struct Handle<O> {
     pub target: Target,
     /// Called by a hold's watchdog when it finds the hold gone.
     pub on_lost: Option<OnLost>,
+    /// What the client learned of the masters' replicas.
+    pub masters: Masters,
+    /// The holds the client's guards took.
+    pub holds: Holds,
 }
 
 /// An acquisition about to be sent.
@@ -140,6 +238,13 @@ impl Acquisition<'_> {
 }
 
 impl<O> Handle<O> {
+    /// What an acquisition on `master` sends after it (see
+    /// [`Masters::plan`]); None until `master`'s `INFO` was learned.
+    pub fn plan(&self, master: &str) -> Option<Plan> {
+        self.masters
+            .plan(master, &self.options.sync, Instant::now())
+    }
+
     pub fn fenced(mut self) -> Self {
         self.target.fenced = true;
         self
@@ -260,6 +365,19 @@ pub(crate) struct Hold {
     /// The request ids of its acquisition: their latches go with the
     /// release's (one `DEL`), or expire.
     pub requests: Vec<String>,
+    /// The client's holds, this one counted among them when its release
+    /// carries a request id.
+    pub holds: Holds,
+}
+
+/// A release about to be sent: its pipeline, and what its reply means.
+pub(crate) struct Release {
+    pub pipe: Pipeline,
+    /// It carries a request id: it may be sent again after a lost reply.
+    pub resendable: bool,
+    /// The owner's last hold, known held: a resend that finds it not held
+    /// finds it released by the first send (whose `DEL` took the latch).
+    last_known: bool,
 }
 
 impl Hold {
@@ -271,7 +389,7 @@ impl Hold {
         acquisition: Acquisition<'_>,
         token: Option<i64>,
     ) -> Hold {
-        Hold {
+        let hold = Hold {
             client,
             target: target.clone(),
             owner: acquisition.owner,
@@ -281,7 +399,22 @@ impl Hold {
             response_timeout: handle.options.response_timeout,
             on_lost: handle.on_lost.clone(),
             requests: acquisition.requests,
+            holds: handle.holds.clone(),
+        };
+        if let Some(key) = hold.key() {
+            hold.holds.taken(key);
         }
+        hold
+    }
+
+    /// Where the client counts this hold: a single lock's outside a session
+    /// (whose release carries a request id); None for the others.
+    fn key(&self) -> Option<HoldKey> {
+        if self.target.multi || self.session {
+            return None;
+        }
+        let (kind, name) = self.target.holds.first()?;
+        Some((*kind, name.clone(), self.owner.clone()))
     }
 
     /// What its watchdog renews.
@@ -295,29 +428,62 @@ impl Hold {
         }
     }
 
-    /// The release, and the request id that makes sending it again after a
-    /// lost reply safe: that gets the first one's reply instead of
-    /// releasing a second hold. None for a session's hold, which ends with
-    /// its connection anyway, and a multi-lock's, whose release takes none.
-    pub fn release(&self) -> (Cmd, Option<String>) {
-        let request = (!self.target.multi && !self.session).then(command::request_id);
-        let cmd = self
-            .target
-            .release(&self.owner, self.lease_ms, request.as_deref());
-        (cmd, request)
+    /// The release, in one round trip: the release command and, when it
+    /// carries a request id, a `DEL` pipelined after it of the latches
+    /// whose replies came: the acquisition's request latches (nothing
+    /// resends the acquisition), and the unlock latches of the owner's
+    /// re-entered releases before it. The release's own latch (the reply
+    /// the server kept for it) goes in that `DEL` when this is the owner's
+    /// last hold the client knows of, as Redisson deletes it. A re-entered
+    /// release leaves it to the next release's `DEL` (or to expire): sent
+    /// again after a lost reply, it is answered from its latch instead of
+    /// releasing a level the owner still holds. A session's hold (ended
+    /// with its connection anyway) and a multi-lock's take no request id.
+    /// The `DEL`'s reply is not looked at: latches it missed expire.
+    pub fn release(&self) -> Release {
+        let request = self.key().map(|key| {
+            let id = command::request_id();
+            let releasing = self.holds.releasing(key, self.target.latch(&id));
+            (id, releasing)
+        });
+        let cmd = self.target.release(
+            &self.owner,
+            self.lease_ms,
+            request.as_ref().map(|(id, _)| id.as_str()),
+        );
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().add_command(cmd);
+        let mut last_known = false;
+        if let Some((id, releasing)) = &request {
+            let mut forget = redis::cmd("DEL");
+            if releasing.last {
+                forget.arg(self.target.latch(id));
+            }
+            forget.arg(&releasing.earlier);
+            for id in &self.requests {
+                forget.arg(self.target.request_latch(id));
+            }
+            if releasing.last || !releasing.earlier.is_empty() || !self.requests.is_empty() {
+                pipe.add_command(forget).ignore();
+            }
+            last_known = releasing.last && releasing.known;
+        }
+        Release {
+            pipe,
+            resendable: request.is_some(),
+            last_known,
+        }
     }
 
-    /// Deletes the reply the server kept for `request`, as Redisson does once
-    /// it has it, and the acquisition's latches in the same call (its reply
-    /// came; nothing resends it). A session's release sends no `DEL`, to
-    /// spend no round trip: its acquisition's latch expires on its own.
-    pub fn forget(&self, request: &str) -> Cmd {
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(self.target.latch(request));
-        for id in &self.requests {
-            cmd.arg(self.target.request_latch(id));
+    /// Ok when the release's reply (the first of `replies`) says the owner
+    /// held what it released. `resent`: the reply is the resend's, after
+    /// the first send's was lost; the owner's last hold found not held
+    /// then was released by that first send, whose `DEL` took its latch.
+    pub fn released(&self, replies: Vec<Value>, release: &Release, resent: bool) -> Result<()> {
+        match self.target.released(&first(replies)?) {
+            Err(Error::NotHeld) if resent && release.last_known => Ok(()),
+            other => other,
         }
-        cmd
     }
 
     /// A guard's `Debug`.
@@ -328,5 +494,134 @@ impl Hold {
             .field("token", &self.token)
             .field("session", &self.session)
             .finish_non_exhaustive()
+    }
+}
+
+/// A pipeline of the one command `cmd`, whose error reply is a reply.
+pub(crate) fn single(cmd: &Cmd) -> Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors().add_command(cmd.clone());
+    pipe
+}
+
+/// The first of a pipeline's `replies`; an error reply as the error.
+pub(crate) fn first(replies: Vec<Value>) -> Result<Value> {
+    match replies.into_iter().next() {
+        Some(Value::ServerError(e)) => Err(Error::Redis(e.into())),
+        Some(reply) => Ok(reply),
+        None => Err(Error::UnexpectedReply("no reply".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".to_string(),
+            })
+            .collect()
+    }
+
+    fn hold(holds: &Holds, requests: &[&str]) -> Hold {
+        Hold {
+            client: redis::Client::open("redis://127.0.0.1:1/").expect("url"),
+            target: Target::single(Kind::Lock, "l"),
+            owner: "o:1".into(),
+            token: None,
+            lease_ms: 1000,
+            session: false,
+            response_timeout: None,
+            on_lost: None,
+            requests: requests.iter().map(|r| r.to_string()).collect(),
+            holds: holds.clone(),
+        }
+    }
+
+    /// The release's request id and the `DEL`'s keys, if it has one.
+    fn sent(release: &Release) -> (String, Option<Vec<String>>) {
+        let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(words).collect();
+        let at = cmds[0]
+            .iter()
+            .position(|w| w == "REQUEST")
+            .expect("REQUEST");
+        let del = cmds.get(1).map(|d| {
+            assert_eq!(d[0], "DEL");
+            d[1..].to_vec()
+        });
+        (cmds[0][at + 1].clone(), del)
+    }
+
+    #[test]
+    fn a_reentered_release_keeps_its_latch_for_the_last() {
+        let holds = Holds::default();
+        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
+        holds.taken(key.clone());
+        holds.taken(key.clone());
+        let first = hold(&holds, &["a1"]).release();
+        assert!(first.resendable && !first.last_known);
+        let (first_id, del) = sent(&first);
+        assert_eq!(
+            del,
+            Some(vec!["redisson_lock_request_latch:{l}:a1".to_string()]),
+            "the acquisition's latch only: the release's own outlives its reply"
+        );
+        assert_eq!(holds.count(&key), 1);
+        let last = hold(&holds, &["a2"]).release();
+        assert!(last.resendable && last.last_known);
+        let (last_id, del) = sent(&last);
+        assert_eq!(
+            del,
+            Some(vec![
+                format!("redisson_unlock_latch:{{l}}:{last_id}"),
+                format!("redisson_unlock_latch:{{l}}:{first_id}"),
+                "redisson_lock_request_latch:{l}:a2".to_string(),
+            ])
+        );
+        assert_eq!(holds.count(&key), 0);
+        assert!(holds.map().is_empty(), "nothing kept after the last");
+    }
+
+    #[test]
+    fn a_reentered_release_with_nothing_to_delete_sends_no_del() {
+        let holds = Holds::default();
+        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
+        holds.taken(key.clone());
+        holds.taken(key);
+        let release = hold(&holds, &[]).release();
+        assert_eq!(sent(&release).1, None);
+    }
+
+    #[test]
+    fn a_release_unknown_to_the_client_is_the_last_and_not_known_held() {
+        let holds = Holds::default();
+        let release = hold(&holds, &[]).release();
+        let (id, del) = sent(&release);
+        assert_eq!(del, Some(vec![format!("redisson_unlock_latch:{{l}}:{id}")]));
+        assert!(!release.last_known);
+        assert!(holds.map().is_empty());
+    }
+
+    #[test]
+    fn not_held_after_a_resend_of_the_last_known_hold_is_released() {
+        let holds = Holds::default();
+        holds.taken((Kind::Lock, "l".into(), "o:1".into()));
+        let h = hold(&holds, &[]);
+        let release = h.release();
+        assert!(h.released(vec![Value::Nil], &release, true).is_ok());
+        assert!(matches!(
+            h.released(vec![Value::Nil], &release, false),
+            Err(Error::NotHeld)
+        ));
+        // A hold this client never counted: not held is not held.
+        let unknown = hold(&Holds::default(), &[]);
+        let release = unknown.release();
+        assert!(matches!(
+            unknown.released(vec![Value::Nil], &release, true),
+            Err(Error::NotHeld)
+        ));
     }
 }

@@ -60,19 +60,23 @@
 //! - **Waiting** is done by the server (`BLOCK`), never by polling, on a
 //!   connection of the acquisition's own whose timeout covers the wait, so
 //!   a wait longer than [`Options::response_timeout`] works.
-//! - **Replicas**: after an acquisition on a master with replicas, the
-//!   client waits for all of them to acknowledge it (`WAIT`; where the
-//!   master writes an AOF, also for its fsync, `WAITAOF 1 0`) and, when
-//!   they did not within [`SyncOptions::timeout`] (1 s), releases it and
-//!   returns [`Error::NotSynced`], as Redisson does by default
-//!   (`checkLockSyncedSlaves`).
+//! - **Replicas**: each acquisition pipelines, on its connection, `WAIT`
+//!   for the replicas expected of its master (and, where the master writes
+//!   an AOF, `WAITAOF 1 0`) and, when they did not acknowledge it within
+//!   [`SyncOptions::timeout`] (1 s), releases it and returns
+//!   [`Error::NotSynced`], as Redisson does by default
+//!   (`checkLockSyncedSlaves`). The replicas expected are the most the
+//!   master was ever seen with ([`Replicas::Auto`], learned from its `INFO`;
+//!   never lowered by what it says later) or a count given.
 //! - **Fair lock**: [`Locks::fair_lock`] (Redisson's `RFairLock`,
 //!   `FAIRLOCK.*`) grants holds in arrival order, waiting in the line on
 //!   the server.
 //! - **Request ids**: every single lock's acquisition carries a fresh
 //!   request id (`REQUEST id ttl`) and a lost reply is sent again once,
 //!   with the same id, on a new connection: the server answers a granted
-//!   first send from its latch, so the hold counts once.
+//!   first send from its latch, so the hold counts once. A release does
+//!   the same; a re-entered hold's release keeps its latch until the
+//!   owner's last release, so that its resend never frees a second level.
 //! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its
@@ -129,7 +133,7 @@ pub use guard::Guard;
 pub use lock::Lock;
 pub use locks::Locks;
 pub use multi::MultiLock;
-pub use options::{Options, SyncOptions};
+pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
 pub use watchdog::LostHold;

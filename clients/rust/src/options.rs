@@ -11,22 +11,59 @@ use std::time::Duration;
 /// again. Redisson checks this by default (`checkLockSyncedSlaves`,
 /// `slavesSyncTimeout` 1 s): after each acquisition it waits for the
 /// replicas to acknowledge it and, when not all did, releases the lock and
-/// fails. This does the same, as every client of the contract does, on the
-/// acquisition's connection: `INFO replication persistence`; with
-/// replicas, `WAIT <replicas> <timeout>`; where the master writes an AOF
-/// (and has `WAITAOF`, Redis 7.2+), `WAITAOF 1 0 <timeout>`. A master
-/// without replicas or an AOF is not waited on.
+/// fails. This does the same, in the acquisition's own round trip: the
+/// acquisition, then `WAIT <expected> <timeout>` when replicas are expected
+/// and `WAITAOF 1 0 <timeout>` when the master writes an AOF, pipelined on
+/// one connection.
+///
+/// How many replicas are expected is never read from the node just written
+/// to alone: a master that was paused past its failover and has not been
+/// demoted yet says it has none. With [`Replicas::Auto`] the client learns
+/// it from `INFO replication persistence` (once before the first
+/// acquisition on a master, then at most every 5 s inside an acquisition's
+/// pipeline) and keeps the highest number it ever saw for that master: a
+/// master saying fewer replicas later does not lower it, so its
+/// acquisitions fail ([`crate::Error::NotSynced`]) instead of being
+/// acknowledged by nobody. Lowering it takes a new `Locks` (or
+/// [`Replicas::Exactly`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncOptions {
     /// Wait after an acquisition (default true).
     pub enabled: bool,
     /// How long to wait for every replica, and for the AOF (default 1 s).
     pub timeout: Duration,
-    /// Where the master writes an append-only file, also wait until it
-    /// fsynced the lock to it (`WAITAOF 1 0 <timeout>`), so a restart from
-    /// the AOF keeps it; on a server without `WAITAOF` (before Redis 7.2)
-    /// `WAIT` alone is the check. Default true.
-    pub aof: bool,
+    /// How many replicas must acknowledge each acquisition (default
+    /// [`Replicas::Auto`]).
+    pub replicas: Replicas,
+    /// Whether the master's fsync to its append-only file is waited for
+    /// (default [`Aof::Auto`]).
+    pub aof: Aof,
+}
+
+/// How many replicas must acknowledge an acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replicas {
+    /// The highest number of replicas the master was ever seen with by this
+    /// client (`connected_slaves`): it only rises.
+    Auto,
+    /// Exactly this many, whatever the master says (0: never wait for
+    /// replicas).
+    Exactly(usize),
+}
+
+/// Whether an acquisition waits for the master's fsync to its AOF
+/// (`WAITAOF 1 0 <timeout>`, Redis 7.2+), so that a restart from the AOF
+/// keeps the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aof {
+    /// Where the master says it writes one (`aof_enabled:1`) and has
+    /// `WAITAOF`; before Redis 7.2, `WAIT` alone is the check.
+    Auto,
+    /// Always: an acquisition on a master that writes no AOF, or has no
+    /// `WAITAOF`, fails with [`crate::Error::NotSynced`].
+    Required,
+    /// Never.
+    Off,
 }
 
 impl Default for SyncOptions {
@@ -34,7 +71,8 @@ impl Default for SyncOptions {
         SyncOptions {
             enabled: true,
             timeout: Duration::from_secs(1),
-            aof: true,
+            replicas: Replicas::Auto,
+            aof: Aof::Auto,
         }
     }
 }

@@ -1,14 +1,23 @@
 //! The replica check after an acquisition: on a master with a replica the
 //! lock is acknowledged by it (`WAIT`); when the replica does not answer,
 //! the lock is released and the acquisition fails, as Redisson's
-//! `checkLockSyncedSlaves` does; on a master without replicas nothing is
-//! waited for; a master writing an AOF confirms its fsync (`WAITAOF 1 0`);
-//! and it can be turned off.
+//! `checkLockSyncedSlaves` does; a master that lost its replica since the
+//! client learned of it fails acquisitions instead of acknowledging them
+//! with nobody (the paused-master failover in miniature); a master refusing
+//! writes for want of replicas (`min-replicas-to-write`) fails them too; on
+//! a master without replicas nothing is waited for, and an acquire-release
+//! cycle is two round trips; a master writing an AOF confirms its fsync
+//! (`WAITAOF 1 0`); and it can be turned off.
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Error, Locks, Options, SyncOptions};
-use testkit::{all_keys, Server};
+use rwlock_client::{asynchronous, Aof, Error, Locks, Options, Replicas, SyncOptions};
+use testkit::{all_keys, info_field, query, wait_until, Server};
 
 /// How many times the server ran `command` (INFO commandstats).
 fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
@@ -27,11 +36,93 @@ fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
 fn options(timeout_ms: u64, aof: bool) -> Options {
     Options {
         sync: SyncOptions {
-            enabled: true,
             timeout: Duration::from_millis(timeout_ms),
-            aof,
+            aof: if aof { Aof::Auto } else { Aof::Off },
+            ..SyncOptions::default()
         },
         ..Options::default()
+    }
+}
+
+fn replicas(n: usize) -> Options {
+    Options {
+        sync: SyncOptions {
+            replicas: Replicas::Exactly(n),
+            ..SyncOptions::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// A TCP proxy counting round trips: a round trip begins each time the
+/// client sends after the server last spoke (or first), however many
+/// commands (a pipeline) and TCP reads that send takes.
+struct TurnProxy {
+    port: u16,
+    turns: Arc<AtomicU64>,
+}
+
+impl TurnProxy {
+    fn start(server_port: u16) -> TurnProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let turns = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&turns);
+        // Lives as long as the test process: each test starts its own.
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let upstream = TcpStream::connect(("127.0.0.1", server_port)).expect("upstream");
+                // Per connection: did the server speak since the client last did?
+                let answered = Arc::new(AtomicBool::new(true));
+                let (mut from_client, mut to_server) = (
+                    client.try_clone().expect("clone"),
+                    upstream.try_clone().expect("clone"),
+                );
+                let (turns, asked) = (Arc::clone(&counted), Arc::clone(&answered));
+                thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                        if asked.swap(false, Ordering::SeqCst) {
+                            turns.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if to_server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_server.shutdown(Shutdown::Both);
+                });
+                let (mut from_server, mut to_client) = (upstream, client);
+                thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                        // Set before the reply is passed on: the client's
+                        // next send comes after it.
+                        answered.store(true, Ordering::SeqCst);
+                        if to_client.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_client.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        TurnProxy { port, turns }
+    }
+
+    /// A client through the proxy that sends no `CLIENT SETINFO` when it
+    /// connects: redis-rs otherwise pipelines it on every new connection,
+    /// one round trip more per acquisition (each has a connection of its
+    /// own), which is the connection's, not the lock's.
+    fn client(&self) -> redis::Client {
+        let url = format!("redis://127.0.0.1:{}/", self.port);
+        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("url");
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        redis::Client::open(info.set_redis_settings(settings)).expect("client")
+    }
+
+    fn turns(&self) -> u64 {
+        self.turns.load(Ordering::SeqCst)
     }
 }
 
@@ -43,11 +134,163 @@ fn without_replicas_nothing_is_waited_for() {
         .arg("RESETSTAT")
         .query(&mut conn)
         .expect("RESETSTAT");
+    let held = locks.lock("alone").acquire().expect("lock");
+    drop(held);
     let _held = locks.lock("alone").acquire().expect("lock");
     // Read first: each INFO commandstats below counts as an INFO too.
-    assert_eq!(calls(&mut conn, "info"), 1, "INFO asked once");
+    assert_eq!(
+        calls(&mut conn, "info"),
+        1,
+        "INFO asked once, before the first acquisition"
+    );
     assert_eq!(calls(&mut conn, "wait"), 0, "no WAIT without replicas");
     assert_eq!(calls(&mut conn, "waitaof"), 0, "no WAITAOF without an AOF");
+}
+
+/// Round trips counted by a proxy between the client and the server: after
+/// the first acquisition on a master (which asks its INFO once), an
+/// uncontended acquire-release cycle is the acquisition's round trip and
+/// the release's (its latches' DEL pipelined with it), in both clients;
+/// the connection's set-up aside (see `TurnProxy::client`).
+#[test]
+fn an_uncontended_cycle_is_two_round_trips() {
+    let (server, mut conn) = Server::started(&[]);
+    let proxy = TurnProxy::start(server.port);
+    let lease = Duration::from_secs(10);
+    let locks = Locks::new(proxy.client());
+    let lock = locks.lock("cycle").with_lease(lease);
+    lock.acquire().expect("first").release().expect("released");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    let before = proxy.turns();
+    for _ in 0..3 {
+        lock.acquire().expect("lock").release().expect("released");
+    }
+    assert_eq!(proxy.turns() - before, 6, "two round trips per cycle");
+    for (command, n) in [("lock.acquire", 3), ("lock.unlock", 3), ("del", 3)] {
+        assert_eq!(calls(&mut conn, command), n, "{command}");
+    }
+    assert_eq!(calls(&mut conn, "wait"), 0);
+    // The async client, the same.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let turns = runtime.block_on(async {
+        let locks = asynchronous::Locks::new(proxy.client());
+        let lock = locks.lock("cycle-async").with_lease(lease);
+        lock.acquire()
+            .await
+            .expect("first")
+            .release()
+            .await
+            .expect("released");
+        let before = proxy.turns();
+        for _ in 0..3 {
+            lock.acquire()
+                .await
+                .expect("lock")
+                .release()
+                .await
+                .expect("released");
+        }
+        proxy.turns() - before
+    });
+    assert_eq!(turns, 6, "two round trips per cycle (async)");
+    assert!(all_keys(&mut conn).is_empty(), "{:?}", all_keys(&mut conn));
+}
+
+/// The paused-master failover in miniature: the client learned the master
+/// had a replica; the replica goes (the master now says
+/// `connected_slaves:0`, as a paused master does until it is demoted), and
+/// the next acquisition is not acknowledged by nobody: it fails and is
+/// released. With `Replicas::Exactly(0)` it succeeds.
+#[test]
+fn a_master_that_lost_its_replica_fails_acquisitions() {
+    let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let replica = master.start_replica(&[]);
+    let mut conn = master.conn();
+    let locks = Locks::new(master.client()).with_options(options(2_000, false));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let async_locks = asynchronous::Locks::new(master.client()).with_options(options(2_000, false));
+    let held = locks.lock("known").acquire().expect("acknowledged");
+    let mut on_replica = replica.conn();
+    let on: i64 = query(&mut on_replica, &["EXISTS", "known"]);
+    assert_eq!(on, 1, "the replica has the lock");
+    drop(held);
+    runtime
+        .block_on(async {
+            async_locks
+                .lock("known-async")
+                .acquire()
+                .await?
+                .release()
+                .await
+        })
+        .expect("acknowledged (async)");
+
+    let _: () = query(&mut on_replica, &["REPLICAOF", "NO", "ONE"]);
+    wait_until(
+        Duration::from_secs(30),
+        "the master saw its replica go",
+        || {
+            (info_field(&mut conn, "replication", "connected_slaves").as_deref() == Some("0"))
+                .then_some(())
+        },
+    );
+    match locks.lock("lost").acquire() {
+        Err(Error::NotSynced {
+            replicas, replied, ..
+        }) => {
+            assert_eq!(replicas, 1, "the replica learned before is expected");
+            assert_eq!(replied, "WAIT 1 replied 0");
+        }
+        other => panic!("expected NotSynced, got {other:?}"),
+    }
+    let lost_async =
+        runtime.block_on(async { async_locks.lock("lost-async").acquire().await.map(|_| ()) });
+    assert!(
+        matches!(lost_async, Err(Error::NotSynced { .. })),
+        "{lost_async:?}"
+    );
+    assert!(
+        all_keys(&mut conn).is_empty(),
+        "released again: {:?}",
+        all_keys(&mut conn)
+    );
+    // The user says no replica is needed: acknowledged by the master alone.
+    let alone = Locks::new(master.client()).with_options(replicas(0));
+    let _held = alone.lock("lost").acquire().expect("no replica expected");
+}
+
+/// `min-replicas-to-write 1` on a master without replicas: the acquisition
+/// is refused by the server (`NOREPLICAS`) and fails as NotSynced, having
+/// written nothing.
+#[test]
+fn a_master_refusing_writes_without_replicas_fails_acquisitions() {
+    let (server, mut conn) = Server::started(&["--min-replicas-to-write", "1"]);
+    let locks = Locks::new(server.client());
+    match locks.lock("refused").acquire() {
+        Err(Error::NotSynced { replied, .. }) => {
+            assert!(replied.contains("NOREPLICAS"), "{replied}");
+        }
+        other => panic!("expected NotSynced, got {other:?}"),
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let refused = runtime.block_on(async {
+        let locks = asynchronous::Locks::new(server.client());
+        locks.fair_lock("refused-fair").acquire().await.map(|_| ())
+    });
+    assert!(
+        matches!(refused, Err(Error::NotSynced { .. })),
+        "{refused:?}"
+    );
+    assert!(all_keys(&mut conn).is_empty(), "{:?}", all_keys(&mut conn));
 }
 
 #[test]
@@ -141,7 +384,9 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
         });
     replica.signal("CONT");
     match attempt {
-        Err(Error::NotSynced { replicas, waited }) => {
+        Err(Error::NotSynced {
+            replicas, waited, ..
+        }) => {
             assert_eq!((replicas, waited), (1, Duration::from_millis(300)));
         }
         other => panic!("expected NotSynced, got {other:?}"),

@@ -5,7 +5,9 @@
 //! connection with the same id: the server answers from its latch, so the
 //! hold is counted once, with the first grant's fencing token. Without the
 //! fault, the grant's latch shows the id was sent; the multi-lock sends
-//! none.
+//! none. A release's lost reply too: a re-entered hold's resend is answered
+//! from its latch (one level released), the last one's resend counts as
+//! released and leaves nothing.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -25,6 +27,7 @@ use testkit::{query, Server};
 struct DropReplyProxy {
     port: u16,
     swallowed: Arc<Mutex<Vec<Vec<u8>>>>,
+    armed: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
 }
@@ -38,7 +41,11 @@ impl DropReplyProxy {
         let swallowed = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let armed = Arc::new(AtomicBool::new(true));
-        let (lost, stopped) = (Arc::clone(&swallowed), Arc::clone(&stop));
+        let (lost, stopped, arming) = (
+            Arc::clone(&swallowed),
+            Arc::clone(&stop),
+            Arc::clone(&armed),
+        );
         let accept = thread::spawn(move || {
             while !stopped.load(Ordering::SeqCst) {
                 match listener.accept() {
@@ -46,7 +53,7 @@ impl DropReplyProxy {
                         client.set_nonblocking(false).expect("blocking");
                         let upstream =
                             TcpStream::connect(("127.0.0.1", server_port)).expect("upstream");
-                        relay(client, upstream, trigger, &armed, &lost);
+                        relay(client, upstream, trigger, &arming, &lost);
                     }
                     Err(_) => thread::sleep(Duration::from_millis(10)),
                 }
@@ -55,6 +62,7 @@ impl DropReplyProxy {
         DropReplyProxy {
             port,
             swallowed,
+            armed,
             stop,
             accept: Some(accept),
         }
@@ -66,6 +74,12 @@ impl DropReplyProxy {
 
     fn swallowed(&self) -> Vec<Vec<u8>> {
         self.swallowed.lock().expect("swallowed").clone()
+    }
+
+    /// Loses the reply after the next chunk holding the trigger too (the
+    /// proxy starts armed, and each loss disarms it).
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
     }
 }
 
@@ -414,4 +428,88 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
         Err(rwlock_client::Error::NotAcquired { .. })
     ));
     assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
+}
+
+/// A release's pipeline (the release, the `DEL` of latches) whose reply is
+/// lost after both ran, for a hold re-entered once: the first release's
+/// resend is answered from its latch, which that release's `DEL` left, so
+/// the owner still holds one level; the last release's resend finds the
+/// hold gone, which its first send did: released, and nothing is left.
+#[test]
+fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
+    let (server, mut conn) = Server::started(&[]);
+    for kind in [KindOf::Plain, KindOf::Read, KindOf::Write, KindOf::Fair] {
+        let unlock: &'static [u8] = match kind {
+            KindOf::Read | KindOf::Write => b"RWLOCK.UNLOCK",
+            KindOf::Fair => b"FAIRLOCK.UNLOCK",
+            _ => b"LOCK.UNLOCK",
+        };
+        let stat = String::from_utf8_lossy(unlock).to_lowercase();
+        let proxy = DropReplyProxy::start(server.port, unlock);
+        let locks = locks_on(&proxy.url());
+        let name = format!("rel:{kind:?}");
+        let (outer, field) = kind.acquire(&locks, &name, Duration::ZERO);
+        let (inner, _) = kind.acquire(&locks, &name, Duration::ZERO);
+        let count: String = query(&mut conn, &["HGET", &name, &field]);
+        assert_eq!(count, "2", "{kind:?}: re-entered");
+
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        inner.release().expect("the re-entered release");
+        assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
+        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        let count: String = query(&mut conn, &["HGET", &name, &field]);
+        assert_eq!(count, "1", "{kind:?}: one level released, not two");
+        let pattern = format!("redisson_unlock_latch:{{{name}}}:*");
+        assert_eq!(
+            keys(&mut conn, &pattern).len(),
+            1,
+            "{kind:?}: the re-entered release's latch outlives its reply"
+        );
+
+        proxy.arm();
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        outer.release().expect("the last release, its reply lost");
+        assert_eq!(proxy.swallowed().len(), 2, "{kind:?}: its reply was lost");
+        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        let exists: i64 = query(&mut conn, &["EXISTS", &name]);
+        assert_eq!(exists, 0, "{kind:?}: free");
+        // A fenced lock's counter stays, as Redisson's does.
+        let token = format!("redisson_lock_token:{{{name}}}");
+        let left: Vec<String> = keys(&mut conn, &format!("*{name}*"))
+            .into_iter()
+            .filter(|k| *k != token)
+            .collect();
+        assert!(left.is_empty(), "{kind:?}: nothing left: {left:?}");
+    }
+}
+
+#[test]
+fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
+    let (server, mut conn) = Server::started(&[]);
+    let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let locks = asynchronous::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let lock = locks.lock("rel:async").with_lease(Duration::from_secs(10));
+        let outer = lock.try_acquire(Duration::ZERO).await.expect("acquired");
+        let inner = lock.try_acquire(Duration::ZERO).await.expect("re-entered");
+        inner.release().await.expect("the re-entered release");
+        assert_eq!(proxy.swallowed().len(), 1);
+        let count: String = query(&mut conn, &["HGET", "rel:async", lock.owner()]);
+        assert_eq!(count, "1", "one level released, not two");
+        proxy.arm();
+        outer.release().await.expect("the last release");
+        assert_eq!(proxy.swallowed().len(), 2);
+    });
+    assert_eq!(
+        calls(&mut conn, "lock.unlock"),
+        4,
+        "each release sent twice"
+    );
+    let exists: i64 = query(&mut conn, &["EXISTS", "rel:async"]);
+    assert_eq!(exists, 0);
+    assert!(keys(&mut conn, "*").is_empty(), "nothing left");
 }

@@ -12,7 +12,7 @@ mod redlock;
 
 pub use redlock::{RedLock, RedLockGuard};
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
@@ -20,10 +20,10 @@ use redis::{AsyncConnectionConfig, Value};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
-use crate::handle::{self, Hold};
+use crate::handle::{self, first, single, Hold};
 use crate::options::Options;
 use crate::owner;
-use crate::sync;
+use crate::sync::{self, Plan, Trip};
 use crate::watchdog::AsyncWatchdog;
 
 /// The async locks of one client: a client id and the options, as
@@ -113,27 +113,40 @@ async fn connect(
         .await?)
 }
 
+/// An acquisition's round trip, answered, as the blocking client's.
+struct Sent {
+    client: redis::Client,
+    conn: MultiplexedConnection,
+    reply: Value,
+    plan: Plan,
+    after: Vec<Value>,
+}
+
 impl Handle {
     async fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
         let mut acquisition = self.acquisition(target, wait, self.owner.clone())?;
-        // Its own connection, whose response timeout covers the wait on the
-        // server; a session hold lives as long as it.
-        let timeout = wait.timeout(options.response_timeout);
         let name = acquisition.name;
-        let sent = match self.routed(name, &acquisition.cmd, timeout).await {
+        let sent = match self.send(name, &acquisition.cmd, None, wait).await {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
                 // the same request id, as the blocking client.
                 let cmd = acquisition.resend().clone();
-                let timeout = acquisition.wait.timeout(options.response_timeout);
-                self.routed(name, &cmd, timeout).await
+                let touch = acquisition.touch();
+                self.send(name, &cmd, touch.as_ref(), acquisition.wait)
+                    .await
             }
             other => other,
         };
-        let (client, mut conn, reply) = sent.map_err(acquire_error)?;
+        let Sent {
+            client,
+            mut conn,
+            reply,
+            plan,
+            after,
+        } = sent.map_err(acquire_error)?;
+        let synced = plan.read(&after, &self.masters, &sync::address(&client));
         let token = target.acquired(reply, acquisition.wait)?;
-        let touch = acquisition.touch();
         if let Some(t) = options.response_timeout {
             conn.set_response_timeout(t);
         }
@@ -142,7 +155,7 @@ impl Handle {
             conn: Some(conn),
             watchdog: None,
         };
-        if let Err(e) = guard.check_replicas(options, touch).await {
+        if let Err(e) = synced {
             let _ = guard.release_now().await;
             return Err(e);
         }
@@ -153,14 +166,84 @@ impl Handle {
         Ok(guard)
     }
 
+    /// The acquisition in one round trip on a connection of its own whose
+    /// response timeout covers the wait on the server and the sync's, as
+    /// the blocking client's; a session hold lives as long as it.
+    async fn send(
+        &self,
+        name: &str,
+        cmd: &redis::Cmd,
+        touch: Option<&redis::Cmd>,
+        wait: Wait,
+    ) -> Result<Sent> {
+        let response_timeout = self.options.response_timeout;
+        let none = Plan::none();
+        let mut route = Route::start(&self.endpoint, name);
+        loop {
+            let master = sync::address(&route.client);
+            let plan = self.plan(&master);
+            let extra = plan.as_ref().map_or(Duration::ZERO, Plan::extra);
+            // Unknown yet, the plan may add waits: the timeout is set again
+            // once it is known.
+            let timeout = sync::timeout(wait.timeout(response_timeout), extra);
+            let mut conn = connect(&route.client, response_timeout, timeout).await?;
+            let plan = match plan {
+                Some(plan) => plan,
+                None => {
+                    let asked = Instant::now();
+                    let info: String = sync::info().query_async(&mut conn).await?;
+                    self.masters.learn(&master, &info, asked);
+                    let plan = self.plan(&master).unwrap_or_else(Plan::none);
+                    let timeout = sync::timeout(wait.timeout(response_timeout), plan.extra());
+                    // None (BLOCK 0): the connection was made with none.
+                    if let Some(t) = timeout {
+                        conn.set_response_timeout(t);
+                    }
+                    plan
+                }
+            };
+            // A node that may redirect (the slot's master unknown yet): the
+            // checks wait for the reply, in a round trip of their own.
+            let deferred = !route.asking && !self.endpoint.knows(name);
+            let trip = Trip::new(
+                route.asking,
+                cmd,
+                touch,
+                if deferred { &none } else { &plan },
+            );
+            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut conn).await?)?;
+            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
+                after = sync::checks(&plan).query_async(&mut conn).await?;
+            }
+            match reply {
+                Value::ServerError(e) => {
+                    let e = redis::RedisError::from(e);
+                    if let Some(not_synced) = sync::no_replicas(&e, &plan) {
+                        return Err(not_synced);
+                    }
+                    route.follow(&self.endpoint, name, e)?;
+                }
+                reply => {
+                    return Ok(Sent {
+                        client: route.client,
+                        conn,
+                        reply,
+                        plan,
+                        after,
+                    })
+                }
+            }
+        }
+    }
+
     /// True when this handle's owner holds every hold of `target`, as the
     /// server says.
     async fn is_held(&self, target: &Target) -> Result<bool> {
         target.check()?;
         for (name, cmd) in target.held(&self.owner) {
             let timeout = self.options.response_timeout;
-            let (_, _, reply) = self.routed(&name, &cmd, timeout).await?;
-            if reply != Value::Int(1) {
+            let (_, _, replies) = self.routed(&name, &single(&cmd), timeout).await?;
+            if first(replies)? != Value::Int(1) {
                 return Ok(false);
             }
         }
@@ -184,31 +267,31 @@ impl Handle {
             response_timeout: options.response_timeout,
             on_lost: None,
             requests: Vec::new(),
+            holds: self.holds.clone(),
         };
-        let (cmd, request) = hold.release();
+        let release = hold.release();
         let timeout = options.response_timeout;
-        let (_, mut conn, reply) = match self.routed(name, &cmd, timeout).await {
-            Err(Error::Redis(e)) if is_io(&e) && request.is_some() => {
-                self.routed(name, &cmd, timeout).await?
+        let mut resent = false;
+        let (_, _, replies) = match self.routed(name, &release.pipe, timeout).await {
+            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+                resent = true;
+                self.routed(name, &release.pipe, timeout).await?
             }
             other => other?,
         };
-        if let Some(request) = request {
-            let _: Value = hold.forget(&request).query_async(&mut conn).await?;
-        }
-        target.released(&reply)
+        hold.released(replies, &release, resent)
     }
 
-    /// Sends `cmd` about the lock `name` on a new connection to its server
-    /// (in a cluster, following the redirections to its slot's master)
-    /// whose calls time out after `timeout`: that server, the connection
-    /// and the reply.
+    /// Sends `pipe` about the lock `name` on a new connection to its server
+    /// (in a cluster, following the redirections of its first command to
+    /// its slot's master) whose calls time out after `timeout`: that
+    /// server, the connection and the replies.
     async fn routed(
         &self,
         name: &str,
-        cmd: &redis::Cmd,
+        pipe: &redis::Pipeline,
         timeout: Option<Duration>,
-    ) -> Result<(redis::Client, MultiplexedConnection, Value)> {
+    ) -> Result<(redis::Client, MultiplexedConnection, Vec<Value>)> {
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let response_timeout = self.options.response_timeout;
@@ -216,9 +299,12 @@ impl Handle {
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
             }
-            match cmd.query_async::<Value>(&mut conn).await {
-                Ok(reply) => return Ok((route.client, conn, reply)),
-                Err(e) => route.follow(&self.endpoint, name, e)?,
+            let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+            match replies.first() {
+                Some(Value::ServerError(e)) => {
+                    route.follow(&self.endpoint, name, e.clone().into())?;
+                }
+                _ => return Ok((route.client, conn, replies)),
             }
         }
     }
@@ -493,46 +579,6 @@ impl Guard {
         self.release_now().await
     }
 
-    /// The replica check; `touch` (after a resend) is written first, as
-    /// the blocking client's.
-    async fn check_replicas(&mut self, options: &Options, touch: Option<redis::Cmd>) -> Result<()> {
-        let sync_options = &options.sync;
-        if !sync_options.enabled {
-            return Ok(());
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return Ok(());
-        };
-        if let Some(touch) = touch {
-            let _: Value = touch.query_async(conn).await?;
-        }
-        let info: String = sync::info().query_async(conn).await?;
-        let master = sync::Master::of(&info);
-        if master.replicas == 0 && !(sync_options.aof && master.aof) {
-            return Ok(());
-        }
-        // WAIT and WAITAOF count this connection's own writes, so they are
-        // sent on it, with a response timeout covering them.
-        if let Some(t) = sync::timeout(options.response_timeout, sync_options.timeout) {
-            conn.set_response_timeout(t);
-        }
-        if master.replicas > 0 {
-            let cmd = sync::wait(master.replicas, sync_options);
-            let reply: Value = cmd.query_async(conn).await?;
-            sync::waited(&reply, master.replicas, sync_options)?;
-        }
-        if sync_options.aof && master.aof {
-            let cmd = sync::wait_aof(sync_options);
-            if let Some(reply) = sync::aof_reply(cmd.query_async(conn).await)? {
-                sync::fsynced(&reply, master.replicas, sync_options)?;
-            }
-        }
-        if let Some(t) = options.response_timeout {
-            conn.set_response_timeout(t);
-        }
-        Ok(())
-    }
-
     async fn release_now(&mut self) -> Result<()> {
         // A hold the watchdog found gone is not held, whatever the release
         // replies (a fair lock's replies 1 once the lock is gone).
@@ -555,20 +601,19 @@ impl Guard {
 /// Sends `hold`'s release on `conn` (again on a new connection if that one
 /// failed and the release can be retried).
 async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<()> {
-    let (cmd, request) = hold.release();
-    let reply: Value = match cmd.query_async(&mut conn).await {
+    let release = hold.release();
+    let mut resent = false;
+    let replies: Vec<Value> = match release.pipe.query_async(&mut conn).await {
         Ok(v) => v,
-        Err(e) if is_io(&e) && request.is_some() => {
+        Err(e) if is_io(&e) && release.resendable => {
+            resent = true;
             let timeout = hold.response_timeout;
             conn = connect(&hold.client, timeout, timeout).await?;
-            cmd.query_async(&mut conn).await?
+            release.pipe.query_async(&mut conn).await?
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(request) = request {
-        let _: Value = hold.forget(&request).query_async(&mut conn).await?;
-    }
-    hold.target.released(&reply)
+    hold.released(replies, &release, resent)
 }
 
 impl Drop for Guard {

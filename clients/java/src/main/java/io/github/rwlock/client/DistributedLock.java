@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.exceptions.JedisMovedDataException;
 
 /**
  * What every lock object of this package does ({@link Lock}, {@link FairLock}, the two sides of a
@@ -35,7 +36,8 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
  * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
  * with the same id, and the server answers a granted first send from its latch, so the hold counts
- * once. Its release does the same with Redisson's unlock latch.
+ * once. Its release does the same with Redisson's unlock latch; a release of a re-entered hold
+ * leaves its latch to the owner's next release, so that its resend never frees a second level.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** Added to a blocking call's wait for its reply to arrive. */
@@ -63,6 +65,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         Watchdog dog;
         /** The acquisition latches of holds taken (answered already: no resend needs them). */
         List<String> latches = new ArrayList<>();
+        /**
+         * The unlock latches of re-entered releases sent: deleted by the next release's {@code DEL}
+         * (a release's own latch must outlive its reply, for a resend to be answered from it).
+         */
+        List<String> releaseLatches = new ArrayList<>();
     }
 
     DistributedLock(LockClient client, Plan plan, LockOptions options) {
@@ -228,7 +235,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     /**
      * Releases one of the calling thread's holds; the lock is free once every hold is released.
      * A single lock sends a request id (Redisson's unlock latch) and retries once with it after
-     * a connection error, then deletes the latch.
+     * a connection error; the owner's last release deletes the latches its holds left.
      *
      * @throws NotHeldException the thread held nothing here: never taken, released, or lost
      */
@@ -238,19 +245,26 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         State state = states.get(owner);
         Link sessionLink;
         long leaseMs;
-        List<String> latches = List.of();
+        List<String> latches = new ArrayList<>();
+        // Unknown to this object (state null): no re-entered hold here, so this is the last.
+        boolean last = true;
+        boolean held = false;
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
             if (state != null && sessionLink == null) {
-                latches = state.latches;
+                latches.addAll(state.releaseLatches);
+                latches.addAll(state.latches);
+                state.releaseLatches = new ArrayList<>();
                 state.latches = new ArrayList<>();
+                last = state.count <= 1;
+                held = !state.lost && state.count > 0;
             }
         }
-        Object reply;
+        Boolean released;
         if (sessionLink != null) {
             try {
-                reply = sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
+                released = plan.released(sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT));
             } catch (JedisConnectionException e) {
                 // The session's connection is gone, and with it its holds.
                 synchronized (this) {
@@ -260,9 +274,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
         } else {
-            reply = releaseWithRequest(owner, leaseMs, latches);
+            released = releaseWithRequest(owner, leaseMs, state, last, held, latches);
         }
-        Boolean released = plan.released(reply);
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
                 // FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as fair_unlock.lua does:
@@ -290,18 +303,42 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     }
 
     /**
-     * The release with its request id, then one {@code DEL} of its unlock latch and of the
-     * acquisition latches the owner's holds left (same hash slot; each acquisition was answered,
-     * so nothing resends it any more).
+     * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
+     * the latches whose replies came: the acquisitions' since the last release, and the unlock
+     * latches of re-entered releases before it. The release's own latch goes in that {@code DEL}
+     * when it is the owner's {@code last} hold here. A re-entered release leaves its own latch to
+     * the next release's {@code DEL} (or to expire): resent after a lost reply, it is answered
+     * from that latch instead of releasing a level the owner still holds. The last release's
+     * resend finds no latch when the first send's pipeline ran whole, and the server replies "not
+     * held": the first send released it (when the owner {@code held} it here).
+     * The {@code DEL}'s reply is not looked at: latches it missed expire on their own.
      */
-    private Object releaseWithRequest(String owner, long leaseMs, List<String> acquisitionLatches) {
+    private Boolean releaseWithRequest(String owner, long leaseMs, State state, boolean last, boolean held,
+            List<String> latches) {
         String request = plan.multi ? null : UUID.randomUUID().toString();
-        List<String> args = plan.release(owner, leaseMs, request);
-        Object reply;
+        List<List<String>> commands = new ArrayList<>();
+        commands.add(plan.release(owner, leaseMs, request));
+        if (request != null) {
+            List<String> del = new ArrayList<>();
+            del.add("DEL");
+            if (last) {
+                del.add(plan.latch(request));
+            } else {
+                synchronized (this) {
+                    state.releaseLatches.add(plan.latch(request));
+                }
+            }
+            del.addAll(latches);
+            if (del.size() > 1) {
+                commands.add(del);
+            }
+        }
         Link link = client.connector().open(plan.key());
         try {
+            List<Object> replies;
+            boolean resent = false;
             try {
-                reply = link.call(args, Link.DEFAULT);
+                replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
                 if (request == null) {
                     throw e;
@@ -309,24 +346,34 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 // Once more with the same id: if the first one was applied, the server replies
                 // what it replied then (the latch), and releases nothing twice.
                 link.close();
+                link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
-                reply = link.call(args, Link.DEFAULT);
+                replies = pipelineFollowing(link, commands);
+                resent = true;
             }
-            if (request != null) {
-                List<String> del = new ArrayList<>();
-                del.add("DEL");
-                del.add(plan.latch(request));
-                del.addAll(acquisitionLatches);
-                try {
-                    link.call(del, Link.DEFAULT);
-                } catch (JedisConnectionException e) {
-                    // The latch expires by itself (13.5 s); the release is done.
-                }
+            if (replies.get(0) instanceof JedisDataException e) {
+                throw e;
             }
+            Boolean released = plan.released(replies.get(0));
+            if (released == null && resent && last && held) {
+                return Boolean.TRUE;
+            }
+            return released;
         } finally {
-            link.close();
+            if (link != null) {
+                link.close();
+            }
         }
-        return reply;
+    }
+
+    /** {@code link.pipeline(commands)}, sent again where a MOVED first reply sends it. */
+    private static List<Object> pipelineFollowing(Link link, List<List<String>> commands) {
+        while (true) {
+            List<Object> replies = link.pipeline(commands, Link.DEFAULT, null);
+            if (!(replies.get(0) instanceof JedisMovedDataException moved && link.follow(moved))) {
+                return replies;
+            }
+        }
     }
 
     /**
@@ -424,13 +471,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long started = System.nanoTime();
         Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
         boolean keep = false;
-        boolean resentSameId = false;
-        long resendBlock = Plan.NO_BLOCK;
         Plan.Outcome outcome;
         try {
-            Object reply;
+            Sent sent;
             try {
-                reply = send(link, plan.acquire(owner, lease, blockMs, session, request), blockMs, interruptible);
+                sent = send(link, plan.acquire(owner, lease, blockMs, session, request), null, blockMs, interruptible);
             } catch (JedisConnectionException lost) {
                 if (request == null || link == sessionLink) {
                     throw lost;
@@ -445,20 +490,20 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 }
                 long again = remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
-                reply = send(link, plan.acquire(owner, lease, again, session, resend), again, interruptible);
-                resentSameId = !session;
-                resendBlock = again;
+                // A replay writes nothing on this connection, so the replica check's WAIT would
+                // not cover the grant the first send wrote: one write after it (the latch's expiry
+                // set again; nothing when refused) moves this connection's replication offset past
+                // it, in the same round trip.
+                List<String> touch = session ? null : List.of("PEXPIRE", plan.acquisitionLatch(request),
+                        Long.toString(Plan.acquisitionLatchTtl(again)));
+                sent = send(link, plan.acquire(owner, lease, again, session, resend), touch, again, interruptible);
             }
-            outcome = plan.outcome(reply);
-            if (outcome.acquired() && resentSameId) {
-                // A replay writes nothing on this connection, so the replica check's WAIT would not
-                // cover the grant the first send wrote: one write here (the latch's expiry set
-                // again) moves this connection's replication offset past it.
-                link.call(List.of("PEXPIRE", plan.acquisitionLatch(request),
-                        Long.toString(Plan.acquisitionLatchTtl(resendBlock))), Link.DEFAULT);
-            }
-            if (outcome.acquired()) {
-                synchronize(link, owner, lease);
+            outcome = plan.outcome(sent.reply());
+            if (outcome.acquired() && sent.unsynced() != null) {
+                // Not acknowledged: released rather than held on a master that could lose it.
+                link.call(plan.release(owner, lease, null), Link.DEFAULT);
+                throw new NotSyncedException(getName() + ": " + sent.unsynced() + " within "
+                        + client.getReplicaSync().timeout().toMillis() + " ms; the hold was released");
             }
             keep = outcome.acquired() && session;
         } catch (Waiter.Cancelled cancelled) {
@@ -476,19 +521,56 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         return outcome;
     }
 
-    /** One acquisition command and its reply, read within its wait plus a margin. */
-    private Object send(Link link, List<String> args, long blockMs, boolean interruptible) throws Waiter.Cancelled {
-        long timeout = blockMs == Plan.NO_BLOCK ? Link.DEFAULT : blockMs == 0 ? 0 : blockMs + REPLY_MARGIN_MS;
-        try {
-            if (interruptible && blockMs != Plan.NO_BLOCK) {
-                return Waiter.call(client.waiters(), client.connector(), link, args, timeout);
+    /** An acquisition's reply, and what its replica check found short (null: acknowledged). */
+    private record Sent(Object reply, String unsynced) {}
+
+    /**
+     * One acquisition in one round trip: the command, after a resend its {@code touch}, then what
+     * the replica check sends for its master ({@link Masters}: {@code WAIT}, {@code WAITAOF},
+     * now and then {@code INFO}), pipelined on the link and read within the wait, the checks'
+     * timeouts and a margin. The master's INFO is asked first, in a round trip of its own, only
+     * when nothing is known of it yet.
+     */
+    private Sent send(Link link, List<String> args, List<String> touch, long blockMs, boolean interruptible)
+            throws Waiter.Cancelled {
+        ReplicaSync sync = client.getReplicaSync();
+        Masters masters = client.masters();
+        while (true) {
+            String master = link.master();
+            Masters.Checks checks = masters.plan(master, sync, System.nanoTime());
+            if (checks == null) {
+                long asked = System.nanoTime();
+                masters.learn(master, link.call(Masters.INFO, Link.DEFAULT), asked);
+                checks = Objects.requireNonNull(masters.plan(master, sync, System.nanoTime()), "learned");
             }
-            return link.call(args, timeout);
-        } catch (JedisDataException e) {
-            if (e.getMessage() != null && e.getMessage().startsWith("NON_REENTRANT")) {
-                throw new NotReentrantException(getName() + ": " + e.getMessage());
+            List<List<String>> commands = new ArrayList<>();
+            commands.add(args);
+            if (touch != null) {
+                commands.add(touch);
             }
-            throw e;
+            commands.addAll(checks.commands());
+            long extra = checks.extraMs();
+            long timeout = blockMs == Plan.NO_BLOCK ? (extra == 0 ? Link.DEFAULT : extra + REPLY_MARGIN_MS)
+                    : blockMs == 0 ? 0 : blockMs + extra + REPLY_MARGIN_MS;
+            List<Object> replies = interruptible && blockMs != Plan.NO_BLOCK
+                    ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
+                    : link.pipeline(commands, timeout, null);
+            Object reply = replies.get(0);
+            if (reply instanceof JedisMovedDataException moved && link.follow(moved)) {
+                continue;
+            }
+            if (reply instanceof JedisDataException e) {
+                String message = String.valueOf(e.getMessage());
+                if (message.startsWith("NON_REENTRANT")) {
+                    throw new NotReentrantException(getName() + ": " + message);
+                }
+                if (message.startsWith("NOREPLICAS")) {
+                    throw new NotSyncedException(getName() + ": " + message + " (nothing was written)");
+                }
+                throw e;
+            }
+            String unsynced = masters.read(checks, replies.subList(touch == null ? 1 : 2, replies.size()), master);
+            return new Sent(reply, unsynced);
         }
     }
 
@@ -510,7 +592,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * hold went with the killed connection.)
      */
     private void cleanUpAfterInterrupt(String owner, long lease, long blockMs, Waiter.Cancelled cancelled) {
-        boolean servedOrUnknown = !cancelled.replied || plan.outcome(cancelled.reply).acquired();
+        boolean servedOrUnknown = !cancelled.replied
+                || !(cancelled.reply instanceof JedisDataException) && plan.outcome(cancelled.reply).acquired();
         boolean heldBefore;
         synchronized (this) {
             State state = states.get(owner);
@@ -538,36 +621,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             // The server is unreachable: a hold it gave, if any, ends with its lease.
         } finally {
             link.close();
-        }
-    }
-
-    /**
-     * WAIT (and WAITAOF) for the hold just taken, on its connection; released again and
-     * NotSynced thrown when the replicas did not all acknowledge it.
-     */
-    private void synchronize(Link link, String owner, long leaseMs) {
-        ReplicaSync sync = client.getReplicaSync();
-        if (!sync.enabled()) {
-            return;
-        }
-        Map<String, String> info = Plan.info(link.call(List.of("INFO", "replication", "persistence"), Link.DEFAULT));
-        for (List<String> command : Plan.syncCommands(info, sync)) {
-            Object reply;
-            try {
-                reply = link.call(command, sync.timeout().toMillis() + REPLY_MARGIN_MS);
-            } catch (JedisDataException e) {
-                String message = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
-                if (command.get(0).equals("WAITAOF") && message.contains("unknown command")) {
-                    continue; // before Redis 7.2: WAIT alone
-                }
-                throw e;
-            }
-            if (!Plan.synced(command, reply)) {
-                link.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
-                throw new NotSyncedException(getName() + ": " + String.join(" ", command) + " replied "
-                        + Plan.text(reply instanceof List<?> l ? l.toString() : reply) + " within "
-                        + sync.timeout().toMillis() + " ms; the hold was released");
-            }
         }
     }
 

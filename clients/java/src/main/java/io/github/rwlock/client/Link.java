@@ -7,6 +7,7 @@ import java.util.function.LongConsumer;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.exceptions.JedisMovedDataException;
 
 /**
@@ -45,6 +46,62 @@ final class Link {
     }
 
     /**
+     * The key of what is learned of this link's master: its address in a cluster; the one server
+     * of a standalone pool (the pool's, whichever node it reaches: a Sentinel pool's new master
+     * inherits what the old one was seen with, which fails closed).
+     */
+    String master() {
+        return node == null ? "" : node.toString();
+    }
+
+    /**
+     * Sends {@code commands} in one write and reads every reply, an error reply as its {@link
+     * JedisDataException} (so every reply is read whatever the first said), within {@code
+     * timeoutMs} as {@link #call}. With {@code onId}, {@code CLIENT ID} goes first in the same
+     * write, as {@link #callIdentified}. A MOVED first reply is left to the caller ({@link
+     * #follow}): what follows the command may depend on the master.
+     */
+    List<Object> pipeline(List<List<String>> commands, long timeoutMs, LongConsumer onId) {
+        int own = connection.getSoTimeout();
+        if (timeoutMs != DEFAULT) {
+            connection.setSoTimeout((int) Math.min(timeoutMs, Integer.MAX_VALUE));
+        }
+        try {
+            if (onId != null) {
+                connection.sendCommand(new Name("CLIENT"), "ID");
+            }
+            for (List<String> args : commands) {
+                connection.sendCommand(new Name(args.get(0)), args.subList(1, args.size()).toArray(new String[0]));
+            }
+            if (onId != null) {
+                onId.accept(Plan.integer(connection.getOne()));
+            }
+            return connection.getMany(commands.size());
+        } finally {
+            if (timeoutMs != DEFAULT && !connection.isBroken()) {
+                connection.setSoTimeout(own);
+            }
+        }
+    }
+
+    /**
+     * Moves this link to the master a MOVED reply names (re-reading the slot map), once; false
+     * outside a cluster or when it moved already.
+     */
+    boolean follow(JedisMovedDataException e) {
+        if (redirect == null || moved) {
+            return false;
+        }
+        moved = true;
+        Link target = redirect.apply(e.getTargetNode());
+        giveBack.run();
+        connection = target.connection;
+        giveBack = target.giveBack;
+        node = target.node;
+        return true;
+    }
+
+    /**
      * Sends one command and reads its reply within {@code timeoutMs} ({@link #DEFAULT}: the
      * connection's socket timeout; 0: without limit), however short the socket timeout is: a
      * {@code BLOCK} wait's reply comes when the wait ends. A reply that did not come in time
@@ -65,15 +122,9 @@ final class Link {
         try {
             return send(args, timeoutMs, onId);
         } catch (JedisMovedDataException e) {
-            if (redirect == null || moved) {
+            if (!follow(e)) {
                 throw e;
             }
-            moved = true;
-            Link target = redirect.apply(e.getTargetNode());
-            giveBack.run();
-            connection = target.connection;
-            giveBack = target.giveBack;
-            node = target.node;
             return send(args, timeoutMs, onId);
         }
     }

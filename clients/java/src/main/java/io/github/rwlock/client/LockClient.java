@@ -44,6 +44,8 @@ public final class LockClient implements AutoCloseable {
     private final String id;
     private final long watchdogTimeoutMs;
     private final ReplicaSync replicaSync;
+    /** What its acquisitions learned of the masters' replicas (a new client starts over). */
+    private final Masters masters = new Masters();
     private final ScheduledThreadPoolExecutor scheduler;
     private final ExecutorService waiters;
 
@@ -177,6 +179,10 @@ public final class LockClient implements AutoCloseable {
      */
     public String currentOwner() {
         return id + ":" + Thread.currentThread().getId();
+    }
+
+    Masters masters() {
+        return masters;
     }
 
     Connector connector() {

@@ -319,31 +319,4 @@ final class Plan {
         }
         return fields;
     }
-
-    /** What to send after an acquisition, given the master's INFO replication and persistence. */
-    static List<List<String>> syncCommands(Map<String, String> info, ReplicaSync sync) {
-        List<List<String>> commands = new ArrayList<>();
-        if (!sync.enabled()) {
-            return commands;
-        }
-        String timeout = Long.toString(Math.max(1, sync.timeout().toMillis()));
-        String replicas = info.getOrDefault("connected_slaves", "0");
-        if (!replicas.isEmpty() && Long.parseLong(replicas) > 0) {
-            commands.add(List.of("WAIT", replicas, timeout));
-        }
-        if (sync.aof() && "1".equals(info.get("aof_enabled"))) {
-            commands.add(List.of("WAITAOF", "1", "0", timeout));
-        }
-        return commands;
-    }
-
-    /** Whether WAIT / WAITAOF's reply shows every copy asked for. */
-    static boolean synced(List<String> command, Object reply) {
-        if (command.get(0).equals("WAIT")) {
-            return integer(reply) >= Long.parseLong(command.get(1));
-        }
-        List<?> counts = list(reply);
-        return integer(counts.get(0)) >= Long.parseLong(command.get(1))
-                && integer(counts.get(1)) >= Long.parseLong(command.get(2));
-    }
 }

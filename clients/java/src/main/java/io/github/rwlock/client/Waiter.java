@@ -40,11 +40,14 @@ final class Waiter {
         }
     }
 
-    /** {@code link.call(args, timeoutMs)}, ended by an interrupt of the calling thread. */
-    static Object call(ExecutorService executor, Connector connector, Link link, List<String> args, long timeoutMs)
-            throws Cancelled {
+    /**
+     * {@code link.pipeline(commands, timeoutMs)}, ended by an interrupt of the calling thread; a
+     * {@link Cancelled}'s reply is the first command's.
+     */
+    static List<Object> call(ExecutorService executor, Connector connector, Link link, List<List<String>> commands,
+            long timeoutMs) throws Cancelled {
         CompletableFuture<Long> id = new CompletableFuture<>();
-        Future<Object> reply = executor.submit(() -> link.callIdentified(args, timeoutMs, id::complete));
+        Future<List<Object>> reply = executor.submit(() -> link.pipeline(commands, timeoutMs, id::complete));
         try {
             return reply.get();
         } catch (ExecutionException e) {
@@ -60,12 +63,12 @@ final class Waiter {
         }
     }
 
-    private static Object throwCancelled(Object reply) throws Cancelled {
-        throw new Cancelled(true, reply);
+    private static List<Object> throwCancelled(List<Object> replies) throws Cancelled {
+        throw new Cancelled(true, replies.get(0));
     }
 
     /** Kills the waiting connection once its id is known, unless the call ended first. */
-    private static void end(Connector connector, Link link, CompletableFuture<Long> id, Future<Object> reply) {
+    private static void end(Connector connector, Link link, CompletableFuture<Long> id, Future<List<Object>> reply) {
         while (!reply.isDone()) {
             Long clientId;
             try {
