@@ -8,6 +8,7 @@
 #   RWLOCK_LEASE_INDEX_FROM  rwlock.lease-index-from  leases (0: no indexes)
 #   RWLOCK_FAIR_WAIT      rwlock.fair-wait      milliseconds
 #   RWLOCK_DEADLOCK_DETECTION  rwlock.deadlock-detection  yes | no
+#   RWLOCK_TOKEN_GAP      rwlock.token-gap      tokens (0: no jump after a promotion)
 #   RWLOCK_MODULE_PATH    the module, default /usr/local/lib/redis/modules/librwlock.so
 #   REDIS_SERVER          the server binary, default redis-server
 #
@@ -24,6 +25,7 @@ if [ -n "${RWLOCK_DEFAULT_LEASE:-}" ]; then set -- "$@" default-lease "$RWLOCK_D
 if [ -n "${RWLOCK_LEASE_INDEX_FROM:-}" ]; then set -- "$@" lease-index-from "$RWLOCK_LEASE_INDEX_FROM"; fi
 if [ -n "${RWLOCK_FAIR_WAIT:-}" ]; then set -- "$@" fair-wait "$RWLOCK_FAIR_WAIT"; fi
 if [ -n "${RWLOCK_DEADLOCK_DETECTION:-}" ]; then set -- "$@" deadlock-detection "$RWLOCK_DEADLOCK_DETECTION"; fi
+if [ -n "${RWLOCK_TOKEN_GAP:-}" ]; then set -- "$@" token-gap "$RWLOCK_TOKEN_GAP"; fi
 if [ -z "${REDIS_SERVER:-}" ] && command -v docker-entrypoint.sh >/dev/null 2>&1; then
   exec docker-entrypoint.sh redis-server "$@"
 fi

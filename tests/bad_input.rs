@@ -1326,6 +1326,9 @@ fn config_set_refuses_bad_values() {
     for bad in ["fair", "banana", ""] {
         check(&mut conn, "rwlock.fairness", bad, "none");
     }
+    for bad in ["-1", "abc", "1.5", "", TWO_POW_63] {
+        check(&mut conn, "rwlock.token-gap", bad, "1000000000");
+    }
 
     // Good values are taken, and a later bad one keeps them.
     config_set(&mut conn, "rwlock.default-lease", "45000").expect("set 45000");
@@ -1564,6 +1567,8 @@ fn bad_module_args_fail_the_start() {
         (&["fairness", "lifo"], "fairness"),
         (&["fair-wait", "-1"], "fair-wait"),
         (&["fair-wait", "315360000001"], "fair-wait"),
+        (&["token-gap", "-1"], "token-gap"),
+        (&["token-gap", "many"], "token-gap"),
         (&["nosuch", "1"], "nosuch"),
         (&["default-lease"], ""),
         (&["default-lease", "5000", "publish"], ""),

@@ -381,6 +381,8 @@ fn module_arguments_set_configs_at_load() {
             "4321",
             "deadlock-detection",
             "no",
+            "token-gap",
+            "777",
         ],
         &[],
     );
@@ -394,6 +396,7 @@ fn module_arguments_set_configs_at_load() {
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "16"),
             ("rwlock.publish", "spublish"),
+            ("rwlock.token-gap", "777"),
         ])
     );
 }

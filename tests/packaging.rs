@@ -112,6 +112,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("RWLOCK_LEASE_INDEX_FROM", "8"),
             ("RWLOCK_FAIR_WAIT", "4321"),
             ("RWLOCK_DEADLOCK_DETECTION", "no"),
+            ("RWLOCK_TOKEN_GAP", "5000"),
         ],
         &[],
     );
@@ -125,6 +126,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("rwlock.fairness", "fifo"),
             ("rwlock.lease-index-from", "8"),
             ("rwlock.publish", "spublish"),
+            ("rwlock.token-gap", "5000"),
         ])
     );
     let modules = ok(&mut c, &["MODULE", "LIST"]);
@@ -152,6 +154,7 @@ fn build_script_copies_the_module_and_the_entrypoint_maps_the_environment() {
             ("rwlock.fairness", "none"),
             ("rwlock.lease-index-from", "64"),
             ("rwlock.publish", "auto"),
+            ("rwlock.token-gap", "1000000000"),
         ])
     );
     assert_eq!(
