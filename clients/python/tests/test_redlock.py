@@ -56,7 +56,9 @@ def test_two_stopped_acquires_three_stopped_refuses(start_server: Callable[..., 
     nodes[2].stop()
     started = time.monotonic()
     assert red.acquire(wait=0.5, lease=5) is None
-    assert time.monotonic() - started < 2.0
+    # Refused at the end of its 0.5 s wait (a stopped node refuses connections at once), not
+    # after retries past it; 4 s leave a loaded machine room.
+    assert time.monotonic() - started < 4.0
     assert held_on(nodes, "red") == 0, "a refused RedLock leaves nothing held"
     with pytest.raises(LockNotHeld):
         red.release()
