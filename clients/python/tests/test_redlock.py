@@ -31,8 +31,12 @@ def test_quorum_and_drift() -> None:
 def test_all_five_up(start_server: Callable[..., Server]) -> None:
     nodes = five(start_server)
     red = RedLock([n.client() for n in nodes], "red")
+    began = time.monotonic()
     validity = red.acquire(lease=10)
-    assert validity is not None and 9.8 < validity <= 10 - drift(10)
+    # The lease less the drift and the time the attempt took, however long a loaded machine
+    # made it (a fixed 0.2 s was too little for five round trips there).
+    least = 10 - drift(10) - (time.monotonic() - began)
+    assert validity is not None and least <= validity <= 10 - drift(10), (validity, least)
     assert held_on(nodes, "red") == 5
     rival = RedLock([n.client() for n in nodes], "red")
     assert rival.acquire(wait=0.3) is None
