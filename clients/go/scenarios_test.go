@@ -300,7 +300,7 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if step["lost"] != nil {
 			action = "lost"
 		}
-		if err := fields(step, action, "expect"); err != nil {
+		if err := fields(step, action, "expect", "within_ms"); err != nil {
 			return err
 		}
 		l, err := r.lock(step[action])
@@ -311,12 +311,28 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if err := strictDecode(step["expect"], &expect); err != nil {
 			return err
 		}
-		got := l.Held()
-		if action == "lost" {
-			got = l.Lost()
+		// within_ms: what the watchdog finds in the background, polled until it
+		// is as expected.
+		var within int64
+		if raw := step["within_ms"]; raw != nil {
+			if err := strictDecode(raw, &within); err != nil {
+				return err
+			}
+		}
+		view := func() bool {
+			if action == "lost" {
+				return l.Lost()
+			}
+			return l.Held()
+		}
+		deadline := time.Now().Add(time.Duration(within) * time.Millisecond)
+		got := view()
+		for got != expect && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			got = view()
 		}
 		if got != expect {
-			return fmt.Errorf("%s: got %v, want %v", action, got, expect)
+			return fmt.Errorf("%s: got %v, want %v (within %d ms)", action, got, expect, within)
 		}
 		return nil
 	case step["token"] != nil:

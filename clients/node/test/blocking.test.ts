@@ -36,7 +36,9 @@ describe("waiting", () => {
     // The application's connection is not stalled by the wait.
     const pingStarted = performance.now();
     assert.equal(await app.ping(), "PONG");
-    assert.ok(performance.now() - pingStarted < 250);
+    // Answered while the wait goes on: a connection the wait stalled would answer at the
+    // release, 2 s on; 1 s leaves a loaded machine room.
+    assert.ok(performance.now() - pingStarted < 1_000);
     const hold = await waiting;
     const elapsed = performance.now() - started;
     assert.ok(elapsed >= 1_900 && elapsed < 5_000, `${elapsed}`);
@@ -69,7 +71,8 @@ describe("waiting", () => {
     const started = performance.now();
     controller.abort(new Error("shutting down"));
     await assert.rejects(waiting, /shutting down/);
-    assert.ok(performance.now() - started < 1_000);
+    // At the abort, not never (the wait has no limit, the hold 60 s): 5 s leave a loaded machine room.
+    assert.ok(performance.now() - started < 5_000);
     await waitBlocked(redis, 0);
     // One CLIENT UNBLOCK ended it (the module answers it as the wait's timeout).
     assert.match(await redis.info("commandstats"), /cmdstat_client\|unblock:calls=1,/);
@@ -92,7 +95,10 @@ describe("waiting", () => {
     const taking = lock.acquire({ wait: 1_000, signal: racing.signal });
     racing.abort();
     await assert.rejects(taking, { name: "AbortError" });
-    await sleep(50);
+    // Given back in the background once the grant's reply is read.
+    for (const deadline = Date.now() + 10_000; (await redis.exists("race")) !== 0 && Date.now() < deadline; ) {
+      await sleep(10);
+    }
     assert.equal(await redis.exists("race"), 0);
     assert.equal(lock.held, false);
   });
@@ -116,7 +122,7 @@ describe("waiting", () => {
 
 /** Waits until the server has `n` blocked clients. */
 async function waitBlocked(redis: Redis, n: number): Promise<void> {
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 10_000;
   while ((await infoField(redis, "clients", "blocked_clients")) !== String(n)) {
     assert.ok(Date.now() < deadline, `blocked_clients never became ${n}`);
     await sleep(10);

@@ -193,13 +193,18 @@ class Run {
         return;
       }
       case "held":
-        onlyFields("held", step, ["held", "expect"]);
-        assert.equal(this.lock(step["held"]).held, step["expect"], "held");
+      case "lost": {
+        onlyFields(action, step, [action, "expect", "within_ms"]);
+        const lock = this.lock(step[action]);
+        const view = (): boolean => (action === "held" ? lock.held : lock.lost);
+        // within_ms: what the watchdog finds in the background, polled until it is as expected.
+        const deadline = performance.now() + ((step["within_ms"] as number | undefined) ?? 0);
+        while (view() !== step["expect"] && performance.now() < deadline) {
+          await sleep(10);
+        }
+        assert.equal(view(), step["expect"], `${action} (within ${String(step["within_ms"] ?? 0)} ms)`);
         return;
-      case "lost":
-        onlyFields("lost", step, ["lost", "expect"]);
-        assert.equal(this.lock(step["lost"]).lost, step["expect"], "lost");
-        return;
+      }
       case "token":
         onlyFields("token", step, ["token", "expect"]);
         this.check(this.lock(step["token"]).token, step["expect"]!, "token");

@@ -183,6 +183,14 @@ class Run:
 
             outcome = self.outcome(release)
             assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+        elif action in ("held", "lost") and "within_ms" in step:
+            assert fields == {action, "expect", "within_ms"}, what
+            # What the watchdog finds in the background: polled until it is as expected.
+            lock = self.locks[step[action]]
+            deadline = time.monotonic() + step["within_ms"] / 1000
+            while getattr(lock, action) != step["expect"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.check(step["expect"], getattr(lock, action), f"{what} (within {step['within_ms']} ms)")
         elif action in ("held", "lost", "token"):
             assert fields == {action, "expect"}, what
             self.check(step["expect"], getattr(self.locks[step[action]], action), what)

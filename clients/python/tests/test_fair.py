@@ -127,7 +127,7 @@ def test_the_watchdog_renews_a_fair_hold_and_reports_it_lost(server: Server) -> 
     lost = FairLock(client, "fair:lost", watchdog_timeout=0.6, on_lost=lambda l, o: seen.append(o))
     assert lost.acquire()
     client.execute_command("FAIRLOCK.FORCEUNLOCK", "fair:lost")
-    wait_until("the loss to be seen", lambda: lost.lost, 3)
+    wait_until("the loss to be seen", lambda: lost.lost, 10)
     assert seen == [lost.owner()] and not lost.held
     with pytest.raises(LockNotHeld):
         lost.release()

@@ -31,8 +31,12 @@ def test_quorum_and_drift() -> None:
 def test_all_five_up(start_server: Callable[..., Server]) -> None:
     nodes = five(start_server)
     red = RedLock([n.client() for n in nodes], "red")
+    began = time.monotonic()
     validity = red.acquire(lease=10)
-    assert validity is not None and 9.8 < validity <= 10 - drift(10)
+    # The lease less the drift and the time the attempt took, however long a loaded machine
+    # made it (a fixed 0.2 s was too little for five round trips there).
+    least = 10 - drift(10) - (time.monotonic() - began)
+    assert validity is not None and least <= validity <= 10 - drift(10), (validity, least)
     assert held_on(nodes, "red") == 5
     rival = RedLock([n.client() for n in nodes], "red")
     assert rival.acquire(wait=0.3) is None
@@ -56,7 +60,9 @@ def test_two_stopped_acquires_three_stopped_refuses(start_server: Callable[..., 
     nodes[2].stop()
     started = time.monotonic()
     assert red.acquire(wait=0.5, lease=5) is None
-    assert time.monotonic() - started < 2.0
+    # Refused at the end of its 0.5 s wait (a stopped node refuses connections at once), not
+    # after retries past it; 4 s leave a loaded machine room.
+    assert time.monotonic() - started < 4.0
     assert held_on(nodes, "red") == 0, "a refused RedLock leaves nothing held"
     with pytest.raises(LockNotHeld):
         red.release()

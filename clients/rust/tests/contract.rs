@@ -183,13 +183,17 @@ enum Step {
         lock: String,
         expect: String,
     },
+    /// `within_ms`: what the watchdog finds in the background, polled until
+    /// it is as expected (0: looked at once).
     Held {
         lock: String,
         expect: bool,
+        within_ms: u64,
     },
     Lost {
         lock: String,
         expect: bool,
+        within_ms: u64,
     },
     Token {
         lock: String,
@@ -261,10 +265,16 @@ fn step(json: &Json) -> Outcome<Step> {
         "held" => Step::Held {
             lock: string("held", fields.need("held")?)?,
             expect: boolean("expect", fields.need("expect")?)?,
+            within_ms: fields
+                .take("within_ms")
+                .map_or(Ok(0), |ms| millis("within_ms", ms))?,
         },
         "lost" => Step::Lost {
             lock: string("lost", fields.need("lost")?)?,
             expect: boolean("expect", fields.need("expect")?)?,
+            within_ms: fields
+                .take("within_ms")
+                .map_or(Ok(0), |ms| millis("within_ms", ms))?,
         },
         "token" => Step::Token {
             lock: string("token", fields.need("token")?)?,
@@ -772,23 +782,45 @@ impl Run<'_> {
                 };
                 check_kind(expect, "ok", &outcome)
             }
-            Step::Held { lock, expect } => {
-                let held = self
-                    .lock(lock)?
-                    .is_held()
-                    .map_err(|e| format!("is_held: {e}"))?;
-                if held == *expect {
-                    Ok(())
-                } else {
-                    Err(format!("held is {held}, expected {expect}"))
+            Step::Held {
+                lock,
+                expect,
+                within_ms,
+            } => {
+                let deadline = Instant::now() + Duration::from_millis(*within_ms);
+                loop {
+                    let held = self
+                        .lock(lock)?
+                        .is_held()
+                        .map_err(|e| format!("is_held: {e}"))?;
+                    if held == *expect {
+                        return Ok(());
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(format!(
+                            "held is {held}, expected {expect} (within {within_ms} ms)"
+                        ));
+                    }
+                    thread::sleep(Duration::from_millis(10));
                 }
             }
-            Step::Lost { lock, expect } => {
-                let lost = self.last_guard(lock)?.is_some_and(Guard::is_lost);
-                if lost == *expect {
-                    Ok(())
-                } else {
-                    Err(format!("lost is {lost}, expected {expect}"))
+            Step::Lost {
+                lock,
+                expect,
+                within_ms,
+            } => {
+                let deadline = Instant::now() + Duration::from_millis(*within_ms);
+                loop {
+                    let lost = self.last_guard(lock)?.is_some_and(Guard::is_lost);
+                    if lost == *expect {
+                        return Ok(());
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(format!(
+                            "lost is {lost}, expected {expect} (within {within_ms} ms)"
+                        ));
+                    }
+                    thread::sleep(Duration::from_millis(10));
                 }
             }
             Step::Token { lock, expect } => {

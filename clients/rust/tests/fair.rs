@@ -93,8 +93,10 @@ fn a_wait_that_runs_out_leaves_the_line_and_a_try_never_joins_it() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     let took = started.elapsed();
+    // Never before the 500 ms wait is over; after it by what a loaded machine
+    // takes to reply.
     assert!(
-        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(400) && took < Duration::from_secs(4),
         "{took:?}"
     );
     assert!(
@@ -177,7 +179,7 @@ fn the_watchdog_renews_a_fair_hold_and_reports_it_lost() {
     let guard = lock.acquire().expect("acquired");
     let forced: i64 = query(&mut conn, &["FAIRLOCK.FORCEUNLOCK", "fair:watchdog"]);
     assert_eq!(forced, 1);
-    wait_until(Duration::from_secs(3), "the loss seen", || {
+    wait_until(Duration::from_secs(10), "the loss seen", || {
         guard.is_lost().then_some(())
     });
     assert!(matches!(guard.release(), Err(Error::NotHeld)));

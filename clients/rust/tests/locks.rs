@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{Error, Locks, Options};
-use testkit::{all_keys, query, rwlock_counter, Server};
+use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
 fn locks(server: &Server, options: Options) -> Locks {
     let client = redis::Client::open(server.url()).expect("url");
@@ -212,12 +212,14 @@ fn a_wait_on_the_server_longer_than_the_response_timeout_works() {
         });
         let _ = tx.send(());
         let start = Instant::now();
+        // Served at the release, 1.5 s on; a wait of 5 s leaves a loaded
+        // machine room to be late with it.
         let taken = if kind == "lock" {
-            waiter.lock("slow").try_acquire(Duration::from_secs(2))
+            waiter.lock("slow").try_acquire(Duration::from_secs(5))
         } else {
             waiter
                 .read_write_lock("slow-rw")
-                .try_read(Duration::from_secs(2))
+                .try_read(Duration::from_secs(5))
         };
         let waited = start.elapsed();
         release.join().expect("releaser");
@@ -293,8 +295,11 @@ fn the_watchdog_finds_the_hold_gone() {
     // Replaced by a value of another type: the renewal's error reply.
     let replaced = locks.lock("replaced").acquire().expect("lock");
     let _: () = query(&mut conn, &["SET", "replaced", "x"]);
-    // A renewal every 333 ms: the next one finds each hold gone.
-    thread::sleep(Duration::from_millis(800));
+    // A renewal every 333 ms: the next one finds each hold gone (later on a
+    // loaded machine).
+    wait_until(Duration::from_secs(10), "every hold found gone", || {
+        (forced.is_lost() && deleted.is_lost() && replaced.is_lost()).then_some(())
+    });
     assert!(forced.is_lost(), "forced open");
     let hold = lost.try_recv().expect("on_lost called");
     assert_eq!(

@@ -58,6 +58,15 @@ final class Env {
         return atLeast("3.52.0") && !atLeast("4.3.0");
     }
 
+    /**
+     * The bound on a handoff, the other side's release to the waiter's hold, in ms. A Redisson
+     * waiter that missed the release message sleeps the TTL it was told (the holder's 10 s lease in
+     * these tests), a module BLOCK waiter its 5 s BLOCK: a handoff under 3 s is the release's work.
+     * The figures recorded are the real latency (a few ms); 3 s, not 1 s, because on a loaded
+     * 2-core machine (four test parts at once) a JVM thread can be off a core for a second.
+     */
+    static final double HANDOFF_MS = 3_000;
+
     /** What was already reported not applicable (once per run, not per test). */
     private static final Set<String> NOT_APPLICABLE = ConcurrentHashMap.newKeySet();
 
@@ -125,6 +134,16 @@ final class Env {
         return uuid + ":" + Thread.currentThread().getId();
     }
 
+    /**
+     * The least TTL a key given {@code ttl} ms at or after {@code since} (System.nanoTime) can have
+     * left now: a TTL shrinks with the time gone by, no faster (less 20 ms for the clocks'
+     * granularity: Redis counts milliseconds). A slow machine makes the time gone by longer, not
+     * the check looser or tighter.
+     */
+    static long leastTtlLeft(long ttl, long since) {
+        return ttl - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - since) - 20;
+    }
+
     /** Waits until {@code condition} holds, failing after {@code ms}. */
     static void await(String what, long ms, BooleanSupplier condition) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
@@ -159,6 +178,21 @@ final class Env {
             }
         }
         throw new AssertionError("no blocked_clients in INFO clients");
+    }
+
+    /**
+     * Scripts run on a server since its last CONFIG RESETSTAT (EVAL and EVALSHA, not a NOSCRIPT):
+     * how a test knows a Redisson thread ran its lock script again after subscribing.
+     */
+    static long scriptCalls(Raw on) {
+        long calls = 0;
+        for (String line : ((String) on.call("INFO", "commandstats")).split("\r?\n")) {
+            if (line.startsWith("cmdstat_eval:") || line.startsWith("cmdstat_evalsha:")) {
+                calls += Long.parseLong(line.replaceAll("^[^:]*:calls=([0-9]+),.*", "$1"))
+                        - Long.parseLong(line.replaceAll(".*,failed_calls=([0-9]+).*", "$1"));
+            }
+        }
+        return calls;
     }
 
     /** One Java thread, so that Redisson's per-thread holds have a thread to belong to. */

@@ -116,13 +116,15 @@ class FairLockTest extends OneServer {
         lock.unlock();
         noTrace(name);
 
+        long acquired = System.nanoTime();
         assertNull(raw.call("FAIRLOCK.ACQUIRE", name, owner, String.valueOf(LEASE)));
         assertFalse(lock.tryLock(), "tryLock() on a module hold");
         assertFalse(lock.tryLock(0, LEASE, TimeUnit.MILLISECONDS), "tryLock(0, …) on a module hold");
         assertTrue(lock.isLocked());
         assertFalse(lock.isHeldByCurrentThread());
         long remain = lock.remainTimeToLive();
-        assertTrue(remain > LEASE - 2_000 && remain <= LEASE, "remainTimeToLive " + remain);
+        long least = Env.leastTtlLeft(LEASE, acquired);
+        assertTrue(remain >= least && remain <= LEASE, "remainTimeToLive " + remain + ", least " + least);
         assertEquals(Map.of(owner, 1L), holders(name), "Redisson's attempts changed nothing");
         assertEquals(List.of(), line(name), "and left no waiter");
         assertEquals(1L, raw.call("FAIRLOCK.UNLOCK", name, owner));
@@ -232,7 +234,7 @@ class FairLockTest extends OneServer {
         List<Double> samples = handoffsModuleToRedisson(FAIR, "fair-m2r-", HANDOFFS, LEASE,
                 FairLockTest::awaitRedissonWaiting, (name, owner) -> noTrace(name));
         Env.record("handoff module->Redisson (RFairLock)", Env.summary(samples));
-        assertTrue(Env.percentile(samples, 99) < 1_000, "a Redisson fair waiter must wake on FAIRLOCK.UNLOCK's message: "
+        assertTrue(Env.percentile(samples, 99) < Env.HANDOFF_MS, "a Redisson fair waiter must wake on FAIRLOCK.UNLOCK's message: "
                 + Env.summary(samples));
     }
 
@@ -241,7 +243,7 @@ class FairLockTest extends OneServer {
         List<Double> samples = handoffsRedissonToModule(FAIR, "fair-r2m-", HANDOFFS, LEASE,
                 FairLockTest::awaitParked, (name, owner) -> noTrace(name));
         Env.record("handoff Redisson->module (RFairLock)", Env.summary(samples));
-        assertTrue(Env.percentile(samples, 99) < 1_000, "a BLOCK waiter must be served on Redisson's fair unlock: "
+        assertTrue(Env.percentile(samples, 99) < Env.HANDOFF_MS, "a BLOCK waiter must be served on Redisson's fair unlock: "
                 + Env.summary(samples));
     }
 
@@ -296,19 +298,22 @@ class FairLockTest extends OneServer {
         }
         Env.record("lease ran out, Redisson head waiter told (#3730)", "acquired after the expiry: " + Env.summary(samples)
                 + " (the ttl it slept on was " + LEASE + " ms)");
-        assertTrue(Collections.max(samples) < 1_000, "Redisson's waiter must take the lock within a second of the"
-                + " expiry, not after its " + LEASE + " ms sleep: " + Env.summary(samples));
+        assertTrue(Collections.max(samples) < Env.HANDOFF_MS, "Redisson's waiter must take the lock within "
+                + Env.HANDOFF_MS + " ms of the expiry, not after its " + LEASE + " ms sleep: " + Env.summary(samples));
     }
 
     /**
      * The same expiry on a fresh server, the hold a module client's (FAIRLOCK.ACQUIRE, taken at
      * once) and the line one Redisson thread, no module waiter ever queued: the module hears keys
      * expire from load on, so Redisson's head is told and takes the lock well before the ttl it
-     * sleeps on (2 s) would end.
+     * sleeps on (10 s) would end.
      */
     @Test
     void redissonWaitersAloneAreToldOfTheExpiry() throws Exception {
-        long lease = 2_000;
+        // The hold outlasts what a fresh (cold) Redisson client on a loaded machine takes to try,
+        // subscribe and try again (a 2 s hold could run out first: no wait, nothing shown), and
+        // keeps the ttl sleep far from a prompt wake-up. The test lasts about the cut, not this.
+        long lease = LEASE;
         long cut = 300;
         try (Servers.Server fresh = Servers.start(false); Raw conn = new Raw(fresh.port);
              Env.JavaThread waiter = new Env.JavaThread()) {
@@ -324,15 +329,15 @@ class FairLockTest extends OneServer {
                     lock.lock(lease, TimeUnit.MILLISECONDS);
                     return System.nanoTime();
                 });
-                Env.await("Redisson waiting", 5_000, () -> Env.subscribers(conn, waiterChannel(name, waiterOwner)) > 0
-                        && scriptCalls(conn) >= 2);
+                Env.await("Redisson waiting", lease - 2_000,
+                        () -> Env.subscribers(conn, waiterChannel(name, waiterOwner)) > 0 && Env.scriptCalls(conn) >= 2);
                 Thread.sleep(50);
                 long t0 = System.nanoTime();
                 assertEquals(1L, conn.call("LOCK.RENEW", name, owner, String.valueOf(cut)));
                 double ms = (acquired.get(lease + 5_000, TimeUnit.MILLISECONDS) - t0 - TimeUnit.MILLISECONDS.toNanos(cut)) / 1e6;
                 assertTrue(waiter.run(lock::isHeldByCurrentThread));
-                assertTrue(ms < 1_000, "within a second of the expiry, not after its " + lease + " ms sleep: "
-                        + ms + " ms");
+                assertTrue(ms < Env.HANDOFF_MS, "within " + Env.HANDOFF_MS + " ms of the expiry, not after its "
+                        + lease + " ms sleep: " + ms + " ms");
                 waiter.run(() -> {
                     lock.unlock();
                     return null;
@@ -350,20 +355,8 @@ class FairLockTest extends OneServer {
         // lock() runs its script once, subscribes, runs it once more and only then sleeps the ttl
         // it got: cut the lease after the second run, or the waiter could be told the short PTTL
         // and wake by itself.
-        Env.await("Redisson's second try", 5_000, () -> scriptCalls(raw) >= 2);
+        Env.await("Redisson's second try", 5_000, () -> Env.scriptCalls(raw) >= 2);
         Thread.sleep(50);
-    }
-
-    /** Scripts run since the last CONFIG RESETSTAT (EVAL and EVALSHA, not a NOSCRIPT). */
-    private static long scriptCalls(Raw on) {
-        long calls = 0;
-        for (String line : ((String) on.call("INFO", "commandstats")).split("\r?\n")) {
-            if (line.startsWith("cmdstat_eval:") || line.startsWith("cmdstat_evalsha:")) {
-                calls += Long.parseLong(line.replaceAll("^[^:]*:calls=([0-9]+),.*", "$1"))
-                        - Long.parseLong(line.replaceAll(".*,failed_calls=([0-9]+).*", "$1"));
-            }
-        }
-        return calls;
     }
 
     @Test
@@ -383,7 +376,7 @@ class FairLockTest extends OneServer {
             long t0 = System.nanoTime();
             assertTrue(lock.forceUnlock(), "Redisson's forceUnlock deletes a module hold");
             double ms = (acquired.get(5, TimeUnit.SECONDS) - t0) / 1e6;
-            assertTrue(ms < 1_000, "the head woke " + ms + " ms after forceUnlock");
+            assertTrue(ms < Env.HANDOFF_MS, "the head woke " + ms + " ms after forceUnlock");
             assertEquals(Map.of(redissonOwner, 1L), holders(name));
             assertEquals(null, raw.call("FAIRLOCK.UNLOCK", name, owner), "the module owner holds nothing now");
 
@@ -400,7 +393,7 @@ class FairLockTest extends OneServer {
                 Object[] got = module.get(5, TimeUnit.SECONDS);
                 assertNull(got[0]);
                 double ms2 = ((Long) got[1] - t1) / 1e6;
-                assertTrue(ms2 < 1_000, "the module waiter woke " + ms2 + " ms after FAIRLOCK.FORCEUNLOCK");
+                assertTrue(ms2 < Env.HANDOFF_MS, "the module waiter woke " + ms2 + " ms after FAIRLOCK.FORCEUNLOCK");
                 assertFalse(waiter.run(lock::isHeldByCurrentThread));
                 assertEquals(Map.of(owner, 1L), holders(name));
             } finally {
@@ -502,7 +495,7 @@ class FairLockTest extends OneServer {
             awaitRedissonWaiting(name, redissonOwner);
             long t0 = System.nanoTime();
             assertEquals(1L, raw.call("FAIRLOCK.UNLOCK", name, owner));
-            assertTrue(redissonGot.get(5, TimeUnit.SECONDS) - t0 < TimeUnit.SECONDS.toNanos(1));
+            assertTrue((redissonGot.get(5, TimeUnit.SECONDS) - t0) / 1e6 < Env.HANDOFF_MS, "woken by the message");
             ExecutorService moduleThread = Executors.newSingleThreadExecutor();
             try {
                 Future<Object> moduleGot = moduleThread.submit(() -> waiterConn.callBlocking("FAIRLOCK.ACQUIRE", name, owner,

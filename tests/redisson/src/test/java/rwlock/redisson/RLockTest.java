@@ -36,13 +36,15 @@ class RLockTest extends OneServer {
     @Test
     void aRedissonHoldRefusesTheModuleWithItsPttl() throws Exception {
         RLock lock = redisson.getLock("rlock-refuse-1");
+        long locked = System.nanoTime();
         lock.lock(LEASE, TimeUnit.MILLISECONDS);
         String owner = Env.moduleOwner(redisson);
         Object reply = raw.call("LOCK.ACQUIRE", "rlock-refuse-1", owner, "5000");
         long after = raw.pttl("rlock-refuse-1");
+        long least = Env.leastTtlLeft(LEASE, locked);
         assertInstanceOf(Long.class, reply, "a Redisson hold must refuse LOCK.ACQUIRE with the PTTL");
         long pttl = (Long) reply;
-        assertTrue(pttl >= after && pttl <= LEASE && pttl > LEASE - 2_000, "PTTL " + pttl + " vs " + after);
+        assertTrue(pttl >= after && pttl <= LEASE && pttl >= least, "PTTL " + pttl + " vs " + after + ", least " + least);
         assertEquals(Map.of(redissonOwner(), 1L), Module.holders(raw, "rlock-refuse-1"));
         // Waiting a bounded time ends with the PTTL, the lock untouched.
         long t0 = System.nanoTime();
@@ -59,6 +61,7 @@ class RLockTest extends OneServer {
     void aModuleHoldMakesTryLockFailAndReadsRight() throws Exception {
         String name = "rlock-refuse-2";
         String owner = Env.moduleOwner(redisson);
+        long acquired = System.nanoTime();
         assertNull(raw.call("LOCK.ACQUIRE", name, owner, String.valueOf(LEASE)));
         RLock lock = redisson.getLock(name);
         assertFalse(lock.tryLock(0, 5, TimeUnit.SECONDS), "tryLock(0, …) must fail on a module hold");
@@ -67,8 +70,9 @@ class RLockTest extends OneServer {
         assertEquals(0, lock.getHoldCount(), "Redisson's hold count is its own thread's: none");
         long remain = lock.remainTimeToLive();
         long pttl = raw.pttl(name);
-        assertTrue(remain >= pttl && remain <= LEASE && remain > LEASE - 2_000,
-                "remainTimeToLive " + remain + " vs PTTL " + pttl);
+        long least = Env.leastTtlLeft(LEASE, acquired);
+        assertTrue(remain >= pttl && remain <= LEASE && remain >= least,
+                "remainTimeToLive " + remain + " vs PTTL " + pttl + ", least " + least);
         // A short wait ends false too, after about the wait.
         long t0 = System.nanoTime();
         assertFalse(lock.tryLock(200, 5_000, TimeUnit.MILLISECONDS));
@@ -142,7 +146,7 @@ class RLockTest extends OneServer {
             long t0 = System.nanoTime();
             assertEquals(1L, raw.call("LOCK.FORCEUNLOCK", name));
             double ms = (acquired.get(5, TimeUnit.SECONDS) - t0) / 1e6;
-            assertTrue(ms < 1_000, "Redisson woke " + ms + " ms after LOCK.FORCEUNLOCK");
+            assertTrue(ms < Env.HANDOFF_MS, "Redisson woke " + ms + " ms after LOCK.FORCEUNLOCK");
             // Now Redisson holds it; a module waiter is served when Redisson forces it free.
             ExecutorService moduleThread = Executors.newSingleThreadExecutor();
             try (Raw other = new Raw(server.port)) {
@@ -156,7 +160,7 @@ class RLockTest extends OneServer {
                 Object[] got = module.get(5, TimeUnit.SECONDS);
                 assertNull(got[0], "the module waiter takes the lock after Redisson's forceUnlock");
                 double ms2 = ((Long) got[1] - t1) / 1e6;
-                assertTrue(ms2 < 1_000, "module woke " + ms2 + " ms after forceUnlock");
+                assertTrue(ms2 < Env.HANDOFF_MS, "module woke " + ms2 + " ms after forceUnlock");
                 assertFalse(waiter.run(lock::isHeldByCurrentThread));
             } finally {
                 moduleThread.shutdownNow();
@@ -177,7 +181,7 @@ class RLockTest extends OneServer {
             Thread.sleep(2);
         }, (name, owner) -> { });
         Env.record("handoff module->Redisson (RLock)", Env.summary(samples));
-        assertTrue(Env.percentile(samples, 99) < 1_000, "a Redisson waiter must wake on the module's message: "
+        assertTrue(Env.percentile(samples, 99) < Env.HANDOFF_MS, "a Redisson waiter must wake on the module's message: "
                 + Env.summary(samples));
     }
 
@@ -187,7 +191,7 @@ class RLockTest extends OneServer {
                 (name, owner) -> Env.await("module waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0),
                 (name, owner) -> { });
         Env.record("handoff Redisson->module (RLock)", Env.summary(samples));
-        assertTrue(Env.percentile(samples, 99) < 1_000, "a BLOCK waiter must be served on Redisson's release: "
+        assertTrue(Env.percentile(samples, 99) < Env.HANDOFF_MS, "a BLOCK waiter must be served on Redisson's release: "
                 + Env.summary(samples));
     }
 
@@ -210,7 +214,10 @@ class RLockTest extends OneServer {
             Thread.sleep(50);
         }
         assertTrue(lock.isHeldByCurrentThread());
-        assertTrue(refusals >= 30, "refusals " + refusals);
+        // A lapse would show in the next refusal (the module takes the free lock) or here (Redisson
+        // never takes it back); the count only says the 3.5 s were probed throughout: a probe every
+        // half second on average, ten times the 50 ms pause, which a loaded machine still makes.
+        assertTrue(refusals >= 7, "refusals " + refusals);
         Env.record("watchdog RLock", "held 3.5 s on a 1 s lease, module refused " + refusals
                 + " times, lowest PTTL seen " + minPttl + " ms");
         lock.unlock();
@@ -236,10 +243,11 @@ class RLockTest extends OneServer {
         // Redisson releases one of two holds under id A; the module's retry of A replays 0.
         lock.lock(LEASE, TimeUnit.MILLISECONDS);
         lock.lock(LEASE, TimeUnit.MILLISECONDS);
+        long unlocked = System.nanoTime();
         assertEquals(Boolean.FALSE, redissonUnlock(lock, tid, "latch-a", 10_000));
         assertEquals("0", raw.call("GET", "redisson_unlock_latch:{" + name + "}:latch-a"));
         long latchTtl = raw.pttl("redisson_unlock_latch:{" + name + "}:latch-a");
-        assertTrue(latchTtl > 9_000 && latchTtl <= 10_000, "latch PTTL " + latchTtl);
+        assertTrue(latchTtl >= Env.leastTtlLeft(10_000, unlocked) && latchTtl <= 10_000, "latch PTTL " + latchTtl);
         assertEquals(0L, raw.call("LOCK.UNLOCK", name, me, "REQUEST", "latch-a", "10000"));
         assertEquals(Map.of(me, 1L), Module.holders(raw, name), "the replay released nothing");
 
@@ -272,7 +280,7 @@ class RLockTest extends OneServer {
             Env.record("unlock latch", "DIFFERS: Redisson " + Env.VERSION + " leaves each unlock's latch until its TTL ("
                     + ttl + " ms left); LOCK.UNLOCK … REQUEST and Redisson's retry replay each other's replies (0 and 1)");
         } else {
-            Env.await("Redisson's latch deleted", 2_000, () -> redissonLatches(pattern).isEmpty());
+            Env.await("Redisson's latch deleted", 10_000, () -> redissonLatches(pattern).isEmpty());
             Env.record("unlock latch", "Redisson's retry (same request id) and LOCK.UNLOCK … REQUEST replay each"
                     + " other's replies (0 and 1); Redisson deletes its latch after the reply");
         }

@@ -118,7 +118,7 @@ class ClusterTest {
             RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(at.info("clients", "blocked_clients")));
             thread.interrupt();
             assertTrue(outcome.get(5, TimeUnit.SECONDS) instanceof InterruptedException);
-            RedisServer.waitUntil("no waiter", 2000, () -> "0".equals(at.info("clients", "blocked_clients")));
+            RedisServer.waitUntil("no waiter", 10_000, () -> "0".equals(at.info("clients", "blocked_clients")));
         }
     }
 

@@ -91,7 +91,8 @@ class FairLockTest extends ServerTest {
         long start = System.nanoTime();
         assertFalse(lock.tryLock(300, TimeUnit.MILLISECONDS));
         long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-        assertTrue(waited >= 290 && waited < 3_000, "waited " + waited);
+        // Never before the 300 ms wait is over; after it by what a loaded machine takes to reply.
+        assertTrue(waited >= 290 && waited < 4_000, "waited " + waited);
         assertEquals(2, server.calls("fairlock.acquire"), "one command each, the wait on the server");
         assertEquals(List.of(), lock.getWaiters());
         NotAcquiredException refused = assertThrows(NotAcquiredException.class,
@@ -161,7 +162,7 @@ class FairLockTest extends ServerTest {
             FairLock watched = new FairLock(quick, name, LockOptions.defaults().withOnLost((n, o) -> lost.add(n)));
             watched.lock();
             assertTrue(watched.forceUnlock());
-            await("the loss reported", 3_000, () -> !lost.isEmpty());
+            await("the loss reported", 10_000, () -> !lost.isEmpty());
             assertTrue(watched.isLost());
             assertThrows(NotHeldException.class, watched::unlock);
             noTrace(name);
@@ -202,8 +203,9 @@ class FairLockTest extends ServerTest {
         lock.lock();
         assertThrows(NotReentrantException.class, lock::tryLock);
         long start = System.nanoTime();
-        assertThrows(NotReentrantException.class, () -> lock.tryLock(3, TimeUnit.SECONDS));
-        assertTrue(System.nanoTime() - start < TimeUnit.MILLISECONDS.toNanos(1_000), "the holder never waits for itself");
+        assertThrows(NotReentrantException.class, () -> lock.tryLock(10, TimeUnit.SECONDS));
+        // Refused at once, not after its 10 s wait: 3 s leave a loaded machine room.
+        assertTrue(System.nanoTime() - start < TimeUnit.MILLISECONDS.toNanos(3_000), "the holder never waits for itself");
         assertEquals("1", server.call("HGET", name, lock.getOwner()));
         assertEquals(List.of(), lock.getWaiters());
         lock.unlock();

@@ -71,7 +71,8 @@ class LockTest extends ServerTest {
         long start = System.nanoTime();
         assertFalse(lock.tryLock(400, TimeUnit.MILLISECONDS));
         long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-        assertTrue(elapsed >= 350 && elapsed < 3000, "waited " + elapsed);
+        // Never before the 400 ms wait is over; after it by what a loaded machine takes to reply.
+        assertTrue(elapsed >= 350 && elapsed < 4000, "waited " + elapsed);
         assertEquals(2, server.calls("lock.acquire"));
         assertEquals("1", server.call("HGET", "t:busy", "other:1"));
         assertEquals(0L, server.call("HEXISTS", "t:busy", lock.getOwner()));
@@ -140,10 +141,11 @@ class LockTest extends ServerTest {
         RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(server.info("clients", "blocked_clients")));
         long start = System.nanoTime();
         waiter.interrupt();
-        Throwable thrown = outcome.get(5, TimeUnit.SECONDS);
+        Throwable thrown = outcome.get(10, TimeUnit.SECONDS);
         assertTrue(thrown instanceof InterruptedException, String.valueOf(thrown));
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) < 2000);
-        RedisServer.waitUntil("no blocked client", 2000, () -> "0".equals(server.info("clients", "blocked_clients")));
+        // At the interrupt, not never (the wait has no limit): 5 s leave a loaded machine room.
+        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) < 5000);
+        RedisServer.waitUntil("no blocked client", 10_000, () -> "0".equals(server.info("clients", "blocked_clients")));
         assertEquals(1L, server.call("HLEN", "t:interrupt"), "only the other holder");
         // The same with a timed tryLock, and the lock still works after.
         CompletableFuture<Throwable> timed = new CompletableFuture<>();
@@ -159,7 +161,7 @@ class LockTest extends ServerTest {
         RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(server.info("clients", "blocked_clients")));
         second.interrupt();
         assertTrue(timed.get(5, TimeUnit.SECONDS) instanceof InterruptedException);
-        RedisServer.waitUntil("no blocked client", 2000, () -> "0".equals(server.info("clients", "blocked_clients")));
+        RedisServer.waitUntil("no blocked client", 10_000, () -> "0".equals(server.info("clients", "blocked_clients")));
         server.call("LOCK.UNLOCK", "t:interrupt", "other:1");
         assertTrue(lock.tryLock(1, TimeUnit.SECONDS));
         lock.unlock();
@@ -173,9 +175,13 @@ class LockTest extends ServerTest {
     @Test
     void aGivenLeaseIsTheTtlAndNotRenewed() throws Exception {
         Lock lock = new Lock(client, "t:lease");
+        long start = System.nanoTime();
         lock.lock(2, TimeUnit.SECONDS);
         long pttl = lock.remainTimeToLive();
-        assertTrue(pttl > 1500 && pttl <= 2000, "pttl " + pttl);
+        // The 2 s lease less the time gone by since (however long a loaded machine took), less 20 ms
+        // for the clocks' granularity.
+        long least = 2000 - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) - 20;
+        assertTrue(pttl >= least && pttl <= 2000, "pttl " + pttl + ", least " + least);
         assertTrue(lock.tryLock(0, 3, TimeUnit.SECONDS));
         assertEquals("2", server.call("HGET", "t:lease", lock.getOwner()));
         lock.unlock();
@@ -190,7 +196,9 @@ class LockTest extends ServerTest {
             Lock lock = new Lock(dogged, "t:watchdog", LockOptions.defaults().withOnLost((name, owner) -> lost.add(name + "|" + owner)));
             lock.lock();
             long pttl = lock.remainTimeToLive();
-            assertTrue(pttl > 600 && pttl <= 1000, "pttl " + pttl);
+            // The 1 s watchdog timeout, not the 30 s default (what is left of it depends on when
+            // the last renewal ran, late on a loaded machine).
+            assertTrue(pttl > 0 && pttl <= 1000, "pttl " + pttl);
             Thread.sleep(3500);
             assertTrue(lock.isHeldByCurrentThread());
             assertFalse(lock.isLost());
@@ -205,7 +213,7 @@ class LockTest extends ServerTest {
             // A hold forced open: the next renewal finds it gone.
             lock.lock();
             assertTrue(lock.forceUnlock());
-            RedisServer.waitUntil("the loss", 3000, () -> !lost.isEmpty());
+            RedisServer.waitUntil("the loss", 10_000, () -> !lost.isEmpty());
             assertEquals(List.of("t:watchdog|" + lock.getOwner()), lost);
             assertTrue(lock.isLost());
             // Taken again after the loss: one hold, watched again.
@@ -215,7 +223,7 @@ class LockTest extends ServerTest {
             Thread.sleep(700);
             assertEquals("1", server.call("HGET", "t:watchdog", lock.getOwner()));
             assertTrue(lock.forceUnlock());
-            RedisServer.waitUntil("the second loss", 3000, () -> lost.size() == 2);
+            RedisServer.waitUntil("the second loss", 10_000, () -> lost.size() == 2);
             assertTrue(lock.isLost());
             assertFalse(lock.isHeldByCurrentThread());
             assertThrows(NotHeldException.class, lock::unlock);
@@ -269,7 +277,7 @@ class LockTest extends ServerTest {
             after.removeAll(before);
             assertEquals(1, after.size(), after.toString());
             assertEquals(1L, server.call("CLIENT", "KILL", "ID", after.iterator().next()));
-            RedisServer.waitUntil("the session's end", 3000, () -> 0L == (Long) server.call("EXISTS", "t:session"));
+            RedisServer.waitUntil("the session's end", 10_000, () -> 0L == (Long) server.call("EXISTS", "t:session"));
             assertThrows(NotHeldException.class, lock::unlock);
             assertTrue(lock.tryLock());
             lock.unlock();

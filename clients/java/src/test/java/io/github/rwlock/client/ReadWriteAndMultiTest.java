@@ -73,9 +73,11 @@ class ReadWriteAndMultiTest extends ServerTest {
             rw.readLock().lock();
             Thread.sleep(1500);
             assertTrue(server.calls("rwlock.renew") >= 2);
-            assertTrue((Long) server.call("PTTL", "t:rwdog") > 300);
+            // Renewed and still leased (how much of the 1 s is left depends on when the last
+            // renewal ran, late on a loaded machine).
+            assertTrue((Long) server.call("PTTL", "t:rwdog") > 0);
             assertTrue(rw.forceUnlock());
-            RedisServer.waitUntil("the loss", 3000, () -> !lost.isEmpty());
+            RedisServer.waitUntil("the loss", 10_000, () -> !lost.isEmpty());
             assertTrue(rw.readLock().isLost());
             assertThrows(NotHeldException.class, () -> rw.readLock().unlock());
         }
@@ -125,7 +127,7 @@ class ReadWriteAndMultiTest extends ServerTest {
             Thread.sleep(1500);
             assertTrue(server.calls("lock.renewall") >= 2);
             assertEquals(1L, server.call("LOCK.FORCEUNLOCK", "t:b"));
-            RedisServer.waitUntil("the loss", 3000, () -> !lost.isEmpty());
+            RedisServer.waitUntil("the loss", 10_000, () -> !lost.isEmpty());
             assertEquals(List.of("t:a"), lost);
             assertThrows(NotHeldException.class, multi::unlock);
             assertEquals(0L, server.call("EXISTS", "t:a"), "the holds still held were released");
