@@ -166,6 +166,11 @@ pub fn snapshot_of(conn: &mut redis::Connection, keys: &[Vec<u8>]) -> Snapshot {
             redis::Value::Int(n) => *n,
             other => panic!("PEXPIRETIME reply {other:?}"),
         };
+        // Or between the TYPE and the PEXPIRETIME (-2: no such key), which
+        // a loaded server can let the active expiry cycle run between.
+        if expire_at == -2 {
+            continue;
+        }
         present.push((k, kind, expire_at));
     }
     if present.is_empty() {
