@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
-    all_keys, assert_counters, config_value, eval_lua, expect_reply, in_one_turn, ok, poll_until,
-    query, reply_text, rwlock_counter, wait_for_waiters, Server,
+    all_keys, assert_counters, assert_took, config_value, eval_lua, expect_reply, in_one_turn, ok,
+    poll_until, query, reply_text, rwlock_counter, timer_slack, wait_for_waiters, wait_replica,
+    Server,
 };
 
 /// The number of fields of the hash `key`.
@@ -72,24 +73,31 @@ fn a_writer_behind_readers_wakes_on_the_last_unlock() {
 
 #[test]
 fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
-    let (server, mut c) = Server::started(&[]);
-    ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "400"]);
-    ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "600"]);
-    let pttl: i64 = query(&mut c, &["PTTL", "EX"]);
-    let expected = Duration::from_millis(pttl as u64);
+    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    // Only the module can wake the writer then: Redis drops the key when it
+    // is next read (nobody reads it), and raises no event before.
+    ok(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    // Taken before the leases start: the last runs out 1000 ms after it at
+    // the earliest, whatever the machine's load.
+    let start = Instant::now();
+    ok(&mut c, &["RWLOCK.READ", "EX", "r:1", "500"]);
+    ok(&mut c, &["RWLOCK.READ", "EX", "r:2", "1000"]);
     let writer = server.spawn_call(&["RWLOCK.WRITE", "EX", "w:1", "30000", "BLOCK", "10000"]);
-    let (reply, waited) = writer.join().expect("writer");
+    let (reply, _) = writer.join().expect("writer");
+    let woken = start.elapsed();
     assert_eq!(reply.expect("reply"), Value::Nil);
-    // Woken at the deadline by the module's timer, not by Redis's lazy or
-    // sampled expiry (which can take far longer than this).
-    assert!(
-        waited + Duration::from_millis(20) >= expected,
-        "{waited:?} < {expected:?}"
+    // Not before the last lease ran out (less the 20 ms a timer may round
+    // to), and at that deadline by the module's own timer: with active
+    // expiry off, nothing else would serve it within the 10 s wait.
+    assert_took(
+        woken,
+        Duration::from_millis(1000 - 20),
+        Duration::from_millis(1000) + timer_slack(),
+        "the writer's wait",
     );
-    assert!(
-        waited < expected + Duration::from_millis(80),
-        "{waited:?} vs {expected:?}"
-    );
+    // It waited (parked before the leases ran out), and was served.
+    assert_counters(&mut c, &[("waits_served", 1), ("waiters", 0)]);
 }
 
 /// A waiter parked behind a write hold, woken by `release`, which made the
@@ -155,28 +163,70 @@ woken_by_command! {
 #[test]
 fn block_timeout_replies_the_pttl_at_the_deadline() {
     let (server, mut c) = Server::started(&[]);
+    let start = Instant::now();
     ok(&mut c, &["RWLOCK.WRITE", "T", "w:1", "30000"]);
     let (reply, waited) = server
         .spawn_call(&["RWLOCK.READ", "T", "r:1", "30000", "BLOCK", "300"])
         .join()
         .expect("waiter");
+    let since_write = start.elapsed().as_millis() as i64;
     let pttl = match reply.expect("reply") {
         Value::Int(p) => p,
         other => panic!("expected the PTTL, got {other:?}"),
     };
+    // Read at the deadline, at least 300 ms after the lease began, and no
+    // earlier than this test saw the reply (less the PTTL's rounding).
     assert!(
-        pttl > 29_000 && pttl <= 29_700,
-        "PTTL at the timeout, got {pttl}"
+        pttl >= 30_000 - since_write - 1 && pttl <= 29_700,
+        "PTTL at the timeout, got {pttl} {since_write} ms after the WRITE"
     );
-    assert!(waited >= Duration::from_millis(295), "{waited:?}");
-    assert!(waited < Duration::from_millis(600), "{waited:?}");
+    // Never before its time; at its time (nothing else ends this wait).
+    assert_took(
+        waited,
+        Duration::from_millis(295),
+        Duration::from_millis(300) + timer_slack(),
+        "the wait",
+    );
     assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 1)]);
+}
+
+/// The value after the label `label` in a flat `label value …` array.
+fn labelled(items: &Value, label: &str) -> Value {
+    let Value::Array(items) = items else {
+        panic!("not an array: {items:?}")
+    };
+    items
+        .chunks(2)
+        .find(|p| match &p[0] {
+            Value::SimpleString(s) => s == label,
+            Value::BulkString(b) => b == label.as_bytes(),
+            _ => false,
+        })
+        .unwrap_or_else(|| panic!("no {label} in {items:?}"))[1]
+        .clone()
+}
+
+/// The deadline (server clock, ms) of each client parked on `lock`, in
+/// serving order, from `RWLOCK.INFO`.
+fn wait_deadlines(c: &mut Connection, lock: &str) -> Vec<i64> {
+    let info = ok(c, &["RWLOCK.INFO", lock]);
+    let Value::Array(waiters) = labelled(&info, "waiters") else {
+        panic!("waiters in {info:?}")
+    };
+    waiters
+        .iter()
+        .map(|w| match labelled(w, "deadline") {
+            Value::Int(ms) => ms,
+            other => panic!("deadline {other:?}"),
+        })
+        .collect()
 }
 
 #[test]
 fn waits_of_different_lengths_end_in_their_own_order() {
     let (server, mut c) = Server::started(&[]);
     ok(&mut c, &["RWLOCK.WRITE", "TO", "w:1", "30000"]);
+    let lease_end: i64 = query(&mut c, &["PEXPIRETIME", "TO"]);
     // The longest first, then one that ends earlier than anything before it.
     let waits = [600u64, 200, 400];
     let waiters: Vec<_> = waits
@@ -191,16 +241,31 @@ fn waits_of_different_lengths_end_in_their_own_order() {
             waiter
         })
         .collect();
-    for (waiter, ms) in waiters.into_iter().zip(waits) {
+    // Each wait's deadline, as the server set it when the client parked.
+    let deadlines = wait_deadlines(&mut c, "TO");
+    assert_eq!(deadlines.len(), 3, "{deadlines:?}");
+    for ((waiter, ms), deadline) in waiters.into_iter().zip(waits).zip(deadlines) {
         let (reply, waited) = waiter.join().expect("waiter");
+        let pttl = match reply.expect("reply") {
+            Value::Int(pttl) if pttl > 29_000 => pttl,
+            other => panic!("{ms} ms: the PTTL at the timeout, got {other:?}"),
+        };
+        // The reply's PTTL dates the timeout on the server's clock, free of
+        // this client's threads waking late: each wait ended at its own
+        // deadline, not at another's (the nearest is 200 ms away) nor at a
+        // later look of the server's (one serverCron period is 100 ms).
+        // 250 ms is the server's own lateness, allowed for a loaded machine.
+        let ended = lease_end - pttl;
         assert!(
-            matches!(reply.expect("reply"), Value::Int(pttl) if pttl > 29_000),
-            "the PTTL at the timeout"
+            (deadline - 1..deadline + 250).contains(&ended),
+            "{ms} ms: ended at {ended}, its deadline {deadline}"
         );
-        assert!(waited >= Duration::from_millis(ms), "{ms} ms: {waited:?}");
-        assert!(
-            waited < Duration::from_millis(ms + 250),
-            "{ms} ms: {waited:?}"
+        // As the client saw it: never early, and at its time.
+        assert_took(
+            waited,
+            Duration::from_millis(ms),
+            Duration::from_millis(ms) + timer_slack(),
+            &format!("the {ms} ms wait"),
         );
     }
     assert_counters(&mut c, &[("waiters", 0), ("waits_timed_out", 3)]);
@@ -224,8 +289,14 @@ fn a_renewal_that_shortens_the_lease_wakes_waiters_at_the_new_deadline() {
     let (reply, _) = waiter.join().expect("waiter");
     let waited = renewed.elapsed();
     assert_eq!(reply.expect("reply"), Value::Nil);
-    assert!(waited >= Duration::from_millis(280), "{waited:?}");
-    assert!(waited < Duration::from_millis(1_000), "{waited:?}");
+    // At the new deadline: not before it (less a timer's rounding), and long
+    // before the old one (30 s) or the wait's end (10 s).
+    assert_took(
+        waited,
+        Duration::from_millis(280),
+        Duration::from_millis(300) + timer_slack(),
+        "the handoff after the renewal",
+    );
     assert_eq!(
         hold_count(&mut c, "RN", "w:2:write"),
         1,
@@ -331,7 +402,9 @@ fn multi_and_scripts_make_one_attempt() {
     let script = "return redis.call('rwlock.write', KEYS[1], ARGV[1], '1000', 'BLOCK', '0')";
     let reply = ok(&mut c, &["EVAL", script, "1", "M", "w:2"]);
     assert!(matches!(reply, Value::Int(p) if p > 0), "{reply:?}");
-    assert!(start.elapsed() < Duration::from_secs(1));
+    // A `BLOCK 0` that waited would never have replied (the connection's
+    // read times out after 10 s): well under that, even on a loaded machine.
+    assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(rwlock_counter(&mut c, "waiters"), 0);
 }
 
@@ -450,36 +523,23 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
         "0",
     ];
     let master = Server::start(&debug);
-    let port = master.port.to_string();
-    let replica = Server::start(&[&debug[..], &["--replicaof", "127.0.0.1", &port]].concat());
+    let replica = master.start_replica(&debug);
     let mut m = master.conn();
     let mut r = replica.conn();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let info = reply_text(&mut r, &["INFO", "replication"]);
-        if info.contains("master_link_status:up") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "replica never synced");
-        sleep(Duration::from_millis(20));
-    }
-    // Served by the deadline timer: the readers' leases run out.
-    ok(&mut m, &["RWLOCK.READ", "H1", "r:1", "200"]);
-    let expiry = master.spawn_call(&["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "5000"]);
+    // Served by the deadline timer: the reader's lease runs out (shortened
+    // once the writer waits, so that it cannot run out before).
+    ok(&mut m, &["RWLOCK.READ", "H1", "r:1", "60000"]);
+    let expiry = master.spawn_call(&["RWLOCK.WRITE", "H1", "w:1", "60000", "BLOCK", "10000"]);
     // Served through a keyspace event: a Redisson Lua unlock.
     ok(&mut m, &["RWLOCK.WRITE", "H2", "w:1", "60000"]);
-    let lua = master.spawn_call(&["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "5000"]);
+    let lua = master.spawn_call(&["RWLOCK.READ", "H2", "r:2", "60000", "BLOCK", "10000"]);
     wait_for_waiters(&mut m, 2);
+    expect_reply(&mut m, &["RWLOCK.RENEW", "H1", "r:1", "200"], Value::Int(1));
     let unlock = "redis.call('hdel', KEYS[1], ARGV[1]); if redis.call('hlen', KEYS[1]) == 1 then redis.call('del', KEYS[1]) end return 1";
     ok(&mut m, &["EVAL", unlock, "1", "H2", "w:1:write"]);
     assert_eq!(expiry.join().expect("expiry").0.expect("reply"), Value::Nil);
     assert_eq!(lua.join().expect("lua").0.expect("reply"), Value::Nil);
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(&mut m)
-        .expect("WAIT");
-    assert_eq!(acked, 1);
+    wait_replica(&mut m);
     let digest = |c: &mut Connection| -> String {
         redis::cmd("DEBUG").arg("DIGEST").query(c).expect("DIGEST")
     };

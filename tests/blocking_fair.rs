@@ -209,21 +209,26 @@ fn every_wake_path_serves_the_parked_head() {
         ("flushall", &|c, _| {
             ok(c, &["FLUSHALL"]);
         }),
-        ("lease", &|_, _| ()),
+        // The lease shortened once the waiter is parked (so that it cannot
+        // run out before), then left to run out.
+        ("lease", &|c, l| {
+            expect_reply(c, &["LOCK.RENEW", l, "a:1", "300"], Value::Int(1));
+        }),
     ];
     for (name, free) in paths {
         let lock = format!("W-{name}");
-        let lease = if name == "lease" { "300" } else { "30000" };
         expect_reply(
             &mut c,
-            &["FAIRLOCK.ACQUIRE", &lock, "a:1", lease],
+            &["FAIRLOCK.ACQUIRE", &lock, "a:1", "30000"],
             Value::Nil,
         );
-        let waiter = park(&server, &mut c, &block(&lock, "m:1", "60000", "5000"));
+        let waiter = park(&server, &mut c, &block(&lock, "m:1", "60000", "10000"));
         assert_eq!(parked_flags(&mut c, &lock), [("m:1".to_string(), 1)]);
         free(&mut c, &lock);
         let took = served(waiter);
-        assert!(took < Duration::from_secs(3), "{name}: {took:?}");
+        // Served at once, or at the shortened lease's end: long before the
+        // next refresh of its place (15 s) or the wait's end (10 s).
+        assert!(took < Duration::from_secs(5), "{name}: {took:?}");
         let hash: Vec<String> = query(&mut c, &["HGETALL", &lock]);
         assert_eq!(hash, ["m:1", "1"], "{name}");
         let pttl: i64 = query(&mut c, &["PTTL", &lock]);
@@ -247,15 +252,22 @@ fn a_parked_waiter_outlives_its_wait_many_times_and_keeps_its_place() {
         &["FAIRLOCK.ACQUIRE", "S", "h:1", "30000"],
         Value::Nil,
     );
-    let waiter = park(&master, &mut c, &block("S", "m:1", "100", "20000"));
+    // A WAIT of 250 ms: the server keeps m:1's deadline at least that far
+    // ahead, refreshed every quarter of it, so that a server late by up to
+    // some 300 ms (a loaded machine) still finds it ahead of the clock.
+    let waiter = park(&master, &mut c, &block("S", "m:1", "250", "20000"));
     let start = Instant::now();
-    // A Redisson waiter behind it keeps retrying, purging stale heads.
-    while start.elapsed() < Duration::from_millis(1000) {
+    // A Redisson waiter behind it keeps retrying, purging stale heads, for
+    // six times m:1's WAIT.
+    while start.elapsed() < Duration::from_millis(1500) {
         let _ = script_lock(&mut c, "S", "k:1", 30000, 100);
         let l = line(&mut c, "S");
         assert_eq!(l.first().map(String::as_str), Some("m:1"), "{l:?}");
+        // The clock read first: this thread running late cannot make the
+        // deadline look stale.
+        let now = now_ms();
         let at = deadline(&mut c, "S", "m:1").expect("m:1's deadline");
-        assert!(at > now_ms(), "m:1 kept ahead of the clock: {at}");
+        assert!(at > now, "m:1 kept ahead of the clock: {at} at {now}");
         sleep(Duration::from_millis(20));
     }
     wait_replica(&mut c);
@@ -284,7 +296,9 @@ fn a_timed_out_waiter_leaves_the_line_with_the_scripts_arithmetic() {
         &["FAIRLOCK.ACQUIRE", "T", "h:1", "30000"],
         Value::Nil,
     );
-    let waiter = park(&server, &mut c, &block("T", "m:1", "60000", "300"));
+    // A wait of 1 s: k:1 joins behind m:1 while it still waits, even on a
+    // loaded machine.
+    let waiter = park(&server, &mut c, &block("T", "m:1", "60000", "1000"));
     ok(
         &mut c,
         &["FAIRLOCK.ACQUIRE", "T", "k:1", "30000", "WAIT", "60000"],
@@ -295,7 +309,7 @@ fn a_timed_out_waiter_leaves_the_line_with_the_scripts_arithmetic() {
         panic!("a ttl")
     };
     assert!(ttl > 25000 && ttl <= 30000, "the lock's TTL: {ttl}");
-    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took >= Duration::from_millis(1000), "{took:?}");
     assert_eq!(line(&mut c, "T"), ["k:1"]);
     assert_eq!(deadline(&mut c, "T", "k:1"), Some(before - 60000));
     ok(&mut c, &["FAIRLOCK.CANCEL", "T", "k:1"]);
@@ -378,7 +392,9 @@ fn multi_and_scripts_make_one_attempt() {
     let script = "return redis.call('fairlock.acquire', KEYS[1], ARGV[1], '1000', 'BLOCK', '0')";
     let reply = ok(&mut c, &["EVAL", script, "1", "M", "m:2"]);
     assert!(matches!(reply, Value::Int(_)), "{reply:?}");
-    assert!(start.elapsed() < Duration::from_secs(1));
+    // A `BLOCK 0` that waited would never have replied (the connection's
+    // read times out after 10 s): well under that, even on a loaded machine.
+    assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(waiters(&mut c), 0);
     // Both queued as fair_lock.lua queues.
     assert_eq!(line(&mut c, "M"), ["m:1", "m:2"]);
@@ -519,8 +535,14 @@ fn parked_and_retrying_script_waiters_take_turns_in_join_order() {
 fn a_parked_waiter_behind_a_dead_head_is_served_at_its_deadline() {
     testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);
-    expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "X", "h:1", "300"], Value::Nil);
-    // Joins, then never comes back: its deadline is about 500 ms away.
+    // A lease of 1 s: m:1 parks behind the dead head before its deadline
+    // passes, even on a loaded machine.
+    expect_reply(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "X", "h:1", "1000"],
+        Value::Nil,
+    );
+    // Joins, then never comes back: its deadline is about 1200 ms away.
     assert!(matches!(
         script_lock(&mut c, "X", "dead:1", 30000, 200),
         Value::Int(_)
@@ -529,7 +551,8 @@ fn a_parked_waiter_behind_a_dead_head_is_served_at_its_deadline() {
     let waiter = park(&server, &mut c, &block("X", "m:1", "60000", "10000"));
     let took = served(waiter);
     assert!(now_ms() >= dead_at, "not before the dead head's deadline");
-    assert!(took < Duration::from_secs(3), "{took:?}");
+    // At that deadline: long before the wait's end (10 s).
+    assert!(took < Duration::from_secs(5), "{took:?}");
     let hash: Vec<String> = query(&mut c, &["HGETALL", "X"]);
     assert_eq!(hash, ["m:1", "1"]);
     assert_no_line(&mut c, "X");

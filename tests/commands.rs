@@ -1,13 +1,12 @@
 //! Integration tests of every command, reply, message, keyspace event and
 //! config against a real redis-server with the module loaded.
 
-use std::thread::sleep;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use testkit::{
     all_keys, call, config_value, enable_keyspace_events, events_str, expect_reply, in_one_turn,
-    ok, ok_all, pairs, query, reply_text, rwlock_configs, Collector, Server,
+    ok, ok_all, pairs, query, reply_text, rwlock_configs, wait_until, Collector, Server,
 };
 
 fn int(conn: &mut Connection, args: &[&str]) -> i64 {
@@ -404,10 +403,26 @@ fn module_arguments_set_configs_at_load() {
 #[test]
 fn leases_run_out_without_unlock() {
     let (_server, mut c) = Server::started(&[]);
-    ok(&mut c, &["RWLOCK.READ", "X", "u1:1", "50"]);
+    // Before the lease begins: it runs out 500 ms after this at the earliest.
+    let start = Instant::now();
+    // Long enough for the refusal next to come within it on a loaded machine.
+    ok(&mut c, &["RWLOCK.READ", "X", "u1:1", "500"]);
     assert!(int(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]) > 0);
-    sleep(Duration::from_millis(80));
-    expect_reply(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"], Value::Nil);
+    // Nobody unlocks: the writer gets in once the read lease has run out.
+    wait_until(
+        Duration::from_secs(10),
+        "the write after the lease",
+        || match ok(&mut c, &["RWLOCK.WRITE", "X", "u2:1", "50"]) {
+            Value::Nil => Some(()),
+            Value::Int(pttl) if pttl > 0 => None,
+            other => panic!("a write is granted or refused, not {other:?}"),
+        },
+    );
+    let granted = start.elapsed();
+    assert!(
+        granted >= Duration::from_millis(500),
+        "granted after {granted:?}, within the read lease"
+    );
 }
 
 #[test]

@@ -127,7 +127,11 @@ fn the_head_is_told_when_the_holders_lease_runs_out() {
     let server = Server::start(&[]);
     let mut c = server.conn();
     let messages = Collector::start(&server, &["redisson_lock__channel*"]);
-    expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "E", "h:1", "150"], Value::Nil);
+    expect_reply(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "E", "h:1", "30000"],
+        Value::Nil,
+    );
     let _: i64 = query(
         &mut c,
         &["FAIRLOCK.ACQUIRE", "E", "w:1", "30000", "WAIT", "60000"],
@@ -136,11 +140,14 @@ fn the_head_is_told_when_the_holders_lease_runs_out() {
         &mut c,
         &["FAIRLOCK.ACQUIRE", "E", "v:1", "30000", "WAIT", "60000"],
     );
+    // The lease shortened once both wait in line (so that it cannot run out
+    // before they join on a loaded machine), as a renewal would.
+    expect_reply(&mut c, &["PEXPIRE", "E", "150"], Value::Int(1));
     // Nobody unlocks: the lease runs out and the server tells the head only.
-    let told = messages.wait_for(Duration::from_secs(3), |ch, _| {
+    let told = messages.wait_for(Duration::from_secs(10), |ch, _| {
         ch.starts_with(b"redisson_lock__channel:{E}")
     });
-    let (channel, payload) = told.expect("the head was told within 3 s");
+    let (channel, payload) = told.expect("the head was told within 10 s");
     assert_eq!(channel, b"redisson_lock__channel:{E}:w:1");
     assert_eq!(payload, b"0");
     let all = messages.sync(&mut c);
@@ -160,14 +167,21 @@ fn redisson_waiters_alone_are_told_when_the_lease_runs_out() {
     let server = Server::start(&[]);
     let mut c = server.conn();
     let messages = Collector::start(&server, &["redisson_lock__channel*"]);
-    expect_reply(&mut c, &["FAIRLOCK.ACQUIRE", "R", "h:1", "150"], Value::Nil);
+    expect_reply(
+        &mut c,
+        &["FAIRLOCK.ACQUIRE", "R", "h:1", "30000"],
+        Value::Nil,
+    );
     let queued = script_lock(&mut c, "R", "j:1", 30_000, 60_000);
     assert!(matches!(queued, Value::Int(ttl) if ttl > 0), "{queued:?}");
     let _ = script_lock(&mut c, "R", "k:1", 30_000, 60_000);
-    let told = messages.wait_for(Duration::from_secs(3), |ch, _| {
+    // The lease shortened once both wait in line (so that it cannot run out
+    // before they join on a loaded machine), as a renewal would.
+    expect_reply(&mut c, &["PEXPIRE", "R", "150"], Value::Int(1));
+    let told = messages.wait_for(Duration::from_secs(10), |ch, _| {
         ch.starts_with(b"redisson_lock__channel:{R}")
     });
-    let (channel, payload) = told.expect("the head was told within 3 s");
+    let (channel, payload) = told.expect("the head was told within 10 s");
     assert_eq!(channel, b"redisson_lock__channel:{R}:j:1");
     assert_eq!(payload, b"0");
     assert_eq!(messages.sync(&mut c).len(), 1);
@@ -222,12 +236,14 @@ fn a_replica_holds_the_same_line_and_deadlines() {
     // A lease running out with a replica attached: the head is told (the
     // message also goes down the replication stream) and both stay alike.
     let messages = Collector::start(&master, &["redisson_lock__channel*"]);
-    ok(&mut m, &["FAIRLOCK.ACQUIRE", "X", "h:1", "100"]);
+    ok(&mut m, &["FAIRLOCK.ACQUIRE", "X", "h:1", "30000"]);
     ok(
         &mut m,
         &["FAIRLOCK.ACQUIRE", "X", "w:1", "30000", "WAIT", "5000"],
     );
-    let told = messages.wait_for(Duration::from_secs(3), |ch, _| {
+    // Shortened once w:1 waits in line: it cannot run out before it joins.
+    expect_reply(&mut m, &["PEXPIRE", "X", "100"], Value::Int(1));
+    let told = messages.wait_for(Duration::from_secs(10), |ch, _| {
         ch == b"redisson_lock__channel:{X}:w:1"
     });
     assert!(told.is_some(), "the head was not told");

@@ -1,6 +1,5 @@
 //! Regression tests for bugs the fault tests found.
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -21,15 +20,18 @@ fn reader_waiting_behind_a_writer(block_ms: &str) -> (Server, redis::Connection,
 /// both when its blocking timeout fires for a client the module has just
 /// unblocked), so the client hung while holding a lock it never heard of.
 /// Here the handoff (an unlock inside MULTI) and the waiter's deadline fall
-/// in one turn, stretched by DEBUG SLEEP past the deadline.
+/// in one turn, stretched by DEBUG SLEEP past the deadline. The wait (500
+/// ms) outlasts the time from its start to the MULTI on a loaded machine;
+/// the turn (600 ms) outlasts the wait, so the deadline falls within it
+/// however late the MULTI comes.
 #[test]
 fn a_waiter_served_in_the_turn_its_timeout_passes_gets_one_reply() {
-    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("100");
+    let (_server, mut c, waiter) = reader_waiting_behind_a_writer("500");
     let replies = in_one_turn(
         &mut c,
         &[
             &["RWLOCK.UNLOCK", "L", "w:1", "WRITE"],
-            &["DEBUG", "SLEEP", "0.3"],
+            &["DEBUG", "SLEEP", "0.6"],
         ],
     );
     assert_eq!(replies[0], Value::Int(1), "the writer released");
@@ -80,12 +82,19 @@ fn a_waiter_whose_timeout_passed_first_holds_nothing() {
 #[test]
 fn a_lease_ending_while_clients_are_paused_is_handed_over_after_the_pause() {
     let (_server, mut c, waiter) = Server::with_waiter(
-        &["RWLOCK.WRITE", "P", "w:1", "50"],
+        &["RWLOCK.WRITE", "P", "w:1", "30000"],
         &["RWLOCK.WRITE", "P", "w:2", "30000", "BLOCK", "0"],
     );
-    ok(&mut c, &["CLIENT", "PAUSE", "300", "WRITE"]);
-    // The lease ends during the pause; the server must live through it.
-    thread::sleep(Duration::from_millis(400));
+    // The lease shortened and the pause begun in one turn: the lease ends
+    // 50 ms into the 300 ms pause on the server's clock, however late this
+    // client runs. The server must live through it.
+    in_one_turn(
+        &mut c,
+        &[
+            &["RWLOCK.RENEW", "P", "w:1", "50"],
+            &["CLIENT", "PAUSE", "300", "WRITE"],
+        ],
+    );
     let (reply, waited) = waiter.join().expect("waiter thread");
     assert_eq!(reply.expect("the waiter gets the lock"), Value::Nil);
     assert!(

@@ -19,11 +19,13 @@
 //! sets the number of crash rounds (default 3).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
-use testkit::{env_usize, flatten, latch_key, seed, timeout_key, wall_us, Rng, Server};
+use testkit::{env_usize, flatten, latch_key, seed, timeout_key, wait_until, wall_us, Rng, Server};
 
 const WORKERS: usize = 4;
 const LOCKS_PER_WORKER: usize = 3;
@@ -220,7 +222,13 @@ struct WorkerLog {
     pending: Option<Pending>,
 }
 
-fn worker(mut conn: Connection, w: usize, mut rng: Rng, mut serial: u64) -> (WorkerLog, u64) {
+fn worker(
+    mut conn: Connection,
+    w: usize,
+    mut rng: Rng,
+    mut serial: u64,
+    acks: Arc<AtomicUsize>,
+) -> (WorkerLog, u64) {
     let locks: Vec<String> = (0..LOCKS_PER_WORKER).map(|k| lock_name(w, k)).collect();
     let mut log = WorkerLog {
         acked: 0,
@@ -235,6 +243,7 @@ fn worker(mut conn: Connection, w: usize, mut rng: Rng, mut serial: u64) -> (Wor
         match transact(&mut conn, &locks[k], &args, latch.as_deref()) {
             Ok(ack) => {
                 log.acked += 1;
+                acks.fetch_add(1, Ordering::Relaxed);
                 log.states[k] = ack.state;
                 if let (Some(key), Some((value, at))) = (latch, ack.latch) {
                     log.latches.push(Latch {
@@ -351,17 +360,24 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
     for round in 0..rounds {
         let conns: Vec<Connection> = (0..WORKERS).map(|_| server.conn()).collect();
         let started = Instant::now();
+        let acks = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = conns
             .into_iter()
             .enumerate()
             .map(|(w, conn)| {
                 let wrng = Rng(rng.next_u64());
                 let serial = serials[w];
-                thread::spawn(move || worker(conn, w, wrng, serial))
+                let acks = Arc::clone(&acks);
+                thread::spawn(move || worker(conn, w, wrng, serial, acks))
             })
             .collect();
         let run_ms = rng.range(300, MAX_RUN_MS);
         thread::sleep(Duration::from_millis(run_ms as u64));
+        // A loaded machine may have acknowledged nothing yet: the kill waits
+        // for the first acknowledgement (checked below).
+        wait_until(Duration::from_secs(30), "an acknowledged command", || {
+            (acks.load(Ordering::Relaxed) > 0).then_some(())
+        });
         server.kill9();
         let killed_ms = wall_us() / 1000 + 1;
         let logs: Vec<WorkerLog> = handles

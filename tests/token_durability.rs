@@ -17,7 +17,7 @@
 //! `RWLOCK_TOKEN_ROUNDS` sets the number of crashes or failovers (default 3).
 
 use std::fs;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use std::time::Duration;
 use redis::{Connection, Value};
 use testkit::{
     call, diff, env_usize, fenced_pair, granted_token, info_field, ok, query, seed, snapshot,
-    token_counter, wait_replica, Rng, Server,
+    token_counter, wait_replica, wait_until, Rng, Server,
 };
 
 /// Plain locks (the first two) and read-write ones, of both kinds of name.
@@ -92,6 +92,13 @@ struct Tally {
     abandoned: usize,
 }
 
+/// Every worker's grants and refusals so far, while they run.
+#[derive(Default)]
+struct Progress {
+    granted: AtomicUsize,
+    refused: AtomicUsize,
+}
+
 /// Takes, re-enters, releases and abandons locks until the server goes
 /// away or `stop` is set. With `replicated`, a grant counts as acknowledged
 /// only once `WAIT 1 1000` on this connection says the replica has it.
@@ -101,6 +108,7 @@ fn worker(
     mut rng: Rng,
     replicated: bool,
     stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
 ) -> Tally {
     let mut t = Tally::default();
     while !stop.load(Ordering::Relaxed) {
@@ -123,6 +131,7 @@ fn worker(
                 Err(e) if e.code() == Some("DEADLOCK") => {
                     t.in_flight = None;
                     t.refused += 1;
+                    progress.refused.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
                 Err(e) => panic!("{owner} on {}: {e}", LOCKS[k]),
@@ -131,10 +140,12 @@ fn worker(
             let (pttl, token) = fenced_pair(&reply);
             if pttl != -1 {
                 t.refused += 1;
+                progress.refused.fetch_add(1, Ordering::Relaxed);
                 break;
             }
             held += 1;
             t.granted += 1;
+            progress.granted.fetch_add(1, Ordering::Relaxed);
             if replicated {
                 match call(&mut conn, &["WAIT", "1", "1000"]) {
                     Ok(Value::Int(1)) => {}
@@ -174,14 +185,24 @@ fn run_until_failure(
 ) -> Vec<Tally> {
     force_unlock_all(&mut server.conn());
     let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Progress::default());
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
             let (conn, owner) = (server.conn(), format!("w{round}:{w}"));
             let (wrng, stop) = (Rng(rng.next_u64()), Arc::clone(&stop));
-            thread::spawn(move || worker(conn, owner, wrng, replicated, stop))
+            let progress = Arc::clone(&progress);
+            thread::spawn(move || worker(conn, owner, wrng, replicated, stop, progress))
         })
         .collect();
     thread::sleep(Duration::from_millis(rng.range(400, 1500) as u64));
+    // A loaded machine may have done less by then: the failure waits for
+    // what the round must have seen (checked below), so that it hits a
+    // workload in full swing.
+    wait_until(Duration::from_secs(30), "20 grants and a refusal", || {
+        (progress.granted.load(Ordering::Relaxed) >= 20
+            && progress.refused.load(Ordering::Relaxed) > 0)
+            .then_some(())
+    });
     fail(server);
     // Workers parked in a wait learn of the failure from their connection.
     stop.store(true, Ordering::Relaxed);
@@ -366,7 +387,7 @@ fn a_replica_and_an_aof_reload_end_with_the_masters_tokens() {
         ("D", &[]),
     ];
     ok(&mut m, &["LOCK.ACQUIRE", "C", "h:1", "60000", "FENCED"]);
-    ok(&mut m, &["LOCK.ACQUIRE", "D", "h:1", "200", "FENCED"]);
+    ok(&mut m, &["LOCK.ACQUIRE", "D", "h:1", "60000", "FENCED"]);
     let waiters: Vec<_> = served
         .iter()
         .map(|(lock, _)| {
@@ -381,6 +402,12 @@ fn a_replica_and_an_aof_reload_end_with_the_masters_tokens() {
             )
         })
         .collect();
+    // D's lease shortened once its waiter is parked (so that it cannot run
+    // out before on a loaded machine), then left to run out.
+    assert_eq!(
+        ok(&mut m, &["LOCK.RENEW", "D", "h:1", "200"]),
+        Value::Int(1)
+    );
     // (A's first release leaves h:1's re-entry: the waiter needs two.)
     ok(&mut m, &["LOCK.UNLOCK", "A", "h:1"]);
     for (_, release) in served.iter().filter(|(_, r)| !r.is_empty()) {
