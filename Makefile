@@ -131,6 +131,10 @@ test-rust-client: $(if $(PARTS),,build)
 
 python-deps:
 	$(call pip-install,pytest,pytest>=7)
+	@# wheel: clients/python builds without build isolation (below), so that
+	@# after a first run its install needs no network.
+	$(call pip-install,setuptools,setuptools>=61)
+	$(call pip-install,wheel,wheel)
 	$(call pip-install,mypy,mypy>=1.5)
 
 # The Python package, type-checked (mypy --strict), installed as a user would
@@ -141,8 +145,8 @@ test-python: $(if $(PARTS),,build python-deps)
 	cd $(ROOT)/clients/python && python3 -m mypy --strict src/rwlock_client && MYPYPATH=src python3 -m mypy tests
 	@# setuptools builds in clients/python/build, whose leftovers a later wheel would keep.
 	@rm -rf $(ROOT)/clients/python/build
-	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check $(ROOT)/clients/python \
-	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --break-system-packages $(ROOT)/clients/python
+	@PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-build-isolation $(ROOT)/clients/python \
+	  || PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-build-isolation --break-system-packages $(ROOT)/clients/python
 	cd $(ROOT)/clients/python && python3 -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
@@ -385,7 +389,8 @@ node-deps:
 	fi
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' \
 	  || { echo "test-node: Node.js 20 or later is needed, found $$(node --version)"; exit 1; }
-	cd $(ROOT)/clients/node && npm ci --no-audit --no-fund
+	@# --prefer-offline: after a first run the cache serves it, with no network.
+	cd $(ROOT)/clients/node && npm ci --prefer-offline --no-audit --no-fund
 
 test-node: $(if $(PARTS),,node-deps build)
 	cd $(ROOT)/clients/node && npm run build && npm run lint && npm test $(NODE_TEST_ARGS)
