@@ -841,24 +841,15 @@ pub struct Finished<S> {
 
 impl<S> Finished<S> {
     /// The test's counters, for its checks of what the mix exercised, once
-    /// the runner's own check passed: timing trouble must stay rare (an
-    /// abandoned sequence compared less than it should), and some key must
-    /// have expired. None when a single sequence was replayed, or when the
-    /// run was too short to have exercised everything.
+    /// the runner's own check passed (as many sequences compared whole as
+    /// asked for, abandoned ones replaced): some key must have expired. None
+    /// when a single sequence was replayed, or when the run was too short to
+    /// have exercised everything.
     pub fn to_check(&self) -> Option<&S> {
         if replaying() {
             return None;
         }
         let t = &self.tally;
-        assert!(
-            t.abandoned <= t.sequences / 20 + 1,
-            "too many sequences abandoned on timing ({} of {}); the machine is too loaded \
-             for the timing guard. {}\nfirst reports:\n{}",
-            t.abandoned,
-            t.sequences,
-            self.line,
-            t.abandon_reports.join("\n")
-        );
         if t.completed < 50 {
             return None;
         }
@@ -878,7 +869,8 @@ enum SeqEnd {
     Abandoned(String),
 }
 
-/// Runs `count` sequences of `test` (or only `RWLOCK_DIFF_REPLAY`) over
+/// Runs sequences of `test` until `count` of them were compared whole (or
+/// only `RWLOCK_DIFF_REPLAY`) over
 /// worker threads on a fresh pair of servers (the module loaded with
 /// `module_args`), seeds from `base_seed`; prints the summary (the runner's
 /// figures around `summary` of the test's counters, then `note`). Panics
@@ -893,10 +885,16 @@ pub fn run<D: Differential>(
 ) -> Finished<D::Stats> {
     let started = Instant::now();
     let replay = env_number("RWLOCK_DIFF_REPLAY").map(|i| i as usize);
+    // A sequence abandoned on timing (a stall put a deadline inside a step)
+    // compared less than it should: another takes its place, so how much is
+    // compared does not depend on the machine's load. The ceiling only stops
+    // a machine that stalls all the time.
     let indices: Vec<usize> = match replay {
         Some(i) => vec![i],
-        None => (0..count).collect(),
+        None => (0..count * 4).collect(),
     };
+    let wanted = if replay.is_some() { 1 } else { count };
+    let whole = AtomicUsize::new(0);
     let threads = env_number("RWLOCK_DIFF_THREADS")
         .map(|n| n.max(1) as usize)
         .unwrap_or(DEFAULT_THREADS)
@@ -910,6 +908,7 @@ pub fn run<D: Differential>(
     thread::scope(|scope| {
         for t in 0..threads {
             let (next, stop, failure, total, indices) = (&next, &stop, &failure, &total, &indices);
+            let whole = &whole;
             let (oracle, module) = (&oracle, &module);
             thread::Builder::new()
                 .name(format!("diff-{}-{t}", test.label()))
@@ -920,7 +919,7 @@ pub fn run<D: Differential>(
                     let mut m = Side::new(module, &mut sub_m, &format!("m{t}"), D::CHANNELS);
                     let mut tally = Tally::default();
                     let mut stats = D::Stats::default();
-                    while !stop.load(Ordering::SeqCst) {
+                    while !stop.load(Ordering::SeqCst) && whole.load(Ordering::SeqCst) < wanted {
                         let k = next.fetch_add(1, Ordering::SeqCst);
                         let Some(&index) = indices.get(k) else { break };
                         tally.sequences += 1;
@@ -932,7 +931,10 @@ pub fn run<D: Differential>(
                             stats: &mut stats,
                         };
                         match seq.run(&mut o, &mut m) {
-                            Ok(SeqEnd::Completed) => tally.completed += 1,
+                            Ok(SeqEnd::Completed) => {
+                                tally.completed += 1;
+                                whole.fetch_add(1, Ordering::SeqCst);
+                            }
                             Ok(SeqEnd::Abandoned(report)) => {
                                 eprintln!("differential: abandoned (timing):\n{report}");
                                 tally.abandoned += 1;
@@ -961,7 +963,15 @@ pub fn run<D: Differential>(
     }
     let (tally, stats) = total.into_inner().expect("stats mutex");
     if replay.is_none() {
-        assert_eq!(tally.sequences, count, "not every sequence ran: {tally:?}");
+        assert!(
+            tally.completed >= count,
+            "only {} of {} sequences compared whole ({} abandoned on timing): the machine \
+             stalls too often for the timing guard. First reports:\n{}",
+            tally.completed,
+            tally.sequences,
+            tally.abandoned,
+            tally.abandon_reports.join("\n")
+        );
     }
     let t = &tally;
     let line = format!(
