@@ -177,7 +177,11 @@ final class RedisServer implements AutoCloseable {
 
     /** How many times a command ran since the last CONFIG RESETSTAT. */
     long calls(String command) {
-        String stats = (String) call("INFO", "commandstats");
+        return calls(command, (String) call("INFO", "commandstats"));
+    }
+
+    /** The calls of {@code command} in an {@code INFO commandstats} reply. */
+    static long calls(String command, String stats) {
         String prefix = "cmdstat_" + command + ":calls=";
         for (String line : stats.split("\r\n")) {
             if (line.startsWith(prefix)) {
