@@ -14,7 +14,7 @@
 //! load, SWAPDB; forgetting only ever costs one more gap).
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// `rwlock.token-gap`: how far a promoted node's first token of a counter
@@ -25,8 +25,9 @@ pub static TOKEN_GAP: AtomicI64 = AtomicI64::new(TOKEN_GAP_DEFAULT);
 #[derive(Default)]
 struct Terms {
     promoted: bool,
-    /// `(db, counter)` that issued a token since the last promotion.
-    advanced: HashSet<(i32, Vec<u8>)>,
+    /// By database, the counters that issued a token since the last
+    /// promotion (looked up by the name as it comes: no copy per token).
+    advanced: HashMap<i32, HashSet<Vec<u8>>>,
 }
 
 thread_local! {
@@ -61,7 +62,8 @@ pub fn gap(db: i32, counter: &[u8]) -> i64 {
     with(|t| {
         // A lookup only on a promoted node: one that never was issues
         // Redisson's INCR as it is.
-        if t.promoted && !t.advanced.contains(&(db, counter.to_vec())) {
+        let seen = || t.advanced.get(&db).is_some_and(|c| c.contains(counter));
+        if t.promoted && !seen() {
             gap
         } else {
             0
@@ -73,7 +75,10 @@ pub fn gap(db: i32, counter: &[u8]) -> i64 {
 pub fn advanced(db: i32, counter: &[u8]) {
     with(|t| {
         if t.promoted {
-            t.advanced.insert((db, counter.to_vec()));
+            let counters = t.advanced.entry(db).or_default();
+            if !counters.contains(counter) {
+                counters.insert(counter.to_vec());
+            }
         }
     });
 }
