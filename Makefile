@@ -264,7 +264,7 @@ torture: valkey-deps build oracle
 # operations for each seed of tests/fuzz-seeds.txt and FUZZ_SEEDS fresh ones
 # (printed, to replay with RWLOCK_FUZZ_SEED), on Redis then on Valkey.
 fuzz: valkey-deps build oracle
-	cd $(ROOT) && PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p rwlock --lib fuzz -- --test-threads=$(TEST_THREADS)
+	cd $(ROOT) && PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p rwlock --test engine fuzz -- --test-threads=$(TEST_THREADS)
 	@for server in redis-server "$(VALKEY_SERVER)"; do \
 	  echo "server fuzzing on $$server"; \
 	  ( cd $(ROOT) && RWLOCK_REDIS_SERVER="$$server" RWLOCK_FUZZ_OPS=$(FUZZ_OPS) \

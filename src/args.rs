@@ -1,6 +1,6 @@
 //! Argument parsing for every command: arity, options, ranges and names are
 //! checked here, before any key is touched. Parsing only sees bytes, so the
-//! fuzz tests below run it without a server.
+//! fuzz tests (tests/engine/args_fuzz.rs) run it without a server.
 
 use redis_module::RedisError;
 
@@ -449,6 +449,3 @@ fn holds<A: Arg>(rest: &[A]) -> Result<Vec<Want<'_>>, RedisError> {
     }
     Ok(wants)
 }
-
-#[cfg(test)]
-mod fuzz;

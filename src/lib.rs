@@ -8,9 +8,10 @@
 //! API goes through `server`. docs/design.md describes the layers.
 
 pub mod engine;
+// Public for its fuzz tests (tests/engine), which run the parser without a server.
+pub mod args;
 
 mod alloc;
-mod args;
 mod census;
 mod commands;
 mod config;

@@ -6,13 +6,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::error::LockError;
-use super::fair::{self, FairOptions, FairTaken};
-use super::hold::{Request, Unlocked};
-use super::memstore::{MemStore, Value};
-use super::model::Rng;
-use super::names::LockNames;
-use super::store::Line;
+use crate::memstore::{MemStore, Value};
+use crate::model::Rng;
+use ::rwlock::engine::error::LockError;
+use ::rwlock::engine::fair::{self, FairOptions, FairTaken};
+use ::rwlock::engine::hold::{Request, Unlocked};
+use ::rwlock::engine::names::LockNames;
+use ::rwlock::engine::store::Line;
 
 const LOCKS: [&str; 3] = ["fl", "x{t}", "{t}:b"];
 const OWNERS: [&str; 4] = ["u:1", "u:2", "v:1", "v:2"];
@@ -447,7 +447,7 @@ fn run_machine(s: &mut MemStore, op: Op) -> Reply {
         }
         Op::Force(l) => Some(fair::force_unlock(s, &names(l))?.into()),
         Op::Del(l) => {
-            crate::engine::store::Store::del(s, LOCKS[l].as_bytes());
+            ::rwlock::engine::store::Store::del(s, LOCKS[l].as_bytes());
             None
         }
         Op::Advance(ms) => {
@@ -648,7 +648,10 @@ fn unlocking_a_missing_lock_replies_1_and_still_tells_the_head() {
     s.rpush(b"redisson_lock_queue:{orders}", b"w:1");
     s.zadd(b"redisson_lock_timeout:{orders}", 99_999, b"w:1");
     let out = fair::unlock(&mut s, &n, b"anyone", 100, None).expect("ok");
-    assert_eq!(out, Unlocked::Ran(super::hold::Release::NotLocked));
+    assert_eq!(
+        out,
+        Unlocked::Ran(::rwlock::engine::hold::Release::NotLocked)
+    );
     assert_eq!(fair::unlock_reply(out), Some(1));
     assert_eq!(s.published.len(), 1);
 }
@@ -703,7 +706,7 @@ fn acquire_once(
     options: FairOptions,
     ttl: i64,
 ) -> Result<Option<FairTaken>, LockError> {
-    use super::hold::{grant_latch, Granting};
+    use ::rwlock::engine::hold::{grant_latch, Granting};
     let request = Request { id: b"r1", ttl };
     match grant_latch(s, n, Some(request))? {
         Granting::Replay(value) => {

@@ -27,13 +27,13 @@ use std::collections::{BTreeMap, VecDeque};
 
 use proptest::prelude::*;
 
-use super::error::MAX_MILLIS;
-use super::fuzz_cases::cases;
-use super::int::parse_i64;
-use super::memstore::{MemStore, Value};
-use super::names::{LockNames, MODE_FIELD, WRITE_SUFFIX};
-use super::queue::{admit, Ticket};
-use super::rwlock::{
+use crate::fuzz_cases::cases;
+use crate::memstore::{MemStore, Value};
+use ::rwlock::engine::error::MAX_MILLIS;
+use ::rwlock::engine::int::parse_i64;
+use ::rwlock::engine::names::{LockNames, MODE_FIELD, WRITE_SUFFIX};
+use ::rwlock::engine::queue::{admit, Ticket};
+use ::rwlock::engine::rwlock::{
     force_unlock, info, parse_count, read_lock, renew, unlock, write_lock, Mode, Request,
 };
 
@@ -242,7 +242,7 @@ fn well_formed(hash: Option<&Value>) -> Result<(), String> {
 /// Runs one operation; `Err` when the machine reported an error.
 fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
     let owner = |o: &usize| OWNERS[*o].as_bytes();
-    let shown = |e: super::error::LockError| e.message().to_string();
+    let shown = |e: ::rwlock::engine::error::LockError| e.message().to_string();
     match op {
         Op::Read(l, o, x) => read_lock(s, &names(*l), owner(o), *x)
             .map(drop)

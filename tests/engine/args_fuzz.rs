@@ -12,20 +12,23 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use redis_module::RedisError;
 
-use super::{
+use crate::fuzz_cases::cases;
+use ::rwlock::args::{
     acquire, fair_acquire, fair_cancel, force_unlock, lock_only, owner_lease, unlock, Arg,
 };
-use crate::engine::error::{
+use ::rwlock::engine::error::{
     ERR_BLOCK_NOQUEUE, ERR_LEASE, ERR_OWNER, ERR_REQUEST_ID, ERR_SPREAD_NAME, ERR_SYNTAX,
     ERR_TIMEOUT, ERR_TTL, ERR_WAIT,
 };
-use crate::engine::fuzz_cases::cases;
-use crate::engine::names::LockNames;
-use crate::engine::rwlock::Mode;
+use ::rwlock::engine::names::LockNames;
+use ::rwlock::engine::rwlock::Mode;
 
-impl Arg for Vec<u8> {
+/// An argument as the fuzzer makes it (the product's `Arg` is the server's string).
+struct Bytes(Vec<u8>);
+
+impl Arg for Bytes {
     fn bytes(&self) -> &[u8] {
-        self
+        &self.0
     }
 }
 
@@ -427,7 +430,8 @@ fn agree<T, R: std::fmt::Debug>(
 }
 
 fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
-    agree(argv, acquire(argv), ref_acquire(argv), |p, r| {
+    let args: Vec<Bytes> = argv.iter().map(|a| Bytes(a.clone())).collect();
+    agree(argv, acquire(&args), ref_acquire(argv), |p, r| {
         (
             p.lock.names.hash(),
             p.lock.owner,
@@ -437,18 +441,18 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
             p.request.map(|q| (q.id.to_vec(), q.ttl)),
         ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5.clone())
     })?;
-    agree(argv, owner_lease(argv), ref_owner_lease(argv), |p, r| {
+    agree(argv, owner_lease(&args), ref_owner_lease(argv), |p, r| {
         (p.names.hash(), p.owner, p.lease) == (&r.0[..], &r.1[..], r.2)
     })?;
-    agree(argv, unlock(argv), ref_unlock(argv), |p, r| {
+    agree(argv, unlock(&args), ref_unlock(argv), |p, r| {
         let request = p.request.map(|q| (q.id.to_vec(), q.ttl));
         (p.names.hash(), p.owner, p.mode, p.lease, request)
             == (&r.0[..], &r.1[..], r.2, r.3, r.4.clone())
     })?;
-    agree(argv, force_unlock(argv), ref_force_unlock(argv), |p, r| {
+    agree(argv, force_unlock(&args), ref_force_unlock(argv), |p, r| {
         (p.0.hash(), p.1) == (&r.0[..], r.1)
     })?;
-    agree(argv, fair_acquire(argv), ref_fair_acquire(argv), |p, r| {
+    agree(argv, fair_acquire(&args), ref_fair_acquire(argv), |p, r| {
         (
             p.lock.names.hash(),
             p.lock.owner,
@@ -460,10 +464,10 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
             p.request.map(|q| (q.id.to_vec(), q.ttl)),
         ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6, r.7.clone())
     })?;
-    agree(argv, fair_cancel(argv), ref_fair_cancel(argv), |p, r| {
+    agree(argv, fair_cancel(&args), ref_fair_cancel(argv), |p, r| {
         (p.0.hash(), p.1, p.2) == (&r.0[..], &r.1[..], r.2)
     })?;
-    agree(argv, lock_only(argv), ref_lock_only(argv), |p, r| {
+    agree(argv, lock_only(&args), ref_lock_only(argv), |p, r| {
         p.hash() == &r[..]
     })
 }
@@ -708,10 +712,10 @@ fn corpus() {
 /// The multi-hold grammar: options before `HOLDS`, the count, the pairs,
 /// and where the names are for the key spec's report.
 mod multi_holds {
-    use super::super::{hold_positions, multi, MultiForm};
-    use super::Arg;
-    use crate::engine::error::{ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_SYNTAX, ERR_TIMEOUT};
-    use crate::engine::queue::Hold;
+    use super::{Arg, Bytes};
+    use ::rwlock::args::{hold_positions, multi, MultiForm};
+    use ::rwlock::engine::error::{ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_SYNTAX, ERR_TIMEOUT};
+    use ::rwlock::engine::queue::Hold;
     use redis_module::RedisError;
 
     const ACQUIRE: MultiForm = MultiForm {
@@ -725,8 +729,10 @@ mod multi_holds {
         session: false,
     };
 
-    fn argv(line: &str) -> Vec<Vec<u8>> {
-        line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+    fn argv(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|w| Bytes(w.as_bytes().to_vec()))
+            .collect()
     }
 
     fn error(line: &str, form: MultiForm) -> String {
@@ -782,7 +788,7 @@ mod multi_holds {
         assert_eq!(error("X o:1 BLOCK 1 HOLDS 1 LOCK a", UNLOCK), ERR_SYNTAX);
         assert_eq!(
             error("X o:1 500 HOLDS 1 LOCK a{", ACQUIRE),
-            crate::engine::error::ERR_SPREAD_NAME
+            ::rwlock::engine::error::ERR_SPREAD_NAME
         );
     }
 

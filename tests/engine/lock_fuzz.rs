@@ -19,14 +19,14 @@ use std::collections::VecDeque;
 
 use proptest::prelude::*;
 
-use super::fuzz::{any_value, bytes_from, count, lease, names, owner, LOCKS, OWNERS, REQUESTS, T0};
-use super::fuzz_cases::cases;
-use super::hold::{parse_count, Release, Request, Unlocked};
-use super::lock::{self, Options, Taken};
-use super::memstore::{MemStore, Value};
-use super::names::LockNames;
-use super::queue::{admit, Hold, Ticket};
-use super::store::Store;
+use crate::fuzz::{any_value, bytes_from, count, lease, names, owner, LOCKS, OWNERS, REQUESTS, T0};
+use crate::fuzz_cases::cases;
+use crate::memstore::{MemStore, Value};
+use ::rwlock::engine::hold::{parse_count, Release, Request, Unlocked};
+use ::rwlock::engine::lock::{self, Options, Taken};
+use ::rwlock::engine::names::LockNames;
+use ::rwlock::engine::queue::{admit, Hold, Ticket};
+use ::rwlock::engine::store::Store;
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use super::error::LockError;
-use super::hold::{Release, Request, Unlocked};
-use super::lock::{self, LockInfo, Options, Taken};
-use super::memstore::{MemStore, Value};
-use super::model::{Rng, LOCKS, OWNERS, REQUESTS};
-use super::names::LockNames;
+use crate::memstore::{MemStore, Value};
+use crate::model::{Rng, LOCKS, OWNERS, REQUESTS};
+use ::rwlock::engine::error::LockError;
+use ::rwlock::engine::hold::{Release, Request, Unlocked};
+use ::rwlock::engine::lock::{self, LockInfo, Options, Taken};
+use ::rwlock::engine::names::LockNames;
 
 /// `<prefix>:{name}`, or `<prefix>:name` when the name has a brace: the
 /// scripts' other keys and channel, as Redisson names them.

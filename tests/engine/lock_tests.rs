@@ -6,14 +6,16 @@
 //! error before any write, and `LOCK.FORCEUNLOCK` refuses a key that is not
 //! a hash where the script would delete it.
 
-use super::error::LockError;
-use super::hold::{Release, Request, Unlocked, MAX_HOLDS};
-use super::lock::{acquire, force_unlock, info, renew, unlock, LockInfo, Options, Taken};
-use super::memstore::{MemStore, Value};
-use super::names::LockNames;
-use super::rwlock::{self, Acquire, Mode};
-use super::store::Store;
-use super::tests::{assert_events, field, gives_without_effect, request, setup, T0, U, V};
+use crate::memstore::{MemStore, Value};
+use crate::rwlock_tests::{assert_events, field, gives_without_effect, request, setup, T0, U, V};
+use ::rwlock::engine::error::LockError;
+use ::rwlock::engine::hold::{Release, Request, Unlocked, MAX_HOLDS};
+use ::rwlock::engine::lock::{
+    acquire, force_unlock, info, renew, unlock, LockInfo, Options, Taken,
+};
+use ::rwlock::engine::names::LockNames;
+use ::rwlock::engine::rwlock::{self, Acquire, Mode};
+use ::rwlock::engine::store::Store;
 
 const PLAIN: Options = options(false, false);
 const FENCED: Options = options(true, false);

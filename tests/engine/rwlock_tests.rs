@@ -4,12 +4,12 @@
 
 use std::fmt::Debug;
 
-use super::error::LockError;
-use super::int::parse_i64;
-use super::memstore::{MemStore, Value};
-use super::names::LockNames;
-use super::rwlock::*;
-use super::store::Store;
+use crate::memstore::{MemStore, Value};
+use ::rwlock::engine::error::LockError;
+use ::rwlock::engine::int::parse_i64;
+use ::rwlock::engine::names::LockNames;
+use ::rwlock::engine::rwlock::*;
+use ::rwlock::engine::store::Store;
 
 pub(super) const T0: i64 = 1_700_000_000_000;
 pub(super) const U: &[u8] = b"u1:57";

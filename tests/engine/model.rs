@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::memstore::{MemStore, Value};
-use super::names::{write_field, LockNames};
-use super::rwlock::{self, Acquire, Mode, Request, Unlocked};
+use crate::memstore::{MemStore, Value};
+use ::rwlock::engine::names::{write_field, LockNames};
+use ::rwlock::engine::rwlock::{self, Acquire, Mode, Request, Unlocked};
 
 /// The tests' seeded generator (the testkit's SplitMix64, so a failing seed
 /// replays), with the draws of the model-based tests.

@@ -3,8 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use super::index::LeaseIndex;
-use super::store::{Fields, KeyKind, Line, LineKind, Store, PTTL_MISSING, PTTL_PERSISTENT};
+use ::rwlock::engine::index::LeaseIndex;
+use ::rwlock::engine::store::{
+    Fields, KeyKind, Line, LineKind, Store, PTTL_MISSING, PTTL_PERSISTENT,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
