@@ -11,8 +11,6 @@ use redis_module::RedisString;
 use crate::engine::error::MAX_MILLIS;
 use crate::engine::int::parse_i64;
 use crate::engine::rwlock::MAX_HOLDS;
-use crate::keyspace::leases::LEASE_INDEX_FROM;
-use crate::keyspace::tokens::TOKEN_GAP;
 
 pub use fairness::Fairness;
 pub use publish::PublishMode;
@@ -45,6 +43,14 @@ pub static FAIRNESS: Mutex<Fairness> = Mutex::new(Fairness::none);
 pub static DEFAULT_LEASE: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
 /// `rwlock.fair-wait`: FAIRLOCK.ACQUIRE's and CANCEL's wait without `WAIT`.
 pub static FAIR_WAIT: AtomicI64 = AtomicI64::new(FAIR_WAIT_MS);
+/// `rwlock.lease-index-from`: leases a lock needs before its index is kept
+/// (0: never; see `keyspace::leases`).
+pub const LEASE_INDEX_FROM_DEFAULT: i64 = 64;
+pub static LEASE_INDEX_FROM: AtomicI64 = AtomicI64::new(LEASE_INDEX_FROM_DEFAULT);
+/// `rwlock.token-gap`: how far a promoted node's first token of a counter
+/// jumps (0: never; see `keyspace::tokens`).
+pub const TOKEN_GAP_DEFAULT: i64 = 1_000_000_000;
+pub static TOKEN_GAP: AtomicI64 = AtomicI64::new(TOKEN_GAP_DEFAULT);
 
 pub fn publish_mode() -> PublishMode {
     *PUBLISH.lock().unwrap_or_else(|e| e.into_inner())

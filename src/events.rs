@@ -18,10 +18,11 @@ use std::os::raw::{c_char, c_int};
 
 use redis_module::{raw, Context, NotifyEvent};
 
+use crate::disconnect;
 use crate::effects::observers;
 use crate::keyspace::{expiry, leases, tokens};
 use crate::server::{self, strings, RawString};
-use crate::sessions::{self, close as session_close};
+use crate::sessions;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
 
@@ -172,7 +173,7 @@ unsafe extern "C" fn on_server_event(
             // SAFETY: for client change events Redis passes a
             // RedisModuleClientInfo (version 1) of the client.
             let client = unsafe { (*(data as *const raw::RedisModuleClientInfo)).id };
-            session_close::on_disconnect(&ctx, client);
+            disconnect::on_disconnect(&ctx, client);
         }
         raw::REDISMODULE_EVENT_MODULE_CHANGE
             if subevent == raw::REDISMODULE_SUBEVENT_MODULE_LOADED && !data.is_null() =>

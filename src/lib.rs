@@ -15,6 +15,7 @@ mod alloc;
 mod census;
 mod commands;
 mod config;
+mod disconnect;
 mod effects;
 mod events;
 mod info;
@@ -31,7 +32,6 @@ use redis_module::{raw, redis_module, Context, RedisString, Status};
 
 use crate::engine::error::MAX_MILLIS;
 use crate::engine::rwlock::MAX_HOLDS;
-use crate::keyspace::{leases, tokens};
 
 /// `MODULE LIST`'s version: major * 10000 + minor * 100 + patch.
 const MODULE_VERSION: i32 = {
@@ -81,8 +81,8 @@ redis_module! {
         i64: [
             ["default-lease", &config::DEFAULT_LEASE, config::DEFAULT_LEASE_MS, 1, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
             ["fair-wait", &config::FAIR_WAIT, config::FAIR_WAIT_MS, 0, MAX_MILLIS, ConfigurationFlags::DEFAULT, None],
-            ["lease-index-from", &leases::LEASE_INDEX_FROM, leases::LEASE_INDEX_FROM_DEFAULT, 0, MAX_HOLDS, ConfigurationFlags::DEFAULT, None],
-            ["token-gap", &tokens::TOKEN_GAP, tokens::TOKEN_GAP_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
+            ["lease-index-from", &config::LEASE_INDEX_FROM, config::LEASE_INDEX_FROM_DEFAULT, 0, MAX_HOLDS, ConfigurationFlags::DEFAULT, None],
+            ["token-gap", &config::TOKEN_GAP, config::TOKEN_GAP_DEFAULT, 0, i64::MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [

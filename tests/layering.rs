@@ -358,6 +358,40 @@ fn no_file_of_src_imports_a_file_that_imports_it_back() {
     check_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), 21);
 }
 
+/// The graph between the top-level modules of `src` (a folder and the files
+/// in it count as one: `waiting/clients.rs` is `waiting`), the crate root
+/// left out: it declares them all.
+fn folders(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let top = |m: &Module| m.iter().take(1).cloned().collect::<Module>();
+    let mut tops: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (from, to) in graph(src) {
+        let from = top(&from);
+        if from.is_empty() {
+            continue;
+        }
+        let edges = tops.entry(from.clone()).or_default();
+        edges.extend(to.iter().map(top).filter(|t| !t.is_empty() && *t != from));
+    }
+    tops
+}
+
+#[test]
+fn no_folder_of_src_reaches_a_folder_that_reaches_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = folders(&src);
+    assert!(
+        graph.len() >= 10,
+        "read only {} top-level modules",
+        graph.len()
+    );
+    if let Some(found) = cycle(&graph) {
+        panic!(
+            "a loop between top-level modules of src/: {}",
+            shown(&found)
+        );
+    }
+}
+
 #[test]
 fn no_file_of_the_rust_client_imports_a_file_that_imports_it_back() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/rust/src");
@@ -376,6 +410,31 @@ fn the_check_of_a_source_root_fails_on_its_circle() {
         ],
     );
     check_layers(&dir, 3);
+}
+
+#[test]
+fn the_folder_check_sees_a_loop_no_file_circle_shows() {
+    // w::close -> s and s -> w::clients: no file imports one that imports it
+    // back, but the folder w and the file s reach each other (the shape
+    // sessions/close.rs and waiting had).
+    let dir = scratch(
+        "folders",
+        &[
+            ("lib.rs", "mod s; mod w;"),
+            ("s.rs", "use crate::w::clients::serve; pub fn settle() {}"),
+            ("w/mod.rs", "pub mod clients; pub mod close;"),
+            ("w/clients.rs", "pub fn serve() {}"),
+            ("w/close.rs", "fn f() { crate::s::settle(); }"),
+        ],
+    );
+    assert!(cycle(&graph(&dir)).is_none(), "no circle between files");
+    let found = cycle(&folders(&dir)).expect("a loop between folders");
+    assert_eq!(
+        shown(&found).matches(" -> ").count(),
+        2,
+        "{}",
+        shown(&found)
+    );
 }
 
 #[test]

@@ -6,16 +6,12 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 
+use crate::config::LEASE_INDEX_FROM;
 use crate::effects::notify;
 use crate::engine::index::LeaseIndex;
 use crate::engine::names::{is_lease_key_of, looks_like_lease_key};
-
-/// `rwlock.lease-index-from`: leases a lock needs before its index is kept
-/// (0: never).
-pub const LEASE_INDEX_FROM_DEFAULT: i64 = 64;
-pub static LEASE_INDEX_FROM: AtomicI64 = AtomicI64::new(LEASE_INDEX_FROM_DEFAULT);
 
 /// Leases indexed at most, over all locks (about 40 bytes each): past it a
 /// lock is served by reading its lease keys, as without indexes.

@@ -15,12 +15,9 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 
-/// `rwlock.token-gap`: how far a promoted node's first token of a counter
-/// jumps (0: never).
-pub const TOKEN_GAP_DEFAULT: i64 = 1_000_000_000;
-pub static TOKEN_GAP: AtomicI64 = AtomicI64::new(TOKEN_GAP_DEFAULT);
+use crate::config::TOKEN_GAP;
 
 #[derive(Default)]
 struct Terms {

@@ -2,13 +2,13 @@
 //! contract §12): the registry of who bound what (`registry`, pure), kept
 //! here with the one timer that renews every session hold each lease/3 on
 //! a master, and kept true by every write to a bound lock (keyspace
-//! events). `close` releases a closed connection's holds.
+//! events). `disconnect` (above this and `waiting`) releases a closed
+//! connection's holds.
 //!
 //! The API an acquisition uses is [`caller`] and [`bind`], once per hold
 //! taken: `LOCK.ACQUIRE`, `RWLOCK.READ`, `RWLOCK.WRITE` (at once, or when a
 //! parked waiter is served) and any command that takes several holds.
 
-pub mod close;
 pub mod registry;
 
 use std::cell::RefCell;
@@ -123,12 +123,12 @@ pub fn forget(db: Option<i32>) {
 }
 
 /// Whether the connection `client` has session holds.
-fn binds_client(client: ClientId) -> bool {
+pub fn binds_client(client: ClientId) -> bool {
     !idle() && with(|r| r.binds_client(client))
 }
 
 /// Takes what the closed connection `client` had bound.
-fn take(client: ClientId) -> Vec<Orphan> {
+pub fn take(client: ClientId) -> Vec<Orphan> {
     if idle() {
         return Vec::new();
     }
@@ -136,7 +136,7 @@ fn take(client: ClientId) -> Vec<Orphan> {
 }
 
 /// The module is about to release the session hold at `level` of `bond`.
-fn released(bond: &Bond, level: i64) {
+pub fn released(bond: &Bond, level: i64) {
     with(|r| r.released(bond, level));
 }
 

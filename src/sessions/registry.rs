@@ -1,6 +1,6 @@
 //! Which holds each connection took with `SESSION`, and when each falls due
 //! for renewal: the state the module keeps for session holds. Pure, so it
-//! is tested without a server; the shell (`sessions`, `sessions::close`)
+//! is tested without a server; the shell (`sessions`, `disconnect`)
 //! reads the counts, renews and releases.
 //!
 //! A hold count is a stack: the owner's holds of one kind on one lock are

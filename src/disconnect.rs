@@ -1,23 +1,30 @@
 //! A connection closed (QUIT, `CLIENT KILL`, its peer gone, a timeout): the
-//! session holds it took are released at once, each as its owner's unlock
+//! session holds it took (`sessions`) are released at once, each as its owner's unlock
 //! would (the same writes, replicated, the lock's message published) and
 //! the lock's waiters served. The disconnect arrives inside Redis freeing
 //! the client, maybe in the middle of another client's command (`CLIENT
 //! KILL`), where writing is unsafe: the release runs from a timer that
 //! fires in the next turn of the event loop, which the module wakes in case
 //! it was about to wait (a client freed between turns, after QUIT).
+//!
+//! It sits above both `sessions` (what the connection bound) and `waiting`
+//! (who is served after the release), which know nothing of each other's
+//! reaction to a close.
 
 use std::time::Duration;
 
 use redis_module::{Context, ContextFlags};
 
-use super::registry::{ClientId, Orphan};
 use crate::engine::hold::{Release, Unlocked};
 use crate::engine::kinds;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
+use crate::sessions::{
+    self,
+    registry::{ClientId, Orphan},
+};
 use crate::waiting::clients as waiting;
 
 /// How soon a release is tried again while writes are paused.
@@ -28,7 +35,7 @@ const PAUSED_RETRY: Duration = Duration::from_millis(10);
 /// the writes of the rest of this turn (other clients' unlocks) still move
 /// their levels.
 pub fn on_disconnect(ctx: &Context, client: ClientId) {
-    if super::binds_client(client) {
+    if sessions::binds_client(client) {
         ctx.create_timer(Duration::ZERO, release_all, client);
         server::wake_event_loop();
     }
@@ -45,7 +52,7 @@ fn release_all(ctx: &Context, client: ClientId) {
         ctx.create_timer(PAUSED_RETRY, release_all, client);
         return;
     }
-    for orphan in super::take(client) {
+    for orphan in sessions::take(client) {
         release(ctx, orphan);
     }
 }
@@ -69,7 +76,7 @@ fn release(ctx: &Context, orphan: Orphan) {
         for &level in levels.iter().rev().filter(|&&l| l <= count) {
             // Other connections' holds of the bond above it move down first:
             // the release's own keyspace events read the new count.
-            super::released(&bond, level);
+            sessions::released(&bond, level);
             match kinds::release(store, &names, bond.kind, &bond.owner, lease) {
                 Ok(Unlocked::Ran(Release::StillHeld | Release::Released)) => released += 1,
                 _ => break,
