@@ -13,22 +13,19 @@
 
 use std::time::Duration;
 
-use redis_module::{Context, ContextFlags};
+use redis_module::Context;
 
 use crate::engine::hold::{Release, Unlocked};
 use crate::engine::kinds;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server;
+use crate::server::{self, WriteTurn, PAUSED_RETRY};
 use crate::sessions::{
     self,
     registry::{ClientId, Orphan},
 };
 use crate::waiting::clients as waiting;
-
-/// How soon a release is tried again while writes are paused.
-const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
 /// The connection `client` closed: its session holds are released in the
 /// next turn of the event loop. Until then they stay in the registry, where
@@ -42,15 +39,15 @@ pub fn on_disconnect(ctx: &Context, client: ClientId) {
 }
 
 fn release_all(ctx: &Context, client: ClientId) {
-    // A replica never writes: a master demoted since forgot what it bound,
-    // and the holds end at their lease.
-    if !ctx.get_flags().contains(ContextFlags::MASTER) {
-        return;
-    }
-    // While clients are paused no write may go through (see `waiting`).
-    if server::writes_paused() {
-        ctx.create_timer(PAUSED_RETRY, release_all, client);
-        return;
+    // A master demoted since forgot what it bound; the holds end at their
+    // lease.
+    match server::write_turn(ctx) {
+        WriteTurn::Now => {}
+        WriteTurn::Never => return,
+        WriteTurn::Later => {
+            ctx.create_timer(PAUSED_RETRY, release_all, client);
+            return;
+        }
     }
     for orphan in sessions::take(client) {
         release(ctx, orphan);

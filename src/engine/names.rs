@@ -17,6 +17,10 @@ const REQUEST_LATCH_PREFIX: &[u8] = b"redisson_lock_request_latch";
 const QUEUE_PREFIX: &[u8] = b"redisson_lock_queue";
 const LINE_TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 
+/// A lock as the shell's registries know it, across databases: its
+/// database and its name.
+pub type LockId = (i32, Vec<u8>);
+
 /// Every name Redisson derives from one lock name, which it borrows;
 /// derived names are made when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

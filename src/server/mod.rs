@@ -18,8 +18,9 @@ pub mod timers;
 use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int};
 use std::ptr;
+use std::time::Duration;
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, ContextFlags};
 
 pub use self::strings::RawString;
 
@@ -155,6 +156,36 @@ pub fn select_db(ctx: &Context, db: i32) {
 pub fn context_flags(ctx: &Context) -> c_int {
     // SAFETY: a live context.
     unsafe { raw::RedisModule_GetContextFlags.expect("GetContextFlags")(ctx.get_raw()) }
+}
+
+/// Whether a timer or event callback that writes may write now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTurn {
+    /// A master, writes flowing.
+    Now,
+    /// A replica: timers and events also run there, and it must never
+    /// write (it gets its master's effects).
+    Never,
+    /// A master while clients are paused (CLIENT PAUSE, a manual
+    /// failover): no write goes through, and expiry is held back, so a key
+    /// past its deadline reads as missing but is still there and writing
+    /// it anew trips an assertion that takes Redis 7.0 down. Try again
+    /// after `PAUSED_RETRY`.
+    Later,
+}
+
+/// How soon a write put off by paused clients is tried again.
+pub const PAUSED_RETRY: Duration = Duration::from_millis(10);
+
+/// The one check before a callback writes (see [`WriteTurn`]).
+pub fn write_turn(ctx: &Context) -> WriteTurn {
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        WriteTurn::Never
+    } else if writes_paused() {
+        WriteTurn::Later
+    } else {
+        WriteTurn::Now
+    }
 }
 
 /// True while clients are paused (CLIENT PAUSE, a manual failover).

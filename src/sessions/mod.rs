@@ -13,15 +13,16 @@ pub mod registry;
 
 use std::cell::RefCell;
 
-use redis_module::{Context, ContextFlags};
+use redis_module::Context;
 
-use self::registry::{Bond, ClientId, LockId, Orphan, Registry};
+use self::registry::{Bond, ClientId, Orphan, Registry};
 use crate::engine::kinds::{self, Kind};
+use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server;
+use crate::server::{self, WriteTurn};
 
 /// Data of the renewal agenda's timer.
 struct Agenda;
@@ -154,11 +155,10 @@ fn arm(ctx: &Context) {
 /// arms the timer for the next.
 fn on_agenda(ctx: &Context, _: Agenda) {
     let due = with(|r| r.take_due(server::milliseconds()));
-    // Timers also run on replicas, which must never write (a demoted master
-    // forgot its session holds when it changed role). While clients are
-    // paused no write may go through: the next renewal, a third of the
-    // lease later, tries again.
-    if ctx.get_flags().contains(ContextFlags::MASTER) && !server::writes_paused() {
+    // A demoted master forgot its session holds when it changed role. While
+    // clients are paused, the next renewal, a third of the lease later,
+    // tries again.
+    if server::write_turn(ctx) == WriteTurn::Now {
         for renewal in due {
             renew(ctx, &renewal.bond, renewal.lease);
         }

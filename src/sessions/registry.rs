@@ -18,12 +18,10 @@ use std::collections::{HashMap, HashSet};
 
 use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::kinds::Kind;
+use crate::engine::names::LockId;
 
 /// A connection, by Redis's client id.
 pub type ClientId = u64;
-
-/// A lock is its database and its name.
-pub type LockId = (i32, Vec<u8>);
 
 /// One owner's holds of one kind on one lock: what a session hold is part of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -20,32 +20,30 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, RedisValue};
+use redis_module::{raw, Context, RedisValue};
 
 use super::deadlock::{self, Victim};
 use super::graph::Need;
 use super::lines;
-use super::registry::{Due, LockId, Registry, Waiter};
+use super::registry::{Due, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
 use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::hold::GrantLatch;
 use crate::engine::holders;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
+use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::server::{self, Blocked, RawString};
+use crate::server::{self, Blocked, RawString, WriteTurn, PAUSED_RETRY};
 use crate::sessions::{self, registry::ClientId};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
-
-/// How often a lock's waiters are looked at again while writes are paused.
-const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
 /// What the reply callback answers a parked client: what the command would
 /// have replied at once.
@@ -511,17 +509,13 @@ fn on_soon(ctx: &Context, id: LockId) {
 
 /// Serves the lock's waiters from a timer.
 fn look(ctx: &Context, id: LockId) {
-    // Timers also run on replicas, which must never write.
-    if !ctx.get_flags().contains(ContextFlags::MASTER) {
-        return;
-    }
-    // While clients are paused (CLIENT PAUSE, a manual failover) Redis lets
-    // no write through and holds back expiry: a key past its deadline reads
-    // as missing but is still there, and a timer writing it anew trips an
-    // assertion that takes the server down (Redis 7.0).
-    if server::writes_paused() {
-        schedule_in(ctx, id, PAUSED_RETRY);
-        return;
+    match server::write_turn(ctx) {
+        WriteTurn::Now => {}
+        WriteTurn::Never => return,
+        WriteTurn::Later => {
+            schedule_in(ctx, id, PAUSED_RETRY);
+            return;
+        }
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

@@ -10,10 +10,11 @@ use std::collections::VecDeque;
 
 use super::graph::{self, Need, Request, View, Wants};
 use super::lines::{self, Handle};
-use super::registry::{LockId, Registry};
+use super::registry::Registry;
 use crate::config;
 use crate::engine::holders::blockers;
 use crate::engine::lock::Options;
+use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
 use crate::engine::store::Line;

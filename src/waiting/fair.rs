@@ -28,25 +28,23 @@ use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, ContextFlags, RedisValue};
+use redis_module::{raw, Context, RedisValue};
 
 use super::clients;
 use super::lines::{any, boxed, unregister, with, Handle, Outcome, Parked};
-use super::registry::{next_parking, LockId};
+use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
 use crate::engine::hold::GrantLatch;
+use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, Blocked, RawString};
+use crate::server::{self, Blocked, RawString, WriteTurn, PAUSED_RETRY};
 
 /// Never expected: Redis replied for a parked client we did not unblock.
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
-
-/// How often a lock's line is looked at again while writes are paused.
-const PAUSED_RETRY: i64 = 10;
 
 /// The shortest and longest time between two refreshes of a parked
 /// waiter's deadline; in between, a quarter of its `WAIT`.
@@ -254,15 +252,17 @@ fn on_timer(ctx: &Context, id: LockId) {
             line.timer = None;
         }
     });
-    // Timers also run on replicas, which must never write.
-    if !ctx.get_flags().contains(ContextFlags::MASTER) {
-        return;
-    }
-    // While clients are paused no write goes through (and a write of a key
-    // held back from expiry trips Redis 7.0): later.
-    if server::writes_paused() {
-        arm(ctx, &id, server::milliseconds() + PAUSED_RETRY);
-        return;
+    match server::write_turn(ctx) {
+        WriteTurn::Now => {}
+        WriteTurn::Never => return,
+        WriteTurn::Later => {
+            arm(
+                ctx,
+                &id,
+                server::milliseconds() + PAUSED_RETRY.as_millis() as i64,
+            );
+            return;
+        }
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

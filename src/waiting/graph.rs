@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use super::registry::LockId;
+use crate::engine::names::LockId;
 use crate::engine::queue::Hold;
 
 /// What a waiter waits for on one lock.

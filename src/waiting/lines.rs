@@ -10,14 +10,14 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::time::Duration;
 
-use redis_module::{Context, ContextFlags, RedisModuleTimerID};
+use redis_module::{Context, RedisModuleTimerID};
 
-use super::registry::LockId;
 use crate::engine::fair;
 use crate::engine::hold::GrantLatch;
+use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
-use crate::server::{self, Blocked};
+use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
 
 /// A parked client's handle.
 pub type Handle = usize;
@@ -218,19 +218,17 @@ pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
     true
 }
 
-/// How often a victim's leaving is tried again while writes are paused.
-const PAUSED_RETRY: Duration = Duration::from_millis(10);
-
 /// A deadlock victim's entry leaves its lock's line: `FAIRLOCK.CANCEL` of
 /// its owner with its `WAIT`, on the master (a replica gets the cancel's
 /// effects), once writes are allowed.
 fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
-    if !ctx.get_flags().contains(ContextFlags::MASTER) {
-        return;
-    }
-    if server::writes_paused() {
-        ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
-        return;
+    match server::write_turn(ctx) {
+        WriteTurn::Now => {}
+        WriteTurn::Never => return,
+        WriteTurn::Later => {
+            ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
+            return;
+        }
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

@@ -13,10 +13,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
 use crate::engine::agenda::{Agenda, Slot};
+use crate::engine::names::LockId;
 use crate::engine::queue::{Hold, Ticket};
-
-/// A lock is its database and its name.
-pub type LockId = (i32, Vec<u8>);
 
 /// What falls due on the agenda; `H` is a parked client's handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
