@@ -11,7 +11,7 @@
 //! so a refused call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, latch, one_more, remember, remember_grant, Latch};
+use super::hold::{count_of, deadline, one_more, remember_grant, unlock_latched};
 use super::hold::{parse_count, GrantLatch, Release, Request, Unlocked};
 use super::lock::RELEASED;
 use super::names::{check_owner, LockNames};
@@ -245,49 +245,47 @@ pub fn unlock<S: Line>(
     lease: i64,
     request: Option<Request<'_>>,
 ) -> Result<Unlocked, LockError> {
-    check_owner(owner)?;
-    let latch = match latch(s, names, request)? {
-        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
-        Latch::Set(latch) => latch,
-    };
-    let hash = names.hash();
-    let exists = check_keys(s, names)?;
-    let held = if exists {
-        count_of(s, hash, owner)?
-    } else {
-        None
-    };
-    let now = s.now_ms();
-    let until = deadline(now, lease)?;
-    let head = purge(s, names, now);
-    let release = if !exists {
-        tell(s, names, head.as_deref());
-        Release::NotLocked
-    } else {
-        match held {
-            None => Release::NotHeld,
-            Some(n) if n > 1 => {
-                s.hincrby(hash, owner, -1);
-                s.expire_at(hash, until);
-                Release::StillHeld
+    // The head of the line, told after the latch is set when the release
+    // frees the lock (the script sets the latch before it publishes).
+    let mut head = None;
+    let unlocked = unlock_latched(s, names, owner, request, |s| {
+        let hash = names.hash();
+        let exists = check_keys(s, names)?;
+        let held = if exists {
+            count_of(s, hash, owner)?
+        } else {
+            None
+        };
+        let now = s.now_ms();
+        let until = deadline(now, lease)?;
+        head = purge(s, names, now);
+        Ok(if !exists {
+            tell(s, names, head.as_deref());
+            Release::NotLocked
+        } else {
+            match held {
+                None => Release::NotHeld,
+                Some(n) if n > 1 => {
+                    s.hincrby(hash, owner, -1);
+                    s.expire_at(hash, until);
+                    Release::StillHeld
+                }
+                Some(_) => {
+                    s.moot(Moot::Hincrby {
+                        key: hash,
+                        field: owner,
+                        delta: -1,
+                    });
+                    s.del(hash);
+                    Release::Released
+                }
             }
-            Some(_) => {
-                s.moot(Moot::Hincrby {
-                    key: hash,
-                    field: owner,
-                    delta: -1,
-                });
-                s.del(hash);
-                Release::Released
-            }
-        }
-    };
-    remember(s, latch, release);
-    if release == Release::Released {
-        // The script sets the latch before it publishes.
+        })
+    })?;
+    if unlocked == Unlocked::Ran(Release::Released) {
         tell(s, names, head.as_deref());
     }
-    Ok(Unlocked::Ran(release))
+    Ok(unlocked)
 }
 
 /// Publishes `0` on the head waiter's own channel, if there is a head.

@@ -4,7 +4,7 @@
 
 use super::error::LockError;
 use super::int::parse_i64;
-use super::names::{KeyBuf, LockNames};
+use super::names::{check_owner, KeyBuf, LockNames};
 use super::store::{KeyKind, Store};
 
 /// Most holds one owner may stack on one lock. Commands loop over a reader's
@@ -102,7 +102,7 @@ pub struct Request<'a> {
 }
 
 /// What the latch of an idempotent unlock says before the unlock runs.
-pub(super) enum Latch {
+enum Latch {
     /// A retry: the reply the first call gave.
     Replay(i64),
     /// Run the unlock, then remember its reply in this key until then.
@@ -111,7 +111,7 @@ pub(super) enum Latch {
 
 /// Reads the latch of `request`, if any: a retry replays, anything else
 /// runs. Fails on a latch that is not an integer, before any write.
-pub(super) fn latch<S: Store>(
+fn latch<S: Store>(
     s: &mut S,
     names: &LockNames,
     request: Option<Request<'_>>,
@@ -135,10 +135,30 @@ pub(super) fn latch<S: Store>(
 }
 
 /// Remembers what the unlock did in its latch, when it has one.
-pub(super) fn remember<S: Store>(s: &mut S, latch: Option<(Vec<u8>, i64)>, release: Release) {
+fn remember<S: Store>(s: &mut S, latch: Option<(Vec<u8>, i64)>, release: Release) {
     if let (Some((key, until)), Some(value)) = (latch, release.latch_value()) {
         s.set_until(&key, value.to_string().as_bytes(), until);
     }
+}
+
+/// The unlock every kind shares around its own release: the owner checked,
+/// a retry of `request` within its latch's TTL replayed (nothing else
+/// runs), else `release` run and what it did remembered in the latch.
+pub(super) fn unlock_latched<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    request: Option<Request<'_>>,
+    release: impl FnOnce(&mut S) -> Result<Release, LockError>,
+) -> Result<Unlocked, LockError> {
+    check_owner(owner)?;
+    let latch = match latch(s, names, request)? {
+        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
+        Latch::Set(latch) => latch,
+    };
+    let release = release(s)?;
+    remember(s, latch, release);
+    Ok(Unlocked::Ran(release))
 }
 
 /// The next fencing token of a fenced acquisition: its counter and how far

@@ -6,7 +6,7 @@
 //! writes, so a refused or failing call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, latch, one_more, remember, token_key, Latch};
+use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
 use super::hold::{parse_count, Release, Request, Unlocked};
 use super::int::parse_i64;
 use super::names::{check_owner, LockNames, MODE_FIELD};
@@ -110,38 +110,33 @@ pub fn unlock<S: Store>(
     lease: i64,
     request: Option<Request<'_>>,
 ) -> Result<Unlocked, LockError> {
-    check_owner(owner)?;
-    let latch = match latch(s, names, request)? {
-        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
-        Latch::Set(latch) => latch,
-    };
-    let hash = names.hash();
-    let release = match held_by(s, hash, owner)? {
-        None => Release::NotHeld,
-        Some(held) if held > 1 => {
-            let until = deadline(s.now_ms(), lease)?;
-            // A read-write lock's index would keep the leases of holds its
-            // hash no longer counts.
-            s.forget_lease_index(hash);
-            s.hincrby(hash, owner, -1);
-            s.expire_at(hash, until);
-            Release::StillHeld
-        }
-        Some(_) => {
-            s.forget_lease_index(hash);
-            // The count reaches 0 and the hash goes: the decrement is moot.
-            s.moot(Moot::Hincrby {
-                key: hash,
-                field: owner,
-                delta: -1,
-            });
-            s.del(hash);
-            s.publish(&names.lock_channel(), RELEASED);
-            Release::Released
-        }
-    };
-    remember(s, latch, release);
-    Ok(Unlocked::Ran(release))
+    unlock_latched(s, names, owner, request, |s| {
+        let hash = names.hash();
+        Ok(match held_by(s, hash, owner)? {
+            None => Release::NotHeld,
+            Some(held) if held > 1 => {
+                let until = deadline(s.now_ms(), lease)?;
+                // A read-write lock's index would keep the leases of holds its
+                // hash no longer counts.
+                s.forget_lease_index(hash);
+                s.hincrby(hash, owner, -1);
+                s.expire_at(hash, until);
+                Release::StillHeld
+            }
+            Some(_) => {
+                s.forget_lease_index(hash);
+                // The count reaches 0 and the hash goes: the decrement is moot.
+                s.moot(Moot::Hincrby {
+                    key: hash,
+                    field: owner,
+                    delta: -1,
+                });
+                s.del(hash);
+                s.publish(&names.lock_channel(), RELEASED);
+                Release::Released
+            }
+        })
+    })
 }
 
 /// `LOCK.RENEW`: as Redisson's `renew.lua` for one lock, the watchdog's

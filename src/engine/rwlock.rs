@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, latch, one_more, remember, token_key, Latch};
+use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
 pub use super::hold::{parse_count, Release, Request, Unlocked, MAX_HOLDS};
 use super::index::LeaseIndex;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
@@ -197,17 +197,10 @@ pub fn unlock<S: Store>(
     lease: i64,
     request: Option<Request<'_>>,
 ) -> Result<Unlocked, LockError> {
-    check_owner(owner)?;
-    let latch = match latch(s, names, request)? {
-        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
-        Latch::Set(latch) => latch,
-    };
-    let release = match mode {
-        Mode::Read => unlock_read(s, names, owner)?,
-        Mode::Write => unlock_write(s, names, owner, lease)?,
-    };
-    remember(s, latch, release);
-    Ok(Unlocked::Ran(release))
+    unlock_latched(s, names, owner, request, |s| match mode {
+        Mode::Read => unlock_read(s, names, owner),
+        Mode::Write => unlock_write(s, names, owner, lease),
+    })
 }
 
 fn unlock_read<S: Store>(s: &mut S, names: &LockNames, owner: &[u8]) -> Result<Release, LockError> {
