@@ -16,15 +16,15 @@
 //! timeout): its wait ends as its timeout would.
 
 use std::cell::RefCell;
-use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, RedisValue};
+use redis_module::{raw, Context};
 
 use super::deadlock::{self, Victim};
 use super::graph::Need;
 use super::lines;
+use super::parking::{self, blocked, boxed, Handle, Left, Outcome, Waiters};
 use super::registry::{Due, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
 use crate::config;
@@ -38,29 +38,11 @@ use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::reply;
-use crate::server::{self, Blocked, RawString, WriteTurn, PAUSED_RETRY};
+use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
 use crate::sessions::{self, registry::ClientId};
-
-/// Never expected: Redis replied for a parked client we did not unblock.
-const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
-
-/// What the reply callback answers a parked client: what the command would
-/// have replied at once.
-enum Outcome {
-    Acquired(Attempt, Hold),
-    /// A multi-hold's: nil when it took every hold, else the largest PTTL.
-    All(Option<i64>),
-    Failed(&'static str),
-    /// A waiter chosen as a deadlock's victim: its `DEADLOCK` error.
-    Deadlock(String),
-}
 
 /// Data of the agenda's timer.
 struct Agenda;
-
-/// A parked client's handle as the registry keys it.
-type Handle = usize;
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
@@ -87,10 +69,6 @@ fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
 /// keyspace event comes back into this module within that read.
 fn try_with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> Option<R> {
     REGISTRY.with(|r| r.try_borrow_mut().ok().map(|mut r| f(&mut r)))
-}
-
-fn blocked(handle: Handle) -> Blocked {
-    handle as Blocked
 }
 
 /// Nobody waits for any lock: the hot path asks this first.
@@ -130,16 +108,34 @@ pub struct Wait<'a> {
     pub request: Option<GrantLatch>,
 }
 
-/// Parks the calling client with this file's callbacks and no Redis
-/// timeout: ours is on the agenda (see the module's comment).
+/// The waiters of this file, as the one parking lifecycle sees them.
+struct Queued;
+
+impl Waiters for Queued {
+    type Parked = Waiter;
+
+    fn take(handle: Handle) -> Option<Waiter> {
+        with(|r| r.unregister(handle))
+    }
+
+    fn refusal(ctx: &Context, waiter: &Waiter) -> Outcome {
+        // The context is the parked client's own, still in the database it
+        // waited in: the lock's.
+        refusal(&mut RedisStore::new(ctx), waiter)
+    }
+
+    fn left(ctx: &Context, waiter: Waiter, why: Left) {
+        if why == Left::Disconnected {
+            ended(waiter.since, server::milliseconds());
+        }
+        look_again(ctx, &waiter);
+    }
+}
+
+/// Parks the calling client, with no Redis timeout: ours is on the agenda
+/// (see the module's comment).
 fn block(ctx: &Context) -> Blocked {
-    server::block_client(
-        ctx,
-        reply_callback,
-        unblock_callback,
-        free_outcome,
-        disconnect_callback,
-    )
+    parking::block::<Queued>(ctx)
 }
 
 /// The `DEADLOCK` error a request by `owner` for `wants` would get instead of
@@ -208,7 +204,7 @@ fn break_cycles(ctx: &Context, owner: &[u8]) {
                 };
                 ended(waiter.since, server::milliseconds());
                 // Still registered until now, so parked: unblocked once, here.
-                server::unblock(blocked(victim), boxed(Outcome::Deadlock(text)));
+                server::unblock(blocked(victim), boxed(Outcome::Error(text)));
                 look_again(ctx, &waiter);
             }
             Victim::InLine(victim) => {
@@ -384,9 +380,9 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
                     } = &ticket;
                     sessions::bind(ctx, store, client, names, *hold, owner, *lease);
                 }
-                Outcome::Acquired(Attempt::Granted(granted), ticket.hold)
+                Outcome::Attempt(Attempt::Granted(granted), ticket.hold)
             }
-            Err(e) => Outcome::Failed(e.message()),
+            Err(e) => Outcome::Error(e.message().to_string()),
         };
         metrics::bump(Counter::WaitsServed);
         // The handle was in the queue, so it is parked, and it left the
@@ -436,16 +432,16 @@ fn serve_all(
             for (w, g) in wants.iter().zip(granted) {
                 metrics::acquired(w.hold, g);
             }
-            Outcome::All(None)
+            Outcome::NilOr(None)
         }
-        Err(e) => Outcome::Failed(e.message()),
+        Err(e) => Outcome::Error(e.message().to_string()),
     };
     // Its ticket in `serving` goes with the caller's pop.
     let session = with(|r| r.unregister(handle)).and_then(|w| {
         ended(w.since, store.now_ms());
         w.session
     });
-    if let (Outcome::All(_), Some(client)) = (&outcome, session) {
+    if let (Outcome::NilOr(_), Some(client)) = (&outcome, session) {
         for w in &wants {
             sessions::bind(
                 ctx,
@@ -465,11 +461,6 @@ fn serve_all(
         schedule_in(ctx, id, Duration::ZERO);
     }
     true
-}
-
-fn boxed(outcome: Outcome) -> *mut c_void {
-    // Redis hands the box back to free_outcome.
-    Box::into_raw(Box::new(outcome)) as *mut c_void
 }
 
 /// Keeps the lock's deadline on the agenda, or drops its empty queue; then
@@ -600,92 +591,13 @@ fn look_again(ctx: &Context, waiter: &Waiter) {
 fn refusal(store: &mut RedisStore, waiter: &Waiter) -> Outcome {
     let pttl = store.pttl(&waiter.lock.1);
     if waiter.others.is_empty() {
-        return Outcome::Acquired(Attempt::Refused { pttl }, waiter.hold);
+        return Outcome::Attempt(Attempt::Refused { pttl }, waiter.hold);
     }
     let longest = waiter
         .others
         .iter()
         .fold(pttl, |p, (id, _)| longer(p, store.pttl(&id.1)));
-    Outcome::All(Some(longest))
-}
-
-/// `CLIENT UNBLOCK` of a parked client (Redis's timeout callback, which only
-/// that command calls: the module's waits have no Redis timeout). The wait
-/// ends as its timeout would, answered here, where Redis expects the reply.
-/// A client the module served earlier in the same event-loop turn is not
-/// handed here (Redis skips the callback for a handle already unblocked):
-/// Redis 7.2+ and Valkey then deliver the served reply, Redis 7.0 drops it
-/// (docs/clients.md says how clients cover that).
-unsafe extern "C" fn unblock_callback(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut RawString,
-    _argc: c_int,
-) -> c_int {
-    let context = Context::new(ctx);
-    let bc = server::blocked_handle(ctx);
-    let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
-        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
-    };
-    // The context is the parked client's own, still in the database it
-    // waited in: the lock's.
-    let refused = refusal(&mut RedisStore::new(&context), &waiter);
-    metrics::bump(Counter::WaitsAborted);
-    let status = answer(&context, Some(&refused));
-    // Registered until now, so parked and not yet unblocked: once, here.
-    // Redis frees a handle that is not blocked on keys only then; without
-    // data it replies nothing more.
-    server::unblock(bc, std::ptr::null_mut());
-    look_again(&context, &waiter);
-    status
-}
-
-unsafe extern "C" fn reply_callback(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut RawString,
-    _argc: c_int,
-) -> c_int {
-    let outcome = server::blocked_data(ctx) as *const Outcome;
-    // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
-    // lives until free_outcome.
-    answer(&Context::new(ctx), unsafe { outcome.as_ref() })
-}
-
-/// Replies a parked client's outcome, as the command would have at once.
-fn answer(context: &Context, outcome: Option<&Outcome>) -> c_int {
-    let status = match outcome {
-        Some(Outcome::Acquired(attempt, hold)) => {
-            context.reply(Ok(reply::attempt(*attempt, *hold)))
-        }
-        Some(Outcome::All(pttl)) => {
-            context.reply(Ok(pttl.map_or(RedisValue::Null, RedisValue::Integer)))
-        }
-        Some(Outcome::Failed(message)) => context.reply_error_string(message),
-        Some(Outcome::Deadlock(message)) => context.reply_error_string(message),
-        None => context.reply_error_string(ERR_NO_OUTCOME),
-    };
-    status as c_int
-}
-
-unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if !data.is_null() {
-        // SAFETY: data came from `boxed`, and Redis frees it once.
-        drop(unsafe { Box::from_raw(data as *mut Outcome) });
-    }
-}
-
-/// A parked client went away. Redis frees the handle of a client that was
-/// not blocked on keys only once the module unblocks it.
-unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Blocked) {
-    let Some(waiter) = with(|r| r.unregister(bc as Handle)) else {
-        return;
-    };
-    ended(waiter.since, server::milliseconds());
-    // Still registered, so unblocked once, here; without data Redis replies
-    // nothing more and frees it.
-    server::unblock(bc, std::ptr::null_mut());
-    metrics::bump(Counter::WaitsAborted);
-    let context = Context::new(ctx);
-    look_again(&context, &waiter);
+    Outcome::NilOr(Some(longest))
 }
 
 /// Fails every waiter at once: the node stopped being a master.
@@ -698,7 +610,10 @@ pub fn abort_all(ctx: &Context) {
         metrics::bump(Counter::WaitsAborted);
         // Every ticket's handle is parked, and the registry is gone: each is
         // unblocked once.
-        server::unblock(blocked(handle), boxed(Outcome::Failed(ERR_REPLICA)));
+        server::unblock(
+            blocked(handle),
+            boxed(Outcome::Error(ERR_REPLICA.to_string())),
+        );
     }
 }
 

@@ -9,7 +9,8 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use super::graph::{self, Need, Request, View, Wants};
-use super::lines::{self, Handle};
+use super::lines;
+use super::parking::Handle;
 use super::registry::Registry;
 use crate::config;
 use crate::engine::holders::blockers;

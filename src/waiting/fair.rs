@@ -24,14 +24,13 @@
 //! keyspace hook asks one thread-local flag first.
 
 use std::cell::Cell;
-use std::ffi::c_void;
-use std::os::raw::c_int;
 use std::time::Duration;
 
-use redis_module::{raw, Context, RedisValue};
+use redis_module::Context;
 
 use super::clients;
-use super::lines::{any, boxed, unregister, with, Handle, Outcome, Parked};
+use super::lines::{any, unregister, with, Parked};
+use super::parking::{self, boxed, Handle, Left, Outcome, Waiters};
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
@@ -41,10 +40,7 @@ use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, Blocked, RawString, WriteTurn, PAUSED_RETRY};
-
-/// Never expected: Redis replied for a parked client we did not unblock.
-const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
+use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
 
 /// The shortest and longest time between two refreshes of a parked
 /// waiter's deadline; in between, a quarter of its `WAIT`.
@@ -101,13 +97,7 @@ pub struct FairWait<'a> {
 /// found queued): it is answered when served, or when its wait ends. The
 /// caller replies nothing now.
 pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
-    let bc = server::block_client(
-        ctx,
-        reply_callback,
-        unblock_callback,
-        free_outcome,
-        disconnect_callback,
-    );
+    let bc = parking::block::<InLine>(ctx);
     let id = lock_id(ctx, names);
     let now = server::milliseconds();
     // A millisecond more: a wait never ends before its time.
@@ -217,7 +207,10 @@ pub fn abort_all(ctx: &Context) {
         }
         for p in line.parked {
             metrics::bump(Counter::WaitsAborted);
-            server::unblock(p.handle as Blocked, boxed(Outcome::Failed(ERR_REPLICA)));
+            server::unblock(
+                p.handle as Blocked,
+                boxed(Outcome::Error(ERR_REPLICA.to_string())),
+            );
         }
     }
 }
@@ -368,7 +361,11 @@ fn look(ctx: &Context, names: &LockNames, id: &LockId) -> Option<i64> {
             // fails as its retry would.
             for p in parked {
                 if let Some(p) = unregister(id, p.handle) {
-                    answer_later(&p, Outcome::Failed(e.message()), Counter::WaitsAborted);
+                    answer_later(
+                        &p,
+                        Outcome::Error(e.message().to_string()),
+                        Counter::WaitsAborted,
+                    );
                 }
             }
             return None;
@@ -387,7 +384,7 @@ fn look(ctx: &Context, names: &LockNames, id: &LockId) -> Option<i64> {
         let _ = clients::serve_after(ctx, &mut store, names, |s| {
             fair::cancel(s, names, &p.owner, p.wait)
         });
-        answer_later(&p, Outcome::Ttl(ttl), Counter::WaitsTimedOut);
+        answer_later(&p, Outcome::NilOr(Some(ttl)), Counter::WaitsTimedOut);
     }
     // The deadlines of those still parked, kept ahead of the clock.
     let parked = with(|l| l.locks.get(id).map(|line| line.parked.clone()))?;
@@ -440,10 +437,10 @@ fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId
     let (outcome, took) = match taken {
         Ok(FairTaken::Acquired { .. }) => {
             metrics::bump(Counter::FairAcquired);
-            (Outcome::Acquired, true)
+            (Outcome::NilOr(None), true)
         }
         Ok(_) => return,
-        Err(e) => (Outcome::Failed(e.message()), false),
+        Err(e) => (Outcome::Error(e.message().to_string()), false),
     };
     if let Some(p) = unregister(id, p.handle) {
         answer_later(&p, outcome, Counter::WaitsServed);
@@ -455,29 +452,28 @@ fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId
     }
 }
 
-/// `CLIENT UNBLOCK` of a parked fair waiter: answered as a timeout would
-/// (the lock's TTL); it leaves the line at the next look, a 0 ms timer.
-unsafe extern "C" fn unblock_callback(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut RawString,
-    _argc: c_int,
-) -> c_int {
-    let context = Context::new(ctx);
-    let bc = server::blocked_handle(ctx);
-    let Some(id) = with(|l| l.handles.get(&(bc as Handle)).cloned()) else {
-        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
-    };
-    let Some(p) = unregister(&id, bc as Handle) else {
-        return context.reply_error_string(ERR_NO_OUTCOME) as c_int;
-    };
-    // The context is the parked client's own, in the lock's database.
-    let ttl = RedisStore::new(&context).pttl(&id.1).max(0);
-    metrics::bump(Counter::WaitsAborted);
-    let status = reply(&context, Some(&Outcome::Ttl(ttl)));
-    // Registered until now, so parked and not yet unblocked: once, here.
-    server::unblock(bc, std::ptr::null_mut());
-    leave(&context, &id, p);
-    status
+/// Fair waiters, as the one parking lifecycle sees them: `CLIENT UNBLOCK`
+/// answers as a timeout would (the lock's TTL), and a waiter gone leaves
+/// the line at the next look, a 0 ms timer.
+struct InLine;
+
+impl Waiters for InLine {
+    type Parked = (LockId, Parked);
+
+    fn take(handle: Handle) -> Option<(LockId, Parked)> {
+        let id = with(|l| l.handles.get(&handle).cloned())?;
+        let p = unregister(&id, handle)?;
+        Some((id, p))
+    }
+
+    fn refusal(ctx: &Context, (id, _): &(LockId, Parked)) -> Outcome {
+        // The context is the parked client's own, in the lock's database.
+        Outcome::NilOr(Some(RedisStore::new(ctx).pttl(&id.1).max(0)))
+    }
+
+    fn left(ctx: &Context, (id, p): (LockId, Parked), _: Left) {
+        leave(ctx, &id, p);
+    }
 }
 
 /// `p` left without a look: it leaves the line at a look 0 ms from now.
@@ -488,48 +484,4 @@ fn leave(ctx: &Context, id: &LockId, p: Parked) {
         }
     });
     arm(ctx, id, server::milliseconds());
-}
-
-unsafe extern "C" fn reply_callback(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut RawString,
-    _argc: c_int,
-) -> c_int {
-    let outcome = server::blocked_data(ctx) as *const Outcome;
-    // SAFETY: non-null private data is a boxed Outcome (from `boxed`) that
-    // lives until free_outcome.
-    reply(&Context::new(ctx), unsafe { outcome.as_ref() })
-}
-
-fn reply(context: &Context, outcome: Option<&Outcome>) -> c_int {
-    let status = match outcome {
-        Some(Outcome::Acquired) => context.reply(Ok(RedisValue::Null)),
-        Some(Outcome::Ttl(ttl)) => context.reply(Ok(RedisValue::Integer(*ttl))),
-        Some(Outcome::Failed(message)) => context.reply_error_string(message),
-        Some(Outcome::Deadlock(message)) => context.reply_error_string(message),
-        None => context.reply_error_string(ERR_NO_OUTCOME),
-    };
-    status as c_int
-}
-
-unsafe extern "C" fn free_outcome(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if !data.is_null() {
-        // SAFETY: data came from `boxed`, and Redis frees it once.
-        drop(unsafe { Box::from_raw(data as *mut Outcome) });
-    }
-}
-
-/// A parked fair waiter went away: it leaves the line at once (a 0 ms look).
-unsafe extern "C" fn disconnect_callback(ctx: *mut raw::RedisModuleCtx, bc: Blocked) {
-    let Some(id) = with(|l| l.handles.get(&(bc as Handle)).cloned()) else {
-        return;
-    };
-    let Some(p) = unregister(&id, bc as Handle) else {
-        return;
-    };
-    // Still registered, so unblocked once, here; without data Redis replies
-    // nothing more and frees it.
-    server::unblock(bc, std::ptr::null_mut());
-    metrics::bump(Counter::WaitsAborted);
-    leave(&Context::new(ctx), &id, p);
 }

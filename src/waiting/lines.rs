@@ -7,20 +7,17 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::time::Duration;
 
 use redis_module::{Context, RedisModuleTimerID};
 
+use super::parking::{self, Handle, Outcome};
 use crate::engine::fair;
 use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
-use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
-
-/// A parked client's handle.
-pub type Handle = usize;
+use crate::server::{self, WriteTurn, PAUSED_RETRY};
 
 /// One parked waiter.
 #[derive(Clone)]
@@ -102,23 +99,6 @@ pub fn with<R>(f: impl FnOnce(&mut Lines) -> R) -> R {
 #[inline]
 pub fn any() -> bool {
     ANY.with(Cell::get)
-}
-
-/// What the reply callback answers a parked fair waiter.
-pub enum Outcome {
-    /// Served: nil, as `fair_lock.lua` replies an acquisition.
-    Acquired,
-    /// Gave up: what the script replies a queued waiter, the lock's TTL.
-    Ttl(i64),
-    Failed(&'static str),
-    /// Chosen as a deadlock's victim: its `DEADLOCK` error.
-    Deadlock(String),
-}
-
-/// The outcome as a parked client's private data, which Redis hands back
-/// to the reply and free callbacks of `waiting::fair`.
-pub fn boxed(outcome: Outcome) -> *mut c_void {
-    Box::into_raw(Box::new(outcome)) as *mut c_void
 }
 
 /// Takes `handle` out of the registry; its wait ends with this caller.
@@ -213,7 +193,7 @@ pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
         return false;
     };
     // Registered until now, so parked: unblocked once, here.
-    server::unblock(p.handle as Blocked, boxed(Outcome::Deadlock(text)));
+    parking::answer_later(p.handle, Outcome::Error(text));
     ctx.create_timer(Duration::ZERO, leave_line, (id, p.owner, p.wait));
     true
 }
