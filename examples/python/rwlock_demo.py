@@ -14,7 +14,7 @@ import time
 
 import redis
 
-from rwlock_client import Lock, LockNotAcquired, LockNotHeld, ReadWriteLock
+from rwlock_client import Lock, NotAcquired, NotHeld, ReadWriteLock
 
 def check(ok, what):
     if not ok:
@@ -91,7 +91,7 @@ def reentry_and_no_upgrade(client, prefix):
         try:
             with rw.write_lock().hold(wait=0):
                 check(False, "a reader cannot upgrade to write")
-        except LockNotAcquired as e:
+        except NotAcquired as e:
             check(e.pttl > 0, "a reader cannot upgrade to write (refused)")
         other = ReadWriteLock(redis.Redis(connection_pool=client.connection_pool), rw.name)
         with other.read_lock().hold(wait=0):
@@ -115,7 +115,7 @@ def watchdog(client, prefix):
         try:
             with rival.write_lock().hold(wait=0):
                 check(False, "the lock is still held after 3.5 leases")
-        except LockNotAcquired as e:
+        except NotAcquired as e:
             check(0 < e.pttl <= lease, f"the lock is still held after 3.5 leases (PTTL {e.pttl})")
     check(client.exists(rw.name) == 0, "released at the end of the block")
 
@@ -146,7 +146,7 @@ def waiting(client, prefix):
     try:
         with rw.read_lock().hold(wait=0.05):
             check(False, "a 50 ms wait gives up while the writer holds on")
-    except LockNotAcquired:
+    except NotAcquired:
         check(True, "a 50 ms wait gives up while the writer holds on")
     release.set()
     with rw.read_lock().hold(wait=10):
@@ -192,7 +192,7 @@ def plain_holds(client, prefix):
         try:
             with Lock(client, lock.name, client_id="rival").hold(wait=0):
                 check(False, "another owner is refused the plain lock")
-        except LockNotAcquired as e:
+        except NotAcquired as e:
             check(e.pttl > 0, "another owner is refused the plain lock")
     latches = client.keys("redisson_unlock_latch:*")
     check(
@@ -215,7 +215,7 @@ def plain_holds(client, prefix):
     try:
         lock.release()
         check(False, "the release reports the lost hold")
-    except LockNotHeld:
+    except NotHeld:
         check(True, "the release reports the lost hold")
 
 

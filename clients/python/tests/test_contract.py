@@ -22,7 +22,7 @@ from rwlock_client import (
     FairLock,
     Lock,
     LockError,
-    LockNotHeld,
+    NotHeld,
     MultiLock,
     NotReentrant,
     NotSynced,
@@ -31,7 +31,7 @@ from rwlock_client import (
 from rwlock_client.lock import LockBase
 
 SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/scenarios.json")
-ERROR_KINDS = {"NotHeld": LockNotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
+ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
 

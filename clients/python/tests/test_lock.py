@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from conftest import Counters, Server
-from rwlock_client import Lock, LockError, LockNotAcquired, LockNotHeld
+from rwlock_client import Lock, LockError, NotAcquired, NotHeld
 
 
 def holders(client: redis.Redis, name: str) -> dict[str, int]:
@@ -62,7 +62,7 @@ def test_reentry_explicit_acquire_release_and_refusal(server: Server) -> None:
     assert holders(client, "reentry") == {lock.owner(): 2}
     other = Lock(client, "reentry", client_id="another-client")
     assert other.acquire(wait=0) is False
-    with pytest.raises(LockNotAcquired) as refused:
+    with pytest.raises(NotAcquired) as refused:
         with other.hold(wait=0):
             pass
     assert 0 < (refused.value.pttl or 0) <= 30000
@@ -70,7 +70,7 @@ def test_reentry_explicit_acquire_release_and_refusal(server: Server) -> None:
     assert lock.held and client.exists("reentry") == 1
     lock.release()
     assert not lock.held and client.exists("reentry") == 0
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         lock.release()
 
 
@@ -122,5 +122,5 @@ def test_explicit_lease_runs_out_without_a_watchdog(server: Server) -> None:
     time.sleep(0.5)
     assert client.exists("leased") == 0
     assert counters["renewals"] == 0
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         lock.release()

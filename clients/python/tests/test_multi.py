@@ -11,7 +11,7 @@ import pytest
 
 import rwlock_client.asyncio as aio
 from conftest import Counters, Server, wait_until
-from rwlock_client import Lock, LockNotHeld, MultiLock, ReadWriteLock
+from rwlock_client import Lock, NotHeld, MultiLock, ReadWriteLock
 
 
 def test_takes_every_kind_of_hold_and_releases_them(server: Server) -> None:
@@ -30,7 +30,7 @@ def test_takes_every_kind_of_hold_and_releases_them(server: Server) -> None:
     assert Lock(client, "m:plain", client_id="rival").acquire(wait=0) is False
     multi.release()
     assert client.exists("m:plain", "m:rw", "m:reads") == 0
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         multi.release()
 
 
@@ -71,7 +71,7 @@ def test_the_watchdog_renews_every_hold(server: Server) -> None:
     client.delete("m:y")
     # The next renewal (a third of the lease away, later on a loaded machine) finds it.
     wait_until("one hold gone: the MultiLock is lost", lambda: multi.lost, 10)
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         multi.release()
     assert client.exists("m:x") == 0, "the holds still held were released"
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import Server
-from rwlock_client import LockNotAcquired, ReadWriteLock
+from rwlock_client import NotAcquired, ReadWriteLock
 
 
 def test_readers_share_writers_exclude(server: Server) -> None:
@@ -47,7 +47,7 @@ def test_write_then_read_reentry_and_downgrade(server: Server) -> None:
 def test_a_reader_cannot_upgrade(server: Server) -> None:
     rw = ReadWriteLock(server.client(), "upgrade")
     with rw.read_lock():
-        with pytest.raises(LockNotAcquired):
+        with pytest.raises(NotAcquired):
             with rw.write_lock().hold(wait=0):
                 pass
 

@@ -12,7 +12,7 @@ import pytest
 
 import rwlock_client.asyncio as aio
 from conftest import Counters, Server, wait_until
-from rwlock_client import Lock, LockNotHeld, MultiLock, ReadWriteLock
+from rwlock_client import Lock, NotHeld, MultiLock, ReadWriteLock
 
 
 def kill_other_connections(server: Server) -> None:
@@ -39,9 +39,9 @@ def test_closing_the_connection_frees_the_hold(server: Server) -> None:
     assert lock.acquire(wait=0) and rw.read_lock().acquire(wait=0)
     kill_other_connections(server)
     wait_until("the holds to be freed", lambda: server.client().exists("s:closed", "s:rw") == 0, 5)
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         lock.release()
-    with pytest.raises(LockNotHeld):
+    with pytest.raises(NotHeld):
         rw.read_lock().release()
 
 

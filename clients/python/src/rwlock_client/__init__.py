@@ -24,7 +24,7 @@ each acquisition waits for the master's replicas (`ReplicaSync`).
 """
 
 from ._core import ReplicaSync
-from .errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
 from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
@@ -36,9 +36,9 @@ __all__ = [
     "Lock",
     "LockBase",
     "LockError",
-    "LockNotAcquired",
-    "LockNotHeld",
     "MultiLock",
+    "NotAcquired",
+    "NotHeld",
     "NotReentrant",
     "NotSynced",
     "ReadLock",
@@ -48,4 +48,4 @@ __all__ = [
     "WriteLock",
 ]
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

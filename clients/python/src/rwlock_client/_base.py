@@ -40,7 +40,7 @@ from ._core import (
     synced,
     to_ms,
 )
-from .errors import LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from .errors import NotAcquired, NotHeld, NotReentrant, NotSynced
 
 LinkT = TypeVar("LinkT")
 DogT = TypeVar("DogT")
@@ -189,7 +189,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
     def lost(self) -> bool:
         """True once the watchdog found the calling thread's (or task's)
         hold gone: its lease ran out or the lock was forced open.
-        `release()` then raises `LockNotHeld`."""
+        `release()` then raises `NotHeld`."""
         with self._guard:
             state = self._held.get(self.owner())
             return state is not None and state.lost
@@ -357,9 +357,9 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
 
     @staticmethod
     def _token_of(outcome: Outcome, name: str) -> Optional[int]:
-        """A `hold()`'s token; raises `LockNotAcquired` when the wait ran out."""
+        """A `hold()`'s token; raises `NotAcquired` when the wait ran out."""
         if not outcome.acquired:
-            raise LockNotAcquired(name, outcome.pttl)
+            raise NotAcquired(name, outcome.pttl)
         return outcome.token
 
     # -- the watchdog -----------------------------------------------------------
@@ -466,11 +466,11 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             return True
         return released
 
-    def _not_held(self, owner: str) -> LockNotHeld:
-        return LockNotHeld(f"{self.name} is not held by {owner}")
+    def _not_held(self, owner: str) -> NotHeld:
+        return NotHeld(f"{self.name} is not held by {owner}")
 
-    def _session_closed(self) -> LockNotHeld:
-        return LockNotHeld(f"{self.name}: the session's connection closed")
+    def _session_closed(self) -> NotHeld:
+        return NotHeld(f"{self.name}: the session's connection closed")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -9,7 +9,7 @@ class LockError(Exception):
     """Base of every error of this package."""
 
 
-class LockNotAcquired(LockError):
+class NotAcquired(LockError):
     """The lock was held by others until the wait ran out. `pttl`: how many
     milliseconds the holds in the way had left (None when unknown)."""
 
@@ -18,7 +18,7 @@ class LockNotAcquired(LockError):
         self.name, self.pttl = name, pttl
 
 
-class LockNotHeld(LockError):
+class NotHeld(LockError):
     """A release or renewal of a hold the owner does not have: never taken
     here, or lost (its lease ran out, or it was forced open)."""
 

@@ -118,7 +118,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
 
     def release(self) -> None:
         """Releases one of the calling thread's holds (the lock is free once
-        every hold is released). Raises `LockNotHeld` when the server says
+        every hold is released). Raises `NotHeld` when the server says
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
@@ -164,7 +164,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
     def hold(self, wait: Optional[float] = None, lease: Optional[float] = None) -> Iterator[Optional[int]]:
         """`with lock.hold(wait=5) as token:` holds the lock in the block;
         the token is the fencing token (None unless fenced). Raises
-        `LockNotAcquired` when the wait runs out."""
+        `NotAcquired` when the wait runs out."""
         token = self._token_of(self._acquire(wait, lease), self.name)
         try:
             yield token

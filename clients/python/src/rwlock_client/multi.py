@@ -15,7 +15,7 @@ class MultiLock(MultiLockCommon[Link, Watchdog, LostCallback], LockBase):
     while waiting on the server (`BLOCK`), so two MultiLocks over the same
     locks in any order never deadlock. Renewed and released together too:
     the watchdog reports the MultiLock lost when any hold is gone, and
-    `release()` frees every hold still held, then raises `LockNotHeld` if
+    `release()` frees every hold still held, then raises `NotHeld` if
     one was not.
 
     In a cluster every name must be in one hash slot: give them one

@@ -36,7 +36,7 @@ from redis.retry import Retry
 from . import _owner
 from ._core import PlainPlan, to_ms
 from ._link import Link
-from .errors import LockNotAcquired, LockNotHeld
+from .errors import NotAcquired, NotHeld
 
 #: Errors that count as "this node did not say yes".
 NODE_ERRORS = (ConnectionError, TimeoutError, ResponseError, OSError)
@@ -128,12 +128,12 @@ class RedLockCommon:
 
     def _released(self, owner: str, released: int) -> int:
         if released == 0:
-            raise LockNotHeld(f"{self.name} is not held by {owner} on any node")
+            raise NotHeld(f"{self.name} is not held by {owner} on any node")
         return released
 
     def _entered(self, validity: Optional[float]) -> float:
         if validity is None:
-            raise LockNotAcquired(self.name, None)
+            raise NotAcquired(self.name, None)
         return validity
 
     def __repr__(self) -> str:
@@ -211,7 +211,7 @@ class RedLock(RedLockCommon):
 
     def release(self) -> int:
         """Releases on every node; returns on how many the owner held it.
-        Raises `LockNotHeld` when it held it on none."""
+        Raises `NotHeld` when it held it on none."""
         owner = self.owner()
         self._forget(owner)
         return self._released(owner, self._release_all(owner))

@@ -14,7 +14,7 @@ the sync client; the watchdog is a task.
 """
 
 from .._core import ReplicaSync
-from ..errors import LockError, LockNotAcquired, LockNotHeld, NotReentrant, NotSynced
+from ..errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
 from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
@@ -26,8 +26,8 @@ __all__ = [
     "Lock",
     "LockBase",
     "LockError",
-    "LockNotAcquired",
-    "LockNotHeld",
+    "NotAcquired",
+    "NotHeld",
     "MultiLock",
     "NotReentrant",
     "NotSynced",

@@ -110,7 +110,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
             last_renewal = time.monotonic()
 
     async def release(self) -> None:
-        """As the sync `release`; raises `LockNotHeld` when the server says
+        """As the sync `release`; raises `NotHeld` when the server says
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
@@ -154,7 +154,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         self, wait: Optional[float] = None, lease: Optional[float] = None
     ) -> AsyncIterator[Optional[int]]:
         """`async with lock.hold(wait=5) as token:`; raises
-        `LockNotAcquired` when the wait runs out."""
+        `NotAcquired` when the wait runs out."""
         token = self._token_of(await self._acquire(wait, lease), self.name)
         try:
             yield token
