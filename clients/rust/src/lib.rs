@@ -4,7 +4,7 @@
 //! (`RFencedLock`, returning the fencing token) or non-reentrant, the
 //! multi-lock (taken by the server in one atomic command) and RedLock over
 //! several independent masters; blocking ([`Locks`]) and async on tokio
-//! ([`asynchronous::Locks`]), on the [`redis`] crate.
+//! ([`aio::Locks`]), on the [`redis`] crate.
 //!
 //! # Quick start
 //!
@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rwlock_client::Error> {
-//! let locks = rwlock_client::asynchronous::Locks::new(
+//! let locks = rwlock_client::aio::Locks::new(
 //!     redis::Client::open("redis://127.0.0.1:6399/")?,
 //! );
 //! let held = locks.lock("report").acquire().await?;
@@ -48,7 +48,7 @@
 //!
 //! - **Owners** are Redisson's `<client UUID>:<thread id>` ([`Locks`] has
 //!   one UUID; an async handle has a number of its own, see
-//!   [`asynchronous`]), so a thread re-enters its holds and Java services
+//!   [`aio`]), so a thread re-enters its holds and Java services
 //!   on Redisson sharing a lock see an ordinary holder.
 //! - **Guards** release on drop. Without a lease ([`Options::lease`]) a
 //!   **watchdog** (a thread, or a tokio task) renews the hold every third
@@ -108,9 +108,9 @@
 //   error, owner → command → options, cluster, connection → sync, watchdog
 //   → handle (what both clients share) → guard (the blocking acquisition
 //   and its guard) → lock, rwlock, multi → locks;
-//   redlock → asynchronous::redlock → asynchronous (on handle, sync and
+//   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).
-pub mod asynchronous;
+pub mod aio;
 mod cluster;
 mod command;
 mod connection;

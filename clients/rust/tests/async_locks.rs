@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use rwlock_client::asynchronous::Locks;
+use rwlock_client::aio::Locks;
 use rwlock_client::{Error, Options};
 use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Locks, Options};
+use rwlock_client::{aio, Locks, Options};
 use testkit::{info_field, query, run_bounded, wait_until, Server};
 
 fn node_args() -> Vec<&'static str> {
@@ -167,7 +167,7 @@ fn locks_live_on_their_slots_master_and_are_acknowledged_by_its_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_locks_in_a_cluster() {
     let nodes = cluster();
-    let locks = asynchronous::Locks::cluster(nodes[1].client());
+    let locks = aio::Locks::cluster(nodes[1].client());
     let mut guards = Vec::new();
     for name in ["alpha", "beta", "gamma", "delta"] {
         guards.push(locks.lock(name).acquire().await.expect("lock"));

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Error, Locks, Options};
+use rwlock_client::{aio, Error, Locks, Options};
 use testkit::{all_keys, query, wait_until, Server};
 
 /// The owners waiting in `name`'s line, in order.
@@ -193,7 +193,7 @@ fn the_async_fair_lock_serves_in_arrival_order() {
         .enable_all()
         .build()
         .expect("runtime");
-    let locks = asynchronous::Locks::new(server.client());
+    let locks = aio::Locks::new(server.client());
     let served = Arc::new(Mutex::new(Vec::new()));
     runtime.block_on(async {
         let holder = locks

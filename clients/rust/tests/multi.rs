@@ -7,7 +7,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Error, Locks, Options};
+use rwlock_client::{aio, Error, Locks, Options};
 use testkit::{query, wait_until, Server};
 
 fn one_second_watchdog() -> Options {
@@ -92,7 +92,7 @@ fn a_multi_lock_waits_on_the_server_and_its_watchdog_renews_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_multi_lock() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = asynchronous::Locks::new(server.client()).with_options(one_second_watchdog());
+    let locks = aio::Locks::new(server.client()).with_options(one_second_watchdog());
     let held = locks
         .multi_lock()
         .lock("am:a")
@@ -100,7 +100,7 @@ async fn async_multi_lock() {
         .acquire()
         .await
         .expect("multi-lock");
-    let rival = asynchronous::Locks::new(server.client());
+    let rival = aio::Locks::new(server.client());
     let refused = rival.lock("am:a").try_acquire(Duration::ZERO).await;
     assert!(
         matches!(refused, Err(Error::NotAcquired { .. })),

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Error, RedLock};
+use rwlock_client::{aio, Error, RedLock};
 use testkit::{all_keys, Server};
 
 /// The clock drift a RedLock allows for a 10 s lease: 1% of it + 2 ms.
@@ -80,8 +80,8 @@ fn a_majority_grants_the_lock_a_minority_does_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_redlock_acquires_with_two_stopped_and_refuses_with_three() {
     let mut servers = five();
-    let lock = asynchronous::RedLock::new(clients(&servers), "red-async")
-        .with_lease(Duration::from_secs(10));
+    let lock =
+        aio::RedLock::new(clients(&servers), "red-async").with_lease(Duration::from_secs(10));
     servers[3].stop();
     servers[4].stop();
     let began = Instant::now();
@@ -91,7 +91,7 @@ async fn async_redlock_acquires_with_two_stopped_and_refuses_with_three() {
         .expect("three of five");
     assert!(held.validity() + 2 * began.elapsed() + DRIFT >= Duration::from_secs(10));
     assert_eq!(holders(&mut servers, "red-async"), 3);
-    let rival = asynchronous::RedLock::new(clients(&servers), "red-async");
+    let rival = aio::RedLock::new(clients(&servers), "red-async");
     no_quorum(rival.try_acquire(Duration::from_millis(300)).await, 0);
     held.release().await;
     assert_eq!(holders(&mut servers, "red-async"), 0);

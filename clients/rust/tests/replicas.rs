@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Aof, Error, Locks, Options, Replicas, SyncOptions};
+use rwlock_client::{aio, Aof, Error, Locks, Options, Replicas, SyncOptions};
 use testkit::{all_keys, info_field, query, wait_until, Server};
 
 /// How many times the server ran `command` (INFO commandstats).
@@ -176,7 +176,7 @@ fn an_uncontended_cycle_is_two_round_trips() {
         .build()
         .expect("runtime");
     let turns = runtime.block_on(async {
-        let locks = asynchronous::Locks::new(proxy.client());
+        let locks = aio::Locks::new(proxy.client());
         let lock = locks.lock("cycle-async").with_lease(lease);
         lock.acquire()
             .await
@@ -214,7 +214,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
         .enable_all()
         .build()
         .expect("runtime");
-    let async_locks = asynchronous::Locks::new(master.client()).with_options(options(2_000, false));
+    let async_locks = aio::Locks::new(master.client()).with_options(options(2_000, false));
     let held = locks.lock("known").acquire().expect("acknowledged");
     let mut on_replica = replica.conn();
     let on: i64 = query(&mut on_replica, &["EXISTS", "known"]);
@@ -283,7 +283,7 @@ fn a_master_refusing_writes_without_replicas_fails_acquisitions() {
         .build()
         .expect("runtime");
     let refused = runtime.block_on(async {
-        let locks = asynchronous::Locks::new(server.client());
+        let locks = aio::Locks::new(server.client());
         locks.fair_lock("refused-fair").acquire().await.map(|_| ())
     });
     assert!(
@@ -375,7 +375,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
         .build()
         .expect("runtime")
         .block_on(async {
-            let locks = asynchronous::Locks::new(master.client()).with_options(options(300, false));
+            let locks = aio::Locks::new(master.client()).with_options(options(300, false));
             locks
                 .read_write_lock("unsynced-async")
                 .write()

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use rwlock_client::{asynchronous, Guard, Locks, Options};
+use rwlock_client::{aio, Guard, Locks, Options};
 use testkit::{query, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
@@ -373,7 +373,7 @@ fn the_async_client_resends_a_lost_reply_with_its_id() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let locks = asynchronous::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let locks = aio::Locks::new(redis::Client::open(proxy.url()).expect("url"));
         let lock = locks
             .fenced_lock("req:async")
             .with_lease(Duration::from_secs(10));
@@ -492,7 +492,7 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let locks = asynchronous::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let locks = aio::Locks::new(redis::Client::open(proxy.url()).expect("url"));
         let lock = locks.lock("rel:async").with_lease(Duration::from_secs(10));
         let outer = lock.try_acquire(Duration::ZERO).await.expect("acquired");
         let inner = lock.try_acquire(Duration::ZERO).await.expect("re-entered");

@@ -7,7 +7,7 @@
 use std::thread;
 use std::time::Duration;
 
-use rwlock_client::{asynchronous, Locks, Options};
+use rwlock_client::{aio, Locks, Options};
 use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
 /// A lease of 1 s: a hold the server did not keep would be gone after it.
@@ -92,7 +92,7 @@ fn a_session_multi_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_session_holds() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = asynchronous::Locks::new(server.client()).with_options(one_second());
+    let locks = aio::Locks::new(server.client()).with_options(one_second());
     let session = locks
         .lock("as:lock")
         .with_session()
