@@ -286,9 +286,9 @@ func TestMultiHoldComponentsAreCheckedApart(t *testing.T) {
 }
 
 func TestSessionHoldIsOwnedUntilVerified(t *testing.T) {
-	// A session hold of 1.5 s held 3 s on the server's renewals and
-	// verified at 3 s is recorded with a 3 s lease: b's grant at 2 s is an
-	// overlap, b's grant after the release is not.
+	// A session hold of 1.5 s held 3 s on the server's renewals, whose
+	// check returned at 3 s, is recorded with a 3 s lease: b's grant at 2 s
+	// is an overlap, b's grant after the release is not.
 	session := func(o Op) Op { o.Lease = 3000 * ms; return o }
 	overlap := []Op{session(acq("s", 0, 2, Granted, 4)), acq("b", 2000, 2002, Granted, 5), rel("b", 2100, 2101, Released), rel("s", 3050, 3051, NotHeld)}
 	checkModel(t, "session overlap", overlap, porcupine.Illegal)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"sort"
 	"strings"
@@ -64,16 +65,46 @@ type attempt struct {
 	closeAfter bool
 }
 
+// closeCeiling bounds how long a session hold may outlive the close of
+// its connection: the server releases it at once (design §12.2), and a
+// promoted replica's copy ends at its lease (§12.4); the rest is margin
+// for a loaded machine and a failover.
+const closeCeiling = 10 * time.Second
+
 // sessionReports counts, per stream, the session holds whose loss the
 // holder saw before using them (the verification before its write failed),
-// with the first few reasons.
+// with the first few reasons; and the holds ended by closing their
+// connection: how long until they were seen gone, and how many were still
+// there after closeCeiling (kept: a violation).
 type sessionReports struct {
-	mu      sync.Mutex
-	lost    map[string]int
-	reasons map[string][]string
+	mu        sync.Mutex
+	lost      map[string]int
+	reasons   map[string][]string
+	closes    map[string]int
+	slowest   map[string]time.Duration
+	keptHolds map[string]int
 }
 
-var reported = &sessionReports{lost: map[string]int{}, reasons: map[string][]string{}}
+var reported = &sessionReports{lost: map[string]int{}, reasons: map[string][]string{},
+	closes: map[string]int{}, slowest: map[string]time.Duration{}, keptHolds: map[string]int{}}
+
+func (r *sessionReports) closed(stream string, gone time.Duration, kept bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closes[stream]++
+	if kept {
+		r.keptHolds[stream]++
+	} else {
+		r.slowest[stream] = max(r.slowest[stream], gone)
+	}
+}
+
+// kept is how many of a stream's closed session holds outlived closeCeiling.
+func (r *sessionReports) kept(stream string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keptHolds[stream]
+}
 
 func (r *sessionReports) add(stream, reason string) {
 	r.mu.Lock()
@@ -88,15 +119,21 @@ func (r *sessionReports) add(stream, reason string) {
 func (r *sessionReports) notes() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	seen := map[string]bool{}
 	var streams []string
-	for s := range r.lost {
-		streams = append(streams, s)
+	for _, m := range []map[string]int{r.lost, r.closes} {
+		for s := range m {
+			if !seen[s] {
+				seen[s] = true
+				streams = append(streams, s)
+			}
+		}
 	}
 	sort.Strings(streams)
 	var out []string
 	for _, s := range streams {
-		out = append(out, fmt.Sprintf("  %s: %d session holds reported lost by their holder before use (%s)",
-			s, r.lost[s], strings.Join(r.reasons[s], "; ")))
+		out = append(out, fmt.Sprintf("  %s: %d session holds reported lost by their holder before use (%s); %d ended by closing the connection, seen gone within %.2fs, %d still held %s after the close",
+			s, r.lost[s], strings.Join(r.reasons[s], "; "), r.closes[s], r.slowest[s].Seconds(), r.keptHolds[s], closeCeiling))
 	}
 	return out
 }
@@ -273,6 +310,9 @@ func (w *kindWorker) cycle(ctx context.Context) {
 	switch g.out {
 	case Refused:
 		w.rec.refusal(w.stream)
+		if w.kind == KindFair && g.detail != "" {
+			w.leaveLine(a)
+		}
 		w.backoff(ctx)
 		return
 	case Maybe:
@@ -293,25 +333,27 @@ func (w *kindWorker) cycle(ctx context.Context) {
 		return
 	}
 	time.Sleep(a.hold)
-	lease := a.lease
+	lease, writeLease := a.lease, int64(a.lease)
 	if w.kind == KindSession {
 		// The holder checks its session before it uses the hold: a loss
 		// (the connection replaced, the hold gone, the replicas behind) is
-		// reported here, never used silently. Verified, the hold was its
-		// own until the check, however long past the lease it ran on the
-		// server's renewals.
-		vcall := w.rec.now()
+		// reported here, never used silently. Verified, the hold is its
+		// own until the check returned, however long past the lease it ran
+		// on the server's renewals: another grant before then is an
+		// overlap, and the resource refusing the write that follows is a
+		// holder refused in its right.
 		if reason := w.verify(a, g); reason != "" {
 			reported.add(w.stream, reason)
 			record(Granted, ret, lease, "")
 			w.releaseUntilKnown(a, call)
 			return
 		}
-		lease = max(lease, time.Duration(vcall-call))
+		lease = max(lease, time.Duration(w.rec.now()-call))
+		writeLease = math.MaxInt64 - call
 	}
 	record(Granted, ret, lease, "")
 	if g.token > 0 {
-		w.res.write(w.stream, a.holds[0].lock, a.owner, g.token, call, int64(lease))
+		w.res.write(w.stream, a.holds[0].lock, a.owner, g.token, call, writeLease)
 	}
 	if a.closeAfter {
 		// The session's own end: the connection closes and the server
@@ -320,9 +362,50 @@ func (w *kindWorker) cycle(ctx context.Context) {
 		rcall := w.rec.now()
 		w.p.drop()
 		w.recordRelease(a, Maybe, rcall, rcall+int64(w.par.horizon), "connection closed")
+		w.awaitGone(a, rcall)
 		return
 	}
 	w.releaseUntilKnown(a, call)
+}
+
+// awaitGone asks the master (as Sentinel names it now, on a new
+// connection) until the closed session's hold is gone, for at most
+// closeCeiling: a hold still there is one the close silently kept.
+func (w *kindWorker) awaitGone(a attempt, closed int64) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		var held bool
+		c, _, err := w.p.conn(ctx)
+		if err == nil {
+			held, err = c.HExists(ctx, a.holds[0].lock, a.owner).Result()
+			if err != nil && !serverError(err) {
+				w.p.drop()
+			}
+		}
+		cancel()
+		at := time.Duration(w.rec.now() - closed)
+		if err == nil && !held {
+			reported.closed(w.stream, at, false)
+			return
+		}
+		if at > closeCeiling {
+			reported.closed(w.stream, at, true)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leaveLine takes a fair waiter whose wait failed with an error (its node
+// demoted) out of the line it may have left on the new master, where it
+// would stand until its deadline (the lease and fairWait) with nobody
+// behind it served. It changes no hold: it is not in the history.
+func (w *kindWorker) leaveLine(a attempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if c, _, err := w.p.conn(ctx); err == nil {
+		c.Do(ctx, "FAIRLOCK.CANCEL", a.holds[0].lock, a.owner, "WAIT", fairWait)
+	}
 }
 
 func (w *kindWorker) recordRelease(a attempt, out Outcome, call, ret int64, detail string) {

@@ -280,7 +280,7 @@ func report(rec *recorder, modes, claims, expectViolation, faults []string) bool
 		for _, e := range c.Examples {
 			notes = append(notes, fmt.Sprintf("  %s: %s", mode, e))
 		}
-		violated := c.Lost > 0 || c.Overlaps > 0 || c.TokenRegressions > 0 || c.RejectedInLease > 0 || lin == porcupine.Illegal
+		violated := c.Lost > 0 || c.Overlaps > 0 || c.TokenRegressions > 0 || c.RejectedInLease > 0 || lin == porcupine.Illegal || reported.kept(mode) > 0
 		for _, m := range claims {
 			if covers(m, mode) && violated {
 				fmt.Printf("FAIL: %s claims safety and shows a violation\n", mode)
