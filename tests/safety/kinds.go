@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand"
 	"sort"
 	"strings"
@@ -38,8 +37,8 @@ const (
 	// failover (its owner gone) is purged within the lock's lease + fairWait.
 	fairWait = 3000
 	// sessionLease is short so that a quarter of the session holds outlive
-	// it (held 2-3 s) and stand on the server's renewals alone.
-	sessionLease = 1500 * time.Millisecond
+	// it (held 3.5-6 s) and stand on the server's renewals alone.
+	sessionLease = 3 * time.Second
 )
 
 // kindShape is the size of a kind's stream: contention on few locks, so
@@ -340,16 +339,23 @@ func (w *kindWorker) cycle(ctx context.Context) {
 		// reported here, never used silently. Verified, the hold is its
 		// own until the check returned, however long past the lease it ran
 		// on the server's renewals: another grant before then is an
-		// overlap, and the resource refusing the write that follows is a
-		// holder refused in its right.
+		// overlap. Bounded by the check's call + half the lease: the hold
+		// was there at or after that call, renewed at most a third of a
+		// lease before (a late timer takes some of the rest), and the
+		// replicas WAIT counted have that renewal, so a promoted one keeps
+		// it that long; a client that stalls after the reply cannot stretch
+		// its right past that. The write that follows is in the holder's
+		// right until the same bound.
+		vcall := w.rec.now()
 		if reason := w.verify(a, g); reason != "" {
 			reported.add(w.stream, reason)
 			record(Granted, ret, lease, "")
 			w.releaseUntilKnown(a, call)
 			return
 		}
-		lease = max(lease, time.Duration(w.rec.now()-call))
-		writeLease = math.MaxInt64 - call
+		bound := vcall + int64(sessionLease/2)
+		lease = max(lease, time.Duration(min(w.rec.now(), bound)-call))
+		writeLease = max(writeLease, bound-call)
 	}
 	record(Granted, ret, lease, "")
 	if g.token > 0 {
