@@ -8,9 +8,10 @@
 // kind, default 3), SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
 // that must show no violation: default acked), SAFETY_WORKERS (per mode),
 // SAFETY_LOCKS (per mode), SAFETY_KINDS (lock kinds: kinds.go),
-// SAFETY_KIND_MODES (the modes the kinds other than fenced run in), SAFETY_VERBOSE, SAFETY_KEEP (keep the servers'
-// directory), SAFETY_EXPECT_VIOLATION (modes that must show one: the
-// checker's own test).
+// SAFETY_KIND_MODES (the modes the kinds other than fenced run in),
+// SAFETY_VERBOSE, SAFETY_KEEP (keep the servers' directory),
+// SAFETY_EXPECT_VIOLATION (streams that must show one: the checker's own
+// test).
 package main
 
 import (
