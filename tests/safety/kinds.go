@@ -109,7 +109,7 @@ func (r *sessionReports) add(stream, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lost[stream]++
-	if len(r.reasons[stream]) < 3 {
+	if len(r.reasons[stream]) < 6 {
 		r.reasons[stream] = append(r.reasons[stream], reason)
 	}
 }
@@ -348,7 +348,7 @@ func (w *kindWorker) cycle(ctx context.Context) {
 		// right until the same bound.
 		vcall := w.rec.now()
 		if reason := w.verify(a, g); reason != "" {
-			reported.add(w.stream, reason)
+			reported.add(w.stream, reason+" at "+secs(w.rec.now()))
 			record(Granted, ret, lease, "")
 			w.releaseUntilKnown(a, call)
 			return
