@@ -399,9 +399,11 @@ test-node: $(if $(PARTS),,node-deps build)
 # A master, 2 replicas and 3 Sentinels (redis-server --sentinel), all with the
 # module, appendfsync always and min-replicas-to-write 1; workers taking fenced
 # locks through the raw commands, the fail-closed acknowledgement (acked), the
-# acknowledgement clients had before issue 31 (legacy) and the Go package;
-# faults from SAFETY_SEED; Porcupine and the counts per mode. Exits non-zero
-# when a mode in SAFETY_CLAIM (default acked) shows a violation.
+# acknowledgement clients had before issue 31 (legacy) and the Go package, and
+# every other lock kind (SAFETY_KINDS: plain, rw, fair, multi, session, block)
+# through the commands in acked and raw (SAFETY_KIND_MODES); faults from
+# SAFETY_SEED; Porcupine and the counts per mode and kind. Exits non-zero when
+# a mode in SAFETY_CLAIM (default acked, with its kinds) shows a violation.
 # make test-safety: gofmt, go vet, staticcheck, the checker's unit tests, then
 # SAFETY_SHORT_FAILOVERS episodes of each fault (about 3 min), requiring the
 # raw path to show a violation (the checker's own test).

@@ -35,6 +35,7 @@ type lockState struct {
 
 type opInput struct {
 	kind   OpKind
+	role   Role
 	owner  string
 	token  int64
 	call   int64
@@ -57,7 +58,7 @@ func step(state, input, output any) []any {
 		held := lockState{holder: in.owner, until: in.call + in.lease, last: max(s.last, in.token)}
 		switch out {
 		case Granted:
-			if free && in.token > s.last {
+			if free && (in.token == 0 || in.token > s.last) {
 				return []any{held}
 			}
 			return nil
@@ -128,31 +129,32 @@ var lockModel = porcupine.NondeterministicModel{
 // to the last's return: once one took effect the others change nothing,
 // so one release somewhere in that span allows every outcome they allow.
 func porcupineOps(ops []Op) []porcupine.Operation {
-	acquired := map[string]bool{}
-	releasedAt := map[string]int64{}
+	acquired := map[holdKey]bool{}
+	releasedAt := map[holdKey]int64{}
 	for _, o := range ops {
 		switch {
 		case o.Kind == Acquire && o.Outcome != Refused:
-			acquired[o.Owner] = true
+			acquired[keyOf(o)] = true
 		case o.Kind == Release && o.Outcome == Released:
-			releasedAt[o.Owner] = o.Call
+			releasedAt[keyOf(o)] = o.Call
 		}
 	}
-	merged := map[string]*Op{}
+	merged := map[holdKey]*Op{}
 	var kept []Op
 	for _, o := range ops {
 		if o.Outcome == Refused {
 			continue
 		}
 		if o.Kind == Release && o.Outcome == Maybe {
-			if at, ok := releasedAt[o.Owner]; !acquired[o.Owner] || (ok && at > o.Call) {
+			k := keyOf(o)
+			if at, ok := releasedAt[k]; !acquired[k] || (ok && at > o.Call) {
 				continue
 			}
-			if m := merged[o.Owner]; m != nil {
+			if m := merged[k]; m != nil {
 				m.Call, m.Return = min(m.Call, o.Call), max(m.Return, o.Return)
 				continue
 			}
-			merged[o.Owner] = &o
+			merged[k] = &o
 			continue
 		}
 		kept = append(kept, o)
@@ -164,7 +166,7 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 	for _, o := range kept {
 		out = append(out, porcupine.Operation{
 			ClientId: o.Worker,
-			Input: opInput{kind: o.Kind, owner: o.Owner, token: o.Token, call: o.Call, ret: o.Return,
+			Input: opInput{kind: o.Kind, role: o.Role, owner: o.Owner, token: o.Token, call: o.Call, ret: o.Return,
 				lease: o.Lease, unsure: o.Outcome == Maybe},
 			Call: o.Call, Output: opOutput{o.Outcome}, Return: o.Return, Metadata: o.Lock,
 		})
@@ -172,9 +174,14 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 	return out
 }
 
-// linearizable checks a mode's history against the model.
+// linearizable checks a mode's history against the model: the read-write
+// model when it has shared holds, the exclusive one otherwise.
 func linearizable(ops []Op, timeout time.Duration) porcupine.CheckResult {
-	return porcupine.CheckOperationsTimeout(lockModel.ToModel(), porcupineOps(ops), timeout)
+	model := lockModel
+	if hasShared(ops) {
+		model = rwModel
+	}
+	return porcupine.CheckOperationsTimeout(model.ToModel(), porcupineOps(ops), timeout)
 }
 
 // ---- the counts -----------------------------------------------------------
@@ -204,7 +211,7 @@ type Counts struct {
 	// before the lease could end.
 	Lost int
 	// Overlaps: pairs of holds by different owners, the second granted
-	// while the first was certainly held.
+	// while the first was certainly held (two read holds may overlap).
 	Overlaps int
 	// TokenRegressions: grants whose token is not above the token of a grant
 	// to another owner that completed before this one was asked.
@@ -226,12 +233,12 @@ func (c *Counts) example(format string, args ...any) {
 func secs(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
 
 func holdsOf(ops []Op) map[string][]hold {
-	byOwner := map[string]*hold{}
+	byOwner := map[holdKey]*hold{}
 	var order []*hold
 	for _, o := range ops {
 		if o.Kind == Acquire && o.Outcome == Granted {
 			h := &hold{Op: o}
-			byOwner[o.Owner] = h
+			byOwner[keyOf(o)] = h
 			order = append(order, h)
 		}
 	}
@@ -239,7 +246,7 @@ func holdsOf(ops []Op) map[string][]hold {
 		if o.Kind != Release {
 			continue
 		}
-		h := byOwner[o.Owner]
+		h := byOwner[keyOf(o)]
 		if h == nil {
 			continue
 		}
@@ -284,7 +291,7 @@ func count(ops []Op, writes []Write) Counts {
 			// certainly held.
 			end := h.end()
 			for j := sort.Search(len(hs), func(k int) bool { return hs[k].Call >= h.Return }); j < len(hs) && hs[j].Call < end; j++ {
-				if hs[j].Owner != h.Owner && hs[j].Return <= end {
+				if hs[j].Owner != h.Owner && hs[j].Return <= end && !(h.Role == RoleRead && hs[j].Role == RoleRead) {
 					c.Overlaps++
 					lost[i] = true
 					c.example("%s: %s held it from %s (token %d) to %s; %s was granted it in [%s, %s] (token %d)",
@@ -315,7 +322,8 @@ func count(ops []Op, writes []Write) Counts {
 }
 
 // regressions counts the holds (sorted by call) whose token is not above
-// every token of holds that had returned before it was called.
+// every token of holds that had returned before it was called. Holds
+// without a token (the kinds that have none, read holds) are not compared.
 func regressions(hs []hold, c *Counts) int {
 	byRet := append([]hold(nil), hs...)
 	sort.Slice(byRet, func(i, j int) bool { return byRet[i].Return < byRet[j].Return })
@@ -329,7 +337,7 @@ func regressions(hs []hold, c *Counts) int {
 			}
 			k++
 		}
-		if h.Token <= highest {
+		if h.Token > 0 && h.Token <= highest {
 			n++
 			c.example("%s: %s granted token %d at %s, after %s had been granted token %d at %s",
 				h.Lock, h.Owner, h.Token, secs(h.Return), by.Owner, by.Token, secs(by.Return))

@@ -52,6 +52,9 @@ type Op struct {
 	Token   int64 // granted (or unacknowledged-grant) token, 0 when unknown
 	Lease   int64 // ns
 	Detail  string
+	// Role: RoleRead for a read hold of a read-write lock, which other read
+	// holds may share; every other hold excludes all others.
+	Role Role `json:",omitempty"`
 }
 
 // Write is one write to the fenced resource.

@@ -279,16 +279,51 @@ func serverError(err error) bool {
 }
 
 func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
+	g := p.acquireWith(ctx, []any{"LOCK.ACQUIRE", lock, owner, lease.Milliseconds(), "FENCED"}, fencedReply, false)
+	return g.out, g.token, g.unacked, g.detail
+}
+
+// grantParser reads an acquisition's reply (nil for a nil reply): granted
+// with its token (0 for the kinds that have none), or refused; ok false
+// for a reply of no known shape.
+type grantParser func(reply any) (granted bool, token int64, ok bool)
+
+// fencedReply: [-1, token] granted, [pttl, -1] refused.
+func fencedReply(reply any) (bool, int64, bool) {
+	r, _ := reply.([]any)
+	if len(r) != 2 {
+		return false, 0, false
+	}
+	first, _ := r[0].(int64)
+	token, _ := r[1].(int64)
+	return first == -1, token, true
+}
+
+// grant is an acquisition's outcome on the command paths.
+type grant struct {
+	out     Outcome
+	token   int64
+	unacked bool // a grant the replicas did not acknowledge (out is Maybe)
+	detail  string
+	// With withID: the client and the connection's CLIENT ID the
+	// acquisition ran on (a session hold is bound to that connection).
+	conn   *redis.Client
+	connID int64
+}
+
+// acquireWith runs one acquisition command on the path: alone (raw), or
+// with the acknowledgement of acked or legacy pipelined behind it.
+func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser, withID bool) grant {
 	c, addr, err := p.conn(ctx)
 	if err != nil {
-		return Refused, 0, false, "no master: " + err.Error()
+		return grant{out: Refused, detail: "no master: " + err.Error()}
 	}
 	var st *learned
 	if p.legacy {
 		text, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			p.drop()
-			return Refused, 0, false, "INFO: " + err.Error()
+			return grant{out: Refused, detail: "INFO: " + err.Error()}
 		}
 		n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
 		st = &learned{expected: n, infoAt: time.Now()}
@@ -299,7 +334,7 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 			text, err := c.Info(ctx, "replication").Result()
 			if err != nil {
 				p.drop()
-				return Refused, 0, false, "INFO: " + err.Error()
+				return grant{out: Refused, detail: "INFO: " + err.Error()}
 			}
 			n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
 			st = &learned{expected: n, infoAt: time.Now()}
@@ -307,7 +342,11 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 		}
 	}
 	pipe := c.Pipeline()
-	acq := pipe.Do(ctx, "LOCK.ACQUIRE", lock, owner, lease.Milliseconds(), "FENCED")
+	var id *redis.IntCmd
+	if withID {
+		id = pipe.ClientID(ctx)
+	}
+	acq := pipe.Do(ctx, args...)
 	var wait *redis.Cmd
 	var inf *redis.StringCmd
 	if st != nil {
@@ -319,30 +358,36 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 		}
 	}
 	_, _ = pipe.Exec(ctx)
-	if err := acq.Err(); err != nil {
+	var reply any
+	switch err := acq.Err(); {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
 		if refusedBeforeWriting(err) {
 			p.drop()
-			return Refused, 0, false, err.Error()
+			return grant{out: Refused, detail: err.Error()}
 		}
-		if serverError(err) {
-			return Maybe, 0, false, err.Error()
+		if !serverError(err) {
+			p.drop()
 		}
-		p.drop()
-		return Maybe, 0, false, err.Error()
+		return grant{out: Maybe, detail: err.Error()}
+	default:
+		reply = acq.Val()
 	}
-	reply, _ := acq.Val().([]any)
-	if len(reply) != 2 {
-		return Maybe, 0, false, fmt.Sprintf("unexpected reply %#v", acq.Val())
+	granted, token, ok := parse(reply)
+	if !ok {
+		return grant{out: Maybe, detail: fmt.Sprintf("unexpected reply %#v", reply)}
 	}
-	first, _ := reply[0].(int64)
-	token, _ := reply[1].(int64)
-	if first != -1 {
-		return Refused, 0, false, ""
+	if !granted {
+		return grant{out: Refused}
 	}
 	if inf != nil && inf.Err() == nil {
 		n, _ := strconv.ParseInt(parseInfo(inf.Val())["connected_slaves"], 10, 64)
 		st.expected = max(st.expected, n)
 		st.infoAt = time.Now()
+	}
+	g := grant{out: Granted, token: token, conn: c}
+	if id != nil {
+		g.connID = id.Val()
 	}
 	if wait != nil {
 		acked, err := wait.Int64()
@@ -350,10 +395,11 @@ func (p *cmdPath) acquire(ctx context.Context, lock, owner string, lease time.Du
 			if err != nil && !serverError(err) {
 				p.drop()
 			}
-			return Maybe, token, err == nil || serverError(err), fmt.Sprintf("WAIT %d replied %d %v", st.expected, acked, err)
+			g.out, g.unacked = Maybe, err == nil || serverError(err)
+			g.detail = fmt.Sprintf("WAIT %d replied %d %v", st.expected, acked, err)
 		}
 	}
-	return Granted, token, false, ""
+	return g
 }
 
 func (p *cmdPath) release(ctx context.Context, lock, owner string) (Outcome, string) {
