@@ -9,7 +9,9 @@
 // that must show no violation: default acked), SAFETY_WORKERS (per mode),
 // SAFETY_LOCKS (per mode), SAFETY_VERBOSE, SAFETY_KEEP (keep the servers'
 // directory), SAFETY_EXPECT_VIOLATION (modes that must show one: the
-// checker's own test).
+// checker's own test), and for the driver modes (clients.go) each driver's
+// command: SAFETY_PYCLIENT, SAFETY_NODECLIENT, SAFETY_JAVACLIENT,
+// SAFETY_RUSTCLIENT (the Makefile sets them).
 package main
 
 import (
@@ -88,7 +90,8 @@ func run() int {
 	seed := int64(envInt("SAFETY_SEED", int(time.Now().UnixNano()%1_000_000)))
 	episodesPerKind := envInt("SAFETY_FAILOVERS", 3)
 	faults := list(env("SAFETY_FAULTS", strings.Join(allFaults, ",")))
-	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient}, ",")))
+	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient,
+		ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient}, ",")))
 	claims := list(env("SAFETY_CLAIM", ModeAcked))
 	expectViolation := list(env("SAFETY_EXPECT_VIOLATION", ""))
 	verbose := env("SAFETY_VERBOSE", "1") != "0"
@@ -164,6 +167,15 @@ func run() int {
 					states: map[string]*learned{}}
 			case ModeGoClient:
 				p, err := newGoClientPath(t, w.group)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "safety:", err)
+					stop()
+					failed = true
+					return 2
+				}
+				w.p = p
+			case ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient:
+				p, err := newDriverPath(t, w.group, mode, w.id, root)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "safety:", err)
 					stop()
