@@ -13,6 +13,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -39,7 +40,9 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * cluster, not a {@code JedisSentinelPool}; so the master's address comes from a {@code
  * JedisSentinelPool} (its listener follows Sentinel's {@code +switch-master}) and each master
  * gets a {@code JedisPool} and a {@code LockClient} of its own, kept for the driver's life: what
- * a client learned of a master's replicas is never forgotten when that node is master again.
+ * a client learned of a master's replicas is never forgotten when that node is master again. The
+ * {@code LockClient}s share one client id, so that an owner is the same whichever master it
+ * releases on: a hold taken before a failover is released on the master after it.
  */
 public final class SafetyDriver {
     private static final Gson GSON = new Gson();
@@ -47,6 +50,7 @@ public final class SafetyDriver {
     private final JedisSentinelPool sentinel;
     private final Map<HostAndPort, HostAndPort> nat;
     private final JedisClientConfig config;
+    private final UUID clientId = UUID.randomUUID();
     private final Map<HostAndPort, LockClient> clients = new HashMap<>();
     private final Map<HostAndPort, JedisPool> pools = new HashMap<>();
     /**
@@ -56,7 +60,7 @@ public final class SafetyDriver {
      */
     private final Map<String, Attempt> attempts = new HashMap<>();
 
-    private record Attempt(Lock lock, ExecutorService thread) {}
+    private record Attempt(Lock lock, LockClient client, ExecutorService thread) {}
 
     private SafetyDriver(JedisSentinelPool sentinel, Map<HostAndPort, HostAndPort> nat, JedisClientConfig config) {
         this.sentinel = sentinel;
@@ -94,14 +98,15 @@ public final class SafetyDriver {
         return clients.computeIfAbsent(reachable, address -> {
             JedisPool pool = new JedisPool(address, config);
             pools.put(address, pool);
-            return LockClient.create(pool);
+            return LockClient.builder(pool).clientId(clientId).build();
         });
     }
 
     private Map<String, Object> handle(JsonObject request) throws InterruptedException {
         String owner = request.get("owner").getAsString();
         if (request.get("op").getAsString().equals("acquire")) {
-            Lock lock = Lock.fenced(client(), request.get("lock").getAsString());
+            LockClient client = client();
+            Lock lock = Lock.fenced(client, request.get("lock").getAsString());
             Duration lease = Duration.ofMillis(request.get("lease_ms").getAsLong());
             ExecutorService thread = Executors.newSingleThreadExecutor();
             try {
@@ -113,7 +118,7 @@ public final class SafetyDriver {
                     thread.shutdown();
                     return Map.of("outcome", "refused");
                 }
-                attempts.put(owner, new Attempt(lock, thread));
+                attempts.put(owner, new Attempt(lock, client, thread));
                 return granted;
             } catch (ExecutionException e) {
                 Throwable cause = e.getCause();
@@ -126,7 +131,7 @@ public final class SafetyDriver {
                     return Map.of("outcome", "refused", "detail", String.valueOf(cause.getMessage()));
                 }
                 // May have been granted: the release below is asked, on this thread.
-                attempts.put(owner, new Attempt(lock, thread));
+                attempts.put(owner, new Attempt(lock, client, thread));
                 return Map.of("outcome", "maybe", "detail", cause.toString());
             }
         }
@@ -134,8 +139,11 @@ public final class SafetyDriver {
         if (attempt == null) {
             return Map.of("outcome", "notheld", "detail", "no lock object");
         }
+        // The master of the moment: the one that granted it may be a replica now.
+        LockClient client = client();
+        Lock lock = client == attempt.client() ? attempt.lock() : Lock.fenced(client, attempt.lock().getName());
         try {
-            attempt.thread().submit(() -> attempt.lock().unlock()).get();
+            attempt.thread().submit(lock::unlock).get();
             forget(owner, attempt);
             return Map.of("outcome", "released");
         } catch (ExecutionException e) {
