@@ -192,10 +192,11 @@ func (p *driverPath) call(req driverRequest) (driverReply, error) {
 
 func (p *driverPath) close() { p.stop(30 * time.Second) }
 
-// acquire: the package's own answer. NotSynced is indeterminate and needs
-// nothing more (the package released the grant itself, or the master
-// refused to write); an error may have left a hold, which the worker then
-// releases.
+// acquire: the package's own answer. NotSynced and an error are
+// indeterminate: the package released an unacknowledged grant itself (or
+// the master refused to write), but that release may have failed, and an
+// error may have left a hold; the worker then releases until a reply says,
+// and the driver asks the server.
 func (p *driverPath) acquire(_ context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
 	reply, err := p.call(driverRequest{Op: "acquire", Lock: lock, Owner: owner, LeaseMs: lease.Milliseconds()})
 	if err != nil {

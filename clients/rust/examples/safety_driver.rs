@@ -118,6 +118,13 @@ impl Driver {
             Err(Error::NotAcquired { .. }) => json!({"outcome": "refused"}),
             Err(e @ Error::NotSynced { .. }) => {
                 self.master = None;
+                // Released by the package, unless that release failed too:
+                // the worker's release asks the server.
+                let attempt = Attempt {
+                    lock: lock.to_string(),
+                    guard: None,
+                };
+                self.attempts.insert(owner.to_string(), attempt);
                 json!({"outcome": "notsynced", "detail": e.to_string()})
             }
             Err(e) => {

@@ -123,7 +123,9 @@ public final class SafetyDriver {
             } catch (ExecutionException e) {
                 Throwable cause = e.getCause();
                 if (cause instanceof NotSyncedException) {
-                    thread.shutdown();
+                    // Released by the package, unless that release failed too: the worker's
+                    // release asks the server, on this thread.
+                    attempts.put(owner, new Attempt(lock, client, thread));
                     return Map.of("outcome", "notsynced", "detail", String.valueOf(cause.getMessage()));
                 }
                 if (refusedByServer(cause)) {

@@ -74,6 +74,9 @@ async function handle(request) {
       return { outcome: "refused" };
     } catch (error) {
       if (error instanceof NotSynced) {
+        // Released by the package, unless that release failed too: the
+        // worker's release asks the server.
+        held.set(request.owner, lock);
         return { outcome: "notsynced", detail: error.message };
       }
       if (refusedByServer(error)) {

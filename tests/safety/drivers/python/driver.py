@@ -74,6 +74,9 @@ def main() -> None:
                 else:
                     reply = {"outcome": "refused"}
             except NotSynced as e:
+                # Released by the package, unless that release failed too:
+                # the worker's release asks the server.
+                locks[owner] = lock
                 reply = {"outcome": "notsynced", "detail": str(e)}
             except ResponseError as e:
                 # The server refused the command (a replica now, loading):
