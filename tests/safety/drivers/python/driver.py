@@ -20,7 +20,7 @@ import sys
 from typing import Any, Dict, List, Tuple
 
 from redis.exceptions import ResponseError
-from redis.sentinel import Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from rwlock_client import Lock, LockNotHeld, NotSynced
 
@@ -78,6 +78,9 @@ def main() -> None:
                 # the worker's release asks the server.
                 locks[owner] = lock
                 reply = {"outcome": "notsynced", "detail": str(e)}
+            except MasterNotFoundError:
+                # No Sentinel named a master: nothing was sent.
+                reply = {"outcome": "refused", "detail": "no master"}
             except ResponseError as e:
                 # The server refused the command (a replica now, loading):
                 # nothing was written. The package raises no other error of
