@@ -24,7 +24,8 @@ func TestDriverPathRestartsAGoneDriver(t *testing.T) {
 		t.Fatalf("first acquire: %v %d %v %q", out, token, unacked, detail)
 	}
 	out, _, _, detail = p.acquire(ctx, "l", "w-2", time.Second)
-	if out != Maybe || !strings.Contains(detail, "driver exited") {
+	// Gone before the request was written, or after: indeterminate either way.
+	if out != Maybe || !(strings.Contains(detail, "driver exited") || strings.Contains(detail, "file already closed")) {
 		t.Fatalf("acquire of a gone driver: %v %q", out, detail)
 	}
 	if out, detail := p.release(ctx, "l", "w-2"); out != Released {
