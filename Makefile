@@ -399,11 +399,13 @@ test-node: $(if $(PARTS),,node-deps build)
 # A master, 2 replicas and 3 Sentinels (redis-server --sentinel), all with the
 # module, appendfsync always and min-replicas-to-write 1; workers taking fenced
 # locks through the raw commands, the fail-closed acknowledgement (acked), the
-# acknowledgement clients had before issue 31 (legacy) and the Go package, and
+# acknowledgement clients had before issue 31 (legacy), and the five client
+# packages with their default options (goclient in the harness; pyclient,
+# nodeclient, javaclient, rustclient: a driver process per worker, below);
 # every other lock kind (SAFETY_KINDS: plain, rw, fair, multi, session, block)
 # through the commands in acked and raw (SAFETY_KIND_MODES); faults from
 # SAFETY_SEED; Porcupine and the counts per mode and kind. Exits non-zero when
-# a mode in SAFETY_CLAIM (default acked, with its kinds) shows a violation.
+# a mode in SAFETY_CLAIM (acked claims its kinds too) shows a violation.
 # make test-safety: gofmt, go vet, staticcheck, the checker's unit tests, then
 # SAFETY_SHORT_FAILOVERS episodes of each fault (about 3 min), requiring the
 # raw path to show a violation (the checker's own test).
@@ -411,7 +413,14 @@ test-node: $(if $(PARTS),,node-deps build)
 SAFETY_FAILOVERS       ?= 50
 SAFETY_SHORT_FAILOVERS ?= 2
 SAFETY_BIN             := $(ROOT)/target/safety/safety
-.PHONY: safety test-safety safety-bin
+SAFETY_DIR             := $(ROOT)/target/safety
+# The client modes that claim safety. The Java and Rust packages cannot
+# follow Sentinel themselves, so their drivers keep a client object per
+# master, whose replica count starts afresh at a newly promoted master: they
+# run and are reported, unclaimed, until the packages take a Sentinel
+# deployment (docs/safety.md, "A loss every acknowledging path shared").
+SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient
+.PHONY: safety test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))
 	@cd $(ROOT)/tests/safety && unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l .)" && \
@@ -420,9 +429,43 @@ safety-bin:
 	  "$$($(GO) env GOPATH)/bin/staticcheck" ./... && $(GO) test -count=1 ./... && \
 	  $(GO) build -o $(SAFETY_BIN) .
 
-test-safety: $(if $(PARTS),,go-deps build) safety-bin
-	SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
-	  nice -n 10 $(SAFETY_BIN)
+# The drivers (tests/safety/drivers; the Rust one is clients/rust's example
+# safety_driver), built from the repository into target/safety, each
+# checked as its client is:
+#   Python  clients/python/src on PYTHONPATH: nothing to build or install
+#           (test-python pip-installs the same sources beside it); mypy --strict.
+#   Node.js the package compiled by its own tsc into target/safety/node
+#           (test-node rebuilds clients/node/dist beside it); ioredis from
+#           clients/node/node_modules (node-deps); the driver checked by tsc --strict.
+#   Java    the package's sources and the driver compiled by javac (-Xlint:all
+#           -Werror) into target/safety/java, on the package's runtime
+#           classpath from ~/.m2 (java-deps), not in clients/java/target
+#           (test-java's Maven build runs beside it).
+#   Rust    make test built it already (cargo test --no-run builds the
+#           examples; a cargo run here would wait for the parts' cargo
+#           locks); alone, cargo build.
+SAFETY_JAVA_OPTS ?= -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+SAFETY_DRIVER_ENV = \
+  SAFETY_PYCLIENT="env PYTHONPATH=$(ROOT)/clients/python/src python3 $(ROOT)/tests/safety/drivers/python/driver.py" \
+  SAFETY_NODECLIENT="env NODE_PATH=$(ROOT)/clients/node/node_modules node $(ROOT)/tests/safety/drivers/node/driver.js $(SAFETY_DIR)/node" \
+  SAFETY_JAVACLIENT="java $(SAFETY_JAVA_OPTS) -cp $(SAFETY_DIR)/java:$$(cat $(SAFETY_DIR)/java.classpath) SafetyDriver" \
+  SAFETY_RUSTCLIENT="$(ROOT)/target/release/examples/safety_driver"
+safety-drivers: $(if $(PARTS),,python-deps node-deps java-deps)
+	MYPYPATH=$(ROOT)/clients/python/src python3 -m mypy --strict $(ROOT)/tests/safety/drivers/python/driver.py
+	@rm -rf $(SAFETY_DIR)/node $(SAFETY_DIR)/java && mkdir -p $(SAFETY_DIR)
+	cd $(ROOT)/clients/node && node_modules/.bin/tsc -p tsconfig.json --outDir $(SAFETY_DIR)/node \
+	  --declaration false --declarationMap false --sourceMap false
+	$(ROOT)/clients/node/node_modules/.bin/tsc -p $(ROOT)/tests/safety/drivers/node/tsconfig.json
+	cd $(ROOT)/clients/java && $(MVN) -B -q -ntp -Dstyle.color=never dependency:build-classpath \
+	  -DincludeScope=runtime -Dmdep.outputFile=$(SAFETY_DIR)/java.classpath >/dev/null
+	javac -Xlint:all -Werror -d $(SAFETY_DIR)/java -cp "$$(cat $(SAFETY_DIR)/java.classpath)" \
+	  $$(find $(ROOT)/clients/java/src/main/java -name '*.java') $(ROOT)/tests/safety/drivers/java/SafetyDriver.java
+	$(if $(PARTS),test -x $(ROOT)/target/release/examples/safety_driver,cd $(ROOT) && $(CARGO) build --release -p rwlock-client --example safety_driver)
 
-safety: $(if $(PARTS),,go-deps build) safety-bin
-	SAFETY_FAILOVERS=$(SAFETY_FAILOVERS) nice -n 10 $(SAFETY_BIN)
+test-safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
+	SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
+	  SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} $(SAFETY_DRIVER_ENV) nice -n 10 $(SAFETY_BIN)
+
+safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
+	SAFETY_FAILOVERS=$(SAFETY_FAILOVERS) SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} \
+	  $(SAFETY_DRIVER_ENV) nice -n 10 $(SAFETY_BIN)

@@ -31,7 +31,7 @@ type Client struct {
 	mu      sync.Mutex
 	waiters map[string]*redis.Client // by node address
 	idle    *idleLinks               // wait connections not in use
-	masters map[string]*learned      // what the replica sync learned, by node address
+	masters map[string]*learned      // what the replica sync learned: by node address in a cluster, else one (key "")
 	closed  bool
 }
 
@@ -248,8 +248,17 @@ func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
 	return &link{idle: c.idle, addr: addr, conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
 }
 
-// master is the learned state of the master at addr.
+// master is the learned state of the master at addr. Outside a cluster
+// every master the Client meets is the same deployment's (Sentinel promotes
+// one of its replicas), so they share one state: a newly promoted master,
+// first met while a replica restarts, reports one replica fewer than the
+// deployment has, and a count learned afresh from it would acknowledge
+// grants that a second failover loses (tests/safety, docs/safety.md). In a
+// cluster each master is its own shard's.
 func (c *Client) master(addr string) *learned {
+	if _, isCluster := c.rdb.(*redis.ClusterClient); !isCluster {
+		addr = ""
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.masters[addr]

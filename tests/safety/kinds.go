@@ -185,7 +185,7 @@ func startKinds(ctx context.Context, wg *sync.WaitGroup, t *topology, rec *recor
 				group := i % clientGroups
 				workers = append(workers, &kindWorker{id: id, stream: stream, kind: kind, locks: locks,
 					p: &cmdPath{t: t, group: group, acked: mode == ModeAcked, legacy: mode == ModeLegacy,
-						rng: rand.New(rand.NewSource(seed - int64(id))), states: map[string]*learned{}},
+						rng: rand.New(rand.NewSource(seed - int64(id)))},
 					rng: rand.New(rand.NewSource(seed + int64(id))), rec: rec, res: res, par: par})
 			}
 		}
@@ -433,7 +433,7 @@ func (w *kindWorker) verify(a attempt, g grant) string {
 	exists := pipe.HExists(ctx, a.holds[0].lock, a.owner)
 	var wait *redis.Cmd
 	var expected int64
-	if st := w.p.states[w.p.addr]; w.p.acked && st != nil && st.expected > 0 {
+	if st := w.p.state; w.p.acked && st != nil && st.expected > 0 {
 		expected = st.expected
 		wait = pipe.Do(ctx, "WAIT", expected, syncTimeout)
 	}

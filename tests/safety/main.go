@@ -11,7 +11,9 @@
 // SAFETY_KIND_MODES (the modes the kinds other than fenced run in),
 // SAFETY_VERBOSE, SAFETY_KEEP (keep the servers' directory),
 // SAFETY_EXPECT_VIOLATION (streams that must show one: the checker's own
-// test).
+// test), and for the driver modes (clients.go) each driver's command:
+// SAFETY_PYCLIENT, SAFETY_NODECLIENT, SAFETY_JAVACLIENT, SAFETY_RUSTCLIENT
+// (the Makefile sets them).
 package main
 
 import (
@@ -90,7 +92,8 @@ func run() int {
 	seed := int64(envInt("SAFETY_SEED", int(time.Now().UnixNano()%1_000_000)))
 	episodesPerKind := envInt("SAFETY_FAILOVERS", 3)
 	faults := list(env("SAFETY_FAULTS", strings.Join(allFaults, ",")))
-	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient}, ",")))
+	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient,
+		ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient}, ",")))
 	kinds := list(env("SAFETY_KINDS", strings.Join(allKinds, ",")))
 	kindModes := list(env("SAFETY_KIND_MODES", ModeAcked+","+ModeRaw))
 	claims := list(env("SAFETY_CLAIM", ModeAcked))
@@ -165,10 +168,18 @@ func run() int {
 				gcDone: make(chan struct{}, 1)}
 			switch mode {
 			case ModeRaw, ModeAcked, ModeLegacy:
-				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, legacy: mode == ModeLegacy, rng: rand.New(rand.NewSource(seed - int64(w.id))),
-					states: map[string]*learned{}}
+				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, legacy: mode == ModeLegacy, rng: rand.New(rand.NewSource(seed - int64(w.id)))}
 			case ModeGoClient:
 				p, err := newGoClientPath(t, w.group)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "safety:", err)
+					stop()
+					failed = true
+					return 2
+				}
+				w.p = p
+			case ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient:
+				p, err := newDriverPath(t, w.group, mode, w.id, root)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "safety:", err)
 					stop()

@@ -21,8 +21,9 @@ const (
 	// ModeRaw: LOCK.ACQUIRE … FENCED and nothing else; the reply is the grant.
 	ModeRaw = "raw"
 	// ModeAcked: the acquisition pipelined with WAIT <expected> 1000, where
-	// expected is the highest replica count ever learned from that master's
-	// INFO (never lowered by what a master says later); a grant with fewer
+	// expected is the highest replica count ever learned from the
+	// deployment's masters' INFO (never lowered by what a master says
+	// later, nor started afresh at a new master); a grant with fewer
 	// acknowledgements is released and not used: the client contract's
 	// fail-closed acknowledgement.
 	ModeAcked = "acked"
@@ -199,7 +200,7 @@ func (t *topology) dialer(group int) func(ctx context.Context, network, addr str
 
 // ---- raw and acked: the commands themselves ----------------------------
 
-// learned is what the acked path learned of one master (by address).
+// learned is what the acked path learned of the deployment's masters.
 type learned struct {
 	expected int64
 	infoAt   time.Time
@@ -217,7 +218,7 @@ type cmdPath struct {
 	addr   string
 	c      *redis.Client
 	askAt  time.Time
-	states map[string]*learned
+	state  *learned // what acked learned of the deployment (nil: nothing yet)
 }
 
 func (p *cmdPath) close() {
@@ -314,7 +315,7 @@ type grant struct {
 // acquireWith runs one acquisition command on the path: alone (raw), or
 // with the acknowledgement of acked or legacy pipelined behind it.
 func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser, withID bool) grant {
-	c, addr, err := p.conn(ctx)
+	c, _, err := p.conn(ctx)
 	if err != nil {
 		return grant{out: Refused, detail: "no master: " + err.Error()}
 	}
@@ -328,9 +329,13 @@ func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser
 		n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
 		st = &learned{expected: n, infoAt: time.Now()}
 	} else if p.acked {
-		st = p.states[addr]
+		st = p.state
 		if st == nil {
-			// Once per master: what it has. INFO may only raise it later.
+			// Once: what the first master has. INFO may only raise it
+			// later, whichever master answers: every master is the one
+			// deployment's, and a newly promoted one first met while a
+			// replica restarts says one replica fewer (a second failover
+			// then loses grants WAIT counted: docs/safety.md).
 			text, err := c.Info(ctx, "replication").Result()
 			if err != nil {
 				p.drop()
@@ -338,7 +343,7 @@ func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser
 			}
 			n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
 			st = &learned{expected: n, infoAt: time.Now()}
-			p.states[addr] = st
+			p.state = st
 		}
 	}
 	pipe := c.Pipeline()

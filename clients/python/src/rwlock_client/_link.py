@@ -104,8 +104,14 @@ class Link:
             raise
 
     def learned(self) -> Learned:
-        """What the client object learned of this connection's server."""
-        return masters_of(self._client).of(address_of(self._conn))
+        """What the client object learned of this connection's server. Outside
+        a cluster every master it meets is one deployment's (Sentinel promotes
+        a replica), so they share one state: a new master first met while a
+        replica restarts reports one replica fewer, and a count learned afresh
+        from it acknowledges grants a second failover loses (docs/safety.md).
+        In a cluster each master is its own shard's."""
+        address = address_of(self._conn) if self._cluster is not None else ""
+        return masters_of(self._client).of(address)
 
     def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
         sock = self._conn._sock
