@@ -433,3 +433,32 @@ func TestReenteredReleaseLatch(t *testing.T) {
 		t.Fatalf("after the last release: %v", keys)
 	}
 }
+
+// Outside a cluster every master a Client meets is one deployment's: a
+// newly promoted master, first met while a replica restarts, must be
+// waited on for the count its predecessor reported, not learn afresh.
+func TestOneDeploymentSharesWhatItLearnedAcrossMasters(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer func() { _ = rdb.Close() }()
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.master("10.0.0.1:6379").learn(map[string]string{"connected_slaves": "2"}, time.Now())
+	promoted := c.master("10.0.0.2:6379")
+	promoted.learn(map[string]string{"connected_slaves": "1"}, time.Now())
+	if promoted.expected != 2 {
+		t.Fatalf("a promoted master expects %d replicas, want the deployment's 2", promoted.expected)
+	}
+
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer func() { _ = cluster.Close() }()
+	cc, err := New(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.master("10.0.0.1:6379").learn(map[string]string{"connected_slaves": "2"}, time.Now())
+	if other := cc.master("10.0.0.3:6379"); other.expected != 0 || other.isKnown() {
+		t.Fatal("in a cluster each master node is its own shard's")
+	}
+}

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Tuple
 from redis.exceptions import ResponseError
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from rwlock_client import Lock, LockNotHeld, NotSynced
+from rwlock_client import Lock, NotHeld, NotSynced
 
 
 def address(text: str) -> Tuple[str, int]:
@@ -99,7 +99,7 @@ def main() -> None:
                     found.release()
                     reply = {"outcome": "released"}
                     del locks[owner]
-                except LockNotHeld as e:
+                except NotHeld as e:
                     reply = {"outcome": "notheld", "detail": str(e)}
                     del locks[owner]
                 except Exception as e:  # noqa: BLE001 - any other failure leaves the outcome unknown
