@@ -464,8 +464,8 @@ safety-drivers: $(if $(PARTS),,python-deps node-deps java-deps)
 
 test-safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
 	SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
-	  SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} $(SAFETY_DRIVER_ENV) nice -n 10 $(SAFETY_BIN)
+	  SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} $(SAFETY_DRIVER_ENV) $(SAFETY_BIN)
 
 safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
 	SAFETY_FAILOVERS=$(SAFETY_FAILOVERS) SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} \
-	  $(SAFETY_DRIVER_ENV) nice -n 10 $(SAFETY_BIN)
+	  $(SAFETY_DRIVER_ENV) $(SAFETY_BIN)

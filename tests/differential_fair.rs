@@ -637,8 +637,12 @@ fn fair_lock_commands_match_redisson_scripts() {
         ("lpops", s.purges),
         ("forced", s.forced),
     ] {
+        // Each case ran (the generator still reaches it), at least once per
+        // 1,000 steps: the rarest (a holder's NOREENTRY re-acquisition, a
+        // cancel of a waiter still in line) come at 0.3-0.9 % of steps, and
+        // which sequences a stall replaces moves them by that much.
         assert!(
-            n * 200 > s.steps,
+            n > 0 && n * 1000 >= s.steps,
             "only {n} {case} in {} steps: {s:?}",
             s.steps
         );

@@ -24,7 +24,7 @@ const (
 	pauseFor      = 4 * time.Second
 	partitionFor  = 3 * time.Second
 	replCutFor    = 4 * time.Second
-	healthCeiling = 90 * time.Second
+	healthCeiling = 150 * time.Second // a loaded 2-core machine's full syncs and Sentinel rounds
 )
 
 // injector runs the fault episodes against a topology.

@@ -50,7 +50,11 @@ func freePort() (int, error) {
 func (p *process) start(server string, extra ...string) error {
 	p.mu.Lock()
 	args := append(append([]string{}, p.args...), extra...)
-	cmd := exec.Command("nice", append([]string{"-n", "10", server}, args...)...)
+	// Not niced: on a machine kept busy at normal priority a niced server
+	// and its Sentinels get a sliver of a core, Sentinel's 1 s down-after
+	// then fires on starvation (spurious failovers) and a restarted node's
+	// full sync outlasts the health ceiling.
+	cmd := exec.Command(server, args...)
 	cmd.Dir = p.dir
 	log, err := os.OpenFile(filepath.Join(p.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -113,8 +117,7 @@ func (p *process) pid() int {
 	return p.cmd.Process.Pid
 }
 
-// signal sends sig to the running incarnation, by PID. nice execs the
-// server, so the PID is the server's.
+// signal sends sig to the running incarnation, by PID.
 func (p *process) signal(sig syscall.Signal) error {
 	if !p.running() {
 		return fmt.Errorf("%s: not running", p.name)

@@ -25,21 +25,32 @@ import redis.clients.jedis.JedisPooled;
  */
 class IdempotentAcquireTest extends ServerTest {
     private static final Set<String> ACQUISITIONS = Set.of("LOCK.ACQUIRE", "RWLOCK.READ", "RWLOCK.WRITE", "FAIRLOCK.ACQUIRE");
-    /** The proxied pool's socket timeout: a swallowed reply of a single try times out after it. */
-    private static final int SOCKET_TIMEOUT_MS = 400;
+    /**
+     * The muted pool's socket timeout: a swallowed reply of a single try times out after it (and
+     * an ordinary reply on a loaded machine must come within it).
+     */
+    private static final int SOCKET_TIMEOUT_MS = 2_000;
+    /** The other tests' pool: a reply the proxy drops closes the connection, so only load waits. */
+    private static final int PATIENT_TIMEOUT_MS = 10_000;
 
     private FaultProxy proxy;
     private JedisPooled proxied;
+    private JedisPooled muted;
 
     @BeforeAll
     void startProxy() throws Exception {
         proxy = new FaultProxy(server.hostAndPort(), ACQUISITIONS);
         proxied = new JedisPooled(proxy.hostAndPort(),
+                DefaultJedisClientConfig.builder().socketTimeoutMillis(PATIENT_TIMEOUT_MS).build());
+        muted = new JedisPooled(proxy.hostAndPort(),
                 DefaultJedisClientConfig.builder().socketTimeoutMillis(SOCKET_TIMEOUT_MS).build());
     }
 
     @AfterAll
     void stopProxy() {
+        if (muted != null) {
+            muted.close();
+        }
         if (proxied != null) {
             proxied.close();
         }
@@ -100,7 +111,7 @@ class IdempotentAcquireTest extends ServerTest {
     private void lostReply(String kind, boolean session, Way way, boolean swallow) throws Exception {
         String name = "idem:" + kind + ":" + session + ":" + way + ":" + swallow;
         ExecutorService thread = Executors.newSingleThreadExecutor();
-        try (LockClient on = LockClient.create(proxied)) {
+        try (LockClient on = LockClient.create(swallow ? muted : proxied)) {
             DistributedLock lock = lock(on, kind, name, session);
             String owner = thread.submit(lock::getOwner).get();
             int before = proxy.seen().size();
