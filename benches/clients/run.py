@@ -492,6 +492,18 @@ def main() -> int:
     ]
     print(report[0], flush=True)
     raw: dict[str, Any] = {}
+    # Summary rows: (variant, language, lock, scenario, peer, ours/peer throughput, ours/peer server CPU).
+    summary: list[tuple[str, str, str, str, str, str, str]] = []
+    failures: list[str] = []
+
+    def write() -> None:
+        # After every table, so that a run cut short keeps what it measured.
+        text = report + [summary_table(summary)] if summary else report
+        if failures:
+            text = text + ["Not measured (failed):", ""] + [f"- {f}" for f in failures] + [""]
+        (out / "results.md").write_text("\n".join(text) + "\n")
+        (out / "results.json").write_text(json.dumps(raw, indent=1) + "\n")
+
     for variant in args.variants.split():
         master = Server(args.server, args.module)
         replica = None
@@ -504,29 +516,56 @@ def main() -> int:
                 warmup = args.warmup if args.warmup is not None else (2.0 if name == "java" else 0.5)
                 for comp in lang.comparisons:
                     results: dict[tuple[str, str], dict[str, Any]] = {}
-                    for label, scenario, workers in comp.scenarios:
-                        libs = [comp.ours] + comp.peers
-                        runs: dict[str, list[Run]] = {lib: [] for lib in libs}
-                        for rep in range(args.reps):
-                            order = libs if rep % 2 == 0 else list(reversed(libs))
-                            for lib in order:
-                                runs[lib].append(
-                                    run_once(lang, lib, scenario, workers, master, replica, args.seconds, warmup)
-                                )
-                        for lib in libs:
-                            results[(lib, label)] = summarize(runs[lib])
-                            raw[f"{variant}/{name}/{comp.title}/{lib}/{label}"] = results[(lib, label)]
+                    try:
+                        for label, scenario, workers in comp.scenarios:
+                            libs = [comp.ours] + comp.peers
+                            runs: dict[str, list[Run]] = {lib: [] for lib in libs}
+                            for rep in range(args.reps):
+                                order = libs if rep % 2 == 0 else list(reversed(libs))
+                                for lib in order:
+                                    runs[lib].append(
+                                        run_once(lang, lib, scenario, workers, master, replica, args.seconds, warmup)
+                                    )
+                            for lib in libs:
+                                results[(lib, label)] = summarize(runs[lib])
+                                raw[f"{variant}/{name}/{comp.title}/{lib}/{label}"] = results[(lib, label)]
+                    except RuntimeError as e:
+                        # One program failing leaves the others to measure.
+                        print(f"bench-clients: {lang.name}, {comp.title} ({variant}) failed: {e}", flush=True)
+                        failures.append(f"{lang.name}, {comp.title} ({variant}): {str(e).splitlines()[0]}")
                     text = table(lang, variant, comp, results)
                     print(text, flush=True)
                     report.append(text)
+                    for label, _, _ in comp.scenarios:
+                        ours = results.get((comp.ours, label))
+                        for peer in comp.peers:
+                            p = results.get((peer, label))
+                            if ours is not None and p is not None:
+                                summary.append((
+                                    variant, lang.name, comp.title, label, peer,
+                                    ratio(ours["throughput"], p["throughput"]), ratio(ours["cpu_us"], p["cpu_us"]),
+                                ))
+                    write()
         finally:
             if replica is not None:
                 replica.stop()
             master.stop()
-    (out / "results.md").write_text("\n".join(report) + "\n")
-    (out / "results.json").write_text(json.dumps(raw, indent=1) + "\n")
+    write()
+    if summary:
+        print(summary_table(summary), flush=True)
     print(f"bench-clients: written {out / 'results.md'} and {out / 'results.json'}")
-    return 0
+    return 1 if failures else 0
+
+
+def summary_table(rows: list[tuple[str, str, str, str, str, str, str]]) -> str:
+    lines = [
+        "### Summary: ours over the peer",
+        "",
+        "| variant | language | lock | scenario | peer | throughput | server CPU per cycle |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {' | '.join(r)} |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
