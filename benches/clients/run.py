@@ -315,7 +315,7 @@ def fmt(v: Optional[float], unit: str = "", digits: int = 0) -> str:
         return "—"
     if v == float("inf"):
         return "∞"
-    if digits == 0 and abs(v) >= 1000:
+    if digits == 0 and abs(v) >= 999.5:
         return f"{v:,.0f}{unit}"
     return f"{v:.{digits}f}{unit}"
 
