@@ -486,7 +486,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = [
-        f"Server: {version}; module {args.module}; {args.reps} runs of {args.seconds:g} s per library and "
+        f"Server: {version}; module {Path(args.module).name}; {args.reps} runs of {args.seconds:g} s per library and "
         f"scenario, order alternating, medians; {os.cpu_count()} cores.",
         "",
     ]
