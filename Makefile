@@ -20,6 +20,11 @@
 #                second server): tables and a PASS/FAIL summary printed, CSV,
 #                Markdown and a PNG chart written to target/bench
 #                (BENCH_ARGS="cycles --quick" for a part)
+#   make bench-clients  each client against its language's most-used lock
+#                library on one server with the module (and again with a
+#                replica): medians of alternating runs, ratios, commands per
+#                cycle; not part of make test (benches/clients/run.py;
+#                BENCH_CLIENTS_LANGS="go python node java rust", BENCH_CLIENTS_ARGS)
 #   make profile server instructions per lock cycle under callgrind (needs valgrind),
 #                the module against Redisson's scripts and the layout floor, and
 #                the fair lock's operations against its line's length
@@ -54,7 +59,7 @@ export RWLOCK_REDISSON_LOCK_LUA
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run lint oracle test test-deps test-rust test-rust-client python-deps test-python bench profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
+.PHONY: all deps build run lint oracle test test-deps test-rust test-rust-client python-deps test-python bench bench-clients profile clean valkey-deps test-valkey redis8-deps test-redis8 torture fuzz valgrind
 
 all: build
 
@@ -170,6 +175,18 @@ bench: build oracle
 	    { python3 -m venv $(BENCH_OUT)/venv && $(BENCH_OUT)/venv/bin/pip install --quiet matplotlib; }; \
 	fi; \
 	$$py $(ROOT)/benches/chart.py $(BENCH_OUT) || echo "bench: no chart (matplotlib unavailable); see $(BENCH_OUT)/*.csv"
+
+# Each client against its language's favourite lock library (docs/benchmarks.md
+# "Clients against each language's lock libraries"): the toolchains of the
+# languages asked for, then benches/clients/run.py, which builds each bench
+# program (its peers from the language's registry, once) and writes
+# target/bench-clients/results.md and results.json.
+BENCH_CLIENTS_LANGS ?= go python node java rust
+BENCH_CLIENTS_ARGS  ?=
+bench-clients: build $(if $(filter go,$(BENCH_CLIENTS_LANGS)),go-deps) \
+               $(if $(filter node,$(BENCH_CLIENTS_LANGS)),node-deps) \
+               $(if $(filter java,$(BENCH_CLIENTS_LANGS)),java-deps)
+	python3 $(ROOT)/benches/clients/run.py --langs "$(BENCH_CLIENTS_LANGS)" --module $(RWLOCK_MODULE) $(BENCH_CLIENTS_ARGS)
 
 # Instruction counts: repeatable where timings are not (PROFILE_MODULE=other.so
 # to compare a build).

@@ -1,0 +1,18 @@
+module github.com/rwlock/rwlock/benches/clients/go
+
+go 1.26.0
+
+replace github.com/rwlock/rwlock/clients/go => ../../../clients/go
+
+require (
+	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rwlock/rwlock/clients/go v0.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
