@@ -166,30 +166,23 @@ func run() int {
 			w := &worker{id: mi*100 + i, mode: mode, group: i % clientGroups, locks: locks,
 				rng: rand.New(rand.NewSource(seed + int64(mi*100+i+1))), rec: rec, res: res, par: par,
 				gcDone: make(chan struct{}, 1)}
+			var err error
 			switch mode {
 			case ModeRaw, ModeAcked, ModeLegacy:
 				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, legacy: mode == ModeLegacy, rng: rand.New(rand.NewSource(seed - int64(w.id)))}
 			case ModeGoClient:
-				p, err := newGoClientPath(t, w.group)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "safety:", err)
-					stop()
-					failed = true
-					return 2
-				}
-				w.p = p
+				w.p, err = newGoClientPath(t, w.group)
 			case ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient:
-				p, err := newDriverPath(t, w.group, mode, w.id, root)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "safety:", err)
-					stop()
-					failed = true
-					return 2
-				}
-				w.p = p
+				w.p, err = newDriverPath(t, w.group, mode, w.id, root)
 			default:
 				fmt.Fprintf(os.Stderr, "safety: unknown mode %q\n", mode)
 				stop()
+				return 2
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "safety:", err)
+				stop()
+				failed = true
 				return 2
 			}
 			if i == 0 {
