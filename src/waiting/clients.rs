@@ -24,7 +24,7 @@ use redis_module::{raw, Context};
 use super::deadlock::{self, Victim};
 use super::graph::Need;
 use super::lines;
-use super::parking::{self, blocked, boxed, Handle, Left, Outcome, Waiters};
+use super::parking::{self, Handle, Left, Outcome, Waiters};
 use super::registry::{Due, Registry, Waiter};
 use super::stats::{Percentiles, Waits};
 use crate::config;
@@ -204,7 +204,7 @@ fn break_cycles(ctx: &Context, owner: &[u8]) {
                 };
                 ended(waiter.since, server::milliseconds());
                 // Still registered until now, so parked: unblocked once, here.
-                server::unblock(blocked(victim), boxed(Outcome::Error(text)));
+                parking::answer_later(victim, Outcome::Error(text));
                 look_again(ctx, &waiter);
             }
             Victim::InLine(victim) => {
@@ -387,7 +387,7 @@ fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockI
         metrics::bump(Counter::WaitsServed);
         // The handle was in the queue, so it is parked, and it left the
         // registry above: it is unblocked once.
-        server::unblock(blocked(ticket.token), boxed(outcome));
+        parking::answer_later(ticket.token, outcome);
         if took {
             // The waiters left now wait for the new holder.
             took_hold(ctx, &ticket.owner);
@@ -456,7 +456,7 @@ fn serve_all(
     }
     metrics::bump(Counter::WaitsServed);
     // It was registered until now, so parked: unblocked once, here.
-    server::unblock(blocked(handle), boxed(outcome));
+    parking::answer_later(handle, outcome);
     for (id, _, _) in line.into_iter().filter(|(id, _, _)| id != serving) {
         schedule_in(ctx, id, Duration::ZERO);
     }
@@ -573,7 +573,7 @@ fn time_out(ctx: &Context, handle: Handle) {
     let refused = refusal(&mut store, &waiter);
     metrics::bump(Counter::WaitsTimedOut);
     // Still registered until now, so parked: unblocked once, here.
-    server::unblock(blocked(handle), boxed(refused));
+    parking::answer_later(handle, refused);
     look_again(ctx, &waiter);
 }
 
@@ -610,10 +610,7 @@ pub fn abort_all(ctx: &Context) {
         metrics::bump(Counter::WaitsAborted);
         // Every ticket's handle is parked, and the registry is gone: each is
         // unblocked once.
-        server::unblock(
-            blocked(handle),
-            boxed(Outcome::Error(ERR_REPLICA.to_string())),
-        );
+        parking::answer_later(handle, Outcome::Error(ERR_REPLICA.to_string()));
     }
 }
 

@@ -30,7 +30,7 @@ use redis_module::Context;
 
 use super::clients;
 use super::lines::{any, unregister, with, Parked};
-use super::parking::{self, boxed, Handle, Left, Outcome, Waiters};
+use super::parking::{self, Handle, Left, Outcome, Waiters};
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
@@ -40,7 +40,7 @@ use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
+use crate::server::{self, WriteTurn, PAUSED_RETRY};
 
 /// The shortest and longest time between two refreshes of a parked
 /// waiter's deadline; in between, a quarter of its `WAIT`.
@@ -207,10 +207,7 @@ pub fn abort_all(ctx: &Context) {
         }
         for p in line.parked {
             metrics::bump(Counter::WaitsAborted);
-            server::unblock(
-                p.handle as Blocked,
-                boxed(Outcome::Error(ERR_REPLICA.to_string())),
-            );
+            parking::answer_later(p.handle, Outcome::Error(ERR_REPLICA.to_string()));
         }
     }
 }
@@ -294,7 +291,7 @@ fn look_now(ctx: &Context, names: &LockNames, id: &LockId) {
 /// Answers and unblocks a waiter that `unregister` handed out.
 fn answer_later(p: &Parked, outcome: Outcome, counter: Counter) {
     metrics::bump(counter);
-    server::unblock(p.handle as Blocked, boxed(outcome));
+    parking::answer_later(p.handle, outcome);
 }
 
 /// One look (see `look_now`); returns when the next one is due.

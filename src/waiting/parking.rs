@@ -27,7 +27,7 @@ const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
 pub type Handle = usize;
 
 /// The blocked client behind a handle.
-pub fn blocked(handle: Handle) -> Blocked {
+fn blocked(handle: Handle) -> Blocked {
     handle as Blocked
 }
 
@@ -48,7 +48,7 @@ pub enum Outcome {
 
 /// The outcome as a parked client's private data, which Redis hands back
 /// to [`reply_callback`] and then to [`free_outcome`].
-pub fn boxed(outcome: Outcome) -> *mut c_void {
+fn boxed(outcome: Outcome) -> *mut c_void {
     Box::into_raw(Box::new(outcome)) as *mut c_void
 }
 
