@@ -104,14 +104,8 @@ class Link:
             raise
 
     def learned(self) -> Learned:
-        """What the client object learned of this connection's server. Outside
-        a cluster every master it meets is one deployment's (Sentinel promotes
-        a replica), so they share one state: a new master first met while a
-        replica restarts reports one replica fewer, and a count learned afresh
-        from it acknowledges grants a second failover loses (docs/safety.md).
-        In a cluster each master is its own shard's."""
-        address = address_of(self._conn) if self._cluster is not None else ""
-        return masters_of(self._client).of(address)
+        """What the client object learned of this connection's server."""
+        return learned_of(self._client, self._conn, self._cluster is not None)
 
     def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
         sock = self._conn._sock
@@ -140,6 +134,16 @@ class Link:
         (a session's holds)."""
         self._broken = True
         self.close()
+
+
+def learned_of(client: Any, conn: Any, cluster: bool) -> Learned:
+    """What `client` learned of `conn`'s server. Outside a cluster every
+    master it meets is one deployment's (Sentinel promotes a replica), so
+    they share one state: a new master first met while a replica restarts
+    reports one replica fewer, and a count learned afresh from it
+    acknowledges grants a second failover loses (docs/safety.md). In a
+    cluster each master is its own shard's."""
+    return masters_of(client).of(address_of(conn) if cluster else "")
 
 
 def address_of(conn: Any) -> str:

@@ -8,8 +8,8 @@ from typing import Any, Awaitable, Callable, List, Optional, Union
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
-from .._core import DEFAULT, Args, Learned, masters_of
-from .._link import address_of
+from .._core import DEFAULT, Args, Learned
+from .._link import learned_of
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
 #: only a number (None falls back to the socket timeout).
@@ -103,14 +103,8 @@ class Link:
             raise
 
     def learned(self) -> Learned:
-        """What the client object learned of this connection's server. Outside
-        a cluster every master it meets is one deployment's (Sentinel promotes
-        a replica), so they share one state: a new master first met while a
-        replica restarts reports one replica fewer, and a count learned afresh
-        from it acknowledges grants a second failover loses (docs/safety.md).
-        In a cluster each master is its own shard's."""
-        address = address_of(self._conn) if isinstance(self._client, RedisCluster) else ""
-        return masters_of(self._client).of(address)
+        """What the client object learned of this connection's server."""
+        return learned_of(self._client, self._conn, isinstance(self._client, RedisCluster))
 
     async def _release(self) -> None:
         result = self._give_back(self._conn)
