@@ -320,7 +320,12 @@ func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser
 		return grant{out: Refused, detail: "no master: " + err.Error()}
 	}
 	var st *learned
-	if p.legacy {
+	// legacy asks before every acquisition; acked once: what the first
+	// master has. INFO may only raise it later, whichever master answers:
+	// every master is the one deployment's, and a newly promoted one first
+	// met while a replica restarts says one replica fewer (a second
+	// failover then loses grants WAIT counted: docs/safety.md).
+	if p.legacy || (p.acked && p.state == nil) {
 		text, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			p.drop()
@@ -328,23 +333,11 @@ func (p *cmdPath) acquireWith(ctx context.Context, args []any, parse grantParser
 		}
 		n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
 		st = &learned{expected: n, infoAt: time.Now()}
-	} else if p.acked {
-		st = p.state
-		if st == nil {
-			// Once: what the first master has. INFO may only raise it
-			// later, whichever master answers: every master is the one
-			// deployment's, and a newly promoted one first met while a
-			// replica restarts says one replica fewer (a second failover
-			// then loses grants WAIT counted: docs/safety.md).
-			text, err := c.Info(ctx, "replication").Result()
-			if err != nil {
-				p.drop()
-				return grant{out: Refused, detail: "INFO: " + err.Error()}
-			}
-			n, _ := strconv.ParseInt(parseInfo(text)["connected_slaves"], 10, 64)
-			st = &learned{expected: n, infoAt: time.Now()}
+		if p.acked {
 			p.state = st
 		}
+	} else if p.acked {
+		st = p.state
 	}
 	pipe := c.Pipeline()
 	var id *redis.IntCmd
