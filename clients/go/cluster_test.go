@@ -39,6 +39,62 @@ func nodeID(t *testing.T, s *server) string {
 	return id
 }
 
+// moveSlot hands the empty slot from one master to another as a reshard
+// does: IMPORTING on the target and MIGRATING on the owner first, so that the
+// target's SETSLOT NODE raises its config epoch above every other node's. A
+// bare SETSLOT NODE on each node in turn can lose a race on a busy machine:
+// gossip from a node not yet told still claims the slot with a higher epoch
+// and takes it back. Returns once every node says the target serves it.
+func moveSlot(t *testing.T, nodes []*server, slot int64, from, to *server) {
+	t.Helper()
+	toID, fromID := nodeID(t, to), nodeID(t, from)
+	to.do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	from.do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	to.do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	from.do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	for _, n := range nodes {
+		if n != to && n != from {
+			n.do(t, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		agreed := true
+		for _, n := range nodes {
+			if servingPort(t, n, slot) != int64(to.port) {
+				agreed = false
+			}
+		}
+		if agreed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes still disagree on slot %d after 30 s", slot)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// servingPort is the port of the master serving slot in n's own view (0 if
+// none).
+func servingPort(t *testing.T, n *server, slot int64) int64 {
+	ranges, _ := n.do(t, "CLUSTER", "SLOTS").([]any)
+	for _, r := range ranges {
+		row, _ := r.([]any)
+		if len(row) < 3 {
+			continue
+		}
+		first, _ := row[0].(int64)
+		last, _ := row[1].(int64)
+		master, _ := row[2].([]any)
+		if slot >= first && slot <= last && len(master) > 1 {
+			port, _ := master[1].(int64)
+			return port
+		}
+	}
+	return 0
+}
+
 // owning is the node serving key's slot.
 func owning(t *testing.T, nodes []*server, key string) *server {
 	slot, _ := nodes[0].do(t, "CLUSTER", "KEYSLOT", key).(int64)
@@ -109,12 +165,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	slot, _ := from.do(t, "CLUSTER", "KEYSLOT", name).(int64)
-	to.do(t, "CLUSTER", "SETSLOT", slot, "NODE", nodeID(t, to))
-	for _, n := range nodes {
-		if n != to {
-			n.do(t, "CLUSTER", "SETSLOT", slot, "NODE", nodeID(t, to))
-		}
-	}
+	moveSlot(t, nodes, slot, from, to)
 	from.do(t, "CONFIG", "RESETSTAT")
 	mustAcquire(t, l, WithWait(0), WithLease(5*time.Second))
 	if stats, _ := from.do(t, "INFO", "commandstats").(string); !strings.Contains(stats, "cmdstat_lock.acquire:calls=0,") || !strings.Contains(stats, "rejected_calls=1,") {

@@ -39,6 +39,43 @@ describe("cluster", () => {
     throw new Error(`no node serves ${key}`);
   }
 
+  /**
+   * Hands the empty `slot` from `from` to `target` as a reshard does:
+   * IMPORTING on the target and MIGRATING on the owner first, so that the
+   * target's `SETSLOT NODE` raises its config epoch above every other
+   * node's. A bare `SETSLOT NODE` on each node in turn can lose a race on a
+   * busy machine: gossip from a node not yet told still claims the slot with
+   * a higher epoch and takes it back (a failed run: MOVED from both sides).
+   * Returns once every node says the target serves it.
+   */
+  async function moveSlot(slot: number, from: Redis, target: Server): Promise<void> {
+    const fromId = String(await from.call("CLUSTER", "MYID"));
+    const targetId = String(await target.client().call("CLUSTER", "MYID"));
+    await target.client().call("CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
+    await from.call("CLUSTER", "SETSLOT", slot, "MIGRATING", targetId);
+    await target.client().call("CLUSTER", "SETSLOT", slot, "NODE", targetId);
+    await from.call("CLUSTER", "SETSLOT", slot, "NODE", targetId);
+    for (const node of nodes) {
+      if (node.port !== target.port && node.port !== from.options.port) {
+        await node.client().call("CLUSTER", "SETSLOT", slot, "NODE", targetId);
+      }
+    }
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const views = await Promise.all(
+        nodes.map(async (node) => {
+          const ranges = (await node.client().call("CLUSTER", "SLOTS")) as [number, number, [string, number]][];
+          return ranges.find(([first, last]) => slot >= first && slot <= last)?.[2][1];
+        }),
+      );
+      if (views.every((port) => port === target.port)) {
+        return;
+      }
+      assert.ok(Date.now() < deadline, `the nodes still disagree on slot ${slot}: ${views.join(", ")}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
   it("locks on names of every master, each on its slot's master", async () => {
     await using locks = new Locks(cluster);
     const names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
@@ -81,11 +118,7 @@ describe("cluster", () => {
     await (await lock.hold({ wait: 0 })).release(); // the slot map is known
     const from = await ownerOf(name);
     const target = nodes.find((n) => n.port !== from.options.port)!;
-    const targetId = String(await target.client().call("CLUSTER", "MYID"));
-    const slot = calculateSlot(name);
-    for (const node of nodes) {
-      await node.client().call("CLUSTER", "SETSLOT", slot, "NODE", targetId);
-    }
+    await moveSlot(calculateSlot(name), from, target);
     await from.call("CONFIG", "RESETSTAT");
     const hold = await lock.hold({ wait: 0 }); // MOVED from the old master, then sent to the new one
     assert.match(await from.info("commandstats"), /cmdstat_lock\.acquire:calls=0,.*rejected_calls=1/, "the old master redirected it");

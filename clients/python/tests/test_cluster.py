@@ -99,12 +99,38 @@ def test_multilock_with_hash_tagged_names(cluster_nodes: List[Server]) -> None:
     assert node.client().exists(*names) == 0
 
 
-def move_slot(nodes: List[Server], slot: int, to: Server) -> None:
-    """Gives `slot` (empty: no fenced lock, whose token key stays) to `to`,
-    on every node's own view."""
-    target_id = to.client().execute_command("CLUSTER", "MYID")
+def serving_ports(nodes: List[Server], slot: int) -> List[int]:
+    """Each node's own view of the port of the master serving `slot`."""
+    ports: List[int] = []
     for node in nodes:
-        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        ranges = node.client().execute_command("CLUSTER", "SLOTS")
+        ports.extend(int(r[2][1]) for r in ranges if int(r[0]) <= slot <= int(r[1]))
+    return ports
+
+
+def move_slot(nodes: List[Server], slot: int, to: Server) -> None:
+    """Hands `slot` (empty: no fenced lock, whose token key stays) to `to`
+    as a reshard does: IMPORTING on `to` and MIGRATING on the owner first,
+    so that `to`'s SETSLOT NODE raises its config epoch above every other
+    node's. A bare SETSLOT NODE on each node in turn can lose a race on a
+    busy machine: gossip from a node not yet told still claims the slot
+    with a higher epoch and takes it back. Returns once every node says
+    `to` serves it."""
+    views = serving_ports(nodes, slot)
+    if all(port == to.port for port in views):
+        return
+    source = next(n for n, port in zip(nodes, views) if port == n.port)
+    to_id = to.client().execute_command("CLUSTER", "MYID")
+    source_id = source.client().execute_command("CLUSTER", "MYID")
+    to.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", to_id)
+    for node in [to, source] + [n for n in nodes if n is not to and n is not source]:
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", to_id)
+    deadline = time.monotonic() + 30
+    while not all(port == to.port for port in views):
+        assert time.monotonic() < deadline, f"the nodes still disagree on slot {slot}: {views}"
+        time.sleep(0.05)
+        views = serving_ports(nodes, slot)
 
 
 def test_a_resharded_slot_is_followed(cluster_nodes: List[Server]) -> None:

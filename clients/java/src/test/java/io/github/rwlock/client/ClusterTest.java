@@ -57,6 +57,17 @@ class ClusterTest {
         return nodes.get(Math.min(2, slot * 3 / SLOTS));
     }
 
+    /** The port of the master serving {@code slot} in {@code node}'s own view (0 if none). */
+    private static long servingPort(RedisServer node, int slot) {
+        for (Object range : (List<?>) node.call("CLUSTER", "SLOTS")) {
+            List<?> row = (List<?>) range;
+            if ((Long) row.get(0) <= slot && slot <= (Long) row.get(1)) {
+                return (Long) ((List<?>) row.get(2)).get(1);
+            }
+        }
+        return 0;
+    }
+
     private ClusterConnectionProvider provider() {
         return new ClusterConnectionProvider(Set.of(nodes.get(0).hostAndPort()),
                 DefaultJedisClientConfig.builder().socketTimeoutMillis(500).build());
@@ -136,9 +147,19 @@ class ClusterTest {
             // Hand the (empty) slot to another master, behind the client's slot map.
             RedisServer to = nodes.get((nodes.indexOf(from) + 1) % 3);
             String slot = Long.toString(JedisClusterCRC16.getSlot(name));
+            // As a reshard does: IMPORTING and MIGRATING first, so that the target's SETSLOT NODE
+            // raises its config epoch above every other node's. A bare SETSLOT NODE on each node
+            // in turn can lose a race on a busy machine: gossip from a node not yet told still
+            // claims the slot with a higher epoch and takes it back.
             String target = (String) to.call("CLUSTER", "MYID");
+            to.call("CLUSTER", "SETSLOT", slot, "IMPORTING", (String) from.call("CLUSTER", "MYID"));
+            from.call("CLUSTER", "SETSLOT", slot, "MIGRATING", target);
             for (RedisServer node : List.of(to, from, nodes.get((nodes.indexOf(from) + 2) % 3))) {
                 node.call("CLUSTER", "SETSLOT", slot, "NODE", target);
+            }
+            for (RedisServer node : nodes) {
+                RedisServer.waitUntil("every node's view of slot " + slot, 30_000,
+                        () -> servingPort(node, Integer.parseInt(slot)) == to.port);
             }
             assertTrue(lock.tryLock());
             assertEquals("1", to.call("HGET", name, lock.getOwner()));
