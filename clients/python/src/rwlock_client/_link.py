@@ -68,7 +68,10 @@ class Link:
             raise
 
     def _read(self, timeout: Optional[float]) -> Any:
-        if timeout == DEFAULT:
+        # Without limit on a connection without a socket timeout is the
+        # connection's own read: a read with a timeout of its own sets the
+        # socket's before and after (two system calls per reply).
+        if timeout == DEFAULT or (timeout is None and self._conn.socket_timeout is None):
             return self._conn.read_response()
         if READ_TIMEOUT_ARGUMENT:
             return self._conn.read_response(timeout=timeout)

@@ -72,7 +72,9 @@ class Link:
             raise
 
     async def _read(self, timeout: Optional[float]) -> Any:
-        if timeout == DEFAULT:
+        # Without limit on a connection without a socket timeout is the
+        # connection's own read, which arms no timer.
+        if timeout == DEFAULT or (timeout is None and self._conn.socket_timeout is None):
             return await self._conn.read_response()
         return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
 
