@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
@@ -165,6 +166,11 @@ def wait_until(what: str, condition: Callable[[], bool], timeout: float = 15.0) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def no_watchdog_thread() -> bool:
+    """Whether no watchdog thread (the scheduler's, a renewal's) runs."""
+    return not [t for t in threading.enumerate() if t.name.startswith("rwlock-watchdog")]
 
 
 SLOTS = 16384

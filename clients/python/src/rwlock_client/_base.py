@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -409,7 +408,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         latch instead of releasing a re-entered hold twice."""
         lease_ms = state.lease_ms if state is not None and state.lease_ms else to_ms(self.watchdog_timeout)
         single = not isinstance(self._plan, MultiPlan)
-        request = str(uuid.uuid4()) if single and not session else None
+        request = new_request_id() if single and not session else None
         return self._plan.release(owner, lease_ms, request), request
 
     def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> "Releasing":

@@ -4,7 +4,9 @@ lock sends and how its replies read. No I/O here; `lock.py` and
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import threading
 import uuid
 import weakref
@@ -69,9 +71,47 @@ def request_ttl(block_ms: Optional[int]) -> int:
     return LATCH_TTL_MS + (block_ms or 0)
 
 
+class _RequestIds:
+    """Request ids, unique without a random draw each: the first 24
+    characters of a random UUID (74 random bits), drawn once per process
+    (again in a forked child, which would otherwise repeat its parent's
+    ids), then a 48-bit counter, in a UUID's shape (Redisson's ids are UUIDs; the server takes any string). A
+    `uuid4()` per id cost two of them per lock cycle: a system call for
+    the random bytes and the UUID object."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self.prefix = str(uuid.uuid4())[:24]
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        # next() of an itertools.count is atomic under the GIL: no lock.
+        return f"{self.prefix}{next(self.counter) & 0xFFFFFFFFFFFF:012x}"
+
+
+_request_ids = _RequestIds()
+
+
 def new_request_id() -> str:
-    """A random request id (Redisson's are UUIDs)."""
-    return str(uuid.uuid4())
+    """A request id unique to this acquisition or release (`_RequestIds`)."""
+    return _request_ids.next()
+
+
+def pack(commands: Sequence[Args], encoding: str, errors: str) -> bytes:
+    """The commands in RESP, as one buffer for one write: what redis-py's
+    `pack_commands` makes of them (text in the connection's encoding,
+    integers in decimal), at a third of its cost for a lock's few short
+    arguments."""
+    out: List[bytes] = []
+    for args in commands:
+        out.append(b"*%d\r\n" % len(args))
+        for arg in args:
+            data = arg.encode(encoding, errors) if isinstance(arg, str) else b"%d" % arg
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
 
 
 def text(value: Any) -> str:

@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
-from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of
+from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of, pack
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.
@@ -68,7 +68,10 @@ class Link:
             raise
 
     def _read(self, timeout: Optional[float]) -> Any:
-        if timeout == DEFAULT:
+        # Without limit on a connection without a socket timeout is the
+        # connection's own read: a read with a timeout of its own sets the
+        # socket's before and after (two system calls per reply).
+        if timeout == DEFAULT or (timeout is None and self._conn.socket_timeout is None):
             return self._conn.read_response()
         if READ_TIMEOUT_ARGUMENT:
             return self._conn.read_response(timeout=timeout)
@@ -91,7 +94,8 @@ class Link:
 
     def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
         try:
-            self._conn.send_packed_command(self._conn.pack_commands(commands))
+            encoder = self._conn.encoder
+            self._conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
             replies: List[Any] = []
             for timeout in timeouts:
                 try:

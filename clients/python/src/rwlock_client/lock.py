@@ -14,7 +14,7 @@ from ._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCo
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link
-from .watchdog import Watchdog
+from .watchdog import SCHEDULER, Watchdog
 
 #: Called from the watchdog's thread with the lock and the owner whose hold
 #: was found gone.
@@ -92,14 +92,12 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         return outcome
 
     def _start_watchdog(self, owner: str, state: Held[Link, Watchdog], lease_s: float) -> Watchdog:
-        dog = Watchdog(
+        return SCHEDULER.watch(
             self.name,
             lease_s,
             lambda: self._renew(owner, lease_s),
             lambda: self._lost(owner, state),
         )
-        dog.start()
-        return dog
 
     def _stop_watchdog(self, dog: Watchdog) -> None:
         dog.stop()

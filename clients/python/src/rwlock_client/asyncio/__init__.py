@@ -1,7 +1,7 @@
 """The asyncio client, on `redis.asyncio`: the same locks as
 `rwlock_client`, with `await lock.acquire(...)`, `await lock.release()`
 and `async with`. Each asyncio task is its own owner, as each thread is in
-the sync client; the watchdog is a task.
+the sync client; the watchdog renews on the event loop's timers.
 
 ::
 

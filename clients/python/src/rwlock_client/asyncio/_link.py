@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, List, Optional, Union
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
-from .._core import DEFAULT, Args, Learned
+from .._core import DEFAULT, Args, Learned, pack
 from .._link import learned_of
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
@@ -72,7 +72,9 @@ class Link:
             raise
 
     async def _read(self, timeout: Optional[float]) -> Any:
-        if timeout == DEFAULT:
+        # Without limit on a connection without a socket timeout is the
+        # connection's own read, which arms no timer.
+        if timeout == DEFAULT or (timeout is None and self._conn.socket_timeout is None):
             return await self._conn.read_response()
         return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
 
@@ -90,7 +92,8 @@ class Link:
 
     async def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
         try:
-            await self._conn.send_packed_command(self._conn.pack_commands(commands))
+            encoder = self._conn.encoder
+            await self._conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
             replies: List[Any] = []
             for timeout in timeouts:
                 try:

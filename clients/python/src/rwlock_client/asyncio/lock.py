@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
@@ -15,13 +13,14 @@ from .. import _owner
 from .._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCommon, Reconnect
 from .._core import Outcome
 from ._link import Link
+from .watchdog import Watchdog
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
 #: may be a coroutine function.
 LostCallback = Callable[[Any, str], Union[None, Awaitable[None]]]
 
-#: An asyncio hold's watchdog: a task.
-Dog = asyncio.Task[None]
+#: An asyncio hold's watchdog.
+Dog = Watchdog
 
 T = TypeVar("T")
 
@@ -53,7 +52,7 @@ async def converse(link: Link, conversation: Conversation[T]) -> T:
 class LockBase(LockCommon[Link, Dog, LostCallback]):
     """The asyncio twin of `rwlock_client.LockBase`: each asyncio task is
     an owner (`<client UUID>:task-<n>`), as each thread is in the sync
-    client; the watchdog is a task."""
+    client; the watchdog renews on the event loop's timers."""
 
     def owner(self) -> str:
         """The calling task's owner."""
@@ -80,34 +79,24 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         return outcome
 
     def _start_watchdog(self, owner: str, state: Held[Link, Dog], lease_s: float) -> Dog:
-        return asyncio.create_task(self._watch(owner, state, lease_s))
+        return Watchdog(lease_s, lambda: self._renew(owner, lease_s), lambda: self._lost(owner, state))
 
     def _stop_watchdog(self, dog: Dog) -> None:
-        dog.cancel()
+        dog.stop()
 
-    async def _watch(self, owner: str, state: Held[Link, Dog], lease_s: float) -> None:
-        """Renews every lease/3 until cancelled or the hold is gone."""
-        last_renewal = time.monotonic()
-        while True:
-            await asyncio.sleep(lease_s / 3)
-            try:
-                link = await Link.open(self.client, self._plan.key)
-                try:
-                    held = await converse(link, self._renewing(owner, lease_s))
-                finally:
-                    await link.close()
-            except Exception:  # the connection: try again next time, within the lease
-                if time.monotonic() - last_renewal < lease_s:
-                    continue
-                held = False
-            if not held:
-                self._mark_lost(state)
-                if self.on_lost is not None:
-                    result = self.on_lost(self, owner)
-                    if result is not None:
-                        await result
-                return
-            last_renewal = time.monotonic()
+    async def _renew(self, owner: str, lease_s: float) -> bool:
+        link = await Link.open(self.client, self._plan.key)
+        try:
+            return await converse(link, self._renewing(owner, lease_s))
+        finally:
+            await link.close()
+
+    async def _lost(self, owner: str, state: Held[Link, Dog]) -> None:
+        self._mark_lost(state)
+        if self.on_lost is not None:
+            result = self.on_lost(self, owner)
+            if result is not None:
+                await result
 
     async def release(self) -> None:
         """As the sync `release`; raises `NotHeld` when the server says
