@@ -41,8 +41,8 @@
 //
 // With [WithLease] the hold ends with its lease. Without one the hold gets
 // the client's watchdog timeout (30 s, Redisson's lockWatchdogTimeout) and
-// a goroutine renews it every third of it; a renewal answering 0 (the lock
-// was forced open, or the lease ran out) marks the lock lost: [Lock.Lost]
-// turns true, [Lock.Done] is closed, the [OnLost] callback runs and
-// [Lock.Release] returns [ErrNotHeld].
+// a timer renews it every third of it (no goroutine waits meanwhile); a
+// renewal answering 0 (the lock was forced open, or the lease ran out)
+// marks the lock lost: [Lock.Lost] turns true, [Lock.Done] is closed, the
+// [OnLost] callback runs and [Lock.Release] returns [ErrNotHeld].
 package rwlock

@@ -127,6 +127,11 @@ func (l *link) do(ctx context.Context, timeout time.Duration, args ...any) (any,
 // another connection, and wait returns the commands' own outcome (served
 // or not: the caller releases what was served) and ctx's error as
 // cancelled. An I/O failure leaves every result with its error.
+//
+// The calling goroutine reads the replies itself; ctx's end is watched by
+// context.AfterFunc, which starts a goroutine only if ctx ends: a
+// goroutine per wait, and the wake-ups of handing its replies back, would
+// be most of an uncontended acquisition's cost on the client.
 func (l *link) wait(ctx context.Context, blockMs int64, extra time.Duration, cmds [][]any) (rs []result, cancelled error) {
 	if err := ctx.Err(); err != nil {
 		return failedAll(cmds, err), nil // never sent
@@ -155,14 +160,25 @@ func (l *link) wait(ctx context.Context, blockMs int64, extra time.Duration, cmd
 		callCtx, cancel = context.WithTimeout(callCtx, time.Duration(blockMs)*time.Millisecond+replyMargin+extra)
 		defer cancel()
 	}
-	done := make(chan []result, 1)
-	go func() { done <- l.pipe(callCtx, cmds) }()
-	select {
-	case rs := <-done:
-		return rs, nil
-	case <-ctx.Done():
+	if ctx.Done() == nil { // a context that never ends: nothing to watch
+		return l.pipe(callCtx, cmds), nil
 	}
-	return l.unblock(l.id, done), ctx.Err()
+	replied := make(chan struct{})
+	unblocked := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(unblocked)
+		l.unblock(l.id, replied)
+	})
+	rs = l.pipe(callCtx, cmds)
+	close(replied)
+	if stop() {
+		return rs, nil
+	}
+	// ctx ended before the replies came: the unblocking must be over
+	// before the connection serves another wait, which a late CLIENT
+	// UNBLOCK would end.
+	<-unblocked
+	return rs, ctx.Err()
 }
 
 // pipe sends cmds at once and reads each reply (nil for a nil reply).
@@ -180,25 +196,30 @@ func (l *link) pipe(ctx context.Context, cmds [][]any) []result {
 	return rs
 }
 
-// unblock ends the wait of the connection with CLIENT ID id: CLIENT UNBLOCK
-// (the module then answers as if the wait ran out) until the reply comes,
-// and if it does not, CLIENT KILL, which ends the wait with the connection.
-func (l *link) unblock(id int64, done <-chan []result) []result {
+// unblock ends the wait of the connection with CLIENT ID id, until replied
+// is closed: CLIENT UNBLOCK (the module then answers as if the wait ran
+// out) until the reply comes, and if it does not, CLIENT KILL, which ends
+// the wait with the connection.
+func (l *link) unblock(id int64, replied <-chan struct{}) {
 	bg := context.Background()
 	for i := 0; i < unblockTries; i++ {
+		select {
+		case <-replied:
+			return
+		default:
+		}
 		ctx, cancel := context.WithTimeout(bg, time.Second)
 		_ = l.waiter.Do(ctx, "CLIENT", "UNBLOCK", id).Err()
 		cancel()
 		select {
-		case r := <-done:
-			return r
+		case <-replied:
+			return
 		case <-time.After(unblockPause):
 		}
 	}
 	ctx, cancel := context.WithTimeout(bg, time.Second)
 	_ = l.waiter.Do(ctx, "CLIENT", "KILL", "ID", id).Err()
 	cancel()
-	return <-done
 }
 
 // parseInfo reads the field:value lines of an INFO reply.
