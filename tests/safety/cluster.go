@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -286,6 +287,18 @@ func (t *topology) spreadLocks(prefix string, n int) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// locksOn is the locks on shard s (of every mode), sorted.
+func (t *topology) locksOn(s int) []string {
+	var out []string
+	for l, slot := range t.slots {
+		if shardOfSlot(slot) == s {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // shardedPath is the raw or acked path in the cluster: one command path per

@@ -57,6 +57,7 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 	ep := Episode{Kind: kind, Start: in.rec.now()}
 	if in.t.cluster {
 		ep.Detail = fmt.Sprintf("shard %d", in.t.target)
+		ep.Locks = in.t.locksOn(in.t.target)
 	}
 	switch kind {
 	case FaultKill, FaultLagKill:
