@@ -1,12 +1,14 @@
 // Command safety is the rwlock safety suite: a master, 2 replicas and 3
 // Sentinels with the module (or a cluster of 3 masters each with a
-// replica: SAFETY_TOPOLOGY=cluster, cluster.go), workers taking fenced locks through several
-// paths while faults are injected from a seed, and checkers over the
-// history (Porcupine against a lease-lock model, and the counts).
+// replica: SAFETY_TOPOLOGY=cluster, cluster.go), workers taking fenced
+// locks through several paths while faults are injected from a seed, and
+// checkers over the history (Porcupine against a lease-lock model, and the
+// counts).
 //
 // Environment: RWLOCK_MODULE (the module, required), RWLOCK_REDIS_SERVER
-// (default redis-server), SAFETY_TOPOLOGY (sentinel or cluster), SAFETY_SEED, SAFETY_FAILOVERS (episodes per fault
-// kind, default 3), SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
+// (default redis-server), SAFETY_TOPOLOGY (sentinel or cluster),
+// SAFETY_SEED, SAFETY_FAILOVERS (episodes per fault kind, default 3),
+// SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
 // that must show no violation: default acked), SAFETY_WORKERS (per mode),
 // SAFETY_LOCKS (per mode), SAFETY_KINDS (lock kinds: kinds.go),
 // SAFETY_KIND_MODES (the modes the kinds other than fenced run in),
