@@ -426,9 +426,17 @@ test-node: $(if $(PARTS),,node-deps build)
 # make test-safety: gofmt, go vet, staticcheck, the checker's unit tests, then
 # SAFETY_SHORT_FAILOVERS episodes of each fault (about 3 min), requiring the
 # raw path to show a violation (the checker's own test).
-# make safety: SAFETY_FAILOVERS episodes of each fault (tens of minutes).
+# make safety: SAFETY_FAILOVERS episodes of each fault (tens of minutes),
+# then SAFETY_CLUSTER_FAILOVERS of each on the 3-master cluster (3 masters
+# each with a replica, failing over by themselves; raw, acked and goclient:
+# tests/safety/cluster.go).
 SAFETY_FAILOVERS       ?= 50
 SAFETY_SHORT_FAILOVERS ?= 2
+SAFETY_CLUSTER_FAILOVERS ?= $(SAFETY_FAILOVERS)
+# The cluster runs its own modes and no other kind (whatever SAFETY_MODES
+# and SAFETY_KINDS the Sentinel run was given).
+SAFETY_CLUSTER_ENV = SAFETY_TOPOLOGY=cluster SAFETY_MODES= SAFETY_KINDS= \
+  SAFETY_CLAIM=$${SAFETY_CLAIM-acked,goclient}
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
 # The client modes that claim safety. The Java and Rust packages cannot
@@ -437,7 +445,7 @@ SAFETY_DIR             := $(ROOT)/target/safety
 # run and are reported, unclaimed, until the packages take a Sentinel
 # deployment (docs/safety.md, "A loss every acknowledging path shared").
 SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient
-.PHONY: safety test-safety safety-bin safety-drivers
+.PHONY: safety safety-cluster test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))
 	@cd $(ROOT)/tests/safety && unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l .)" && \
@@ -486,3 +494,8 @@ test-safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
 safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
 	SAFETY_FAILOVERS=$(SAFETY_FAILOVERS) SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} \
 	  $(SAFETY_DRIVER_ENV) $(SAFETY_BIN)
+	SAFETY_FAILOVERS=$(SAFETY_CLUSTER_FAILOVERS) $(SAFETY_CLUSTER_ENV) $(SAFETY_BIN)
+
+# The cluster's part of make safety alone (it needs no driver).
+safety-cluster: $(if $(PARTS),,go-deps build) safety-bin
+	SAFETY_FAILOVERS=$(SAFETY_CLUSTER_FAILOVERS) $(SAFETY_CLUSTER_ENV) $(SAFETY_BIN)

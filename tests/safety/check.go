@@ -351,15 +351,29 @@ func regressions(hs []hold, c *Counts) int {
 // fault or at a grant during the episode and ends at the next grant (or
 // the episode's end when none came).
 func unavailability(ops []Op, episodes []Episode) map[string]time.Duration {
-	var grants []int64
-	for _, o := range ops {
-		if o.Kind == Acquire && o.Outcome == Granted {
-			grants = append(grants, o.Return)
+	// grantsOf is the sorted return times of the grants of locks (of every
+	// lock when locks is empty).
+	grantsOf := func(locks []string) []int64 {
+		only := map[string]bool{}
+		for _, l := range locks {
+			only[l] = true
 		}
+		var grants []int64
+		for _, o := range ops {
+			if o.Kind == Acquire && o.Outcome == Granted && (len(only) == 0 || only[o.Lock]) {
+				grants = append(grants, o.Return)
+			}
+		}
+		sort.Slice(grants, func(i, j int) bool { return grants[i] < grants[j] })
+		return grants
 	}
-	sort.Slice(grants, func(i, j int) bool { return grants[i] < grants[j] })
+	all := grantsOf(nil)
 	worst := map[string]time.Duration{}
 	for _, e := range episodes {
+		grants := all
+		if len(e.Locks) > 0 {
+			grants = grantsOf(e.Locks)
+		}
 		prev, longest := e.Start, int64(0)
 		i := sort.Search(len(grants), func(k int) bool { return grants[k] >= e.Start })
 		for ; i < len(grants) && grants[i] <= e.End; i++ {

@@ -156,6 +156,13 @@ func TestUnavailability(t *testing.T) {
 	if got := unavailability(ops, eps)["k"]; got != 4000*time.Millisecond {
 		t.Errorf("unavailability %s, want 4s (no grant until 9 s)", got)
 	}
+	// In a cluster only the grants of the locks on the master under fault
+	// end its gaps: another shard's grant at 1.5 s does not.
+	ops[1].Lock = "other"
+	eps = []Episode{{Kind: "k", Start: 1200 * ms, End: 4000 * ms, Locks: []string{"L"}}}
+	if got := unavailability(ops, eps)["k"]; got != 3300*time.Millisecond {
+		t.Errorf("unavailability %s, want 3.3s (from the fault at 1.2 s to L's grant at 4.5 s)", got)
+	}
 }
 
 func TestSchedule(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -14,7 +15,7 @@ const (
 	FaultPause           = "pause"            // SIGSTOP of the master for 4 s (past down-after), then SIGCONT
 	FaultLagKill         = "lag-kill"         // the replicas lag (a delayed link), then kill -9 of the master
 	FaultClientPartition = "client-partition" // one client group cut from the master for 3 s
-	FaultReplPartition   = "repl-partition"   // the master cut from its replicas and Sentinels for 4 s
+	FaultReplPartition   = "repl-partition"   // the master cut from its replicas and Sentinels (cluster: its bus) for 4 s
 	FaultGCPause         = "gc-pause"         // a client holds its token past its lease, then writes
 )
 
@@ -33,6 +34,7 @@ type injector struct {
 	rec     *recorder
 	gc      []*worker // one per mode: the paused client
 	verbose bool
+	n       int // episodes begun: in a cluster, the shards are hit in turn
 }
 
 func (in *injector) logf(format string, args ...any) {
@@ -44,16 +46,24 @@ func (in *injector) logf(format string, args ...any) {
 // episode injects one fault of kind and waits for the topology to be
 // healthy again.
 func (in *injector) episode(kind string, rng *rand.Rand) error {
+	if in.t.cluster {
+		in.t.target = in.n % clusterShards
+	}
+	in.n++
 	m, err := in.t.waitHealthy(healthCeiling)
 	if err != nil {
 		return err
 	}
 	ep := Episode{Kind: kind, Start: in.rec.now()}
+	if in.t.cluster {
+		ep.Detail = fmt.Sprintf("shard %d", in.t.target)
+		ep.Locks = in.t.locksOn(in.t.target)
+	}
 	switch kind {
 	case FaultKill, FaultLagKill:
 		if kind == FaultLagKill {
 			delay := time.Duration(200+rng.Intn(300)) * time.Millisecond
-			ep.Detail = "delay " + delay.String()
+			ep.Detail = strings.TrimSpace(ep.Detail + " delay " + delay.String())
 			m.repl.setDelay(delay)
 			time.Sleep(1500 * time.Millisecond)
 		}
@@ -64,6 +74,9 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		// The bytes the killed master had not yet delivered die with it.
 		m.repl.dropAll()
 		m.repl.setDelay(0)
+		if m.bus != nil {
+			m.bus.dropAll()
+		}
 		for _, c := range m.clients {
 			c.dropAll()
 		}
@@ -73,7 +86,13 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		}
 		ep.Failover = true
 		in.logf("%s: node%d promoted; restarting node%d from its AOF as its replica", kind, nm.idx, m.idx)
-		if err := m.proc.start(in.t.server, "--replicaof", "127.0.0.1", strconv.Itoa(nm.repl.port())); err != nil {
+		// A cluster node rejoins from its nodes.conf and becomes the
+		// replica of the master that took its slots.
+		var rejoin []string
+		if !in.t.cluster {
+			rejoin = []string{"--replicaof", "127.0.0.1", strconv.Itoa(nm.repl.port())}
+		}
+		if err := m.proc.start(in.t.server, rejoin...); err != nil {
 			return err
 		}
 	case FaultPause:
@@ -94,18 +113,24 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		}
 	case FaultClientPartition:
 		g := rng.Intn(clientGroups)
-		ep.Detail = fmt.Sprintf("group %d", g)
+		ep.Detail = strings.TrimSpace(fmt.Sprintf("%s group %d", ep.Detail, g))
 		in.logf("client-partition: group %d cut from node%d", g, m.idx)
 		m.clients[g].block()
 		time.Sleep(partitionFor)
 		m.clients[g].unblock()
 	case FaultReplPartition:
-		in.logf("repl-partition: node%d cut from its replicas and the Sentinels", m.idx)
+		in.logf("repl-partition: node%d cut from its replicas and the Sentinels (or the cluster bus)", m.idx)
 		m.repl.block()
+		if m.bus != nil {
+			m.bus.block()
+		}
 		nm, err := in.t.waitNewMaster(m, replCutFor)
 		ep.Failover = err == nil
 		time.Sleep(replCutFor - time.Duration(in.rec.now()-ep.Start))
 		m.repl.unblock()
+		if m.bus != nil {
+			m.bus.unblock()
+		}
 		if nm != nil {
 			in.logf("repl-partition: healed (node%d was promoted)", nm.idx)
 		}

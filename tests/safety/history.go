@@ -76,6 +76,9 @@ type Episode struct {
 	Start, End int64
 	Failover   bool // Sentinel elected a new master during it
 	Detail     string
+	// Locks: in a cluster, the locks on the master under fault, whose
+	// grants alone end its unavailability (the other shards serve on).
+	Locks []string `json:",omitempty"`
 }
 
 // recorder collects the history of a run.

@@ -1,11 +1,14 @@
 // Command safety is the rwlock safety suite: a master, 2 replicas and 3
-// Sentinels with the module, workers taking fenced locks through several
-// paths while faults are injected from a seed, and checkers over the
-// history (Porcupine against a lease-lock model, and the counts).
+// Sentinels with the module (or a cluster of 3 masters each with a
+// replica: SAFETY_TOPOLOGY=cluster, cluster.go), workers taking fenced
+// locks through several paths while faults are injected from a seed, and
+// checkers over the history (Porcupine against a lease-lock model, and the
+// counts).
 //
 // Environment: RWLOCK_MODULE (the module, required), RWLOCK_REDIS_SERVER
-// (default redis-server), SAFETY_SEED, SAFETY_FAILOVERS (episodes per fault
-// kind, default 3), SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
+// (default redis-server), SAFETY_TOPOLOGY (sentinel or cluster),
+// SAFETY_SEED, SAFETY_FAILOVERS (episodes per fault kind, default 3),
+// SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
 // that must show no violation: default acked), SAFETY_WORKERS (per mode),
 // SAFETY_LOCKS (per mode), SAFETY_KINDS (lock kinds: kinds.go),
 // SAFETY_KIND_MODES (the modes the kinds other than fenced run in),
@@ -92,9 +95,34 @@ func run() int {
 	seed := int64(envInt("SAFETY_SEED", int(time.Now().UnixNano()%1_000_000)))
 	episodesPerKind := envInt("SAFETY_FAILOVERS", 3)
 	faults := list(env("SAFETY_FAULTS", strings.Join(allFaults, ",")))
-	modes := list(env("SAFETY_MODES", strings.Join([]string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient,
-		ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient}, ",")))
-	kinds := list(env("SAFETY_KINDS", strings.Join(allKinds, ",")))
+	topo := env("SAFETY_TOPOLOGY", TopologySentinel)
+	defModes := []string{ModeAcked, ModeRaw, ModeLegacy, ModeGoClient, ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient}
+	defKinds := strings.Join(allKinds, ",")
+	switch topo {
+	case TopologySentinel:
+	case TopologyCluster:
+		// The cluster runs fenced plain locks through the commands and the
+		// Go package (the other packages' drivers and the other kinds'
+		// streams follow Sentinel only).
+		defModes, defKinds = []string{ModeAcked, ModeRaw, ModeGoClient}, ""
+	default:
+		fmt.Fprintf(os.Stderr, "safety: SAFETY_TOPOLOGY %q: sentinel or cluster\n", topo)
+		return 2
+	}
+	modes := list(env("SAFETY_MODES", strings.Join(defModes, ",")))
+	kinds := list(env("SAFETY_KINDS", defKinds))
+	if topo == TopologyCluster {
+		for _, m := range modes {
+			if m != ModeAcked && m != ModeRaw && m != ModeGoClient {
+				fmt.Fprintf(os.Stderr, "safety: the cluster topology runs the modes acked, raw and goclient, not %s\n", m)
+				return 2
+			}
+		}
+		if len(kinds) > 0 {
+			fmt.Fprintln(os.Stderr, "safety: the cluster topology runs fenced plain locks only: leave SAFETY_KINDS empty")
+			return 2
+		}
+	}
 	kindModes := list(env("SAFETY_KIND_MODES", ModeAcked+","+ModeRaw))
 	claims := list(env("SAFETY_CLAIM", ModeAcked))
 	expectViolation := list(env("SAFETY_EXPECT_VIOLATION", ""))
@@ -106,11 +134,11 @@ func run() int {
 		holdMin: 20 * time.Millisecond, holdMax: 50 * time.Millisecond,
 		backoffs: [2]time.Duration{10 * time.Millisecond, 30 * time.Millisecond},
 	}
-	fmt.Printf("safety: seed %d, %d episodes of each of %s; modes %s (claiming safety: %s)\n",
-		seed, episodesPerKind, strings.Join(faults, " "), strings.Join(modes, " "), strings.Join(claims, " "))
+	fmt.Printf("safety: %s topology; seed %d, %d episodes of each of %s; modes %s (claiming safety: %s)\n",
+		topo, seed, episodesPerKind, strings.Join(faults, " "), strings.Join(modes, " "), strings.Join(claims, " "))
 	fmt.Printf("safety: kinds %s in modes %s\n", strings.Join(kinds, " "), strings.Join(kindModes, " "))
-	fmt.Printf("safety: reproduce with SAFETY_SEED=%d SAFETY_FAILOVERS=%d SAFETY_FAULTS=%s SAFETY_MODES=%s SAFETY_KINDS=%s SAFETY_KIND_MODES=%s\n",
-		seed, episodesPerKind, strings.Join(faults, ","), strings.Join(modes, ","), strings.Join(kinds, ","), strings.Join(kindModes, ","))
+	fmt.Printf("safety: reproduce with SAFETY_TOPOLOGY=%s SAFETY_SEED=%d SAFETY_FAILOVERS=%d SAFETY_FAULTS=%s SAFETY_MODES=%s SAFETY_KINDS=%s SAFETY_KIND_MODES=%s\n",
+		topo, seed, episodesPerKind, strings.Join(faults, ","), strings.Join(modes, ","), strings.Join(kinds, ","), strings.Join(kindModes, ","))
 
 	root, err := os.MkdirTemp("", "rwlock-safety-")
 	if err != nil {
@@ -135,7 +163,12 @@ func run() int {
 		os.Exit(130)
 	}()
 
-	t, err := startTopology(server, module, root)
+	var t *topology
+	if topo == TopologyCluster {
+		t, err = startCluster(server, module, root)
+	} else {
+		t, err = startTopology(server, module, root)
+	}
 	if t != nil {
 		defer t.close()
 	}
@@ -159,20 +192,32 @@ func run() int {
 	var all []*worker
 	for mi, mode := range modes {
 		var locks []string
-		for k := 0; k < par.locks; k++ {
-			locks = append(locks, fmt.Sprintf("safety:%s:%d", mode, k))
+		if t.cluster {
+			// Locks on every shard, whichever master a fault hits.
+			if locks, err = t.spreadLocks("safety:"+mode, max(par.locks, clusterShards)); err != nil {
+				fmt.Fprintln(os.Stderr, "safety:", err)
+				stop()
+				failed = true
+				return 2
+			}
+		} else {
+			for k := 0; k < par.locks; k++ {
+				locks = append(locks, fmt.Sprintf("safety:%s:%d", mode, k))
+			}
 		}
 		for i := 0; i < par.workers; i++ {
 			w := &worker{id: mi*100 + i, mode: mode, group: i % clientGroups, locks: locks,
 				rng: rand.New(rand.NewSource(seed + int64(mi*100+i+1))), rec: rec, res: res, par: par,
 				gcDone: make(chan struct{}, 1)}
 			var err error
-			switch mode {
-			case ModeRaw, ModeAcked, ModeLegacy:
+			switch {
+			case t.cluster && (mode == ModeRaw || mode == ModeAcked):
+				w.p = newShardedPath(t, w.group, mode, locks, rand.New(rand.NewSource(seed-int64(w.id))))
+			case mode == ModeRaw || mode == ModeAcked || mode == ModeLegacy:
 				w.p = &cmdPath{t: t, group: w.group, acked: mode == ModeAcked, legacy: mode == ModeLegacy, rng: rand.New(rand.NewSource(seed - int64(w.id)))}
-			case ModeGoClient:
+			case mode == ModeGoClient:
 				w.p, err = newGoClientPath(t, w.group)
-			case ModePyClient, ModeNodeClient, ModeJavaClient, ModeRustClient:
+			case driverModes[mode] != "":
 				w.p, err = newDriverPath(t, w.group, mode, w.id, root)
 			default:
 				fmt.Fprintf(os.Stderr, "safety: unknown mode %q\n", mode)
@@ -257,7 +302,7 @@ func report(rec *recorder, modes, claims, expectViolation, faults []string) bool
 		}
 	}
 	fmt.Println()
-	fmt.Println("episodes (failovers Sentinel made during them):")
+	fmt.Println("episodes (failovers Sentinel or the cluster made during them):")
 	for _, k := range faults {
 		fmt.Printf("  %-17s %3d episodes, %3d failovers\n", k, perKind[k], failovers[k])
 	}

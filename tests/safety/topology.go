@@ -32,15 +32,25 @@ type node struct {
 	proc    *process
 	repl    *proxy
 	clients [clientGroups]*proxy
+	// bus is the proxy in front of a cluster node's bus port, announced as
+	// it (nil under Sentinel).
+	bus *proxy
 }
 
-// topology is a master, 2 replicas and 3 Sentinels, all on 127.0.0.1.
+// topology is a master, 2 replicas and 3 Sentinels, or a cluster of 3
+// masters each with a replica (cluster.go), all on 127.0.0.1.
 type topology struct {
 	server    string
 	module    string
 	root      string
 	nodes     []*node
 	sentinels []*process
+
+	cluster bool
+	// target is the shard whose master the next fault hits (cluster).
+	target int
+	// slots is each lock's slot (cluster; written before the workers start).
+	slots map[string]int64
 
 	mu           sync.Mutex
 	lastFailover time.Time
@@ -128,6 +138,9 @@ func (t *topology) close() {
 	stopAll()
 	for _, n := range t.nodes {
 		n.repl.close()
+		if n.bus != nil {
+			n.bus.close()
+		}
 		for _, c := range n.clients {
 			c.close()
 		}
@@ -203,6 +216,9 @@ func (t *topology) master(ctx context.Context) (*node, error) {
 // healthy says why the topology is not back to a master with 2 online
 // replicas that every Sentinel agrees on ("" when it is).
 func (t *topology) healthy(ctx context.Context) (*node, string) {
+	if t.cluster {
+		return t.clusterHealthy(ctx)
+	}
 	m, err := t.master(ctx)
 	if err != nil {
 		return nil, err.Error()
@@ -279,7 +295,8 @@ func fieldOf(entry any, name string) string {
 
 // waitHealthy waits for healthy, and for Sentinel to be able to fail over
 // again (it starts no new failover of a master within twice the failover
-// timeout of the last one).
+// timeout of the last one; a cluster replica waits as long, twice its
+// election timeout of 2 s, before it stands for election again).
 func (t *topology) waitHealthy(ceiling time.Duration) (*node, error) {
 	deadline := time.Now().Add(ceiling)
 	why := ""
@@ -303,11 +320,24 @@ func (t *topology) waitHealthy(ceiling time.Duration) (*node, error) {
 }
 
 // waitNewMaster waits until every Sentinel names a master other than old
-// and that node says role:master.
+// and that node says role:master (in a cluster: until old's shard has a
+// new master serving its slots).
 func (t *topology) waitNewMaster(old *node, ceiling time.Duration) (*node, error) {
 	deadline := time.Now().Add(ceiling)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if t.cluster {
+			m := t.clusterNewMaster(ctx, old)
+			cancel()
+			if m != nil {
+				t.mu.Lock()
+				t.lastFailover = time.Now()
+				t.mu.Unlock()
+				return m, nil
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		m, err := t.master(ctx)
 		if err == nil && m != old {
 			mi, err := info(ctx, m.proc.addr(), "replication")

@@ -208,12 +208,14 @@ type learned struct {
 
 // cmdPath is the raw or the acked path: one connection to the master
 // Sentinel names, asked again after any failure and every second (a
-// client's view of +switch-master, a little late).
+// client's view of +switch-master, a little late); in a cluster, to the
+// master a node names for key's slot.
 type cmdPath struct {
 	t      *topology
 	group  int
 	acked  bool
 	legacy bool
+	key    string // the lock it serves (cluster: shardedPath)
 	rng    *rand.Rand
 	addr   string
 	c      *redis.Client
@@ -232,26 +234,38 @@ func (p *cmdPath) conn(ctx context.Context) (*redis.Client, string, error) {
 	if p.c != nil && time.Since(p.askAt) < time.Second {
 		return p.c, p.addr, nil
 	}
+	addr, err := p.locate(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	p.askAt = time.Now()
+	if addr != p.addr || p.c == nil {
+		p.close()
+		p.addr = addr
+		p.c = redis.NewClient(&redis.Options{
+			Addr: addr, Dialer: p.t.dialer(p.group), PoolSize: 1, MaxRetries: -1,
+			DialTimeout: 2 * time.Second, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
+			ContextTimeoutEnabled: true,
+		})
+	}
+	return p.c, p.addr, nil
+}
+
+// locate is the master's announced address: as a Sentinel (any, from a
+// random one on) names it, or in a cluster as a node names key's.
+func (p *cmdPath) locate(ctx context.Context) (string, error) {
+	if p.t.cluster {
+		return p.t.clusterMasterOf(ctx, p.t.slots[p.key], p.rng)
+	}
 	start := p.rng.Intn(len(p.t.sentinels))
 	var err error
 	for i := range p.t.sentinels {
-		s := p.t.sentinels[(start+i)%len(p.t.sentinels)]
 		var addr string
-		if addr, err = askMaster(ctx, s.addr()); err == nil {
-			p.askAt = time.Now()
-			if addr != p.addr || p.c == nil {
-				p.close()
-				p.addr = addr
-				p.c = redis.NewClient(&redis.Options{
-					Addr: addr, Dialer: p.t.dialer(p.group), PoolSize: 1, MaxRetries: -1,
-					DialTimeout: 2 * time.Second, ReadTimeout: readTimeout, WriteTimeout: readTimeout,
-					ContextTimeoutEnabled: true,
-				})
-			}
-			return p.c, p.addr, nil
+		if addr, err = askMaster(ctx, p.t.sentinels[(start+i)%len(p.t.sentinels)].addr()); err == nil {
+			return addr, nil
 		}
 	}
-	return nil, "", err
+	return "", err
 }
 
 // drop forgets the connection after a failure: the next call asks Sentinel.
@@ -261,12 +275,13 @@ func (p *cmdPath) drop() {
 }
 
 // refusedBeforeWriting: the server refused the command before it wrote
-// anything (min-replicas-to-write, a replica, a node loading its data).
+// anything (min-replicas-to-write, a replica, a node loading its data, a
+// cluster node not serving the slot or the slot's shard down).
 func refusedBeforeWriting(err error) bool {
 	if !serverError(err) {
 		return false
 	}
-	for _, prefix := range []string{"NOREPLICAS", "READONLY", "LOADING"} {
+	for _, prefix := range []string{"NOREPLICAS", "READONLY", "LOADING", "MOVED", "CLUSTERDOWN"} {
 		if strings.HasPrefix(err.Error(), prefix) {
 			return true
 		}
@@ -410,7 +425,7 @@ func (p *cmdPath) release(ctx context.Context, lock, owner string) (Outcome, str
 	case errors.Is(err, redis.Nil):
 		return NotHeld, ""
 	case err != nil:
-		if !serverError(err) || strings.HasPrefix(err.Error(), "READONLY") {
+		if !serverError(err) || refusedBeforeWriting(err) {
 			p.drop()
 		}
 		return Maybe, err.Error()
@@ -424,21 +439,35 @@ func (p *cmdPath) release(ctx context.Context, lock, owner string) (Outcome, str
 // ---- the Go client package --------------------------------------------
 
 type goClientPath struct {
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	locks *rwlock.Client
 	mu    sync.Mutex
 	held  map[string]*rwlock.Lock // by owner
 }
 
 func newGoClientPath(t *topology, group int) (*goClientPath, error) {
-	var sentinels []string
-	for _, s := range t.sentinels {
-		sentinels = append(sentinels, s.addr())
+	var rdb redis.UniversalClient
+	if t.cluster {
+		// The seeds are the nodes' announced addresses, which the dialer
+		// maps to this group's proxies as it does the nodes CLUSTER SLOTS names.
+		var seeds []string
+		for _, n := range t.nodes {
+			seeds = append(seeds, n.repl.addr())
+		}
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: seeds, Dialer: t.dialer(group),
+			ReadTimeout: readTimeout, WriteTimeout: readTimeout, DialTimeout: 2 * time.Second,
+		})
+	} else {
+		var sentinels []string
+		for _, s := range t.sentinels {
+			sentinels = append(sentinels, s.addr())
+		}
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: masterName, SentinelAddrs: sentinels, Dialer: t.dialer(group),
+			ReadTimeout: readTimeout, WriteTimeout: readTimeout, DialTimeout: 2 * time.Second,
+		})
 	}
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName: masterName, SentinelAddrs: sentinels, Dialer: t.dialer(group),
-		ReadTimeout: readTimeout, WriteTimeout: readTimeout, DialTimeout: 2 * time.Second,
-	})
 	locks, err := rwlock.New(rdb)
 	if err != nil {
 		rdb.Close()
