@@ -112,8 +112,8 @@ impl TurnProxy {
 
     /// A client through the proxy that sends no `CLIENT SETINFO` when it
     /// connects: redis-rs otherwise pipelines it on every new connection,
-    /// one round trip more per acquisition (each has a connection of its
-    /// own), which is the connection's, not the lock's.
+    /// one round trip more, which is the connection's, not the lock's (the
+    /// cycles reuse their connections: tests/connections.rs).
     fn client(&self) -> redis::Client {
         let url = format!("redis://127.0.0.1:{}/", self.port);
         let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("url");
