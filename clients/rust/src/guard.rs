@@ -59,7 +59,7 @@ impl Handle {
             after,
         } = sent.map_err(acquire_error)?;
         // Read whether or not it was granted: it learns of the master.
-        let synced = plan.read(&after, &self.masters, &sync::address(&client));
+        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
         let pool = self.pools.blocking.clone();
         // Its replies all came: the connection is clean. A session's hold
         // is bound to it: its guard keeps it.
@@ -111,7 +111,7 @@ impl Handle {
             let timeout = options.response_timeout;
             let pool = &self.pools.blocking;
             let mut conn = checkout(pool, &route.client, reuse, timeout, timeout)?;
-            let master = sync::address(&route.client);
+            let master = self.endpoint.learned_key(&route.client);
             let plan = match self.plan(&master) {
                 Some(plan) => plan,
                 None => {

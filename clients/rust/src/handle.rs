@@ -47,6 +47,13 @@ impl Client {
         }
     }
 
+    /// The same client (id, options, what it learned of the replicas, its
+    /// holds and idle connections) on the server `master`.
+    pub fn with_master(mut self, master: redis::Client) -> Client {
+        self.endpoint = Endpoint::Server(master);
+        self
+    }
+
     pub fn with_options(mut self, options: Options) -> Client {
         self.options = options;
         self

@@ -38,15 +38,11 @@ pub(crate) struct Learned {
     asked: Instant,
 }
 
-/// What a client learned of the masters it acquired on, by address; shared
-/// by every handle of the client (a new client starts over).
+/// What a client learned of the masters it acquired on, by
+/// `Endpoint::learned_key` (outside a cluster, one for the deployment);
+/// shared by every handle of the client (a new client starts over).
 #[derive(Clone, Default)]
 pub(crate) struct Masters(Arc<Mutex<HashMap<String, Learned>>>);
-
-/// The key a master's learned state is kept under: its address.
-pub(crate) fn address(client: &redis::Client) -> String {
-    client.get_connection_info().addr().to_string()
-}
 
 /// `INFO replication persistence`: the replicas and the AOF, in one call.
 pub(crate) fn info() -> Cmd {

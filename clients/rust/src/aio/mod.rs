@@ -53,6 +53,18 @@ impl Locks {
         Locks(handle::Client::new(Endpoint::cluster(seed)))
     }
 
+    /// The same locks (client id, options, holds) on another master of the
+    /// same replicated set: the one a Sentinel names after a failover. What
+    /// was learned of the replicas is the deployment's and carries over, so
+    /// a promoted replica's acquisitions wait for as many replicas as the
+    /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
+    /// a new `Locks` for the new master would learn from a node that may
+    /// not have them yet. Holds taken before are renewed and released on
+    /// the master that granted them.
+    pub fn with_master(self, master: redis::Client) -> Locks {
+        Locks(self.0.with_master(master))
+    }
+
     /// The same locks with these options.
     pub fn with_options(self, options: Options) -> Locks {
         Locks(self.0.with_options(options))
@@ -230,7 +242,9 @@ impl Handle {
         if !target.requests() || target.fair || self.options.session {
             return false;
         }
-        let master = sync::address(&self.endpoint.node(target.name()));
+        let master = self
+            .endpoint
+            .learned_key(&self.endpoint.node(target.name()));
         self.masters
             .peek(&master, &self.options.sync)
             .is_some_and(|plan| plan.extra().is_zero())
@@ -268,7 +282,7 @@ impl Handle {
             plan,
             after,
         } = sent.map_err(acquire_error)?;
-        let synced = plan.read(&after, &self.masters, &sync::address(&client));
+        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
         // Its replies all came: the connection is clean. A session's hold
         // is bound to it (never the shared one): its guard keeps it.
         let session = if options.session {
@@ -312,7 +326,7 @@ impl Handle {
         let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
-            let master = sync::address(&route.client);
+            let master = self.endpoint.learned_key(&route.client);
             let plan = self.plan(&master);
             let extra = plan.as_ref().map_or(Duration::ZERO, Plan::extra);
             let waits = !plan.as_ref().is_some_and(|p| p.extra().is_zero());
