@@ -437,8 +437,9 @@ SAFETY_DIR             := $(ROOT)/target/safety
 # reported, unclaimed, until the package takes a Sentinel deployment
 # (docs/safety.md, "A loss every acknowledging path shared"). The Rust
 # driver points one Locks at each master (Locks::with_master), which keeps
-# the deployment's count.
-SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,rustclient
+# the deployment's count; rustclient joins the claimed modes once a short
+# run shows it clean (not run yet: 2026-11-29).
+SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient
 .PHONY: safety test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))
