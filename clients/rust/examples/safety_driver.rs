@@ -14,11 +14,12 @@
 //!
 //! [`Locks`] talks to one server, so the driver asks a Sentinel for the
 //! master (`SENTINEL GET-MASTER-ADDR-BY-NAME`, again after any failure and
-//! at least every second) and keeps a [`Locks`] per master for its whole
-//! life: what it learned of a master's replicas is never forgotten when
-//! that node is master again. (redis-rs's `sentinel` feature would also
-//! connect to the announced address to check the role, past the proxy of
-//! this client group that the harness cuts off.)
+//! at least every second) and points its one [`Locks`] at it
+//! ([`Locks::with_master`]): what it learned of the replicas is the
+//! deployment's, so a promoted replica is expected to have as many as the
+//! old master (docs/safety.md, seed 12). (redis-rs's `sentinel` feature
+//! would also connect to the announced address to check the role, past
+//! the proxy of this client group that the harness cuts off.)
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -40,7 +41,8 @@ struct Driver {
     nat: HashMap<String, String>,
     timeout: Duration,
     master: Option<(String, Instant)>,
-    locks: HashMap<String, Locks>,
+    /// The client, and the address of the master it was last pointed at.
+    locks: Option<(String, Locks)>,
     attempts: HashMap<String, Attempt>,
 }
 
@@ -61,14 +63,19 @@ impl Driver {
                 address
             }
         };
-        if let Some(locks) = self.locks.get(&address) {
-            return Ok(locks.clone());
+        match &self.locks {
+            Some((at, locks)) if *at == address => Ok(locks.clone()),
+            known => {
+                let client =
+                    redis::Client::open(format!("redis://{address}")).map_err(|e| e.to_string())?;
+                let locks = match known {
+                    Some((_, locks)) => locks.clone().with_master(client),
+                    None => Locks::new(client),
+                };
+                self.locks = Some((address, locks.clone()));
+                Ok(locks)
+            }
         }
-        let client =
-            redis::Client::open(format!("redis://{address}")).map_err(|e| e.to_string())?;
-        let locks = Locks::new(client);
-        self.locks.insert(address, locks.clone());
-        Ok(locks)
     }
 
     fn ask_sentinels(&self) -> Result<String, String> {
@@ -203,7 +210,7 @@ fn main() {
         nat,
         timeout: Duration::from_millis(timeout_ms),
         master: None,
-        locks: HashMap::new(),
+        locks: None,
         attempts: HashMap::new(),
     };
     let stdout = std::io::stdout();

@@ -57,6 +57,23 @@ impl Endpoint {
         }
     }
 
+    /// The key what was learned of `master`'s replicas is kept under. In
+    /// a cluster, the master's address: each slot's master has replicas of
+    /// its own. Otherwise the deployment's, the same for every master the
+    /// client is pointed at ([`Endpoint::Server`] after a failover): a
+    /// replica promoted in a failover is expected to be acknowledged by as
+    /// many replicas as the master before it, whatever it says of itself
+    /// (a node just promoted, or a returning old master, says fewer; kept
+    /// per master, each had learned only its own count, and a promoted
+    /// node's acquisitions were acknowledged by a replica about to resync
+    /// from another: docs/safety.md, seed 12).
+    pub fn learned_key(&self, master: &redis::Client) -> String {
+        match self {
+            Endpoint::Server(_) => String::new(),
+            Endpoint::Cluster(_) => master.get_connection_info().addr().to_string(),
+        }
+    }
+
     /// False when the master of `name`'s slot is not known yet (a cluster
     /// whose slot no reply named so far: the seed is asked, and may
     /// redirect).

@@ -1,5 +1,6 @@
-//! The blocking client's acquisition, on a connection of its own, and the
-//! guard it returns: the hold, its connection, its watchdog, its release.
+//! The blocking client's acquisition, on a connection borrowed from the
+//! client's pool, and the guard it returns: the hold, its watchdog, its
+//! release (a session's hold: its connection too).
 //! Every blocking lock kind (plain, read-write, multi) acquires through it.
 
 use std::time::{Duration, Instant};
@@ -8,9 +9,10 @@ use redis::{Cmd, Connection, Pipeline, Value};
 
 use crate::cluster::Route;
 use crate::command::{acquire_error, is_io, Target, Wait};
-use crate::connection::connect;
+use crate::connection::{checkout, connect};
 use crate::error::{Error, Result};
 use crate::handle::{self, first, single, Hold};
+use crate::pool::Pool;
 use crate::sync::{self, Plan, Trip};
 use crate::watchdog::Watchdog;
 
@@ -33,16 +35,19 @@ impl Handle {
     pub fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
         let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
-        // Each acquisition has a connection of its own: a BLOCK parks it,
-        // and a session hold lives as long as it.
+        // Each acquisition has a connection to itself while it runs: a
+        // BLOCK parks it. One that can be sent again borrows an idle one.
         let name = acquisition.name;
-        let sent = match self.send(name, &acquisition.cmd, None, wait) {
+        let reuse = acquisition.resendable();
+        let sent = match self.send(name, &acquisition.cmd, None, wait, reuse) {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
-                // the same request id (see `Acquisition::resend`).
+                // the same request id (see `Acquisition::resend`); the idle
+                // connections to that server are suspect too.
+                self.pools.blocking.clear(&self.endpoint.node(name));
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
-                self.send(name, &cmd, touch.as_ref(), acquisition.wait)
+                self.send(name, &cmd, touch.as_ref(), acquisition.wait, false)
             }
             other => other,
         };
@@ -54,12 +59,22 @@ impl Handle {
             after,
         } = sent.map_err(acquire_error)?;
         // Read whether or not it was granted: it learns of the master.
-        let synced = plan.read(&after, &self.masters, &sync::address(&client));
+        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
+        let pool = self.pools.blocking.clone();
+        // Its replies all came: the connection is clean. A session's hold
+        // is bound to it: its guard keeps it.
+        let session = if options.session {
+            Some(conn)
+        } else {
+            pool.give_back(&client, conn);
+            None
+        };
         let token = target.acquired(reply, acquisition.wait)?;
-        conn.set_read_timeout(options.response_timeout)?;
         let mut guard = Guard {
             hold: Hold::new(client, self, target, acquisition, token),
-            conn: Some(conn),
+            session,
+            pool,
+            released: false,
             watchdog: None,
         };
         if let Err(e) = synced {
@@ -75,18 +90,28 @@ impl Handle {
         Ok(guard)
     }
 
-    /// The acquisition `cmd` in one round trip on a new connection to its
+    /// The acquisition `cmd` in one round trip on a connection to its
     /// master (in a cluster, following the redirections to its slot's
-    /// master): after a resend `touch`, then what the plan for that master
-    /// waits for. The master's `INFO` is asked first, in a round trip of
-    /// its own, only when nothing is known of it yet.
-    fn send(&self, name: &str, cmd: &Cmd, touch: Option<&Cmd>, wait: Wait) -> Result<Sent> {
+    /// master), an idle one when `reuse`: after a resend `touch`, then what
+    /// the plan for that master waits for. The master's `INFO` is asked
+    /// first, in a round trip of its own, only when nothing is known of it
+    /// yet.
+    fn send(
+        &self,
+        name: &str,
+        cmd: &Cmd,
+        touch: Option<&Cmd>,
+        wait: Wait,
+        reuse: bool,
+    ) -> Result<Sent> {
         let options = &self.options;
         let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
-            let mut conn = connect(&route.client, options.response_timeout)?;
-            let master = sync::address(&route.client);
+            let timeout = options.response_timeout;
+            let pool = &self.pools.blocking;
+            let mut conn = checkout(pool, &route.client, reuse, timeout, timeout)?;
+            let master = self.endpoint.learned_key(&route.client);
             let plan = match self.plan(&master) {
                 Some(plan) => plan,
                 None => {
@@ -118,6 +143,8 @@ impl Handle {
                     if let Some(not_synced) = sync::no_replicas(&e, &plan) {
                         return Err(not_synced);
                     }
+                    // Answered: the connection serves another call.
+                    self.pools.blocking.give_back(&route.client, conn);
                     route.follow(&self.endpoint, name, e)?;
                 }
                 reply => {
@@ -139,8 +166,17 @@ impl Handle {
         target.check()?;
         let owner = self.thread_owner();
         for (name, cmd) in target.held(&owner) {
-            let (_, _, replies) =
-                self.routed(&name, &single(&cmd), self.options.response_timeout)?;
+            let timeout = self.options.response_timeout;
+            let ask = single(&cmd);
+            let replies = match self.routed(&name, &ask, timeout, true) {
+                // A read: asked again on a new connection when an idle one
+                // failed (the server closed it meanwhile).
+                Err(Error::Redis(e)) if is_io(&e) => {
+                    self.pools.blocking.clear(&self.endpoint.node(&name));
+                    self.routed(&name, &ask, timeout, false)?
+                }
+                other => other?,
+            };
             if first(replies)? != Value::Int(1) {
                 return Ok(false);
             }
@@ -172,39 +208,44 @@ impl Handle {
         let release = hold.release();
         let timeout = options.response_timeout;
         let mut resent = false;
-        let (_, _, replies) = match self.routed(name, &release.pipe, timeout) {
+        let reuse = release.resendable;
+        let replies = match self.routed(name, &release.pipe, timeout, reuse) {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
                 resent = true;
-                self.routed(name, &release.pipe, timeout)?
+                self.pools.blocking.clear(&self.endpoint.node(name));
+                self.routed(name, &release.pipe, timeout, false)?
             }
             other => other?,
         };
         hold.released(replies, &release, resent)
     }
 
-    /// Sends `pipe` about the lock `name` on a new connection to its server
-    /// (in a cluster, following the redirections of its first command to
-    /// its slot's master), awaiting the replies at most `timeout`: that
-    /// server, the connection and the replies.
+    /// Sends `pipe` about the lock `name` on a connection to its server (in
+    /// a cluster, following the redirections of its first command to its
+    /// slot's master), an idle one when `reuse`, awaiting the replies at
+    /// most `timeout`.
     fn routed(
         &self,
         name: &str,
         pipe: &Pipeline,
         timeout: Option<Duration>,
-    ) -> Result<(redis::Client, Connection, Vec<Value>)> {
+        reuse: bool,
+    ) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
+        let pool = &self.pools.blocking;
+        let connect_timeout = self.options.response_timeout;
         loop {
-            let mut conn = connect(&route.client, self.options.response_timeout)?;
+            let mut conn = checkout(pool, &route.client, reuse, connect_timeout, timeout)?;
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query(&mut conn)?;
             }
-            conn.set_read_timeout(timeout)?;
             let replies: Vec<Value> = pipe.query(&mut conn)?;
+            pool.give_back(&route.client, conn);
             match replies.first() {
                 Some(Value::ServerError(e)) => {
                     route.follow(&self.endpoint, name, e.clone().into())?;
                 }
-                _ => return Ok((route.client, conn, replies)),
+                _ => return Ok(replies),
             }
         }
     }
@@ -214,7 +255,11 @@ impl Handle {
 /// lives, its watchdog (if any) renews it.
 pub struct Guard {
     hold: Hold,
-    conn: Option<Connection>,
+    /// A session's hold's connection, which the server binds it to.
+    session: Option<Connection>,
+    /// Where a release borrows its connection (any other hold's).
+    pool: Pool<Connection>,
+    released: bool,
     watchdog: Option<Watchdog>,
 }
 
@@ -250,21 +295,42 @@ impl Guard {
             w.stop();
         }
         // Released already (what a drop after `release` finds).
-        let Some(mut conn) = self.conn.take() else {
+        if std::mem::replace(&mut self.released, true) {
             return Err(Error::NotHeld);
-        };
+        }
         let hold = &self.hold;
         let release = hold.release();
+        let timeout = hold.response_timeout;
+        // A session's connection is closed after its release (dropped
+        // here), never reused: the server may have bound more to it (the
+        // owner's other levels of the hold).
+        let mut conn = match self.session.take() {
+            Some(conn) => {
+                conn.set_read_timeout(timeout)?;
+                conn
+            }
+            None => checkout(
+                &self.pool,
+                &hold.client,
+                release.resendable,
+                timeout,
+                timeout,
+            )?,
+        };
         let mut resent = false;
         let replies: Vec<Value> = match release.pipe.query(&mut conn) {
             Ok(v) => v,
             Err(e) if is_io(&e) && release.resendable => {
                 resent = true;
-                conn = connect(&hold.client, hold.response_timeout)?;
+                self.pool.clear(&hold.client);
+                conn = connect(&hold.client, timeout)?;
                 release.pipe.query(&mut conn)?
             }
             Err(e) => return Err(e.into()),
         };
+        if !hold.session {
+            self.pool.give_back(&hold.client, conn);
+        }
         hold.released(replies, &release, resent)?;
         if lost {
             return Err(Error::NotHeld);

@@ -14,6 +14,7 @@ use crate::command::{self, Kind, Target, Wait};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
+use crate::pool::Pools;
 use crate::sync::{Masters, Plan};
 use crate::watchdog::{LostHold, OnLost, Renewal};
 
@@ -29,6 +30,8 @@ pub(crate) struct Client {
     /// The holds its guards took and have not released, shared by its
     /// handles.
     holds: Holds,
+    /// Its connections to reuse, shared by its handles.
+    pools: Pools,
 }
 
 impl Client {
@@ -40,7 +43,15 @@ impl Client {
             options: Options::default(),
             masters: Masters::default(),
             holds: Holds::default(),
+            pools: Pools::default(),
         }
+    }
+
+    /// The same client (id, options, what it learned of the replicas, its
+    /// holds and idle connections) on the server `master`.
+    pub fn with_master(mut self, master: redis::Client) -> Client {
+        self.endpoint = Endpoint::Server(master);
+        self
     }
 
     pub fn with_options(mut self, options: Options) -> Client {
@@ -73,6 +84,7 @@ impl Client {
             on_lost: None,
             masters: self.masters.clone(),
             holds: self.holds.clone(),
+            pools: self.pools.clone(),
         }
     }
 }
@@ -175,6 +187,8 @@ pub(crate) struct Handle<O> {
     pub masters: Masters,
     /// The holds the client's guards took.
     pub holds: Holds,
+    /// The client's connections to reuse.
+    pub pools: Pools,
 }
 
 /// An acquisition about to be sent.

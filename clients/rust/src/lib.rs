@@ -58,8 +58,17 @@
 //!   ([`Lock::with_session`]) the server keeps the hold while the guard's
 //!   connection is open and releases it when it closes: no watchdog.
 //! - **Waiting** is done by the server (`BLOCK`), never by polling, on a
-//!   connection of the acquisition's own whose timeout covers the wait, so
-//!   a wait longer than [`Options::response_timeout`] works.
+//!   connection to the acquisition alone while it runs, whose timeout
+//!   covers the wait, so a wait longer than [`Options::response_timeout`]
+//!   works.
+//! - **Connections** are reused, so a cycle opens none: the blocking
+//!   client's calls borrow an idle connection of the client's and give it
+//!   back once their replies came; the async client's calls that never
+//!   wait on the server share one multiplexed connection per server, and a
+//!   wait first tries there once (see [`aio`]). One that failed, timed out
+//!   or was cancelled is closed. A session's hold keeps its own; a
+//!   multi-lock, whose commands cannot be sent again after a stale
+//!   connection failed them, takes a new one.
 //! - **Replicas**: each acquisition pipelines, on its connection, `WAIT`
 //!   for the replicas expected of its master (and, where the master writes
 //!   an AOF, `WAITAOF 1 0`) and, when they did not acknowledge it within
@@ -105,7 +114,8 @@
 
 // The files form one-way layers (tests/layering.rs checks it), each using
 // only files before it:
-//   error, owner → command → options, cluster, connection → sync, watchdog
+//   error, owner → command → options, cluster, pool → connection → sync,
+//   watchdog
 //   → handle (what both clients share) → guard (the blocking acquisition
 //   and its guard) → lock, rwlock, multi → locks;
 //   redlock → aio::redlock → aio (on handle, sync and
@@ -122,6 +132,7 @@ mod locks;
 mod multi;
 mod options;
 mod owner;
+mod pool;
 mod redlock;
 mod rwlock;
 mod sync;

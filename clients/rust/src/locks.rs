@@ -30,6 +30,18 @@ impl Locks {
         Locks(handle::Client::new(Endpoint::cluster(seed)))
     }
 
+    /// The same locks (client id, options, holds) on another master of the
+    /// same replicated set: the one a Sentinel names after a failover. What
+    /// was learned of the replicas is the deployment's and carries over, so
+    /// a promoted replica's acquisitions wait for as many replicas as the
+    /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
+    /// a new `Locks` for the new master would learn from a node that may
+    /// not have them yet. Holds taken before are renewed and released on
+    /// the master that granted them.
+    pub fn with_master(self, master: redis::Client) -> Locks {
+        Locks(self.0.with_master(master))
+    }
+
     /// The same locks with these options.
     pub fn with_options(self, options: Options) -> Locks {
         Locks(self.0.with_options(options))

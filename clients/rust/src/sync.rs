@@ -38,15 +38,11 @@ pub(crate) struct Learned {
     asked: Instant,
 }
 
-/// What a client learned of the masters it acquired on, by address; shared
-/// by every handle of the client (a new client starts over).
+/// What a client learned of the masters it acquired on, by
+/// `Endpoint::learned_key` (outside a cluster, one for the deployment);
+/// shared by every handle of the client (a new client starts over).
 #[derive(Clone, Default)]
 pub(crate) struct Masters(Arc<Mutex<HashMap<String, Learned>>>);
-
-/// The key a master's learned state is kept under: its address.
-pub(crate) fn address(client: &redis::Client) -> String {
-    client.get_connection_info().addr().to_string()
-}
 
 /// `INFO replication persistence`: the replicas and the AOF, in one call.
 pub(crate) fn info() -> Cmd {
@@ -110,6 +106,24 @@ impl Masters {
     /// An `INFO` due again (every [`REFRESH`]) is marked asked now, and
     /// rides in this acquisition's pipeline.
     pub fn plan(&self, master: &str, options: &SyncOptions, now: Instant) -> Option<Plan> {
+        self.planned(master, options, now, true)
+    }
+
+    /// What [`Masters::plan`] would say, without an `INFO` and marking
+    /// nothing asked: to see ahead whether an acquisition will wait for
+    /// something ([`Plan::extra`]).
+    pub fn peek(&self, master: &str, options: &SyncOptions) -> Option<Plan> {
+        self.planned(master, options, Instant::now(), false)
+    }
+
+    /// [`Masters::plan`]; `ask`: an `INFO` due is sent, and marked asked.
+    fn planned(
+        &self,
+        master: &str,
+        options: &SyncOptions,
+        now: Instant,
+        ask: bool,
+    ) -> Option<Plan> {
         if !options.enabled {
             return Some(Plan::none());
         }
@@ -118,7 +132,7 @@ impl Masters {
         let learned = map.get_mut(master);
         let (learned, info) = match learned {
             Some(l) if needs_info => {
-                let due = now.saturating_duration_since(l.asked) >= REFRESH;
+                let due = ask && now.saturating_duration_since(l.asked) >= REFRESH;
                 if due {
                     l.asked = now;
                 }
@@ -392,6 +406,17 @@ mod tests {
         );
         let again = masters.plan(MASTER, &options, later).expect("learned");
         assert_eq!(names(&again), ["WAIT 2 1000"], "asked already");
+        // A peek neither sends INFO nor marks it asked.
+        let fresh = Masters::default();
+        assert_eq!(fresh.peek(MASTER, &options), None);
+        let earlier = now.checked_sub(REFRESH).expect("a clock past 5 s");
+        fresh.learn(MASTER, &info(0, false), earlier);
+        let peeked = fresh.peek(MASTER, &options).expect("learned");
+        assert!(peeked.commands().is_empty() && peeked.extra().is_zero());
+        assert!(
+            fresh.plan(MASTER, &options, now).expect("learned").info,
+            "still due"
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! the lock is released and the acquisition fails, as Redisson's
 //! `checkLockSyncedSlaves` does; a master that lost its replica since the
 //! client learned of it fails acquisitions instead of acknowledging them
-//! with nobody (the paused-master failover in miniature); a master refusing
+//! with nobody (the paused-master failover in miniature), and so does a
+//! promoted replica the same client is pointed at; a master refusing
 //! writes for want of replicas (`min-replicas-to-write`) fails them too; on
 //! a master without replicas nothing is waited for, and an acquire-release
 //! cycle is two round trips; a master writing an AOF confirms its fsync
@@ -112,8 +113,8 @@ impl TurnProxy {
 
     /// A client through the proxy that sends no `CLIENT SETINFO` when it
     /// connects: redis-rs otherwise pipelines it on every new connection,
-    /// one round trip more per acquisition (each has a connection of its
-    /// own), which is the connection's, not the lock's.
+    /// one round trip more, which is the connection's, not the lock's (the
+    /// cycles reuse their connections: tests/connections.rs).
     fn client(&self) -> redis::Client {
         let url = format!("redis://127.0.0.1:{}/", self.port);
         let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("url");
@@ -260,6 +261,23 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
         "released again: {:?}",
         all_keys(&mut conn)
     );
+    // Pointed at the former replica, a master now (what a Sentinel names
+    // after a failover), the same Locks expects the deployment's replica
+    // there too: a node just promoted has none yet.
+    let promoted = locks.clone().with_master(replica.client());
+    match promoted.lock("moved").acquire() {
+        Err(Error::NotSynced { replicas: 1, .. }) => {}
+        other => panic!("expected NotSynced on the promoted node, got {other:?}"),
+    }
+    let moved_async = runtime.block_on(async {
+        let promoted = async_locks.clone().with_master(replica.client());
+        promoted.lock("moved-async").acquire().await.map(|_| ())
+    });
+    assert!(
+        matches!(moved_async, Err(Error::NotSynced { replicas: 1, .. })),
+        "{moved_async:?}"
+    );
+    assert!(all_keys(&mut on_replica).is_empty(), "released again");
     // The user says no replica is needed: acknowledged by the master alone.
     let alone = Locks::new(master.client()).with_options(replicas(0));
     let _held = alone.lock("lost").acquire().expect("no replica expected");

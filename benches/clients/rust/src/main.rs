@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rwlock_client::asynchronous::{Guard, Locks};
+use rwlock_client::aio::{Guard, Locks};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// rslock's lease: the watchdog lease our locks take without one (30 s), so
@@ -20,11 +20,11 @@ const LEASE: Duration = Duration::from_secs(30);
 /// A worker's handle, whatever the library.
 enum Locker {
     Ours {
-        lock: rwlock_client::asynchronous::Lock,
+        lock: rwlock_client::aio::Lock,
         held: Option<Guard>,
     },
     OursRw {
-        rw: rwlock_client::asynchronous::ReadWriteLock,
+        rw: rwlock_client::aio::ReadWriteLock,
         write: bool,
         held: Option<Guard>,
     },

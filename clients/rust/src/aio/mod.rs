@@ -3,6 +3,15 @@
 //! guards release on drop by spawning the release on the runtime (or, to
 //! see its outcome, with [`Guard::release`]).
 //!
+//! Its calls that never wait on the server (a try, a release, a check)
+//! share one multiplexed connection per server, which the `redis` crate
+//! pipelines across tasks. A wait (`acquire`, `try_acquire` with a wait)
+//! first tries there once; only a lock found taken parks a connection of
+//! its own (idle ones are reused), as does every wait of a fair lock or a
+//! session, and every acquisition on a master where `WAIT` or `WAITAOF`
+//! follows it (either would stall the shared connection). Dropping a
+//! waiting future closes its connection: the server drops the waiter.
+//!
 //! An async task moves between threads, so an async lock's owner is not
 //! the thread's: each handle ([`Locks::lock`] and the like) gets its own,
 //! `<client id>:<number>`, shared by its clones. The holds of one handle
@@ -23,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::handle::{self, first, single, Hold};
 use crate::options::Options;
 use crate::owner;
+use crate::pool::Pools;
 use crate::sync::{self, Plan, Trip};
 use crate::watchdog::AsyncWatchdog;
 
@@ -41,6 +51,18 @@ impl Locks {
     /// [`crate::Locks::cluster`].
     pub fn cluster(seed: redis::Client) -> Locks {
         Locks(handle::Client::new(Endpoint::cluster(seed)))
+    }
+
+    /// The same locks (client id, options, holds) on another master of the
+    /// same replicated set: the one a Sentinel names after a failover. What
+    /// was learned of the replicas is the deployment's and carries over, so
+    /// a promoted replica's acquisitions wait for as many replicas as the
+    /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
+    /// a new `Locks` for the new master would learn from a node that may
+    /// not have them yet. Holds taken before are renewed and released on
+    /// the master that granted them.
+    pub fn with_master(self, master: redis::Client) -> Locks {
+        Locks(self.0.with_master(master))
     }
 
     /// The same locks with these options.
@@ -98,25 +120,99 @@ impl Locks {
 /// An async lock handle, whose owner is its own.
 type Handle = handle::Handle<String>;
 
-/// A connection made within `connect_timeout` whose calls time out after
-/// `timeout` (None: never).
+/// A connection made within `connect_timeout` whose calls never time out
+/// (each call gets its own: [`Borrowed::timed`]).
 async fn connect(
     client: &redis::Client,
     connect_timeout: Option<Duration>,
-    timeout: Option<Duration>,
 ) -> Result<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
-        .set_response_timeout(timeout)
+        .set_response_timeout(None)
         .set_connection_timeout(connect_timeout);
     Ok(client
         .get_multiplexed_async_connection_with_config(&config)
         .await?)
 }
 
+/// Which connection a call is sent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The client's shared connection to the server: a call that never
+    /// waits on the server (no `BLOCK`, `WAIT` or `WAITAOF`: one would
+    /// stall every other call on it), pipelined with other tasks' calls.
+    Shared,
+    /// A connection to itself while it runs (a `BLOCK` parks only its
+    /// caller), an idle one of the pool's when there is one.
+    Idle,
+    /// A new connection to itself: a call that cannot be sent again after
+    /// a lost reply (an idle connection the server closed meanwhile would
+    /// fail it), or the resend of one whose reply was lost.
+    New,
+}
+
+/// The connection a call is sent on.
+struct Borrowed {
+    conn: MultiplexedConnection,
+    shared: bool,
+}
+
+/// A connection to `client`'s server for a call sent `via` it, made within
+/// `connect_timeout` when there is none to reuse.
+async fn borrow(
+    pools: &Pools,
+    client: &redis::Client,
+    via: Via,
+    connect_timeout: Option<Duration>,
+) -> Result<Borrowed> {
+    let idle = match via {
+        Via::Shared => {
+            if let Some(conn) = pools.shared.get(client) {
+                return Ok(Borrowed { conn, shared: true });
+            }
+            let conn = connect(client, connect_timeout).await?;
+            // Tasks racing here each make one: the last set is kept, the
+            // others close once their calls are done.
+            pools.shared.set(client, conn.clone());
+            return Ok(Borrowed { conn, shared: true });
+        }
+        Via::Idle => pools.multiplexed.take(client),
+        Via::New => None,
+    };
+    let conn = match idle {
+        Some(conn) => conn,
+        None => connect(client, connect_timeout).await?,
+    };
+    Ok(Borrowed {
+        conn,
+        shared: false,
+    })
+}
+
+impl Borrowed {
+    /// The connection for a call whose replies are awaited at most
+    /// `timeout` (None: no limit): a clone of its own (the timeout is per
+    /// clone), so that the connection is shared or given back without it.
+    fn timed(&self, timeout: Option<Duration>) -> MultiplexedConnection {
+        let mut timed = self.conn.clone();
+        if let Some(t) = timeout {
+            timed.set_response_timeout(t);
+        }
+        timed
+    }
+
+    /// Its call's replies all came: a connection of its own goes back to
+    /// the pool (the shared one stays shared).
+    fn give_back(self, pools: &Pools, client: &redis::Client) {
+        if !self.shared {
+            pools.multiplexed.give_back(client, self.conn);
+        }
+    }
+}
+
 /// An acquisition's round trip, answered, as the blocking client's.
 struct Sent {
     client: redis::Client,
-    conn: MultiplexedConnection,
+    conn: Borrowed,
     reply: Value,
     plan: Plan,
     after: Vec<Value>,
@@ -124,35 +220,83 @@ struct Sent {
 
 impl Handle {
     async fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
+        if wait != Wait::No && self.tries_first(target) {
+            let started = Instant::now();
+            match self.attempt(target, Wait::No).await {
+                Err(Error::NotAcquired { .. }) => {}
+                other => return other,
+            }
+            return self.attempt(target, wait.left(started.elapsed())).await;
+        }
+        self.attempt(target, wait).await
+    }
+
+    /// True when a wait for `target` begins with one attempt on the shared
+    /// connection: a free lock (the common case) then costs no connection
+    /// to itself, and only a lock found taken parks one. A single lock's
+    /// (one that can be sent again) outside a session (whose hold is bound
+    /// to its connection), not fair (a try does not join the line: the
+    /// wait would join it a round trip later), on a master where an
+    /// acquisition waits for nothing else (replicas, the AOF).
+    fn tries_first(&self, target: &Target) -> bool {
+        if !target.requests() || target.fair || self.options.session {
+            return false;
+        }
+        let master = self
+            .endpoint
+            .learned_key(&self.endpoint.node(target.name()));
+        self.masters
+            .peek(&master, &self.options.sync)
+            .is_some_and(|plan| plan.extra().is_zero())
+    }
+
+    /// One acquisition of `target`, waiting on the server as `wait` says.
+    async fn attempt(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
         let mut acquisition = self.acquisition(target, wait, self.owner.clone())?;
         let name = acquisition.name;
-        let sent = match self.send(name, &acquisition.cmd, None, wait).await {
+        let via = if !acquisition.resendable() {
+            Via::New
+        } else if wait == Wait::No && !options.session {
+            Via::Shared
+        } else {
+            Via::Idle
+        };
+        let sent = match self.send(name, &acquisition.cmd, None, wait, via).await {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
-                // the same request id, as the blocking client.
+                // the same request id, as the blocking client; the other
+                // connections to that server are suspect too.
+                self.pools.forget_multiplexed(&self.endpoint.node(name));
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
-                self.send(name, &cmd, touch.as_ref(), acquisition.wait)
+                self.send(name, &cmd, touch.as_ref(), acquisition.wait, Via::New)
                     .await
             }
             other => other,
         };
         let Sent {
             client,
-            mut conn,
+            conn,
             reply,
             plan,
             after,
         } = sent.map_err(acquire_error)?;
-        let synced = plan.read(&after, &self.masters, &sync::address(&client));
+        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
+        // Its replies all came: the connection is clean. A session's hold
+        // is bound to it (never the shared one): its guard keeps it.
+        let session = if options.session {
+            Some(conn.conn)
+        } else {
+            conn.give_back(&self.pools, &client);
+            None
+        };
         let token = target.acquired(reply, acquisition.wait)?;
-        if let Some(t) = options.response_timeout {
-            conn.set_response_timeout(t);
-        }
         let mut guard = Guard {
             hold: Hold::new(client, self, target, acquisition, token),
-            conn: Some(conn),
+            session,
+            pools: self.pools.clone(),
+            released: false,
             watchdog: None,
         };
         if let Err(e) = synced {
@@ -166,42 +310,45 @@ impl Handle {
         Ok(guard)
     }
 
-    /// The acquisition in one round trip on a connection of its own whose
-    /// response timeout covers the wait on the server and the sync's, as
-    /// the blocking client's; a session hold lives as long as it.
+    /// The acquisition in one round trip on a connection `via` (the shared
+    /// one only where the master's plan waits for nothing) whose response
+    /// timeout covers the wait on the server and the sync's, as the
+    /// blocking client's.
     async fn send(
         &self,
         name: &str,
         cmd: &redis::Cmd,
         touch: Option<&redis::Cmd>,
         wait: Wait,
+        via: Via,
     ) -> Result<Sent> {
         let response_timeout = self.options.response_timeout;
         let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
-            let master = sync::address(&route.client);
+            let master = self.endpoint.learned_key(&route.client);
             let plan = self.plan(&master);
             let extra = plan.as_ref().map_or(Duration::ZERO, Plan::extra);
-            // Unknown yet, the plan may add waits: the timeout is set again
-            // once it is known.
-            let timeout = sync::timeout(wait.timeout(response_timeout), extra);
-            let mut conn = connect(&route.client, response_timeout, timeout).await?;
-            let plan = match plan {
-                Some(plan) => plan,
+            let waits = !plan.as_ref().is_some_and(|p| p.extra().is_zero());
+            let via = if via == Via::Shared && waits {
+                Via::Idle
+            } else {
+                via
+            };
+            let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
+            let (plan, timeout) = match plan {
+                Some(plan) => (plan, sync::timeout(wait.timeout(response_timeout), extra)),
                 None => {
                     let asked = Instant::now();
-                    let info: String = sync::info().query_async(&mut conn).await?;
+                    let mut asking = conn.timed(response_timeout);
+                    let info: String = sync::info().query_async(&mut asking).await?;
                     self.masters.learn(&master, &info, asked);
                     let plan = self.plan(&master).unwrap_or_else(Plan::none);
                     let timeout = sync::timeout(wait.timeout(response_timeout), plan.extra());
-                    // None (BLOCK 0): the connection was made with none.
-                    if let Some(t) = timeout {
-                        conn.set_response_timeout(t);
-                    }
-                    plan
+                    (plan, timeout)
                 }
             };
+            let mut call = conn.timed(timeout);
             // A node that may redirect (the slot's master unknown yet): the
             // checks wait for the reply, in a round trip of their own.
             let deferred = !route.asking && !self.endpoint.knows(name);
@@ -211,9 +358,9 @@ impl Handle {
                 touch,
                 if deferred { &none } else { &plan },
             );
-            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut conn).await?)?;
+            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut call).await?)?;
             if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
-                after = sync::checks(&plan).query_async(&mut conn).await?;
+                after = sync::checks(&plan).query_async(&mut call).await?;
             }
             match reply {
                 Value::ServerError(e) => {
@@ -221,6 +368,8 @@ impl Handle {
                     if let Some(not_synced) = sync::no_replicas(&e, &plan) {
                         return Err(not_synced);
                     }
+                    // Answered: the connection serves another call.
+                    conn.give_back(&self.pools, &route.client);
                     route.follow(&self.endpoint, name, e)?;
                 }
                 reply => {
@@ -242,7 +391,16 @@ impl Handle {
         target.check()?;
         for (name, cmd) in target.held(&self.owner) {
             let timeout = self.options.response_timeout;
-            let (_, _, replies) = self.routed(&name, &single(&cmd), timeout).await?;
+            let ask = single(&cmd);
+            let replies = match self.routed(&name, &ask, timeout, Via::Shared).await {
+                // A read: asked again on a new connection when the shared
+                // one failed (the server closed it meanwhile).
+                Err(Error::Redis(e)) if is_io(&e) => {
+                    self.pools.forget_multiplexed(&self.endpoint.node(&name));
+                    self.routed(&name, &ask, timeout, Via::New).await?
+                }
+                other => other?,
+            };
             if first(replies)? != Value::Int(1) {
                 return Ok(false);
             }
@@ -272,39 +430,55 @@ impl Handle {
         let release = hold.release();
         let timeout = options.response_timeout;
         let mut resent = false;
-        let (_, _, replies) = match self.routed(name, &release.pipe, timeout).await {
+        let via = if release.resendable {
+            Via::Shared
+        } else {
+            Via::New
+        };
+        let replies = match self.routed(name, &release.pipe, timeout, via).await {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
                 resent = true;
-                self.routed(name, &release.pipe, timeout).await?
+                self.pools.forget_multiplexed(&self.endpoint.node(name));
+                self.routed(name, &release.pipe, timeout, Via::New).await?
             }
             other => other?,
         };
         hold.released(replies, &release, resent)
     }
 
-    /// Sends `pipe` about the lock `name` on a new connection to its server
-    /// (in a cluster, following the redirections of its first command to
-    /// its slot's master) whose calls time out after `timeout`: that
-    /// server, the connection and the replies.
+    /// Sends `pipe` (which never waits on the server) about the lock
+    /// `name` on a connection `via` to its server (in a cluster, following
+    /// the redirections of its first command to its slot's master), whose
+    /// calls time out after `timeout`.
     async fn routed(
         &self,
         name: &str,
         pipe: &redis::Pipeline,
         timeout: Option<Duration>,
-    ) -> Result<(redis::Client, MultiplexedConnection, Vec<Value>)> {
+        via: Via,
+    ) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let response_timeout = self.options.response_timeout;
-            let mut conn = connect(&route.client, response_timeout, timeout).await?;
+            // `ASKING` applies to the connection's next command, which on
+            // the shared one may be another task's.
+            let via = if route.asking && via == Via::Shared {
+                Via::Idle
+            } else {
+                via
+            };
+            let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
+            let mut call = conn.timed(timeout);
             if route.asking {
-                let _: Value = redis::cmd("ASKING").query_async(&mut conn).await?;
+                let _: Value = redis::cmd("ASKING").query_async(&mut call).await?;
             }
-            let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+            let replies: Vec<Value> = pipe.query_async(&mut call).await?;
+            conn.give_back(&self.pools, &route.client);
             match replies.first() {
                 Some(Value::ServerError(e)) => {
                     route.follow(&self.endpoint, name, e.clone().into())?;
                 }
-                _ => return Ok((route.client, conn, replies)),
+                _ => return Ok(replies),
             }
         }
     }
@@ -553,7 +727,11 @@ impl MultiLock {
 /// on it; [`Guard::release`] releases it and tells the outcome.
 pub struct Guard {
     hold: Hold,
-    conn: Option<MultiplexedConnection>,
+    /// A session's hold's connection, which the server binds it to.
+    session: Option<MultiplexedConnection>,
+    /// Where a release finds its connection (any other hold's).
+    pools: Pools,
+    released: bool,
     watchdog: Option<AsyncWatchdog>,
 }
 
@@ -587,10 +765,10 @@ impl Guard {
             w.stop();
         }
         // Released already.
-        let Some(conn) = self.conn.take() else {
+        if std::mem::replace(&mut self.released, true) {
             return Err(Error::NotHeld);
-        };
-        release(&self.hold, conn).await?;
+        }
+        release(&self.hold, &self.pools, self.session.take()).await?;
         if lost {
             return Err(Error::NotHeld);
         }
@@ -598,18 +776,45 @@ impl Guard {
     }
 }
 
-/// Sends `hold`'s release on `conn` (again on a new connection if that one
-/// failed and the release can be retried).
-async fn release(hold: &Hold, mut conn: MultiplexedConnection) -> Result<()> {
+/// Sends `hold`'s release on its session's connection, or on the shared
+/// one (a new one when it cannot be sent again), again on a new connection
+/// if that one failed and the release can be resent. A session's
+/// connection is closed after it (dropped here), never reused: the server
+/// may have bound more to it (the owner's other levels of the hold).
+async fn release(hold: &Hold, pools: &Pools, session: Option<MultiplexedConnection>) -> Result<()> {
     let release = hold.release();
+    let timeout = hold.response_timeout;
+    let conn = match session {
+        Some(conn) => Borrowed {
+            conn,
+            shared: false,
+        },
+        None => {
+            let via = if release.resendable {
+                Via::Shared
+            } else {
+                Via::New
+            };
+            borrow(pools, &hold.client, via, timeout).await?
+        }
+    };
     let mut resent = false;
-    let replies: Vec<Value> = match release.pipe.query_async(&mut conn).await {
-        Ok(v) => v,
+    let replies: Vec<Value> = match release.pipe.query_async(&mut conn.timed(timeout)).await {
+        Ok(v) => {
+            if !hold.session {
+                conn.give_back(pools, &hold.client);
+            }
+            v
+        }
         Err(e) if is_io(&e) && release.resendable => {
             resent = true;
-            let timeout = hold.response_timeout;
-            conn = connect(&hold.client, timeout, timeout).await?;
-            release.pipe.query_async(&mut conn).await?
+            pools.forget_multiplexed(&hold.client);
+            let conn = borrow(pools, &hold.client, Via::New, timeout).await?;
+            let replies = release.pipe.query_async(&mut conn.timed(timeout)).await?;
+            if !hold.session {
+                conn.give_back(pools, &hold.client);
+            }
+            replies
         }
         Err(e) => return Err(e.into()),
     };
@@ -621,15 +826,17 @@ impl Drop for Guard {
         if let Some(mut w) = self.watchdog.take() {
             w.stop();
         }
-        let Some(conn) = self.conn.take() else {
+        if std::mem::replace(&mut self.released, true) {
             return;
-        };
+        }
         // Outside a runtime nothing can be sent: the lease (or, for a
         // session, the connection closing) ends the hold.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let hold = self.hold.clone();
+            let pools = self.pools.clone();
+            let session = self.session.take();
             runtime.spawn(async move {
-                let _ = release(&hold, conn).await;
+                let _ = release(&hold, &pools, session).await;
             });
         }
     }

@@ -1,0 +1,119 @@
+//! What a lock cycle costs the server (issue 35): once the client knows the
+//! master, an acquisition and its release open no connection and send the
+//! acquiring command, the release and the latches' `DEL` (pipelined with
+//! the release), nothing else; blocking and async, waiting and not. A
+//! cancelled async wait closes its connection (the server drops the
+//! waiter), and the next acquisition still works.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rwlock_client::{aio, Locks};
+use testkit::{info_field, query, wait_until, Server};
+
+const CYCLES: usize = 20;
+
+/// `INFO commandstats` as command -> calls, without what the test itself
+/// sends (INFO, CONFIG).
+fn calls(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
+    let info: String = query(conn, &["INFO", "commandstats"]);
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            let n = rest.split(',').next()?.parse().ok()?;
+            Some((name.to_string(), n))
+        })
+        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
+        .collect()
+}
+
+fn connections(conn: &mut redis::Connection) -> u64 {
+    info_field(conn, "stats", "total_connections_received")
+        .and_then(|n| n.parse().ok())
+        .expect("total_connections_received")
+}
+
+/// Resets the server's counters: the cycles after it are counted alone.
+fn reset(conn: &mut redis::Connection) {
+    let _: () = query(conn, &["CONFIG", "RESETSTAT"]);
+}
+
+/// The commands `CYCLES` cycles must have sent, nothing else: `acquire`
+/// (`LOCK.ACQUIRE`) once each, `LOCK.UNLOCK` and `DEL` once each.
+fn assert_two_requests_a_cycle(conn: &mut redis::Connection, opened_before: u64) {
+    let n = CYCLES as u64;
+    let expected: BTreeMap<String, u64> = [("lock.acquire", n), ("lock.unlock", n), ("del", n)]
+        .into_iter()
+        .map(|(c, n)| (c.to_string(), n))
+        .collect();
+    assert_eq!(calls(conn), expected, "the commands of {CYCLES} cycles");
+    assert_eq!(connections(conn), opened_before, "no connection opened");
+}
+
+#[test]
+fn a_blocking_cycle_reuses_its_connection() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = Locks::new(server.client());
+    let lock = locks.lock("c:blocking");
+    // The first cycle connects and learns the master (INFO).
+    lock.acquire().expect("acquire").release().expect("release");
+    reset(&mut conn);
+    let opened = connections(&mut conn);
+    for i in 0..CYCLES {
+        let guard = if i % 2 == 0 {
+            lock.acquire()
+        } else {
+            lock.try_acquire(Duration::ZERO)
+        };
+        guard.expect("acquire").release().expect("release");
+    }
+    assert_two_requests_a_cycle(&mut conn, opened);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_cycle_reuses_its_connection() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = aio::Locks::new(server.client());
+    let lock = locks.lock("c:async");
+    let first = lock.acquire().await.expect("acquire");
+    first.release().await.expect("release");
+    reset(&mut conn);
+    let opened = connections(&mut conn);
+    for i in 0..CYCLES {
+        let guard = if i % 2 == 0 {
+            lock.acquire().await
+        } else {
+            lock.try_acquire(Duration::ZERO).await
+        };
+        guard.expect("acquire").release().await.expect("release");
+    }
+    assert_two_requests_a_cycle(&mut conn, opened);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = aio::Locks::new(server.client());
+    let holder = locks.lock("c:cancel");
+    let held = holder.acquire().await.expect("held");
+    let waiter = locks.lock("c:cancel");
+    let blocked = |conn: &mut redis::Connection| -> u64 {
+        info_field(conn, "clients", "blocked_clients")
+            .and_then(|n| n.parse().ok())
+            .expect("blocked_clients")
+    };
+    let wait = tokio::spawn(async move { waiter.acquire().await.map(|_| ()) });
+    wait_until(Duration::from_secs(10), "the waiter parked", || {
+        (blocked(&mut conn) == 1).then_some(())
+    });
+    wait.abort();
+    assert!(wait.await.expect_err("aborted").is_cancelled());
+    wait_until(Duration::from_secs(10), "the waiter gone", || {
+        (blocked(&mut conn) == 0).then_some(())
+    });
+    held.release().await.expect("release");
+    // The pool gave nothing broken back: the lock is free for anyone.
+    let again = locks.lock("c:cancel").try_acquire(Duration::ZERO).await;
+    again.expect("free").release().await.expect("release");
+    assert!(!holder.is_held().await.expect("is_held"));
+}
