@@ -53,8 +53,14 @@ class ClusterTest {
     }
 
     private RedisServer owner(String key) {
+        // Each node's range as startCluster assigns it (slot * 3 / SLOTS would put the last
+        // slot of the first two ranges on the node before).
         int slot = JedisClusterCRC16.getSlot(key);
-        return nodes.get(Math.min(2, slot * 3 / SLOTS));
+        int i = 0;
+        while (slot > (i + 1) * SLOTS / 3 - 1) {
+            i++;
+        }
+        return nodes.get(i);
     }
 
     /** The port of the master serving {@code slot} in {@code node}'s own view (0 if none). */
