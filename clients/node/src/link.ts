@@ -245,10 +245,22 @@ export class Links {
     });
   }
 
-  /** Writes the commands queued for `base` as one pipeline and hands each caller its replies. */
+  /**
+   * Writes the commands queued for `base` as one pipeline (one command
+   * alone: as a plain call, without a pipeline's bookkeeping) and hands
+   * each caller its replies.
+   */
   private flush(base: Redis): void {
     const queue = this.queues.get(base) ?? [];
     this.queues.delete(base);
+    const only = queue.length === 1 && queue[0]!.commands.length === 1 ? queue[0]! : null;
+    if (only !== null) {
+      base.call(...only.commands[0]!).then(
+        (reply) => only.done([{ error: null, reply }]),
+        (error: unknown) => (isReplyError(error) ? only.done([{ error: error as Error }]) : only.fail(error)),
+      );
+      return;
+    }
     const pipeline = base.pipeline();
     for (const entry of queue) {
       for (const [name, ...args] of entry.commands) {

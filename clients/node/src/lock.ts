@@ -290,21 +290,16 @@ export class Lock extends EventEmitter {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
-    const keys = [...this.releaseLatches, ...this.latches];
+    const earlier = [...this.releaseLatches, ...this.latches];
     this.latches = [];
     this.releaseLatches = [];
     const last = this.count <= 1;
-    const commands: Args[] = [args];
-    if (request !== null) {
-      if (last) {
-        keys.unshift(this.target.latch(request));
-      } else {
-        this.releaseLatches.push(this.target.latch(request));
-      }
-      if (keys.length > 0) {
-        commands.push(["DEL", ...keys]);
-      }
+    const own = request === null ? null : this.target.latch(request);
+    const withDel = (keys: string[]): Args[] => (request !== null && keys.length > 0 ? [args, ["DEL", ...keys]] : [args]);
+    if (own !== null && !last) {
+      this.releaseLatches.push(own);
     }
+    const commands = withDel(own !== null && last ? [own, ...earlier] : earlier);
     let replies: Settled[] | null = null;
     let resentLast = false;
     try {
@@ -318,9 +313,18 @@ export class Lock extends EventEmitter {
       if (request === null) {
         throw error;
       }
+      // ioredis may still send it (it keeps what was not answered, and
+      // resends it after a reconnect): its latch is never deleted, but
+      // expires, so that a late send is answered from it instead of
+      // releasing a hold taken since.
+      if (!last) {
+        this.releaseLatches.pop();
+      }
+      replies = await links.commands(this.target.key, withDel(earlier), this.ctx.replyMargin);
       resentLast = last && this.count > 0;
     }
     if (replies === null) {
+      // Redirected (nothing ran): to the slot's new master.
       replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
     }
     const first = replies[0];
@@ -426,7 +430,10 @@ export class Lock extends EventEmitter {
       }
       const outcome = this.target.outcome(sent.reply, blockMs);
       keep = outcome.acquired && this.session && !signal?.aborted && sent.short === null;
-      return await this.settle(outcome, sent.short, link, leaseMs, watched, request, signal);
+      // After a lost try on the application's connection ioredis may still
+      // send it: its latch is left to expire (not deleted by the release),
+      // answering a late send instead of granting a hold nobody knows of.
+      return await this.settle(outcome, sent.short, link, leaseMs, watched, lost ? null : request, signal);
     } catch (error) {
       if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
         throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
