@@ -1,20 +1,23 @@
 /**
  * The connections a lock object's commands travel on.
  *
- * Short commands (renewals, releases, `DEL` of a latch) go on the
- * application's own ioredis connection: in a cluster, on the ioredis
- * connection to the master of the lock name's slot (ioredis cannot route
- * the module's commands by key: it does not know where their keys are).
+ * Commands that never wait on the server (an acquisition's first attempt,
+ * releases, renewals, `DEL` of a latch) go on the application's own ioredis
+ * connection: in a cluster, on the ioredis connection to the master of the
+ * lock name's slot (ioredis cannot route the module's commands by key: it
+ * does not know where their keys are). Those of one tick leave in one
+ * write (`Links.shared`).
  *
- * An acquisition and its replica sync go on a *dedicated* connection (a
- * `duplicate()` of that connection, kept in a small pool): a `BLOCK` wait
- * holds its connection until the server replies, which on ioredis's one
- * multiplexed connection would stall every other command of the
- * application, and `WAIT` counts the writes of its own connection. The
- * dedicated connection has no command or socket timeout of its own: the
- * reply is waited for as long as the wait plus a margin, so a wait longer
- * than the application's `commandTimeout` works. A session hold keeps its
- * dedicated connection for the hold's life.
+ * An acquisition that waits on the server (`BLOCK`), and any acquisition
+ * whose replica check waits (`WAIT`, `WAITAOF`) or binds a session, goes
+ * on a *dedicated* connection (a `duplicate()` of that connection, kept in
+ * a small pool): a `BLOCK` or `WAIT` holds its connection until the server
+ * replies, which on ioredis's one multiplexed connection would stall every
+ * other command of the application, and `WAIT` counts the writes of its
+ * own connection. The dedicated connection has no command or socket
+ * timeout of its own: the reply is waited for as long as the wait plus a
+ * margin, so a wait longer than the application's `commandTimeout` works.
+ * A session hold keeps its dedicated connection for the hold's life.
  */
 
 import type { Cluster, Redis } from "ioredis";
@@ -75,11 +78,36 @@ const UNBLOCK_TRIES = 20;
 /** Idle dedicated connections kept per master. */
 const MAX_IDLE = 4;
 
+/** Commands waiting for this tick's write on one of the application's connections, and who waits for their replies. */
+interface Queued {
+  readonly commands: readonly Args[];
+  readonly done: (replies: Settled[]) => void;
+  readonly fail: (error: unknown) => void;
+}
+
+/** What `Links.shared` got back: every reply, and whether the connection reconnected between the send and the replies. */
+export interface SharedReplies {
+  readonly replies: Settled[];
+  /**
+   * The application's connection reconnected meanwhile: ioredis may have
+   * sent the commands again on the new connection
+   * (`autoResendUnfulfilledCommands`), and the replies are then the
+   * second send's.
+   */
+  readonly reconnected: boolean;
+}
+
 /** The connections of one client object: the application's, and a pool of dedicated ones per master. */
 export class Links {
   private readonly idle = new Map<string, Link[]>();
   private readonly open = new Set<Link>();
   private closed = false;
+  // This tick's commands per application connection, written as one
+  // ioredis pipeline once the tick's code ran (`flush`).
+  private readonly queues = new Map<Redis, Queued[]>();
+  // How often each application connection began reconnecting, and the
+  // listener counting it (removed on close: the connection is the application's).
+  private readonly reconnects = new Map<Redis, { count: number; listener: () => void }>();
 
   /** `client`: the application's ioredis client (never closed by this package). */
   constructor(readonly client: Client) {}
@@ -164,6 +192,124 @@ export class Links {
       }
       return (await this.redirected(error, key)).call(...args);
     }
+  }
+
+  /**
+   * `commands` in one round trip on the application's connection `base`,
+   * written together with every other command this client object sends
+   * there in the same tick (one ioredis pipeline, one socket write):
+   * concurrent workers' acquisitions and releases leave together, as they
+   * would with ioredis's auto-pipelining, which is the application's to
+   * choose. Only commands that never wait on the server go here (a `BLOCK`
+   * or `WAIT` would hold up the application's other commands). Resolves
+   * with every reply (an error reply as its error); rejects when the
+   * connection failed before the replies came, or when they did not come
+   * within `timeoutMs` (the commands may have run).
+   */
+  shared(base: Redis, commands: readonly Args[], timeoutMs: number): Promise<SharedReplies> {
+    if (this.closed) {
+      return Promise.reject(new Error("the client object is closed"));
+    }
+    const epoch = this.reconnectsOf(base);
+    return new Promise<SharedReplies>((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        reject(new Error(`no reply within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const entry: Queued = {
+        commands,
+        done: (replies) => {
+          if (!settled) {
+            settled = true;
+            clearTimeout(timer);
+            resolve({ replies, reconnected: this.reconnectsOf(base) !== epoch });
+          }
+        },
+        fail: (error) => {
+          if (!settled) {
+            settled = true;
+            clearTimeout(timer);
+            reject(error);
+          }
+        },
+      };
+      const queue = this.queues.get(base);
+      if (queue !== undefined) {
+        queue.push(entry);
+        return;
+      }
+      this.queues.set(base, [entry]);
+      // After the code of this tick (and its promise jobs) queued what it sends.
+      process.nextTick(() => this.flush(base));
+    });
+  }
+
+  /**
+   * Writes the commands queued for `base` as one pipeline (one command
+   * alone: as a plain call, without a pipeline's bookkeeping) and hands
+   * each caller its replies.
+   */
+  private flush(base: Redis): void {
+    const queue = this.queues.get(base) ?? [];
+    this.queues.delete(base);
+    const only = queue.length === 1 && queue[0]!.commands.length === 1 ? queue[0]! : null;
+    if (only !== null) {
+      base.call(...only.commands[0]!).then(
+        (reply) => only.done([{ error: null, reply }]),
+        (error: unknown) => (isReplyError(error) ? only.done([{ error: error as Error }]) : only.fail(error)),
+      );
+      return;
+    }
+    const pipeline = base.pipeline();
+    for (const entry of queue) {
+      for (const [name, ...args] of entry.commands) {
+        pipeline.call(name, ...args);
+      }
+    }
+    pipeline.exec().then(
+      (results) => {
+        const replies = settle(results);
+        let at = 0;
+        for (const entry of queue) {
+          const own = replies.slice(at, at + entry.commands.length);
+          at += entry.commands.length;
+          const lost = own.find((r) => r.error !== null && !isReplyError(r.error));
+          if (lost !== undefined || own.length !== entry.commands.length) {
+            entry.fail(lost?.error ?? new Error("the connection closed"));
+          } else {
+            entry.done(own);
+          }
+        }
+      },
+      (error: unknown) => {
+        for (const entry of queue) {
+          entry.fail(error);
+        }
+      },
+    );
+  }
+
+  /** How often `base` began reconnecting since this object first sent on it. */
+  private reconnectsOf(base: Redis): number {
+    let counter = this.reconnects.get(base);
+    if (counter === undefined) {
+      const created: { count: number; listener: () => void } = {
+        count: 0,
+        listener: () => {
+          created.count += 1;
+        },
+      };
+      base.on("reconnecting", created.listener);
+      this.reconnects.set(base, created);
+      counter = created;
+    }
+    return counter.count;
+  }
+
+  /** `host:port` of the master `base` is connected to (`Masters` knows them by it). */
+  nodeOf(base: Redis): string {
+    return address(base);
   }
 
   /** A dedicated connection to the master serving `key`, from the pool or new. */
@@ -307,16 +453,12 @@ export class Links {
 
   /**
    * `commands` in one write on a dedicated connection to the master serving
-   * `key` (a release and its latches' `DEL`), every reply within
-   * `timeoutMs`; a `MOVED` first reply (a reshard) sends them once more, to
-   * the slot's new master. Rejects when the connection failed. A dedicated
-   * connection resends nothing, so the caller knows when the replies were
-   * lost: the application's connection may resend unanswered commands
-   * itself after reconnecting (ioredis's `autoResendUnfulfilledCommands`),
-   * and a last release resent that way, unseen, finds the hold its first
-   * send released gone and could not tell it from a hold never had. The
-   * connection is the pool's (the acquisition's, given back): no new
-   * connection per release.
+   * `key` (a release and its latches' `DEL`, sent again after its reply on
+   * the application's connection was lost or redirected), every reply
+   * within `timeoutMs`; a `MOVED` first reply (a reshard) sends them once
+   * more, to the slot's new master. Rejects when the connection failed. A
+   * dedicated connection resends nothing, so the caller knows which send
+   * the replies are of. The connection is the pool's when it has one.
    */
   async commands(key: string, commands: readonly Args[], timeoutMs: number): Promise<Settled[]> {
     let link: Link | null = await this.checkout(key);
@@ -371,6 +513,10 @@ export class Links {
   /** Closes every dedicated connection (the pool's and those in use: session holds end). */
   close(): void {
     this.closed = true;
+    for (const [base, counter] of this.reconnects) {
+      base.off("reconnecting", counter.listener);
+    }
+    this.reconnects.clear();
     for (const link of [...this.open]) {
       this.drop(link);
     }

@@ -13,12 +13,18 @@ import { requestId, type Args, type Outcome, type Target } from "./commands";
 import { NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
 import { isMoved, isReplyError, type Link, type Links, type Settled } from "./link";
 import { blockOf, LATCH_TTL_MS, remaining, toMs, type ReplicaSync } from "./options";
-import { commandsOf, extraMs, INFO, NO_CHECKS, type Masters } from "./sync";
+import { commandsOf, extraMs, INFO, NO_CHECKS, type Checks, type Masters } from "./sync";
 
 /** An acquisition's reply, and what its replica check found short (null: acknowledged). */
 interface Sent {
   readonly reply: unknown;
   readonly short: string | null;
+}
+
+/** The replica check planned for an acquisition on `node` (`host:port`), not sent yet. */
+interface Planned {
+  readonly node: string;
+  readonly checks: Checks;
 }
 import { Watchdog } from "./watchdog";
 
@@ -73,6 +79,8 @@ export interface ClientContext {
   readonly replyMargin: number;
   /** The running watchdogs, stopped when the client object closes. */
   readonly dogs: Set<Watchdog>;
+  /** How many of this client object's acquisitions wait on the server (`BLOCK`), per lock key. */
+  readonly waiters: Map<string, number>;
 }
 
 /**
@@ -257,50 +265,67 @@ export class Lock extends EventEmitter {
   }
 
   /**
-   * The release of a hold that is not a session's, on a dedicated
-   * connection of the pool (`Links.commands`: it resends nothing behind
-   * our back, so a lost reply is seen here). A single lock's carries a request id: sent once more with
-   * the same id after an I/O error or timeout, it gets the first one's
-   * reply instead of releasing a second hold. One `DEL`, pipelined with
-   * the release (one round trip), deletes the latches whose replies came:
-   * the acquisitions' since the last release, and those of re-entered
-   * releases before it. The release's own latch (the server's copy of its
-   * reply) goes in it when this is the handle's last hold. A re-entered
-   * release leaves its own to the next release's `DEL` (or to expire), so
-   * that its resend is answered from it instead of releasing a level the
-   * handle still holds. `resentLast`: the reply is the resend's of the last
-   * hold, whose first send's `DEL` may have taken the latch. The `DEL`'s
-   * reply is not looked at: latches it missed expire on their own.
+   * The release of a hold that is not a session's, on the application's
+   * connection (`Links.shared`, written with whatever else goes there in
+   * the same tick). A single lock's carries a request id: sent once more
+   * with the same id, it gets the first one's reply instead of releasing a
+   * second hold. One `DEL`, pipelined with the release (one round trip),
+   * deletes the latches whose replies came: the acquisitions' since the
+   * last release, and those of re-entered releases before it. The
+   * release's own latch (the server's copy of its reply) goes in it when
+   * this is the handle's last hold. A re-entered release leaves its own to
+   * the next release's `DEL` (or to expire), so that its resend is answered
+   * from it instead of releasing a level the handle still holds.
+   * `resentLast`: the reply may be a resend's of the last hold, whose first
+   * send's `DEL` took the latch: the application's connection reconnected
+   * meanwhile (ioredis resends what was unanswered,
+   * `autoResendUnfulfilledCommands`), or its reply was lost (the connection
+   * failed, no reply within the margin) and this resends it on a dedicated
+   * connection of the pool (`Links.commands`: it resends nothing behind our
+   * back). A `MOVED` reply (a reshard) sends it there too, to the slot's new
+   * master. The `DEL`'s reply is not looked at: latches it missed expire on
+   * their own.
    */
   private async releaseShared(owner: string): Promise<{ reply: unknown; resentLast: boolean }> {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
-    const keys = [...this.releaseLatches, ...this.latches];
+    const earlier = [...this.releaseLatches, ...this.latches];
     this.latches = [];
     this.releaseLatches = [];
     const last = this.count <= 1;
-    const commands: Args[] = [args];
-    if (request !== null) {
-      if (last) {
-        keys.unshift(this.target.latch(request));
-      } else {
-        this.releaseLatches.push(this.target.latch(request));
-      }
-      if (keys.length > 0) {
-        commands.push(["DEL", ...keys]);
-      }
+    const own = request === null ? null : this.target.latch(request);
+    const withDel = (keys: string[]): Args[] => (request !== null && keys.length > 0 ? [args, ["DEL", ...keys]] : [args]);
+    if (own !== null && !last) {
+      this.releaseLatches.push(own);
     }
-    let replies: Settled[];
+    const commands = withDel(own !== null && last ? [own, ...earlier] : earlier);
+    let replies: Settled[] | null = null;
     let resentLast = false;
     try {
-      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
+      const sent = await links.shared(await links.nodeFor(this.target.key), commands, this.ctx.replyMargin);
+      const moved = links.cluster && isMoved(sent.replies[0]?.error);
+      if (!moved) {
+        replies = sent.replies;
+        resentLast = sent.reconnected && last && this.count > 0;
+      }
     } catch (error) {
       if (request === null) {
         throw error;
       }
-      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
+      // ioredis may still send it (it keeps what was not answered, and
+      // resends it after a reconnect): its latch is never deleted, but
+      // expires, so that a late send is answered from it instead of
+      // releasing a hold taken since.
+      if (!last) {
+        this.releaseLatches.pop();
+      }
+      replies = await links.commands(this.target.key, withDel(earlier), this.ctx.replyMargin);
       resentLast = last && this.count > 0;
+    }
+    if (replies === null) {
+      // Redirected (nothing ran): to the slot's new master.
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
     }
     const first = replies[0];
     if (first === undefined || first.error !== null) {
@@ -309,7 +334,17 @@ export class Lock extends EventEmitter {
     return { reply: first.reply, resentLast };
   }
 
-  /** The acquisition, its replica sync, and the bookkeeping of what it took. */
+  /**
+   * The acquisition, its replica sync, and the bookkeeping of what it took.
+   * Its first attempt does not wait: on the application's connection
+   * (`tryShared`), unless it is a session's or the replica check waits on
+   * this master. Only when that attempt was refused and the caller may
+   * wait does it wait on the server (`BLOCK`), on a dedicated connection.
+   * A wait while another acquisition of this client object waits on the
+   * same lock skips the try: the lock is taken, and a free one would be
+   * handed to the waiter first in line, so the try would only cost a round
+   * trip (each handle of a contended lock, after its release, again).
+   */
   protected async take(options: AcquireOptions): Promise<Outcome> {
     const { links } = this.ctx;
     const watched = options.lease === undefined || options.lease === null;
@@ -323,17 +358,52 @@ export class Lock extends EventEmitter {
     const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
     const started = performance.now();
     const sessionLink = this.sessionLink;
-    let link = sessionLink ?? (await links.checkout(this.target.key));
+    let link: Link | null = null;
     let keep = false;
     try {
+      let planned: Planned | null = null;
+      let lost = false;
+      if (!this.session && (blockMs === null || !this.ctx.waiters.has(this.target.key))) {
+        let tried: Sent | Planned | null = null;
+        try {
+          tried = await this.tryShared(leaseMs, waitMs, request);
+        } catch (error) {
+          if (isReplyError(error) || request === null || signal?.aborted) {
+            throw error;
+          }
+          // The reply was lost (the connection failed or did not answer in
+          // time): resent below, with the same request id.
+          lost = true;
+        }
+        if (tried !== null && "reply" in tried) {
+          const outcome = this.target.outcome(tried.reply, null);
+          if (outcome.acquired || signal?.aborted) {
+            return await this.settle(outcome, tried.short, null, leaseMs, watched, request, signal);
+          }
+          blockMs = remaining(blockMs, performance.now() - started);
+          if (blockMs === null) {
+            return outcome; // a try, or a wait already over
+          }
+          // Refused, and it may wait: it waits on the server, on a
+          // dedicated connection, as an acquisition of its own (a refusal
+          // stores no latch, but its id is spent).
+          request = this.target.requested ? requestId() : null;
+        } else {
+          planned = tried;
+        }
+      }
+      link = sessionLink ?? (await links.checkout(this.target.key));
       let sent: Sent;
+      let touch: Args | null = null;
+      if (lost) {
+        ({ blockMs, touch } = this.resending(blockMs, started, request!, waitMs));
+      }
       try {
-        sent = await this.send(link, leaseMs, blockMs, waitMs, request, null, signal);
+        sent = await this.waiting(blockMs, () => this.send(link!, leaseMs, blockMs, waitMs, request, touch, signal, planned));
       } catch (error) {
-        if (link === sessionLink) {
+        if (link === sessionLink || lost) {
           throw error;
         }
-        let touch: Args | null = null;
         if (isMoved(error)) {
           // The slot moved to another master (a reshard): once more, there.
           links.checkin(link);
@@ -346,44 +416,24 @@ export class Lock extends EventEmitter {
           // session's hold is bound to its connection and was freed with
           // it, while its latch would answer "taken" and bind nothing: a
           // session resends with a new id, as a new acquisition.
-          blockMs = remaining(blockMs, performance.now() - started);
           if (this.session) {
             request = requestId();
           }
-          // A replay writes nothing on this connection, so its WAIT would
-          // not cover the grant the first send wrote: one write after it
-          // (the latch's expiry set again; nothing when refused), in the
-          // same round trip.
-          if (this.ctx.sync.enabled) {
-            touch = ["PEXPIRE", this.target.acquireLatch(request), LATCH_TTL_MS + (waitMs ?? 0)];
-          }
+          ({ blockMs, touch } = this.resending(blockMs, started, request, waitMs));
           links.checkin(link);
           link = await links.checkout(this.target.key);
         } else {
           throw error;
         }
-        sent = await this.send(link, leaseMs, blockMs, waitMs, request, touch, signal);
+        const resent = link;
+        sent = await this.waiting(blockMs, () => this.send(resent, leaseMs, blockMs, waitMs, request, touch, signal, null));
       }
-      const reply = sent.reply;
-      const outcome = this.target.outcome(reply, blockMs);
-      if (signal?.aborted) {
-        if (outcome.acquired) {
-          // Served at the moment it was cancelled: given back.
-          await this.giveBack(link, leaseMs);
-        }
-        throw signal.reason;
-      }
-      if (outcome.acquired) {
-        const short = sent.short;
-        if (short !== null) {
-          await this.giveBack(link, leaseMs);
-          throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
-        }
-        keep = this.session;
-        // A session's release sends no DEL: its latch expires on its own.
-        this.record(outcome, leaseMs, watched, keep ? link : null, keep ? null : request);
-      }
-      return outcome;
+      const outcome = this.target.outcome(sent.reply, blockMs);
+      keep = outcome.acquired && this.session && !signal?.aborted && sent.short === null;
+      // After a lost try on the application's connection ioredis may still
+      // send it: its latch is left to expire (not deleted by the release),
+      // answering a late send instead of granting a hold nobody knows of.
+      return await this.settle(outcome, sent.short, link, leaseMs, watched, lost ? null : request, signal);
     } catch (error) {
       if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
         throw new NotReentrant(`${this.name}: ${(error as Error).message}`, { cause: error });
@@ -406,10 +456,113 @@ export class Lock extends EventEmitter {
       }
       throw error;
     } finally {
-      if (link !== sessionLink && !keep) {
+      if (link !== null && link !== sessionLink && !keep) {
         links.checkin(link);
       }
     }
+  }
+
+  /** Runs `send`, counted among the lock's waiters of this client object while it may wait on the server. */
+  private async waiting<T>(blockMs: number | null, send: () => Promise<T>): Promise<T> {
+    if (blockMs === null) {
+      return send();
+    }
+    const { waiters } = this.ctx;
+    const key = this.target.key;
+    waiters.set(key, (waiters.get(key) ?? 0) + 1);
+    try {
+      return await send();
+    } finally {
+      const left = (waiters.get(key) ?? 1) - 1;
+      if (left > 0) {
+        waiters.set(key, left);
+      } else {
+        waiters.delete(key);
+      }
+    }
+  }
+
+  /**
+   * What a resend of a lost acquisition waits (what is left of its wait)
+   * and writes besides: a replay writes nothing on its connection, so a
+   * `WAIT` after it would not cover the grant the first send wrote: one
+   * write after it (the latch's expiry set again; nothing when refused),
+   * in the same round trip.
+   */
+  private resending(blockMs: number | null, started: number, request: string, waitMs: number | null): { blockMs: number | null; touch: Args | null } {
+    return {
+      blockMs: remaining(blockMs, performance.now() - started),
+      touch: this.ctx.sync.enabled ? ["PEXPIRE", this.target.acquireLatch(request), LATCH_TTL_MS + (waitMs ?? 0)] : null,
+    };
+  }
+
+  /**
+   * What an acquisition's reply means for the caller: aborted meanwhile,
+   * a grant given back (and the signal's reason or `NotSynced` thrown);
+   * else a grant recorded (`link`: the dedicated connection it came on,
+   * kept by a session; null: the application's).
+   */
+  private async settle(outcome: Outcome, short: string | null, link: Link | null, leaseMs: number, watched: boolean, request: string | null, signal: AbortSignal | undefined): Promise<Outcome> {
+    if (signal?.aborted) {
+      if (outcome.acquired) {
+        // Served at the moment it was cancelled: given back.
+        await this.giveBack(link, leaseMs);
+      }
+      throw signal.reason;
+    }
+    if (outcome.acquired) {
+      if (short !== null) {
+        await this.giveBack(link, leaseMs);
+        throw new NotSynced(`${this.name}: ${short} within ${this.ctx.sync.timeout} ms; the hold was released`);
+      }
+      // A session's release sends no DEL: its latch expires on its own.
+      this.record(outcome, leaseMs, watched, this.session ? link : null, this.session ? null : request);
+    }
+    return outcome;
+  }
+
+  /**
+   * An acquisition's first attempt, which does not wait (no `BLOCK`), on
+   * the application's connection to the lock's master (`Links.shared`: no
+   * connection of its own to check out, and written with whatever else goes
+   * there in the same tick), with the `INFO` the replica check asks now and
+   * then. Returns the replica check's plan instead, sending nothing, when
+   * it waits on this master (`WAIT`, `WAITAOF`: they would hold up the
+   * application's connection, and `WAIT` counts the writes of its own
+   * connection): the acquisition goes on a dedicated connection. A `MOVED`
+   * reply (a reshard) re-reads the slot map and leaves the acquisition to
+   * the dedicated connection too (nothing ran). Rejects with the
+   * acquisition's error reply, or ioredis's error (the reply lost: it may
+   * have run).
+   */
+  private async tryShared(leaseMs: number, waitMs: number | null, request: string | null): Promise<Sent | Planned | null> {
+    const { links, masters, sync, replyMargin } = this.ctx;
+    const base = await links.nodeFor(this.target.key);
+    const node = links.nodeOf(base);
+    let checks = masters.plan(node, sync);
+    if (checks === null) {
+      const asked = performance.now();
+      const [info] = (await links.shared(base, [INFO], replyMargin)).replies;
+      if (info === undefined || info.error !== null) {
+        throw info?.error ?? new Error("no reply to INFO");
+      }
+      masters.learn(node, info.reply, asked);
+      checks = masters.plan(node, sync) ?? NO_CHECKS;
+    }
+    if (extraMs(checks) > 0) {
+      return { node, checks };
+    }
+    const args = this.target.acquire(this.owner, leaseMs, null, false, request, waitMs);
+    const { replies } = await links.shared(base, [args, ...commandsOf(checks)], replyMargin);
+    const first = replies[0];
+    if (first === undefined || first.error !== null) {
+      if (this.ctx.links.cluster && isMoved(first?.error)) {
+        await links.redirected(first!.error, this.target.key);
+        return null;
+      }
+      throw first?.error ?? new Error("no reply to the acquisition");
+    }
+    return { reply: first.reply, short: masters.read(checks, replies.slice(1), node) };
   }
 
   /**
@@ -418,12 +571,13 @@ export class Lock extends EventEmitter {
    * master (`WAIT`, `WAITAOF`, now and then `INFO`: `Masters`), pipelined;
    * the replies awaited as long as the wait, the checks' timeouts and a
    * margin (BLOCK 0: without limit). The master's INFO is asked first, in a
-   * round trip of its own, only when nothing is known of it yet. Rejects
-   * with the acquisition's error reply.
+   * round trip of its own, only when nothing is known of it yet. `planned`:
+   * the checks `tryShared` planned already (the `INFO` it marked as due
+   * rides here). Rejects with the acquisition's error reply.
    */
-  private async send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, touch: Args | null, signal: AbortSignal | undefined): Promise<Sent> {
+  private async send(link: Link, leaseMs: number, blockMs: number | null, waitMs: number | null, request: string | null, touch: Args | null, signal: AbortSignal | undefined, planned: Planned | null): Promise<Sent> {
     const { links, masters, sync } = this.ctx;
-    let checks = masters.plan(link.node, sync);
+    let checks = planned !== null && planned.node === link.node ? planned.checks : masters.plan(link.node, sync);
     if (checks === null) {
       const asked = performance.now();
       masters.learn(link.node, await links.call(link, INFO, this.ctx.replyMargin), asked);
@@ -442,13 +596,18 @@ export class Lock extends EventEmitter {
   }
 
   /**
-   * Releases the hold an acquisition just took on `link`; when `link`
-   * failed (a replica sync's reply lost), on the application's connection:
-   * a hold that is not a session's outlives `link` and must not be left to
-   * its lease.
+   * Releases the hold an acquisition just took on `link` (null: it came on
+   * the application's connection, which gives it back); when `link` failed
+   * (a replica sync's reply lost), on the application's connection: a hold
+   * that is not a session's outlives `link` and must not be left to its
+   * lease.
    */
-  private async giveBack(link: Link, leaseMs: number): Promise<void> {
+  private async giveBack(link: Link | null, leaseMs: number): Promise<void> {
     const args = this.target.release(this.owner, leaseMs, null);
+    if (link === null) {
+      await this.ctx.links.command(this.target.key, args);
+      return;
+    }
     try {
       await this.ctx.links.call(link, args, this.ctx.replyMargin);
     } catch (error) {

@@ -101,6 +101,7 @@ export class Locks implements AsyncDisposable {
       masters: new Masters(),
       replyMargin: toMs(options.replyMargin ?? REPLY_MARGIN, "replyMargin"),
       dogs: new Set<Watchdog>(),
+      waiters: new Map<string, number>(),
     };
   }
 

@@ -1,7 +1,8 @@
 /**
  * Waits on the server: a BLOCK longer than the application's command
- * timeout, waits served while other commands go on, and an AbortSignal
- * ending the server-side wait.
+ * timeout, waits served while other commands go on, an AbortSignal ending
+ * the server-side wait, the try on the application's connection before a
+ * wait, and concurrent uncontended cycles written together.
  */
 
 import { after, before, beforeEach, describe, it } from "node:test";
@@ -117,6 +118,47 @@ describe("waiting", () => {
     assert.equal(await redis.exists("mwait", "mwait2"), 2);
     await writer.release();
     await multi.release();
+  });
+
+  it("a wait tries once on the application's connection first; one while another of the Locks waits on that lock does not", async () => {
+    await using locks = new Locks(redis);
+    await redis.call("LOCK.ACQUIRE", "line", "other:1", "10000");
+    await redis.call("CONFIG", "RESETSTAT");
+    const first = locks.lock("line");
+    const firstWait = first.hold({ wait: 10_000, lease: 5_000 });
+    await waitBlocked(redis, 1);
+    // Its try (refused), then its BLOCK.
+    assert.match(await redis.info("commandstats"), /cmdstat_lock\.acquire:calls=2,/);
+    await redis.call("CONFIG", "RESETSTAT");
+    const second = locks.lock("line");
+    const secondWait = second.hold({ wait: 10_000, lease: 5_000 });
+    await waitBlocked(redis, 2);
+    assert.match(await redis.info("commandstats"), /cmdstat_lock\.acquire:calls=1,/, "the BLOCK alone");
+    await redis.call("LOCK.UNLOCK", "line", "other:1");
+    await (await firstWait).release();
+    await (await secondWait).release();
+    assert.equal(await redis.exists("line"), 0);
+  });
+
+  it("uncontended acquisitions without a wait limit need no connection of their own; concurrent ones leave in one write", async () => {
+    await using locks = new Locks(redis);
+    const handles = Array.from({ length: 8 }, (_, i) => locks.lock(`free:${i}`));
+    await Promise.all(handles.map(async (h) => (await h.hold({ lease: 5_000 })).release())); // INFO learned
+    await redis.call("CONFIG", "RESETSTAT");
+    for (let round = 0; round < 3; round++) {
+      await Promise.all(handles.map(async (h) => (await h.hold({ lease: 5_000 })).release()));
+    }
+    const stats = await redis.info("commandstats");
+    assert.match(stats, /cmdstat_lock\.acquire:calls=24,/);
+    assert.match(stats, /cmdstat_lock\.unlock:calls=24,/);
+    // RESETSTAT zeroes total_connections_received too: no connection since.
+    assert.equal(await infoField(redis, "stats", "total_connections_received"), "0");
+    // 48 sends (acquisitions; releases with their DELs) from 8 workers at
+    // once, each tick's in one write: 6 reads when every tick's replies
+    // come in one piece, besides this test's own few; one per send (over
+    // 48) without. The bound leaves a loaded machine's split replies room.
+    const reads = Number(await infoField(redis, "stats", "total_reads_processed"));
+    assert.ok(reads < 40, `${reads} reads for 48 sends`);
   });
 });
 

@@ -26,11 +26,12 @@ export class FaultProxy {
   ) {}
 
   /**
-   * Forwards to `targetPort`; the first command holding `command` and
-   * `lock` loses its reply (`stall`: the connection stays open, silent).
+   * Forwards to `targetPort`; the first command holding `command`, `lock`
+   * and every word of `also` loses its reply (`stall`: the connection
+   * stays open, silent).
    */
-  static async start(targetPort: number, command: string, lock: string, stall = false): Promise<FaultProxy> {
-    const words = [bulk(command), bulk(lock)];
+  static async start(targetPort: number, command: string, lock: string, stall = false, also: readonly string[] = []): Promise<FaultProxy> {
+    const words = [command, lock, ...also].map(bulk);
     let proxy: FaultProxy | undefined;
     const server = createServer((client) => {
       const upstream = createConnection(targetPort, "127.0.0.1");

@@ -66,7 +66,9 @@ describe("idempotent acquisitions", () => {
     for (const waiting of [false, true]) {
       const name = `lost:${k.kind}${waiting ? ":wait" : ""}`;
       it(`${name}: the reply lost once, one hold on the server`, async () => {
-        const proxy = await FaultProxy.start(server.port, k.command, name);
+        // A wait's reply lost is its BLOCK's, on a dedicated connection
+        // (its try, on the application's connection, was refused).
+        const proxy = await FaultProxy.start(server.port, k.command, name, false, waiting ? ["BLOCK"] : []);
         const app = server.client({ port: proxy.port });
         const locks = new Locks(app);
         try {
@@ -91,9 +93,21 @@ describe("idempotent acquisitions", () => {
           assert.equal(await lock.acquire(options), true);
           const served = performance.now();
           assert.ok(proxy.fired, "the proxy lost no reply");
-          // After the resend, one PEXPIRE of its latch on the new connection,
-          // for the replica check's WAIT to cover the grant.
-          assert.match(await redis.info("commandstats"), /cmdstat_pexpire:calls=1,/);
+          // Resent on a dedicated connection (a wait's, a session's), then
+          // one PEXPIRE of its latch on the new connection, for the replica
+          // check's WAIT to cover the grant. A try without a session goes on
+          // the application's connection, which ioredis reconnects and
+          // resends it on (autoResendUnfulfilledCommands): no WAIT follows
+          // it there, so no PEXPIRE either.
+          const dedicated = waiting || k.kind === "session";
+          const sends = waiting && k.kind !== "session" ? 3 : 2; // a wait's try first, but a session's
+          const stats = await redis.info("commandstats");
+          assert.match(stats, new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=${sends},`), "the lost send and its resend");
+          if (dedicated) {
+            assert.match(stats, /cmdstat_pexpire:calls=1,/);
+          } else {
+            assert.doesNotMatch(stats, /cmdstat_pexpire:/);
+          }
           if (waiting) {
             assert.ok(served >= freeing, "served before the holder left");
           }
