@@ -70,14 +70,14 @@ class SentinelTest {
                     RedisServer.waitUntil("both clients to follow the failover", CEILING_MS,
                             () -> pool.getCurrentHostMaster().getPort() == second.port
                                     && provider.getCurrentMaster().getPort() == second.port);
-                    // Paused, it can no longer come back and take the promoted node as its replica.
-                    first.signal("KILL");
-
                     // The pool names another master now: CLIENT KILL there would name one of its
-                    // own connections, so the waiting socket is closed instead, and the wait ends.
+                    // own connections, so the waiting socket is closed instead, and the wait ends
+                    // while the paused master still holds that connection open.
                     waiter.interrupt();
                     Throwable thrown = outcome.get(CEILING_MS, TimeUnit.MILLISECONDS);
                     assertTrue(thrown instanceof InterruptedException, String.valueOf(thrown));
+                    // Paused, it can no longer come back and take the promoted node as its replica.
+                    first.signal("KILL");
 
                     // The new master has no replica, and the deployment had one: fail closed.
                     second.call("CONFIG", "RESETSTAT");
