@@ -431,12 +431,12 @@ SAFETY_FAILOVERS       ?= 50
 SAFETY_SHORT_FAILOVERS ?= 2
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
-# The client modes that claim safety. The Java and Rust packages cannot
-# follow Sentinel themselves, so their drivers keep a client object per
-# master, whose replica count starts afresh at a newly promoted master: they
-# run and are reported, unclaimed, until the packages take a Sentinel
-# deployment (docs/safety.md, "A loss every acknowledging path shared").
-SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient
+# The client modes that claim safety. The Rust package cannot follow
+# Sentinel itself, so its driver keeps a client object per master, whose
+# replica count starts afresh at a newly promoted master: it runs and is
+# reported, unclaimed, until the package takes a Sentinel deployment
+# (docs/safety.md, "A loss every acknowledging path shared").
+SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient
 .PHONY: safety test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))
