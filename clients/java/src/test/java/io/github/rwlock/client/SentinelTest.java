@@ -20,7 +20,8 @@ import redis.clients.jedis.providers.SentineledConnectionProvider;
  * A Sentinel deployment failing over under both of Jedis's Sentinel clients ({@code
  * JedisSentinelPool}, and the provider of {@code JedisSentineled}): the client follows the new
  * master, keeps the deployment's replica count across the failover (fail-closed where the new
- * master has fewer replicas), and an interrupt ends a wait left on the paused old master.
+ * master has fewer replicas), and an interrupt ends a wait left on the paused old master (by
+ * closing its socket) as one on the current master (by CLIENT KILL there).
  */
 class SentinelTest {
     private static final String NAME = "rwlock-java";
@@ -103,6 +104,30 @@ class SentinelTest {
                             }
                         }
                         assertEquals(0L, second.call("EXISTS", "s:fenced"));
+
+                        // On the master the pool still names, an interrupt kills the waiting
+                        // connection there.
+                        second.call("LOCK.ACQUIRE", "s:again", "other:1", "600000");
+                        second.call("CONFIG", "RESETSTAT");
+                        Lock again = new Lock(viaProvider, "s:again");
+                        CompletableFuture<Throwable> ended = new CompletableFuture<>();
+                        Thread another = new Thread(() -> {
+                            try {
+                                again.lockInterruptibly();
+                                ended.complete(null);
+                            } catch (Throwable e) {
+                                ended.complete(e);
+                            }
+                        });
+                        another.start();
+                        RedisServer.waitUntil("the waiter", CEILING_MS,
+                                () -> "1".equals(second.info("clients", "blocked_clients")));
+                        another.interrupt();
+                        Throwable interrupted = ended.get(CEILING_MS, TimeUnit.MILLISECONDS);
+                        assertTrue(interrupted instanceof InterruptedException, String.valueOf(interrupted));
+                        assertEquals(1, second.calls("client|kill"));
+                        RedisServer.waitUntil("no blocked client", CEILING_MS,
+                                () -> "0".equals(second.info("clients", "blocked_clients")));
                     }
                 }
             }
