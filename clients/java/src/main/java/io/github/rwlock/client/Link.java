@@ -23,6 +23,8 @@ final class Link {
     private Runnable giveBack;
     /** Read by an interrupted waiter's thread to reach the same server. */
     private volatile HostAndPort node;
+    /** The master a Sentinel-following pool named before this connection was checked out. */
+    private final HostAndPort named;
     private final Function<HostAndPort, Link> redirect;
     private boolean moved;
 
@@ -30,13 +32,17 @@ final class Link {
      * @param connection the checked-out connection
      * @param giveBack returns it to its pool (a broken one is destroyed there)
      * @param node the server it is connected to, or {@code null} for a standalone server
+     * @param named the master a pool following Sentinel named just before the checkout (the
+     *     connection is to it or to a later one), or {@code null}
      * @param redirect a link to another master after a MOVED reply (re-reading the slot map), or
      *     {@code null} outside a cluster
      */
-    Link(Connection connection, Runnable giveBack, HostAndPort node, Function<HostAndPort, Link> redirect) {
+    Link(Connection connection, Runnable giveBack, HostAndPort node, HostAndPort named,
+            Function<HostAndPort, Link> redirect) {
         this.connection = connection;
         this.giveBack = giveBack;
         this.node = node;
+        this.named = named;
         this.redirect = redirect;
     }
 
@@ -45,10 +51,17 @@ final class Link {
         return node;
     }
 
+    /** The master a Sentinel-following pool named when this link was checked out, or null. */
+    HostAndPort named() {
+        return named;
+    }
+
     /**
-     * The key of what is learned of this link's master: its address in a cluster; the one server
-     * of a standalone pool (the pool's, whichever node it reaches: a Sentinel pool's new master
-     * inherits what the old one was seen with, which fails closed).
+     * The key of what is learned of this link's master: its address in a cluster, its own shard's;
+     * outside a cluster one key for every server the pool reaches, all one deployment's (Sentinel
+     * promotes one of the replicas), so a new master inherits the replicas its deployment was seen
+     * with: one first met while a replica restarts reports one fewer, and a count learned afresh
+     * from it would acknowledge grants a second failover loses (docs/safety.md).
      */
     String master() {
         return node == null ? "" : node.toString();
@@ -153,6 +166,14 @@ final class Link {
     /** Back to the pool (destroyed there if a call broke it). */
     void close() {
         giveBack.run();
+    }
+
+    /**
+     * Closes the socket from another thread than the one reading it: that read fails at once, and
+     * the server drops what waits on the connection when it sees it closed.
+     */
+    void abort() {
+        connection.disconnect();
     }
 
     /** Closes the connection itself: the server ends what is bound to it (a session's holds). */

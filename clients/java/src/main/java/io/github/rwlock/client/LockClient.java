@@ -11,10 +11,12 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
 import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.Jedis;
 import redis.clients.jedis.JedisClientConfig;
-import redis.clients.jedis.JedisPool;
 import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.providers.ClusterConnectionProvider;
+import redis.clients.jedis.providers.SentineledConnectionProvider;
+import redis.clients.jedis.util.Pool;
 
 /**
  * The locks' side of a Jedis client, as Redisson's {@code RedissonClient} is: one client UUID (so
@@ -44,7 +46,10 @@ public final class LockClient implements AutoCloseable {
     private final String id;
     private final long watchdogTimeoutMs;
     private final ReplicaSync replicaSync;
-    /** What its acquisitions learned of the masters' replicas (a new client starts over). */
+    /**
+     * What its acquisitions learned of the replicas (a new client starts over): one state for a
+     * standalone or Sentinel deployment, whichever master it reaches; one per master in a cluster.
+     */
     private final Masters masters = new Masters();
     private final ScheduledThreadPoolExecutor scheduler;
     private final ExecutorService waiters;
@@ -79,13 +84,27 @@ public final class LockClient implements AutoCloseable {
     }
 
     /**
-     * A client on a standalone server's {@link JedisPool}, with the defaults.
+     * A client on a pool of {@code Jedis}, with the defaults: a {@code JedisPool} (one server) or a
+     * {@code JedisSentinelPool}, which follows the master Sentinel names from one failover to the
+     * next (what the client learns of the replicas is the deployment's, kept across them).
      *
      * @param pool the pool; it stays the caller's to close
      * @return the client
      */
-    public static LockClient create(JedisPool pool) {
+    public static LockClient create(Pool<Jedis> pool) {
         return builder(pool).build();
+    }
+
+    /**
+     * A client on the master Sentinel names, with the defaults, through the provider a {@code
+     * JedisSentineled} is built on: {@code new JedisSentineled(provider)} for your own commands
+     * shares its connections. It follows the master from one failover to the next.
+     *
+     * @param provider the Sentinel-named master's connections; it stays the caller's to close
+     * @return the client
+     */
+    public static LockClient create(SentineledConnectionProvider provider) {
+        return builder(provider).build();
     }
 
     /**
@@ -112,14 +131,27 @@ public final class LockClient implements AutoCloseable {
     }
 
     /**
-     * Options for a client on a standalone server's {@link JedisPool}.
+     * Options for a client on a pool of {@code Jedis}: a {@code JedisPool} or a {@code
+     * JedisSentinelPool}.
      *
      * @param pool the pool
      * @return a builder
      */
-    public static Builder builder(JedisPool pool) {
+    public static Builder builder(Pool<Jedis> pool) {
         Objects.requireNonNull(pool, "pool");
-        return new Builder(Connector.of(pool));
+        return new Builder(Connector.ofJedis(pool));
+    }
+
+    /**
+     * Options for a client on the master Sentinel names, through a {@code JedisSentineled}'s
+     * provider.
+     *
+     * @param provider the Sentinel-named master's connections
+     * @return a builder
+     */
+    public static Builder builder(SentineledConnectionProvider provider) {
+        Objects.requireNonNull(provider, "provider");
+        return new Builder(Connector.of(provider));
     }
 
     /**

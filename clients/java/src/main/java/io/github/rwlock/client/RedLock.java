@@ -188,7 +188,7 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
 
     private static Object call(ConnectionPool node, List<String> args) {
         Connection connection = node.getResource();
-        Link link = new Link(connection, connection::close, null, null);
+        Link link = new Link(connection, connection::close, null, null, null);
         try {
             return link.call(args, Link.DEFAULT);
         } finally {

@@ -13,7 +13,8 @@ import java.util.concurrent.TimeoutException;
  * Thread#interrupt()}, so the command is sent and its reply read on one of the client's wait
  * threads while the calling thread waits for it, interruptibly. An interrupt then ends the
  * server-side wait from another connection to the same server with {@code CLIENT KILL ID} (the id
- * comes from {@code CLIENT ID}, sent in the same write as the command).
+ * comes from {@code CLIENT ID}, sent in the same write as the command); when the pool has followed
+ * Sentinel to another master since, by closing the waiting connection's socket instead.
  *
  * <p>Why a kill rather than {@code CLIENT UNBLOCK}, which ends a module wait too (answered as
  * the wait's timeout): the thread blocked reading the reply must be freed in any case, and closing
@@ -81,6 +82,12 @@ final class Waiter {
                 return;
             }
             Link other = connector.beside(link);
+            if (other == null) {
+                // The pool has followed a failover: an id sent to the new master would name one
+                // of its own connections. Closing the socket ends the wait on the old one.
+                link.abort();
+                return;
+            }
             try {
                 other.call(List.of("CLIENT", "KILL", "ID", Long.toString(clientId)), Link.DEFAULT);
             } finally {

@@ -40,19 +40,50 @@ final class RedisServer implements AutoCloseable {
     }
 
     RedisServer(boolean cluster, String... extra) {
+        this(server(cluster, extra));
+    }
+
+    /** What a server is started with: its directory, its port and its command line. */
+    private record Launch(Path dir, int port, List<String> argv) {}
+
+    private static Launch server(boolean cluster, String... extra) {
         String module = module(); // first: a missing module fails before anything is made
-        try {
-            dir = Files.createTempDirectory("rwlock-java-");
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
-        port = freePort(cluster ? 10000 : 0);
+        Path dir = tempDir();
+        int port = freePort(cluster ? 10000 : 0);
         List<String> argv = new ArrayList<>(List.of(binary(), "--port", Integer.toString(port), "--bind", "127.0.0.1",
                 "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--loadmodule", module));
         if (cluster) {
             argv.addAll(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"));
         }
         argv.addAll(List.of(extra));
+        return new Launch(dir, port, argv);
+    }
+
+    /**
+     * A Sentinel ({@code redis-server --sentinel}, no module: Sentinel runs no data commands)
+     * watching the master at {@code masterPort} as {@code name}, with quorum 1: a failover needs
+     * no other Sentinel, and {@code SENTINEL FAILOVER} starts one at once.
+     */
+    static RedisServer sentinel(String name, int masterPort) {
+        Path dir = tempDir();
+        int port = freePort(0);
+        Path conf = dir.resolve("sentinel.conf");
+        String text = String.join("\n", "port " + port, "bind 127.0.0.1", "dir " + dir,
+                "sentinel monitor " + name + " 127.0.0.1 " + masterPort + " 1",
+                "sentinel down-after-milliseconds " + name + " 1000",
+                "sentinel failover-timeout " + name + " 10000", "");
+        try {
+            Files.writeString(conf, text);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+        return new RedisServer(new Launch(dir, port, List.of(binary(), conf.toString(), "--sentinel")));
+    }
+
+    private RedisServer(Launch launch) {
+        dir = launch.dir();
+        port = launch.port();
+        List<String> argv = launch.argv();
         try {
             process = new ProcessBuilder(argv).redirectErrorStream(true).redirectOutput(dir.resolve("server.log").toFile())
                     .start();
@@ -74,6 +105,14 @@ final class RedisServer implements AutoCloseable {
                 fail("redis-server did not start: " + log);
             }
             sleep(20);
+        }
+    }
+
+    private static Path tempDir() {
+        try {
+            return Files.createTempDirectory("rwlock-java-");
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
         }
     }
 
