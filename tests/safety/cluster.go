@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,22 +63,12 @@ func startCluster(server, module, root string) (*topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir := filepath.Join(root, fmt.Sprintf("node%d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		target := "127.0.0.1:" + strconv.Itoa(port)
-		n := &node{idx: i}
-		if n.repl, err = newProxy(fmt.Sprintf("repl%d", i), target); err != nil {
+		n, dir, err := newNode(root, i, port)
+		if err != nil {
 			return nil, err
 		}
 		if n.bus, err = newProxy(fmt.Sprintf("bus%d", i), "127.0.0.1:"+strconv.Itoa(busPort)); err != nil {
 			return nil, err
-		}
-		for g := range n.clients {
-			if n.clients[g], err = newProxy(fmt.Sprintf("group%d->node%d", g, i), target); err != nil {
-				return nil, err
-			}
 		}
 		args := append(nodeArgs(dir, module, port, n.repl.port()),
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",

@@ -71,6 +71,28 @@ func nodeArgs(dir, module string, port, announce int) []string {
 	}
 }
 
+// newNode makes node i's folder under root and the proxies in front of
+// its port: its replication link's and each client group's (Sentinel and
+// cluster topologies alike).
+func newNode(root string, i, port int) (*node, string, error) {
+	dir := filepath.Join(root, fmt.Sprintf("node%d", i))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	target := "127.0.0.1:" + strconv.Itoa(port)
+	n := &node{idx: i}
+	var err error
+	if n.repl, err = newProxy(fmt.Sprintf("repl%d", i), target); err != nil {
+		return nil, "", err
+	}
+	for g := range n.clients {
+		if n.clients[g], err = newProxy(fmt.Sprintf("group%d->node%d", g, i), target); err != nil {
+			return nil, "", err
+		}
+	}
+	return n, dir, nil
+}
+
 func startTopology(server, module, root string) (*topology, error) {
 	t := &topology{server: server, module: module, root: root}
 	for i := 0; i < 3; i++ {
@@ -78,19 +100,9 @@ func startTopology(server, module, root string) (*topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir := filepath.Join(root, fmt.Sprintf("node%d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		n, dir, err := newNode(root, i, port)
+		if err != nil {
 			return nil, err
-		}
-		target := "127.0.0.1:" + strconv.Itoa(port)
-		n := &node{idx: i}
-		if n.repl, err = newProxy(fmt.Sprintf("repl%d", i), target); err != nil {
-			return nil, err
-		}
-		for g := range n.clients {
-			if n.clients[g], err = newProxy(fmt.Sprintf("group%d->node%d", g, i), target); err != nil {
-				return nil, err
-			}
 		}
 		n.proc = &process{name: fmt.Sprintf("node%d", i), port: port, dir: dir, args: nodeArgs(dir, module, port, n.repl.port())}
 		register(n.proc)
