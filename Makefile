@@ -439,10 +439,10 @@ SAFETY_CLUSTER_ENV = SAFETY_TOPOLOGY=cluster SAFETY_MODES= SAFETY_KINDS= \
   SAFETY_CLAIM=$${SAFETY_CLAIM-acked,goclient}
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
-# The client modes that claim safety. The Rust driver points one Locks at
-# each master (Locks::with_master), which keeps the deployment's count;
-# rustclient joins the claimed modes once a short run shows it clean.
-SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient
+# The client modes that claim safety: every client's default path. The
+# Rust driver asks the Sentinels itself and points one Locks at the master
+# they name (Locks::with_master), which keeps the deployment's count.
+SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient,rustclient
 .PHONY: safety safety-cluster test-safety safety-bin safety-drivers
 safety-bin:
 	@mkdir -p $(dir $(SAFETY_BIN))
