@@ -50,16 +50,12 @@ func (o ours) unlock(ctx context.Context) error { return o.l.Release(ctx) }
 
 type peer struct{ m *redsync.Mutex }
 
-func (p peer) lock(ctx context.Context) (bool, error) {
-	err := p.m.LockContext(ctx)
-	var taken *redsync.ErrTaken
-	if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
-		return false, nil
-	}
-	return err == nil, err
-}
-func (p peer) try(ctx context.Context) (bool, error) {
-	err := p.m.TryLockContext(ctx)
+func (p peer) lock(ctx context.Context) (bool, error) { return acquired(p.m.LockContext(ctx)) }
+func (p peer) try(ctx context.Context) (bool, error)  { return acquired(p.m.TryLockContext(ctx)) }
+
+// acquired reads redsync's answer to an acquisition: taken, refused (the
+// lock is another's: ErrFailed, ErrTaken) or failed.
+func acquired(err error) (bool, error) {
 	var taken *redsync.ErrTaken
 	if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
 		return false, nil

@@ -50,29 +50,14 @@ class Ours:
         self._l.release()
 
 
-class RedisPy:
-    """redis-py's Lock with its defaults but the lease: a wait polls SET NX
-    every 0.1 s (its `sleep`)."""
+class Peer:
+    """A peer's lock with its defaults but the lease (redis-py's `Lock`: a
+    wait polls SET NX every 0.1 s, its `sleep`; python-redis-lock: a wait
+    blocks on BLPOP of the lock's signal list, which a release pushes to).
+    Both take `acquire(blocking=False)` for a try."""
 
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self._l = client.lock(name, timeout=LEASE_S)
-
-    def lock(self) -> bool:
-        return bool(self._l.acquire())
-
-    def try_lock(self) -> bool:
-        return bool(self._l.acquire(blocking=False))
-
-    def unlock(self) -> None:
-        self._l.release()
-
-
-class PythonRedisLock:
-    """python-redis-lock with its defaults but the lease: a wait blocks on
-    BLPOP of the lock's signal list, which a release pushes to."""
-
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self._l = redis_lock.Lock(client, name, expire=LEASE_S)
+    def __init__(self, lock: Any) -> None:
+        self._l = lock
 
     def lock(self) -> bool:
         return bool(self._l.acquire())
@@ -207,9 +192,9 @@ def main() -> None:
             return Ours(rw.write_lock() if write else rw.read_lock())
 
     elif args.lib == "redis-py":
-        new = lambda name: RedisPy(client, name)  # noqa: E731
+        new = lambda name: Peer(client.lock(name, timeout=LEASE_S))  # noqa: E731
     elif args.lib == "python-redis-lock":
-        new = lambda name: PythonRedisLock(client, name)  # noqa: E731
+        new = lambda name: Peer(redis_lock.Lock(client, name, expire=LEASE_S))  # noqa: E731
     else:
         raise SystemExit(f"unknown library {args.lib!r}")
 
