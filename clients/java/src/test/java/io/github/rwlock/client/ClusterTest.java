@@ -123,15 +123,7 @@ class ClusterTest {
             // An interrupt ends the wait on the right master.
             at.call("LOCK.ACQUIRE", "c:wait", "other:1", "10000");
             CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-            Thread thread = new Thread(() -> {
-                try {
-                    waiter.lockInterruptibly();
-                    outcome.complete(null);
-                } catch (Throwable e) {
-                    outcome.complete(e);
-                }
-            });
-            thread.start();
+            Thread thread = Waiters.lockInterruptibly(waiter, outcome);
             RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(at.info("clients", "blocked_clients")));
             thread.interrupt();
             assertTrue(outcome.get(5, TimeUnit.SECONDS) instanceof InterruptedException);

@@ -121,15 +121,7 @@ class FairLockTest extends ServerTest {
         FairLock lock = new FairLock(client, name);
         assertNull(server.call("FAIRLOCK.ACQUIRE", name, OTHER, "20000"));
         CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread thread = new Thread(() -> {
-            try {
-                lock.lockInterruptibly();
-                outcome.complete(null);
-            } catch (Throwable e) {
-                outcome.complete(e);
-            }
-        });
-        thread.start();
+        Thread thread = Waiters.lockInterruptibly(lock, outcome);
         await("the waiter in line", 5_000, () -> lock.getWaiters().size() == 1);
         thread.interrupt();
         assertTrue(outcome.get(5, TimeUnit.SECONDS) instanceof InterruptedException);

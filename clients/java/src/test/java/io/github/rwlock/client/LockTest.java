@@ -129,15 +129,7 @@ class LockTest extends ServerTest {
         server.call("LOCK.ACQUIRE", "t:interrupt", "other:1", "30000");
         Lock lock = new Lock(client, "t:interrupt");
         CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = new Thread(() -> {
-            try {
-                lock.lockInterruptibly();
-                outcome.complete(null);
-            } catch (Throwable e) {
-                outcome.complete(e);
-            }
-        });
-        waiter.start();
+        Thread waiter = Waiters.lockInterruptibly(lock, outcome);
         RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(server.info("clients", "blocked_clients")));
         long start = System.nanoTime();
         waiter.interrupt();

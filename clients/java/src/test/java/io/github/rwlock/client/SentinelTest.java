@@ -57,15 +57,7 @@ class SentinelTest {
                     first.call("LOCK.ACQUIRE", "s:wait", "other:1", "600000");
                     Lock waited = new Lock(viaPool, "s:wait");
                     CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-                    Thread waiter = new Thread(() -> {
-                        try {
-                            waited.lockInterruptibly();
-                            outcome.complete(null);
-                        } catch (Throwable e) {
-                            outcome.complete(e);
-                        }
-                    });
-                    waiter.start();
+                    Thread waiter = Waiters.lockInterruptibly(waited, outcome);
                     RedisServer.waitUntil("the waiter", CEILING_MS, () -> "1".equals(first.info("clients", "blocked_clients")));
                     first.signal("STOP");
                     RedisServer.waitUntil("both clients to follow the failover", CEILING_MS,
@@ -111,15 +103,7 @@ class SentinelTest {
                         second.call("CONFIG", "RESETSTAT");
                         Lock again = new Lock(viaProvider, "s:again");
                         CompletableFuture<Throwable> ended = new CompletableFuture<>();
-                        Thread another = new Thread(() -> {
-                            try {
-                                again.lockInterruptibly();
-                                ended.complete(null);
-                            } catch (Throwable e) {
-                                ended.complete(e);
-                            }
-                        });
-                        another.start();
+                        Thread another = Waiters.lockInterruptibly(again, ended);
                         RedisServer.waitUntil("the waiter", CEILING_MS,
                                 () -> "1".equals(second.info("clients", "blocked_clients")));
                         another.interrupt();
