@@ -129,6 +129,13 @@ func (r *rotation) streams(modes []string) []string {
 	return out
 }
 
+// rotating says whether a stream is a client mode's kind stream, which
+// runs in turns with the client's other kinds.
+func rotating(stream string) bool {
+	mode, _, found := strings.Cut(stream, "/")
+	return found && contains(clientModes, mode)
+}
+
 // kindLocksOf are the locks of a client kind stream, shaped as the command
 // modes' streams of that kind (kindShape).
 func kindLocksOf(stream, kind string) []string {
@@ -201,17 +208,26 @@ func (w *worker) releaseKindUntilKnown(p kindPath, req kindRequest, stream strin
 		out, detail := p.releaseKind(ctx, req)
 		ret := w.rec.now()
 		cancel()
-		if out == NotHeld && sessionClosed(req.kind, detail) {
-			out = Maybe
-		}
-		if out == Maybe {
+		known := out != Maybe
+		switch {
+		case out == NotHeld && sessionClosed(req.kind, detail):
+			out, known = Maybe, false
 			ret = max(ret, call+int64(w.par.horizon))
+		case out == Maybe:
+			ret = max(ret, call+int64(w.par.horizon))
+		case out == Released && req.kind == KindFair:
+			// FAIRLOCK.UNLOCK replies 1 when the lock is gone, as Redisson's
+			// script does, and every package says released then (the server
+			// cannot tell it from a release): the owner holds nothing after
+			// it, whether it held the lock or not. Indeterminate within the
+			// call, and known.
+			out, detail = Maybe, "fair release: released, or not held"
 		}
 		for _, h := range req.holds {
 			w.rec.op(Op{Mode: stream, Lock: h.lock, Worker: w.id, Owner: req.owner, Kind: Release, Outcome: out,
 				Call: call, Return: ret, Detail: detail, Role: h.role})
 		}
-		if out != Maybe || w.rec.now() > until {
+		if known || w.rec.now() > until {
 			return
 		}
 		time.Sleep(250 * time.Millisecond)

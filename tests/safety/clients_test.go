@@ -142,7 +142,8 @@ func (s *scriptedKinds) releaseKind(context.Context, kindRequest) (Outcome, stri
 // A session's release that found its connection closed is indeterminate
 // (the server ended the hold with the connection, when the client cannot
 // tell), and the release is asked again until a reply says; a multi-hold's
-// one outcome is every lock's.
+// one outcome is every lock's; a fair lock's "released" may be of a lock
+// already gone.
 func TestReleaseKindUntilKnown(t *testing.T) {
 	rec := newRecorder()
 	w := &worker{id: 1, mode: ModePyClient, rec: rec, par: params{horizon: time.Second}}
@@ -151,21 +152,33 @@ func TestReleaseKindUntilKnown(t *testing.T) {
 		{Outcome: "notheld"},
 		{Outcome: "maybe", Detail: "timeout"},
 		{Outcome: "released"},
+		{Outcome: "released"},
 	}}
 	session := kindRequest{kind: KindSession, holds: []heldLock{{lock: "l"}}, owner: "o1", lease: time.Minute}
 	w.releaseKindUntilKnown(p, session, "pyclient/session", rec.now())
 	multi := kindRequest{kind: KindMulti, holds: []heldLock{{lock: "a"}, {lock: "b"}}, owner: "o2", lease: time.Minute}
 	w.releaseKindUntilKnown(p, multi, "pyclient/multi", rec.now())
+	// A fair lock's release replies 1 when the lock is gone: held or not,
+	// and nothing to ask again.
+	fair := kindRequest{kind: KindFair, holds: []heldLock{{lock: "f"}}, owner: "o3", lease: time.Minute}
+	w.releaseKindUntilKnown(p, fair, "pyclient/fair", rec.now())
+	if len(p.releases) != 0 {
+		t.Errorf("%d replies left", len(p.releases))
+	}
 	var got []string
 	for _, o := range rec.ops {
 		got = append(got, o.Mode+" "+o.Lock+" "+o.Outcome.String())
 	}
 	want := []string{"pyclient/session l maybe", "pyclient/session l not-held",
-		"pyclient/multi a maybe", "pyclient/multi b maybe", "pyclient/multi a released", "pyclient/multi b released"}
+		"pyclient/multi a maybe", "pyclient/multi b maybe", "pyclient/multi a released", "pyclient/multi b released",
+		"pyclient/fair f maybe"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("recorded %v, want %v", got, want)
 	}
 	if rec.ops[0].Return < rec.ops[0].Call+int64(time.Second) {
 		t.Error("an indeterminate release must stay open until the horizon")
+	}
+	if last := rec.ops[len(rec.ops)-1]; last.Return >= last.Call+int64(time.Second) {
+		t.Error("a fair release's reply came: its outcome is open within the call only")
 	}
 }

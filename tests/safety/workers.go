@@ -575,8 +575,9 @@ func (p *goClientPath) release(ctx context.Context, lock, owner string) (Outcome
 		p.forget(owner)
 		return Released, ""
 	case errors.Is(err, rwlock.ErrNotHeld):
+		// The detail says why (a session's connection closed: clientkinds.go).
 		p.forget(owner)
-		return NotHeld, ""
+		return NotHeld, err.Error()
 	}
 	return Maybe, err.Error()
 }
