@@ -420,9 +420,12 @@ test-node: $(if $(PARTS),,node-deps build)
 # packages with their default options (goclient in the harness; pyclient,
 # nodeclient, javaclient, rustclient: a driver process per worker, below);
 # every other lock kind (SAFETY_KINDS: plain, rw, fair, multi, session, block)
-# through the commands in acked and raw (SAFETY_KIND_MODES); faults from
-# SAFETY_SEED; Porcupine and the counts per mode and kind. Exits non-zero when
-# a mode in SAFETY_CLAIM (acked claims its kinds too) shows a violation.
+# through the commands in acked and raw (SAFETY_KIND_MODES), and through each
+# client package beside its fenced locks, one kind at a time per client,
+# rotating from SAFETY_SEED at each episode (every client every kind within
+# six episodes); faults from SAFETY_SEED; Porcupine and the counts per mode
+# and kind. Exits non-zero when a mode in SAFETY_CLAIM (a mode claims its
+# kinds too) shows a violation.
 # make test-safety: gofmt, go vet, staticcheck, the checker's unit tests, then
 # SAFETY_SHORT_FAILOVERS episodes of each fault (about 3 min), requiring the
 # raw path to show a violation (the checker's own test).

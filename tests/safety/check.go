@@ -190,7 +190,10 @@ func linearizable(ops []Op, timeout time.Duration) porcupine.CheckResult {
 type hold struct {
 	Op
 	relCall int64 // first release's call (0: none)
-	lostRel bool  // a release said not held before the lease could end
+	// lostRel: a release said not held before the lease could end, with no
+	// indeterminate release of the hold before it (which may have released
+	// it: the model allows that too).
+	lostRel bool
 }
 
 // end is the last moment the holder was certainly entitled to the lock:
@@ -242,6 +245,7 @@ func holdsOf(ops []Op) map[string][]hold {
 			order = append(order, h)
 		}
 	}
+	unsureRel := map[holdKey]int64{} // the first indeterminate release's call
 	for _, o := range ops {
 		if o.Kind != Release {
 			continue
@@ -253,7 +257,17 @@ func holdsOf(ops []Op) map[string][]hold {
 		if h.relCall == 0 || o.Call < h.relCall {
 			h.relCall = o.Call
 		}
-		if o.Outcome == NotHeld && o.Return < h.Call+h.Lease {
+		if at, ok := unsureRel[keyOf(o)]; o.Outcome == Maybe && (!ok || o.Call < at) {
+			unsureRel[keyOf(o)] = o.Call
+		}
+	}
+	for _, o := range ops {
+		h := byOwner[keyOf(o)]
+		if o.Kind != Release || h == nil {
+			continue
+		}
+		at, unsure := unsureRel[keyOf(o)]
+		if o.Outcome == NotHeld && o.Return < h.Call+h.Lease && !(unsure && at < o.Call) {
 			h.lostRel = true
 		}
 	}

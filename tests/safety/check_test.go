@@ -65,6 +65,22 @@ func TestReleaseFindingTheHoldGoneIsCaught(t *testing.T) {
 	}
 }
 
+// A release whose reply was lost may have released the hold: the one
+// asked after it finding the hold gone is no loss (Porcupine agrees); one
+// asked before any indeterminate release still is.
+func TestHoldGoneAfterAnIndeterminateReleaseIsNoLoss(t *testing.T) {
+	ops := []Op{acq("a", 0, 2, Granted, 1), rel("a", 30, 8030, Maybe), rel("a", 300, 301, NotHeld)}
+	checkModel(t, "after a maybe", ops, porcupine.Ok)
+	if c := count(ops, nil); c.Lost != 0 {
+		t.Errorf("counts %+v, want no loss", c)
+	}
+	ops = []Op{acq("a", 0, 2, Granted, 1), rel("a", 30, 31, NotHeld), rel("a", 300, 8300, Maybe)}
+	checkModel(t, "before a maybe", ops, porcupine.Illegal)
+	if c := count(ops, nil); c.Lost != 1 {
+		t.Errorf("counts %+v, want 1 lost", c)
+	}
+}
+
 func TestRepeatedTokenIsCaught(t *testing.T) {
 	// The promoted replica's counter was behind: b gets a's token again.
 	ops := []Op{

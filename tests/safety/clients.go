@@ -17,8 +17,9 @@ import (
 // The other four clients' default paths: each worker runs one driver
 // program of its own (tests/safety/drivers, clients/rust/examples) that
 // finds the master through Sentinel with its language's Redis library and
-// takes fenced locks with the package's default options, answering JSON
-// lines on stdin/stdout.
+// takes locks of the kind asked (fenced, and the kind clientkinds.go's
+// rotation gives the mode) with the package's default options, answering
+// JSON lines on stdin/stdout.
 const (
 	ModePyClient   = "pyclient"
 	ModeNodeClient = "nodeclient"
@@ -41,12 +42,21 @@ var driverModes = map[string]string{
 // and started again (a new client object, as a restarted process).
 const driverCeiling = 90 * time.Second
 
-// driverRequest is one line the harness writes.
+// driverRequest is one line the harness writes. A release repeats the
+// acquisition's fields (a driver keeps its handle by owner; one started
+// again after a crash has none, and answers notheld).
 type driverRequest struct {
-	Op      string `json:"op"` // acquire | release
-	Lock    string `json:"lock"`
-	Owner   string `json:"owner"`
-	LeaseMs int64  `json:"lease_ms,omitempty"`
+	Op    string `json:"op"` // acquire | release
+	Kind  string `json:"kind"`
+	Lock  string `json:"lock"`
+	Owner string `json:"owner"`
+	// Side: a read-write lock's "read" or "write" (kind rw).
+	Side string `json:"side,omitempty"`
+	// Locks: a multi-lock's locks (kind multi; Lock is the first).
+	Locks   []string `json:"locks,omitempty"`
+	LeaseMs int64    `json:"lease_ms,omitempty"`
+	// WaitMs: > 0, the package's waiting acquisition (kinds fair, block).
+	WaitMs int64 `json:"wait_ms,omitempty"`
 }
 
 // driverReply is one line a driver answers: acquire -> granted (token,
@@ -198,25 +208,62 @@ func (p *driverPath) close() { p.stop(30 * time.Second) }
 // error may have left a hold; the worker then releases until a reply says,
 // and the driver asks the server.
 func (p *driverPath) acquire(_ context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
-	reply, err := p.call(driverRequest{Op: "acquire", Lock: lock, Owner: owner, LeaseMs: lease.Milliseconds()})
+	out, token, detail := p.acquireWith(driverRequest{Op: "acquire", Kind: KindFenced, Lock: lock, Owner: owner, LeaseMs: lease.Milliseconds()})
+	return out, token, false, detail
+}
+
+func (p *driverPath) acquireWith(req driverRequest) (Outcome, int64, string) {
+	reply, err := p.call(req)
 	if err != nil {
-		return Maybe, 0, false, err.Error()
+		return Maybe, 0, err.Error()
 	}
 	switch reply.Outcome {
 	case "granted":
-		return Granted, reply.Token, false, "owner " + reply.Owner
+		return Granted, reply.Token, "owner " + reply.Owner
 	case "refused":
-		return Refused, 0, false, reply.Detail
+		return Refused, 0, reply.Detail
 	case "notsynced":
-		return Maybe, 0, false, "NotSynced: " + reply.Detail
+		return Maybe, 0, "NotSynced: " + reply.Detail
 	case "maybe":
-		return Maybe, 0, false, reply.Detail
+		return Maybe, 0, reply.Detail
 	}
-	return Maybe, 0, false, fmt.Sprintf("unexpected driver reply %+v", reply)
+	return Maybe, 0, fmt.Sprintf("unexpected driver reply %+v", reply)
+}
+
+// kindRequestOf is a client kind's attempt as the drivers read it.
+func kindRequestOf(op string, req kindRequest) driverRequest {
+	r := driverRequest{Op: op, Kind: req.kind, Lock: req.holds[0].lock, Owner: req.owner}
+	if op == "acquire" {
+		r.LeaseMs, r.WaitMs = req.lease.Milliseconds(), req.wait.Milliseconds()
+	}
+	switch req.kind {
+	case KindRW:
+		r.Side = "write"
+		if req.holds[0].role == RoleRead {
+			r.Side = "read"
+		}
+	case KindMulti:
+		for _, h := range req.holds {
+			r.Locks = append(r.Locks, h.lock)
+		}
+	}
+	return r
+}
+
+func (p *driverPath) acquireKind(_ context.Context, req kindRequest) (Outcome, int64, string) {
+	return p.acquireWith(kindRequestOf("acquire", req))
+}
+
+func (p *driverPath) releaseKind(_ context.Context, req kindRequest) (Outcome, string) {
+	return p.releaseWith(kindRequestOf("release", req))
 }
 
 func (p *driverPath) release(_ context.Context, lock, owner string) (Outcome, string) {
-	reply, err := p.call(driverRequest{Op: "release", Lock: lock, Owner: owner})
+	return p.releaseWith(driverRequest{Op: "release", Kind: KindFenced, Lock: lock, Owner: owner})
+}
+
+func (p *driverPath) releaseWith(req driverRequest) (Outcome, string) {
+	reply, err := p.call(req)
 	if err != nil {
 		return Maybe, err.Error()
 	}

@@ -67,3 +67,118 @@ func TestDriverPathOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// Every client runs every kind once the rotation's length of episodes has
+// passed; at any moment the five clients run five different kinds; the
+// next seed starts each client one kind further on.
+func TestRotationCoversEveryKindForEveryClient(t *testing.T) {
+	r := newRotation(allKinds, 820888)
+	if len(r.kinds) != 6 || contains(r.kinds, KindFenced) {
+		t.Fatalf("kinds %v: every kind but fenced", r.kinds)
+	}
+	seen := map[string]map[string]bool{}
+	for e := 0; e < len(r.kinds); e++ {
+		now := map[string]bool{}
+		for _, m := range clientModes {
+			k := r.kindOf(m)
+			if now[k] {
+				t.Fatalf("episode %d: two clients run %s", e, k)
+			}
+			now[k] = true
+			if seen[m] == nil {
+				seen[m] = map[string]bool{}
+			}
+			seen[m][k] = true
+		}
+		r.next()
+	}
+	for _, m := range clientModes {
+		if len(seen[m]) != len(r.kinds) {
+			t.Errorf("%s ran %v over %d episodes", m, seen[m], len(r.kinds))
+		}
+	}
+	a, b := newRotation(allKinds, 7), newRotation(allKinds, 8)
+	for i, m := range clientModes {
+		if b.kindOf(m) != a.kinds[(7+i+1)%6] || a.kindOf(m) != a.kinds[(7+i)%6] {
+			t.Errorf("%s: seed 7 %s, seed 8 %s", m, a.kindOf(m), b.kindOf(m))
+		}
+	}
+	if r.kindOf(ModeAcked) != "" || newRotation([]string{KindFenced}, 1) != nil || newRotation(nil, 1).kindOf(ModeGoClient) != "" {
+		t.Error("a command mode, or no kind but fenced, must run no client kind")
+	}
+}
+
+// What the drivers read for each kind.
+func TestKindRequestOf(t *testing.T) {
+	read := kindRequest{kind: KindRW, holds: []heldLock{{lock: "a", role: RoleRead}}, owner: "o", lease: 10 * time.Second}
+	if r := kindRequestOf("acquire", read); r.Side != "read" || r.Lock != "a" || r.LeaseMs != 10000 || r.WaitMs != 0 {
+		t.Errorf("read: %+v", r)
+	}
+	multi := kindRequest{kind: KindMulti, holds: []heldLock{{lock: "b"}, {lock: "a"}}, owner: "o", lease: time.Second}
+	if r := kindRequestOf("release", multi); r.Lock != "b" || len(r.Locks) != 2 || r.Locks[1] != "a" || r.LeaseMs != 0 {
+		t.Errorf("multi release: %+v", r)
+	}
+	block := kindRequest{kind: KindBlock, holds: []heldLock{{lock: "c"}}, owner: "o", lease: time.Second, wait: waitOf(KindBlock)}
+	if r := kindRequestOf("acquire", block); r.WaitMs != blockFor || r.Side != "" || waitOf(KindPlain) != 0 {
+		t.Errorf("block: %+v", r)
+	}
+}
+
+// scriptedKinds answers a kind path's releases from a list.
+type scriptedKinds struct {
+	releases []driverReply
+}
+
+func (s *scriptedKinds) acquireKind(context.Context, kindRequest) (Outcome, int64, string) {
+	return Granted, 1, ""
+}
+
+func (s *scriptedKinds) releaseKind(context.Context, kindRequest) (Outcome, string) {
+	r := s.releases[0]
+	s.releases = s.releases[1:]
+	return map[string]Outcome{"released": Released, "notheld": NotHeld, "maybe": Maybe}[r.Outcome], r.Detail
+}
+
+// A session's release that found its connection closed is indeterminate
+// (the server ended the hold with the connection, when the client cannot
+// tell), and the release is asked again until a reply says; a multi-hold's
+// one outcome is every lock's; a fair lock's "released" may be of a lock
+// already gone.
+func TestReleaseKindUntilKnown(t *testing.T) {
+	rec := newRecorder()
+	w := &worker{id: 1, mode: ModePyClient, rec: rec, par: params{horizon: time.Second}}
+	p := &scriptedKinds{releases: []driverReply{
+		{Outcome: "notheld", Detail: "NotHeld: safety:l: the session's connection closed"},
+		{Outcome: "notheld"},
+		{Outcome: "maybe", Detail: "timeout"},
+		{Outcome: "released"},
+		{Outcome: "released"},
+	}}
+	session := kindRequest{kind: KindSession, holds: []heldLock{{lock: "l"}}, owner: "o1", lease: time.Minute}
+	w.releaseKindUntilKnown(p, session, "pyclient/session", rec.now())
+	multi := kindRequest{kind: KindMulti, holds: []heldLock{{lock: "a"}, {lock: "b"}}, owner: "o2", lease: time.Minute}
+	w.releaseKindUntilKnown(p, multi, "pyclient/multi", rec.now())
+	// A fair lock's release replies 1 when the lock is gone: held or not,
+	// and nothing to ask again.
+	fair := kindRequest{kind: KindFair, holds: []heldLock{{lock: "f"}}, owner: "o3", lease: time.Minute}
+	w.releaseKindUntilKnown(p, fair, "pyclient/fair", rec.now())
+	if len(p.releases) != 0 {
+		t.Errorf("%d replies left", len(p.releases))
+	}
+	var got []string
+	for _, o := range rec.ops {
+		got = append(got, o.Mode+" "+o.Lock+" "+o.Outcome.String())
+	}
+	want := []string{"pyclient/session l maybe", "pyclient/session l not-held",
+		"pyclient/multi a maybe", "pyclient/multi b maybe", "pyclient/multi a released", "pyclient/multi b released",
+		"pyclient/fair f maybe"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("recorded %v, want %v", got, want)
+	}
+	if rec.ops[0].Return < rec.ops[0].Call+int64(time.Second) {
+		t.Error("an indeterminate release must stay open until the horizon")
+	}
+	if last := rec.ops[len(rec.ops)-1]; last.Return >= last.Call+int64(time.Second) {
+		t.Error("a fair release's reply came: its outcome is open within the call only")
+	}
+}

@@ -228,23 +228,7 @@ func (w *kindWorker) next() attempt {
 	w.seq++
 	a := attempt{owner: fmt.Sprintf("%s-w%d-%d", w.stream, w.id, w.seq), lease: w.par.lease,
 		hold: w.between(w.par.holdMin, w.par.holdMax)}
-	pick := w.locks[w.rng.Intn(len(w.locks))]
-	switch w.kind {
-	case KindMulti:
-		// 2 or 3 of the locks, in any order: the server takes all or none
-		// whatever the order.
-		for _, i := range w.rng.Perm(len(w.locks))[:2+w.rng.Intn(len(w.locks)-1)] {
-			a.holds = append(a.holds, heldLock{lock: w.locks[i]})
-		}
-	case KindRW:
-		role := RoleWrite
-		if w.rng.Intn(2) == 0 {
-			role = RoleRead
-		}
-		a.holds = []heldLock{{lock: pick, role: role}}
-	default:
-		a.holds = []heldLock{{lock: pick}}
-	}
+	a.holds = pickHolds(w.kind, w.locks, w.rng)
 	if w.kind == KindSession {
 		a.lease = sessionLease
 		if w.rng.Intn(4) == 0 {
@@ -253,6 +237,28 @@ func (w *kindWorker) next() attempt {
 		a.closeAfter = w.rng.Intn(5) == 0
 	}
 	return a
+}
+
+// pickHolds is what one attempt of kind holds among locks: one lock (a
+// read-write lock's read or write side, half each), or for a multi-hold 2
+// or 3 of them in any order (the server takes all or none whatever the
+// order).
+func pickHolds(kind string, locks []string, rng *rand.Rand) []heldLock {
+	switch kind {
+	case KindMulti:
+		var holds []heldLock
+		for _, i := range rng.Perm(len(locks))[:2+rng.Intn(len(locks)-1)] {
+			holds = append(holds, heldLock{lock: locks[i]})
+		}
+		return holds
+	case KindRW:
+		role := RoleWrite
+		if rng.Intn(2) == 0 {
+			role = RoleRead
+		}
+		return []heldLock{{lock: locks[rng.Intn(len(locks))], role: role}}
+	}
+	return []heldLock{{lock: locks[rng.Intn(len(locks))]}}
 }
 
 // acquisition is the attempt's command and how to read its reply.

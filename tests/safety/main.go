@@ -1,7 +1,7 @@
 // Command safety is the rwlock safety suite: a master, 2 replicas and 3
 // Sentinels with the module (or a cluster of 3 masters each with a
-// replica: SAFETY_TOPOLOGY=cluster, cluster.go), workers taking fenced
-// locks through several paths while faults are injected from a seed, and
+// replica: SAFETY_TOPOLOGY=cluster, cluster.go), workers taking locks of
+// every kind through several paths while faults are injected from a seed, and
 // checkers over the history (Porcupine against a lease-lock model, and the
 // counts).
 //
@@ -10,8 +10,9 @@
 // SAFETY_SEED, SAFETY_FAILOVERS (episodes per fault kind, default 3),
 // SAFETY_FAULTS, SAFETY_MODES, SAFETY_CLAIM (the modes
 // that must show no violation: default acked), SAFETY_WORKERS (per mode),
-// SAFETY_LOCKS (per mode), SAFETY_KINDS (lock kinds: kinds.go),
-// SAFETY_KIND_MODES (the modes the kinds other than fenced run in),
+// SAFETY_LOCKS (per mode), SAFETY_KINDS (lock kinds: kinds.go; the
+// client modes rotate through them too: clientkinds.go),
+// SAFETY_KIND_MODES (the command modes the kinds other than fenced run in),
 // SAFETY_VERBOSE, SAFETY_KEEP (keep the servers' directory),
 // SAFETY_EXPECT_VIOLATION (streams that must show one: the checker's own
 // test), and for the driver modes (clients.go) each driver's command:
@@ -137,6 +138,19 @@ func run() int {
 	fmt.Printf("safety: %s topology; seed %d, %d episodes of each of %s; modes %s (claiming safety: %s)\n",
 		topo, seed, episodesPerKind, strings.Join(faults, " "), strings.Join(modes, " "), strings.Join(claims, " "))
 	fmt.Printf("safety: kinds %s in modes %s\n", strings.Join(kinds, " "), strings.Join(kindModes, " "))
+	rot := newRotation(kinds, seed)
+	if rot != nil {
+		var now []string
+		for _, m := range clientModes {
+			if contains(modes, m) {
+				now = append(now, m+" "+rot.kindOf(m))
+			}
+		}
+		if len(now) > 0 {
+			fmt.Printf("safety: the client modes rotate through %s, one kind further at each episode; first %s\n",
+				strings.Join(rot.kinds, " "), strings.Join(now, ", "))
+		}
+	}
 	fmt.Printf("safety: reproduce with SAFETY_TOPOLOGY=%s SAFETY_SEED=%d SAFETY_FAILOVERS=%d SAFETY_FAULTS=%s SAFETY_MODES=%s SAFETY_KINDS=%s SAFETY_KIND_MODES=%s\n",
 		topo, seed, episodesPerKind, strings.Join(faults, ","), strings.Join(modes, ","), strings.Join(kinds, ","), strings.Join(kindModes, ","))
 
@@ -230,6 +244,9 @@ func run() int {
 				failed = true
 				return 2
 			}
+			if !t.cluster {
+				w.rot = rot
+			}
 			if i == 0 {
 				gcWorkers = append(gcWorkers, w)
 			}
@@ -260,6 +277,7 @@ func run() int {
 			break
 		}
 		time.Sleep(time.Duration(500+rng.Intn(1000)) * time.Millisecond)
+		rot.next()
 	}
 	stop()
 	done := make(chan struct{})
@@ -269,6 +287,8 @@ func run() int {
 	case <-time.After(2 * time.Minute):
 		fmt.Fprintln(os.Stderr, "safety: workers did not stop within 2 min")
 	}
+	modes = append(modes, rot.streams(clientModes)...)
+	rec.Modes = modes
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "safety: harness:", runErr)
 		failed = true
@@ -356,13 +376,21 @@ func report(rec *recorder, modes, claims, expectViolation, faults []string) bool
 		fmt.Printf(" %17s", k)
 	}
 	fmt.Println()
+	turns := false
 	for _, mode := range modes {
+		if rotating(mode) {
+			turns = true
+			continue
+		}
 		u := unavailability(byMode[mode], episodes)
 		fmt.Printf("%-15s", mode)
 		for _, k := range kinds {
 			fmt.Printf(" %17.2f", u[k].Seconds())
 		}
 		fmt.Println()
+	}
+	if turns {
+		fmt.Println("(not shown: the client modes' kind streams, which run in turns; each client's availability is its fenced stream's)")
 	}
 	if ok {
 		fmt.Println("\nsafety: PASS")

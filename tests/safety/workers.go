@@ -84,6 +84,10 @@ type worker struct {
 	// gc asks the worker to pause its next hold past its lease.
 	gc     atomic.Bool
 	gcDone chan struct{}
+
+	// rot gives a client mode's worker the other kind it takes besides
+	// fenced locks (clientkinds.go); nil or "" for none.
+	rot *rotation
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -105,6 +109,14 @@ func (w *worker) between(lo, hi time.Duration) time.Duration {
 }
 
 func (w *worker) cycle(ctx context.Context) {
+	// A client path takes its kind every other attempt on average; the
+	// paused client's hold is always a fenced one.
+	if kp, ok := w.p.(kindPath); ok && !w.gc.Load() {
+		if kind := w.rot.kindOf(w.mode); kind != "" && w.rng.Intn(2) == 0 {
+			w.kindCycle(ctx, kp, kind)
+			return
+		}
+	}
 	w.seq++
 	lock := w.locks[w.rng.Intn(len(w.locks))]
 	owner := fmt.Sprintf("%s-w%d-%d", w.mode, w.id, w.seq)
@@ -482,27 +494,70 @@ func (p *goClientPath) close() {
 }
 
 func (p *goClientPath) acquire(ctx context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
-	l := p.locks.Lock(lock, rwlock.Fenced())
-	ok, err := l.Acquire(ctx, rwlock.WithWait(0), rwlock.WithLease(lease))
+	out, token, detail := p.take(ctx, p.locks.Lock(lock, rwlock.Fenced()), owner, 0, lease)
+	return out, token, false, detail
+}
+
+// handle is the package's handle for a kind's attempt, with the options
+// the kind needs and the package's defaults otherwise (the read-write
+// lock's write side, the session and block kinds fenced, as the command
+// streams are).
+func (p *goClientPath) handle(req kindRequest) *rwlock.Lock {
+	h := req.holds[0]
+	switch req.kind {
+	case KindPlain:
+		return p.locks.Lock(h.lock)
+	case KindRW:
+		rw := p.locks.ReadWriteLock(h.lock, rwlock.Fenced())
+		if h.role == RoleRead {
+			return rw.Read()
+		}
+		return rw.Write()
+	case KindFair:
+		return p.locks.FairLock(h.lock)
+	case KindMulti:
+		var holds []rwlock.Hold
+		for _, h := range req.holds {
+			holds = append(holds, rwlock.Hold{Kind: rwlock.KindLock, Name: h.lock})
+		}
+		return p.locks.MultiLock(holds)
+	case KindSession:
+		return p.locks.Lock(h.lock, rwlock.Fenced(), rwlock.Session())
+	}
+	return p.locks.Lock(h.lock, rwlock.Fenced()) // KindBlock: fenced, with a wait
+}
+
+func (p *goClientPath) acquireKind(ctx context.Context, req kindRequest) (Outcome, int64, string) {
+	return p.take(ctx, p.handle(req), req.owner, req.wait, req.lease)
+}
+
+func (p *goClientPath) releaseKind(ctx context.Context, req kindRequest) (Outcome, string) {
+	return p.release(ctx, req.holds[0].lock, req.owner)
+}
+
+// take acquires with the handle l for owner, keeping the handle for the
+// release.
+func (p *goClientPath) take(ctx context.Context, l *rwlock.Lock, owner string, wait, lease time.Duration) (Outcome, int64, string) {
+	ok, err := l.Acquire(ctx, rwlock.WithWait(wait), rwlock.WithLease(lease))
 	switch {
 	case errors.Is(err, rwlock.ErrNotSynced):
 		// The package released it already.
-		return Maybe, 0, false, err.Error()
+		return Maybe, 0, err.Error()
 	case err != nil && refusedBeforeWriting(err):
-		return Refused, 0, false, err.Error()
+		return Refused, 0, err.Error()
 	case err != nil:
 		p.mu.Lock()
 		p.held[owner] = l // may hold it: the release below is asked
 		p.mu.Unlock()
-		return Maybe, 0, false, err.Error()
+		return Maybe, 0, err.Error()
 	case !ok:
-		return Refused, 0, false, ""
+		return Refused, 0, ""
 	}
 	token, _ := l.Token()
 	p.mu.Lock()
 	p.held[owner] = l
 	p.mu.Unlock()
-	return Granted, token, false, ""
+	return Granted, token, ""
 }
 
 // release releases the handle made for owner. Owners of this path are the
@@ -520,8 +575,9 @@ func (p *goClientPath) release(ctx context.Context, lock, owner string) (Outcome
 		p.forget(owner)
 		return Released, ""
 	case errors.Is(err, rwlock.ErrNotHeld):
+		// The detail says why (a session's connection closed: clientkinds.go).
 		p.forget(owner)
-		return NotHeld, ""
+		return NotHeld, err.Error()
 	}
 	return Maybe, err.Error()
 }

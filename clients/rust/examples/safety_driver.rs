@@ -1,12 +1,16 @@
 //! The safety suite's driver for this package (tests/safety, mode
-//! rustclient): fenced locks with the default options, on the master that
-//! Sentinel names. An example of the package so that it shares the
-//! package's build (`make test` compiles the examples with its tests).
+//! rustclient): locks of every kind with the default options, on the
+//! master that Sentinel names. An example of the package so that it shares
+//! the package's build (`make test` compiles the examples with its tests).
 //!
 //! One JSON object a line on stdin, one reply a line on stdout:
-//! `{"op": "acquire", "lock", "owner", "lease_ms"}` -> granted (token,
-//! owner) | refused | notsynced | maybe (detail);
-//! `{"op": "release", "lock", "owner"}` -> released | notheld | maybe.
+//! `{"op": "acquire", "kind", "lock", "owner", "lease_ms", "wait_ms",
+//! "side", "locks"}` -> granted (token, owner) | refused | notsynced |
+//! maybe (detail);
+//! `{"op": "release", "kind", "lock", "owner"}` -> released | notheld |
+//! maybe. kind: fenced, plain, rw (side read or write), fair, multi
+//! (locks), session, block (fenced with a wait); `wait_ms` > 0 waits on
+//! the server (`BLOCK`).
 //! Environment (set by the harness): `SAFETY_SENTINELS` (host:port,...),
 //! `SAFETY_MASTER_NAME`, `SAFETY_NAT` (announced host:port=reachable
 //! host:port,...: the harness's proxies), `SAFETY_TIMEOUT_MS` (the
@@ -25,13 +29,105 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use rwlock_client::{Error, Guard, Locks};
+use rwlock_client::{Error, Guard, Lock, Locks, MultiLock};
 use serde_json::{json, Value};
+
+/// What the harness asks to take: a kind (`Request::kind`) of one lock,
+/// or of several (a multi-lock).
+#[derive(Clone)]
+struct Request {
+    kind: String,
+    lock: String,
+    read: bool,
+    locks: Vec<String>,
+}
+
+impl Request {
+    fn of(request: &Value) -> Request {
+        let text = |field: &str| request[field].as_str().unwrap_or_default().to_string();
+        Request {
+            kind: text("kind"),
+            lock: text("lock"),
+            read: text("side") == "read",
+            locks: request["locks"]
+                .as_array()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Takes it with the package's handle for the kind: the read-write
+    /// lock's write side, the session and block kinds fenced, as the
+    /// harness's command streams are.
+    fn acquire(
+        &self,
+        locks: &Locks,
+        owner: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> rwlock_client::Result<Guard> {
+        match self.kind.as_str() {
+            "rw" => {
+                let rw = locks
+                    .read_write_lock(&self.lock)
+                    .fenced()
+                    .with_lease(lease)
+                    .with_owner(owner);
+                if self.read {
+                    rw.try_read(wait)
+                } else {
+                    rw.try_write(wait)
+                }
+            }
+            "multi" => self.multi(locks, owner).with_lease(lease).try_acquire(wait),
+            _ => self.lock(locks, owner).with_lease(lease).try_acquire(wait),
+        }
+    }
+
+    /// Releases the owner's hold without its guard (spent by a failed
+    /// release, or never had: an acquisition of unknown outcome).
+    fn unlock(&self, locks: &Locks, owner: &str) -> rwlock_client::Result<()> {
+        match self.kind.as_str() {
+            "rw" => {
+                let rw = locks.read_write_lock(&self.lock).fenced().with_owner(owner);
+                if self.read {
+                    rw.unlock_read()
+                } else {
+                    rw.unlock_write()
+                }
+            }
+            "multi" => self.multi(locks, owner).unlock(),
+            _ => self.lock(locks, owner).unlock(),
+        }
+    }
+
+    fn lock(&self, locks: &Locks, owner: &str) -> Lock {
+        let lock = match self.kind.as_str() {
+            "plain" => locks.lock(&self.lock),
+            "fair" => locks.fair_lock(&self.lock),
+            "session" => locks.fenced_lock(&self.lock).with_session(),
+            _ => locks.fenced_lock(&self.lock), // fenced, block
+        };
+        lock.with_owner(owner)
+    }
+
+    fn multi(&self, locks: &Locks, owner: &str) -> MultiLock {
+        self.locks
+            .iter()
+            .fold(locks.multi_lock(), |multi, name| multi.lock(name))
+            .with_owner(owner)
+    }
+}
 
 /// A hold the harness asked for: its guard while the acquisition's
 /// connection is usable, else released through the master of the moment.
 struct Attempt {
-    lock: String,
+    request: Request,
     guard: Option<Guard>,
 }
 
@@ -102,21 +198,18 @@ impl Driver {
         Err(why)
     }
 
-    fn acquire(&mut self, lock: &str, owner: &str, lease_ms: u64) -> Value {
+    fn acquire(&mut self, request: Request, owner: &str, lease_ms: u64, wait_ms: u64) -> Value {
         let locks = match self.locks() {
             Ok(locks) => locks,
             Err(why) => return json!({"outcome": "refused", "detail": format!("no master: {why}")}),
         };
-        let handle = locks
-            .fenced_lock(lock)
-            .with_lease(Duration::from_millis(lease_ms))
-            .with_owner(owner);
-        match handle.try_acquire(Duration::ZERO) {
+        let lease = Duration::from_millis(lease_ms);
+        match request.acquire(&locks, owner, lease, Duration::from_millis(wait_ms)) {
             Ok(guard) => {
                 let reply =
                     json!({"outcome": "granted", "token": guard.token(), "owner": guard.owner()});
                 let attempt = Attempt {
-                    lock: lock.to_string(),
+                    request,
                     guard: Some(guard),
                 };
                 self.attempts.insert(owner.to_string(), attempt);
@@ -128,7 +221,7 @@ impl Driver {
                 // Released by the package, unless that release failed too:
                 // the worker's release asks the server.
                 let attempt = Attempt {
-                    lock: lock.to_string(),
+                    request,
                     guard: None,
                 };
                 self.attempts.insert(owner.to_string(), attempt);
@@ -141,7 +234,7 @@ impl Driver {
                 }
                 // May have been granted: the release below is asked.
                 let attempt = Attempt {
-                    lock: lock.to_string(),
+                    request,
                     guard: None,
                 };
                 self.attempts.insert(owner.to_string(), attempt);
@@ -157,9 +250,9 @@ impl Driver {
         let released = match attempt.guard.take() {
             Some(guard) => guard.release(),
             None => {
-                let lock = attempt.lock.clone();
+                let request = attempt.request.clone();
                 match self.locks() {
-                    Ok(locks) => locks.fenced_lock(&lock).with_owner(owner).unlock(),
+                    Ok(locks) => request.unlock(&locks, owner),
                     Err(why) => {
                         return json!({"outcome": "maybe", "detail": format!("no master: {why}")})
                     }
@@ -220,7 +313,8 @@ fn main() {
         let text = |field: &str| request[field].as_str().unwrap_or_default().to_string();
         let reply = if text("op") == "acquire" {
             let lease_ms = request["lease_ms"].as_u64().unwrap_or_default();
-            driver.acquire(&text("lock"), &text("owner"), lease_ms)
+            let wait_ms = request["wait_ms"].as_u64().unwrap_or_default();
+            driver.acquire(Request::of(&request), &text("owner"), lease_ms, wait_ms)
         } else {
             driver.release(&text("owner"))
         };

@@ -1,9 +1,16 @@
 import com.google.gson.Gson;
 import com.google.gson.JsonObject;
+import com.google.gson.JsonElement;
+import io.github.rwlock.client.DistributedLock;
+import io.github.rwlock.client.FairLock;
+import io.github.rwlock.client.Hold;
 import io.github.rwlock.client.Lock;
 import io.github.rwlock.client.LockClient;
+import io.github.rwlock.client.LockOptions;
+import io.github.rwlock.client.MultiLock;
 import io.github.rwlock.client.NotHeldException;
 import io.github.rwlock.client.NotSyncedException;
+import io.github.rwlock.client.ReadWriteLock;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -11,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
@@ -23,13 +31,15 @@ import redis.clients.jedis.JedisSentinelPool;
 import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
- * The safety suite's driver for the Java package (tests/safety, mode javaclient): fenced locks
- * with the package's default options, through one {@code LockClient} on a {@code
+ * The safety suite's driver for the Java package (tests/safety, mode javaclient): locks of every
+ * kind with the package's default options, through one {@code LockClient} on a {@code
  * JedisSentinelPool}, which follows the master Sentinel names from one failover to the next.
  *
- * <p>One JSON object a line on stdin, one reply a line on stdout: {@code {"op": "acquire", "lock",
- * "owner", "lease_ms"}} -> granted (token, owner) | refused | notsynced | maybe (detail); {@code
- * {"op": "release", "lock", "owner"}} -> released | notheld | maybe. Environment (set by the
+ * <p>One JSON object a line on stdin, one reply a line on stdout: {@code {"op": "acquire", "kind",
+ * "lock", "owner", "lease_ms", "wait_ms", "side", "locks"}} -> granted (token, owner) | refused |
+ * notsynced | maybe (detail); {@code {"op": "release", "kind", "lock", "owner"}} -> released |
+ * notheld | maybe. kind: fenced, plain, rw (side read or write), fair, multi (locks), session,
+ * block (fenced with a wait); wait_ms > 0 waits on the server (BLOCK). Environment (set by the
  * harness): SAFETY_SENTINELS (host:port,...), SAFETY_MASTER_NAME, SAFETY_NAT (announced
  * host:port=reachable host:port,...: the harness's proxies, given to Jedis as the masters'
  * {@code HostAndPortMapper}), SAFETY_TIMEOUT_MS (the connections' socket timeout).
@@ -45,7 +55,7 @@ public final class SafetyDriver {
      */
     private final Map<String, Attempt> attempts = new HashMap<>();
 
-    private record Attempt(Lock lock, ExecutorService thread) {}
+    private record Attempt(DistributedLock lock, ExecutorService thread) {}
 
     private SafetyDriver(LockClient client) {
         this.client = client;
@@ -82,14 +92,14 @@ public final class SafetyDriver {
     private Map<String, Object> handle(JsonObject request) throws InterruptedException {
         String owner = request.get("owner").getAsString();
         if (request.get("op").getAsString().equals("acquire")) {
-            Lock lock = Lock.fenced(client, request.get("lock").getAsString());
+            DistributedLock lock = lockFor(request);
             Duration lease = Duration.ofMillis(request.get("lease_ms").getAsLong());
+            JsonElement waitMs = request.get("wait_ms");
+            Duration wait = waitMs == null ? Duration.ZERO : Duration.ofMillis(waitMs.getAsLong());
             ExecutorService thread = Executors.newSingleThreadExecutor();
             try {
                 // The token and the owner are the calling thread's view: read on that thread.
-                Map<String, Object> granted = thread.submit(() -> lock.acquire(Duration.ZERO, lease)
-                        ? Map.<String, Object>of("outcome", "granted", "token", lock.getToken(), "owner", lock.getOwner())
-                        : null).get();
+                Map<String, Object> granted = thread.submit(() -> lock.acquire(wait, lease) ? granted(lock) : null).get();
                 if (granted == null) {
                     thread.shutdown();
                     return Map.of("outcome", "refused");
@@ -129,6 +139,41 @@ public final class SafetyDriver {
             }
             return Map.of("outcome", "maybe", "detail", e.getCause().toString());
         }
+    }
+
+    /**
+     * The package's lock object for the request's kind: the read-write lock's write side, the
+     * session and block kinds fenced, as the harness's command streams are.
+     */
+    private DistributedLock lockFor(JsonObject request) {
+        String name = request.get("lock").getAsString();
+        return switch (request.get("kind").getAsString()) {
+            case "plain" -> new Lock(client, name);
+            case "rw" -> {
+                ReadWriteLock rw = new ReadWriteLock(client, name, LockOptions.defaults().withFenced(true));
+                yield request.get("side").getAsString().equals("read") ? rw.readLock() : rw.writeLock();
+            }
+            case "fair" -> new FairLock(client, name);
+            case "multi" -> {
+                List<Hold> holds = request.getAsJsonArray("locks").asList().stream()
+                        .map(n -> Hold.lock(n.getAsString())).toList();
+                yield new MultiLock(client, holds);
+            }
+            case "session" -> new Lock(client, name, LockOptions.defaults().withFenced(true).withSession(true));
+            default -> Lock.fenced(client, name); // fenced, block
+        };
+    }
+
+    /** A grant's reply; the token only for the kinds that take one. */
+    private static Map<String, Object> granted(DistributedLock lock) {
+        Map<String, Object> reply = new HashMap<>();
+        reply.put("outcome", "granted");
+        reply.put("owner", lock.getOwner());
+        Long token = lock.getToken();
+        if (token != null) {
+            reply.put("token", token);
+        }
+        return reply;
     }
 
     /** The server refused the command before writing (a replica now, loading). */

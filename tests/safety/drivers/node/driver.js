@@ -1,14 +1,18 @@
 // @ts-check
 // The safety suite's driver for the Node.js package (tests/safety, mode
-// nodeclient): fenced locks with the package's default options, on an
-// ioredis client that follows the master through Sentinel.
+// nodeclient): locks of every kind with the package's default options, on
+// an ioredis client that follows the master through Sentinel.
 //
 // Usage: node driver.js <the package's compiled dist/>, with ioredis on
 // NODE_PATH (the Makefile points it at clients/node/node_modules).
 // One JSON object a line on stdin, one reply a line on stdout:
-//   {"op": "acquire", "lock", "owner", "lease_ms"} -> granted (token, owner)
-//       | refused | notsynced | maybe (detail)
-//   {"op": "release", "lock", "owner"} -> released | notheld | maybe
+//   {"op": "acquire", "kind", "lock", "owner", "lease_ms", "wait_ms",
+//    "side", "locks"} -> granted (token, owner) | refused | notsynced
+//       | maybe (detail)
+//   {"op": "release", "kind", "lock", "owner"} -> released | notheld | maybe
+// kind: fenced, plain, rw (side read or write), fair, multi (locks),
+// session, block (fenced with a wait); wait_ms > 0 waits on the server
+// (BLOCK).
 // Environment (set by the harness): SAFETY_SENTINELS (host:port,...),
 // SAFETY_MASTER_NAME, SAFETY_NAT (announced host:port=reachable
 // host:port,...: the harness's proxies).
@@ -62,12 +66,42 @@ function refusedByServer(error) {
   return error instanceof Error && error.name === "ReplyError" && /^(READONLY|LOADING|NOREPLICAS)/.test(error.message);
 }
 
-/** @param {{ op: string; lock: string; owner: string; lease_ms?: number }} request */
+/**
+ * @typedef {{ op: string; kind: string; lock: string; owner: string; lease_ms?: number; wait_ms?: number;
+ *   side?: string; locks?: string[] }} Request
+ */
+
+/**
+ * The package's handle for the request's kind: the read-write lock's write
+ * side, the session and block kinds fenced, as the harness's command
+ * streams are.
+ * @param {Request} request
+ */
+function lockFor(request) {
+  switch (request.kind) {
+    case "plain":
+      return locks.lock(request.lock);
+    case "rw": {
+      const rw = locks.readWriteLock(request.lock, { fenced: true });
+      return request.side === "read" ? rw.readLock() : rw.writeLock();
+    }
+    case "fair":
+      return locks.fairLock(request.lock);
+    case "multi":
+      return locks.multiLock((request.locks ?? []).map((name) => locks.lock(name)));
+    case "session":
+      return locks.lock(request.lock, { fenced: true, session: true });
+    default: // fenced, block
+      return locks.fencedLock(request.lock);
+  }
+}
+
+/** @param {Request} request */
 async function handle(request) {
   if (request.op === "acquire") {
-    const lock = locks.fencedLock(request.lock);
+    const lock = lockFor(request);
     try {
-      if (await lock.acquire({ wait: 0, lease: request.lease_ms })) {
+      if (await lock.acquire({ wait: request.wait_ms ?? 0, lease: request.lease_ms })) {
         held.set(request.owner, lock);
         return { outcome: "granted", token: lock.token, owner: lock.owner };
       }

@@ -1,11 +1,13 @@
 """The safety suite's driver for the Python package (tests/safety, mode
-pyclient): fenced locks with the package's default options, on a redis-py
-client that follows the master through Sentinel.
+pyclient): locks of every kind with the package's default options, on a
+redis-py client that follows the master through Sentinel.
 
 One JSON object a line on stdin, one reply a line on stdout:
-  {"op": "acquire", "lock", "owner", "lease_ms"} -> granted (token, owner)
-      | refused | notsynced | maybe (detail)
-  {"op": "release", "lock", "owner"} -> released | notheld | maybe
+  {"op": "acquire", "kind", "lock", "owner", "lease_ms", "wait_ms", "side",
+   "locks"} -> granted (token, owner) | refused | notsynced | maybe (detail)
+  {"op": "release", "kind", "lock", "owner"} -> released | notheld | maybe
+kind: fenced, plain, rw (side read or write), fair, multi (locks), session,
+block (fenced with a wait); wait_ms > 0 waits on the server (BLOCK).
 
 Environment (set by the harness): SAFETY_SENTINELS (host:port,...),
 SAFETY_MASTER_NAME, SAFETY_NAT (announced host:port=reachable host:port,...:
@@ -22,7 +24,7 @@ from typing import Any, Dict, List, Tuple
 from redis.exceptions import ResponseError
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from rwlock_client import Lock, NotHeld, NotSynced
+from rwlock_client import FairLock, Lock, LockBase, MultiLock, NotHeld, NotSynced, ReadWriteLock
 
 
 def address(text: str) -> Tuple[str, int]:
@@ -43,6 +45,23 @@ class MappedSentinel(Sentinel):
         return self._nat.get((host, int(port)), (host, int(port)))
 
 
+def lock_for(client: Any, request: Dict[str, Any], owner: str) -> LockBase:
+    """The package's lock object for the request's kind, whose client id is
+    the harness's owner: the read-write lock's write side, the session and
+    block kinds fenced, as the harness's command streams are."""
+    kind, name = request["kind"], request["lock"]
+    if kind == "plain":
+        return Lock(client, name, client_id=owner)
+    if kind == "rw":
+        rw = ReadWriteLock(client, name, fenced=True, client_id=owner)
+        return rw.read_lock() if request["side"] == "read" else rw.write_lock()
+    if kind == "fair":
+        return FairLock(client, name, client_id=owner)
+    if kind == "multi":
+        return MultiLock(client, [("LOCK", n) for n in request["locks"]], client_id=owner)
+    return Lock(client, name, fenced=True, session=kind == "session", client_id=owner)
+
+
 def main() -> None:
     timeout = int(os.environ["SAFETY_TIMEOUT_MS"]) / 1000
     nat = {}
@@ -60,15 +79,15 @@ def main() -> None:
     # every attempt is an owner of its own (a thread would be the same
     # owner each time), and the redis client object, whose learned replica
     # counts the package keeps, is the worker's one client.
-    locks: Dict[str, Lock] = {}
+    locks: Dict[str, LockBase] = {}
     for line in sys.stdin:
         request = json.loads(line)
         owner = request["owner"]
         reply: Dict[str, Any]
         if request["op"] == "acquire":
-            lock = Lock(client, request["lock"], fenced=True, client_id=owner)
+            lock = lock_for(client, request, owner)
             try:
-                if lock.acquire(wait=0, lease=request["lease_ms"] / 1000):
+                if lock.acquire(wait=request.get("wait_ms", 0) / 1000, lease=request["lease_ms"] / 1000):
                     locks[owner] = lock
                     reply = {"outcome": "granted", "token": lock.token, "owner": lock.owner()}
                 else:
