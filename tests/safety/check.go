@@ -42,6 +42,7 @@ type opInput struct {
 	ret    int64
 	lease  int64
 	unsure bool // Maybe
+	seed   bool // the piece's first operation: see splitAtRest
 }
 
 type opOutput struct {
@@ -52,6 +53,9 @@ func step(state, input, output any) []any {
 	s := state.(lockState)
 	in := input.(opInput)
 	out := output.(opOutput).out
+	if in.seed {
+		return []any{lockState{last: in.token}}
+	}
 	free := s.holder == "" || in.ret >= s.until
 	switch in.kind {
 	case Acquire:
@@ -108,12 +112,82 @@ var lockModel = porcupine.NondeterministicModel{
 		}
 		var parts [][]porcupine.Operation
 		for _, name := range order {
-			parts = append(parts, byLock[name])
+			parts = append(parts, splitAtRest(byLock[name])...)
 		}
 		return parts
 	},
 	Init: func() []any { return []any{lockState{}} },
 	Step: step,
+}
+
+// splitAtRest cuts one lock's history at its moments of rest, so that
+// Porcupine checks pieces of minutes instead of one of an hour (the
+// 50-episode run's acked/rw did not finish in 2 minutes as one piece).
+//
+// A moment of rest T: every operation called before T has returned
+// before T (an indeterminate one at its horizon), and every hold that may
+// exist (a granted or indeterminate acquisition called before T) is over
+// in every linearization: its owner's release answered (released, or not
+// held: the model allows neither with the hold still there), or its lease
+// ran out (the model's earliest end, call + lease) and its owner does
+// nothing more (owners are one per attempt; only a release of its own
+// tells a hold that ran out from one that did not). After T the lock is
+// free in every linearization and only its highest token carries over:
+// each later piece starts with a seed operation setting it to the
+// highest token of the granted acquisitions before T. An indeterminate
+// one may have taken a higher token; leaving it out lets more histories
+// through, never fewer (token order across owners is also counted
+// directly: token regressions).
+func splitAtRest(ops []porcupine.Operation) [][]porcupine.Operation {
+	sorted := append([]porcupine.Operation(nil), ops...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	lastCall := map[string]int64{}
+	answered := map[string]int64{} // owner -> its first answered release's return
+	for _, op := range sorted {
+		in := op.Input.(opInput)
+		lastCall[in.owner] = max(lastCall[in.owner], op.Call)
+		out := op.Output.(opOutput).out
+		if in.kind == Release && (out == Released || out == NotHeld) {
+			if at, ok := answered[in.owner]; !ok || op.Return < at {
+				answered[in.owner] = op.Return
+			}
+		}
+	}
+	var parts [][]porcupine.Operation
+	var piece []porcupine.Operation
+	var rest, highest, carried int64 // rest: the piece is busy until then
+	for _, op := range sorted {
+		if len(piece) > 0 && op.Call > rest {
+			parts = append(parts, piece)
+			piece = nil
+			carried = highest
+		}
+		if len(piece) == 0 && len(parts) > 0 {
+			seed := op
+			seed.Input = opInput{seed: true, token: carried}
+			seed.Output = opOutput{Released}
+			seed.Call, seed.Return = op.Call-2, op.Call-1
+			piece = append(piece, seed)
+		}
+		piece = append(piece, op)
+		in := op.Input.(opInput)
+		rest = max(rest, op.Return)
+		out := op.Output.(opOutput).out
+		if in.kind == Acquire {
+			end := max(op.Call+in.lease, lastCall[in.owner])
+			if at, ok := answered[in.owner]; ok && at < end {
+				end = at
+			}
+			rest = max(rest, end)
+			if out == Granted {
+				highest = max(highest, in.token)
+			}
+		}
+	}
+	if len(piece) > 0 {
+		parts = append(parts, piece)
+	}
+	return parts
 }
 
 // porcupineOps turns a mode's history into Porcupine's operations (the
@@ -128,13 +202,25 @@ var lockModel = porcupine.NondeterministicModel{
 // And an owner's indeterminate releases become one, from the first's call
 // to the last's return: once one took effect the others change nothing,
 // so one release somewhere in that span allows every outcome they allow.
+//
+// An owner whose acquisitions were all indeterminate and whose releases
+// never replied 1 is left out whole: "it never acquired" explains
+// everything it saw (its releases' nil or unknown answers change nothing
+// on a lock it does not hold), and allows every other operation at least
+// as much as "it acquired" does (a hold, or its token, only ever makes
+// others' grants illegal), so the verdict is the same without it. Each
+// such owner kept would double the states Porcupine tracks until its
+// horizon; readers, which may all hold at once, made the 50-episode run's
+// acked/rw undecidable in 2 minutes.
 func porcupineOps(ops []Op) []porcupine.Operation {
 	acquired := map[holdKey]bool{}
+	granted := map[holdKey]bool{}
 	releasedAt := map[holdKey]int64{}
 	for _, o := range ops {
 		switch {
 		case o.Kind == Acquire && o.Outcome != Refused:
 			acquired[keyOf(o)] = true
+			granted[keyOf(o)] = granted[keyOf(o)] || o.Outcome == Granted
 		case o.Kind == Release && o.Outcome == Released:
 			releasedAt[keyOf(o)] = o.Call
 		}
@@ -144,6 +230,11 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 	for _, o := range ops {
 		if o.Outcome == Refused {
 			continue
+		}
+		if k := keyOf(o); acquired[k] && !granted[k] {
+			if _, proven := releasedAt[k]; !proven {
+				continue
+			}
 		}
 		if o.Kind == Release && o.Outcome == Maybe {
 			k := keyOf(o)

@@ -92,6 +92,9 @@ func rwStep(state, input, output any) []any {
 	s := state.(rwState)
 	in := input.(opInput)
 	out := output.(opOutput).out
+	if in.seed {
+		return []any{rwState{last: in.token}}
+	}
 	rs := decodeReaders(s.readers)
 	writerGone := s.writer == "" || in.ret >= s.wUntil
 	var live []reader // readers whose lease may not have ended by in.ret

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -331,4 +332,44 @@ func TestClaimsCoverTheModesKinds(t *testing.T) {
 			t.Errorf("covers(%q, %q) = %v, want %v", c.claim, c.stream, got, c.want)
 		}
 	}
+}
+
+// A history cut at its moments of rest: many pieces, each checked alone,
+// and a violation in a late piece, or a token lower than one granted
+// pieces before, is still caught.
+func TestHistoryIsCutAtRest(t *testing.T) {
+	var ops []Op
+	for i := int64(0); i < 40; i++ {
+		at := i * 100
+		owner := "o" + strconv.FormatInt(i, 10)
+		ops = append(ops, acq(owner, at, at+2, Granted, i+1), rel(owner, at+30, at+31, Released))
+	}
+	pieces := splitAtRest(porcupineOps(ops))
+	if len(pieces) != 40 {
+		t.Fatalf("%d pieces, want 40 (one per hold)", len(pieces))
+	}
+	checkModel(t, "cut, clean", ops, porcupine.Ok)
+
+	overlap := append(append([]Op(nil), ops...),
+		acq("x", 3_900, 3_902, Granted, 100), acq("y", 3_910, 3_912, Granted, 101),
+		rel("y", 3_940, 3_941, Released), rel("x", 3_950, 3_951, Released))
+	checkModel(t, "cut, overlap in the last piece", overlap, porcupine.Illegal)
+
+	lower := append(append([]Op(nil), ops...), acq("z", 5_000, 5_002, Granted, 3), rel("z", 5_030, 5_031, Released))
+	checkModel(t, "cut, a token below one granted pieces before", lower, porcupine.Illegal)
+}
+
+// No cut while a hold may still exist: an indeterminate acquisition's
+// lease (10 s) spans the rest of this history, and its owner's release
+// came back indeterminate too.
+func TestNoCutWhileAHoldMayExist(t *testing.T) {
+	ops := []Op{
+		acq("a", 0, 8_000, Maybe, 0), rel("a", 100, 8_100, Maybe),
+		acq("b", 9_000, 9_002, Granted, 5), rel("b", 9_030, 9_031, Released),
+		acq("c", 12_000, 12_002, Granted, 6), rel("c", 12_030, 12_031, Released),
+	}
+	if pieces := splitAtRest(porcupineOps(ops)); len(pieces) != 2 {
+		t.Errorf("%d pieces, want 2 (one cut, after a's lease)", len(pieces))
+	}
+	checkModel(t, "maybe spanning", ops, porcupine.Ok)
 }
