@@ -46,7 +46,7 @@ type AddressMap = Arc<dyn Fn(&str, u16) -> (String, u16) + Send + Sync>;
 /// the Sentinels announce, mapped by [`Sentinels::with_address_map`] when
 /// the client reaches the nodes some other way (a proxy, a NAT, a
 /// container's published port), as Jedis's `HostAndPortMapper` or ioredis's
-/// `natMap`.
+/// `natMap`. The master is reached over plain TCP.
 #[derive(Clone)]
 pub struct Sentinels {
     sentinels: Vec<ConnectionInfo>,
