@@ -443,8 +443,8 @@ SAFETY_CLUSTER_ENV = SAFETY_TOPOLOGY=cluster SAFETY_MODES= SAFETY_KINDS= \
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
 # The client modes that claim safety: every client's default path. The
-# Rust driver asks the Sentinels itself and points one Locks at the master
-# they name (Locks::with_master), which keeps the deployment's count.
+# Rust driver is one Locks::sentinel, which follows the master the
+# Sentinels name and keeps the deployment's count.
 SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient,rustclient
 .PHONY: safety safety-cluster test-safety safety-bin safety-drivers
 safety-bin:

@@ -16,20 +16,18 @@
 //! host:port,...: the harness's proxies), `SAFETY_TIMEOUT_MS` (the
 //! Sentinel queries' timeout).
 //!
-//! [`Locks`] talks to one server, so the driver asks a Sentinel for the
-//! master (`SENTINEL GET-MASTER-ADDR-BY-NAME`, again after any failure and
-//! at least every second) and points its one [`Locks`] at it
-//! ([`Locks::with_master`]): what it learned of the replicas is the
-//! deployment's, so a promoted replica is expected to have as many as the
-//! old master (docs/safety.md, seed 12). (redis-rs's `sentinel` feature
-//! would also connect to the announced address to check the role, past
-//! the proxy of this client group that the harness cuts off.)
+//! One [`Locks`] for the driver's life, made by [`Locks::sentinel`] with
+//! the announced addresses mapped to this client group's proxies
+//! ([`Sentinels::with_address_map`]): the package asks the Sentinels for
+//! the master and follows every failover itself, keeping what it learned
+//! of the replicas (the deployment's: a promoted replica is expected to
+//! have as many as the old master, docs/safety.md, seed 12).
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rwlock_client::{Error, Guard, Lock, Locks, MultiLock};
+use rwlock_client::{Error, Guard, Lock, Locks, MultiLock, Sentinels};
 use serde_json::{json, Value};
 
 /// What the harness asks to take: a kind (`Request::kind`) of one lock,
@@ -132,70 +130,21 @@ struct Attempt {
 }
 
 struct Driver {
-    sentinels: Vec<redis::Client>,
-    master_name: String,
-    nat: HashMap<String, String>,
-    timeout: Duration,
-    master: Option<(String, Instant)>,
-    /// The client, and the address of the master it was last pointed at.
-    locks: Option<(String, Locks)>,
+    sentinels: Sentinels,
+    /// Made at the first request that finds a master, then kept.
+    locks: Option<Locks>,
     attempts: HashMap<String, Attempt>,
 }
 
 impl Driver {
-    /// The current master's `Locks`: asked of the Sentinels when not known,
-    /// after a failure, or known for a second.
+    /// The driver's `Locks`, made when the Sentinels first name a master.
     fn locks(&mut self) -> Result<Locks, String> {
-        let known = self
-            .master
-            .as_ref()
-            .filter(|(_, at)| at.elapsed() < Duration::from_secs(1))
-            .map(|(address, _)| address.clone());
-        let address = match known {
-            Some(address) => address,
-            None => {
-                let address = self.ask_sentinels()?;
-                self.master = Some((address.clone(), Instant::now()));
-                address
-            }
-        };
-        match &self.locks {
-            Some((at, locks)) if *at == address => Ok(locks.clone()),
-            known => {
-                let client =
-                    redis::Client::open(format!("redis://{address}")).map_err(|e| e.to_string())?;
-                let locks = match known {
-                    Some((_, locks)) => locks.clone().with_master(client),
-                    None => Locks::new(client),
-                };
-                self.locks = Some((address, locks.clone()));
-                Ok(locks)
-            }
+        if let Some(locks) = &self.locks {
+            return Ok(locks.clone());
         }
-    }
-
-    fn ask_sentinels(&self) -> Result<String, String> {
-        let mut why = String::from("no Sentinel");
-        for sentinel in &self.sentinels {
-            let asked = sentinel
-                .get_connection_with_timeout(self.timeout)
-                .and_then(|mut conn| {
-                    conn.set_read_timeout(Some(self.timeout))?;
-                    redis::cmd("SENTINEL")
-                        .arg("GET-MASTER-ADDR-BY-NAME")
-                        .arg(&self.master_name)
-                        .query::<Option<(String, u16)>>(&mut conn)
-                });
-            match asked {
-                Ok(Some((host, port))) => {
-                    let announced = format!("{host}:{port}");
-                    return Ok(self.nat.get(&announced).cloned().unwrap_or(announced));
-                }
-                Ok(None) => why = format!("{sentinel:?} knows no master"),
-                Err(e) => why = e.to_string(),
-            }
-        }
-        Err(why)
+        let locks = Locks::sentinel(self.sentinels.clone()).map_err(|e| e.to_string())?;
+        self.locks = Some(locks.clone());
+        Ok(locks)
     }
 
     fn acquire(&mut self, request: Request, owner: &str, lease_ms: u64, wait_ms: u64) -> Value {
@@ -217,7 +166,6 @@ impl Driver {
             }
             Err(Error::NotAcquired { .. }) => json!({"outcome": "refused"}),
             Err(e @ Error::NotSynced { .. }) => {
-                self.master = None;
                 // Released by the package, unless that release failed too:
                 // the worker's release asks the server.
                 let attempt = Attempt {
@@ -228,7 +176,6 @@ impl Driver {
                 json!({"outcome": "notsynced", "detail": e.to_string()})
             }
             Err(e) => {
-                self.master = None;
                 if refused_by_server(&e) {
                     return json!({"outcome": "refused", "detail": e.to_string()});
                 }
@@ -271,7 +218,6 @@ impl Driver {
             Err(e) => {
                 // The guard is spent: a retry releases through the master
                 // of the moment, as the same owner.
-                self.master = None;
                 json!({"outcome": "maybe", "detail": e.to_string()})
             }
         }
@@ -288,21 +234,28 @@ fn refused_by_server(e: &Error) -> bool {
 fn main() {
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
     let timeout_ms: u64 = var("SAFETY_TIMEOUT_MS").parse().expect("SAFETY_TIMEOUT_MS");
-    let sentinels = var("SAFETY_SENTINELS")
-        .split(',')
-        .map(|s| redis::Client::open(format!("redis://{s}")).expect("a Sentinel's address"))
-        .collect();
-    let nat = var("SAFETY_NAT")
+    let nat: HashMap<String, String> = var("SAFETY_NAT")
         .split(',')
         .filter_map(|pair| pair.split_once('='))
         .map(|(announced, reachable)| (announced.to_string(), reachable.to_string()))
         .collect();
+    let sentinels = Sentinels::new(
+        var("SAFETY_SENTINELS")
+            .split(',')
+            .map(|s| format!("redis://{s}")),
+        &var("SAFETY_MASTER_NAME"),
+    )
+    .expect("the Sentinels' addresses")
+    .with_timeout(Duration::from_millis(timeout_ms))
+    .with_address_map(move |host, port| {
+        let announced = format!("{host}:{port}");
+        nat.get(&announced)
+            .and_then(|reachable| reachable.rsplit_once(':'))
+            .and_then(|(host, port)| Some((host.to_string(), port.parse().ok()?)))
+            .unwrap_or((host.to_string(), port))
+    });
     let mut driver = Driver {
         sentinels,
-        master_name: var("SAFETY_MASTER_NAME"),
-        nat,
-        timeout: Duration::from_millis(timeout_ms),
-        master: None,
         locks: None,
         attempts: HashMap::new(),
     };

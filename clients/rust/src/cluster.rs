@@ -1,5 +1,5 @@
-//! Where a lock lives: one server, or the master of its hash slot in a
-//! Redis Cluster. A cluster is reached from one seed node; an acquisition
+//! Where a lock lives: one server, the master Sentinel names, or the master
+//! of its hash slot in a Redis Cluster. A cluster is reached from one seed node; an acquisition
 //! sent to the wrong master is redirected (`MOVED`, or `ASK` while its slot
 //! migrates) and the master that answers for the slot is remembered. Once a
 //! lock is taken, everything about it (the replica check, the watchdog,
@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use redis::ConnectionAddr;
 
 use crate::error::{Error, Result};
+use crate::sentinel::{Followed, Place, Sentinels};
 
 /// Redirections an acquisition follows before giving up.
 const MAX_REDIRECTS: usize = 5;
@@ -19,6 +20,8 @@ const MAX_REDIRECTS: usize = 5;
 #[derive(Clone)]
 pub(crate) enum Endpoint {
     Server(redis::Client),
+    /// The master of the moment of a deployment Sentinel watches.
+    Sentinel(Arc<Followed>),
     Cluster(Arc<Nodes>),
 }
 
@@ -36,6 +39,12 @@ pub(crate) struct Redirect {
 }
 
 impl Endpoint {
+    /// The deployment `sentinels` watch, whose master was just found to be
+    /// `master`.
+    pub fn sentinel(sentinels: Sentinels, master: redis::Client) -> Endpoint {
+        Endpoint::Sentinel(Arc::new(Followed::new(sentinels, master)))
+    }
+
     pub fn cluster(seed: redis::Client) -> Endpoint {
         Endpoint::Cluster(Arc::new(Nodes {
             seed,
@@ -47,6 +56,7 @@ impl Endpoint {
     pub fn node(&self, name: &str) -> redis::Client {
         match self {
             Endpoint::Server(client) => client.clone(),
+            Endpoint::Sentinel(followed) => followed.master(),
             Endpoint::Cluster(nodes) => nodes
                 .by_slot
                 .lock()
@@ -60,7 +70,8 @@ impl Endpoint {
     /// The key what was learned of `master`'s replicas is kept under. In
     /// a cluster, the master's address: each slot's master has replicas of
     /// its own. Otherwise the deployment's, the same for every master the
-    /// client is pointed at ([`Endpoint::Server`] after a failover): a
+    /// client is pointed at ([`Endpoint::Server`] after a failover) or
+    /// follows ([`Endpoint::Sentinel`]): a
     /// replica promoted in a failover is expected to be acknowledged by as
     /// many replicas as the master before it, whatever it says of itself
     /// (a node just promoted, or a returning old master, says fewer; kept
@@ -69,8 +80,34 @@ impl Endpoint {
     /// from another: docs/safety.md, seed 12).
     pub fn learned_key(&self, master: &redis::Client) -> String {
         match self {
-            Endpoint::Server(_) => String::new(),
+            Endpoint::Server(_) | Endpoint::Sentinel(_) => String::new(),
             Endpoint::Cluster(_) => master.get_connection_info().addr().to_string(),
+        }
+    }
+
+    /// The deployment followed through Sentinel, if any.
+    pub fn followed(&self) -> Option<&Followed> {
+        match self {
+            Endpoint::Sentinel(followed) => Some(followed),
+            _ => None,
+        }
+    }
+
+    /// A call failed with `e`: a followed deployment's Sentinels are asked
+    /// again before the next call when `e` is what a master that moved
+    /// gives (see [`Followed::failed`]).
+    pub fn failed(&self, e: &Error) {
+        if let Endpoint::Sentinel(followed) = self {
+            followed.failed(e);
+        }
+    }
+
+    /// Where a hold granted on `client` is renewed and released: the master
+    /// of the moment when followed through Sentinel, else `client`.
+    pub fn place(&self, client: redis::Client) -> Place {
+        match self {
+            Endpoint::Sentinel(followed) => Place::Followed(Arc::clone(followed)),
+            _ => Place::Fixed(client),
         }
     }
 
@@ -79,7 +116,7 @@ impl Endpoint {
     /// redirect).
     pub fn knows(&self, name: &str) -> bool {
         match self {
-            Endpoint::Server(_) => true,
+            Endpoint::Server(_) | Endpoint::Sentinel(_) => true,
             Endpoint::Cluster(nodes) => nodes
                 .by_slot
                 .lock()
@@ -92,7 +129,8 @@ impl Endpoint {
     /// (a standalone server never sends one).
     pub fn redirect(&self, name: &str, e: &redis::RedisError) -> Result<Option<Redirect>> {
         // `MOVED <slot> <host>:<port>`; an empty host is the host the
-        // command was sent to, which is the seed's.
+        // command was sent to, which is the seed's. Only a cluster
+        // redirects.
         let (Endpoint::Cluster(nodes), Some((addr, _slot))) = (self, e.redirect_node()) else {
             return Ok(None);
         };

@@ -13,6 +13,7 @@ use crate::connection::{checkout, connect};
 use crate::error::{Error, Result};
 use crate::handle::{self, first, single, Hold};
 use crate::pool::Pool;
+use crate::sentinel::{Followed, Place};
 use crate::sync::{self, Plan, Trip};
 use crate::watchdog::Watchdog;
 
@@ -31,8 +32,47 @@ struct Sent {
 }
 
 impl Handle {
+    /// Asks a followed deployment's Sentinels where its master is, when a
+    /// call failed since they were last asked; the idle connections to a
+    /// master that moved are closed.
+    fn follow(&self) {
+        if let Some(before) = self
+            .endpoint
+            .followed()
+            .and_then(Followed::refresh_blocking)
+        {
+            self.pools.blocking.clear(&before);
+        }
+    }
+
+    /// `call` on the master of the moment: a followed deployment's
+    /// Sentinels are asked first when a call failed since, and again
+    /// before the next call when this one fails as one to a master that
+    /// moved does.
+    fn followed<T>(&self, call: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.follow();
+        let outcome = call();
+        if let Err(e) = &outcome {
+            self.endpoint.failed(e);
+        }
+        outcome
+    }
+
+    /// The connection to `name`'s server failed with `e`: its idle
+    /// connections are closed, and a followed deployment's Sentinels asked
+    /// where the master is before the call is sent again.
+    fn lost(&self, name: &str, e: redis::RedisError) {
+        self.pools.blocking.clear(&self.endpoint.node(name));
+        self.endpoint.failed(&e.into());
+        self.follow();
+    }
+
     /// Takes the hold `target` for this thread's owner.
     pub fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
+        self.followed(|| self.take(target, wait))
+    }
+
+    fn take(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
         let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
         // Each acquisition has a connection to itself while it runs: a
@@ -43,8 +83,11 @@ impl Handle {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
                 // the same request id (see `Acquisition::resend`); the idle
-                // connections to that server are suspect too.
-                self.pools.blocking.clear(&self.endpoint.node(name));
+                // connections to that server are suspect too. Followed
+                // through Sentinel, on the master named now: a grant the
+                // first send made and replicated answers from its latch
+                // there too.
+                self.lost(name, e);
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
                 self.send(name, &cmd, touch.as_ref(), acquisition.wait, false)
@@ -85,7 +128,7 @@ impl Handle {
         }
         if options.watchdog() {
             let hold = &guard.hold;
-            guard.watchdog = Some(Watchdog::start(hold.client.clone(), hold.renewal()));
+            guard.watchdog = Some(Watchdog::start(hold.place.clone(), hold.renewal()));
         }
         Ok(guard)
     }
@@ -164,6 +207,10 @@ impl Handle {
     /// server says (a hold lost to its lease or forced open is not held).
     pub fn is_held(&self, target: &Target) -> Result<bool> {
         target.check()?;
+        self.followed(|| self.held(target))
+    }
+
+    fn held(&self, target: &Target) -> Result<bool> {
         let owner = self.thread_owner();
         for (name, cmd) in target.held(&owner) {
             let timeout = self.options.response_timeout;
@@ -172,7 +219,7 @@ impl Handle {
                 // A read: asked again on a new connection when an idle one
                 // failed (the server closed it meanwhile).
                 Err(Error::Redis(e)) if is_io(&e) => {
-                    self.pools.blocking.clear(&self.endpoint.node(&name));
+                    self.lost(&name, e);
                     self.routed(&name, &ask, timeout, false)?
                 }
                 other => other?,
@@ -189,12 +236,16 @@ impl Handle {
     /// id, sent again once on a connection failure).
     pub fn unlock(&self, target: &Target) -> Result<()> {
         target.check()?;
+        self.followed(|| self.release(target))
+    }
+
+    fn release(&self, target: &Target) -> Result<()> {
         let options = &self.options;
         let name = target.name();
         // Where it is sent is found by the routing below; the hold only
         // spells the release.
         let hold = Hold {
-            client: self.endpoint.node(name),
+            place: Place::Fixed(self.endpoint.node(name)),
             target: target.clone(),
             owner: self.thread_owner(),
             token: None,
@@ -212,7 +263,7 @@ impl Handle {
         let replies = match self.routed(name, &release.pipe, timeout, reuse) {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
                 resent = true;
-                self.pools.blocking.clear(&self.endpoint.node(name));
+                self.lost(name, e);
                 self.routed(name, &release.pipe, timeout, false)?
             }
             other => other?,
@@ -298,9 +349,37 @@ impl Guard {
         if std::mem::replace(&mut self.released, true) {
             return Err(Error::NotHeld);
         }
+        let place = self.hold.place.clone();
+        let followed = place.followed();
+        self.follow(followed);
+        let released = self.send_release(followed);
+        if let (Err(e), Some(followed)) = (&released, followed) {
+            followed.failed(e);
+        }
+        released?;
+        if lost {
+            return Err(Error::NotHeld);
+        }
+        Ok(())
+    }
+
+    /// Asks `followed`'s Sentinels where the master is when a call failed
+    /// since; the idle connections to a master that moved are closed.
+    fn follow(&self, followed: Option<&Followed>) {
+        if let Some(before) = followed.and_then(Followed::refresh_blocking) {
+            self.pool.clear(&before);
+        }
+    }
+
+    /// The release, sent on the session's connection or a connection to the
+    /// hold's master, and sent again once on a new one when the reply was
+    /// lost and it can be (followed through Sentinel, to the master named
+    /// then).
+    fn send_release(&mut self, followed: Option<&Followed>) -> Result<()> {
         let hold = &self.hold;
         let release = hold.release();
         let timeout = hold.response_timeout;
+        let mut client = hold.place.client();
         // A session's connection is closed after its release (dropped
         // here), never reused: the server may have bound more to it (the
         // owner's other levels of the hold).
@@ -309,33 +388,28 @@ impl Guard {
                 conn.set_read_timeout(timeout)?;
                 conn
             }
-            None => checkout(
-                &self.pool,
-                &hold.client,
-                release.resendable,
-                timeout,
-                timeout,
-            )?,
+            None => checkout(&self.pool, &client, release.resendable, timeout, timeout)?,
         };
         let mut resent = false;
         let replies: Vec<Value> = match release.pipe.query(&mut conn) {
             Ok(v) => v,
             Err(e) if is_io(&e) && release.resendable => {
                 resent = true;
-                self.pool.clear(&hold.client);
-                conn = connect(&hold.client, timeout)?;
+                self.pool.clear(&client);
+                if let Some(followed) = followed {
+                    followed.suspect();
+                    self.follow(Some(followed));
+                    client = followed.master();
+                }
+                conn = connect(&client, timeout)?;
                 release.pipe.query(&mut conn)?
             }
             Err(e) => return Err(e.into()),
         };
         if !hold.session {
-            self.pool.give_back(&hold.client, conn);
+            self.pool.give_back(&client, conn);
         }
-        hold.released(replies, &release, resent)?;
-        if lost {
-            return Err(Error::NotHeld);
-        }
-        Ok(())
+        hold.released(replies, &release, resent)
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
 use crate::pool::Pools;
+use crate::sentinel::Place;
 use crate::sync::{Masters, Plan};
 use crate::watchdog::{LostHold, OnLost, Renewal};
 
@@ -365,10 +366,10 @@ impl Handle<Option<String>> {
 }
 
 /// A hold taken: what its guard renews and releases, on the master that
-/// granted it.
+/// granted it (followed through Sentinel: the master of the moment).
 #[derive(Clone)]
 pub(crate) struct Hold {
-    pub client: redis::Client,
+    pub place: Place,
     pub target: Target,
     pub owner: String,
     pub token: Option<i64>,
@@ -404,7 +405,7 @@ impl Hold {
         token: Option<i64>,
     ) -> Hold {
         let hold = Hold {
-            client,
+            place: handle.endpoint.place(client),
             target: target.clone(),
             owner: acquisition.owner,
             token,
@@ -542,7 +543,7 @@ mod tests {
 
     fn hold(holds: &Holds, requests: &[&str]) -> Hold {
         Hold {
-            client: redis::Client::open("redis://127.0.0.1:1/").expect("url"),
+            place: Place::Fixed(redis::Client::open("redis://127.0.0.1:1/").expect("url")),
             target: Target::single(Kind::Lock, "l"),
             owner: "o:1".into(),
             token: None,

@@ -95,8 +95,16 @@
 //! # Servers
 //!
 //! A [`Locks`] made with [`Locks::new`] talks to one server: a standalone
-//! master or the master of a replicated set (with Sentinel, a client for
-//! the current master). One made with [`Locks::cluster`] takes each lock on
+//! master or the master of a replicated set. One made with
+//! [`Locks::sentinel`] follows the master that Redis Sentinel names
+//! ([`Sentinels`]: their addresses, the master's name, an optional map of
+//! the announced addresses): it asks the Sentinels when made and again
+//! after a call fails as a call to a master that moved does (its
+//! connection lost, `READONLY`, [`Error::NotSynced`]), and moves its
+//! calls, renewals and releases to the master they name, keeping what it
+//! learned of the replicas (the deployment's: a promoted replica is
+//! expected to have as many as the master before it). One made with
+//! [`Locks::cluster`] takes each lock on
 //! the master of its hash slot in a Redis Cluster, found from a seed node
 //! by following the cluster's redirections (`MOVED`, `ASK`), and checks
 //! that master's replicas; a multi-lock's names must share a hash tag. A
@@ -114,8 +122,8 @@
 
 // The files form one-way layers (tests/layering.rs checks it), each using
 // only files before it:
-//   error, owner → command → options, cluster, pool → connection → sync,
-//   watchdog
+//   error, owner → command → sentinel → options, cluster, pool →
+//   connection → sync, watchdog
 //   → handle (what both clients share) → guard (the blocking acquisition
 //   and its guard) → lock, rwlock, multi → locks;
 //   redlock → aio::redlock → aio (on handle, sync and
@@ -135,6 +143,7 @@ mod owner;
 mod pool;
 mod redlock;
 mod rwlock;
+mod sentinel;
 mod sync;
 mod watchdog;
 
@@ -147,4 +156,5 @@ pub use multi::MultiLock;
 pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
+pub use sentinel::Sentinels;
 pub use watchdog::LostHold;

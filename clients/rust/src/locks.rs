@@ -9,6 +9,7 @@ use crate::lock::Lock;
 use crate::multi::MultiLock;
 use crate::options::Options;
 use crate::rwlock::ReadWriteLock;
+use crate::sentinel::{self, Sentinels};
 
 /// The locks of one client, as a `RedissonClient` gives them: all share a
 /// client id (a random UUID; owners are `<client id>:<thread id>`) and the
@@ -20,6 +21,34 @@ impl Locks {
     /// Locks on the server `client` connects to, with the default options.
     pub fn new(client: redis::Client) -> Locks {
         Locks(handle::Client::new(Endpoint::Server(client)))
+    }
+
+    /// Locks on the master of the deployment `sentinels` watch, with the
+    /// default options: the Sentinels are asked for it now (an error when
+    /// none names a master that says it is one), and again whenever a call
+    /// fails as one to a master that moved does (a lost connection,
+    /// `READONLY`, [`crate::Error::NotSynced`]); the calls, renewals and
+    /// releases after that go to the master they name. What was learned of
+    /// the replicas is the deployment's, as with [`Locks::with_master`].
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), rwlock_client::Error> {
+    /// use rwlock_client::{Locks, Sentinels};
+    ///
+    /// let sentinels = Sentinels::new(
+    ///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/"],
+    ///     "mymaster",
+    /// )?;
+    /// let locks = Locks::sentinel(sentinels)?;
+    /// let _held = locks.lock("orders").acquire()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sentinel(sentinels: Sentinels) -> Result<Locks> {
+        let master = sentinel::find_blocking(&sentinels)?;
+        Ok(Locks(handle::Client::new(Endpoint::sentinel(
+            sentinels, master,
+        ))))
     }
 
     /// Locks in the Redis Cluster `seed` is a node of: each lock is taken
@@ -37,7 +66,8 @@ impl Locks {
     /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
     /// a new `Locks` for the new master would learn from a node that may
     /// not have them yet. Holds taken before are renewed and released on
-    /// the master that granted them.
+    /// the master that granted them. ([`Locks::sentinel`] does this by
+    /// itself; a `Locks` it made stops following once given a master.)
     pub fn with_master(self, master: redis::Client) -> Locks {
         Locks(self.0.with_master(master))
     }

@@ -3,7 +3,10 @@
 //! the hold is gone (the renewal replies 0: the lease ran out, or the lock
 //! was forced open or deleted), then marks it lost and calls the lock's
 //! `on_lost` callback. A thread for the blocking client, a tokio task for
-//! the async one.
+//! the async one. A hold followed through Sentinel is renewed on the
+//! master of the moment (an acknowledged hold was replicated there); a
+//! renewal that fails as one to a master that moved has the Sentinels
+//! asked again before the next.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -12,6 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::command::{is_io, Target};
+use crate::sentinel::{self, Place};
 
 /// A hold a watchdog found gone, as its lock's `on_lost` callback is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,12 +72,49 @@ enum Turn {
 }
 
 impl Turn {
-    fn of(reply: redis::RedisResult<redis::Value>) -> Turn {
-        match reply {
-            Err(e) if is_io(&e) => Turn::Reconnect,
-            Ok(r) if Target::renewed(&r).unwrap_or(false) => Turn::Held,
+    /// A renewal's reply on `place`; followed through Sentinel, an error a
+    /// master that moved gives (`READONLY` from the demoted node) is no
+    /// word on the hold: the Sentinels are asked and the next turn renews
+    /// on the master they name.
+    fn of(reply: redis::RedisResult<redis::Value>, place: &Place) -> Turn {
+        match (reply, place.followed()) {
+            (Err(e), None) if is_io(&e) => Turn::Reconnect,
+            (Err(e), Some(followed)) if sentinel::moved(&e) => {
+                followed.suspect();
+                Turn::Reconnect
+            }
+            (Ok(r), _) if Target::renewed(&r).unwrap_or(false) => Turn::Held,
             _ => Turn::Lost,
         }
+    }
+}
+
+/// Renewals a turn sends at most: followed through Sentinel, one that met
+/// a master that moved is sent again at once to the master the Sentinels
+/// name then (the hold's lease runs on it meanwhile); otherwise one, and a
+/// failed connection waits for the next turn.
+fn tries(place: &Place) -> usize {
+    if place.followed().is_some() {
+        2
+    } else {
+        1
+    }
+}
+
+/// A renewal's connection, and the address it was made to (followed
+/// through Sentinel, one to a master that moved is replaced).
+struct Renewing<C> {
+    address: String,
+    conn: C,
+}
+
+impl<C> Renewing<C> {
+    /// The connection in `slot` when it is one to `client`'s server.
+    fn to<'a>(slot: &'a mut Option<Renewing<C>>, client: &redis::Client) -> Option<&'a mut C> {
+        let address = sentinel::address(client);
+        slot.as_mut()
+            .filter(|r| r.address == address)
+            .map(|r| &mut r.conn)
     }
 }
 
@@ -85,23 +126,38 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub fn start(client: redis::Client, renewal: Renewal) -> Watchdog {
+    pub fn start(place: Place, renewal: Renewal) -> Watchdog {
         let (stop, stopped) = mpsc::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&lost);
         let thread = thread::spawn(move || {
-            let mut conn: Option<redis::Connection> = None;
+            let mut conn: Option<Renewing<redis::Connection>> = None;
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(renewal.period()) {
-                // A connection that failed is replaced at the next turn; the
-                // hold is given up only when the server says it is gone.
-                if conn.is_none() {
-                    conn = crate::connection::connect(&client, renewal.response_timeout).ok();
-                }
-                let Some(c) = conn.as_mut() else { continue };
-                match Turn::of(renewal.cmd().query(c)) {
-                    Turn::Held => {}
-                    Turn::Reconnect => conn = None,
-                    Turn::Lost => return renewal.lost(&flag),
+                // A connection that failed is replaced at the next turn
+                // (followed through Sentinel, at once on the master named
+                // then); the hold is given up only when the server says it
+                // is gone.
+                for _ in 0..tries(&place) {
+                    if let Some(followed) = place.followed() {
+                        followed.refresh_blocking();
+                    }
+                    let client = place.client();
+                    if Renewing::to(&mut conn, &client).is_none() {
+                        conn = crate::connection::connect(&client, renewal.response_timeout)
+                            .ok()
+                            .map(|conn| Renewing {
+                                address: sentinel::address(&client),
+                                conn,
+                            });
+                    }
+                    let Some(c) = conn.as_mut().map(|r| &mut r.conn) else {
+                        continue;
+                    };
+                    match Turn::of(renewal.cmd().query(c), &place) {
+                        Turn::Held => break,
+                        Turn::Reconnect => conn = None,
+                        Turn::Lost => return renewal.lost(&flag),
+                    }
                 }
             }
         });
@@ -140,31 +196,43 @@ pub(crate) struct AsyncWatchdog {
 }
 
 impl AsyncWatchdog {
-    pub fn start(client: redis::Client, renewal: Renewal) -> AsyncWatchdog {
+    pub fn start(place: Place, renewal: Renewal) -> AsyncWatchdog {
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&lost);
         let task = tokio::spawn(async move {
-            let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+            let mut conn: Option<Renewing<redis::aio::MultiplexedConnection>> = None;
             // The timeout elapsing is the turn to renew; the channel
             // resolving (a send or the guard dropping it) is the stop.
             while tokio::time::timeout(renewal.period(), &mut stopped)
                 .await
                 .is_err()
             {
-                if conn.is_none() {
-                    let config = redis::AsyncConnectionConfig::new()
-                        .set_response_timeout(renewal.response_timeout);
-                    conn = client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                        .ok();
-                }
-                let Some(c) = conn.as_mut() else { continue };
-                match Turn::of(renewal.cmd().query_async(c).await) {
-                    Turn::Held => {}
-                    Turn::Reconnect => conn = None,
-                    Turn::Lost => return renewal.lost(&flag),
+                for _ in 0..tries(&place) {
+                    if let Some(followed) = place.followed() {
+                        followed.refresh().await;
+                    }
+                    let client = place.client();
+                    if Renewing::to(&mut conn, &client).is_none() {
+                        let config = redis::AsyncConnectionConfig::new()
+                            .set_response_timeout(renewal.response_timeout);
+                        conn = client
+                            .get_multiplexed_async_connection_with_config(&config)
+                            .await
+                            .ok()
+                            .map(|conn| Renewing {
+                                address: sentinel::address(&client),
+                                conn,
+                            });
+                    }
+                    let Some(c) = conn.as_mut().map(|r| &mut r.conn) else {
+                        continue;
+                    };
+                    match Turn::of(renewal.cmd().query_async(c).await, &place) {
+                        Turn::Held => break,
+                        Turn::Reconnect => conn = None,
+                        Turn::Lost => return renewal.lost(&flag),
+                    }
                 }
             }
         });

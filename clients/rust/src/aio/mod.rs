@@ -33,6 +33,7 @@ use crate::handle::{self, first, single, Hold};
 use crate::options::Options;
 use crate::owner;
 use crate::pool::Pools;
+use crate::sentinel::{self, Followed, Place, Sentinels};
 use crate::sync::{self, Plan, Trip};
 use crate::watchdog::AsyncWatchdog;
 
@@ -45,6 +46,16 @@ impl Locks {
     /// Locks on the server `client` connects to, with the default options.
     pub fn new(client: redis::Client) -> Locks {
         Locks(handle::Client::new(Endpoint::Server(client)))
+    }
+
+    /// Locks on the master of the deployment `sentinels` watch, as
+    /// [`crate::Locks::sentinel`]: the Sentinels are asked for it now, and
+    /// again after a call fails as one to a master that moved does.
+    pub async fn sentinel(sentinels: Sentinels) -> Result<Locks> {
+        let master = sentinel::find(&sentinels).await?;
+        Ok(Locks(handle::Client::new(Endpoint::sentinel(
+            sentinels, master,
+        ))))
     }
 
     /// Locks in the Redis Cluster `seed` is a node of, as
@@ -60,7 +71,8 @@ impl Locks {
     /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
     /// a new `Locks` for the new master would learn from a node that may
     /// not have them yet. Holds taken before are renewed and released on
-    /// the master that granted them.
+    /// the master that granted them. ([`Locks::sentinel`] does this by
+    /// itself; a `Locks` it made stops following once given a master.)
     pub fn with_master(self, master: redis::Client) -> Locks {
         Locks(self.0.with_master(master))
     }
@@ -218,8 +230,49 @@ struct Sent {
     after: Vec<Value>,
 }
 
+/// Asks `followed`'s Sentinels where the master is, when a call failed
+/// since they were last asked; the connections to a master that moved are
+/// closed.
+async fn follow(followed: Option<&Followed>, pools: &Pools) {
+    if let Some(followed) = followed {
+        if let Some(before) = followed.refresh().await {
+            pools.forget_multiplexed(&before);
+        }
+    }
+}
+
 impl Handle {
+    /// Followed through Sentinel, asks where the master is when a call
+    /// failed since (see [`follow`]).
+    async fn follow(&self) {
+        follow(self.endpoint.followed(), &self.pools).await;
+    }
+
+    /// A call's `outcome`: when it failed as one to a master that moved
+    /// does, a followed deployment's Sentinels are asked before the next.
+    fn settled<T>(&self, outcome: Result<T>) -> Result<T> {
+        if let Err(e) = &outcome {
+            self.endpoint.failed(e);
+        }
+        outcome
+    }
+
+    /// The connection to `name`'s server failed with `e`: the connections
+    /// to it are closed, and a followed deployment's Sentinels asked where
+    /// the master is before the call is sent again.
+    async fn lost(&self, name: &str, e: redis::RedisError) {
+        self.pools.forget_multiplexed(&self.endpoint.node(name));
+        self.endpoint.failed(&e.into());
+        self.follow().await;
+    }
+
     async fn acquire(&self, target: &Target, wait: Wait) -> Result<Guard> {
+        self.follow().await;
+        let outcome = self.take(target, wait).await;
+        self.settled(outcome)
+    }
+
+    async fn take(&self, target: &Target, wait: Wait) -> Result<Guard> {
         if wait != Wait::No && self.tries_first(target) {
             let started = Instant::now();
             match self.attempt(target, Wait::No).await {
@@ -265,9 +318,10 @@ impl Handle {
         let sent = match self.send(name, &acquisition.cmd, None, wait, via).await {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
                 // The reply was lost: once more, on a new connection, with
-                // the same request id, as the blocking client; the other
+                // the same request id, as the blocking client (followed
+                // through Sentinel, on the master named now); the other
                 // connections to that server are suspect too.
-                self.pools.forget_multiplexed(&self.endpoint.node(name));
+                self.lost(name, e).await;
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
                 self.send(name, &cmd, touch.as_ref(), acquisition.wait, Via::New)
@@ -305,7 +359,7 @@ impl Handle {
         }
         if options.watchdog() {
             let hold = &guard.hold;
-            guard.watchdog = Some(AsyncWatchdog::start(hold.client.clone(), hold.renewal()));
+            guard.watchdog = Some(AsyncWatchdog::start(hold.place.clone(), hold.renewal()));
         }
         Ok(guard)
     }
@@ -389,6 +443,12 @@ impl Handle {
     /// server says.
     async fn is_held(&self, target: &Target) -> Result<bool> {
         target.check()?;
+        self.follow().await;
+        let outcome = self.held(target).await;
+        self.settled(outcome)
+    }
+
+    async fn held(&self, target: &Target) -> Result<bool> {
         for (name, cmd) in target.held(&self.owner) {
             let timeout = self.options.response_timeout;
             let ask = single(&cmd);
@@ -396,7 +456,7 @@ impl Handle {
                 // A read: asked again on a new connection when the shared
                 // one failed (the server closed it meanwhile).
                 Err(Error::Redis(e)) if is_io(&e) => {
-                    self.pools.forget_multiplexed(&self.endpoint.node(&name));
+                    self.lost(&name, e).await;
                     self.routed(&name, &ask, timeout, Via::New).await?
                 }
                 other => other?,
@@ -412,11 +472,17 @@ impl Handle {
     /// guard, as a guard's release does.
     async fn unlock(&self, target: &Target) -> Result<()> {
         target.check()?;
+        self.follow().await;
+        let outcome = self.release(target).await;
+        self.settled(outcome)
+    }
+
+    async fn release(&self, target: &Target) -> Result<()> {
         let options = &self.options;
         let name = target.name();
         // The routing finds where it is sent; the hold spells the release.
         let hold = Hold {
-            client: self.endpoint.node(name),
+            place: Place::Fixed(self.endpoint.node(name)),
             target: target.clone(),
             owner: self.owner.clone(),
             token: None,
@@ -438,7 +504,7 @@ impl Handle {
         let replies = match self.routed(name, &release.pipe, timeout, via).await {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
                 resent = true;
-                self.pools.forget_multiplexed(&self.endpoint.node(name));
+                self.lost(name, e).await;
                 self.routed(name, &release.pipe, timeout, Via::New).await?
             }
             other => other?,
@@ -778,12 +844,28 @@ impl Guard {
 
 /// Sends `hold`'s release on its session's connection, or on the shared
 /// one (a new one when it cannot be sent again), again on a new connection
-/// if that one failed and the release can be resent. A session's
-/// connection is closed after it (dropped here), never reused: the server
-/// may have bound more to it (the owner's other levels of the hold).
+/// if that one failed and the release can be resent (followed through
+/// Sentinel, to the master named then). A session's connection is closed
+/// after it (dropped here), never reused: the server may have bound more
+/// to it (the owner's other levels of the hold).
 async fn release(hold: &Hold, pools: &Pools, session: Option<MultiplexedConnection>) -> Result<()> {
+    let followed = hold.place.followed();
+    follow(followed, pools).await;
+    let outcome = send_release(hold, pools, session).await;
+    if let (Err(e), Some(followed)) = (&outcome, followed) {
+        followed.failed(e);
+    }
+    outcome
+}
+
+async fn send_release(
+    hold: &Hold,
+    pools: &Pools,
+    session: Option<MultiplexedConnection>,
+) -> Result<()> {
     let release = hold.release();
     let timeout = hold.response_timeout;
+    let client = hold.place.client();
     let conn = match session {
         Some(conn) => Borrowed {
             conn,
@@ -795,24 +877,30 @@ async fn release(hold: &Hold, pools: &Pools, session: Option<MultiplexedConnecti
             } else {
                 Via::New
             };
-            borrow(pools, &hold.client, via, timeout).await?
+            borrow(pools, &client, via, timeout).await?
         }
     };
     let mut resent = false;
     let replies: Vec<Value> = match release.pipe.query_async(&mut conn.timed(timeout)).await {
         Ok(v) => {
             if !hold.session {
-                conn.give_back(pools, &hold.client);
+                conn.give_back(pools, &client);
             }
             v
         }
         Err(e) if is_io(&e) && release.resendable => {
             resent = true;
-            pools.forget_multiplexed(&hold.client);
-            let conn = borrow(pools, &hold.client, Via::New, timeout).await?;
+            pools.forget_multiplexed(&client);
+            let followed = hold.place.followed();
+            if let Some(followed) = followed {
+                followed.suspect();
+                follow(Some(followed), pools).await;
+            }
+            let client = hold.place.client();
+            let conn = borrow(pools, &client, Via::New, timeout).await?;
             let replies = release.pipe.query_async(&mut conn.timed(timeout)).await?;
             if !hold.session {
-                conn.give_back(pools, &hold.client);
+                conn.give_back(pools, &client);
             }
             replies
         }
