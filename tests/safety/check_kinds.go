@@ -61,6 +61,7 @@ type rwState struct {
 	wUntil  int64
 	readers string
 	last    int64
+	at      int64 // as lockState's
 }
 
 func encodeReaders(rs []reader) string {
@@ -95,14 +96,31 @@ func rwStep(state, input, output any) []any {
 	if in.seed {
 		return []any{rwState{last: in.token}}
 	}
+	at := max(s.at, in.call)
+	if in.ret < at {
+		// It cannot take effect after what is ordered before it.
+		if out == Maybe {
+			return []any{s}
+		}
+		return nil
+	}
 	rs := decodeReaders(s.readers)
 	writerGone := s.writer == "" || in.ret >= s.wUntil
-	var live []reader // readers whose lease may not have ended by in.ret
+	// afterWriter: when it takes effect if it finds the writer gone (once
+	// the writer's lease ran out, if it is still in the state).
+	afterWriter := at
+	if s.writer != "" {
+		afterWriter = max(at, s.wUntil)
+	}
+	afterReaders := afterWriter // and every other reader gone too
+	var live []reader           // readers whose lease may not have ended by in.ret
 	var mine *reader
 	var others []reader
 	for i, r := range rs {
 		if in.ret < r.until {
 			live = append(live, r)
+		} else {
+			afterReaders = max(afterReaders, r.until)
 		}
 		if r.owner == in.owner {
 			mine = &rs[i]
@@ -110,15 +128,17 @@ func rwStep(state, input, output any) []any {
 			others = append(others, r)
 		}
 	}
+	same := s
+	same.at = at
 	if in.kind == Acquire {
 		var next rwState
 		var legal bool
 		if in.role == RoleRead {
 			legal = writerGone
-			next = rwState{readers: encodeReaders(append(others, reader{in.owner, in.call + in.lease})), last: s.last}
+			next = rwState{readers: encodeReaders(append(others, reader{in.owner, in.call + in.lease})), last: s.last, at: afterWriter}
 		} else {
 			legal = writerGone && len(live) == 0 && (in.token == 0 || in.token > s.last)
-			next = rwState{writer: in.owner, wUntil: in.call + in.lease, last: max(s.last, in.token)}
+			next = rwState{writer: in.owner, wUntil: in.call + in.lease, last: max(s.last, in.token), at: afterReaders}
 		}
 		switch out {
 		case Granted:
@@ -135,12 +155,15 @@ func rwStep(state, input, output any) []any {
 		return nil
 	}
 	// A release of the caller's hold of its role.
-	held, gone := s.writer == in.owner, writerGone
-	released := rwState{readers: s.readers, last: s.last}
+	held, gone, expired := s.writer == in.owner, writerGone, afterWriter
+	released := rwState{readers: s.readers, last: s.last, at: at}
 	if in.role == RoleRead {
 		held = mine != nil
 		gone = held && in.ret >= mine.until
-		released = rwState{writer: s.writer, wUntil: s.wUntil, readers: encodeReaders(others), last: s.last}
+		if held {
+			expired = max(at, mine.until)
+		}
+		released = rwState{writer: s.writer, wUntil: s.wUntil, readers: encodeReaders(others), last: s.last, at: at}
 	}
 	switch out {
 	case Released:
@@ -150,9 +173,11 @@ func rwStep(state, input, output any) []any {
 	case NotHeld:
 		switch {
 		case !held:
-			return []any{s}
+			return []any{same}
 		case gone:
-			return []any{released} // its lease ran out
+			ran := released
+			ran.at = expired
+			return []any{ran} // its lease ran out
 		}
 	case Maybe:
 		if held {

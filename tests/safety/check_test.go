@@ -373,3 +373,48 @@ func TestNoCutWhileAHoldMayExist(t *testing.T) {
 	}
 	checkModel(t, "maybe spanning", ops, porcupine.Ok)
 }
+
+// An acquisition that returned seconds late may have found the lock free
+// only once the holder's lease ran out, so it cannot explain the holder's
+// release finding nothing long before that.
+func TestALateGrantDoesNotHideALostHold(t *testing.T) {
+	lost := []Op{
+		acq("a", 0, 2, Granted, 1),
+		acq("b", 1, 12_000, Granted, 2), // held in a paused master's socket
+		rel("a", 30, 31, NotHeld),       // a's acknowledged hold is gone
+		rel("b", 12_030, 12_031, Released),
+	}
+	checkModel(t, "late grant, holder's release finds nothing", lost, porcupine.Illegal)
+	if c := count(lost, nil); c.Lost != 1 {
+		t.Errorf("counts %+v, want 1 lost", c)
+	}
+	legal := []Op{
+		acq("a", 0, 2, Granted, 1),
+		acq("b", 1, 12_000, Granted, 2),
+		rel("a", 30, 31, Released), // b took effect after this
+		rel("b", 12_030, 12_031, Released),
+	}
+	checkModel(t, "late grant after the release", legal, porcupine.Ok)
+	expired := []Op{
+		acq("a", 0, 2, Granted, 1),
+		acq("b", 1, 12_000, Granted, 2), // after a's lease (10 s) ran out
+		rel("b", 12_030, 12_031, Released),
+		rel("a", 12_040, 12_041, NotHeld),
+	}
+	checkModel(t, "late grant after the lease", expired, porcupine.Ok)
+}
+
+// The same in the read-write model: a late writer cannot take effect
+// before a reader's lease ended and explain the reader's nil.
+func TestALateWriterDoesNotHideALostReadHold(t *testing.T) {
+	read := func(o Op) Op { o.Role = RoleRead; return o }
+	ops := []Op{
+		read(acq("r", 0, 2, Granted, 0)),
+		read(acq("s", 3, 5, Granted, 0)), // shares: the model is the read-write one
+		read(rel("s", 20, 21, Released)),
+		acq("w", 1, 12_000, Granted, 5),
+		read(rel("r", 30, 31, NotHeld)),
+		rel("w", 12_030, 12_031, Released),
+	}
+	checkModel(t, "late writer, reader's release finds nothing", ops, porcupine.Illegal)
+}
