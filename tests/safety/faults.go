@@ -22,13 +22,10 @@ const (
 var allFaults = []string{FaultKill, FaultPause, FaultLagKill, FaultClientPartition, FaultReplPartition, FaultGCPause}
 
 const (
-	pauseFor     = 4 * time.Second
-	partitionFor = 3 * time.Second
-	replCutFor   = 4 * time.Second
-	// clusterCutCeiling: how long a cluster's repl-partition waits for the
-	// cut master's replica to be promoted.
-	clusterCutCeiling = 20 * time.Second
-	healthCeiling     = 150 * time.Second // a loaded 2-core machine's full syncs and Sentinel rounds
+	pauseFor      = 4 * time.Second
+	partitionFor  = 3 * time.Second
+	replCutFor    = 4 * time.Second
+	healthCeiling = 150 * time.Second // a loaded 2-core machine's full syncs and Sentinel rounds
 )
 
 // injector runs the fault episodes against a topology.
@@ -127,17 +124,7 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		if m.bus != nil {
 			m.bus.block()
 		}
-		hold := replCutFor
-		if m.bus != nil {
-			// A cluster fails a node over in its node timeout (1 s), the
-			// gossip that makes the failure a majority's, and the replica's
-			// election delay (0.5-1 s and its rank): on a loaded machine
-			// past 4 s, so that a 4 s cut was healed before any promotion
-			// in all 50 episodes of a run. The cut holds until the replica
-			// is promoted, at most clusterCutCeiling.
-			hold = clusterCutCeiling
-		}
-		nm, err := in.t.waitNewMaster(m, hold)
+		nm, err := in.t.waitNewMaster(m, replCutFor)
 		ep.Failover = err == nil
 		time.Sleep(replCutFor - time.Duration(in.rec.now()-ep.Start))
 		m.repl.unblock()
