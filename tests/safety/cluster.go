@@ -51,7 +51,11 @@ func shardOfSlot(slot int64) int {
 // replication proxy as its address and its bus proxy as its cluster bus
 // port, so the harness can cut a master's replication link and cluster bus
 // (repl-partition) and delay its replication (lag-kill) as under Sentinel,
-// and the clients reach it through their group's proxy.
+// and the clients reach it through their group's proxy. Each node opens its
+// connections from an address of its own, 127.0.1.<i+1> (all of 127/8 is
+// the loopback on Linux), so repl-partition also cuts the links it opens
+// to the others' bus: without that its pings still reached them and the
+// cluster never failed it over.
 func startCluster(server, module, root string) (*topology, error) {
 	t := &topology{server: server, module: module, root: root, cluster: true, slots: map[string]int64{}}
 	for i := 0; i < 2*clusterShards; i++ {
@@ -70,7 +74,9 @@ func startCluster(server, module, root string) (*topology, error) {
 		if n.bus, err = newProxy(fmt.Sprintf("bus%d", i), "127.0.0.1:"+strconv.Itoa(busPort)); err != nil {
 			return nil, err
 		}
+		n.src = fmt.Sprintf("127.0.1.%d", i+1)
 		args := append(nodeArgs(dir, module, port, n.repl.port()),
+			"--bind-source-addr", n.src,
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(nodeTimeoutMs),
 			"--cluster-port", strconv.Itoa(busPort),
@@ -124,6 +130,33 @@ func startCluster(server, module, root string) (*topology, error) {
 		}
 	}
 	return t, nil
+}
+
+// cutFrom holds every connection m opens to the other nodes (their bus and
+// replication proxies) until healFrom; a no-op under Sentinel, where a
+// master opens none.
+func (t *topology) cutFrom(m *node) {
+	if m.src == "" {
+		return
+	}
+	for _, n := range t.nodes {
+		if n != m {
+			n.repl.blockFrom(m.src)
+			n.bus.blockFrom(m.src)
+		}
+	}
+}
+
+func (t *topology) healFrom(m *node) {
+	if m.src == "" {
+		return
+	}
+	for _, n := range t.nodes {
+		if n != m {
+			n.repl.unblockFrom()
+			n.bus.unblockFrom()
+		}
+	}
 }
 
 // nodeDo runs one command on n's server itself (no proxy), on a connection

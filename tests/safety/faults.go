@@ -15,7 +15,7 @@ const (
 	FaultPause           = "pause"            // SIGSTOP of the master for 4 s (past down-after), then SIGCONT
 	FaultLagKill         = "lag-kill"         // the replicas lag (a delayed link), then kill -9 of the master
 	FaultClientPartition = "client-partition" // one client group cut from the master for 3 s
-	FaultReplPartition   = "repl-partition"   // the master cut from its replicas and Sentinels (cluster: its bus) for 4 s
+	FaultReplPartition   = "repl-partition"   // the master cut from its replicas and Sentinels (cluster: its bus both ways) for 4 s
 	FaultGCPause         = "gc-pause"         // a client holds its token past its lease, then writes
 )
 
@@ -119,11 +119,15 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		time.Sleep(partitionFor)
 		m.clients[g].unblock()
 	case FaultReplPartition:
-		in.logf("repl-partition: node%d cut from its replicas and the Sentinels (or the cluster bus)", m.idx)
+		in.logf("repl-partition: node%d cut from its replicas and the Sentinels (or the cluster bus, both ways)", m.idx)
 		m.repl.block()
 		if m.bus != nil {
 			m.bus.block()
 		}
+		// In a cluster the master also opens links of its own, to the
+		// others' bus: they are cut too, so no ping of its gets through
+		// either way, as the Sentinels' checks do not under Sentinel.
+		in.t.cutFrom(m)
 		nm, err := in.t.waitNewMaster(m, replCutFor)
 		ep.Failover = err == nil
 		time.Sleep(replCutFor - time.Duration(in.rec.now()-ep.Start))
@@ -131,6 +135,7 @@ func (in *injector) episode(kind string, rng *rand.Rand) error {
 		if m.bus != nil {
 			m.bus.unblock()
 		}
+		in.t.healFrom(m)
 		if nm != nil {
 			in.logf("repl-partition: healed (node%d was promoted)", nm.idx)
 		}

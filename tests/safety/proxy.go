@@ -13,7 +13,10 @@ import (
 //     bytes wait, as TCP retransmits them), until unblock delivers them: a
 //     partition that heals;
 //   - dropAll: every connection is cut and the bytes not yet delivered are
-//     lost, as the output buffer of a killed server is.
+//     lost, as the output buffer of a killed server is;
+//   - blockFrom: as block, but only for the connections from one source
+//     address (a cluster node's own, bind-source-addr): the node is cut
+//     from this server while everyone else still reaches it.
 type proxy struct {
 	name   string
 	target string
@@ -22,14 +25,19 @@ type proxy struct {
 	mu    sync.Mutex
 	delay time.Duration
 	open  chan struct{} // closed while not blocked
-	conns map[*pconn]struct{}
-	done  bool
+	// from is the source address blockFrom holds ("" when none), and
+	// fromOpen the gate its connections wait at (closed while not held).
+	from     string
+	fromOpen chan struct{}
+	conns    map[*pconn]struct{}
+	done     bool
 }
 
 // pconn is one proxied connection: two directions, each a reader that
 // queues chunks and a writer that delivers them when the faults allow.
 type pconn struct {
 	client, server net.Conn
+	src            string // the client's source address
 	abort          chan struct{}
 	once           sync.Once
 }
@@ -70,7 +78,8 @@ func (p *proxy) handle(client net.Conn) {
 		client.Close()
 		return
 	}
-	c := &pconn{client: client, server: server, abort: make(chan struct{})}
+	src, _, _ := net.SplitHostPort(client.RemoteAddr().String())
+	c := &pconn{client: client, server: server, src: src, abort: make(chan struct{})}
 	p.mu.Lock()
 	if p.done {
 		p.mu.Unlock()
@@ -122,12 +131,16 @@ func (p *proxy) pump(c *pconn, src, dst net.Conn) {
 	for ch := range queue {
 		for {
 			p.mu.Lock()
-			gate, due := p.open, ch.at.Add(p.delay)
+			gate, due := p.gate(c), ch.at.Add(p.delay)
 			p.mu.Unlock()
-			select {
-			case <-gate:
-			case <-c.abort:
-				return
+			if gate != nil {
+				// Blocked: wait, then look at every fault again.
+				select {
+				case <-gate:
+				case <-c.abort:
+					return
+				}
+				continue
 			}
 			wait := time.Until(due)
 			if wait <= 0 {
@@ -175,6 +188,37 @@ func (p *proxy) unblock() {
 	}
 }
 
+// blockFrom holds every byte in both directions of the connections from
+// source address src (and of those it opens later) until unblockFrom.
+func (p *proxy) blockFrom(src string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.from, p.fromOpen = src, make(chan struct{})
+}
+
+func (p *proxy) unblockFrom() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fromOpen != nil {
+		close(p.fromOpen)
+		p.from, p.fromOpen = "", nil
+	}
+}
+
+// gate is the channel c's bytes wait at while a block holds them, nil when
+// none does (p.mu held).
+func (p *proxy) gate(c *pconn) chan struct{} {
+	select {
+	case <-p.open:
+	default:
+		return p.open
+	}
+	if p.fromOpen != nil && c.src == p.from {
+		return p.fromOpen
+	}
+	return nil
+}
+
 // dropAll cuts every connection, losing what it had not delivered.
 func (p *proxy) dropAll() {
 	p.mu.Lock()
@@ -194,5 +238,6 @@ func (p *proxy) close() {
 	p.mu.Unlock()
 	p.ln.Close()
 	p.unblock()
+	p.unblockFrom()
 	p.dropAll()
 }

@@ -35,6 +35,10 @@ type node struct {
 	// bus is the proxy in front of a cluster node's bus port, announced as
 	// it (nil under Sentinel).
 	bus *proxy
+	// src is a cluster node's own loopback address, the source of every
+	// connection it opens (bind-source-addr), so the other nodes' proxies
+	// can tell its connections apart and cut them ("" under Sentinel).
+	src string
 }
 
 // topology is a master, 2 replicas and 3 Sentinels, or a cluster of 3
