@@ -188,7 +188,7 @@ func TestReplicaGone(t *testing.T) {
 	replica := startServer(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.port))
 	waitFor(t, "the replica", func() bool {
 		return replica.info(t, "replication", "master_link_status") == "up" &&
-			master.info(t, "replication", "connected_slaves") == "1"
+			master.info(t, "replication", "connected_slaves") == "1" && master.acknowledged(t)
 	})
 	// A generous timeout: a replica on a busy machine may take more than 1 s.
 	c, _ := newClient(t, master, WithReplicaSync(ReplicaSync{Enabled: true, Timeout: 3 * time.Second}))

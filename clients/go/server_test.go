@@ -192,6 +192,27 @@ func (s *server) do(t testing.TB, args ...any) any {
 	return v
 }
 
+// acknowledged is whether a replica acknowledges what this master streams
+// now. A replica reports its link up once it has loaded the master's data,
+// but after a diskless sync the master streams to it only from its first
+// acknowledgement, up to a second later: a WAIT meanwhile lasts that long,
+// and an acquisition on a loaded machine fails with NotSynced. The probe is
+// a PUBLISH (replicated, writing no key) and WAIT on the same connection.
+func (s *server) acknowledged(t testing.TB) bool {
+	t.Helper()
+	c := s.client()
+	defer c.Close()
+	ctx := context.Background()
+	pipe := c.Pipeline()
+	pipe.Publish(ctx, "__rwlock_test_replica", "probe")
+	acked := pipe.Do(ctx, "WAIT", 1, 100)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("replica probe: %v", err)
+	}
+	n, _ := acked.Int64()
+	return n >= 1
+}
+
 // info is one field of INFO.
 func (s *server) info(t testing.TB, section, field string) string {
 	t.Helper()

@@ -14,7 +14,7 @@ import Redis from "ioredis";
 import { Locks, NotSynced } from "../src/index";
 import { syncOf } from "../src/options";
 import { commandsOf, extraMs, INFO, Masters, REFRESH_MS } from "../src/sync";
-import { infoField, Server, waitUntil } from "./support";
+import { acknowledged, infoField, Server, waitUntil } from "./support";
 
 const MASTER = "127.0.0.1:6379";
 
@@ -147,7 +147,8 @@ describe("replica acknowledgement on real servers", () => {
     try {
       await waitUntil("the replica to sync", async () =>
         (await infoField(redis, "replication", "connected_slaves")) === "1" &&
-        (await infoField(onReplica, "replication", "master_link_status")) === "up", 30_000);
+        (await infoField(onReplica, "replication", "master_link_status")) === "up" &&
+        (await acknowledged(redis)), 30_000);
       await using locks = new Locks(redis);
       const lock = locks.lock("known");
       assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);

@@ -4,7 +4,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { Redis } from "ioredis";
 import { Locks, NotSynced } from "../src/index";
-import { infoField, Server, waitUntil } from "./support";
+import { acknowledged, infoField, Server, waitUntil } from "./support";
 
 describe("replica sync", () => {
   let master: Server;
@@ -18,7 +18,8 @@ describe("replica sync", () => {
     const replicaClient = replica.client();
     await waitUntil("the replica to sync", async () =>
       (await infoField(redis, "replication", "connected_slaves")) === "1" &&
-      (await infoField(replicaClient, "replication", "master_link_status")) === "up");
+      (await infoField(replicaClient, "replication", "master_link_status")) === "up" &&
+      (await acknowledged(redis)));
   });
   after(async () => {
     await replica.stop();

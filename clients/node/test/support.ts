@@ -197,6 +197,18 @@ export async function waitUntil(what: string, condition: () => Promise<boolean> 
   }
 }
 
+/**
+ * Whether a replica acknowledges what this master streams now. A replica reports its link up once
+ * it has loaded the master's data, but after a diskless sync the master streams to it only from its
+ * first acknowledgement, up to a second later: a WAIT meanwhile lasts that long, and an acquisition
+ * on a loaded machine fails with NotSynced. The probe is a PUBLISH (replicated, writing no key) and
+ * WAIT on the same connection.
+ */
+export async function acknowledged(master: Redis): Promise<boolean> {
+  await master.publish("__rwlock_test_replica", "probe");
+  return Number(await master.call("WAIT", "1", "100")) >= 1;
+}
+
 /** One field of an INFO reply. */
 export async function infoField(client: Redis, section: string, field: string): Promise<string | undefined> {
   const text = await client.info(section);

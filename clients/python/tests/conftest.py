@@ -98,6 +98,21 @@ class Server:
         options.setdefault("socket_timeout", 10)
         return redis.Redis(host="127.0.0.1", port=self.port, **options)  # type: ignore[arg-type]
 
+    def acknowledged(self) -> bool:
+        """Whether a replica acknowledges what this master streams now. A
+        replica reports its link up once it has loaded the master's data, but
+        after a diskless sync the master streams to it only from its first
+        acknowledgement, up to a second later: a WAIT meanwhile lasts that
+        long, and an acquisition on a loaded machine fails with NotSynced. The
+        probe is a PUBLISH (replicated, writing no key) and WAIT on one
+        connection (a pipeline)."""
+        with self.client() as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.publish("__rwlock_test_replica", "probe")
+            pipe.execute_command("WAIT", 1, 100)
+            _, acked = pipe.execute()
+        return int(acked) >= 1
+
     def async_client(self, **options: object) -> "redis.asyncio.Redis":
         import redis.asyncio
 

@@ -27,7 +27,8 @@ def pair(start_server: Callable[..., Server], *master_args: str) -> Tuple[Server
     wait_until(
         "the replica to connect",
         lambda: master.client().info("replication")["connected_slaves"] == 1
-        and replica.client().info("replication")["master_link_status"] == "up",
+        and replica.client().info("replication")["master_link_status"] == "up"
+        and master.acknowledged(),
     )
     return master, replica
 

@@ -181,6 +181,20 @@ final class RedisServer implements AutoCloseable {
         }
     }
 
+    /**
+     * Whether a replica acknowledges what this master streams now. A replica reports its link up
+     * once it has loaded the master's data, but after a diskless sync the master streams to it only
+     * from its first acknowledgement, up to a second later: a WAIT meanwhile lasts that long, and an
+     * acquisition on a loaded machine fails with NotSynced. The probe is a PUBLISH, replicated but
+     * writing no key.
+     */
+    boolean acknowledged() {
+        try (Connection c = connection()) {
+            call(c, "PUBLISH", "__rwlock_test_replica", "probe");
+            return call(c, "WAIT", "1", "100") instanceof Long n && n >= 1;
+        }
+    }
+
     static Object call(Connection c, String... args) {
         c.sendCommand(new Name(args[0]), java.util.Arrays.copyOfRange(args, 1, args.length));
         return decode(c.getOne());

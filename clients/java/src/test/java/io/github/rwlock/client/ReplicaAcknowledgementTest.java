@@ -133,7 +133,7 @@ class ReplicaAcknowledgementTest {
                 LockClient client = LockClient.builder(jedis)
                         .replicaSync(ReplicaSync.DEFAULT.withReplicas(ReplicaSync.AUTO)).build()) {
             RedisServer.waitUntil("the replica", 30_000, () -> "1".equals(master.info("replication", "connected_slaves"))
-                    && "up".equals(replica.info("replication", "master_link_status")));
+                    && "up".equals(replica.info("replication", "master_link_status")) && master.acknowledged());
             Lock lock = new Lock(client, "a:lock");
             assertTrue(lock.tryLock());
             assertEquals(1L, replica.call("EXISTS", "a:lock"), "on the replica");

@@ -20,7 +20,7 @@ class ReplicaTest {
                 JedisPooled jedis = master.pooled();
                 LockClient client = LockClient.create(jedis)) {
             RedisServer.waitUntil("the replica", 15_000, () -> "1".equals(master.info("replication", "connected_slaves"))
-                    && "up".equals(replica.info("replication", "master_link_status")));
+                    && "up".equals(replica.info("replication", "master_link_status")) && master.acknowledged());
             master.call("CONFIG", "RESETSTAT");
             Lock lock = new Lock(client, "s:lock");
             assertTrue(lock.tryLock());

@@ -33,7 +33,7 @@ class SentinelTest {
         try (RedisServer first = new RedisServer();
                 RedisServer second = new RedisServer("--replicaof", "127.0.0.1", Integer.toString(first.port))) {
             RedisServer.waitUntil("the replica", CEILING_MS, () -> "1".equals(first.info("replication", "connected_slaves"))
-                    && "up".equals(second.info("replication", "master_link_status")));
+                    && "up".equals(second.info("replication", "master_link_status")) && first.acknowledged());
             try (RedisServer sentinel = RedisServer.sentinel(NAME, first.port)) {
                 // A failover needs a replica Sentinel has asked INFO of itself.
                 RedisServer.waitUntil("Sentinel to know the replica", CEILING_MS, () -> replicaFlags(sentinel).equals("slave"));
@@ -88,7 +88,7 @@ class SentinelTest {
                     try (RedisServer third = new RedisServer("--replicaof", "127.0.0.1", Integer.toString(second.port))) {
                         RedisServer.waitUntil("the new replica", CEILING_MS,
                                 () -> "1".equals(second.info("replication", "connected_slaves"))
-                                        && "up".equals(third.info("replication", "master_link_status")));
+                                        && "up".equals(third.info("replication", "master_link_status")) && second.acknowledged());
                         for (LockClient client : clients) {
                             try (Held held = Lock.fenced(client, "s:fenced").hold(Duration.ZERO, Duration.ofSeconds(10))) {
                                 assertTrue(held.token() > before, held.token() + " after " + before);
