@@ -160,7 +160,7 @@ pub fn context_flags(ctx: &Context) -> c_int {
 
 /// Whether a timer or event callback that writes may write now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteTurn {
+enum WriteTurn {
     /// A master, writes flowing.
     Now,
     /// A replica: timers and events also run there, and it must never
@@ -175,16 +175,31 @@ pub enum WriteTurn {
 }
 
 /// How soon a write put off by paused clients is tried again.
-pub const PAUSED_RETRY: Duration = Duration::from_millis(10);
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
-/// The one check before a callback writes (see [`WriteTurn`]).
-pub fn write_turn(ctx: &Context) -> WriteTurn {
+fn write_turn(ctx: &Context) -> WriteTurn {
     if !ctx.get_flags().contains(ContextFlags::MASTER) {
         WriteTurn::Never
     } else if writes_paused() {
         WriteTurn::Later
     } else {
         WriteTurn::Now
+    }
+}
+
+/// The one guard of every timer callback that writes (see [`WriteTurn`]):
+/// true when it may write now. Never on a replica; while clients are
+/// paused, `retry` is handed the delay after which the callback tries
+/// again (a callback whose work comes round anyway ignores it).
+#[inline]
+pub fn may_write(ctx: &Context, retry: impl FnOnce(Duration)) -> bool {
+    match write_turn(ctx) {
+        WriteTurn::Now => true,
+        WriteTurn::Never => false,
+        WriteTurn::Later => {
+            retry(PAUSED_RETRY);
+            false
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
+use crate::server::{self, Blocked};
 use crate::sessions::{self, registry::ClientId};
 
 /// Data of the agenda's timer.
@@ -500,13 +500,10 @@ fn on_soon(ctx: &Context, id: LockId) {
 
 /// Serves the lock's waiters from a timer.
 fn look(ctx: &Context, id: LockId) {
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            schedule_in(ctx, id, PAUSED_RETRY);
-            return;
-        }
+    if !server::may_write(ctx, |after| {
+        schedule_in(ctx, id.clone(), after);
+    }) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

@@ -40,7 +40,7 @@ use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, WriteTurn, PAUSED_RETRY};
+use crate::server;
 
 /// The shortest and longest time between two refreshes of a parked
 /// waiter's deadline; in between, a quarter of its `WAIT`.
@@ -242,17 +242,11 @@ fn on_timer(ctx: &Context, id: LockId) {
             line.timer = None;
         }
     });
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            arm(
-                ctx,
-                &id,
-                server::milliseconds() + PAUSED_RETRY.as_millis() as i64,
-            );
-            return;
-        }
+    let retry = |after: Duration| {
+        arm(ctx, &id, server::milliseconds() + after.as_millis() as i64);
+    };
+    if !server::may_write(ctx, retry) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

@@ -17,7 +17,7 @@ use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
-use crate::server::{self, WriteTurn, PAUSED_RETRY};
+use crate::server;
 
 /// One parked waiter.
 #[derive(Clone)]
@@ -202,13 +202,11 @@ pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
 /// its owner with its `WAIT`, on the master (a replica gets the cancel's
 /// effects), once writes are allowed.
 fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
-            return;
-        }
+    let retry = |after| {
+        ctx.create_timer(after, leave_line, (id.clone(), owner.clone(), wait));
+    };
+    if !server::may_write(ctx, retry) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;
