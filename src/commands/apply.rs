@@ -21,6 +21,7 @@ use crate::reply;
 use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::queues;
 
 /// What one way of acquiring gives the one driver, [`drive`]: a single
 /// hold, a place in a fair lock's line, every hold of several. The steps
@@ -181,7 +182,7 @@ impl Acquisition for Single<'_, '_> {
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
             let queued = config::fair()
-                && waiting::has_waiters(ctx, names)
+                && queues::has_waiters(ctx, names)
                 && !queue::may_overtake(store, names, owner)?;
             if queued {
                 Ok(Attempt::Refused {

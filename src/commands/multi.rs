@@ -18,6 +18,7 @@ use crate::metrics::{self, Counter};
 use crate::server;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::queues;
 
 /// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
 /// key checks) with the listed names, searched for `HOLDS` from argument
@@ -98,7 +99,7 @@ impl Acquisition for All<'_, '_> {
         let (owner, wants) = (self.a.owner, &self.a.wants);
         // In fair mode it queues behind the waiters of any of its locks.
         let queued = config::fair()
-            && !waiting::idle()
+            && !queues::idle()
             && waiting::queued_before(ctx, store, owner, wants).map_err(lock_error)?;
         if queued {
             Ok(AllAttempt::Refused {

@@ -31,6 +31,7 @@ use redis_module::Context;
 use super::clients;
 use super::lines::{any, unregister, with, Parked};
 use super::parking::{self, Handle, Left, Outcome, Waiters};
+use super::queues::lock_id;
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
@@ -51,10 +52,6 @@ thread_local! {
     // Module code only ever runs on Redis's main thread.
     /// Set during a look: its own writes' events need no other look.
     static LOOKING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
-    (server::selected_db(ctx), names.hash().to_vec())
 }
 
 /// The owners of `names`' line that are parked on this server.
