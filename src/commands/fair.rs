@@ -39,16 +39,16 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         non_reentrant: a.non_reentrant,
         wait: a.wait.unwrap_or_else(config::fair_wait),
     };
-    drive(ctx, lock_and_owner(args), &InLine { a: &a, options })
+    drive(ctx, lock_and_owner(args), &FairLine { a: &a, options })
 }
 
 /// A place in a fair lock's line, the way `FAIRLOCK.ACQUIRE` takes it.
-struct InLine<'a, 'b> {
+struct FairLine<'a, 'b> {
     a: &'b FairAcquire<'a>,
     options: FairOptions,
 }
 
-impl Acquisition for InLine<'_, '_> {
+impl Acquisition for FairLine<'_, '_> {
     type Outcome = FairTaken;
 
     fn owner(&self) -> &[u8] {
