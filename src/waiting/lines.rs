@@ -9,9 +9,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redis_module::{Context, RedisModuleTimerID};
+use redis_module::Context;
 
 use super::parking::{self, Handle, Outcome};
+use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::fair;
 use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
@@ -41,8 +42,8 @@ pub struct Parked {
 #[derive(Default)]
 pub struct LockLine {
     pub parked: Vec<Parked>,
-    /// Its look timer and when it fires.
-    pub timer: Option<(RedisModuleTimerID, i64)>,
+    /// Its next look's entry on the lines' agenda.
+    pub look: Option<Slot>,
     /// Set when a parked waiter's entry may have left the line from outside
     /// (a flush, a DEL, a cancel): the next look checks every entry.
     pub lost: bool,
@@ -62,6 +63,9 @@ pub struct Lines {
     /// Parked handles by owner, for the wait-for graph: every hold taken
     /// while a fair waiter is parked asks it once.
     pub owners: HashMap<Vec<u8>, Vec<Handle>>,
+    /// When each line's next look falls due, served by one timer
+    /// (`server::timers`), as the queues' timeouts and deadlines are.
+    pub agenda: Agenda<LockId>,
 }
 
 impl Lines {
@@ -78,7 +82,7 @@ impl Lines {
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
-    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
+    pub(super) static LINES: RefCell<Lines> = RefCell::new(Lines::default());
     /// True while any fair waiter is parked or leaving: the one check of
     /// the keyspace hook and of the other kinds' paths otherwise.
     static ANY: Cell<bool> = const { Cell::new(false) };
