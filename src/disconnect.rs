@@ -20,7 +20,7 @@ use crate::engine::kinds;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, WriteTurn, PAUSED_RETRY};
+use crate::server;
 use crate::sessions::{
     self,
     registry::{ClientId, Orphan},
@@ -41,13 +41,11 @@ pub fn on_disconnect(ctx: &Context, client: ClientId) {
 fn release_all(ctx: &Context, client: ClientId) {
     // A master demoted since forgot what it bound; the holds end at their
     // lease.
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            ctx.create_timer(PAUSED_RETRY, release_all, client);
-            return;
-        }
+    let retry = |after| {
+        ctx.create_timer(after, release_all, client);
+    };
+    if !server::may_write(ctx, retry) {
+        return;
     }
     for orphan in sessions::take(client) {
         release(ctx, orphan);

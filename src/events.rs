@@ -25,6 +25,7 @@ use crate::server::{self, strings, RawString};
 use crate::sessions;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::queues;
 
 /// The classes of the writes that may free a lock its waiters wait on.
 const WAKES_WAITERS: NotifyEvent = NotifyEvent::GENERIC
@@ -49,7 +50,7 @@ pub fn subscribed() -> bool {
 /// comes between). Redis 7.0 cannot unsubscribe, so it lasts.
 #[inline]
 pub fn follow_writes(ctx: &Context) {
-    if subscribed() || (waiting::idle() && !leases::any() && sessions::idle()) {
+    if subscribed() || (queues::idle() && !leases::any() && sessions::idle()) {
         return;
     }
     subscribe_keyspace(ctx);

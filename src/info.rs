@@ -11,8 +11,8 @@ use crate::events;
 use crate::keyspace::leases;
 use crate::metrics::{self, Counter};
 use crate::sessions;
-use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::queues;
 
 /// `INFO rwlock`: the sections `rwlock_locks`, `rwlock_waiting` and
 /// `rwlock_sessions`; Redis
@@ -64,8 +64,8 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_repor
     let (indexed_locks, indexed_leases) = leases::counts();
     raw::add_info_field_unsigned_long_long(ctx, "lease_indexes", indexed_locks as u64);
     raw::add_info_field_unsigned_long_long(ctx, "indexed_leases", indexed_leases as u64);
-    let (waiters, queues) = waiting::counts();
-    let waits = waiting::wait_percentiles();
+    let (waiters, queues) = queues::counts();
+    let waits = queues::wait_percentiles();
     // Fair-lock waiters parked in their lock's line count as waiters too.
     let (fair_waiters, fair_queues) = fair_waiting::counts();
     let (waiters, queues) = (waiters + fair_waiters, queues + fair_queues);

@@ -9,7 +9,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 use crate::args::{lock_error, Acquire};
 use crate::config;
 use crate::engine::error::{LockError, ERR_SESSION};
-use crate::engine::hold::{self, Granting};
+use crate::engine::hold::{self, GrantLatch, Granting, Request};
 use crate::engine::names::LockNames;
 use crate::engine::queue::{self, Attempt, Granted, Hold};
 use crate::engine::rwlock::Unlocked;
@@ -21,79 +21,246 @@ use crate::reply;
 use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::queues;
+
+/// What one way of acquiring gives the one driver, [`drive`]: a single
+/// hold, a place in a fair lock's line, every hold of several. The steps
+/// and their order are the driver's; a kind of lock adds a way only when
+/// it waits differently (docs/design.md, "How to add a lock kind").
+pub trait Acquisition {
+    /// What the attempt answers.
+    type Outcome;
+    /// The owner that takes the holds.
+    fn owner(&self) -> &[u8];
+    /// `SESSION`: bind what is granted to the calling connection.
+    fn session(&self) -> bool {
+        false
+    }
+    /// `BLOCK ms`: how long the client may wait on the server (0: no limit).
+    fn block(&self) -> Option<i64>;
+    /// `REQUEST id ttl` and the lock its latch is kept on.
+    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
+        None
+    }
+    /// What a retry of a granted request replies (`token`: the latch's).
+    fn replay(&self, _token: i64) -> RedisValue {
+        RedisValue::Null
+    }
+    /// The `DEADLOCK` error of a client that may park, asked before the
+    /// attempt: for a way whose refused attempt writes (joining a line),
+    /// so that a refused request changes nothing.
+    fn cycle_before(&self, _ctx: &Context) -> Option<String> {
+        None
+    }
+    /// Before the attempt: the waiters its locks could take go first.
+    fn serve_first(&self, _ctx: &Context, _store: &mut RedisStore) {}
+    /// The attempt, the lock's waiters served after it.
+    fn attempt(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        latch: Option<&GrantLatch>,
+    ) -> Result<Self::Outcome, RedisError>;
+    /// True when the outcome is a grant.
+    fn granted(outcome: &Self::Outcome) -> bool;
+    /// True when, refused, the client waits with `BLOCK`.
+    fn may_wait(outcome: &Self::Outcome) -> bool;
+    /// After a grant: counted, bound to the session.
+    fn took(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        outcome: &Self::Outcome,
+        session: Option<ClientId>,
+    );
+    /// The `DEADLOCK` error of a wait that would close a cycle, asked when
+    /// the client is about to park.
+    fn cycle(&self, _ctx: &Context, _store: &mut RedisStore) -> Option<String> {
+        None
+    }
+    /// Parks the calling client until it is served or its wait ends.
+    fn park(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        timeout: i64,
+        session: Option<ClientId>,
+        latch: Option<GrantLatch>,
+    );
+    /// The reply of an outcome answered at once (a refusal is counted here).
+    fn reply(&self, outcome: Self::Outcome) -> RedisValue;
+}
+
+/// The one acquisition driver of every command that takes holds, whatever
+/// the lock's kind: latch, serve, attempt, then grant, or check for a
+/// cycle and park. `lent`: the command's arguments whose strings the store
+/// reuses.
+pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisResult {
+    let session = session_client(ctx, a.session())?;
+    let mut store = RedisStore::for_write(ctx, lent);
+    // `REQUEST`: a retry replies what the first call did and changes
+    // nothing; without it no key is looked up.
+    let latch = match a.request() {
+        None => None,
+        Some((names, request)) => match hold::grant_latch(&mut store, names, Some(request)) {
+            Ok(Granting::Replay(token)) => return Ok(a.replay(token)),
+            Ok(Granting::Run(latch)) => latch,
+            Err(e) => return Err(lock_error(e)),
+        },
+    };
+    if a.block().is_some() {
+        if let Some(cycle) = a.cycle_before(ctx) {
+            return Err(RedisError::String(cycle));
+        }
+    }
+    a.serve_first(ctx, &mut store);
+    let outcome = a.attempt(ctx, &mut store, latch.as_ref())?;
+    if A::granted(&outcome) {
+        a.took(ctx, &mut store, &outcome, session);
+        // Those waiting for its locks now wait for its owner.
+        waiting::took_hold(ctx, a.owner());
+    } else if let Some(timeout) = a.block().filter(|_| A::may_wait(&outcome)) {
+        if waiting::can_block(ctx) {
+            // A wait that would close a cycle fails now, nothing changed.
+            if let Some(cycle) = a.cycle(ctx, &mut store) {
+                return Err(RedisError::String(cycle));
+            }
+            a.park(ctx, &mut store, timeout, session, latch);
+            return Ok(RedisValue::NoReply);
+        }
+    }
+    Ok(a.reply(outcome))
+}
+
+/// A single hold of a plain or read-write lock: `LOCK.ACQUIRE`,
+/// `RWLOCK.READ`, `RWLOCK.WRITE`.
+struct Single<'a, 'b> {
+    a: &'b Acquire<'a>,
+    hold: Hold,
+}
+
+impl Acquisition for Single<'_, '_> {
+    type Outcome = Attempt;
+
+    fn owner(&self) -> &[u8] {
+        self.a.lock.owner
+    }
+
+    fn session(&self) -> bool {
+        self.a.session
+    }
+
+    fn block(&self) -> Option<i64> {
+        self.a.block
+    }
+
+    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
+        self.a.request.map(|r| (&self.a.lock.names, r))
+    }
+
+    fn replay(&self, token: i64) -> RedisValue {
+        let token = Some(token).filter(|_| reply::fenced(self.hold));
+        let granted = Granted {
+            reentry: true,
+            token,
+        };
+        reply::attempt(Attempt::Granted(granted), self.hold)
+    }
+
+    fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
+        waiting::serve(ctx, store, &self.a.lock.names);
+    }
+
+    fn attempt(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        latch: Option<&GrantLatch>,
+    ) -> Result<Attempt, RedisError> {
+        let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
+        // Those left waiting are served again after the attempt, which may
+        // have moved the lock's deadline; in fair mode it queues behind them.
+        waiting::serve_after(ctx, store, names, |store| {
+            let queued = config::fair()
+                && queues::has_waiters(ctx, names)
+                && !queue::may_overtake(store, names, owner)?;
+            if queued {
+                Ok(Attempt::Refused {
+                    pttl: store.pttl(names.hash()),
+                })
+            } else {
+                queue::attempt_latched(store, names, owner, self.hold, lease, latch)
+            }
+        })
+        .map_err(lock_error)
+    }
+
+    fn granted(outcome: &Attempt) -> bool {
+        matches!(outcome, Attempt::Granted(_))
+    }
+
+    fn may_wait(_: &Attempt) -> bool {
+        true
+    }
+
+    fn took(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        outcome: &Attempt,
+        session: Option<ClientId>,
+    ) {
+        if let Attempt::Granted(granted) = outcome {
+            metrics::acquired(self.hold, *granted);
+        }
+        if let Some(client) = session {
+            let l = &self.a.lock;
+            sessions::bind(ctx, store, client, &l.names, self.hold, l.owner, l.lease);
+            // Later writes to the lock must reach the session's counts.
+            events::follow_writes(ctx);
+        }
+    }
+
+    fn cycle(&self, ctx: &Context, store: &mut RedisStore) -> Option<String> {
+        let wants = [(&self.a.lock.names, self.hold)];
+        waiting::deadlock(ctx, store, self.a.lock.owner, &wants)
+    }
+
+    fn park(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        timeout: i64,
+        session: Option<ClientId>,
+        request: Option<GrantLatch>,
+    ) {
+        let wait = waiting::Wait {
+            owner: self.a.lock.owner,
+            hold: self.hold,
+            lease: self.a.lock.lease,
+            timeout,
+            session,
+            request,
+        };
+        waiting::park(ctx, store, &self.a.lock.names, wait);
+        // From now on other clients' writes may free the lock.
+        events::follow_writes(ctx);
+    }
+
+    fn reply(&self, outcome: Attempt) -> RedisValue {
+        if let Attempt::Refused { .. } = outcome {
+            metrics::bump(Counter::Refused);
+        }
+        reply::attempt(outcome, self.hold)
+    }
+}
 
 /// Takes `hold` as the parsed call `a` asks; `args` are the command's
 /// arguments, whose lock and owner strings the store reuses. With
 /// `SESSION` the hold is bound to the calling connection, now or when the
 /// parked client is served.
 pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
-    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
-    let session = session_client(ctx, a.session)?;
-    let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-    // `REQUEST`: a retry replies what the first call did and changes
-    // nothing; without it no key is looked up.
-    let latch = match a.request {
-        None => None,
-        Some(request) => match hold::grant_latch(&mut store, names, Some(request)) {
-            Ok(Granting::Replay(token)) => {
-                let token = Some(token).filter(|_| reply::fenced(hold));
-                let granted = Granted {
-                    reentry: true,
-                    token,
-                };
-                return Ok(reply::attempt(Attempt::Granted(granted), hold));
-            }
-            Ok(Granting::Run(latch)) => latch,
-            Err(e) => return Err(lock_error(e)),
-        },
-    };
-    // Waiters the lock could take already go first; those left are served
-    // again after the attempt, which may have moved the lock's deadline.
-    waiting::serve(ctx, &mut store, names);
-    let outcome = waiting::serve_after(ctx, &mut store, names, |store| {
-        let queued = config::fair()
-            && waiting::has_waiters(ctx, names)
-            && !queue::may_overtake(store, names, owner)?;
-        if queued {
-            Ok(Attempt::Refused {
-                pttl: store.pttl(names.hash()),
-            })
-        } else {
-            queue::attempt_latched(store, names, owner, hold, lease, latch.as_ref())
-        }
-    })
-    .map_err(lock_error)?;
-    match (outcome, a.block) {
-        (Attempt::Granted(granted), _) => {
-            metrics::acquired(hold, granted);
-            if let Some(client) = session {
-                sessions::bind(ctx, &mut store, client, names, hold, owner, lease);
-                // Later writes to the lock must reach the session's counts.
-                events::follow_writes(ctx);
-            }
-            waiting::took_hold(ctx, owner);
-        }
-        (Attempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            // A wait that would close a cycle fails now, nothing changed.
-            if let Some(cycle) = waiting::deadlock(ctx, &mut store, owner, &[(names, hold)]) {
-                return Err(RedisError::String(cycle));
-            }
-            let wait = waiting::Wait {
-                owner,
-                hold,
-                lease,
-                timeout,
-                session,
-                request: latch,
-            };
-            waiting::park(ctx, &mut store, names, wait);
-            // From now on other clients' writes may free the lock.
-            events::follow_writes(ctx);
-            return Ok(RedisValue::NoReply);
-        }
-        (Attempt::Refused { .. }, _) => metrics::bump(Counter::Refused),
-    }
-    Ok(reply::attempt(outcome, hold))
+    drive(ctx, lock_and_owner(args), &Single { a, hold })
 }
 
 /// With `SESSION` (`wanted`), the calling connection its holds bind to;

@@ -6,15 +6,17 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, forced, lock_and_owner};
-use crate::args::{self, lock_error, ArgString};
+use super::apply::{change, drive, forced, lock_and_owner, Acquisition};
+use crate::args::{self, lock_error, ArgString, FairAcquire};
 use crate::config;
 use crate::engine::fair::{self, FairOptions, FairTaken};
-use crate::engine::hold::{self, Granting};
+use crate::engine::hold::{GrantLatch, Request};
+use crate::engine::names::LockNames;
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
+use crate::sessions::registry::ClientId;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
 
@@ -37,60 +39,99 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         non_reentrant: a.non_reentrant,
         wait: a.wait.unwrap_or_else(config::fair_wait),
     };
-    let (names, owner, lease) = (&a.lock.names, a.lock.owner, a.lock.lease);
-    // `REQUEST`: read before anything else; a retry replies what the first
-    // call did and changes nothing. Without it no key is looked up.
-    let latch = match a.request {
-        None => None,
-        Some(request) => {
-            let mut store = RedisStore::for_write(ctx, lock_and_owner(args));
-            match hold::grant_latch(&mut store, names, Some(request)).map_err(lock_error)? {
-                Granting::Replay(_) => return Ok(RedisValue::Null),
-                Granting::Run(latch) => latch,
-            }
-        }
-    };
-    // A wait that would close a cycle fails before the line is written:
-    // nothing changes (contract §14). A call that acquires at once has no
-    // wait in its way, so no cycle to find.
-    let block = a.block.filter(|_| waiting::can_block(ctx));
-    if block.is_some() {
-        if let Some(cycle) = waiting::deadlock_in_line(ctx, owner, names) {
-            return Err(RedisError::String(cycle));
-        }
+    drive(ctx, lock_and_owner(args), &FairLine { a: &a, options })
+}
+
+/// A place in a fair lock's line, the way `FAIRLOCK.ACQUIRE` takes it.
+struct FairLine<'a, 'b> {
+    a: &'b FairAcquire<'a>,
+    options: FairOptions,
+}
+
+impl Acquisition for FairLine<'_, '_> {
+    type Outcome = FairTaken;
+
+    fn owner(&self) -> &[u8] {
+        self.a.lock.owner
     }
-    let taken = change(ctx, lock_and_owner(args), names, |store| {
-        fair::acquire_latched(store, names, owner, lease, options, latch.as_ref())
-    })?;
-    match taken {
-        FairTaken::Acquired { reentry } => {
-            metrics::bump(Counter::FairAcquired);
-            if reentry {
-                metrics::bump(Counter::Reentries);
-            }
-            // Those waiting for the lock now wait for its owner.
-            waiting::took_hold(ctx, owner);
+
+    fn block(&self) -> Option<i64> {
+        self.a.block
+    }
+
+    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
+        self.a.request.map(|r| (&self.a.lock.names, r))
+    }
+
+    fn cycle_before(&self, ctx: &Context) -> Option<String> {
+        // Asked before the line is written: nothing changes (contract §14).
+        // A call that acquires at once has no wait in its way, so no cycle
+        // to find.
+        if !waiting::can_block(ctx) {
+            return None;
         }
-        FairTaken::Refused => metrics::bump(Counter::Refused),
-        FairTaken::Queued { .. } => {
+        waiting::deadlock_in_line(ctx, self.a.lock.owner, &self.a.lock.names)
+    }
+
+    fn attempt(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        latch: Option<&GrantLatch>,
+    ) -> Result<FairTaken, RedisError> {
+        let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
+        let taken = waiting::serve_after(ctx, store, names, |store| {
+            fair::acquire_latched(store, names, owner, lease, self.options, latch)
+        })
+        .map_err(lock_error)?;
+        if let FairTaken::Queued { .. } = taken {
             metrics::bump(Counter::FairQueued);
-            if let Some(timeout) = block {
-                // Parked, it must hear of the hash deleted or changed by
-                // others (the lease running out is heard from load on).
-                events::follow_fair_writes(ctx);
-                let wait = fair_waiting::FairWait {
-                    owner,
-                    lease,
-                    options,
-                    timeout,
-                    request: latch,
-                };
-                fair_waiting::park(ctx, names, wait);
-                return Ok(RedisValue::NoReply);
-            }
+        }
+        Ok(taken)
+    }
+
+    fn granted(taken: &FairTaken) -> bool {
+        matches!(taken, FairTaken::Acquired { .. })
+    }
+
+    fn may_wait(taken: &FairTaken) -> bool {
+        matches!(taken, FairTaken::Queued { .. })
+    }
+
+    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairTaken, _: Option<ClientId>) {
+        metrics::bump(Counter::FairAcquired);
+        if let FairTaken::Acquired { reentry: true } = taken {
+            metrics::bump(Counter::Reentries);
         }
     }
-    Ok(reply::release(taken.reply()))
+
+    fn park(
+        &self,
+        ctx: &Context,
+        _: &mut RedisStore,
+        timeout: i64,
+        _: Option<ClientId>,
+        request: Option<GrantLatch>,
+    ) {
+        // Parked, it must hear of the hash deleted or changed by others
+        // (the lease running out is heard from load on).
+        events::follow_fair_writes(ctx);
+        let wait = fair_waiting::FairWait {
+            owner: self.a.lock.owner,
+            lease: self.a.lock.lease,
+            options: self.options,
+            timeout,
+            request,
+        };
+        fair_waiting::park(ctx, &self.a.lock.names, wait);
+    }
+
+    fn reply(&self, taken: FairTaken) -> RedisValue {
+        if let FairTaken::Refused = taken {
+            metrics::bump(Counter::Refused);
+        }
+        reply::release(taken.reply())
+    }
 }
 
 /// `FAIRLOCK.CANCEL lock owner [WAIT ms]`

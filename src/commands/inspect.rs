@@ -14,9 +14,9 @@ use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
 use crate::server;
-use crate::waiting::clients as waiting;
 use crate::waiting::deadlock;
 use crate::waiting::lines;
+use crate::waiting::queues;
 
 /// How many locks `LOCK.WAITING` lists without `COUNT`.
 const WAITING_DEFAULT: usize = 10;
@@ -49,7 +49,7 @@ fn kind_name(kind: Kind) -> &'static str {
 /// ms its wait times out, nil without limit) and `client` (its id).
 pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
     let now = server::milliseconds();
-    let shown = waiting::waiters_of(ctx, names)
+    let shown = queues::waiters_of(ctx, names)
         .into_iter()
         .map(|w| {
             RedisValue::Array(vec![
@@ -97,7 +97,7 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
         [_, _] | [_, _, _] => return Err(RedisError::Str(ERR_SYNTAX)),
         _ => return Err(RedisError::WrongArity),
     };
-    let queued = waiting::locks_waited_for()
+    let queued = queues::locks_waited_for()
         .into_iter()
         .map(|(id, n, since, hold)| (id, n, since, queue_kind(hold)));
     let in_line = lines::overview()

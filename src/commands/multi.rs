@@ -6,17 +6,19 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{released, renewed, session_client};
-use crate::args::{self, lock_error, ArgString, MultiForm};
+use super::apply::{drive, released, renewed, Acquisition};
+use crate::args::{self, lock_error, ArgString, Multi, MultiForm};
 use crate::config;
+use crate::engine::hold::GrantLatch;
 use crate::engine::multi::{self, longer, AllAttempt, Want};
 use crate::engine::store::Store;
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
-use crate::sessions;
+use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::queues;
 
 /// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
 /// key checks) with the listed names, searched for `HOLDS` from argument
@@ -57,54 +59,123 @@ pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
         session: true,
     };
     let a = args::multi(args, form)?;
-    let session = session_client(ctx, a.session)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
-    let mut store = RedisStore::for_write(ctx, owner_arg(args));
-    // Waiters each lock could take already go first.
-    for w in &a.wants {
-        waiting::serve(ctx, &mut store, &w.names);
+    drive(ctx, owner_arg(args), &All { a: &a, lease })
+}
+
+/// Every hold of several, the way `LOCK.ACQUIREALL` takes them.
+struct All<'a, 'b> {
+    a: &'b Multi<'a>,
+    lease: i64,
+}
+
+impl Acquisition for All<'_, '_> {
+    type Outcome = AllAttempt;
+
+    fn owner(&self) -> &[u8] {
+        self.a.owner
     }
-    let queued = config::fair()
-        && !waiting::idle()
-        && waiting::queued_before(ctx, &mut store, a.owner, &a.wants).map_err(lock_error)?;
-    let outcome = if queued {
-        AllAttempt::Refused {
-            pttl: longest_pttl(&mut store, &a.wants),
+
+    fn session(&self) -> bool {
+        self.a.session
+    }
+
+    fn block(&self) -> Option<i64> {
+        self.a.block
+    }
+
+    fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
+        for w in &self.a.wants {
+            waiting::serve(ctx, store, &w.names);
         }
-    } else {
-        multi::acquire_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?
-    };
-    match (outcome, a.block) {
-        (AllAttempt::Granted(granted), _) => {
-            for (w, g) in a.wants.iter().zip(granted) {
-                metrics::acquired(w.hold, g);
-                if let Some(client) = session {
-                    sessions::bind(ctx, &mut store, client, &w.names, w.hold, a.owner, lease);
-                }
-                // The new holds moved the lock's deadline.
-                waiting::serve(ctx, &mut store, &w.names);
-            }
-            if session.is_some() {
-                // Later writes to the locks must reach the session's counts.
-                events::follow_writes(ctx);
-            }
-            waiting::took_hold(ctx, a.owner);
-            Ok(RedisValue::Null)
+    }
+
+    fn attempt(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        _: Option<&GrantLatch>,
+    ) -> Result<AllAttempt, RedisError> {
+        let (owner, wants) = (self.a.owner, &self.a.wants);
+        // In fair mode it queues behind the waiters of any of its locks.
+        let queued = config::fair()
+            && !queues::idle()
+            && waiting::queued_before(ctx, store, owner, wants).map_err(lock_error)?;
+        if queued {
+            Ok(AllAttempt::Refused {
+                pttl: longest_pttl(store, wants),
+            })
+        } else {
+            multi::acquire_all(store, owner, self.lease, wants).map_err(lock_error)
         }
-        (AllAttempt::Refused { .. }, Some(timeout)) if waiting::can_block(ctx) => {
-            // A wait that would close a cycle fails now, nothing changed.
-            let wants: Vec<_> = a.wants.iter().map(|w| (&w.names, w.hold)).collect();
-            if let Some(cycle) = waiting::deadlock(ctx, &mut store, a.owner, &wants) {
-                return Err(RedisError::String(cycle));
+    }
+
+    fn granted(outcome: &AllAttempt) -> bool {
+        matches!(outcome, AllAttempt::Granted(_))
+    }
+
+    fn may_wait(_: &AllAttempt) -> bool {
+        true
+    }
+
+    fn took(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        outcome: &AllAttempt,
+        session: Option<ClientId>,
+    ) {
+        let AllAttempt::Granted(granted) = outcome else {
+            return;
+        };
+        for (w, g) in self.a.wants.iter().zip(granted) {
+            metrics::acquired(w.hold, *g);
+            if let Some(client) = session {
+                sessions::bind(
+                    ctx,
+                    store,
+                    client,
+                    &w.names,
+                    w.hold,
+                    self.a.owner,
+                    self.lease,
+                );
             }
-            waiting::park_all(ctx, &mut store, a.owner, lease, &a.wants, timeout, session);
-            // From now on other clients' writes may free the locks.
+            // The new holds moved the lock's deadline.
+            waiting::serve(ctx, store, &w.names);
+        }
+        if session.is_some() {
+            // Later writes to the locks must reach the session's counts.
             events::follow_writes(ctx);
-            Ok(RedisValue::NoReply)
         }
-        (AllAttempt::Refused { pttl }, _) => {
-            metrics::bump(Counter::Refused);
-            Ok(RedisValue::Integer(pttl))
+    }
+
+    fn cycle(&self, ctx: &Context, store: &mut RedisStore) -> Option<String> {
+        let wants: Vec<_> = self.a.wants.iter().map(|w| (&w.names, w.hold)).collect();
+        waiting::deadlock(ctx, store, self.a.owner, &wants)
+    }
+
+    fn park(
+        &self,
+        ctx: &Context,
+        store: &mut RedisStore,
+        timeout: i64,
+        session: Option<ClientId>,
+        _: Option<GrantLatch>,
+    ) {
+        let (owner, wants) = (self.a.owner, &self.a.wants);
+        waiting::park_all(ctx, store, owner, self.lease, wants, timeout, session);
+        // From now on other clients' writes may free the locks.
+        events::follow_writes(ctx);
+    }
+
+    fn reply(&self, outcome: AllAttempt) -> RedisValue {
+        match outcome {
+            AllAttempt::Granted(_) => RedisValue::Null,
+            AllAttempt::Refused { pttl } => {
+                metrics::bump(Counter::Refused);
+                RedisValue::Integer(pttl)
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The one timer of an agenda (`engine::agenda`) that a thread-local
-//! registry keeps: the waiting clients' and the session renewals'.
+//! registry keeps: the waiting clients', the fair lines' looks and the
+//! session renewals'.
 
 use std::cell::RefCell;
 use std::mem::size_of;

@@ -22,7 +22,7 @@ use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, WriteTurn};
+use crate::server;
 
 /// Data of the renewal agenda's timer.
 struct Agenda;
@@ -158,7 +158,7 @@ fn on_agenda(ctx: &Context, _: Agenda) {
     // A demoted master forgot its session holds when it changed role. While
     // clients are paused, the next renewal, a third of the lease later,
     // tries again.
-    if server::write_turn(ctx) == WriteTurn::Now {
+    if server::may_write(ctx, |_| ()) {
         for renewal in due {
             renew(ctx, &renewal.bond, renewal.lease);
         }

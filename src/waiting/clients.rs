@@ -15,7 +15,6 @@
 //! timeout callback for it, which Redis itself never does without a
 //! timeout): its wait ends as its timeout would.
 
-use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::time::Duration;
 
@@ -25,8 +24,8 @@ use super::deadlock::{self, Victim};
 use super::graph::Need;
 use super::lines;
 use super::parking::{self, Handle, Left, Outcome, Waiters};
+use super::queues::{ended, has_waiters, idle, lock_id, try_with, with, REGISTRY};
 use super::registry::{Due, Registry, Waiter};
-use super::stats::{Percentiles, Waits};
 use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::hold::GrantLatch;
@@ -38,61 +37,16 @@ use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, Blocked, WriteTurn, PAUSED_RETRY};
+use crate::server::{self, Blocked};
 use crate::sessions::{self, registry::ClientId};
 
 /// Data of the agenda's timer.
 struct Agenda;
 
-thread_local! {
-    // Module code only ever runs on Redis's main thread.
-    static REGISTRY: RefCell<Registry<Handle>> = RefCell::new(Registry::default());
-    static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
-}
-
-/// A wait that began at `since` ended at `now` (Unix ms).
-fn ended(since: i64, now: i64) {
-    WAITS.with(|w| w.borrow_mut().record(now - since));
-}
-
-/// Percentiles of the recent waits' lengths, for `INFO rwlock`.
-pub fn wait_percentiles() -> Percentiles {
-    WAITS.with(|w| w.borrow().percentiles())
-}
-
-fn with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> R {
-    REGISTRY.with(|r| f(&mut r.borrow_mut()))
-}
-
-/// `with`, unless the registry is borrowed already: a deadlock search reads
-/// locks while it walks the registry, and a read may expire a key, whose
-/// keyspace event comes back into this module within that read.
-fn try_with<R>(f: impl FnOnce(&mut Registry<Handle>) -> R) -> Option<R> {
-    REGISTRY.with(|r| r.try_borrow_mut().ok().map(|mut r| f(&mut r)))
-}
-
-/// Nobody waits for any lock: the hot path asks this first.
-pub fn idle() -> bool {
-    with(|r| r.idle())
-}
-
-fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
-    (server::selected_db(ctx), names.hash().to_vec())
-}
-
 /// BLOCK is refused inside MULTI, scripts and other contexts that cannot wait:
 /// there the command makes its one attempt and replies at once.
 pub fn can_block(ctx: &Context) -> bool {
     server::context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING as c_int == 0
-}
-
-/// True when other clients wait for this lock.
-pub fn has_waiters(ctx: &Context, names: &LockNames) -> bool {
-    if idle() {
-        return false;
-    }
-    let id = lock_id(ctx, names);
-    with(|r| r.has_waiters(&id))
 }
 
 /// What a parked client asks for.
@@ -500,13 +454,10 @@ fn on_soon(ctx: &Context, id: LockId) {
 
 /// Serves the lock's waiters from a timer.
 fn look(ctx: &Context, id: LockId) {
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            schedule_in(ctx, id, PAUSED_RETRY);
-            return;
-        }
+    if !server::may_write(ctx, |after| {
+        schedule_in(ctx, id.clone(), after);
+    }) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;
@@ -612,50 +563,4 @@ pub fn abort_all(ctx: &Context) {
         // unblocked once.
         parking::answer_later(handle, Outcome::Error(ERR_REPLICA.to_string()));
     }
-}
-
-/// What inspection shows of one parked client.
-pub struct Shown {
-    pub owner: Vec<u8>,
-    pub hold: Hold,
-    pub since: i64,
-    pub deadline: Option<i64>,
-    pub client: u64,
-}
-
-fn shown(w: &Waiter, hold: Hold) -> Shown {
-    Shown {
-        owner: w.owner.clone(),
-        hold,
-        since: w.since,
-        deadline: w.deadline(),
-        client: w.client,
-    }
-}
-
-/// The clients parked on the lock `names` of the selected database, in
-/// arrival order (the order they will be served in).
-pub fn waiters_of(ctx: &Context, names: &LockNames) -> Vec<Shown> {
-    if idle() {
-        return Vec::new();
-    }
-    let id = lock_id(ctx, names);
-    with(|r| {
-        r.waiters_of(&id)
-            .into_iter()
-            .filter_map(|w| Some(shown(w, w.hold_of(&id)?)))
-            .collect()
-    })
-}
-
-/// Every lock with waiters in a queue: its database and name, how many
-/// wait, since when the earliest has waited (Unix ms) and what the first
-/// in line wants.
-pub fn locks_waited_for() -> Vec<(LockId, usize, i64, Hold)> {
-    with(|r| r.overview())
-}
-
-/// Parked clients, and locks they wait for, for `INFO rwlock`.
-pub fn counts() -> (usize, usize) {
-    with(|r| r.counts())
 }

@@ -14,9 +14,10 @@
 //! nor the heads ahead acquiring (each moves it down by one `WAIT`) can
 //! bring it to the clock before a look here raises it again.
 //!
-//! Looks run from the releasing fair command itself, from a per-lock timer
-//! (the wait's end, the next refresh, the lease's end, a stale head's
-//! deadline) and, deferred to that timer at 0 ms, from keyspace events on
+//! Looks run from the releasing fair command itself, from an entry per
+//! lock on the lines' agenda, served by one timer as the queues' is (the
+//! wait's end, the next refresh, the lease's end, a stale head's
+//! deadline) and, deferred to an entry at 0 ms, from keyspace events on
 //! the lock's three keys (a Lua unlock, DEL, expiry, a Redisson waiter
 //! leaving) and flushes. A waiter that times out, is unblocked by
 //! `CLIENT UNBLOCK` or disconnects leaves the line as
@@ -29,8 +30,9 @@ use std::time::Duration;
 use redis_module::Context;
 
 use super::clients;
-use super::lines::{any, unregister, with, Parked};
+use super::lines::{any, unregister, with, Parked, LINES};
 use super::parking::{self, Handle, Left, Outcome, Waiters};
+use super::queues::lock_id;
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairOptions, FairTaken};
@@ -40,7 +42,7 @@ use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
-use crate::server::{self, WriteTurn, PAUSED_RETRY};
+use crate::server;
 
 /// The shortest and longest time between two refreshes of a parked
 /// waiter's deadline; in between, a quarter of its `WAIT`.
@@ -51,10 +53,6 @@ thread_local! {
     // Module code only ever runs on Redis's main thread.
     /// Set during a look: its own writes' events need no other look.
     static LOOKING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn lock_id(ctx: &Context, names: &LockNames) -> LockId {
-    (server::selected_db(ctx), names.hash().to_vec())
 }
 
 /// The owners of `names`' line that are parked on this server.
@@ -195,16 +193,17 @@ pub fn on_flush(ctx: &Context, db: Option<i32>) {
 /// Fails every parked fair waiter: the node stopped being a master (its
 /// line is now the new master's to keep).
 pub fn abort_all(ctx: &Context) {
-    let lines = with(|l| {
+    let (lines, timer) = with(|l| {
         l.keys.clear();
         l.handles.clear();
         l.owners.clear();
-        std::mem::take(&mut l.locks)
+        let agenda = std::mem::take(&mut l.agenda);
+        (std::mem::take(&mut l.locks), agenda.timer())
     });
+    if let Some(timer) = timer {
+        let _ = ctx.stop_timer::<Looks>(timer);
+    }
     for (_, line) in lines {
-        if let Some((timer, _)) = line.timer {
-            let _ = ctx.stop_timer::<LockId>(timer);
-        }
         for p in line.parked {
             metrics::bump(Counter::WaitsAborted);
             parking::answer_later(p.handle, Outcome::Error(ERR_REPLICA.to_string()));
@@ -212,47 +211,53 @@ pub fn abort_all(ctx: &Context) {
     }
 }
 
-/// Makes the lock's look timer fire by `at` (server ms).
+/// Data of the lines' agenda timer.
+struct Looks;
+
+/// Puts the lock's next look on the agenda by `at` (server ms), unless one
+/// is due by then already.
 fn arm(ctx: &Context, id: &LockId, at: i64) {
-    let old = with(|l| {
+    let moved = with(|l| {
         let line = l.locks.get_mut(id)?;
-        match line.timer {
-            Some((_, when)) if when <= at => None,
-            _ => Some(line.timer.take()),
+        if line.look.is_some_and(|(when, _)| when <= at) {
+            return None;
         }
+        if let Some(slot) = line.look.take() {
+            l.agenda.cancel(&slot);
+        }
+        line.look = Some(l.agenda.appoint(at, id.clone()));
+        Some(())
     });
-    let Some(old) = old else {
-        return;
-    };
-    if let Some((timer, _)) = old {
-        let _ = ctx.stop_timer::<LockId>(timer);
+    if moved.is_some() {
+        arm_agenda(ctx);
     }
-    let delay = (at - server::milliseconds()).max(0) as u64;
-    let timer = ctx.create_timer(Duration::from_millis(delay), on_timer, id.clone());
-    with(|l| {
-        if let Some(line) = l.locks.get_mut(id) {
-            line.timer = Some((timer, at));
-        }
-    });
 }
 
-fn on_timer(ctx: &Context, id: LockId) {
+/// Makes the agenda's timer fire by the first look.
+fn arm_agenda(ctx: &Context) {
+    server::timers::arm_agenda(ctx, &LINES, |l| &mut l.agenda, on_agenda, Looks);
+}
+
+/// Looks at the lines that fell due, then arms the timer for the next.
+fn on_agenda(ctx: &Context, _: Looks) {
+    let due: Vec<LockId> = with(|l| l.agenda.take_due(server::milliseconds()).collect());
+    for id in due {
+        look_due(ctx, id);
+    }
+    arm_agenda(ctx);
+}
+
+fn look_due(ctx: &Context, id: LockId) {
     with(|l| {
         if let Some(line) = l.locks.get_mut(&id) {
-            line.timer = None;
+            line.look = None;
         }
     });
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            arm(
-                ctx,
-                &id,
-                server::milliseconds() + PAUSED_RETRY.as_millis() as i64,
-            );
-            return;
-        }
+    let retry = |after: Duration| {
+        arm(ctx, &id, server::milliseconds() + after.as_millis() as i64);
+    };
+    if !server::may_write(ctx, retry) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;
@@ -274,10 +279,8 @@ fn look_now(ctx: &Context, names: &LockNames, id: &LockId) {
             .get(id)
             .is_some_and(|line| line.parked.is_empty() && line.leaving.is_empty());
         if empty {
-            if let Some(line) = l.locks.remove(id) {
-                if let Some((timer, _)) = line.timer {
-                    let _ = ctx.stop_timer::<LockId>(timer);
-                }
+            if let Some(slot) = l.locks.remove(id).and_then(|line| line.look) {
+                l.agenda.cancel(&slot);
             }
             l.keys.retain(|_, lock| lock != id);
         }

@@ -9,15 +9,16 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redis_module::{Context, RedisModuleTimerID};
+use redis_module::Context;
 
 use super::parking::{self, Handle, Outcome};
+use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::fair;
 use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::keyspace::RedisStore;
-use crate::server::{self, WriteTurn, PAUSED_RETRY};
+use crate::server;
 
 /// One parked waiter.
 #[derive(Clone)]
@@ -41,8 +42,8 @@ pub struct Parked {
 #[derive(Default)]
 pub struct LockLine {
     pub parked: Vec<Parked>,
-    /// Its look timer and when it fires.
-    pub timer: Option<(RedisModuleTimerID, i64)>,
+    /// Its next look's entry on the lines' agenda.
+    pub look: Option<Slot>,
     /// Set when a parked waiter's entry may have left the line from outside
     /// (a flush, a DEL, a cancel): the next look checks every entry.
     pub lost: bool,
@@ -62,6 +63,9 @@ pub struct Lines {
     /// Parked handles by owner, for the wait-for graph: every hold taken
     /// while a fair waiter is parked asks it once.
     pub owners: HashMap<Vec<u8>, Vec<Handle>>,
+    /// When each line's next look falls due, served by one timer
+    /// (`server::timers`), as the queues' timeouts and deadlines are.
+    pub agenda: Agenda<LockId>,
 }
 
 impl Lines {
@@ -78,7 +82,7 @@ impl Lines {
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
-    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
+    pub(super) static LINES: RefCell<Lines> = RefCell::new(Lines::default());
     /// True while any fair waiter is parked or leaving: the one check of
     /// the keyspace hook and of the other kinds' paths otherwise.
     static ANY: Cell<bool> = const { Cell::new(false) };
@@ -202,13 +206,11 @@ pub fn fail_victim(ctx: &Context, handle: Handle, text: String) -> bool {
 /// its owner with its `WAIT`, on the master (a replica gets the cancel's
 /// effects), once writes are allowed.
 fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
-    match server::write_turn(ctx) {
-        WriteTurn::Now => {}
-        WriteTurn::Never => return,
-        WriteTurn::Later => {
-            ctx.create_timer(PAUSED_RETRY, leave_line, (id, owner, wait));
-            return;
-        }
+    let retry = |after| {
+        ctx.create_timer(after, leave_line, (id.clone(), owner.clone(), wait));
+    };
+    if !server::may_write(ctx, retry) {
+        return;
     }
     let Ok(names) = LockNames::new(&id.1) else {
         return;

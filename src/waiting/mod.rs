@@ -11,5 +11,6 @@ pub mod fair;
 pub mod graph;
 pub mod lines;
 pub mod parking;
+pub mod queues;
 pub mod registry;
 pub mod stats;
