@@ -63,8 +63,11 @@ pub trait Acquisition {
     ) -> Result<Self::Outcome, RedisError>;
     /// True when the outcome is a grant.
     fn granted(outcome: &Self::Outcome) -> bool;
-    /// True when, refused, the client waits with `BLOCK`.
-    fn may_wait(outcome: &Self::Outcome) -> bool;
+    /// True when, refused, the client waits with `BLOCK` (every refusal,
+    /// unless the way of acquiring says otherwise).
+    fn may_wait(_outcome: &Self::Outcome) -> bool {
+        true
+    }
     /// After a grant: counted, bound to the session.
     fn took(
         &self,
@@ -197,10 +200,6 @@ impl Acquisition for Single<'_, '_> {
 
     fn granted(outcome: &Attempt) -> bool {
         matches!(outcome, Attempt::Granted(_))
-    }
-
-    fn may_wait(_: &Attempt) -> bool {
-        true
     }
 
     fn took(

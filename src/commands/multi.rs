@@ -114,10 +114,6 @@ impl Acquisition for All<'_, '_> {
         matches!(outcome, AllAttempt::Granted(_))
     }
 
-    fn may_wait(_: &AllAttempt) -> bool {
-        true
-    }
-
     fn took(
         &self,
         ctx: &Context,
