@@ -35,7 +35,7 @@ fn show_args(args: &[Vec<u8>]) -> String {
 }
 
 /// Server time in ms.
-fn server_ms(conn: &mut redis::Connection) -> i64 {
+fn server_ms(conn: &mut testkit::Conn) -> i64 {
     let (s, us): (i64, i64) = redis::cmd("TIME").query(conn).expect("TIME");
     s * 1000 + us / 1000
 }
@@ -80,7 +80,7 @@ fn err_text(e: &redis::RedisError) -> String {
 /// lock message, and a checker for calls that must fail without effect.
 struct Fixture {
     server: Server,
-    conn: redis::Connection,
+    conn: testkit::Conn,
     collector: Collector,
     checked: usize,
 }
@@ -1125,9 +1125,9 @@ impl Gen {
 
 /// Fills the fuzz locks (and some latches) with keys of random types: valid
 /// locks, other types, corrupt hashes. No huge counts (see the test above).
-fn populate_random(conn: &mut redis::Connection, rng: &mut Rng) {
+fn populate_random(conn: &mut testkit::Conn, rng: &mut Rng) {
     let _: () = query(conn, &["FLUSHALL"]);
-    let q = |conn: &mut redis::Connection, args: &[&str]| {
+    let q = |conn: &mut testkit::Conn, args: &[&str]| {
         testkit::ok(conn, args);
     };
     for lock in FUZZ_LOCKS {
@@ -1283,7 +1283,7 @@ fn random_malformed_calls() {
 // Configuration
 // ---------------------------------------------------------------------------
 
-fn config_get(conn: &mut redis::Connection, name: &str) -> String {
+fn config_get(conn: &mut testkit::Conn, name: &str) -> String {
     let v: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg(name)
@@ -1293,7 +1293,7 @@ fn config_get(conn: &mut redis::Connection, name: &str) -> String {
     v[1].clone()
 }
 
-fn config_set(conn: &mut redis::Connection, name: &str, value: &str) -> redis::RedisResult<()> {
+fn config_set(conn: &mut testkit::Conn, name: &str, value: &str) -> redis::RedisResult<()> {
     redis::cmd("CONFIG")
         .arg("SET")
         .arg(name)
@@ -1309,7 +1309,7 @@ fn config_set_refuses_bad_values() {
     assert_eq!(config_get(&mut conn, "rwlock.publish"), "auto");
     assert_eq!(config_get(&mut conn, "rwlock.fairness"), "none");
 
-    let check = |conn: &mut redis::Connection, name: &str, bad: &str, keeps: &str| {
+    let check = |conn: &mut testkit::Conn, name: &str, bad: &str, keeps: &str| {
         match config_set(conn, name, bad) {
             Ok(()) => panic!("CONFIG SET {name} {bad:?} was accepted"),
             Err(e) => assert_eq!(e.code(), Some("ERR"), "CONFIG SET {name} {bad:?}: {e}"),

@@ -5,7 +5,8 @@
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     all_keys, assert_counters, assert_took, config_value, eval_lua, expect_reply, in_one_turn, ok,
     poll_until, query, reply_text, rwlock_counter, timer_slack, wait_for_waiters, wait_replica,
@@ -13,12 +14,12 @@ use testkit::{
 };
 
 /// The number of fields of the hash `key`.
-fn hash_len(conn: &mut Connection, key: &str) -> i64 {
+fn hash_len(conn: &mut Conn, key: &str) -> i64 {
     query(conn, &["HLEN", key])
 }
 
 /// An owner's hold count in the lock hash (`field` names its holds).
-fn hold_count(conn: &mut Connection, key: &str, field: &str) -> i64 {
+fn hold_count(conn: &mut Conn, key: &str, field: &str) -> i64 {
     query(conn, &["HGET", key, field])
 }
 
@@ -102,7 +103,7 @@ fn a_writer_behind_readers_wakes_when_their_leases_run_out() {
 
 /// A waiter parked behind a write hold, woken by `release`, which made the
 /// module look at the lock's waiters again `rechecks` times.
-fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Connection)) {
+fn woken_by(rechecks: u64, release: impl FnOnce(&Server, &mut Conn)) {
     let (server, mut c, waiter) = Server::with_waiter(
         &["RWLOCK.WRITE", "K", "w:1", "30000"],
         &["RWLOCK.READ", "K", "r:1", "30000", "BLOCK", "10000"],
@@ -208,7 +209,7 @@ fn labelled(items: &Value, label: &str) -> Value {
 
 /// The deadline (server clock, ms) of each client parked on `lock`, in
 /// serving order, from `RWLOCK.INFO`.
-fn wait_deadlines(c: &mut Connection, lock: &str) -> Vec<i64> {
+fn wait_deadlines(c: &mut Conn, lock: &str) -> Vec<i64> {
     let info = ok(c, &["RWLOCK.INFO", lock]);
     let Value::Array(waiters) = labelled(&info, "waiters") else {
         panic!("waiters in {info:?}")
@@ -321,7 +322,7 @@ fn block_zero_waits_without_limit() {
     assert!(waited >= Duration::from_millis(1_500));
 }
 
-fn used_memory(c: &mut Connection) -> i64 {
+fn used_memory(c: &mut Conn) -> i64 {
     let info = reply_text(c, &["INFO", "memory"]);
     info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
@@ -333,7 +334,7 @@ fn used_memory(c: &mut Connection) -> i64 {
 
 /// Parks a client on `D`, kills its connection, and waits until the module
 /// has let go of it.
-fn park_and_hang_up(server: &Server, c: &mut Connection, round: usize) {
+fn park_and_hang_up(server: &Server, c: &mut Conn, round: usize) {
     let mut waiter = server.conn();
     let request = redis::cmd("RWLOCK.READ")
         .arg("D")
@@ -380,7 +381,7 @@ fn a_disconnected_waiter_leaves_nothing_behind() {
 }
 
 /// The id of the one client blocked in a module command.
-fn client_id_of_waiter(c: &mut Connection) -> String {
+fn client_id_of_waiter(c: &mut Conn) -> String {
     let list = reply_text(c, &["CLIENT", "LIST"]);
     list.lines()
         .find(|l| l.contains("flags=b"))
@@ -500,7 +501,7 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
 }
 
 /// Every key with its PEXPIRETIME, for comparing a master and its replica.
-fn deadlines(c: &mut Connection) -> Vec<(String, i64)> {
+fn deadlines(c: &mut Conn) -> Vec<(String, i64)> {
     let mut keys: Vec<String> = all_keys(c).into_iter().collect();
     keys.sort();
     keys.into_iter()
@@ -540,9 +541,8 @@ fn handoffs_from_timers_and_events_replicate_like_commands() {
     assert_eq!(expiry.join().expect("expiry").0.expect("reply"), Value::Nil);
     assert_eq!(lua.join().expect("lua").0.expect("reply"), Value::Nil);
     wait_replica(&mut m);
-    let digest = |c: &mut Connection| -> String {
-        redis::cmd("DEBUG").arg("DIGEST").query(c).expect("DIGEST")
-    };
+    let digest =
+        |c: &mut Conn| -> String { redis::cmd("DEBUG").arg("DIGEST").query(c).expect("DIGEST") };
     assert_eq!(digest(&mut m), digest(&mut r));
     let on_master = deadlines(&mut m);
     assert_eq!(

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     assert_counters, eval_lua_of, expect_reply, in_one_turn, ok, poll_until, query, reply_text,
     wait_for_waiters, wait_replica, waiters, Call, Server, LOCK_LUA,
@@ -30,7 +31,7 @@ fn timeout(lock: &str) -> String {
 }
 
 /// `fair_lock.lua` as Redisson's `tryLock(wait)` sends it, at the client's clock.
-fn script_lock(c: &mut Connection, lock: &str, owner: &str, lease: i64, wait: i64) -> Value {
+fn script_lock(c: &mut Conn, lock: &str, owner: &str, lease: i64, wait: i64) -> Value {
     let (q, t) = (queue(lock), timeout(lock));
     let (lease, wait, now) = (lease.to_string(), wait.to_string(), now_ms().to_string());
     eval_lua_of(
@@ -44,7 +45,7 @@ fn script_lock(c: &mut Connection, lock: &str, owner: &str, lease: i64, wait: i6
 }
 
 /// `fair_unlock.lua` as Redisson's `unlock()` sends it.
-fn script_unlock(c: &mut Connection, lock: &str, owner: &str) -> Value {
+fn script_unlock(c: &mut Conn, lock: &str, owner: &str) -> Value {
     let (q, t) = (queue(lock), timeout(lock));
     let channel = format!("redisson_lock__channel:{{{lock}}}");
     let latch = format!("redisson_unlock_latch:{{{lock}}}:{:032x}", now_ms());
@@ -59,23 +60,23 @@ fn script_unlock(c: &mut Connection, lock: &str, owner: &str) -> Value {
     .expect("fair_unlock.lua")
 }
 
-fn line(c: &mut Connection, lock: &str) -> Vec<String> {
+fn line(c: &mut Conn, lock: &str) -> Vec<String> {
     query(c, &["LRANGE", &queue(lock), "0", "-1"])
 }
 
-fn deadline(c: &mut Connection, lock: &str, owner: &str) -> Option<i64> {
+fn deadline(c: &mut Conn, lock: &str, owner: &str) -> Option<i64> {
     let score: Option<String> = query(c, &["ZSCORE", &timeout(lock), owner]);
     score.map(|s| s.parse::<f64>().expect("a score") as i64)
 }
 
 /// Neither the line nor its deadlines exist.
-fn assert_no_line(c: &mut Connection, lock: &str) {
+fn assert_no_line(c: &mut Conn, lock: &str) {
     let n: i64 = query(c, &["EXISTS", &queue(lock), &timeout(lock)]);
     assert_eq!(n, 0, "{lock}'s line is gone");
 }
 
 /// The owners FAIRLOCK.INFO marks parked, in line order.
-fn parked_flags(c: &mut Connection, lock: &str) -> Vec<(String, i64)> {
+fn parked_flags(c: &mut Conn, lock: &str) -> Vec<(String, i64)> {
     let info: Vec<Value> = query(c, &["FAIRLOCK.INFO", lock]);
     let Value::Array(line) = &info[5] else {
         panic!("no line in {info:?}");
@@ -120,7 +121,7 @@ fn block(lock: &str, owner: &str, wait: &str, block: &str) -> Vec<String> {
     .collect()
 }
 
-fn park(server: &Server, c: &mut Connection, args: &[String]) -> Call {
+fn park(server: &Server, c: &mut Conn, args: &[String]) -> Call {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     server.park(c, &args)
 }
@@ -183,7 +184,7 @@ fn parked_and_script_waiters_are_served_in_arrival_order() {
 }
 
 /// Frees the lock `lock` one way.
-type Free = dyn Fn(&mut Connection, &str);
+type Free = dyn Fn(&mut Conn, &str);
 
 /// Every path that frees a fair lock serves its parked head.
 #[test]
@@ -325,7 +326,7 @@ fn a_timed_out_waiter_leaves_the_line_with_the_scripts_arithmetic() {
 }
 
 /// The id of the one client blocked in a module command.
-fn client_id_of_waiter(c: &mut Connection) -> String {
+fn client_id_of_waiter(c: &mut Conn) -> String {
     let list = reply_text(c, &["CLIENT", "LIST"]);
     list.lines()
         .find(|l| l.contains("flags=b"))
@@ -445,8 +446,7 @@ fn script_waiter(
     let (joined, has_joined) = std::sync::mpsc::channel();
     let waiter = thread::spawn(move || {
         let channel = format!("redisson_lock__channel:{{{lock}}}:{owner}");
-        let mut sub = sub_conn.as_pubsub();
-        sub.subscribe(&channel).expect("subscribe");
+        sub_conn.subscribe(&channel).expect("subscribe");
         let mut reply = script_lock(&mut c, &lock, &owner, 30000, 60000);
         joined.send(()).expect("joined");
         let start = Instant::now();
@@ -456,9 +456,10 @@ fn script_waiter(
                 "{owner} waited too long"
             );
             let wait = ttl.clamp(1, 100) as u64;
-            sub.set_read_timeout(Some(Duration::from_millis(wait)))
+            sub_conn
+                .set_read_timeout(Some(Duration::from_millis(wait)))
                 .expect("read timeout");
-            let _ = sub.get_message();
+            let _ = sub_conn.next_message();
             reply = script_lock(&mut c, &lock, &owner, 30000, 60000);
         }
         assert_eq!(reply, Value::Nil, "{owner}");
@@ -477,7 +478,7 @@ fn script_waiter(
 /// unlocks with FAIRLOCK.UNLOCK.
 fn module_waiter(
     server: &Server,
-    c: &mut Connection,
+    c: &mut Conn,
     lock: &str,
     owner: &str,
     order: &Order,

@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     assert_counters, assert_took, call, eval_lua_of, expect_reply, fenced_pair, granted_token,
     in_one_turn, ok, query, snapshot, timer_slack, token_counter, waiters, Call, Server, LOCK_LUA,
@@ -17,7 +18,7 @@ use testkit::{
 const LONG: &str = "30000";
 
 /// `owner`'s hold count on `lock` (0: none).
-fn count(c: &mut Connection, lock: &str, owner: &str) -> i64 {
+fn count(c: &mut Conn, lock: &str, owner: &str) -> i64 {
     let held: Option<i64> = query(c, &["HGET", lock, owner]);
     held.unwrap_or(0)
 }
@@ -38,7 +39,7 @@ fn error_of(waiter: Call) -> redis::RedisError {
 
 /// `LOCK.ACQUIRE lock owner 30000 BLOCK 10000` and `extra` (FENCED,
 /// NOREENTRY), in a thread, once it is parked behind the waiters before it.
-fn park(server: &Server, c: &mut Connection, lock: &str, owner: &str, extra: &[&str]) -> Call {
+fn park(server: &Server, c: &mut Conn, lock: &str, owner: &str, extra: &[&str]) -> Call {
     let wait = [
         &["LOCK.ACQUIRE", lock, owner, LONG, "BLOCK", "10000"],
         extra,
@@ -498,7 +499,7 @@ fn plain_waiters_fail_at_once_when_the_node_becomes_a_replica() {
 
 /// `LOCK.ACQUIRE` (or `extra`'s multi-hold) parked on a connection of its
 /// own; its client id and the connection, to read its reply later.
-fn park_raw(server: &Server, c: &mut Connection, wait: &[&str]) -> (i64, Connection) {
+fn park_raw(server: &Server, c: &mut Conn, wait: &[&str]) -> (i64, Conn) {
     let before = waiters(c);
     let mut waiter = server.conn();
     let id: i64 = query(&mut waiter, &["CLIENT", "ID"]);

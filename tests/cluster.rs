@@ -19,7 +19,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     call, channel, diff, expect_reply, info_field, ok, query, reply_text, snapshot, timeout_key,
     wait_replica, wait_until, waiters, Call, Server, Snapshot,
@@ -115,7 +116,7 @@ struct NodeLine {
     slots: usize,
 }
 
-fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
+fn cluster_nodes(conn: &mut Conn) -> Vec<NodeLine> {
     let text = reply_text(conn, &["CLUSTER", "NODES"]);
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -151,14 +152,14 @@ fn cluster_nodes(conn: &mut Connection) -> Vec<NodeLine> {
 }
 
 /// `cluster_state` of `CLUSTER INFO`.
-fn cluster_state(conn: &mut Connection) -> Option<String> {
+fn cluster_state(conn: &mut Conn) -> Option<String> {
     let text = reply_text(conn, &["CLUSTER", "INFO"]);
     text.lines()
         .find_map(|l| l.strip_prefix("cluster_state:"))
         .map(|v| v.trim().to_string())
 }
 
-fn role(conn: &mut Connection) -> String {
+fn role(conn: &mut Conn) -> String {
     info_field(conn, "replication", "role").unwrap_or_default()
 }
 
@@ -314,7 +315,7 @@ impl Cluster {
 }
 
 /// `(first slot, last slot, master port)` of every range in `CLUSTER SLOTS`.
-fn slot_owners(c: &mut Connection) -> Vec<(i64, i64, u16)> {
+fn slot_owners(c: &mut Conn) -> Vec<(i64, i64, u16)> {
     let ranges: Vec<Value> = query(c, &["CLUSTER", "SLOTS"]);
     ranges
         .into_iter()
@@ -339,7 +340,7 @@ fn slot_owners(c: &mut Connection) -> Vec<(i64, i64, u16)> {
 
 /// A connection in (sharded or classic) subscribe mode.
 struct Subscriber {
-    conn: Connection,
+    conn: Conn,
 }
 
 impl Subscriber {
@@ -544,7 +545,7 @@ fn holds_and_three_waiters(
     master: &Server,
     locks: &[String],
     tag: &str,
-) -> (Connection, Snapshot, Vec<Call>) {
+) -> (Conn, Snapshot, Vec<Call>) {
     let mut c = master.conn();
     take_holds(&mut c, locks);
     let before = lock_snapshot(&mut c);
@@ -558,7 +559,7 @@ fn holds_and_three_waiters(
 }
 
 /// Keys of `locks` (and their timeout keys) in a full snapshot of `conn`.
-fn lock_snapshot(conn: &mut Connection) -> Snapshot {
+fn lock_snapshot(conn: &mut Conn) -> Snapshot {
     let snap = snapshot(conn);
     assert!(
         snap.values().any(|k| k.expire_at > 0),
@@ -569,7 +570,7 @@ fn lock_snapshot(conn: &mut Connection) -> Snapshot {
 
 /// Holds of several kinds on `locks` through `conn` (a master), acknowledged
 /// by the replica with `WAIT`.
-fn take_holds(conn: &mut Connection, locks: &[String]) {
+fn take_holds(conn: &mut Conn, locks: &[String]) {
     for (i, lock) in locks.iter().enumerate() {
         match i % 3 {
             0 => {

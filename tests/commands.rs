@@ -3,31 +3,32 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     all_keys, call, config_value, enable_keyspace_events, events_str, expect_reply, in_one_turn,
     ok, ok_all, pairs, query, reply_text, rwlock_configs, wait_until, Collector, Server,
 };
 
-fn int(conn: &mut Connection, args: &[&str]) -> i64 {
+fn int(conn: &mut Conn, args: &[&str]) -> i64 {
     match ok(conn, args) {
         Value::Int(n) => n,
         other => panic!("{args:?}: expected an integer, got {other:?}"),
     }
 }
 
-fn err(conn: &mut Connection, args: &[&str]) -> String {
+fn err(conn: &mut Conn, args: &[&str]) -> String {
     match call(conn, args) {
         Err(e) => e.to_string(),
         Ok(v) => panic!("{args:?}: expected an error, got {v:?}"),
     }
 }
 
-fn pttl(conn: &mut Connection, key: &str) -> i64 {
+fn pttl(conn: &mut Conn, key: &str) -> i64 {
     int(conn, &["PTTL", key])
 }
 
-fn hash(conn: &mut Connection, key: &str) -> Vec<(String, String)> {
+fn hash(conn: &mut Conn, key: &str) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(key)
         .query::<std::collections::HashMap<String, String>>(conn)
@@ -315,7 +316,7 @@ fn events_and_messages_match_redissons_scripts() {
 }
 
 /// Reads one pushed message from a connection that ran SSUBSCRIBE.
-fn next_push(conn: &mut Connection) -> Vec<Value> {
+fn next_push(conn: &mut Conn) -> Vec<Value> {
     conn.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
     match conn.recv_response().expect("a pushed message") {
@@ -508,12 +509,7 @@ fn slot(key: &str) -> u16 {
 
 /// Runs an empty transaction on `watcher` after `write` ran on another
 /// client: true when EXEC went through (nothing the watcher watched changed).
-fn watch_survives(
-    watcher: &mut Connection,
-    other: &mut Connection,
-    key: &str,
-    write: &[&str],
-) -> bool {
+fn watch_survives(watcher: &mut Conn, other: &mut Conn, key: &str, write: &[&str]) -> bool {
     ok(watcher, &["WATCH", key]);
     call(other, write).unwrap_or_else(|e| panic!("{write:?} failed: {e}"));
     redis::cmd("MULTI").query::<()>(watcher).expect("MULTI");
@@ -612,7 +608,7 @@ fn lease_keys_share_their_value_but_never_its_changes() {
         .and_then(|v| v.split('.').next()?.trim().parse::<u32>().ok())
         .unwrap_or(0);
     let copies = info.contains("valkey_version") || redis_major >= 8;
-    let refcount = |c: &mut Connection, key: &str| int(c, &["OBJECT", "REFCOUNT", key]);
+    let refcount = |c: &mut Conn, key: &str| int(c, &["OBJECT", "REFCOUNT", key]);
     for owner in ["a:1", "b:1", "c:1", "d:1"] {
         ok(&mut c, &["RWLOCK.READ", "L", owner, "30000"]);
     }

@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     assert_counters, call, config_value, eval_lua_of, expect_reply, ok, query, snapshot,
     wait_replica, waiters, Call, Server, LOCK_LUA,
@@ -30,7 +31,7 @@ fn reply_of(call: Call) -> redis::RedisResult<Value> {
 /// Runs `args`, which must fail with `DEADLOCK` naming exactly `cycle`,
 /// and checks that it changed no key and parked no client.
 #[track_caller]
-fn expect_deadlock(c: &mut Connection, args: &[&str], cycle: &str) {
+fn expect_deadlock(c: &mut Conn, args: &[&str], cycle: &str) {
     let (keys, parked) = (snapshot(c), waiters(c));
     assert_deadlock(call(c, args), cycle);
     assert_eq!(snapshot(c), keys, "{args:?} changed a key");
@@ -38,7 +39,7 @@ fn expect_deadlock(c: &mut Connection, args: &[&str], cycle: &str) {
 }
 
 /// The cycles `RWLOCK.DEADLOCKS` lists, the newest first.
-fn recent(c: &mut Connection) -> Vec<String> {
+fn recent(c: &mut Conn) -> Vec<String> {
     let entries: Vec<Value> = query(c, &["RWLOCK.DEADLOCKS"]);
     entries
         .into_iter()
@@ -539,7 +540,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 /// `fair_lock.lua` as Redisson's `RFairLock.lock()` sends it: `owner`
 /// takes the free fair lock `lock` through the script.
-fn script_fair_lock(c: &mut Connection, lock: &str, owner: &str) {
+fn script_fair_lock(c: &mut Conn, lock: &str, owner: &str) {
     let (q, t) = (
         format!("redisson_lock_queue:{{{lock}}}"),
         format!("redisson_lock_timeout:{{{lock}}}"),
@@ -699,7 +700,7 @@ fn a_wait_in_a_fair_lock_line_that_would_close_a_cycle_fails_and_joins_nothing()
 }
 
 /// The line of fair lock `lock`.
-fn line_of(c: &mut Connection, lock: &str) -> Vec<String> {
+fn line_of(c: &mut Conn, lock: &str) -> Vec<String> {
     query(
         c,
         &[

@@ -44,11 +44,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
 use testkit::differential::{
     self as diff, run_command as run_module, to_reply, Before, Differential, LockKeys, Locks,
     Reply, Span, StepRecord,
 };
+use testkit::Conn;
 use testkit::{enable_keyspace_events, eval_lua, events_str, Collector, Rng, SEED_LUA};
 
 const DEFAULT_SEQUENCES: usize = 2000;
@@ -382,7 +383,7 @@ fn oracle_plan(
 // Replies
 // ---------------------------------------------------------------------------
 
-fn run_oracle(conn: &mut Connection, plan: &OraclePlan) -> Reply {
+fn run_oracle(conn: &mut Conn, plan: &OraclePlan) -> Reply {
     match plan {
         OraclePlan::Script { name, keys, args } => {
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -507,11 +508,7 @@ impl Differential for Rw {
         plan.oracle.describe()
     }
 
-    fn execute(
-        &self,
-        plan: &mut Plan,
-        (oracle, module): (&mut Connection, &mut Connection),
-    ) -> (Reply, Reply) {
+    fn execute(&self, plan: &mut Plan, (oracle, module): (&mut Conn, &mut Conn)) -> (Reply, Reply) {
         let reply_o = run_oracle(oracle, &plan.oracle);
         let reply_m = run_module(module, &plan.module);
         (reply_o, reply_m)
@@ -678,14 +675,14 @@ fn module_matches_redisson_scripts_with_lease_indexes() {
 // contract §9.2 itself
 // ---------------------------------------------------------------------------
 
-fn pttl(conn: &mut Connection, key: &str) -> i64 {
+fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
 }
 
 /// Runs `script` (name, keys, arguments) on the oracle and `command` on
 /// the module; each must reply `expected`.
 fn on_both(
-    (oracle, module): (&mut Connection, &mut Connection),
+    (oracle, module): (&mut Conn, &mut Conn),
     (script, keys, args): (&str, &[&str], &[&str]),
     command: &[&str],
     expected: Reply,
@@ -696,7 +693,7 @@ fn on_both(
     assert_eq!(run_module(module, &command), expected, "module {command:?}");
 }
 
-fn lock_events(collector: &Collector, conn: &mut Connection) -> Vec<(String, String)> {
+fn lock_events(collector: &Collector, conn: &mut Conn) -> Vec<(String, String)> {
     events_str(&collector.sync(conn))
         .into_iter()
         .filter(|(c, _)| c != "__keyevent@0__:expired")
@@ -793,7 +790,7 @@ fn renew_with_several_readers_differs_as_spec_9_2() {
     );
 
     // The crashed reader's lease runs out: only on the module server.
-    let exists = |conn: &mut Connection, key: &str| -> bool {
+    let exists = |conn: &mut Conn, key: &str| -> bool {
         redis::cmd("EXISTS")
             .arg(key)
             .query::<i64>(conn)

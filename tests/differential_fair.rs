@@ -41,8 +41,9 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::{Connection, Value};
+use redis::Value;
 use testkit::differential::start_pair;
+use testkit::Conn;
 use testkit::{eval_lua_of, Collector, Rng, Server, LOCK_LUA};
 
 const OWNERS: [&str; 4] = ["u1:1", "u1:2", "u2:7", "u3:1"];
@@ -129,7 +130,7 @@ fn reply_of(r: redis::RedisResult<Value>) -> Reply {
     }
 }
 
-fn module(conn: &mut Connection, args: &[String]) -> Reply {
+fn module(conn: &mut Conn, args: &[String]) -> Reply {
     let mut cmd = redis::cmd(&args[0]);
     for a in &args[1..] {
         cmd.arg(a);
@@ -279,7 +280,7 @@ const DUMP: &str = "local out = {} \
     end return out";
 
 /// Every key of the sequence: its content and absolute expiry (-1: none).
-fn state(conn: &mut Connection, pattern: &str) -> BTreeMap<String, (Content, i64)> {
+fn state(conn: &mut Conn, pattern: &str) -> BTreeMap<String, (Content, i64)> {
     let keys: Vec<(String, String, i64, Vec<String>)> = redis::cmd("EVAL")
         .arg(DUMP)
         .arg(0)
@@ -361,7 +362,7 @@ fn same_reply(op: &Op, o: &Reply, m: &Reply, oracle_had: bool, tol: i64) -> bool
 }
 
 /// Keyspace events and messages, as (channel, payload), in order.
-fn observed(c: &Collector, conn: &mut Connection) -> Vec<(String, String)> {
+fn observed(c: &Collector, conn: &mut Conn) -> Vec<(String, String)> {
     c.sync(conn)
         .into_iter()
         .map(|(ch, p)| {
@@ -420,13 +421,7 @@ fn comparable(events: Vec<(String, String)>, module: bool) -> (Vec<(String, Stri
 
 /// The oracle and the module's server, a connection to each, and a
 /// collector of each one's keyspace events and waiter messages.
-fn pair() -> (
-    (Server, Server),
-    Connection,
-    Connection,
-    Collector,
-    Collector,
-) {
+fn pair() -> ((Server, Server), Conn, Conn, Collector, Collector) {
     testkit::require_lua(LOCK_LUA);
     let (oracle_srv, module_srv) = start_pair(&[]);
     let patterns = ["__keyspace@0__:*", "redisson_lock__channel*"];

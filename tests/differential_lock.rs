@@ -67,11 +67,12 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use redis::{Connection, Value};
+use redis::Value;
 use testkit::differential::{
     self as diff, pttl_close, run_command, to_reply, Before, Differential, LockKeys, Locks, Reply,
     Span, StepRecord,
 };
+use testkit::Conn;
 use testkit::{
     eval_lua_of, events_str, latch_key, lock_channel, ok_all, pairs, snapshot, token_key,
     Collector, Rng, LOCK_LUA,
@@ -465,7 +466,7 @@ fn oracle_of(names: &SeqNames, op: &Op) -> Oracle {
 }
 
 /// What `LOCK.INFO` would reply from a lock's data as the oracle holds it.
-fn info_of(conn: &mut Connection, n: &Names) -> Reply {
+fn info_of(conn: &mut Conn, n: &Names) -> Reply {
     let fetched: redis::RedisResult<(BTreeMap<String, String>, i64, Option<String>)> =
         redis::pipe()
             .cmd("HGETALL")
@@ -509,7 +510,7 @@ fn info_of(conn: &mut Connection, n: &Names) -> Reply {
 }
 
 /// Reads back and deletes an oracle-only latch: its value, or nil.
-fn take_latch(conn: &mut Connection, key: &str) -> Reply {
+fn take_latch(conn: &mut Conn, key: &str) -> Reply {
     let taken: redis::RedisResult<(Value, i64)> = redis::pipe()
         .cmd("GET")
         .arg(key)
@@ -692,11 +693,7 @@ impl Differential for PlainLock {
         }
     }
 
-    fn execute(
-        &self,
-        plan: &mut Plan,
-        (oracle, module): (&mut Connection, &mut Connection),
-    ) -> (Reply, Reply) {
+    fn execute(&self, plan: &mut Plan, (oracle, module): (&mut Conn, &mut Conn)) -> (Reply, Reply) {
         let reply_o = match &plan.oracle {
             Oracle::Script { name, keys, args } => {
                 let keys: Vec<&str> = keys.iter().map(String::as_str).collect();

@@ -38,7 +38,7 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// What the server shows after an example's run, whatever it printed.
 fn check_server_side(server: &Server, prefix: &str) {
     let mut c = server.conn();
-    let get = |c: &mut redis::Connection, key: &str| -> u64 {
+    let get = |c: &mut testkit::Conn, key: &str| -> u64 {
         redis::cmd("GET").arg(key).query(c).expect(key)
     };
     let counter = format!("{prefix}:counter");

@@ -17,7 +17,7 @@ fn now_ms() -> i64 {
 }
 
 /// `fair_lock.lua` as Redisson's `tryLock(wait)` sends it.
-fn script_lock(c: &mut redis::Connection, lock: &str, owner: &str, lease: i64, wait: i64) -> Value {
+fn script_lock(c: &mut testkit::Conn, lock: &str, owner: &str, lease: i64, wait: i64) -> Value {
     let (q, t) = (
         format!("redisson_lock_queue:{{{lock}}}"),
         format!("redisson_lock_timeout:{{{lock}}}"),
@@ -33,7 +33,7 @@ fn script_lock(c: &mut redis::Connection, lock: &str, owner: &str, lease: i64, w
     .expect("fair_lock.lua")
 }
 
-fn line(c: &mut redis::Connection, lock: &str) -> Vec<String> {
+fn line(c: &mut testkit::Conn, lock: &str) -> Vec<String> {
     query(
         c,
         &[
@@ -215,7 +215,7 @@ fn a_replica_holds_the_same_line_and_deadlines() {
     );
     assert_eq!(a, b);
     assert_eq!(a, ["d:1"]);
-    let zset = |c: &mut redis::Connection| -> Vec<String> {
+    let zset = |c: &mut testkit::Conn| -> Vec<String> {
         query(
             c,
             &[
@@ -228,10 +228,10 @@ fn a_replica_holds_the_same_line_and_deadlines() {
         )
     };
     assert_eq!(zset(&mut m), zset(&mut r));
-    let hash = |c: &mut redis::Connection| -> Vec<String> { query(c, &["HGETALL", "R"]) };
+    let hash = |c: &mut testkit::Conn| -> Vec<String> { query(c, &["HGETALL", "R"]) };
     assert_eq!(hash(&mut m), ["b:1", "1"]);
     assert_eq!(hash(&mut m), hash(&mut r));
-    let expiry = |c: &mut redis::Connection| -> i64 { query(c, &["PEXPIRETIME", "R"]) };
+    let expiry = |c: &mut testkit::Conn| -> i64 { query(c, &["PEXPIRETIME", "R"]) };
     assert_eq!(expiry(&mut m), expiry(&mut r));
     // A lease running out with a replica attached: the head is told (the
     // message also goes down the replication stream) and both stay alike.
@@ -291,7 +291,7 @@ fn an_aof_replay_restores_the_same_line_and_deadlines() {
         &mut c,
         &["FAIRLOCK.ACQUIRE", "A", "b:1", "60000", "WAIT", "5000"],
     );
-    let snapshot = |c: &mut redis::Connection| -> (Vec<String>, Vec<String>, Vec<String>, i64) {
+    let snapshot = |c: &mut testkit::Conn| -> (Vec<String>, Vec<String>, Vec<String>, i64) {
         (
             query(c, &["LRANGE", "redisson_lock_queue:{A}", "0", "-1"]),
             query(

@@ -32,7 +32,7 @@ fn now_ms() -> String {
 }
 
 /// One attempt: nil when held, else the ttl.
-fn attempt(c: &mut redis::Connection, script: bool, owner: &str) -> Option<i64> {
+fn attempt(c: &mut testkit::Conn, script: bool, owner: &str) -> Option<i64> {
     let reply = if script {
         eval_lua_of(
             c,
@@ -53,7 +53,7 @@ fn attempt(c: &mut redis::Connection, script: bool, owner: &str) -> Option<i64> 
     }
 }
 
-fn release(c: &mut redis::Connection, script: bool, owner: &str, round: usize) {
+fn release(c: &mut testkit::Conn, script: bool, owner: &str, round: usize) {
     let id = format!("{owner}-{round}");
     let reply = if script {
         let latch = format!("redisson_unlock_latch:{{T}}:{id}");

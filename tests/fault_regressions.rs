@@ -7,7 +7,7 @@ use testkit::{call, in_one_turn, ok, query, reply_text, waiters, Call, Server};
 
 /// A server where w:1 holds L's write lock and r:1 waits for a read hold, its
 /// deadline `block_ms` away; DEBUG SLEEP can stretch a turn past it.
-fn reader_waiting_behind_a_writer(block_ms: &str) -> (Server, redis::Connection, Call) {
+fn reader_waiting_behind_a_writer(block_ms: &str) -> (Server, testkit::Conn, Call) {
     Server::with_waiter_on(
         &["--enable-debug-command", "yes"],
         &["RWLOCK.WRITE", "L", "w:1", "30000"],

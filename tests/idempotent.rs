@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     call, enable_keyspace_events, events_str, fenced_pair, granted_token, ok, query, snapshot,
     token_counter, wait_for_waiters, wait_replica, Call, Collector, Server,
@@ -24,12 +25,12 @@ fn latch(lock: &str, id: &str) -> String {
 }
 
 /// Server time in ms.
-fn now_ms(c: &mut Connection) -> i64 {
+fn now_ms(c: &mut Conn) -> i64 {
     let (s, us): (i64, i64) = query(c, &["TIME"]);
     s * 1000 + us / 1000
 }
 
-fn pexpiretime(c: &mut Connection, key: &str) -> i64 {
+fn pexpiretime(c: &mut Conn, key: &str) -> i64 {
     query(c, &["PEXPIRETIME", key])
 }
 
@@ -292,7 +293,7 @@ fn fair_keys(lock: &str, id: &str) -> [String; 3] {
     ]
 }
 
-fn exists(c: &mut Connection, key: &str) -> bool {
+fn exists(c: &mut Conn, key: &str) -> bool {
     let n: i64 = query(c, &["EXISTS", key]);
     n == 1
 }

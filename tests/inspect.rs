@@ -7,7 +7,8 @@
 use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{call, eval_lua_of, ok, query, rwlock_counter, Call, Server, LOCK_LUA};
 
 fn now_ms() -> i64 {
@@ -65,7 +66,7 @@ fn served(call: Call) {
 
 /// The client id of a new connection's next client: the ids are handed
 /// out in order, so a parked client's is above this one's.
-fn my_id(c: &mut Connection) -> i64 {
+fn my_id(c: &mut Conn) -> i64 {
     query(c, &["CLIENT", "ID"])
 }
 
@@ -286,7 +287,7 @@ fn info_gives_percentiles_of_the_recent_waits() {
 }
 
 /// `INFO rwlock`'s census of the holds held now, by kind.
-fn held(c: &mut Connection) -> [u64; 5] {
+fn held(c: &mut Conn) -> [u64; 5] {
     [
         "read_holds",
         "write_holds",

@@ -9,7 +9,8 @@
 use std::thread;
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{eval_lua, reply_text, Server};
 
 const LOCK: &str = "orders";
@@ -40,8 +41,8 @@ struct Pair {
     // Kept for their lifetime: a server stops when dropped.
     _indexed: Server,
     _plain: Server,
-    ci: Connection,
-    cp: Connection,
+    ci: Conn,
+    cp: Conn,
 }
 
 impl Pair {
@@ -60,7 +61,7 @@ impl Pair {
 
     /// The same command on both servers; the replies must be equal.
     fn both(&mut self, args: &[&str]) -> String {
-        let run = |c: &mut Connection| show(redis::cmd(args[0]).arg(&args[1..]).query(c));
+        let run = |c: &mut Conn| show(redis::cmd(args[0]).arg(&args[1..]).query(c));
         let (i, p) = (run(&mut self.ci), run(&mut self.cp));
         assert_eq!(i, p, "{args:?}: indexed server vs plain server");
         i
@@ -84,7 +85,7 @@ impl Pair {
     /// The lock's fields, its keys and every TTL agree (TTLs within the
     /// time between the two reads).
     fn same_state(&mut self, what: &str) {
-        let state = |c: &mut Connection| {
+        let state = |c: &mut Conn| {
             let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
             keys.sort();
             keys.into_iter()

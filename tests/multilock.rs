@@ -9,7 +9,8 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     assert_took, eval_lua_of, expect_reply, ok, query, snapshot, wait_replica, waiters, Call,
     Server, LOCK_LUA, SEED_LUA,
@@ -26,7 +27,7 @@ fn reply_of(waiter: Call) -> (Value, Duration) {
 }
 
 /// `LOCK.ACQUIREALL owner 30000 BLOCK 10000 HOLDS n kind name …`, parked.
-fn park_all(server: &Server, c: &mut Connection, owner: &str, holds: &[&str]) -> Call {
+fn park_all(server: &Server, c: &mut Conn, owner: &str, holds: &[&str]) -> Call {
     let n = (holds.len() / 2).to_string();
     let wait = [
         &[
@@ -45,17 +46,17 @@ fn park_all(server: &Server, c: &mut Connection, owner: &str, holds: &[&str]) ->
 }
 
 /// `command owner [lease] HOLDS n kind name …`.
-fn all(c: &mut Connection, head: &[&str], holds: &[&str]) -> Value {
+fn all(c: &mut Conn, head: &[&str], holds: &[&str]) -> Value {
     let n = (holds.len() / 2).to_string();
     ok(c, &[head, &["HOLDS", &n], holds].concat())
 }
 
 /// The hash's field, or None.
-fn field(c: &mut Connection, lock: &str, field: &str) -> Option<String> {
+fn field(c: &mut Conn, lock: &str, field: &str) -> Option<String> {
     query(c, &["HGET", lock, field])
 }
 
-fn exists(c: &mut Connection, key: &str) -> bool {
+fn exists(c: &mut Conn, key: &str) -> bool {
     query::<i64, _>(c, &["EXISTS", key]) == 1
 }
 
@@ -76,7 +77,7 @@ fn every_hold_is_taken_as_its_single_command_takes_it_or_none_is() {
         assert_eq!(ok(&mut c, &[cmd, lock, "m:1", LONG]), Value::Nil);
     }
     for (multi, single) in [("a", "sa"), ("b", "sb"), ("c", "sc")] {
-        let fields = |c: &mut Connection, k: &str| -> Vec<(String, String)> {
+        let fields = |c: &mut Conn, k: &str| -> Vec<(String, String)> {
             let mut v: Vec<(String, String)> = query(c, &["HGETALL", k]);
             v.sort();
             v
@@ -233,7 +234,7 @@ fn a_waiter_holds_nothing_until_it_takes_every_hold_at_once() {
 /// h:1 holds `K` (a plain lock) and m:1 waits for it with `F`; `release`
 /// ends h:1's hold; m:1 must then hold both. (A long lease: only `release`
 /// ends the hold, however long m:1 takes to park on a loaded machine.)
-fn woken_by(release: &dyn Fn(&mut Connection), extra: &[&str]) {
+fn woken_by(release: &dyn Fn(&mut Conn), extra: &[&str]) {
     let (server, mut c) = Server::started(extra);
     ok(&mut c, &["LOCK.ACQUIRE", "K", "h:1", LONG]);
     let waiter = park_all(&server, &mut c, "m:1", &["LOCK", "F", "LOCK", "K"]);
@@ -467,11 +468,10 @@ fn redisson_scripts_see_every_hold_of_a_multi_hold() {
     let holds = ["LOCK", "P", "READ", "R", "WRITE", "W"];
     all(&mut c, &["LOCK.ACQUIREALL", "m:1", LONG], &holds);
     let other = "u:2";
-    let lock = |c: &mut Connection| eval_lua_of(c, LOCK_LUA, "lock", &["P"], &[LONG, other]);
-    let write = |c: &mut Connection, k: &str| {
-        eval_lua_of(c, SEED_LUA, "write_lock", &[k], &[LONG, "u:2:write"])
-    };
-    let read = |c: &mut Connection, k: &str| {
+    let lock = |c: &mut Conn| eval_lua_of(c, LOCK_LUA, "lock", &["P"], &[LONG, other]);
+    let write =
+        |c: &mut Conn, k: &str| eval_lua_of(c, SEED_LUA, "write_lock", &[k], &[LONG, "u:2:write"]);
+    let read = |c: &mut Conn, k: &str| {
         let prefix = format!("{{{k}}}:u:2:rwlock_timeout");
         eval_lua_of(
             c,

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     events_str, info_field, ok, query, snapshot, wait_replica, wait_until, Collector, Server,
 };
@@ -15,7 +16,7 @@ const WAIT_UP_TO: Duration = Duration::from_secs(10);
 
 /// Locks of every shape: read (two owners, re-entered), write, and a
 /// downgraded writer; then some released, so deletions are in the stream.
-fn writes(conn: &mut Connection, tag: &str) {
+fn writes(conn: &mut Conn, tag: &str) {
     let (r, w, d, gone) = (
         format!("r{tag}"),
         format!("w{tag}"),
@@ -133,7 +134,7 @@ fn the_aof_switched_on_at_run_time_holds_every_write() {
 #[test]
 fn module_writes_count_towards_save_points() {
     let (_server, mut c) = Server::started(&[]);
-    let changes = |c: &mut Connection| -> i64 {
+    let changes = |c: &mut Conn| -> i64 {
         info_field(c, "persistence", "rdb_changes_since_last_save")
             .and_then(|v| v.parse().ok())
             .expect("rdb_changes_since_last_save")

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::thread;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{call, expect_reply, in_one_turn, ok, ok_all, reply_text, wait_for_waiters, Server};
 
 /// The `rwlock_*` fields of `INFO <section>`, without their prefix.
-fn info(conn: &mut Connection, section: &str) -> BTreeMap<String, u64> {
+fn info(conn: &mut Conn, section: &str) -> BTreeMap<String, u64> {
     let text = reply_text(conn, &["INFO", section]);
     text.lines()
         .filter_map(|l| l.strip_prefix("rwlock_"))

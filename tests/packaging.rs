@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     call, config_value, expect_reply, module_path, ok, pairs, redis_server_bin, reply_text,
     run_bounded, rwlock_configs, Server,
@@ -203,7 +204,7 @@ fn compose_node_command() -> Vec<String> {
         .collect()
 }
 
-fn slot_owner_port(conn: &mut Connection, key: &str) -> i64 {
+fn slot_owner_port(conn: &mut Conn, key: &str) -> i64 {
     let slot: i64 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
@@ -268,7 +269,7 @@ fn compose_cluster_recipe_forms_a_working_cluster() {
             assert!(output.contains("nothing to create"), "{output}");
         }
     }
-    let mut conns: Vec<Connection> = nodes.iter().map(Server::conn).collect();
+    let mut conns: Vec<Conn> = nodes.iter().map(Server::conn).collect();
     for c in &mut conns {
         let info = reply_text(c, &["CLUSTER", "INFO"]);
         assert!(info.contains("cluster_state:ok"), "{info}");

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{env_usize, flatten, latch_key, seed, timeout_key, wait_until, wall_us, Rng, Server};
 
 const WORKERS: usize = 4;
@@ -112,7 +113,7 @@ fn int(v: &Value) -> i64 {
 
 /// Runs `args` on `lock` followed by the read-back, in one MULTI/EXEC.
 fn transact(
-    conn: &mut Connection,
+    conn: &mut Conn,
     lock: &str,
     args: &[String],
     latch: Option<&str>,
@@ -149,7 +150,7 @@ fn transact(
 }
 
 /// The state of `lock` now (the command run is a read-only INFO).
-fn read_state(conn: &mut Connection, lock: &str) -> LockState {
+fn read_state(conn: &mut Conn, lock: &str) -> LockState {
     let info = vec!["RWLOCK.INFO".to_string(), lock.to_string()];
     transact(conn, lock, &info, None)
         .unwrap_or_else(|e| panic!("read {lock}: {e}"))
@@ -223,7 +224,7 @@ struct WorkerLog {
 }
 
 fn worker(
-    mut conn: Connection,
+    mut conn: Conn,
     w: usize,
     mut rng: Rng,
     mut serial: u64,
@@ -270,7 +271,7 @@ fn worker(
 }
 
 /// Writes `state` as the lock `lock` (a scratch copy).
-fn load(conn: &mut Connection, lock: &str, state: &LockState) {
+fn load(conn: &mut Conn, lock: &str, state: &LockState) {
     let mut pipe = redis::pipe();
     for (f, v) in &state.fields {
         pipe.cmd("HSET").arg(lock).arg(f).arg(v).ignore();
@@ -297,7 +298,7 @@ fn load(conn: &mut Connection, lock: &str, state: &LockState) {
 /// contents as a replay on a scratch copy, each deadline equal to the
 /// replay's or shifted by the difference of the two runs' clocks.
 fn explained_by_pending(
-    conn: &mut Connection,
+    conn: &mut Conn,
     pending: &Pending,
     lock: &str,
     before: &LockState,
@@ -358,7 +359,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
     let mut serials = [0u64; WORKERS];
     let (mut total_acked, mut total_pending, mut applied_pending) = (0, 0, 0);
     for round in 0..rounds {
-        let conns: Vec<Connection> = (0..WORKERS).map(|_| server.conn()).collect();
+        let conns: Vec<Conn> = (0..WORKERS).map(|_| server.conn()).collect();
         let started = Instant::now();
         let acks = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = conns

@@ -63,7 +63,7 @@ fn lease_for(rng: &mut Rng, owner: &str) -> i64 {
 
 /// `ops` random well-formed commands over [`LOCKS`] and [`OWNERS`]; panics on
 /// any error reply (none is malformed).
-fn workload(conn: &mut redis::Connection, rng: &mut Rng, ops: usize) -> Stats {
+fn workload(conn: &mut testkit::Conn, rng: &mut Rng, ops: usize) -> Stats {
     let mut stats = Stats::default();
     for _ in 0..ops {
         let lock = *rng.pick(LOCKS);
@@ -187,7 +187,7 @@ fn wait_link_up(replica: &Server) {
     }
 }
 
-fn digest(conn: &mut redis::Connection) -> String {
+fn digest(conn: &mut testkit::Conn) -> String {
     redis::cmd("DEBUG")
         .arg("DIGEST")
         .query(conn)
@@ -195,7 +195,7 @@ fn digest(conn: &mut redis::Connection) -> String {
 }
 
 /// The master and the replica hold the same data and the same deadlines.
-fn assert_replica_matches(master: &mut redis::Connection, replica: &mut redis::Connection) {
+fn assert_replica_matches(master: &mut testkit::Conn, replica: &mut testkit::Conn) {
     wait_replica(master);
     let (dm, dr) = (digest(master), digest(replica));
     assert!(
@@ -248,7 +248,7 @@ fn start_replica_pair(plain_replica: bool) -> (Server, Server) {
     (master, replica)
 }
 
-fn expect_readonly(conn: &mut redis::Connection, args: &[&str]) {
+fn expect_readonly(conn: &mut testkit::Conn, args: &[&str]) {
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {
         cmd.arg(*a);
@@ -274,7 +274,7 @@ fn replicated(
     replica_without_module: bool,
     default_seed: u64,
     ops: usize,
-) -> (Server, Server, redis::Connection, redis::Connection, Rng) {
+) -> (Server, Server, testkit::Conn, testkit::Conn, Rng) {
     let (master, replica) = start_replica_pair(replica_without_module);
     let mut m = master.conn();
     let mut r = replica.conn();
@@ -340,7 +340,7 @@ fn lock_messages_reach_subscribers_on_the_replica() {
     let on_replica = Collector::start(&replica, &["redisson_rwlock:{R}", "redisson_rwlock:{Q}"]);
     let on_master = Collector::start(&master, &["redisson_rwlock:{R}", "redisson_rwlock:{Q}"]);
 
-    let run = |conn: &mut redis::Connection, args: &[&str]| -> redis::Value {
+    let run = |conn: &mut testkit::Conn, args: &[&str]| -> redis::Value {
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
             cmd.arg(*a);

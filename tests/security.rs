@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{call, diff, expect_reply, ok, ok_all, reply_text, snapshot, Server, Snapshot};
 
 const SECRET_OWNER: &str = "SECRET-OWNER-7f3a:1";
@@ -13,7 +14,7 @@ const SECRET_VALUE: &str = "SECRET-VALUE-91c2";
 const SECRET_ID: &str = "SECRET-REQUEST-5d0e";
 
 /// A connection authenticated as `user`.
-fn conn_as(server: &Server, user: &str, password: &str) -> Connection {
+fn conn_as(server: &Server, user: &str, password: &str) -> Conn {
     let mut c = server.conn();
     let _: () = redis::cmd("AUTH")
         .arg(user)
@@ -32,7 +33,7 @@ fn denied(e: &redis::RedisError) -> bool {
         || text.contains("No permissions")
 }
 
-fn expect_noperm(c: &mut Connection, args: &[&str]) {
+fn expect_noperm(c: &mut Conn, args: &[&str]) {
     match call(c, args) {
         Ok(v) => panic!("{args:?} was allowed: {v:?}"),
         Err(e) => assert_eq!(e.code(), Some("NOPERM"), "{args:?}: {e}"),
@@ -121,7 +122,7 @@ fn every_command(lock: &str, owner: &str) -> Vec<Vec<String>> {
 
 /// Another application's lock, held by its owner, with a reader's timeout
 /// key and an unlock latch.
-fn others_data(admin: &mut Connection) -> Snapshot {
+fn others_data(admin: &mut Conn) -> Snapshot {
     ok(
         admin,
         &["RWLOCK.WRITE", "other:orders", SECRET_OWNER, "600000"],

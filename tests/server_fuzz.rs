@@ -22,7 +22,8 @@ use std::path::Path;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     channel, env_usize, lua_script, parse_seed, query, reply_text, timeout_key, wait_until, Rng,
     Server, COMMANDS,
@@ -69,7 +70,7 @@ struct Tally {
 
 struct Fuzzer<'a> {
     server: &'a Server,
-    conn: Connection,
+    conn: Conn,
     rng: Rng,
     db: u32,
     waiters: Vec<Waiter>,

@@ -12,7 +12,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     eval_lua_of, ok, query, rwlock_counter, scaled, timeout_key, wait_for_waiters, wait_replica,
     wait_until, Server, LOCK_LUA, SEED_LUA,
@@ -36,24 +37,24 @@ fn prompt() -> Duration {
 }
 
 /// `owner`'s count in the field `field` of `lock` (0: none).
-fn count(c: &mut Connection, lock: &str, field: &str) -> i64 {
+fn count(c: &mut Conn, lock: &str, field: &str) -> i64 {
     let held: Option<i64> = query(c, &["HGET", lock, field]);
     held.unwrap_or(0)
 }
 
-fn client_id(c: &mut Connection) -> String {
+fn client_id(c: &mut Conn) -> String {
     let id: i64 = query(c, &["CLIENT", "ID"]);
     id.to_string()
 }
 
-fn kill(c: &mut Connection, id: &str) {
+fn kill(c: &mut Conn, id: &str) {
     let killed: i64 = query(c, &["CLIENT", "KILL", "ID", id]);
     assert_eq!(killed, 1, "client {id} killed");
 }
 
 /// Polls (every millisecond) until `field` of `lock` reads `n`; how long it
 /// took.
-fn until_count(c: &mut Connection, lock: &str, field: &str, n: i64) -> Duration {
+fn until_count(c: &mut Conn, lock: &str, field: &str, n: i64) -> Duration {
     let start = Instant::now();
     wait_until(Duration::from_secs(5), "the count", || {
         if count(c, lock, field) == n {
@@ -212,22 +213,23 @@ fn quit_releases_at_once() {
     // Nothing else talks to the server: the release's message is awaited,
     // not polled for.
     let mut listener = server.conn();
-    let mut sub = listener.as_pubsub();
-    sub.subscribe("redisson_rwlock:{Q}").expect("SUBSCRIBE");
-    sub.set_read_timeout(Some(Duration::from_secs(5)))
+    listener
+        .subscribe("redisson_rwlock:{Q}")
+        .expect("SUBSCRIBE");
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("a read timeout");
     let quit = Instant::now();
     // Redis 7.2+ and Valkey no longer know QUIT as a command but still close.
     let _ = testkit::call(&mut holder, &["QUIT"]);
-    let message = sub.get_message().expect("the release message");
+    let message = listener.next_message().expect("the release message");
     let took = quit.elapsed();
-    let payload: String = message.get_payload().expect("a payload");
-    assert_eq!(payload, "0", "a read release's message");
+    assert_eq!(message.payload_str(), "0", "a read release's message");
     eprintln!("QUIT to the release message on an idle server: {took:?}");
     // Freed between two turns of the event loop, the connection's holds go
     // at the next, not at the next serverCron (up to 1 s later when idle).
     assert!(took < prompt(), "released after {took:?}");
-    drop(sub);
+    drop(listener);
     let (reply, _) = waiter.join().expect("the waiter's thread");
     assert_eq!(reply.expect("the waiter's reply"), Value::Nil, "served");
     assert_eq!(count(&mut c, "Q", "q:1"), 0);

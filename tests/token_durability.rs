@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{
     call, diff, env_usize, fenced_pair, granted_token, info_field, ok, query, seed, snapshot,
     token_counter, wait_replica, wait_until, Rng, Server,
@@ -57,7 +58,7 @@ fn release(k: usize, owner: &str) -> Vec<&str> {
 }
 
 /// Frees every lock of the workload, whoever holds it; tokens stay.
-fn force_unlock_all(conn: &mut Connection) {
+fn force_unlock_all(conn: &mut Conn) {
     for (k, lock) in LOCKS.iter().enumerate() {
         let verb = if plain(k) {
             "LOCK.FORCEUNLOCK"
@@ -69,7 +70,7 @@ fn force_unlock_all(conn: &mut Connection) {
 }
 
 /// The token counter of every lock.
-fn counters(conn: &mut Connection) -> [i64; 4] {
+fn counters(conn: &mut Conn) -> [i64; 4] {
     LOCKS.map(|lock| token_counter(conn, lock))
 }
 
@@ -103,7 +104,7 @@ struct Progress {
 /// away or `stop` is set. With `replicated`, a grant counts as acknowledged
 /// only once `WAIT 1 1000` on this connection says the replica has it.
 fn worker(
-    mut conn: Connection,
+    mut conn: Conn,
     owner: String,
     mut rng: Rng,
     replicated: bool,
@@ -236,7 +237,7 @@ fn highest_acked(tallies: &[Tally], floor: [i64; 4]) -> [i64; 4] {
 }
 
 /// A new holder of every lock (freed first) must get a token above `acked`.
-fn next_tokens_pass(conn: &mut Connection, acked: [i64; 4]) {
+fn next_tokens_pass(conn: &mut Conn, acked: [i64; 4]) {
     force_unlock_all(conn);
     for (k, floor) in acked.into_iter().enumerate() {
         let reply = ok(conn, &acquisition(k, "after:1", "60000"));
@@ -462,7 +463,7 @@ fn a_replica_and_an_aof_reload_end_with_the_masters_tokens() {
 }
 
 /// Takes and releases the fenced lock G: its token.
-fn take(c: &mut Connection, owner: &str) -> i64 {
+fn take(c: &mut Conn, owner: &str) -> i64 {
     let reply = ok(c, &["LOCK.ACQUIRE", "G", owner, "60000", "FENCED"]);
     ok(c, &["LOCK.UNLOCK", "G", owner]);
     granted_token(&reply)

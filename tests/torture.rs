@@ -38,7 +38,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{env_usize, fenced_pair, seed, token_counter, wall_us, Rng, Server};
 
 /// Lease of lock i (ms): every client uses its lock's lease.
@@ -288,7 +289,7 @@ struct Sent {
 struct Client {
     id: usize,
     owner: String,
-    conn: Connection,
+    conn: Conn,
     rng: Rng,
     log: Vec<Claim>,
     history: Vec<Sent>,

@@ -60,9 +60,8 @@ fn client(
     let release = kind.release(lock, &owner);
     let mut conn = server.conn();
     let mut sub = server.conn();
-    let mut pubsub = sub.as_pubsub();
     if way.wait == Wait::SubscribeRetry {
-        pubsub.subscribe((kind.channel)(lock)).expect("SUBSCRIBE");
+        sub.subscribe(&(kind.channel)(lock)).expect("SUBSCRIBE");
     }
     let mut round = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -80,8 +79,8 @@ fn client(
                 Wait::Backoff => thread::sleep(backoff.sleep()),
                 Wait::SubscribeRetry => {
                     let wait = Duration::from_millis(ttl.max(1) as u64);
-                    pubsub.set_read_timeout(Some(wait)).expect("timeout");
-                    match pubsub.get_message() {
+                    sub.set_read_timeout(Some(wait)).expect("timeout");
+                    match sub.next_message() {
                         Ok(_) => {}
                         Err(e) if e.is_timeout() => {}
                         Err(e) => panic!("pubsub: {e}"),

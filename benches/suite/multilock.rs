@@ -15,7 +15,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, Value};
+use redis::Value;
+use testkit::Conn;
 use testkit::{Rng, Server};
 
 use crate::report::{Report, Settings, Target};
@@ -69,7 +70,7 @@ fn holds_args(holds: &[(usize, Kind)]) -> Vec<String> {
     args
 }
 
-fn native_section(c: &mut Connection, owner: &str, holds: &[(usize, Kind)]) {
+fn native_section(c: &mut Conn, owner: &str, holds: &[(usize, Kind)]) {
     let mut acquire = vec!["LOCK.ACQUIREALL", owner, LEASE, "BLOCK", "0"]
         .into_iter()
         .map(String::from)
@@ -78,14 +79,14 @@ fn native_section(c: &mut Connection, owner: &str, holds: &[(usize, Kind)]) {
     assert_eq!(testkit::ok(c, &acquire), Value::Nil, "ACQUIREALL BLOCK 0");
 }
 
-fn native_release(c: &mut Connection, owner: &str, holds: &[(usize, Kind)]) {
+fn native_release(c: &mut Conn, owner: &str, holds: &[(usize, Kind)]) {
     let mut release = vec!["LOCK.UNLOCKALL".to_string(), owner.to_string()];
     release.extend(holds_args(holds));
     testkit::ok(c, &release);
 }
 
 /// One lock's `tryLock(wait, lease)`: the single command with `BLOCK`.
-fn try_one(c: &mut Connection, owner: &str, (l, k): (usize, Kind), wait_ms: u64) -> bool {
+fn try_one(c: &mut Conn, owner: &str, (l, k): (usize, Kind), wait_ms: u64) -> bool {
     let lock = name(l);
     let wait = wait_ms.max(1).to_string();
     let cmd = match k {
@@ -96,7 +97,7 @@ fn try_one(c: &mut Connection, owner: &str, (l, k): (usize, Kind), wait_ms: u64)
     testkit::ok(c, &[cmd, &lock, owner, LEASE, "BLOCK", &wait]) == Value::Nil
 }
 
-fn release_one(c: &mut Connection, owner: &str, (l, k): (usize, Kind)) {
+fn release_one(c: &mut Conn, owner: &str, (l, k): (usize, Kind)) {
     let lock = name(l);
     match k {
         Kind::Lock => testkit::ok(c, &["LOCK.UNLOCK", &lock, owner]),
@@ -108,12 +109,7 @@ fn release_one(c: &mut Connection, owner: &str, (l, k): (usize, Kind)) {
 /// `RedissonMultiLock.lock()` (watchdog mode): rounds of
 /// `tryLock(1500 ms × n)` until one takes every lock. False when the run
 /// ended first (then it holds nothing).
-fn redisson_section(
-    c: &mut Connection,
-    owner: &str,
-    holds: &[(usize, Kind)],
-    stop: &AtomicBool,
-) -> bool {
+fn redisson_section(c: &mut Conn, owner: &str, holds: &[(usize, Kind)], stop: &AtomicBool) -> bool {
     let wait = Duration::from_millis(BASE_WAIT_MS * holds.len() as u64);
     let mut taken: Vec<(usize, Kind)> = Vec::new();
     let mut start = Instant::now();
@@ -143,7 +139,7 @@ fn redisson_section(
     true
 }
 
-fn redisson_release(c: &mut Connection, owner: &str, holds: &[(usize, Kind)]) {
+fn redisson_release(c: &mut Conn, owner: &str, holds: &[(usize, Kind)]) {
     for &h in holds {
         release_one(c, owner, h);
     }

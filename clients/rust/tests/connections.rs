@@ -15,7 +15,7 @@ const CYCLES: usize = 20;
 
 /// `INFO commandstats` as command -> calls, without what the test itself
 /// sends (INFO, CONFIG).
-fn calls(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
+fn calls(conn: &mut testkit::Conn) -> BTreeMap<String, u64> {
     let info: String = query(conn, &["INFO", "commandstats"]);
     info.lines()
         .filter_map(|line| {
@@ -27,20 +27,20 @@ fn calls(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn connections(conn: &mut redis::Connection) -> u64 {
+fn connections(conn: &mut testkit::Conn) -> u64 {
     info_field(conn, "stats", "total_connections_received")
         .and_then(|n| n.parse().ok())
         .expect("total_connections_received")
 }
 
 /// Resets the server's counters: the cycles after it are counted alone.
-fn reset(conn: &mut redis::Connection) {
+fn reset(conn: &mut testkit::Conn) {
     let _: () = query(conn, &["CONFIG", "RESETSTAT"]);
 }
 
 /// The commands `CYCLES` cycles must have sent, nothing else: `acquire`
 /// (`LOCK.ACQUIRE`) once each, `LOCK.UNLOCK` and `DEL` once each.
-fn assert_two_requests_a_cycle(conn: &mut redis::Connection, opened_before: u64) {
+fn assert_two_requests_a_cycle(conn: &mut testkit::Conn, opened_before: u64) {
     let n = CYCLES as u64;
     let expected: BTreeMap<String, u64> = [("lock.acquire", n), ("lock.unlock", n), ("del", n)]
         .into_iter()
@@ -97,7 +97,7 @@ async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
     let holder = locks.lock("c:cancel");
     let held = holder.acquire().await.expect("held");
     let waiter = locks.lock("c:cancel");
-    let blocked = |conn: &mut redis::Connection| -> u64 {
+    let blocked = |conn: &mut testkit::Conn| -> u64 {
         info_field(conn, "clients", "blocked_clients")
             .and_then(|n| n.parse().ok())
             .expect("blocked_clients")

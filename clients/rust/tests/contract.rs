@@ -501,7 +501,7 @@ fn check(expect: &Json, got: &Reply, saved: &HashMap<String, Json>) -> Outcome {
 }
 
 /// How many times each command ran since the statistics were reset.
-fn command_calls(conn: &mut redis::Connection) -> Outcome<HashMap<String, i64>> {
+fn command_calls(conn: &mut testkit::Conn) -> Outcome<HashMap<String, i64>> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(conn)
@@ -688,7 +688,7 @@ type Later = (usize, JoinHandle<Outcome>);
 /// One scenario's state.
 struct Run<'s> {
     server: &'s Server,
-    conn: redis::Connection,
+    conn: testkit::Conn,
     locks: HashMap<String, LockObject>,
     /// The holds taken and not yet released, per lock, the last last.
     guards: HashMap<String, Vec<Guard>>,
@@ -845,15 +845,12 @@ impl Run<'_> {
                     .iter()
                     .map(|a| self.substitute(a))
                     .collect::<Outcome<Vec<_>>>()?;
-                let (client, expect, saved) =
-                    (self.server.client(), expect.clone(), self.saved.clone());
+                let (address, expect, saved) =
+                    (self.server.address(), expect.clone(), self.saved.clone());
                 let after = Duration::from_millis(*after_ms);
                 let thread = thread::spawn(move || {
-                    let mut conn = client
-                        .get_connection_with_timeout(RAW_TIMEOUT)
+                    let mut conn = testkit::Conn::open(&address, RAW_TIMEOUT)
                         .map_err(|e| format!("connect: {e}"))?;
-                    conn.set_read_timeout(Some(RAW_TIMEOUT))
-                        .map_err(|e| format!("{e}"))?;
                     thread::sleep(after);
                     let mut cmd = redis::cmd(&args[0]);
                     for arg in &args[1..] {
@@ -901,12 +898,8 @@ impl Run<'_> {
 
 /// Runs one scenario on `server`: Err names the step that failed.
 fn run(server: &Server, scenario: &Scenario) -> Outcome {
-    let mut conn = server
-        .client()
-        .get_connection_with_timeout(RAW_TIMEOUT)
-        .map_err(|e| format!("connect: {e}"))?;
-    conn.set_read_timeout(Some(RAW_TIMEOUT))
-        .map_err(|e| format!("{e}"))?;
+    let mut conn =
+        testkit::Conn::open(&server.address(), RAW_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
     for reset in [&["FLUSHALL"][..], &["CONFIG", "RESETSTAT"]] {
         let _: () = redis::cmd(reset[0])
             .arg(&reset[1..])

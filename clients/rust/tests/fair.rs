@@ -12,7 +12,7 @@ use rwlock_client::{aio, Error, Locks, Options};
 use testkit::{all_keys, query, wait_until, Server};
 
 /// The owners waiting in `name`'s line, in order.
-fn line(conn: &mut redis::Connection, name: &str) -> Vec<String> {
+fn line(conn: &mut testkit::Conn, name: &str) -> Vec<String> {
     query(
         conn,
         &[
@@ -24,7 +24,7 @@ fn line(conn: &mut redis::Connection, name: &str) -> Vec<String> {
     )
 }
 
-fn count(conn: &mut redis::Connection, name: &str, owner: &str) -> Option<i64> {
+fn count(conn: &mut testkit::Conn, name: &str, owner: &str) -> Option<i64> {
     query(conn, &["HGET", name, owner])
 }
 

@@ -18,7 +18,7 @@ fn one_second_watchdog() -> Options {
     }
 }
 
-fn exists(conn: &mut redis::Connection, key: &str) -> bool {
+fn exists(conn: &mut testkit::Conn, key: &str) -> bool {
     query(conn, &["EXISTS", key])
 }
 

@@ -21,7 +21,7 @@ use rwlock_client::{aio, Aof, Error, Locks, Options, Replicas, SyncOptions};
 use testkit::{all_keys, info_field, query, wait_until, Server};
 
 /// How many times the server ran `command` (INFO commandstats).
-fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(conn)

@@ -150,7 +150,7 @@ fn relay(
     });
 }
 
-fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
     let info: String = query(conn, &["INFO", "commandstats"]);
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
@@ -158,7 +158,7 @@ fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
+fn keys(conn: &mut testkit::Conn, pattern: &str) -> Vec<String> {
     let mut keys: Vec<String> = query(conn, &["KEYS", pattern]);
     keys.sort();
     keys

@@ -57,13 +57,13 @@ fn sentinel(master: &Server) -> (Server, PathBuf) {
 }
 
 /// The port of the master the Sentinel names.
-fn named(sentinel: &mut redis::Connection) -> u16 {
+fn named(sentinel: &mut testkit::Conn) -> u16 {
     let (_, port): (String, u16) = query(sentinel, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", NAME]);
     port
 }
 
 /// The flags of the replicas the Sentinel knows.
-fn replica_flags(sentinel: &mut redis::Connection) -> Vec<String> {
+fn replica_flags(sentinel: &mut testkit::Conn) -> Vec<String> {
     let replicas: Vec<std::collections::HashMap<String, String>> =
         query(sentinel, &["SENTINEL", "REPLICAS", NAME]);
     replicas
@@ -73,7 +73,7 @@ fn replica_flags(sentinel: &mut redis::Connection) -> Vec<String> {
 }
 
 /// How many times the server ran `command` since its stats were reset.
-fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
     let info: String = query(conn, &["INFO", "commandstats"]);
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()

@@ -40,7 +40,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{Connection, PubSub, Value};
+use crate::Conn;
+use redis::Value;
 
 use crate::{Counters, Rng, Server};
 
@@ -192,7 +193,7 @@ impl fmt::Display for Reply {
 }
 
 /// Runs one command (name and arguments) and reads its reply.
-pub fn run_command(conn: &mut Connection, args: &[String]) -> Reply {
+pub fn run_command(conn: &mut Conn, args: &[String]) -> Reply {
     let mut cmd = redis::cmd(&args[0]);
     cmd.arg(&args[1..]);
     to_reply(cmd.query::<Value>(conn))
@@ -435,7 +436,7 @@ pub fn value_str(v: &Value) -> String {
 }
 
 /// Keys of the sequence with type, PTTL and content (3 round trips).
-pub fn observe(conn: &mut Connection, scope: &impl Scope) -> Result<Obs, String> {
+pub fn observe(conn: &mut Conn, scope: &impl Scope) -> Result<Obs, String> {
     let start = Instant::now();
     let all: Vec<String> = redis::cmd("KEYS")
         .arg(scope.pattern())
@@ -534,8 +535,8 @@ pub fn observe(conn: &mut Connection, scope: &impl Scope) -> Result<Obs, String>
 
 /// One server's connections for one worker thread.
 pub struct Side<'a> {
-    pub data: Connection,
-    sub: PubSub<'a>,
+    pub data: Conn,
+    sub: &'a mut Conn,
     marker: String,
     token: u64,
 }
@@ -543,22 +544,17 @@ pub struct Side<'a> {
 impl<'a> Side<'a> {
     /// Subscribes `sub_conn` to keyspace events and to the lock channels
     /// matching `channels` (PSUBSCRIBE patterns).
-    pub fn new(
-        server: &Server,
-        sub_conn: &'a mut Connection,
-        tag: &str,
-        channels: &[&str],
-    ) -> Side<'a> {
+    pub fn new(server: &Server, sub_conn: &'a mut Conn, tag: &str, channels: &[&str]) -> Side<'a> {
         let marker = format!(
             "__rwlock_diff_marker:{tag}:{}",
             uuid::Uuid::new_v4().simple()
         );
-        let mut sub = sub_conn.as_pubsub();
+        let sub = sub_conn;
         sub.subscribe(&marker).expect("SUBSCRIBE marker");
         sub.psubscribe("__keyevent@0__:*")
             .expect("PSUBSCRIBE keyevent");
         for pattern in channels {
-            sub.psubscribe(*pattern).expect("PSUBSCRIBE lock channels");
+            sub.psubscribe(pattern).expect("PSUBSCRIBE lock channels");
         }
         sub.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("pubsub read timeout");
@@ -586,9 +582,11 @@ impl<'a> Side<'a> {
         }
         let mut out = Vec::new();
         loop {
-            let msg = self.sub.get_message().map_err(|e| format!("pubsub: {e}"))?;
-            let channel = msg.get_channel_name().to_string();
-            let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
+            let msg = self
+                .sub
+                .next_message()
+                .map_err(|e| format!("pubsub: {e}"))?;
+            let (channel, payload) = (msg.channel_str(), msg.payload_str());
             if channel == self.marker {
                 if payload == token {
                     return Ok(out);
@@ -780,11 +778,7 @@ pub trait Differential: Sync {
     /// What the oracle runs, as text.
     fn oracle_cmd(&self, plan: &Self::Plan) -> String;
     /// Runs the step on the oracle, then on the module; their replies.
-    fn execute(
-        &self,
-        plan: &mut Self::Plan,
-        sides: (&mut Connection, &mut Connection),
-    ) -> (Reply, Reply);
+    fn execute(&self, plan: &mut Self::Plan, sides: (&mut Conn, &mut Conn)) -> (Reply, Reply);
     /// The deadlines the step may set, having run in `window`.
     fn predicted(&self, plan: &Self::Plan, window: (Instant, Instant)) -> Vec<Span>;
     /// The step's shortest lease or TTL in ms, and the lock whose `del`

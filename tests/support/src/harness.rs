@@ -11,6 +11,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::Conn;
+
 /// The prefix of a lock's other keys (docs/design.md, contract §1): `{name}`, or the
 /// name itself when it has a `{`, so that they all share its hash slot.
 pub fn prefix_of(lock: &str) -> String {
@@ -189,7 +191,7 @@ pub fn lua_script_of(var: &str, name: &str) -> String {
 
 /// `EVAL <lua_script(name)> numkeys keys... args...`, returning the raw reply.
 pub fn eval_lua(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     name: &str,
     keys: &[&str],
     args: &[&str],
@@ -199,7 +201,7 @@ pub fn eval_lua(
 
 /// `EVAL <lua_script_of(var, name)> numkeys keys... args...`.
 pub fn eval_lua_of(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     var: &str,
     name: &str,
     keys: &[&str],
@@ -219,7 +221,7 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// `CONFIG SET notify-keyspace-events KEA`.
-pub fn enable_keyspace_events(conn: &mut redis::Connection) {
+pub fn enable_keyspace_events(conn: &mut Conn) {
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("notify-keyspace-events")
@@ -341,7 +343,7 @@ impl Server {
 
     /// Start a server with the module loaded (no module arguments), and
     /// connect to it.
-    pub fn started(extra_args: &[&str]) -> (Server, redis::Connection) {
+    pub fn started(extra_args: &[&str]) -> (Server, Conn) {
         let server = Self::start(extra_args);
         let conn = server.conn();
         (server, conn)
@@ -349,7 +351,7 @@ impl Server {
 
     /// Start a server with the module loaded, connect to it, and park a
     /// client behind a holder (see [`Server::park_behind`]).
-    pub fn with_waiter(hold: &[&str], wait: &[&str]) -> (Server, redis::Connection, Call) {
+    pub fn with_waiter(hold: &[&str], wait: &[&str]) -> (Server, Conn, Call) {
         Self::with_waiter_on(&[], hold, wait)
     }
 
@@ -358,7 +360,7 @@ impl Server {
         extra_args: &[&str],
         hold: &[&str],
         wait: &[&str],
-    ) -> (Server, redis::Connection, Call) {
+    ) -> (Server, Conn, Call) {
         let (server, mut conn) = Self::started(extra_args);
         let waiter = server.park_behind(&mut conn, hold, wait);
         (server, conn, waiter)
@@ -634,6 +636,11 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// `127.0.0.1:<port>`, what [`Conn::open`] takes.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -682,7 +689,7 @@ impl Server {
     /// Runs `hold` on `conn` (it must succeed: it takes the lock), then
     /// `wait` with [`Server::spawn_call`], and returns once one client is
     /// parked in the module.
-    pub fn park_behind(&self, conn: &mut redis::Connection, hold: &[&str], wait: &[&str]) -> Call {
+    pub fn park_behind(&self, conn: &mut Conn, hold: &[&str], wait: &[&str]) -> Call {
         crate::ok(conn, hold);
         let waiter = self.spawn_call(wait);
         crate::wait_for_waiters(conn, 1);
@@ -692,7 +699,7 @@ impl Server {
     /// Runs `wait` with [`Server::spawn_call`] and returns once it is
     /// parked in the module, behind the clients already waiting (`conn`,
     /// another client, watches `INFO rwlock`).
-    pub fn park(&self, conn: &mut redis::Connection, wait: &[&str]) -> Call {
+    pub fn park(&self, conn: &mut Conn, wait: &[&str]) -> Call {
         let before = crate::waiters(conn);
         let waiter = self.spawn_call(wait);
         crate::wait_for_waiters(conn, before + 1);
@@ -703,7 +710,7 @@ impl Server {
     /// its own without reading the reply, kills that client once it is
     /// parked, and returns when the module has let go of it: a waiter that
     /// hung up. `conn` (another client) watches `INFO rwlock`.
-    pub fn park_and_hang_up(&self, conn: &mut redis::Connection, wait: &[&str]) {
+    pub fn park_and_hang_up(&self, conn: &mut Conn, wait: &[&str]) {
         let before = crate::waiters(conn);
         let mut waiter = self.conn();
         let id: i64 = crate::query(&mut waiter, &["CLIENT", "ID"]);
@@ -721,22 +728,14 @@ impl Server {
     }
 
     /// A new connection with [`IO_TIMEOUT`] connect/read/write timeouts.
-    pub fn conn(&self) -> redis::Connection {
-        let conn = self
-            .client()
-            .get_connection_with_timeout(scaled(IO_TIMEOUT))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "connect to {}: {e}\n---- log ----\n{}",
-                    self.url(),
-                    self.log()
-                )
-            });
-        conn.set_read_timeout(Some(scaled(IO_TIMEOUT)))
-            .expect("set_read_timeout");
-        conn.set_write_timeout(Some(scaled(IO_TIMEOUT)))
-            .expect("set_write_timeout");
-        conn
+    pub fn conn(&self) -> Conn {
+        Conn::open(&self.address(), scaled(IO_TIMEOUT)).unwrap_or_else(|e| {
+            panic!(
+                "connect to {}: {e}\n---- log ----\n{}",
+                self.url(),
+                self.log()
+            )
+        })
     }
 }
 
@@ -820,14 +819,7 @@ impl Collector {
         let events: Arc<Mutex<Vec<Event>>> = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-        let conn = server
-            .client()
-            .get_connection_with_timeout(IO_TIMEOUT)
-            .expect("collector: connect");
-        conn.set_write_timeout(Some(IO_TIMEOUT))
-            .expect("collector: set_write_timeout");
-        conn.set_read_timeout(Some(IO_TIMEOUT))
-            .expect("collector: set_read_timeout");
+        let conn = server.conn();
         let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let thread = {
@@ -867,7 +859,7 @@ impl Collector {
     /// Publish a unique marker through `conn` and wait (at most [`SYNC_TIMEOUT`])
     /// until the collector receives it. Returns and removes every message that
     /// arrived before the marker; marker messages are never returned.
-    pub fn sync(&self, conn: &mut redis::Connection) -> Vec<Event> {
+    pub fn sync(&self, conn: &mut Conn) -> Vec<Event> {
         let token = uuid::Uuid::new_v4().simple().to_string().into_bytes();
         let receivers: i64 = redis::cmd("PUBLISH")
             .arg(&self.marker_channel)
@@ -970,7 +962,7 @@ impl Drop for Collector {
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
 fn collector_loop(
-    mut conn: redis::Connection,
+    mut conn: Conn,
     patterns: Vec<String>,
     marker_channel: String,
     events: Arc<Mutex<Vec<Event>>>,
@@ -978,13 +970,12 @@ fn collector_loop(
     error: Arc<Mutex<Option<String>>>,
     ready: mpsc::Sender<Result<(), String>>,
 ) {
-    let mut pubsub = conn.as_pubsub();
     let subscribed = (|| -> redis::RedisResult<()> {
-        pubsub.subscribe(&marker_channel)?;
+        conn.subscribe(&marker_channel)?;
         for p in &patterns {
-            pubsub.psubscribe(p)?;
+            conn.psubscribe(p)?;
         }
-        pubsub.set_read_timeout(Some(POLL_TIMEOUT))?;
+        conn.set_read_timeout(Some(POLL_TIMEOUT))?;
         Ok(())
     })();
     if let Err(e) = subscribed {
@@ -993,17 +984,11 @@ fn collector_loop(
     }
     let _ = ready.send(Ok(()));
     while !stop.load(Ordering::SeqCst) {
-        match pubsub.get_message() {
-            Ok(msg) => {
-                let channel: Vec<u8> = msg
-                    .get_channel()
-                    .unwrap_or_else(|_| msg.get_channel_name().as_bytes().to_vec());
-                let payload = msg.get_payload_bytes().to_vec();
-                events
-                    .lock()
-                    .expect("collector mutex poisoned")
-                    .push((channel, payload));
-            }
+        match conn.next_message() {
+            Ok(msg) => events
+                .lock()
+                .expect("collector mutex poisoned")
+                .push((msg.channel, msg.payload)),
             Err(e) if e.is_timeout() => continue,
             Err(e) => {
                 if let Ok(mut slot) = error.lock() {
@@ -1013,8 +998,6 @@ fn collector_loop(
             }
         }
     }
-    // Leaving pub/sub mode on drop waits for replies; keep that bounded too.
-    let _ = pubsub.set_read_timeout(Some(Duration::from_millis(500)));
 }
 
 // ---------------------------------------------------------------------------

@@ -7,6 +7,8 @@ use std::fmt;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::Conn;
+
 /// SplitMix64: small, seeded, so a failing run replays from its seed.
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
@@ -113,7 +115,7 @@ pub struct KeyState {
 pub type Snapshot = BTreeMap<Bytes, KeyState>;
 
 /// Every key of the server's database 0 (SCAN; on a cluster node, its own keys).
-pub fn scan_keys(conn: &mut redis::Connection) -> Vec<Vec<u8>> {
+pub fn scan_keys(conn: &mut Conn) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -134,13 +136,13 @@ pub fn scan_keys(conn: &mut redis::Connection) -> Vec<Vec<u8>> {
 }
 
 /// Type, contents and PEXPIRETIME of every key in the database.
-pub fn snapshot(conn: &mut redis::Connection) -> Snapshot {
+pub fn snapshot(conn: &mut Conn) -> Snapshot {
     let keys = scan_keys(conn);
     snapshot_of(conn, &keys)
 }
 
 /// Type, contents and PEXPIRETIME of `keys`; missing keys are left out.
-pub fn snapshot_of(conn: &mut redis::Connection, keys: &[Vec<u8>]) -> Snapshot {
+pub fn snapshot_of(conn: &mut Conn, keys: &[Vec<u8>]) -> Snapshot {
     let mut out = Snapshot::new();
     if keys.is_empty() {
         return out;
@@ -468,7 +470,7 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// The value of one config (`CONFIG GET name`, which must name exactly it).
 #[track_caller]
-pub fn config_value(conn: &mut redis::Connection, name: &str) -> String {
+pub fn config_value(conn: &mut Conn, name: &str) -> String {
     let reply: Vec<String> = query(conn, &["CONFIG", "GET", name]);
     match <[String; 2]>::try_from(reply) {
         Ok([got, value]) if got == name => value,
@@ -477,7 +479,7 @@ pub fn config_value(conn: &mut redis::Connection, name: &str) -> String {
 }
 
 /// The module's configs (`CONFIG GET rwlock.*`), sorted by name.
-pub fn rwlock_configs(conn: &mut redis::Connection) -> Vec<(String, String)> {
+pub fn rwlock_configs(conn: &mut Conn) -> Vec<(String, String)> {
     let flat: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("rwlock.*")
@@ -492,7 +494,7 @@ pub fn rwlock_configs(conn: &mut redis::Connection) -> Vec<(String, String)> {
 }
 
 /// Names of every key in the database, for tests whose keys are text.
-pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
+pub fn all_keys(conn: &mut Conn) -> HashSet<String> {
     scan_keys(conn)
         .into_iter()
         .map(|k| String::from_utf8(k).expect("a UTF-8 key name"))
@@ -500,7 +502,7 @@ pub fn all_keys(conn: &mut redis::Connection) -> HashSet<String> {
 }
 
 /// One field of `INFO <section>`.
-pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+pub fn info_field(conn: &mut Conn, section: &str, field: &str) -> Option<String> {
     let info = reply_text(conn, &["INFO", section]);
     let prefix = format!("{field}:");
     info.lines()
@@ -511,7 +513,7 @@ pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> O
 /// `WAIT 1 10000` on the master: the replica has processed everything so
 /// far. It answers at once when the replica has; the ceiling only matters
 /// on a loaded machine, or for a replica still reconnecting (once a second).
-pub fn wait_replica(master: &mut redis::Connection) {
+pub fn wait_replica(master: &mut Conn) {
     let acked: i64 = redis::cmd("WAIT")
         .arg(1)
         .arg(10_000)
@@ -521,7 +523,7 @@ pub fn wait_replica(master: &mut redis::Connection) {
 }
 
 /// A counter of `INFO rwlock`, named without its `rwlock_` prefix.
-pub fn rwlock_counter(conn: &mut redis::Connection, name: &str) -> u64 {
+pub fn rwlock_counter(conn: &mut Conn, name: &str) -> u64 {
     info_field(conn, "rwlock", &format!("rwlock_{name}"))
         .unwrap_or_else(|| panic!("no rwlock_{name} in INFO rwlock"))
         .parse()
@@ -530,21 +532,21 @@ pub fn rwlock_counter(conn: &mut redis::Connection, name: &str) -> u64 {
 
 /// Asserts counters of `INFO rwlock` (named as for [`rwlock_counter`]).
 #[track_caller]
-pub fn assert_counters(conn: &mut redis::Connection, expected: &[(&str, u64)]) {
+pub fn assert_counters(conn: &mut Conn, expected: &[(&str, u64)]) {
     for &(name, value) in expected {
         assert_eq!(rwlock_counter(conn, name), value, "rwlock_{name}");
     }
 }
 
 /// Clients parked in the module (`INFO rwlock`'s `waiters`).
-pub fn waiters(conn: &mut redis::Connection) -> u64 {
+pub fn waiters(conn: &mut Conn) -> u64 {
     rwlock_counter(conn, "waiters")
 }
 
 /// Waits (at most 10 s) until `n` clients are parked in the module. Polls
 /// every 2 ms, finer than [`wait_until`], so that a test goes on soon after
 /// its waiters park.
-pub fn wait_for_waiters(conn: &mut redis::Connection, n: u64) {
+pub fn wait_for_waiters(conn: &mut Conn, n: u64) {
     poll_until(
         Duration::from_secs(10),
         Duration::from_millis(2),

@@ -1,6 +1,6 @@
 //! What rwlock's integration tests (`tests/*.rs`) and benches share, as one
 //! crate both take as a dev-dependency: redis-server processes with the
-//! module (`Server`), pub/sub collection (`Collector`), Redisson's key names
+//! module (`Server`), their connections (`Conn`), pub/sub collection (`Collector`), Redisson's key names
 //! and seed scripts, and the fault tests' kit (a seeded generator, key
 //! snapshots, raw calls, INFO and config readers, bounded waits), and the
 //! differential tests' two servers and runner (`testkit::differential`).
@@ -15,9 +15,11 @@
 //!   scripts (oracle); default `target/redisson-lua/4.7.0`, likewise.
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 
+mod conn;
 pub mod differential;
 mod harness;
 mod kit;
 
+pub use conn::{Conn, Message};
 pub use harness::*;
 pub use kit::*;
