@@ -74,6 +74,8 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y libclang-dev redis-server redis-tools; \
 	fi; \
 	$(ROOT)/docker/probe-libclang.sh >/dev/null || { echo "deps: bindgen will find no usable libclang (see above)" >&2; exit 1; }; \
+	v=$$(redis-server --version | sed -n 's/.* v=\([0-9]*\)\..*/\1/p'); \
+	[ "$${v:-0}" -ge 7 ] || { echo "deps: the module needs Redis 7.0 or later; redis-server on PATH says: $$(redis-server --version)" >&2; exit 1; }; \
 	command -v $(CARGO) >/dev/null 2>&1 || { echo "deps: $(CARGO) not found; install Rust (https://rustup.rs)" >&2; exit 1; }
 	@# Python 3 and redis-py 6+, for clients/python and examples/python (run by the tests).
 	@command -v python3 >/dev/null 2>&1 || { \
@@ -372,15 +374,19 @@ test-java: $(if $(PARTS),,java-deps build)
 
 # ---- Go client (clients/go) ---------------------------------------------------
 # gofmt, go vet, staticcheck, then the tests with the race detector against
-# servers they start (RWLOCK_MODULE, RWLOCK_REDIS_SERVER). Installs Go
-# (Debian's; its toolchain switch fetches the go.mod's version through the Go
-# proxy) and staticcheck when missing.
+# servers they start (RWLOCK_MODULE, RWLOCK_REDIS_SERVER). Installs Go with
+# apt-get when missing (Go 1.21 or later switches to the go.mod's version
+# through the Go proxy; an older Go, Debian 12's 1.19 among them, is refused
+# with a message) and staticcheck when missing.
 GO                  ?= go
 STATICCHECK_VERSION ?= v0.8.2
 GO_TEST_ARGS        ?=
 go-deps:
 	@command -v $(GO) >/dev/null 2>&1 || { $(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go; }
+	@# Only Go 1.21 or later switches to the toolchain a go.mod asks for.
+	@v=$$($(GO) env GOVERSION); case "$$v" in go1.[0-9]|go1.[0-9].*|go1.1[0-9]|go1.1[0-9].*|go1.20|go1.20.*) \
+	  echo "go-deps: $$v cannot fetch the Go that clients/go/go.mod asks for; install Go 1.21 or later (https://go.dev/dl)" >&2; exit 1;; esac
 	@[ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || \
 	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	cd $(ROOT)/clients/go && $(GO) mod download
