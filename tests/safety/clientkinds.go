@@ -201,13 +201,12 @@ func sessionClosed(kind, detail string) bool {
 // held (a multi-lock's NotHeld when only some were held is a hold lost,
 // which the checker flags on the locks that were).
 func (w *worker) releaseKindUntilKnown(p kindPath, req kindRequest, stream string, grantCall int64) {
-	until := grantCall + int64(req.lease) + int64(time.Second)
-	for {
+	untilKnown(w.rec, grantCall, req.lease, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
 		call := w.rec.now()
 		out, detail := p.releaseKind(ctx, req)
 		ret := w.rec.now()
-		cancel()
 		known := out != Maybe
 		switch {
 		case out == NotHeld && sessionClosed(req.kind, detail):
@@ -227,9 +226,6 @@ func (w *worker) releaseKindUntilKnown(p kindPath, req kindRequest, stream strin
 			w.rec.op(Op{Mode: stream, Lock: h.lock, Worker: w.id, Owner: req.owner, Kind: Release, Outcome: out,
 				Call: call, Return: ret, Detail: detail, Role: h.role})
 		}
-		if known || w.rec.now() > until {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return known
+	})
 }

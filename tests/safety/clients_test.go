@@ -182,3 +182,19 @@ func TestReleaseKindUntilKnown(t *testing.T) {
 		t.Error("a fair release's reply came: its outcome is open within the call only")
 	}
 }
+
+// A release whose outcome never becomes known is asked again until the
+// lease taken at the grant is over (and a second more), no longer; one
+// that becomes known is not asked again.
+func TestUntilKnownStopsAtTheLeasesEnd(t *testing.T) {
+	rec := newRecorder()
+	tries := 0
+	known := untilKnown(rec, rec.now(), 0, func() bool { tries++; return false })
+	if known || tries < 2 || rec.now() < int64(time.Second) {
+		t.Errorf("never known: known %v after %d tries and %v", known, tries, time.Duration(rec.now()))
+	}
+	tries = 0
+	if !untilKnown(rec, rec.now(), time.Minute, func() bool { tries++; return tries == 3 }) || tries != 3 {
+		t.Errorf("known at the third try: %d tries", tries)
+	}
+}

@@ -557,34 +557,27 @@ func (w *kindWorker) release(ctx context.Context, a attempt) ([]Outcome, string)
 // releaseUntilKnown releases the attempt's holds, again after an unknown
 // outcome, until the replies say or the lease is over anyway.
 func (w *kindWorker) releaseUntilKnown(a attempt, grantCall int64) {
-	until := grantCall + int64(a.lease) + int64(time.Second)
-	for {
+	known := untilKnown(w.rec, grantCall, a.lease, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
 		call := w.rec.now()
 		outs, detail := w.release(ctx, a)
 		ret := w.rec.now()
-		cancel()
-		unknown := false
+		known := true
 		for i, h := range a.holds {
 			op := Op{Mode: w.stream, Lock: h.lock, Worker: w.id, Owner: a.owner, Kind: Release, Outcome: outs[i],
 				Call: call, Return: ret, Detail: detail, Role: h.role}
 			if outs[i] == Maybe {
 				op.Return = max(ret, call+int64(w.par.horizon))
-				unknown = true
+				known = false
 			}
 			w.rec.op(op)
 		}
-		if !unknown {
-			return
-		}
-		if ret > until {
-			// A session hold still bound to a live connection would be
-			// renewed for ever: closing it makes the server release it.
-			if w.kind == KindSession {
-				w.p.drop()
-			}
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
+		return known
+	})
+	// A session hold still bound to a live connection would be renewed for
+	// ever: closing it makes the server release it.
+	if !known && w.kind == KindSession {
+		w.p.drop()
 	}
 }

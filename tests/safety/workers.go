@@ -176,26 +176,39 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 }
 
+// untilKnown calls release (one try, which records its operations and says
+// whether its outcome is known) until the outcome is known or the lease
+// taken at grantCall is over anyway (a second past it); it waits 250 ms
+// between tries and says whether the outcome became known.
+func untilKnown(rec *recorder, grantCall int64, lease time.Duration, release func() (known bool)) bool {
+	until := grantCall + int64(lease) + int64(time.Second)
+	for {
+		if release() {
+			return true
+		}
+		if rec.now() > until {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 // releaseUntilKnown releases owner's hold, again after an unknown outcome,
 // until a reply says (released or not held) or the lease is over anyway.
 func (w *worker) releaseUntilKnown(lock, owner string, grantCall int64, lease time.Duration) {
-	until := grantCall + int64(lease) + int64(time.Second)
-	for {
+	untilKnown(w.rec, grantCall, lease, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
 		call := w.rec.now()
 		out, detail := w.p.release(ctx, lock, owner)
 		ret := w.rec.now()
-		cancel()
 		op := Op{Mode: w.mode, Lock: lock, Worker: w.id, Owner: owner, Kind: Release, Outcome: out, Call: call, Return: ret, Detail: detail}
 		if out == Maybe {
 			op.Return = max(ret, call+int64(w.par.horizon))
 		}
 		w.rec.op(op)
-		if out != Maybe || ret > until {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return out != Maybe
+	})
 }
 
 // dialer maps the announced address (a node's replication proxy) to this
