@@ -449,7 +449,7 @@ SAFETY_CLUSTER_ENV = SAFETY_TOPOLOGY=cluster SAFETY_MODES= SAFETY_KINDS= \
 SAFETY_BIN             := $(ROOT)/target/safety/safety
 SAFETY_DIR             := $(ROOT)/target/safety
 # The client modes that claim safety: every client's default path. The
-# Rust driver is one Locks::sentinel, which follows the master the
+# Rust driver is one Client::sentinel, which follows the master the
 # Sentinels name and keeps the deployment's count.
 SAFETY_CLIENT_MODES    := goclient,pyclient,nodeclient,javaclient,rustclient
 .PHONY: safety safety-cluster test-safety safety-bin safety-drivers

@@ -3,7 +3,7 @@
 //! lock (`RLock`, `RFencedLock`), taken as guards that release on drop.
 //!
 //! ```text
-//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1:6399/")?);
+//! let locks = Client::new(redis::Client::open("redis://127.0.0.1:6399/")?);
 //! {
 //!     let _held = locks.read_write_lock("orders").try_write(Duration::from_secs(5))?;
 //!     // no other reader or writer, in this process or any other
@@ -28,15 +28,15 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use redis::{Commands, Connection, Value};
-use rwlock_client::{Error, Locks, Options};
+use rwlock_client::{Client, Error, Options};
 
 /// Redisson's default lease, renewed by the watchdog.
 const LEASE_MS: u64 = 30_000;
 
 /// The locks of a new client (a UUID of its own) whose watchdog renews
 /// `lease_ms` leases.
-fn client_locks(client: &redis::Client, lease_ms: u64) -> Locks {
-    Locks::new(client.clone()).with_options(Options {
+fn client_locks(client: &redis::Client, lease_ms: u64) -> Client {
+    Client::new(client.clone()).with_options(Options {
         watchdog_timeout: Duration::from_millis(lease_ms),
         ..Options::default()
     })

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	rwlock "github.com/rwlock/rwlock/clients/go"
+	"github.com/rwlock/rwlock/clients/go/rwlock"
 )
 
 // The modes: how a worker takes a lock and what it calls acknowledged.
@@ -507,7 +507,7 @@ func (p *goClientPath) close() {
 }
 
 func (p *goClientPath) acquire(ctx context.Context, lock, owner string, lease time.Duration) (Outcome, int64, bool, string) {
-	out, token, detail := p.take(ctx, p.locks.Lock(lock, rwlock.Fenced()), owner, 0, lease)
+	out, token, detail := p.take(ctx, p.locks.Lock(lock, rwlock.WithFenced()), owner, 0, lease)
 	return out, token, false, detail
 }
 
@@ -521,7 +521,7 @@ func (p *goClientPath) handle(req kindRequest) *rwlock.Lock {
 	case KindPlain:
 		return p.locks.Lock(h.lock)
 	case KindRW:
-		rw := p.locks.ReadWriteLock(h.lock, rwlock.Fenced())
+		rw := p.locks.ReadWriteLock(h.lock, rwlock.WithFenced())
 		if h.role == RoleRead {
 			return rw.Read()
 		}
@@ -535,9 +535,9 @@ func (p *goClientPath) handle(req kindRequest) *rwlock.Lock {
 		}
 		return p.locks.MultiLock(holds)
 	case KindSession:
-		return p.locks.Lock(h.lock, rwlock.Fenced(), rwlock.Session())
+		return p.locks.Lock(h.lock, rwlock.WithFenced(), rwlock.WithSession())
 	}
-	return p.locks.Lock(h.lock, rwlock.Fenced()) // KindBlock: fenced, with a wait
+	return p.locks.Lock(h.lock, rwlock.WithFenced()) // KindBlock: fenced, with a wait
 }
 
 func (p *goClientPath) acquireKind(ctx context.Context, req kindRequest) (Outcome, int64, string) {

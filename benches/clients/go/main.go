@@ -23,7 +23,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
-	rwlock "github.com/rwlock/rwlock/clients/go"
+	"github.com/rwlock/rwlock/clients/go/rwlock"
 )
 
 // poolSize is the go-redis pool of either library: more connections than

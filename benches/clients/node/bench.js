@@ -12,7 +12,7 @@ const readline = require("node:readline");
 const { parseArgs } = require("node:util");
 const Redis = require("ioredis");
 const Redlock = require("redlock");
-const { Locks } = require(path.join(__dirname, "..", "..", "..", "clients", "node", "dist"));
+const { Client } = require(path.join(__dirname, "..", "..", "..", "clients", "node", "dist"));
 
 // redlock's lease: the watchdog lease our locks take without one (30 s), so
 // that no hold ends on its own during a run.
@@ -138,7 +138,7 @@ async function main() {
   let make;
   let makeRW = null;
   if (args.lib === "rwlock") {
-    locks = new Locks(redis);
+    locks = new Client(redis);
     make = (name) => ours(locks.lock(name));
     makeRW = (name, write) => {
       const rw = locks.readWriteLock(name);

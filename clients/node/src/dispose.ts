@@ -2,7 +2,7 @@
  * `Symbol.asyncDispose`, which `await using` (TypeScript 5.2+, and
  * JavaScript engines with explicit resource management) calls. Node.js has
  * it from 18.18 and 20.4; on an older Node 20 it is defined here, once, as
- * the registered symbol Node itself later used, so that `Hold` and `Locks`
+ * the registered symbol Node itself later used, so that `Hold` and `Client`
  * can be disposed there too.
  */
 

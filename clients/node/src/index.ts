@@ -1,9 +1,9 @@
 /**
  * rwlock-client: Redisson's distributed locks for Node.js, on the rwlock
- * Redis module and ioredis. Start with `Locks`.
+ * Redis module and ioredis. Start with `Client`.
  */
 
-export { Locks, type LocksOptions, type LockOptions, type FairLockOptions, type ReadWriteLockOptions } from "./locks";
+export { Client, type ClientOptions, type LockOptions, type FairLockOptions, type ReadWriteLockOptions } from "./client";
 export { Lock, Hold, type AcquireOptions, type HandleOptions, type LostCallback } from "./lock";
 export { ReadWriteLock } from "./rwlock";
 export { MultiLock, type MultiHold } from "./multi";
@@ -11,4 +11,4 @@ export { RedLock, quorum, drift, type RedLockOptions, type RedLockAcquireOptions
 export { LockError, NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
 export { DEFAULT_WATCHDOG_TIMEOUT, DEFAULT_SYNC_TIMEOUT, type ReplicaSync } from "./options";
 export type { HoldKind, HoldSpec } from "./commands";
-export type { Client } from "./link";
+export type { RedisClient } from "./link";

@@ -33,7 +33,7 @@ function settle(results: [Error | null, unknown][] | null): Settled[] {
 }
 
 /** An ioredis client: one server (`Redis`) or a Redis Cluster (`Cluster`). */
-export type Client = Redis | Cluster;
+export type RedisClient = Redis | Cluster;
 
 /** Whether an error is the server's error reply (the command ran, or was refused). */
 export function isReplyError(error: unknown): boolean {
@@ -110,7 +110,7 @@ export class Links {
   private readonly reconnects = new Map<Redis, { count: number; listener: () => void }>();
 
   /** `client`: the application's ioredis client (never closed by this package). */
-  constructor(readonly client: Client) {}
+  constructor(readonly client: RedisClient) {}
 
   /** Whether `client` is a Redis Cluster client. */
   get cluster(): boolean {

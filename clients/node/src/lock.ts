@@ -1,5 +1,5 @@
 /**
- * `Lock`: one lock handle of a client object (`Locks`): the plain lock
+ * `Lock`: one lock handle of a client object (`Client`): the plain lock
  * (Redisson's `RLock`), fenced (`RFencedLock`) or not, reentrant or not, a
  * read-write lock's read or write side (`RReadWriteLock`), and, through
  * `MultiLock`, several holds taken as one. Acquire with a wait on the
@@ -65,7 +65,7 @@ export interface HandleOptions {
   onLost?: LostCallback;
 }
 
-/** What a lock handle needs of its client object (`Locks`). */
+/** What a lock handle needs of its client object (`Client`). */
 export interface ClientContext {
   /** The application's connections and the pool of dedicated ones. */
   readonly links: Links;
@@ -146,7 +146,7 @@ export class Lock extends EventEmitter {
   private releaseLatches: string[] = [];
   private readonly onLost: LostCallback | undefined;
 
-  /** Made by `Locks`: `target` says what it sends; `owner` is its own. */
+  /** Made by `Client`: `target` says what it sends; `owner` is its own. */
   constructor(
     protected readonly ctx: ClientContext,
     protected readonly target: Target,

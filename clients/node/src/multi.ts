@@ -14,7 +14,7 @@ export type MultiHold = Lock | HoldSpec | readonly [Lowercase<HoldSpec[0]>, stri
  * Its releases carry no request id (as Redisson's).
  */
 export class MultiLock extends Lock {
-  /** Made by `Locks.multiLock`. */
+  /** Made by `Client.multiLock`. */
   constructor(ctx: ClientContext, holds: readonly MultiHold[], owner: string, options: HandleOptions) {
     super(ctx, new Target(holds.map(holdOf), true), owner, options);
   }

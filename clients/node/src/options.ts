@@ -36,7 +36,7 @@ export const MAX_MS = 315_360_000_000;
  * one extra round trip; then at most every 5 s inside an acquisition's
  * pipeline) and keeps the highest number it ever saw for that master: a
  * master saying fewer later does not lower it, so its acquisitions fail
- * instead of being acknowledged by nobody. Lowering it takes a new `Locks`
+ * instead of being acknowledged by nobody. Lowering it takes a new `Client`
  * (or an explicit count).
  */
 export interface ReplicaSync {

@@ -12,7 +12,7 @@ export class ReadWriteLock {
   private readonly read: Lock;
   private readonly write: Lock;
 
-  /** Made by `Locks.readWriteLock`; `fenced`: write holds take fencing tokens. */
+  /** Made by `Client.readWriteLock`; `fenced`: write holds take fencing tokens. */
   constructor(ctx: ClientContext, readonly name: string, owner: string, fenced: boolean, options: HandleOptions) {
     this.read = new Lock(ctx, new Target([["READ", name]], false), owner, options);
     this.write = new Lock(ctx, new Target([["WRITE", name]], false, fenced), owner, options);

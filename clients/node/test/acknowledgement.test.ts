@@ -11,7 +11,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createConnection, createServer, type Socket } from "node:net";
 import Redis from "ioredis";
-import { Locks, NotSynced } from "../src/index";
+import { Client, NotSynced } from "../src/index";
 import { syncOf } from "../src/options";
 import { commandsOf, extraMs, INFO, Masters, REFRESH_MS } from "../src/sync";
 import { acknowledged, infoField, Server, waitUntil } from "./support";
@@ -149,7 +149,7 @@ describe("replica acknowledgement on real servers", () => {
         (await infoField(redis, "replication", "connected_slaves")) === "1" &&
         (await infoField(onReplica, "replication", "master_link_status")) === "up" &&
         (await acknowledged(redis)), 30_000);
-      await using locks = new Locks(redis);
+      await using locks = new Client(redis);
       const lock = locks.lock("known");
       assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
       assert.equal(await onReplica.exists("known"), 1, "on the replica");
@@ -164,7 +164,7 @@ describe("replica acknowledgement on real servers", () => {
       await assert.rejects(locks.readWriteLock("known-rw").writeLock().acquire({ wait: 1_000, lease: 10_000 }), NotSynced);
       assert.equal(await redis.exists("known-rw"), 0);
 
-      await using alone = new Locks(redis, { sync: { replicas: 0 } });
+      await using alone = new Client(redis, { sync: { replicas: 0 } });
       const quick = alone.lock("known");
       assert.equal(await quick.acquire({ wait: 0, lease: 10_000 }), true, "no replica expected");
       await quick.release();
@@ -180,7 +180,7 @@ describe("replica acknowledgement on real servers", () => {
     const master = await Server.start(["--min-replicas-to-write", "1"]);
     const redis = master.client();
     try {
-      await using locks = new Locks(redis);
+      await using locks = new Client(redis);
       await assert.rejects(locks.lock("refused").acquire({ wait: 0, lease: 10_000 }),
         (e: Error) => e instanceof NotSynced && /NOREPLICAS/.test(e.message));
       await assert.rejects(locks.fairLock("refused-fair").acquire({ wait: 0, lease: 10_000 }), NotSynced);
@@ -197,7 +197,7 @@ describe("replica acknowledgement on real servers", () => {
     const direct = server.client();
     const redis = new Redis({ host: "127.0.0.1", port: proxy.port, commandTimeout: 10_000 });
     try {
-      await using locks = new Locks(redis);
+      await using locks = new Client(redis);
       const lock = locks.lock("cycle");
       assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
       await lock.release();

@@ -9,7 +9,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Locks, NotAcquired } from "../src/index";
+import { Client, NotAcquired } from "../src/index";
 import { infoField, Server } from "./support";
 
 describe("waiting", () => {
@@ -29,7 +29,7 @@ describe("waiting", () => {
 
   it("a 2 s BLOCK on an application connection with a 300 ms commandTimeout, other commands going on meanwhile", async () => {
     const app = server.client({ commandTimeout: 300 });
-    await using locks = new Locks(app);
+    await using locks = new Client(app);
     await redis.call("LOCK.ACQUIRE", "long", "other:1", "10000");
     setTimeout(() => void redis.call("LOCK.UNLOCK", "long", "other:1"), 2_000);
     const started = performance.now();
@@ -50,7 +50,7 @@ describe("waiting", () => {
   });
 
   it("a wait that runs out resolves false (hold: NotAcquired) and leaves nothing", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     await redis.call("LOCK.ACQUIRE", "busy", "other:1", "10000");
     const lock = locks.lock("busy");
     const started = performance.now();
@@ -62,7 +62,7 @@ describe("waiting", () => {
   });
 
   it("an abort ends the server-side wait: rejects with the reason, no blocked client, nothing held", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     await redis.call("LOCK.ACQUIRE", "abort", "other:1", "60000");
     const lock = locks.lock("abort");
     const controller = new AbortController();
@@ -86,7 +86,7 @@ describe("waiting", () => {
   });
 
   it("an abort racing the grant gives the hold back; an aborted signal fails at once", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const lock = locks.lock("race");
     const controller = new AbortController();
     controller.abort();
@@ -105,7 +105,7 @@ describe("waiting", () => {
   });
 
   it("a read-write writer waits for the last reader, a multi-lock for every hold", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     await redis.call("RWLOCK.READ", "rwwait", "other:1", "10000");
     await redis.call("LOCK.ACQUIRE", "mwait", "other:1", "10000");
     setTimeout(() => void redis.call("RWLOCK.UNLOCK", "rwwait", "other:1", "READ"), 300);
@@ -120,8 +120,8 @@ describe("waiting", () => {
     await multi.release();
   });
 
-  it("a wait tries once on the application's connection first; one while another of the Locks waits on that lock does not", async () => {
-    await using locks = new Locks(redis);
+  it("a wait tries once on the application's connection first; one while another of the Client waits on that lock does not", async () => {
+    await using locks = new Client(redis);
     await redis.call("LOCK.ACQUIRE", "line", "other:1", "10000");
     await redis.call("CONFIG", "RESETSTAT");
     const first = locks.lock("line");
@@ -141,7 +141,7 @@ describe("waiting", () => {
   });
 
   it("uncontended acquisitions without a wait limit need no connection of their own; concurrent ones leave in one write", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const handles = Array.from({ length: 8 }, (_, i) => locks.lock(`free:${i}`));
     await Promise.all(handles.map(async (h) => (await h.hold({ lease: 5_000 })).release())); // INFO learned
     await redis.call("CONFIG", "RESETSTAT");

@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import calculateSlot from "cluster-key-slot";
 import { Cluster, type Redis } from "ioredis";
-import { Locks } from "../src/index";
+import { Client } from "../src/index";
 import { startCluster, type Server } from "./support";
 
 describe("cluster", () => {
@@ -77,7 +77,7 @@ describe("cluster", () => {
   }
 
   it("locks on names of every master, each on its slot's master", async () => {
-    await using locks = new Locks(cluster);
+    await using locks = new Client(cluster);
     const names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
     const ports = new Set<number>();
     for (const name of names) {
@@ -93,7 +93,7 @@ describe("cluster", () => {
   });
 
   it("a wait served on the slot's master; a fenced read-write lock; a multi-lock of one hash tag", async () => {
-    await using locks = new Locks(cluster);
+    await using locks = new Client(cluster);
     const master = await ownerOf("cwait");
     await master.call("LOCK.ACQUIRE", "cwait", "other:1", "10000");
     setTimeout(() => void master.call("LOCK.UNLOCK", "cwait", "other:1"), 300);
@@ -112,7 +112,7 @@ describe("cluster", () => {
   });
 
   it("follows MOVED after the slot moved to another master", async () => {
-    await using locks = new Locks(cluster);
+    await using locks = new Client(cluster);
     const name = "moving";
     const lock = locks.lock(name);
     await (await lock.hold({ wait: 0 })).release(); // the slot map is known

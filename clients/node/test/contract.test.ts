@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Locks, type Lock, type ReadWriteLock } from "../src/index";
+import { Client, type Lock, type ReadWriteLock } from "../src/index";
 import { REPO, Server } from "./support";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -49,7 +49,7 @@ function bigOf(value: unknown, what: string): bigint {
 class Run {
   readonly saved = new Map<string, unknown>();
   readonly locks = new Map<string, Lock>();
-  readonly clients = new Map<string, Locks>();
+  readonly clients = new Map<string, Client>();
   readonly connections: Redis[] = [];
   readonly later: Promise<void>[] = [];
 
@@ -266,7 +266,7 @@ class Run {
       const connection = this.server.client(typeof timeout === "number" ? { commandTimeout: timeout } : {});
       this.connections.push(connection);
       const watchdog = options["watchdog_timeout_ms"];
-      this.clients.set(name, new Locks(connection, typeof watchdog === "number" ? { watchdogTimeout: watchdog } : {}));
+      this.clients.set(name, new Client(connection, typeof watchdog === "number" ? { watchdogTimeout: watchdog } : {}));
     }
     const rwlocks = new Map<string, ReadWriteLock>();
     for (const [name, spec] of Object.entries(locks)) {

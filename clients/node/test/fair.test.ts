@@ -8,7 +8,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { LockError, Locks, NotAcquired, NotHeld, NotReentrant } from "../src/index";
+import { LockError, Client, NotAcquired, NotHeld, NotReentrant } from "../src/index";
 import { infoField, Server, waitUntil } from "./support";
 
 /** The owners in a fair lock's line, in order (FAIRLOCK.INFO). */
@@ -34,7 +34,7 @@ describe("fair lock", () => {
   });
 
   it("four waiters are served in the order they arrived, each waiting in the line on the server", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const holder = locks.fairLock("fair:order");
     assert.equal(await holder.acquire({ wait: 0, lease: 10_000 }), true);
     const served: string[] = [];
@@ -61,7 +61,7 @@ describe("fair lock", () => {
   });
 
   it("a wait that runs out and an aborted one leave the line; a try never joins it; nothing is left", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const holder = locks.fairLock("fair:leave");
     await holder.acquire({ wait: 0, lease: 10_000 });
     const lock = locks.fairLock("fair:leave", { fairWait: 5_000 });
@@ -93,7 +93,7 @@ describe("fair lock", () => {
   });
 
   it("re-entry and its release (the latches deleted), the watchdog, a hold forced open found lost", async () => {
-    await using locks = new Locks(redis, { watchdogTimeout: 1_000 });
+    await using locks = new Client(redis, { watchdogTimeout: 1_000 });
     const lock = locks.fairLock("fair:holds");
     assert.equal(lock.fair, true);
     await lock.acquire({ wait: 0 });
@@ -118,7 +118,7 @@ describe("fair lock", () => {
   });
 
   it("the non-reentrant fair lock, and the options refused", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const lock = locks.fairLock("fair:nr", { reentrant: false });
     await lock.acquire({ wait: 0, lease: 5_000 });
     await assert.rejects(lock.acquire({ wait: 0 }), NotReentrant);

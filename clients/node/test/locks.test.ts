@@ -3,13 +3,13 @@
 import { after, before, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { Redis } from "ioredis";
-import { Locks, NotAcquired, NotHeld, NotReentrant, LockError } from "../src/index";
+import { Client, NotAcquired, NotHeld, NotReentrant, LockError } from "../src/index";
 import { Server } from "./support";
 
 describe("locks", () => {
   let server: Server;
   let redis: Redis;
-  let locks: Locks;
+  let locks: Client;
 
   before(async () => {
     server = await Server.start();
@@ -18,7 +18,7 @@ describe("locks", () => {
   beforeEach(async () => {
     await redis.flushall();
     await locks?.close();
-    locks = new Locks(redis);
+    locks = new Client(redis);
   });
   after(async () => {
     await locks?.close();
@@ -30,10 +30,10 @@ describe("locks", () => {
     const b = locks.lock("x");
     assert.match(a.owner, /^[0-9a-f-]{36}:1$/);
     assert.equal(b.owner, `${locks.clientId}:2`);
-    const fixed = new Locks(redis, { clientId: "0b6e7c9e-3f4a-4b1c-9d2e-8f7a6b5c4d3e" });
+    const fixed = new Client(redis, { clientId: "0b6e7c9e-3f4a-4b1c-9d2e-8f7a6b5c4d3e" });
     assert.equal(fixed.lock("x").owner, "0b6e7c9e-3f4a-4b1c-9d2e-8f7a6b5c4d3e:1");
-    assert.throws(() => new Locks(redis, { clientId: "not-a-uuid" }), TypeError);
-    assert.notEqual(new Locks(redis).clientId, locks.clientId);
+    assert.throws(() => new Client(redis, { clientId: "not-a-uuid" }), TypeError);
+    assert.notEqual(new Client(redis).clientId, locks.clientId);
   });
 
   it("two handles are two owners: the second is refused with the holder's pttl", async () => {
@@ -166,11 +166,11 @@ describe("locks", () => {
     await assert.rejects(lock.acquire({ lease: -1 }), RangeError);
     await assert.rejects(lock.acquire({ lease: Number.NaN }), TypeError);
     await assert.rejects(lock.acquire({ wait: -5 }), RangeError);
-    assert.throws(() => new Locks(redis, { watchdogTimeout: 0 }), RangeError);
-    assert.throws(() => new Locks(redis, { sync: { timeout: -1 } }), RangeError);
+    assert.throws(() => new Client(redis, { watchdogTimeout: 0 }), RangeError);
+    assert.throws(() => new Client(redis, { sync: { timeout: -1 } }), RangeError);
     assert.throws(() => locks.lock(""), LockError);
-    assert.throws(() => new Locks({} as Redis), TypeError);
-    assert.throws(() => new Locks(server.client({ keyPrefix: "app:", lazyConnect: true })), /keyPrefix/);
+    assert.throws(() => new Client({} as Redis), TypeError);
+    assert.throws(() => new Client(server.client({ keyPrefix: "app:", lazyConnect: true })), /keyPrefix/);
     assert.equal(await redis.dbsize(), 0);
     // The server's own refusals pass through as ioredis's ReplyError.
     await assert.rejects(locks.lock("a{b").acquire({ wait: 0 }), (e: Error) => e.name === "ReplyError");

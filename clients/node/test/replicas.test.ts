@@ -3,7 +3,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { Redis } from "ioredis";
-import { Locks, NotSynced } from "../src/index";
+import { Client, NotSynced } from "../src/index";
 import { acknowledged, infoField, Server, waitUntil } from "./support";
 
 describe("replica sync", () => {
@@ -27,7 +27,7 @@ describe("replica sync", () => {
   });
 
   it("an acquisition waits for the replica's acknowledgement (WAIT on its own connection)", async () => {
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     await redis.call("CONFIG", "RESETSTAT");
     const lock = locks.lock("synced");
     assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
@@ -37,7 +37,7 @@ describe("replica sync", () => {
   });
 
   it("a frozen replica: NotSynced after the sync timeout, the hold released; sync off does not wait", async () => {
-    await using locks = new Locks(redis, { sync: { timeout: 500 } });
+    await using locks = new Client(redis, { sync: { timeout: 500 } });
     const lock = locks.lock("frozen");
     replica.pause();
     try {
@@ -47,7 +47,7 @@ describe("replica sync", () => {
       assert.ok(elapsed >= 450 && elapsed < 3_000, `${elapsed}`);
       assert.equal(await redis.exists("frozen"), 0);
       assert.equal(lock.held, false);
-      await using unsynced = new Locks(redis, { sync: { enabled: false } });
+      await using unsynced = new Client(redis, { sync: { enabled: false } });
       const quick = unsynced.lock("frozen");
       assert.equal(await quick.acquire({ wait: 0, lease: 10_000 }), true);
       await quick.release();
@@ -61,7 +61,7 @@ describe("replica sync", () => {
     try {
       await waitUntil("the AOF rewrite", async () => (await infoField(redis, "persistence", "aof_rewrite_in_progress")) === "0"
         && (await infoField(redis, "persistence", "aof_enabled")) === "1");
-      await using locks = new Locks(redis);
+      await using locks = new Client(redis);
       const lock = locks.lock("aof");
       assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
       await lock.release();

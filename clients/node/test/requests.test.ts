@@ -11,14 +11,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Locks, type Lock } from "../src/index";
+import { Client, type Lock } from "../src/index";
 import { FaultProxy } from "./proxy";
 import { infoField, Server, waitUntil } from "./support";
 
 interface Kind {
   kind: string;
   command: string;
-  make: (locks: Locks, name: string) => Lock;
+  make: (locks: Client, name: string) => Lock;
   /** A raw holder in the way, and its release; "" is the lock's name. */
   hold: string[];
   free: string[];
@@ -70,7 +70,7 @@ describe("idempotent acquisitions", () => {
         // (its try, on the application's connection, was refused).
         const proxy = await FaultProxy.start(server.port, k.command, name, false, waiting ? ["BLOCK"] : []);
         const app = server.client({ port: proxy.port });
-        const locks = new Locks(app);
+        const locks = new Client(app);
         try {
           // A warm-up on another lock: the dedicated connection's CLIENT ID
           // is answered before the acquisition whose reply is lost.
@@ -139,7 +139,7 @@ describe("idempotent acquisitions", () => {
 
   it("an acquisition sends REQUEST (the latch holds the token, 13.5 s); a multi-lock's does not", async () => {
     await redis.flushall();
-    await using locks = new Locks(redis);
+    await using locks = new Client(redis);
     const lock = locks.fencedLock("req:plain");
     await lock.acquire({ wait: 0, lease: 5_000 });
     const keys = await redis.keys("redisson_lock_request_latch:*");
@@ -161,7 +161,7 @@ describe("idempotent acquisitions", () => {
   // DEL, so its resend is answered from it and one level stays held; the
   // last release's resend finds the hold gone, which counts as released,
   // and nothing is left.
-  const releases: { kind: string; command: string; make: (l: Locks, n: string) => Lock }[] = [
+  const releases: { kind: string; command: string; make: (l: Client, n: string) => Lock }[] = [
     { kind: "plain", command: "LOCK.UNLOCK", make: (l, n) => l.lock(n) },
     { kind: "read", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).readLock() },
     { kind: "write", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).writeLock() },
@@ -172,7 +172,7 @@ describe("idempotent acquisitions", () => {
     it(`${name}: a re-entered release's reply lost frees one level; the last one's lost reply still releases`, async () => {
       const proxy = await FaultProxy.start(server.port, k.command, name);
       const app = server.client({ port: proxy.port });
-      const locks = new Locks(app);
+      const locks = new Client(app);
       const calls = new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=2,`);
       try {
         const lock = k.make(locks, name);
@@ -208,7 +208,7 @@ describe("idempotent acquisitions", () => {
   it("a reply that never comes (the connection left open) is resent after the wait's margin", async () => {
     const proxy = await FaultProxy.start(server.port, "RWLOCK.WRITE", "req:stall", true);
     const app = server.client({ port: proxy.port });
-    const locks = new Locks(app, { replyMargin: 300 });
+    const locks = new Client(app, { replyMargin: 300 });
     try {
       const warm = locks.readWriteLock("req:warm").writeLock();
       await warm.acquire({ wait: 0, lease: 5_000 });

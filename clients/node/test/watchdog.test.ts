@@ -4,7 +4,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Locks, NotHeld, type Lock } from "../src/index";
+import { Client, NotHeld, type Lock } from "../src/index";
 import { Server } from "./support";
 
 /** Waits until the watchdog finds the hold gone: at its next renewal, a third of the lease away, later on a loaded machine. */
@@ -31,7 +31,7 @@ describe("watchdog", () => {
   });
 
   it("keeps a 1 s lease of every kind for 3.5 s, and stops at the release", async () => {
-    await using locks = new Locks(redis, { watchdogTimeout: 1_000 });
+    await using locks = new Client(redis, { watchdogTimeout: 1_000 });
     const plain = locks.lock("wd:plain");
     const write = locks.readWriteLock("wd:rw").writeLock();
     const multi = locks.multiLock([["LOCK", "wd:m1"], ["READ", "wd:m2"]]);
@@ -54,7 +54,7 @@ describe("watchdog", () => {
   });
 
   it("reports a hold forced open: the lost event, onLost, the hold's signal; release is NotHeld", async () => {
-    await using locks = new Locks(redis, { watchdogTimeout: 1_000 });
+    await using locks = new Client(redis, { watchdogTimeout: 1_000 });
     const called: string[] = [];
     const lock = locks.lock("wd:lost", { onLost: (l: Lock, owner: string) => called.push(`${l.name} ${owner}`) });
     const events: string[] = [];
@@ -82,7 +82,7 @@ describe("watchdog", () => {
   });
 
   it("a lease given: no watchdog, the hold ends with it", async () => {
-    await using locks = new Locks(redis, { watchdogTimeout: 1_000 });
+    await using locks = new Client(redis, { watchdogTimeout: 1_000 });
     const lock = locks.lock("wd:lease");
     await lock.acquire({ wait: 0, lease: 500 });
     await sleep(800);
@@ -91,7 +91,7 @@ describe("watchdog", () => {
   });
 
   it("close() stops the watchdogs", async () => {
-    const locks = new Locks(redis, { watchdogTimeout: 600 });
+    const locks = new Client(redis, { watchdogTimeout: 600 });
     await locks.lock("wd:close").acquire({ wait: 0 });
     await locks.close();
     await sleep(900);

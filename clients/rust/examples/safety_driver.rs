@@ -16,7 +16,7 @@
 //! host:port,...: the harness's proxies), `SAFETY_TIMEOUT_MS` (the
 //! Sentinel queries' timeout).
 //!
-//! One [`Locks`] for the driver's life, made by [`Locks::sentinel`] with
+//! One [`Client`] for the driver's life, made by [`Client::sentinel`] with
 //! the announced addresses mapped to this client group's proxies
 //! ([`Sentinels::with_address_map`]): the package asks the Sentinels for
 //! the master and follows every failover itself, keeping what it learned
@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use rwlock_client::{Error, Guard, Lock, Locks, MultiLock, Sentinels};
+use rwlock_client::{Client, Error, Guard, Lock, MultiLock, Sentinels};
 use serde_json::{json, Value};
 
 /// What the harness asks to take: a kind (`Request::kind`) of one lock,
@@ -64,7 +64,7 @@ impl Request {
     /// harness's command streams are.
     fn acquire(
         &self,
-        locks: &Locks,
+        locks: &Client,
         owner: &str,
         lease: Duration,
         wait: Duration,
@@ -89,7 +89,7 @@ impl Request {
 
     /// Releases the owner's hold without its guard (spent by a failed
     /// release, or never had: an acquisition of unknown outcome).
-    fn unlock(&self, locks: &Locks, owner: &str) -> rwlock_client::Result<()> {
+    fn unlock(&self, locks: &Client, owner: &str) -> rwlock_client::Result<()> {
         match self.kind.as_str() {
             "rw" => {
                 let rw = locks.read_write_lock(&self.lock).fenced().with_owner(owner);
@@ -104,7 +104,7 @@ impl Request {
         }
     }
 
-    fn lock(&self, locks: &Locks, owner: &str) -> Lock {
+    fn lock(&self, locks: &Client, owner: &str) -> Lock {
         let lock = match self.kind.as_str() {
             "plain" => locks.lock(&self.lock),
             "fair" => locks.fair_lock(&self.lock),
@@ -114,7 +114,7 @@ impl Request {
         lock.with_owner(owner)
     }
 
-    fn multi(&self, locks: &Locks, owner: &str) -> MultiLock {
+    fn multi(&self, locks: &Client, owner: &str) -> MultiLock {
         self.locks
             .iter()
             .fold(locks.multi_lock(), |multi, name| multi.lock(name))
@@ -132,17 +132,17 @@ struct Attempt {
 struct Driver {
     sentinels: Sentinels,
     /// Made at the first request that finds a master, then kept.
-    locks: Option<Locks>,
+    locks: Option<Client>,
     attempts: HashMap<String, Attempt>,
 }
 
 impl Driver {
-    /// The driver's `Locks`, made when the Sentinels first name a master.
-    fn locks(&mut self) -> Result<Locks, String> {
+    /// The driver's `Client`, made when the Sentinels first name a master.
+    fn locks(&mut self) -> Result<Client, String> {
         if let Some(locks) = &self.locks {
             return Ok(locks.clone());
         }
-        let locks = Locks::sentinel(self.sentinels.clone()).map_err(|e| e.to_string())?;
+        let locks = Client::sentinel(self.sentinels.clone()).map_err(|e| e.to_string())?;
         self.locks = Some(locks.clone());
         Ok(locks)
     }

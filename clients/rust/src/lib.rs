@@ -3,17 +3,17 @@
 //! lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
 //! (`RFencedLock`, returning the fencing token) or non-reentrant, the
 //! multi-lock (taken by the server in one atomic command) and RedLock over
-//! several independent masters; blocking ([`Locks`]) and async on tokio
-//! ([`aio::Locks`]), on the [`redis`] crate.
+//! several independent masters; blocking ([`Client`]) and async on tokio
+//! ([`aio::Client`]), on the [`redis`] crate.
 //!
 //! # Quick start
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use rwlock_client::Locks;
+//! use rwlock_client::Client;
 //!
 //! # fn main() -> Result<(), rwlock_client::Error> {
-//! let locks = Locks::new(redis::Client::open("redis://127.0.0.1:6399/")?);
+//! let locks = Client::new(redis::Client::open("redis://127.0.0.1:6399/")?);
 //!
 //! let orders = locks.read_write_lock("orders");
 //! {
@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rwlock_client::Error> {
-//! let locks = rwlock_client::aio::Locks::new(
+//! let locks = rwlock_client::aio::Client::new(
 //!     redis::Client::open("redis://127.0.0.1:6399/")?,
 //! );
 //! let held = locks.lock("report").acquire().await?;
@@ -46,7 +46,7 @@
 //!
 //! # How the holds behave
 //!
-//! - **Owners** are Redisson's `<client UUID>:<thread id>` ([`Locks`] has
+//! - **Owners** are Redisson's `<client UUID>:<thread id>` ([`Client`] has
 //!   one UUID; an async handle has a number of its own, see
 //!   [`aio`]), so a thread re-enters its holds and Java services
 //!   on Redisson sharing a lock see an ordinary holder.
@@ -77,7 +77,7 @@
 //!   (`checkLockSyncedSlaves`). The replicas expected are the most the
 //!   master was ever seen with ([`Replicas::Auto`], learned from its `INFO`;
 //!   never lowered by what it says later) or a count given.
-//! - **Fair lock**: [`Locks::fair_lock`] (Redisson's `RFairLock`,
+//! - **Fair lock**: [`Client::fair_lock`] (Redisson's `RFairLock`,
 //!   `FAIRLOCK.*`) grants holds in arrival order, waiting in the line on
 //!   the server.
 //! - **Request ids**: every single lock's acquisition carries a fresh
@@ -86,7 +86,7 @@
 //!   first send from its latch, so the hold counts once. A release does
 //!   the same; a re-entered hold's release keeps its latch until the
 //!   owner's last release, so that its resend never frees a second level.
-//! - **Multi-lock**: [`Locks::multi_lock`] takes plain locks and read or
+//! - **Multi-lock**: [`Client::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **RedLock**: [`RedLock`] over independent masters; read its
 //!   documentation for why Redisson deprecated it and why fencing tokens
@@ -94,9 +94,9 @@
 //!
 //! # Servers
 //!
-//! A [`Locks`] made with [`Locks::new`] talks to one server: a standalone
+//! A [`Client`] made with [`Client::new`] talks to one server: a standalone
 //! master or the master of a replicated set. One made with
-//! [`Locks::sentinel`] follows the master that Redis Sentinel names
+//! [`Client::sentinel`] follows the master that Redis Sentinel names
 //! ([`Sentinels`]: their addresses, the master's name, an optional map of
 //! the announced addresses): it asks the Sentinels when made and again
 //! after a call fails as a call to a master that moved does (its
@@ -104,7 +104,7 @@
 //! calls, renewals and releases to the master they name, keeping what it
 //! learned of the replicas (the deployment's: a promoted replica is
 //! expected to have as many as the master before it). One made with
-//! [`Locks::cluster`] takes each lock on
+//! [`Client::cluster`] takes each lock on
 //! the master of its hash slot in a Redis Cluster, found from a seed node
 //! by following the cluster's redirections (`MOVED`, `ASK`), and checks
 //! that master's replicas; a multi-lock's names must share a hash tag. A
@@ -125,10 +125,12 @@
 //   error, owner → command → sentinel → options, cluster, pool →
 //   connection → sync, watchdog
 //   → handle (what both clients share) → guard (the blocking acquisition
-//   and its guard) → lock, rwlock, multi → locks;
+//   and its guard) → lock, rwlock, multi → client;
 //   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).
 pub mod aio;
+mod builders;
+mod client;
 mod cluster;
 mod command;
 mod connection;
@@ -136,7 +138,6 @@ mod error;
 mod guard;
 mod handle;
 mod lock;
-mod locks;
 mod multi;
 mod options;
 mod owner;
@@ -147,11 +148,11 @@ mod sentinel;
 mod sync;
 mod watchdog;
 
+pub use client::Client;
 pub use command::Kind;
 pub use error::{Error, Result};
 pub use guard::Guard;
 pub use lock::Lock;
-pub use locks::Locks;
 pub use multi::MultiLock;
 pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::builders::lock_builders;
 use crate::command::Wait;
 use crate::error::Result;
 use crate::guard::{Guard, Handle};
@@ -12,43 +13,7 @@ use crate::guard::{Guard, Handle};
 pub struct Lock(pub(crate) Handle);
 
 impl Lock {
-    /// Every acquisition takes the next fencing token ([`Guard::token`]).
-    pub fn fenced(self) -> Lock {
-        Lock(self.0.fenced())
-    }
-
-    /// The holder taking the lock again is an error instead of a re-entry
-    /// (`NOREENTRY`).
-    pub fn non_reentrant(self) -> Lock {
-        Lock(self.0.non_reentrant())
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> Lock {
-        Lock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection, which the guard keeps open: the
-    /// server renews them and releases them when it closes (`SESSION`).
-    pub fn with_session(self) -> Lock {
-        Lock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> Lock {
-        Lock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of `<client id>:<thread id>`.
-    pub fn with_owner(self, owner: &str) -> Lock {
-        Lock(self.0.with_owner(owner))
-    }
+    lock_builders!(Lock, "the watchdog's thread", fenced, non_reentrant);
 
     /// The lock's name.
     pub fn name(&self) -> &str {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::builders::lock_builders;
 use crate::command::{Kind, Wait};
 use crate::error::Result;
 use crate::guard::{Guard, Handle};
@@ -13,12 +14,10 @@ use crate::guard::{Guard, Handle};
 /// multi-lock, which takes the locks one by one, no one ever sees part of
 /// them taken.
 #[derive(Clone)]
-pub struct MultiLock(Handle);
+pub struct MultiLock(pub(crate) Handle);
 
 impl MultiLock {
-    pub(crate) fn new(handle: Handle) -> MultiLock {
-        MultiLock(handle)
-    }
+    lock_builders!(MultiLock, "the watchdog's thread");
 
     /// Adds the plain lock `name`.
     pub fn lock(self, name: &str) -> MultiLock {
@@ -38,32 +37,6 @@ impl MultiLock {
     /// Adds a hold of this kind.
     pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
         MultiLock(self.0.hold(kind, name))
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> MultiLock {
-        MultiLock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection (`SESSION`), see [`crate::Options::session`].
-    pub fn with_session(self) -> MultiLock {
-        MultiLock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> MultiLock {
-        MultiLock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of `<client id>:<thread id>`.
-    pub fn with_owner(self, owner: &str) -> MultiLock {
-        MultiLock(self.0.with_owner(owner))
     }
 
     /// The owner an acquisition by the calling thread takes the holds for:

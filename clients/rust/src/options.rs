@@ -24,7 +24,7 @@ use std::time::Duration;
 /// pipeline) and keeps the highest number it ever saw for that master: a
 /// master saying fewer replicas later does not lower it, so its
 /// acquisitions fail ([`crate::Error::NotSynced`]) instead of being
-/// acknowledged by nobody. Lowering it takes a new `Locks` (or
+/// acknowledged by nobody. Lowering it takes a new `Client` (or
 /// [`Replicas::Exactly`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncOptions {

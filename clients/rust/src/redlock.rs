@@ -150,7 +150,7 @@ impl Spec {
 /// it (Martin Kleppmann, "How to do distributed locking", 2016). No lock
 /// service alone prevents that: the resource has to refuse the stale
 /// holder. A *fencing token* does: take the lock fenced
-/// ([`crate::Locks::fenced_lock`]), send the token with every write, and
+/// ([`crate::Client::fenced_lock`]), send the token with every write, and
 /// have the storage reject a token lower than the highest it has seen (see
 /// the project's docs/redisson.md). Use RedLock only where its timing
 /// assumptions are acceptable, and never as the only guard of data.

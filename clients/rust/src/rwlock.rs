@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::builders::lock_builders;
 use crate::command::{Kind, Wait};
 use crate::error::Result;
 use crate::guard::{Guard, Handle};
@@ -9,43 +10,10 @@ use crate::guard::{Guard, Handle};
 /// A read-write lock: many readers or one writer. Re-entrant per owner; the
 /// writer may also read, a reader cannot upgrade to write.
 #[derive(Clone)]
-pub struct ReadWriteLock(Handle);
+pub struct ReadWriteLock(pub(crate) Handle);
 
 impl ReadWriteLock {
-    pub(crate) fn new(handle: Handle) -> ReadWriteLock {
-        ReadWriteLock(handle)
-    }
-
-    /// Write holds take the next fencing token ([`Guard::token`]).
-    pub fn fenced(self) -> ReadWriteLock {
-        ReadWriteLock(self.0.fenced())
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection (`SESSION`), see [`crate::Options::session`].
-    pub fn with_session(self) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's thread, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> ReadWriteLock {
-        ReadWriteLock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of `<client id>:<thread id>`.
-    pub fn with_owner(self, owner: &str) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_owner(owner))
-    }
+    lock_builders!(ReadWriteLock, "the watchdog's thread", fenced);
 
     /// The lock's name.
     pub fn name(&self) -> &str {

@@ -40,7 +40,7 @@ const REASK: Duration = Duration::from_millis(100);
 type AddressMap = Arc<dyn Fn(&str, u16) -> (String, u16) + Send + Sync>;
 
 /// The Sentinels of a deployment and the name they know its master by:
-/// what [`crate::Locks::sentinel`] and [`crate::aio::Locks::sentinel`]
+/// what [`crate::Client::sentinel`] and [`crate::aio::Client::sentinel`]
 /// follow. The master is connected to with [`Sentinels::with_master_settings`]
 /// (database, user, password, protocol: none by default), at the address
 /// the Sentinels announce, mapped by [`Sentinels::with_address_map`] when

@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use rwlock_client::aio::Locks;
+use rwlock_client::aio::Client;
 use rwlock_client::{Error, Options};
 use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
-fn locks(server: &Server, options: Options) -> Locks {
-    Locks::new(server.client()).with_options(options)
+fn locks(server: &Server, options: Options) -> Client {
+    Client::new(server.client()).with_options(options)
 }
 
 fn refused<T: std::fmt::Debug>(attempt: Result<T, Error>) -> i64 {

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Locks, Options};
+use rwlock_client::{aio, Client, Options};
 use testkit::{info_field, query, run_bounded, wait_until, Server};
 
 fn node_args() -> Vec<&'static str> {
@@ -100,7 +100,7 @@ fn waits(nodes: &[Server]) -> u64 {
 #[test]
 fn locks_live_on_their_slots_master_and_are_acknowledged_by_its_replica() {
     let nodes = cluster();
-    let locks = Locks::cluster(nodes[0].client()).with_options(Options {
+    let locks = Client::cluster(nodes[0].client()).with_options(Options {
         response_timeout: Some(Duration::from_millis(500)),
         ..Options::default()
     });
@@ -140,7 +140,7 @@ fn locks_live_on_their_slots_master_and_are_acknowledged_by_its_replica() {
         .lock("{batch}:a")
         .write("{batch}:b")
         .acquire();
-    let other = Locks::cluster(nodes[3].client());
+    let other = Client::cluster(nodes[3].client());
     let blocked = thread::spawn(move || {
         let got = other.lock("alpha").try_acquire(Duration::from_secs(10));
         (got.map(|g| g.owner().to_string()), Instant::now())
@@ -167,7 +167,7 @@ fn locks_live_on_their_slots_master_and_are_acknowledged_by_its_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_locks_in_a_cluster() {
     let nodes = cluster();
-    let locks = aio::Locks::cluster(nodes[1].client());
+    let locks = aio::Client::cluster(nodes[1].client());
     let mut guards = Vec::new();
     for name in ["alpha", "beta", "gamma", "delta"] {
         guards.push(locks.lock(name).acquire().await.expect("lock"));

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rwlock_client::{aio, Locks};
+use rwlock_client::{aio, Client};
 use testkit::{info_field, query, wait_until, Server};
 
 const CYCLES: usize = 20;
@@ -53,7 +53,7 @@ fn assert_two_requests_a_cycle(conn: &mut testkit::Conn, opened_before: u64) {
 #[test]
 fn a_blocking_cycle_reuses_its_connection() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client());
+    let locks = Client::new(server.client());
     let lock = locks.lock("c:blocking");
     // The first cycle connects and learns the master (INFO).
     lock.acquire().expect("acquire").release().expect("release");
@@ -73,7 +73,7 @@ fn a_blocking_cycle_reuses_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_cycle_reuses_its_connection() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = aio::Locks::new(server.client());
+    let locks = aio::Client::new(server.client());
     let lock = locks.lock("c:async");
     let first = lock.acquire().await.expect("acquire");
     first.release().await.expect("release");
@@ -93,7 +93,7 @@ async fn an_async_cycle_reuses_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = aio::Locks::new(server.client());
+    let locks = aio::Client::new(server.client());
     let holder = locks.lock("c:cancel");
     let held = holder.acquire().await.expect("held");
     let waiter = locks.lock("c:cancel");

@@ -1,6 +1,6 @@
 //! The client contract's shared scenarios (`clients/contract/scenarios.json`,
 //! or the file `RWLOCK_SCENARIOS` names), run through the blocking client
-//! ([`Locks`]) against one server with the module, as
+//! ([`Client`]) against one server with the module, as
 //! `clients/contract/README.md` says: each scenario on a flushed server
 //! with its command statistics reset, its steps in order on this thread (so
 //! each lock's owner, `<client id>:<thread id>`, is fixed for it), its
@@ -14,7 +14,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use rwlock_client::{Error, Guard, Lock, Locks, MultiLock, Options, ReadWriteLock};
+use rwlock_client::{Client, Error, Guard, Lock, MultiLock, Options, ReadWriteLock};
 use serde_json::{Map, Value as Json};
 use testkit::{workspace_root, Server};
 
@@ -537,7 +537,7 @@ enum LockObject {
 impl LockObject {
     fn make(
         spec: &LockSpec,
-        locks: &Locks,
+        locks: &Client,
         read_write: &mut HashMap<(String, String), (ReadWriteLock, bool)>,
     ) -> Outcome<LockObject> {
         let name = spec.name.as_deref().unwrap_or_default();
@@ -906,11 +906,11 @@ fn run(server: &Server, scenario: &Scenario) -> Outcome {
             .query(&mut conn)
             .map_err(|e| format!("{reset:?}: {e}"))?;
     }
-    let clients: HashMap<&str, Locks> = scenario
+    let clients: HashMap<&str, Client> = scenario
         .clients
         .iter()
         .map(|(name, options)| {
-            let locks = Locks::new(server.client()).with_options(options.clone());
+            let locks = Client::new(server.client()).with_options(options.clone());
             (name.as_str(), locks)
         })
         .collect();

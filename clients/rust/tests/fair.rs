@@ -1,4 +1,4 @@
-//! The fair lock (`Locks::fair_lock`, Redisson's `RFairLock` on
+//! The fair lock (`Client::fair_lock`, Redisson's `RFairLock` on
 //! `FAIRLOCK.*`): waiters served in arrival order, a wait that runs out
 //! leaves the line (the server's own timeout path) and leaves no key, a try
 //! never joins it, the watchdog renews a fair hold with `LOCK.RENEW` and
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Error, Locks, Options};
+use rwlock_client::{aio, Client, Error, Options};
 use testkit::{all_keys, query, wait_until, Server};
 
 /// The owners waiting in `name`'s line, in order.
@@ -31,7 +31,7 @@ fn count(conn: &mut testkit::Conn, name: &str, owner: &str) -> Option<i64> {
 #[test]
 fn waiters_are_served_in_arrival_order_and_leave_no_key() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client());
+    let locks = Client::new(server.client());
     let lease = Duration::from_secs(30);
     let holder = locks
         .fair_lock("fair:order")
@@ -79,7 +79,7 @@ fn waiters_are_served_in_arrival_order_and_leave_no_key() {
 #[test]
 fn a_wait_that_runs_out_leaves_the_line_and_a_try_never_joins_it() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client());
+    let locks = Client::new(server.client());
     let holder = locks
         .fair_lock("fair:timeout")
         .with_owner("holder:1")
@@ -122,7 +122,7 @@ fn a_wait_that_runs_out_leaves_the_line_and_a_try_never_joins_it() {
 #[test]
 fn reentry_and_the_non_reentrant_fair_lock() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client());
+    let locks = Client::new(server.client());
     let lock = locks.fair_lock("fair:reentry");
     let first = lock.try_acquire(Duration::ZERO).expect("first");
     let second = lock.try_acquire(Duration::from_secs(1)).expect("re-entry");
@@ -157,7 +157,7 @@ fn reentry_and_the_non_reentrant_fair_lock() {
 #[test]
 fn the_watchdog_renews_a_fair_hold_and_reports_it_lost() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client()).with_options(Options {
+    let locks = Client::new(server.client()).with_options(Options {
         watchdog_timeout: Duration::from_secs(1),
         ..Options::default()
     });
@@ -193,7 +193,7 @@ fn the_async_fair_lock_serves_in_arrival_order() {
         .enable_all()
         .build()
         .expect("runtime");
-    let locks = aio::Locks::new(server.client());
+    let locks = aio::Client::new(server.client());
     let served = Arc::new(Mutex::new(Vec::new()));
     runtime.block_on(async {
         let holder = locks

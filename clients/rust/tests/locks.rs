@@ -7,12 +7,12 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{Error, Locks, Options};
+use rwlock_client::{Client, Error, Options};
 use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
-fn locks(server: &Server, options: Options) -> Locks {
+fn locks(server: &Server, options: Options) -> Client {
     let client = redis::Client::open(server.url()).expect("url");
-    Locks::new(client).with_options(options)
+    Client::new(client).with_options(options)
 }
 
 fn refused<T: std::fmt::Debug>(attempt: Result<T, Error>) -> i64 {

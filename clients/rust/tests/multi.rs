@@ -7,7 +7,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Error, Locks, Options};
+use rwlock_client::{aio, Client, Error, Options};
 use testkit::{query, wait_until, Server};
 
 fn one_second_watchdog() -> Options {
@@ -25,8 +25,8 @@ fn exists(conn: &mut testkit::Conn, key: &str) -> bool {
 #[test]
 fn a_multi_lock_takes_all_or_nothing_and_releases_all() {
     let (server, mut conn) = Server::started(&[]);
-    let a = Locks::new(server.client());
-    let b = Locks::new(server.client());
+    let a = Client::new(server.client());
+    let b = Client::new(server.client());
     let multi = a.multi_lock().lock("m:a").write("m:b").read("m:c");
     let held = multi.acquire().expect("all three");
     for key in ["m:a", "m:b", "m:c"] {
@@ -57,8 +57,8 @@ fn a_multi_lock_takes_all_or_nothing_and_releases_all() {
 #[test]
 fn a_multi_lock_waits_on_the_server_and_its_watchdog_renews_all() {
     let (server, mut conn) = Server::started(&[]);
-    let holder = Locks::new(server.client()).with_options(one_second_watchdog());
-    let waiter = Locks::new(server.client()).with_options(one_second_watchdog());
+    let holder = Client::new(server.client()).with_options(one_second_watchdog());
+    let waiter = Client::new(server.client()).with_options(one_second_watchdog());
     let blocker = holder.lock("w:a").acquire().expect("lock");
     let release = thread::spawn(move || {
         thread::sleep(Duration::from_millis(1_200));
@@ -92,7 +92,7 @@ fn a_multi_lock_waits_on_the_server_and_its_watchdog_renews_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_multi_lock() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = aio::Locks::new(server.client()).with_options(one_second_watchdog());
+    let locks = aio::Client::new(server.client()).with_options(one_second_watchdog());
     let held = locks
         .multi_lock()
         .lock("am:a")
@@ -100,7 +100,7 @@ async fn async_multi_lock() {
         .acquire()
         .await
         .expect("multi-lock");
-    let rival = aio::Locks::new(server.client());
+    let rival = aio::Client::new(server.client());
     let refused = rival.lock("am:a").try_acquire(Duration::ZERO).await;
     assert!(
         matches!(refused, Err(Error::NotAcquired { .. })),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Aof, Error, Locks, Options, Replicas, SyncOptions};
+use rwlock_client::{aio, Aof, Client, Error, Options, Replicas, SyncOptions};
 use testkit::{all_keys, info_field, query, wait_until, Server};
 
 /// How many times the server ran `command` (INFO commandstats).
@@ -130,7 +130,7 @@ impl TurnProxy {
 #[test]
 fn without_replicas_nothing_is_waited_for() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client()).with_options(options(1_000, true));
+    let locks = Client::new(server.client()).with_options(options(1_000, true));
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(&mut conn)
@@ -158,7 +158,7 @@ fn an_uncontended_cycle_is_two_round_trips() {
     let (server, mut conn) = Server::started(&[]);
     let proxy = TurnProxy::start(server.port);
     let lease = Duration::from_secs(10);
-    let locks = Locks::new(proxy.client());
+    let locks = Client::new(proxy.client());
     let lock = locks.lock("cycle").with_lease(lease);
     lock.acquire().expect("first").release().expect("released");
     let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
@@ -177,7 +177,7 @@ fn an_uncontended_cycle_is_two_round_trips() {
         .build()
         .expect("runtime");
     let turns = runtime.block_on(async {
-        let locks = aio::Locks::new(proxy.client());
+        let locks = aio::Client::new(proxy.client());
         let lock = locks.lock("cycle-async").with_lease(lease);
         lock.acquire()
             .await
@@ -210,12 +210,12 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
     let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
     let replica = master.start_replica(&[]);
     let mut conn = master.conn();
-    let locks = Locks::new(master.client()).with_options(options(2_000, false));
+    let locks = Client::new(master.client()).with_options(options(2_000, false));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let async_locks = aio::Locks::new(master.client()).with_options(options(2_000, false));
+    let async_locks = aio::Client::new(master.client()).with_options(options(2_000, false));
     let held = locks.lock("known").acquire().expect("acknowledged");
     let mut on_replica = replica.conn();
     let on: i64 = query(&mut on_replica, &["EXISTS", "known"]);
@@ -262,7 +262,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
         all_keys(&mut conn)
     );
     // Pointed at the former replica, a master now (what a Sentinel names
-    // after a failover), the same Locks expects the deployment's replica
+    // after a failover), the same Client expects the deployment's replica
     // there too: a node just promoted has none yet.
     let promoted = locks.clone().with_master(replica.client());
     match promoted.lock("moved").acquire() {
@@ -279,7 +279,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
     );
     assert!(all_keys(&mut on_replica).is_empty(), "released again");
     // The user says no replica is needed: acknowledged by the master alone.
-    let alone = Locks::new(master.client()).with_options(replicas(0));
+    let alone = Client::new(master.client()).with_options(replicas(0));
     let _held = alone.lock("lost").acquire().expect("no replica expected");
 }
 
@@ -289,7 +289,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
 #[test]
 fn a_master_refusing_writes_without_replicas_fails_acquisitions() {
     let (server, mut conn) = Server::started(&["--min-replicas-to-write", "1"]);
-    let locks = Locks::new(server.client());
+    let locks = Client::new(server.client());
     match locks.lock("refused").acquire() {
         Err(Error::NotSynced { replied, .. }) => {
             assert!(replied.contains("NOREPLICAS"), "{replied}");
@@ -301,7 +301,7 @@ fn a_master_refusing_writes_without_replicas_fails_acquisitions() {
         .build()
         .expect("runtime");
     let refused = runtime.block_on(async {
-        let locks = aio::Locks::new(server.client());
+        let locks = aio::Client::new(server.client());
         locks.fair_lock("refused-fair").acquire().await.map(|_| ())
     });
     assert!(
@@ -323,7 +323,7 @@ fn a_master_writing_an_aof_confirms_its_fsync() {
         .expect("COMMAND INFO");
     let has_waitaof = known.first().is_some_and(|v| *v != redis::Value::Nil);
     let before = calls(&mut conn, "waitaof");
-    let locks = Locks::new(server.client()).with_options(options(1_000, true));
+    let locks = Client::new(server.client()).with_options(options(1_000, true));
     let held = locks.lock("durable").acquire();
     assert!(held.is_ok(), "{held:?}");
     let sent = calls(&mut conn, "waitaof") - before;
@@ -334,7 +334,7 @@ fn a_master_writing_an_aof_confirms_its_fsync() {
     );
     drop(held);
     // Turned off, nothing is waited for.
-    let quick = Locks::new(server.client()).with_options(options(1_000, false));
+    let quick = Client::new(server.client()).with_options(options(1_000, false));
     let _held = quick.lock("quick").acquire().expect("lock");
     assert_eq!(calls(&mut conn, "waitaof") - before, sent);
 }
@@ -346,8 +346,8 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
     let mut conn = master.conn();
     // A live replica acknowledges well within 2 s, however loaded the
     // machine; the frozen one below is given 300 ms.
-    let synced = Locks::new(master.client()).with_options(options(2_000, false));
-    let locks = Locks::new(master.client()).with_options(options(300, false));
+    let synced = Client::new(master.client()).with_options(options(2_000, false));
+    let locks = Client::new(master.client()).with_options(options(300, false));
     let waits = calls(&mut conn, "wait");
 
     let held = synced.lock("synced").acquire().expect("lock");
@@ -370,7 +370,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
     let blocker = synced.lock("handed-over").acquire().expect("lock");
     replica.signal("STOP");
     let waiter = {
-        let locks = Locks::new(master.client()).with_options(options(300, false));
+        let locks = Client::new(master.client()).with_options(options(300, false));
         std::thread::spawn(move || {
             locks
                 .lock("handed-over")
@@ -393,7 +393,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
         .build()
         .expect("runtime")
         .block_on(async {
-            let locks = aio::Locks::new(master.client()).with_options(options(300, false));
+            let locks = aio::Client::new(master.client()).with_options(options(300, false));
             locks
                 .read_write_lock("unsynced-async")
                 .write()
@@ -424,7 +424,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
     );
 
     // Turned off, nothing is waited for.
-    let unchecked = Locks::new(master.client()).with_options(Options {
+    let unchecked = Client::new(master.client()).with_options(Options {
         sync: SyncOptions {
             enabled: false,
             ..SyncOptions::default()

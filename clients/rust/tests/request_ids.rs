@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Guard, Locks, Options};
+use rwlock_client::{aio, Client, Guard, Options};
 use testkit::{query, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
@@ -209,7 +209,7 @@ impl KindOf {
 
     /// Acquires `name` (waiting at most `wait`): the guard and the hash
     /// field of its owner's count.
-    fn acquire(self, locks: &Locks, name: &str, wait: Duration) -> (Guard, String) {
+    fn acquire(self, locks: &Client, name: &str, wait: Duration) -> (Guard, String) {
         let lease = Duration::from_secs(10);
         match self {
             KindOf::Plain | KindOf::Fenced | KindOf::NonReentrant | KindOf::Fair => {
@@ -237,8 +237,8 @@ impl KindOf {
     }
 }
 
-fn locks_on(url: &str) -> Locks {
-    Locks::new(redis::Client::open(url).expect("url")).with_options(Options::default())
+fn locks_on(url: &str) -> Client {
+    Client::new(redis::Client::open(url).expect("url")).with_options(Options::default())
 }
 
 #[test]
@@ -373,7 +373,7 @@ fn the_async_client_resends_a_lost_reply_with_its_id() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let locks = aio::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let locks = aio::Client::new(redis::Client::open(proxy.url()).expect("url"));
         let lock = locks
             .fenced_lock("req:async")
             .with_lease(Duration::from_secs(10));
@@ -492,7 +492,7 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let locks = aio::Locks::new(redis::Client::open(proxy.url()).expect("url"));
+        let locks = aio::Client::new(redis::Client::open(proxy.url()).expect("url"));
         let lock = locks.lock("rel:async").with_lease(Duration::from_secs(10));
         let outer = lock.try_acquire(Duration::ZERO).await.expect("acquired");
         let inner = lock.try_acquire(Duration::ZERO).await.expect("re-entered");

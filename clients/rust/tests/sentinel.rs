@@ -1,4 +1,4 @@
-//! `Locks::sentinel` and `aio::Locks::sentinel` against a real Sentinel: a
+//! `Client::sentinel` and `aio::Client::sentinel` against a real Sentinel: a
 //! master with the module, its replica, and a `redis-server --sentinel`
 //! (quorum 1, down-after 1 s). The master is paused past its failover;
 //! Sentinel promotes the replica; both clients follow it (the blocking one
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rwlock_client::{aio, Error, Locks, Sentinels};
+use rwlock_client::{aio, Client, Error, Sentinels};
 use testkit::{query, redis_server_bin, unique, wait_until, Server};
 
 const NAME: &str = "rwlock-rust";
@@ -107,7 +107,7 @@ fn the_locks_follow_a_failover_and_keep_the_deployments_replica_count() {
 
     // Nobody watches this name: the constructor says so.
     let unknown = Sentinels::new([sentinel.url()], "nobody").expect("sentinels");
-    match Locks::sentinel(unknown) {
+    match Client::sentinel(unknown) {
         Err(Error::Redis(e)) => {
             assert_eq!(e.kind(), redis::ErrorKind::MasterNameNotFoundBySentinel)
         }
@@ -124,7 +124,7 @@ fn the_locks_follow_a_failover_and_keep_the_deployments_replica_count() {
             counted.fetch_add(1, Ordering::SeqCst);
             (host.to_string(), port)
         });
-    let locks = Locks::sentinel(sentinels.clone()).expect("the master");
+    let locks = Client::sentinel(sentinels.clone()).expect("the master");
     assert_eq!(
         mapped.load(Ordering::SeqCst),
         1,
@@ -135,7 +135,7 @@ fn the_locks_follow_a_failover_and_keep_the_deployments_replica_count() {
         .build()
         .expect("runtime");
     let async_locks = runtime
-        .block_on(aio::Locks::sentinel(sentinels))
+        .block_on(aio::Client::sentinel(sentinels))
         .expect("the master (async)");
 
     let lease = Duration::from_secs(60);

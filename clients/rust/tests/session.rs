@@ -7,7 +7,7 @@
 use std::thread;
 use std::time::Duration;
 
-use rwlock_client::{aio, Locks, Options};
+use rwlock_client::{aio, Client, Options};
 use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
 /// A lease of 1 s: a hold the server did not keep would be gone after it.
@@ -25,7 +25,7 @@ fn exists(conn: &mut testkit::Conn, key: &str) -> bool {
 #[test]
 fn session_holds_live_with_their_connection() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client()).with_options(one_second());
+    let locks = Client::new(server.client()).with_options(one_second());
     let plain = locks
         .lock("s:lock")
         .with_session()
@@ -69,7 +69,7 @@ fn session_holds_live_with_their_connection() {
 #[test]
 fn a_session_multi_lock() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = Locks::new(server.client()).with_options(one_second());
+    let locks = Client::new(server.client()).with_options(one_second());
     let multi = locks
         .multi_lock()
         .lock("sm:a")
@@ -92,7 +92,7 @@ fn a_session_multi_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_session_holds() {
     let (server, mut conn) = Server::started(&[]);
-    let locks = aio::Locks::new(server.client()).with_options(one_second());
+    let locks = aio::Client::new(server.client()).with_options(one_second());
     let session = locks
         .lock("as:lock")
         .with_session()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rwlock_client::aio::{Guard, Locks};
+use rwlock_client::aio::{Client, Guard};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// rslock's lease: the watchdog lease our locks take without one (30 s), so
@@ -221,7 +221,7 @@ async fn main() {
     let warmup: f64 = get("warmup", "0.5").parse().expect("--warmup");
     let url = format!("redis://127.0.0.1:{port}/");
 
-    let locks = Locks::new(redis::Client::open(url.as_str()).expect("client"));
+    let locks = Client::new(redis::Client::open(url.as_str()).expect("client"));
     let waits = rslock::LockManager::new(vec![url.clone()]);
     // A try is one attempt: rslock's retries (3, 0-200 ms apart) are for waits.
     let mut tries = waits.clone();

@@ -25,6 +25,7 @@ each acquisition waits for the master's replicas (`ReplicaSync`).
 
 from ._core import ReplicaSync
 from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
+from .client import Client
 from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
@@ -32,6 +33,7 @@ from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 
 __all__ = [
+    "Client",
     "FairLock",
     "Lock",
     "LockBase",

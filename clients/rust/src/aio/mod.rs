@@ -13,7 +13,7 @@
 //! waiting future closes its connection: the server drops the waiter.
 //!
 //! An async task moves between threads, so an async lock's owner is not
-//! the thread's: each handle ([`Locks::lock`] and the like) gets its own,
+//! the thread's: each handle ([`Client::lock`] and the like) gets its own,
 //! `<client id>:<number>`, shared by its clones. The holds of one handle
 //! re-enter each other; two handles of the same name are two owners.
 
@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
+use crate::builders::{client_builders, lock_builders};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
 use crate::handle::{self, first, single, Hold};
-use crate::options::Options;
 use crate::owner;
 use crate::pool::Pools;
 use crate::sentinel::{self, Followed, Place, Sentinels};
@@ -38,88 +38,21 @@ use crate::sync::{self, Plan, Trip};
 use crate::watchdog::AsyncWatchdog;
 
 /// The async locks of one client: a client id and the options, as
-/// [`crate::Locks`].
+/// [`crate::Client`].
 #[derive(Clone)]
-pub struct Locks(handle::Client);
+pub struct Client(handle::Client);
 
-impl Locks {
-    /// Locks on the server `client` connects to, with the default options.
-    pub fn new(client: redis::Client) -> Locks {
-        Locks(handle::Client::new(Endpoint::Server(client)))
-    }
+impl Client {
+    client_builders!(Client);
 
-    /// Locks on the master of the deployment `sentinels` watch, as
-    /// [`crate::Locks::sentinel`]: the Sentinels are asked for it now, and
+    /// A client of the master of the deployment `sentinels` watch, as
+    /// [`crate::Client::sentinel`]: the Sentinels are asked for it now, and
     /// again after a call fails as one to a master that moved does.
-    pub async fn sentinel(sentinels: Sentinels) -> Result<Locks> {
+    pub async fn sentinel(sentinels: Sentinels) -> Result<Client> {
         let master = sentinel::find(&sentinels).await?;
-        Ok(Locks(handle::Client::new(Endpoint::sentinel(
+        Ok(Client(handle::Client::new(Endpoint::sentinel(
             sentinels, master,
         ))))
-    }
-
-    /// Locks in the Redis Cluster `seed` is a node of, as
-    /// [`crate::Locks::cluster`].
-    pub fn cluster(seed: redis::Client) -> Locks {
-        Locks(handle::Client::new(Endpoint::cluster(seed)))
-    }
-
-    /// The same locks (client id, options, holds) on another master of the
-    /// same replicated set: the one a Sentinel names after a failover. What
-    /// was learned of the replicas is the deployment's and carries over, so
-    /// a promoted replica's acquisitions wait for as many replicas as the
-    /// old master's did ([`crate::Replicas::Auto`] never lowers it), which
-    /// a new `Locks` for the new master would learn from a node that may
-    /// not have them yet. Holds taken before are renewed and released on
-    /// the master that granted them. ([`Locks::sentinel`] does this by
-    /// itself; a `Locks` it made stops following once given a master.)
-    pub fn with_master(self, master: redis::Client) -> Locks {
-        Locks(self.0.with_master(master))
-    }
-
-    /// The same locks with these options.
-    pub fn with_options(self, options: Options) -> Locks {
-        Locks(self.0.with_options(options))
-    }
-
-    /// The same locks with this client id (the first part of every owner)
-    /// instead of the random UUID each `Locks` gets: for a process that
-    /// must keep its owners across restarts. Never share one with another
-    /// client or a Redisson instance: their owners would be the same.
-    /// [`crate::Error::InvalidArgument`] when empty.
-    pub fn with_client_id(self, client_id: &str) -> Result<Locks> {
-        Ok(Locks(self.0.with_client_id(client_id)?))
-    }
-
-    /// This client's id, the first part of its owners.
-    pub fn client_id(&self) -> &str {
-        self.0.client_id()
-    }
-
-    /// The plain lock `name`.
-    pub fn lock(&self, name: &str) -> Lock {
-        Lock(self.handle(Target::single(Kind::Lock, name)))
-    }
-
-    /// The fenced lock `name`: every acquisition returns the next token.
-    pub fn fenced_lock(&self, name: &str) -> Lock {
-        self.lock(name).fenced()
-    }
-
-    /// The fair lock `name`, as [`crate::Locks::fair_lock`].
-    pub fn fair_lock(&self, name: &str) -> Lock {
-        Lock(self.handle(Target::single(Kind::Lock, name)).fair())
-    }
-
-    /// The read-write lock `name`.
-    pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
-        ReadWriteLock(self.handle(Target::single(Kind::Read, name)))
-    }
-
-    /// Several holds taken at once (`LOCK.ACQUIREALL`), see
-    /// [`crate::MultiLock`].
-    pub fn multi_lock(&self) -> MultiLock {
-        MultiLock(self.handle(Target::multi()))
     }
 
     /// A handle with an owner of its own.
@@ -555,41 +488,7 @@ impl Handle {
 pub struct Lock(Handle);
 
 impl Lock {
-    /// Every acquisition takes the next fencing token.
-    pub fn fenced(self) -> Lock {
-        Lock(self.0.fenced())
-    }
-
-    /// Taking it again is an error instead of a re-entry (`NOREENTRY`).
-    pub fn non_reentrant(self) -> Lock {
-        Lock(self.0.non_reentrant())
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> Lock {
-        Lock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(self) -> Lock {
-        Lock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> Lock {
-        Lock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of the handle's own.
-    pub fn with_owner(self, owner: &str) -> Lock {
-        Lock(self.0.with_owner(owner))
-    }
+    lock_builders!(Lock, "the watchdog's tokio task", fenced, non_reentrant);
 
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
@@ -624,36 +523,7 @@ impl Lock {
 pub struct ReadWriteLock(Handle);
 
 impl ReadWriteLock {
-    /// Write holds take the next fencing token.
-    pub fn fenced(self) -> ReadWriteLock {
-        ReadWriteLock(self.0.fenced())
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(self) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> ReadWriteLock {
-        ReadWriteLock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of the handle's own.
-    pub fn with_owner(self, owner: &str) -> ReadWriteLock {
-        ReadWriteLock(self.0.with_owner(owner))
-    }
+    lock_builders!(ReadWriteLock, "the watchdog's tokio task", fenced);
 
     /// The owner this handle's holds belong to (its read and write holds
     /// share it, so the writer may also read).
@@ -716,6 +586,8 @@ impl ReadWriteLock {
 pub struct MultiLock(Handle);
 
 impl MultiLock {
+    lock_builders!(MultiLock, "the watchdog's tokio task");
+
     /// Adds the plain lock `name`.
     pub fn lock(self, name: &str) -> MultiLock {
         self.hold(Kind::Lock, name)
@@ -734,32 +606,6 @@ impl MultiLock {
     /// Adds a hold of this kind.
     pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
         MultiLock(self.0.hold(kind, name))
-    }
-
-    /// A fixed lease and no watchdog.
-    pub fn with_lease(self, lease: Duration) -> MultiLock {
-        MultiLock(self.0.with_lease(lease))
-    }
-
-    /// Holds bound to their connection (`SESSION`).
-    pub fn with_session(self) -> MultiLock {
-        MultiLock(self.0.with_session())
-    }
-
-    /// Calls `on_lost`, on the watchdog's tokio task, when a watchdog renewing a
-    /// hold of this lock finds it gone (its lease ran out, or it was forced
-    /// open or deleted): whatever the hold protected is no longer protected.
-    /// Only holds with a watchdog (no lease, no session) are watched.
-    pub fn on_lost(
-        self,
-        on_lost: impl Fn(&crate::watchdog::LostHold) + Send + Sync + 'static,
-    ) -> MultiLock {
-        MultiLock(self.0.on_lost(on_lost))
-    }
-
-    /// This owner instead of the handle's own.
-    pub fn with_owner(self, owner: &str) -> MultiLock {
-        MultiLock(self.0.with_owner(owner))
     }
 
     /// The owner this handle's holds belong to.

@@ -1,16 +1,16 @@
 import com.google.gson.Gson;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonElement;
+import io.github.rwlock.client.Client;
 import io.github.rwlock.client.DistributedLock;
+import io.github.rwlock.client.DistributedReadWriteLock;
 import io.github.rwlock.client.FairLock;
 import io.github.rwlock.client.Hold;
-import io.github.rwlock.client.Lock;
-import io.github.rwlock.client.LockClient;
 import io.github.rwlock.client.LockOptions;
 import io.github.rwlock.client.MultiLock;
 import io.github.rwlock.client.NotHeldException;
 import io.github.rwlock.client.NotSyncedException;
-import io.github.rwlock.client.ReadWriteLock;
+import io.github.rwlock.client.PlainLock;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -32,7 +32,7 @@ import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
  * The safety suite's driver for the Java package (tests/safety, mode javaclient): locks of every
- * kind with the package's default options, through one {@code LockClient} on a {@code
+ * kind with the package's default options, through one {@code Client} on a {@code
  * JedisSentinelPool}, which follows the master Sentinel names from one failover to the next.
  *
  * <p>One JSON object a line on stdin, one reply a line on stdout: {@code {"op": "acquire", "kind",
@@ -47,7 +47,7 @@ import redis.clients.jedis.exceptions.JedisDataException;
 public final class SafetyDriver {
     private static final Gson GSON = new Gson();
 
-    private final LockClient client;
+    private final Client client;
     /**
      * Each attempt runs on a thread of its own, its release too: Java owners are {@code
      * <client UUID>:<thread id>}, so each attempt is an owner of its own, as each request thread
@@ -57,7 +57,7 @@ public final class SafetyDriver {
 
     private record Attempt(DistributedLock lock, ExecutorService thread) {}
 
-    private SafetyDriver(LockClient client) {
+    private SafetyDriver(Client client) {
         this.client = client;
     }
 
@@ -78,7 +78,7 @@ public final class SafetyDriver {
         PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
         try (JedisSentinelPool pool = new JedisSentinelPool(System.getenv("SAFETY_MASTER_NAME"), sentinels, masterConfig,
                 sentinelConfig);
-                LockClient client = LockClient.create(pool)) {
+                Client client = Client.create(pool)) {
             SafetyDriver driver = new SafetyDriver(client);
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line = in.readLine(); line != null; line = in.readLine()) {
@@ -148,9 +148,9 @@ public final class SafetyDriver {
     private DistributedLock lockFor(JsonObject request) {
         String name = request.get("lock").getAsString();
         return switch (request.get("kind").getAsString()) {
-            case "plain" -> new Lock(client, name);
+            case "plain" -> new PlainLock(client, name);
             case "rw" -> {
-                ReadWriteLock rw = new ReadWriteLock(client, name, LockOptions.defaults().withFenced(true));
+                DistributedReadWriteLock rw = new DistributedReadWriteLock(client, name, LockOptions.defaults().withFenced(true));
                 yield request.get("side").getAsString().equals("read") ? rw.readLock() : rw.writeLock();
             }
             case "fair" -> new FairLock(client, name);
@@ -159,8 +159,8 @@ public final class SafetyDriver {
                         .map(n -> Hold.lock(n.getAsString())).toList();
                 yield new MultiLock(client, holds);
             }
-            case "session" -> new Lock(client, name, LockOptions.defaults().withFenced(true).withSession(true));
-            default -> Lock.fenced(client, name); // fenced, block
+            case "session" -> new PlainLock(client, name, LockOptions.defaults().withFenced(true).withSession(true));
+            default -> PlainLock.fenced(client, name); // fenced, block
         };
     }
 

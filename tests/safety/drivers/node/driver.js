@@ -21,7 +21,7 @@
 const readline = require("node:readline");
 const { Redis } = require("ioredis");
 /** @type {typeof import("../../../../clients/node/src/index")} */
-const { Locks, NotHeld, NotSynced } = require(process.argv[2]);
+const { Client, NotHeld, NotSynced } = require(process.argv[2]);
 
 /** @param {string} text */
 function address(text) {
@@ -43,7 +43,7 @@ const redis = new Redis({
 // The package's errors pass ioredis's through; its own reconnection logs
 // nothing the harness reads.
 redis.on("error", () => undefined);
-const locks = new Locks(redis);
+const locks = new Client(redis);
 
 /**
  * Each attempt is a lock handle of its own (a handle is an owner), kept

@@ -15,6 +15,7 @@ the sync client; the watchdog renews on the event loop's timers.
 
 from .._core import ReplicaSync
 from ..errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
+from .client import Client
 from .fair import FairLock
 from .lock import Lock, LockBase
 from .multi import MultiLock
@@ -22,6 +23,7 @@ from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 
 __all__ = [
+    "Client",
     "FairLock",
     "Lock",
     "LockBase",

@@ -1,8 +1,9 @@
 package rwlock.bench;
 
+import io.github.rwlock.client.Client;
+import io.github.rwlock.client.DistributedReadWriteLock;
 import io.github.rwlock.client.FairLock;
-import io.github.rwlock.client.LockClient;
-import io.github.rwlock.client.ReadWriteLock;
+import io.github.rwlock.client.PlainLock;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -166,7 +167,7 @@ public final class Bench {
         String replica = System.getenv("BENCH_REPLICA_PORT");
 
         JedisPooled jedis = null;
-        LockClient client = null;
+        Client client = null;
         RedissonClient redisson = null;
         Function<String, Lock> make;
         BiFunction<String, Boolean, Lock> makeRW = null;
@@ -176,15 +177,15 @@ public final class Bench {
             pool.setMaxTotal(POOL);
             pool.setMaxIdle(POOL);
             jedis = new JedisPooled(pool, "127.0.0.1", port);
-            LockClient c = LockClient.create(jedis);
+            Client c = Client.create(jedis);
             client = c;
             switch (kind) {
-                case "lock" -> make = name -> new io.github.rwlock.client.Lock(c, name);
+                case "lock" -> make = name -> new PlainLock(c, name);
                 case "fair" -> make = name -> new FairLock(c, name);
                 case "rw" -> {
                     makeRW = (name, write) -> write
-                            ? new ReadWriteLock(c, name).writeLock()
-                            : new ReadWriteLock(c, name).readLock();
+                            ? new DistributedReadWriteLock(c, name).writeLock()
+                            : new DistributedReadWriteLock(c, name).readLock();
                     BiFunction<String, Boolean, Lock> rw = makeRW;
                     make = name -> rw.apply(name, true);
                 }

@@ -11,11 +11,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
-import redis.clients.jedis.exceptions.JedisMovedDataException;
 
 /**
- * What every lock object of this package does ({@link Lock}, {@link FairLock}, the two sides of a
- * {@link ReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the
+ * What every lock object of this package does ({@link PlainLock}, {@link FairLock}, the two sides of a
+ * {@link DistributedReadWriteLock}, {@link MultiLock}): acquire with a wait and a lease, release, the
  * watchdog, session holds, fencing tokens and replica sync, as {@link
  * java.util.concurrent.locks.Lock}.
  *
@@ -40,18 +39,16 @@ import redis.clients.jedis.exceptions.JedisMovedDataException;
  * leaves its latch to the owner's next release, so that its resend never frees a second level.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
-    /** Added to a blocking call's wait for its reply to arrive. */
-    static final long REPLY_MARGIN_MS = 5_000;
-
     /** {@code waitMs}: wait without limit. */
     static final long FOREVER = -1;
 
     /** {@code leaseMs}: no lease given (the watchdog's). */
     static final long NO_LEASE = -1;
 
-    final LockClient client;
+    final Client client;
     final Plan plan;
     final boolean session;
+    private final Exchange exchange;
     private final LockLostListener onLost;
     private final Map<String, State> states = new ConcurrentHashMap<>();
 
@@ -72,9 +69,10 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         List<String> releaseLatches = new ArrayList<>();
     }
 
-    DistributedLock(LockClient client, Plan plan, LockOptions options) {
+    DistributedLock(Client client, Plan plan, LockOptions options) {
         this.client = Objects.requireNonNull(client, "client");
         this.plan = plan;
+        this.exchange = new Exchange(this.client, plan);
         this.session = options.session();
         this.onLost = options.onLost();
     }
@@ -126,7 +124,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * @param unit its unit
      */
     public void lock(long lease, TimeUnit unit) {
-        acquire(FOREVER, leaseMs(lease, unit), false);
+        acquire(FOREVER, Durations.leaseMs(lease, unit), false);
     }
 
     /**
@@ -148,7 +146,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * @throws InterruptedException interrupted before or while waiting; nothing is held
      */
     public void lockInterruptibly(long lease, TimeUnit unit) throws InterruptedException {
-        acquireInterruptibly(FOREVER, leaseMs(lease, unit));
+        acquireInterruptibly(FOREVER, Durations.leaseMs(lease, unit));
     }
 
     /**
@@ -171,7 +169,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      */
     @Override
     public boolean tryLock(long wait, TimeUnit unit) throws InterruptedException {
-        return acquireInterruptibly(waitMs(wait, unit), NO_LEASE).acquired();
+        return acquireInterruptibly(Durations.waitMs(wait, unit), NO_LEASE).acquired();
     }
 
     /**
@@ -185,8 +183,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * @throws InterruptedException interrupted before or while waiting; nothing is held
      */
     public boolean tryLock(long wait, long lease, TimeUnit unit) throws InterruptedException {
-        long waitMs = wait < 0 ? FOREVER : waitMs(wait, unit);
-        long leaseMs = lease < 0 ? NO_LEASE : leaseMs(lease, unit);
+        long waitMs = wait < 0 ? FOREVER : Durations.waitMs(wait, unit);
+        long leaseMs = lease < 0 ? NO_LEASE : Durations.leaseMs(lease, unit);
         return acquireInterruptibly(waitMs, leaseMs).acquired();
     }
 
@@ -199,7 +197,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      * @throws InterruptedException interrupted before or while waiting; nothing is held
      */
     public boolean acquire(Duration wait, Duration lease) throws InterruptedException {
-        return acquireInterruptibly(wait == null ? FOREVER : waitMs(wait), lease == null ? NO_LEASE : leaseMs(lease))
+        return acquireInterruptibly(wait == null ? FOREVER : Durations.waitMs(wait), lease == null ? NO_LEASE : Durations.leaseMs(lease))
                 .acquired();
     }
 
@@ -215,7 +213,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
      */
     public Held hold(Duration wait, Duration lease) throws InterruptedException {
         Plan.Outcome outcome = acquireInterruptibly(
-                wait == null ? FOREVER : waitMs(wait), lease == null ? NO_LEASE : leaseMs(lease));
+                wait == null ? FOREVER : Durations.waitMs(wait), lease == null ? NO_LEASE : Durations.leaseMs(lease));
         if (!outcome.acquired()) {
             throw new NotAcquiredException(getName(), outcome.pttl());
         }
@@ -274,7 +272,13 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
         } else {
-            released = releaseWithRequest(owner, leaseMs, state, last, held, latches);
+            String request = plan.multi ? null : UUID.randomUUID().toString();
+            if (request != null && !last) {
+                synchronized (this) {
+                    state.releaseLatches.add(plan.latch(request));
+                }
+            }
+            released = exchange.release(owner, leaseMs, request, last, held, latches);
         }
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
@@ -299,80 +303,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
         if (released == null) {
             throw new NotHeldException(getName() + " is not held by " + owner);
-        }
-    }
-
-    /**
-     * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
-     * the latches whose replies came: the acquisitions' since the last release, and the unlock
-     * latches of re-entered releases before it. The release's own latch goes in that {@code DEL}
-     * when it is the owner's {@code last} hold here. A re-entered release leaves its own latch to
-     * the next release's {@code DEL} (or to expire): resent after a lost reply, it is answered
-     * from that latch instead of releasing a level the owner still holds. The last release's
-     * resend finds no latch when the first send's pipeline ran whole, and the server replies "not
-     * held": the first send released it (when the owner {@code held} it here).
-     * The {@code DEL}'s reply is not looked at: latches it missed expire on their own.
-     */
-    private Boolean releaseWithRequest(String owner, long leaseMs, State state, boolean last, boolean held,
-            List<String> latches) {
-        String request = plan.multi ? null : UUID.randomUUID().toString();
-        List<List<String>> commands = new ArrayList<>();
-        commands.add(plan.release(owner, leaseMs, request));
-        if (request != null) {
-            List<String> del = new ArrayList<>();
-            del.add("DEL");
-            if (last) {
-                del.add(plan.latch(request));
-            } else {
-                synchronized (this) {
-                    state.releaseLatches.add(plan.latch(request));
-                }
-            }
-            del.addAll(latches);
-            if (del.size() > 1) {
-                commands.add(del);
-            }
-        }
-        Link link = client.connector().open(plan.key());
-        try {
-            List<Object> replies;
-            boolean resent = false;
-            try {
-                replies = pipelineFollowing(link, commands);
-            } catch (JedisConnectionException e) {
-                if (request == null) {
-                    throw e;
-                }
-                // Once more with the same id: if the first one was applied, the server replies
-                // what it replied then (the latch), and releases nothing twice.
-                link.close();
-                link = null; // closed: if opening another fails, the finally has nothing to close
-                link = client.connector().open(plan.key());
-                replies = pipelineFollowing(link, commands);
-                resent = true;
-            }
-            if (replies.get(0) instanceof JedisDataException e) {
-                throw e;
-            }
-            Boolean released = plan.released(replies.get(0));
-            if (released == null && resent && last && held) {
-                return Boolean.TRUE;
-            }
-            return released;
-        } finally {
-            if (link != null) {
-                link.close();
-            }
-        }
-    }
-
-    /** {@code link.pipeline(commands)}, sent again where a MOVED first reply sends it. */
-    private static List<Object> pipelineFollowing(Link link, List<List<String>> commands) {
-        while (true) {
-            List<Object> replies = link.pipeline(commands, Link.DEFAULT, null);
-            if (!(replies.get(0) instanceof JedisMovedDataException moved && link.follow(moved))) {
-                return replies;
-            }
         }
     }
 
@@ -473,9 +403,9 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         boolean keep = false;
         Plan.Outcome outcome;
         try {
-            Sent sent;
+            Exchange.Sent sent;
             try {
-                sent = send(link, plan.acquire(owner, lease, blockMs, session, request), null, blockMs, interruptible);
+                sent = exchange.send(link, plan.acquire(owner, lease, blockMs, session, request), null, blockMs, interruptible);
             } catch (JedisConnectionException lost) {
                 if (request == null || link == sessionLink) {
                     throw lost;
@@ -488,7 +418,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                     // the line goes (a grant it got stays, and the resend replays it).
                     link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
                 }
-                long again = remainingBlock(blockMs, started);
+                long again = Exchange.remainingBlock(blockMs, started);
                 String resend = session ? UUID.randomUUID().toString() : request;
                 // A replay writes nothing on this connection, so the replica check's WAIT would
                 // not cover the grant the first send wrote: one write after it (the latch's expiry
@@ -496,7 +426,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 // it, in the same round trip.
                 List<String> touch = session ? null : List.of("PEXPIRE", plan.acquisitionLatch(request),
                         Long.toString(Plan.acquisitionLatchTtl(again)));
-                sent = send(link, plan.acquire(owner, lease, again, session, resend), touch, again, interruptible);
+                sent = exchange.send(link, plan.acquire(owner, lease, again, session, resend), touch, again, interruptible);
             }
             outcome = plan.outcome(sent.reply());
             if (outcome.acquired() && sent.unsynced() != null) {
@@ -519,71 +449,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                     request != null && !session ? plan.acquisitionLatch(request) : null);
         }
         return outcome;
-    }
-
-    /** An acquisition's reply, and what its replica check found short (null: acknowledged). */
-    private record Sent(Object reply, String unsynced) {}
-
-    /**
-     * One acquisition in one round trip: the command, after a resend its {@code touch}, then what
-     * the replica check sends for its master ({@link Masters}: {@code WAIT}, {@code WAITAOF},
-     * now and then {@code INFO}), pipelined on the link and read within the wait, the checks'
-     * timeouts and a margin. The master's INFO is asked first, in a round trip of its own, only
-     * when nothing is known of it yet.
-     */
-    private Sent send(Link link, List<String> args, List<String> touch, long blockMs, boolean interruptible)
-            throws Waiter.Cancelled {
-        ReplicaSync sync = client.getReplicaSync();
-        Masters masters = client.masters();
-        while (true) {
-            String master = link.master();
-            Masters.Checks checks = masters.plan(master, sync, System.nanoTime());
-            if (checks == null) {
-                long asked = System.nanoTime();
-                masters.learn(master, link.call(Masters.INFO, Link.DEFAULT), asked);
-                checks = Objects.requireNonNull(masters.plan(master, sync, System.nanoTime()), "learned");
-            }
-            List<List<String>> commands = new ArrayList<>();
-            commands.add(args);
-            if (touch != null) {
-                commands.add(touch);
-            }
-            commands.addAll(checks.commands());
-            long extra = checks.extraMs();
-            long timeout = blockMs == Plan.NO_BLOCK ? (extra == 0 ? Link.DEFAULT : extra + REPLY_MARGIN_MS)
-                    : blockMs == 0 ? 0 : blockMs + extra + REPLY_MARGIN_MS;
-            List<Object> replies = interruptible && blockMs != Plan.NO_BLOCK
-                    ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
-                    : link.pipeline(commands, timeout, null);
-            Object reply = replies.get(0);
-            if (reply instanceof JedisMovedDataException moved && link.follow(moved)) {
-                continue;
-            }
-            if (reply instanceof JedisDataException e) {
-                String message = String.valueOf(e.getMessage());
-                if (message.startsWith("NON_REENTRANT")) {
-                    throw new NotReentrantException(getName() + ": " + message);
-                }
-                if (message.startsWith("NOREPLICAS")) {
-                    throw new NotSyncedException(getName() + ": " + message + " (nothing was written)");
-                }
-                throw e;
-            }
-            String unsynced = masters.read(checks, replies.subList(touch == null ? 1 : 2, replies.size()), master);
-            return new Sent(reply, unsynced);
-        }
-    }
-
-    /**
-     * The {@code BLOCK} a resend carries: without limit stays so, a timed wait gets what is left of
-     * it, and one whose time is up becomes a single try (which still replays a grant).
-     */
-    static long remainingBlock(long blockMs, long startedNanos) {
-        if (blockMs == Plan.NO_BLOCK || blockMs == 0) {
-            return blockMs;
-        }
-        long left = blockMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedNanos);
-        return left > 0 ? left : Plan.NO_BLOCK;
     }
 
     /**
@@ -715,38 +580,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             throw new IllegalArgumentException("a MultiLock cannot hold a fair lock: LOCK.ACQUIREALL takes no line");
         }
         return plan.holds.get(0);
-    }
-
-    // -- durations ------------------------------------------------------------------------------
-
-    static long waitMs(long wait, TimeUnit unit) {
-        Objects.requireNonNull(unit, "unit");
-        if (wait < 0) {
-            throw new IllegalArgumentException("a wait cannot be negative: " + wait + " " + unit);
-        }
-        return wait == 0 ? 0 : Math.max(1, unit.toMillis(wait));
-    }
-
-    static long waitMs(Duration wait) {
-        if (wait.isNegative()) {
-            throw new IllegalArgumentException("a wait cannot be negative: " + wait);
-        }
-        return wait.isZero() ? 0 : Math.max(1, wait.toMillis());
-    }
-
-    static long leaseMs(long lease, TimeUnit unit) {
-        Objects.requireNonNull(unit, "unit");
-        if (lease <= 0) {
-            throw new IllegalArgumentException("a lease must be positive: " + lease + " " + unit);
-        }
-        return Math.max(1, unit.toMillis(lease));
-    }
-
-    static long leaseMs(Duration lease) {
-        if (lease.isNegative() || lease.isZero()) {
-            throw new IllegalArgumentException("a lease must be positive: " + lease);
-        }
-        return Math.max(1, lease.toMillis());
     }
 
     /** Carries an ended wait out of {@link #acquire(long, long, boolean)} as an unchecked error. */

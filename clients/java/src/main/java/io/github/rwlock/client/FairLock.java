@@ -17,7 +17,7 @@ import java.util.List;
  *
  * <p>Holds are re-entrant (or not, {@link #nonReentrant}), kept by the watchdog ({@code
  * LOCK.RENEW}) or by a lease, and released with {@code FAIRLOCK.UNLOCK … LEASE ms REQUEST id ttl},
- * as for a {@link Lock}. Not fenced, no session holds (the module has neither for the fair lock),
+ * as for a {@link PlainLock}. Not fenced, no session holds (the module has neither for the fair lock),
  * and not part of a {@link MultiLock}. {@code FAIRLOCK.UNLOCK} replies "released" when the lock no
  * longer exists (as Redisson's script does), so {@link #unlock()} throws {@link NotHeldException}
  * only when this object knows the thread held nothing or the watchdog found the hold gone: a hold
@@ -41,7 +41,7 @@ public final class FairLock extends DistributedLock {
      * @param client the client
      * @param name the lock's name (its key)
      */
-    public FairLock(LockClient client, String name) {
+    public FairLock(Client client, String name) {
         this(client, name, LockOptions.defaults());
     }
 
@@ -52,7 +52,7 @@ public final class FairLock extends DistributedLock {
      * @param name the lock's name (its key)
      * @param options how it takes its holds; never fenced or session
      */
-    public FairLock(LockClient client, String name, LockOptions options) {
+    public FairLock(Client client, String name, LockOptions options) {
         super(client, Plan.fair(checkName(name), check(options).reentrant()), options);
     }
 
@@ -74,7 +74,7 @@ public final class FairLock extends DistributedLock {
      * @param name the lock's name
      * @return the lock
      */
-    public static FairLock nonReentrant(LockClient client, String name) {
+    public static FairLock nonReentrant(Client client, String name) {
         return new FairLock(client, name, LockOptions.defaults().withReentrant(false));
     }
 

@@ -4,7 +4,7 @@ package io.github.rwlock.client;
  * How a lock object takes its holds. Immutable: each {@code with…} returns a copy.
  *
  * <pre>{@code
- * Lock lock = new Lock(client, "invoice:42", LockOptions.defaults().withFenced(true));
+ * PlainLock lock = new PlainLock(client, "invoice:42", LockOptions.defaults().withFenced(true));
  * }</pre>
  */
 public final class LockOptions {
@@ -33,7 +33,7 @@ public final class LockOptions {
 
     /**
      * Fenced ({@code FENCED}, Redisson's RFencedLock): every acquisition takes the next fencing
-     * token, read with {@link DistributedLock#getToken()}. A {@link Lock} or a read-write lock's
+     * token, read with {@link DistributedLock#getToken()}. A {@link PlainLock} or a read-write lock's
      * write side.
      *
      * @param fenced whether to take tokens
@@ -45,7 +45,7 @@ public final class LockOptions {
 
     /**
      * Re-entrant (the default) or not ({@code NOREENTRY}, Redisson's non-reentrant lock: the
-     * holder taking it again gets {@link NotReentrantException}). A {@link Lock} only.
+     * holder taking it again gets {@link NotReentrantException}). A {@link PlainLock} only.
      *
      * @param reentrant whether the holder may take it again
      * @return a copy with it

@@ -9,7 +9,7 @@ import java.util.concurrent.TimeUnit;
 import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
- * What a {@link LockClient} learned of the masters it acquired on, by address: how many replicas
+ * What a {@link Client} learned of the masters it acquired on, by address: how many replicas
  * it expects there (the most it ever saw: {@code INFO} may only raise it, since a paused or
  * demoted master says 0), whether the master writes an AOF, whether it has {@code WAITAOF}; and
  * what an acquisition's pipeline carries after the acquisition for one of them.

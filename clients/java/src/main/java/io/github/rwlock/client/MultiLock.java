@@ -24,7 +24,7 @@ public final class MultiLock extends DistributedLock {
      * @param client the client
      * @param holds at least one; each name once
      */
-    public MultiLock(LockClient client, List<Hold> holds) {
+    public MultiLock(Client client, List<Hold> holds) {
         this(client, holds, LockOptions.defaults());
     }
 
@@ -36,7 +36,7 @@ public final class MultiLock extends DistributedLock {
      * @param holds at least one; each name once
      * @param options how it takes its holds
      */
-    public MultiLock(LockClient client, List<Hold> holds, LockOptions options) {
+    public MultiLock(Client client, List<Hold> holds, LockOptions options) {
         super(client, Plan.multi(holds), check(options));
     }
 
@@ -49,13 +49,13 @@ public final class MultiLock extends DistributedLock {
 
     /**
      * A multi-lock over the holds of lock objects: each one's kind and name (a fenced or
-     * non-reentrant {@link Lock} is held here as a plain one).
+     * non-reentrant {@link PlainLock} is held here as a plain one).
      *
      * @param client the client
-     * @param locks {@link Lock}s and read-write lock sides
+     * @param locks {@link PlainLock}s and read-write lock sides
      * @return the multi-lock
      */
-    public static MultiLock of(LockClient client, DistributedLock... locks) {
+    public static MultiLock of(Client client, DistributedLock... locks) {
         List<Hold> holds = new ArrayList<>();
         for (DistributedLock lock : locks) {
             holds.add(lock.asHold());

@@ -20,7 +20,7 @@ import redis.clients.jedis.exceptions.JedisException;
 /**
  * The Redlock algorithm over several independent masters (not one cluster's nodes, nor a master
  * and its replicas), each with the module. <b>Deprecated by Redisson since 3.12.5; prefer a
- * fenced {@link Lock}.</b>
+ * fenced {@link PlainLock}.</b>
  *
  * <p>Martin Kleppmann's analysis ("How to do distributed locking", 2016) showed that a
  * lease-based lock cannot by itself stop a holder that paused (GC, swapping, a network delay)
@@ -79,8 +79,8 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
         }
         this.name = DistributedLock.checkName(name);
         this.clientId = Objects.requireNonNull(clientId, "clientId").toString();
-        this.nodeTimeoutMs = DistributedLock.leaseMs(nodeTimeout);
-        this.retryDelayMs = DistributedLock.leaseMs(retryDelay);
+        this.nodeTimeoutMs = Durations.leaseMs(nodeTimeout);
+        this.retryDelayMs = Durations.leaseMs(retryDelay);
         this.plan = Plan.single(Hold.lock(name), false, true);
         int timeout = (int) Math.min(nodeTimeoutMs, Integer.MAX_VALUE);
         JedisClientConfig bounded = DefaultJedisClientConfig.builder()
@@ -121,9 +121,9 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
      * @throws InterruptedException interrupted during a pause between attempts
      */
     public Duration acquire(Duration wait, Duration lease) throws InterruptedException {
-        long leaseMs = DistributedLock.leaseMs(lease);
+        long leaseMs = Durations.leaseMs(lease);
         String owner = getOwner();
-        long deadline = wait == null ? Long.MAX_VALUE : System.nanoTime() + DistributedLock.waitMs(wait) * 1_000_000;
+        long deadline = wait == null ? Long.MAX_VALUE : System.nanoTime() + Durations.waitMs(wait) * 1_000_000;
         while (true) {
             long start = System.nanoTime();
             int granted = 0;
@@ -260,7 +260,7 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
      */
     @Override
     public boolean tryLock(long wait, TimeUnit unit) throws InterruptedException {
-        return acquire(Duration.ofMillis(DistributedLock.waitMs(wait, unit)), DEFAULT_LEASE) != null;
+        return acquire(Duration.ofMillis(Durations.waitMs(wait, unit)), DEFAULT_LEASE) != null;
     }
 
     /**
@@ -273,8 +273,8 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
      * @throws InterruptedException interrupted during a pause between attempts
      */
     public boolean tryLock(long wait, long lease, TimeUnit unit) throws InterruptedException {
-        return acquire(Duration.ofMillis(DistributedLock.waitMs(wait, unit)),
-                Duration.ofMillis(DistributedLock.leaseMs(lease, unit))) != null;
+        return acquire(Duration.ofMillis(Durations.waitMs(wait, unit)),
+                Duration.ofMillis(Durations.leaseMs(lease, unit))) != null;
     }
 
     /**

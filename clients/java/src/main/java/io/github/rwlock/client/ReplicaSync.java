@@ -18,7 +18,7 @@ import java.util.Objects;
  * acquisition on a master, one extra round trip; then at most every 5 s inside an acquisition's
  * pipeline) and keeps the highest number it ever saw for that master: a master saying fewer later
  * does not lower it, so its acquisitions fail instead of being acknowledged by nobody. Lowering
- * it takes a new {@link LockClient} (or an explicit count).
+ * it takes a new {@link Client} (or an explicit count).
  *
  * @param enabled off: an acquisition returns as soon as the master has it
  * @param timeout how long to wait for the replicas and the fsync (Redisson's {@code

@@ -83,11 +83,11 @@ class ClusterTest {
     void everyLockKindAtItsSlotsMaster() throws Exception {
         try (ClusterConnectionProvider provider = provider();
                 JedisCluster jedis = new JedisCluster(provider, 5, Duration.ofSeconds(10));
-                LockClient client = LockClient.create(provider)) {
+                Client client = Client.create(provider)) {
             Set<RedisServer> used = new HashSet<>();
             for (int i = 0; i < 12; i++) {
                 String name = "c:lock:" + i;
-                Lock lock = new Lock(client, name);
+                PlainLock lock = new PlainLock(client, name);
                 assertTrue(lock.tryLock());
                 RedisServer at = owner(name);
                 used.add(at);
@@ -98,7 +98,7 @@ class ClusterTest {
             }
             assertEquals(3, used.size(), "names spread over the three masters");
 
-            ReadWriteLock rw = new ReadWriteLock(client, "c:rw", LockOptions.defaults().withFenced(true));
+            DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "c:rw", LockOptions.defaults().withFenced(true));
             rw.writeLock().lock();
             assertTrue(rw.writeLock().getToken() > 0);
             assertEquals("write", owner("c:rw").call("HGET", "c:rw", "mode"));
@@ -116,7 +116,7 @@ class ClusterTest {
                 RedisServer.sleep(1000);
                 at.call("LOCK.UNLOCK", "c:wait", "other:1");
             });
-            Lock waiter = new Lock(client, "c:wait");
+            PlainLock waiter = new PlainLock(client, "c:wait");
             assertTrue(waiter.tryLock(5, TimeUnit.SECONDS));
             waiter.unlock();
 
@@ -133,10 +133,10 @@ class ClusterTest {
 
     @Test
     void aMovedSlotIsFollowed() throws Exception {
-        try (ClusterConnectionProvider provider = provider(); LockClient client = LockClient.create(provider)) {
+        try (ClusterConnectionProvider provider = provider(); Client client = Client.create(provider)) {
             String name = "c:moved";
             RedisServer from = owner(name);
-            Lock lock = new Lock(client, name);
+            PlainLock lock = new PlainLock(client, name);
             assertTrue(lock.tryLock());
             lock.unlock();
             // The release's DEL took the acquisition's request latch with its own: the slot is

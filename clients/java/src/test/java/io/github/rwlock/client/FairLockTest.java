@@ -135,7 +135,7 @@ class FairLockTest extends ServerTest {
     void theWatchdogRenewsAFairHold() throws Exception {
         // The contract's watchdog scenario: a 1 s lease kept for 3.5 s (a 300 ms one, renewed every
         // 100 ms, ran out under the load of make test's parallel parts).
-        try (LockClient quick = LockClient.builder(jedis).watchdogTimeout(Duration.ofMillis(1_000)).build()) {
+        try (Client quick = Client.builder(jedis).watchdogTimeout(Duration.ofMillis(1_000)).build()) {
             String name = "f:watchdog";
             FairLock lock = new FairLock(quick, name);
             lock.lock();

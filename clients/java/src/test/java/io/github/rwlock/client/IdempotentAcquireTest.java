@@ -69,14 +69,14 @@ class IdempotentAcquireTest extends ServerTest {
         FOREVER
     }
 
-    private DistributedLock lock(LockClient on, String kind, String name, boolean session) {
+    private DistributedLock lock(Client on, String kind, String name, boolean session) {
         LockOptions options = LockOptions.defaults().withSession(session);
         return switch (kind) {
-            case "plain" -> new Lock(on, name, options);
-            case "fenced" -> new Lock(on, name, options.withFenced(true));
-            case "nonreentrant" -> new Lock(on, name, options.withReentrant(false));
-            case "read" -> new ReadWriteLock(on, name, options).readLock();
-            case "write" -> new ReadWriteLock(on, name, options).writeLock();
+            case "plain" -> new PlainLock(on, name, options);
+            case "fenced" -> new PlainLock(on, name, options.withFenced(true));
+            case "nonreentrant" -> new PlainLock(on, name, options.withReentrant(false));
+            case "read" -> new DistributedReadWriteLock(on, name, options).readLock();
+            case "write" -> new DistributedReadWriteLock(on, name, options).writeLock();
             case "fair" -> new FairLock(on, name, options);
             default -> throw new IllegalArgumentException(kind);
         };
@@ -111,7 +111,7 @@ class IdempotentAcquireTest extends ServerTest {
     private void lostReply(String kind, boolean session, Way way, boolean swallow) throws Exception {
         String name = "idem:" + kind + ":" + session + ":" + way + ":" + swallow;
         ExecutorService thread = Executors.newSingleThreadExecutor();
-        try (LockClient on = LockClient.create(swallow ? muted : proxied)) {
+        try (Client on = Client.create(swallow ? muted : proxied)) {
             DistributedLock lock = lock(on, kind, name, session);
             String owner = thread.submit(lock::getOwner).get();
             int before = proxy.seen().size();
@@ -244,8 +244,8 @@ class IdempotentAcquireTest extends ServerTest {
 
     @Test
     void eachAcquisitionCarriesAFreshRequestInTheSameCommand() throws Exception {
-        try (LockClient on = LockClient.create(proxied)) {
-            Lock lock = new Lock(on, "idem:fresh");
+        try (Client on = Client.create(proxied)) {
+            PlainLock lock = new PlainLock(on, "idem:fresh");
             int before = proxy.seen().size();
             server.call("CONFIG", "RESETSTAT");
             assertTrue(lock.tryLock());

@@ -17,11 +17,11 @@ import redis.clients.jedis.JedisPooled;
  * hold gone, which counts as released (the first send released it), and nothing is left.
  */
 class IdempotentReleaseTest extends ServerTest {
-    private DistributedLock lock(LockClient on, String kind, String name) {
+    private DistributedLock lock(Client on, String kind, String name) {
         return switch (kind) {
-            case "plain" -> new Lock(on, name);
-            case "read" -> new ReadWriteLock(on, name).readLock();
-            case "write" -> new ReadWriteLock(on, name).writeLock();
+            case "plain" -> new PlainLock(on, name);
+            case "read" -> new DistributedReadWriteLock(on, name).readLock();
+            case "write" -> new DistributedReadWriteLock(on, name).writeLock();
             case "fair" -> new FairLock(on, name);
             default -> throw new IllegalArgumentException(kind);
         };
@@ -50,7 +50,7 @@ class IdempotentReleaseTest extends ServerTest {
         String name = "release:" + kind + ":" + lose;
         try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of(lose.equals("DEL") ? "DEL" : unlock));
                 JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
-                LockClient on = LockClient.create(proxied)) {
+                Client on = Client.create(proxied)) {
             DistributedLock lock = lock(on, kind, name);
             String owner = lock.getOwner();
             assertTrue(lock.tryLock(), name);

@@ -62,7 +62,7 @@ class LayeringTest {
     void theFilesFormNoCircle() throws IOException {
         Map<String, Set<String>> uses = graph();
         assertTrue(uses.size() >= 15, "the sources: " + uses.keySet());
-        assertTrue(uses.get("Lock").contains("DistributedLock"), "the scan sees uses: " + uses.get("Lock"));
+        assertTrue(uses.get("PlainLock").contains("DistributedLock"), "the scan sees uses: " + uses.get("PlainLock"));
         Map<String, Integer> state = new HashMap<>();
         List<String> path = new ArrayList<>();
         for (String file : uses.keySet()) {

@@ -32,11 +32,11 @@ class LockTest extends ServerTest {
 
     @Test
     void ownersAreTheClientUuidAndTheThreadId() throws Exception {
-        Lock lock = new Lock(client, "t:owner");
+        PlainLock lock = new PlainLock(client, "t:owner");
         String owner = lock.getOwner();
         assertTrue(owner.matches("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:" + Thread.currentThread().getId()), owner);
         assertEquals(client.getId() + ":" + Thread.currentThread().getId(), owner);
-        try (LockClient other = LockClient.create(jedis)) {
+        try (Client other = Client.create(jedis)) {
             assertNotEquals(client.getId(), other.getId());
         }
         assertNotEquals(owner, inThread(lock::getOwner));
@@ -44,7 +44,7 @@ class LockTest extends ServerTest {
 
     @Test
     void reentersPerThreadAndReleasesAtTheLastUnlock() throws Exception {
-        Lock lock = new Lock(client, "t:plain");
+        PlainLock lock = new PlainLock(client, "t:plain");
         lock.lock();
         assertTrue(lock.tryLock());
         assertEquals("2", server.call("HGET", "t:plain", lock.getOwner()));
@@ -65,7 +65,7 @@ class LockTest extends ServerTest {
     @Test
     void aTryIsOneCommandAndAWaitIsOneBlock() throws Exception {
         server.call("LOCK.ACQUIRE", "t:busy", "other:1", "10000");
-        Lock lock = new Lock(client, "t:busy");
+        PlainLock lock = new PlainLock(client, "t:busy");
         server.call("CONFIG", "RESETSTAT");
         assertFalse(lock.tryLock());
         long start = System.nanoTime();
@@ -82,7 +82,7 @@ class LockTest extends ServerTest {
 
     @Test
     void aWaiterIsServedAtTheRelease() throws Exception {
-        Lock lock = new Lock(client, "t:handoff");
+        PlainLock lock = new PlainLock(client, "t:handoff");
         lock.lock();
         CompletableFuture<Long> waited = CompletableFuture.supplyAsync(() -> {
             long start = System.nanoTime();
@@ -100,13 +100,13 @@ class LockTest extends ServerTest {
 
     @Test
     void aWaitLongerThanTheSocketTimeoutWorks() throws Exception {
-        try (JedisPooled shortTimeout = server.pooled(300); LockClient quick = LockClient.create(shortTimeout)) {
+        try (JedisPooled shortTimeout = server.pooled(300); Client quick = Client.create(shortTimeout)) {
             server.call("LOCK.ACQUIRE", "t:long", "other:1", "10000");
             CompletableFuture.runAsync(() -> {
                 RedisServer.sleep(1200);
                 server.call("LOCK.UNLOCK", "t:long", "other:1");
             });
-            Lock lock = new Lock(quick, "t:long");
+            PlainLock lock = new PlainLock(quick, "t:long");
             long start = System.nanoTime();
             assertTrue(lock.tryLock(5, TimeUnit.SECONDS));
             long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
@@ -127,7 +127,7 @@ class LockTest extends ServerTest {
     @Test
     void anInterruptEndsTheServerSideWait() throws Exception {
         server.call("LOCK.ACQUIRE", "t:interrupt", "other:1", "30000");
-        Lock lock = new Lock(client, "t:interrupt");
+        PlainLock lock = new PlainLock(client, "t:interrupt");
         CompletableFuture<Throwable> outcome = new CompletableFuture<>();
         Thread waiter = Waiters.lockInterruptibly(lock, outcome);
         RedisServer.waitUntil("the waiter", 5000, () -> "1".equals(server.info("clients", "blocked_clients")));
@@ -166,7 +166,7 @@ class LockTest extends ServerTest {
 
     @Test
     void aGivenLeaseIsTheTtlAndNotRenewed() throws Exception {
-        Lock lock = new Lock(client, "t:lease");
+        PlainLock lock = new PlainLock(client, "t:lease");
         long start = System.nanoTime();
         lock.lock(2, TimeUnit.SECONDS);
         long pttl = lock.remainTimeToLive();
@@ -184,8 +184,8 @@ class LockTest extends ServerTest {
     @Test
     void theWatchdogKeepsAOneSecondLeaseAndReportsALoss() throws Exception {
         List<String> lost = new CopyOnWriteArrayList<>();
-        try (LockClient dogged = LockClient.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
-            Lock lock = new Lock(dogged, "t:watchdog", LockOptions.defaults().withOnLost((name, owner) -> lost.add(name + "|" + owner)));
+        try (Client dogged = Client.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
+            PlainLock lock = new PlainLock(dogged, "t:watchdog", LockOptions.defaults().withOnLost((name, owner) -> lost.add(name + "|" + owner)));
             lock.lock();
             long pttl = lock.remainTimeToLive();
             // The 1 s watchdog timeout, not the 30 s default (what is left of it depends on when
@@ -225,7 +225,7 @@ class LockTest extends ServerTest {
 
     @Test
     void fencedTokensGrowAndNonReentrantRefusesItsHolder() throws Exception {
-        Lock fenced = Lock.fenced(client, "t:fenced");
+        PlainLock fenced = PlainLock.fenced(client, "t:fenced");
         Long first = fenced.lockAndGetToken();
         assertEquals(first, fenced.getToken());
         assertEquals(String.valueOf(first), server.call("GET", "redisson_lock_token:{t:fenced}"));
@@ -234,9 +234,9 @@ class LockTest extends ServerTest {
             assertTrue(held.token() > first);
         }
         assertEquals(0L, server.call("EXISTS", "t:fenced"));
-        assertNull(new Lock(client, "t:unfenced").lockAndGetToken());
+        assertNull(new PlainLock(client, "t:unfenced").lockAndGetToken());
 
-        Lock once = Lock.nonReentrant(client, "t:once");
+        PlainLock once = PlainLock.nonReentrant(client, "t:once");
         assertTrue(once.tryLock());
         assertThrows(NotReentrantException.class, once::tryLock);
         assertEquals("1", server.call("HGET", "t:once", once.getOwner()));
@@ -246,8 +246,8 @@ class LockTest extends ServerTest {
 
     @Test
     void sessionHoldsLiveWithTheirConnection() throws Exception {
-        try (LockClient dogged = LockClient.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
-            Lock lock = new Lock(dogged, "t:session", LockOptions.defaults().withSession(true));
+        try (Client dogged = Client.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
+            PlainLock lock = new PlainLock(dogged, "t:session", LockOptions.defaults().withSession(true));
             lock.lock();
             assertTrue(lock.tryLock(), "a re-entry on the session's connection");
             assertEquals("2", server.info("rwlock_sessions", "rwlock_session_holds"));
@@ -262,8 +262,8 @@ class LockTest extends ServerTest {
         // The connection closed: the server frees the hold; the release says so. A pool of its
         // own, so that the session's connection is the only new one.
         java.util.Set<String> before = clientIds();
-        try (JedisPooled own = server.pooled(); LockClient sessions = LockClient.create(own)) {
-            Lock lock = new Lock(sessions, "t:session", LockOptions.defaults().withSession(true));
+        try (JedisPooled own = server.pooled(); Client sessions = Client.create(own)) {
+            PlainLock lock = new PlainLock(sessions, "t:session", LockOptions.defaults().withSession(true));
             lock.lock();
             java.util.Set<String> after = clientIds();
             after.removeAll(before);
@@ -292,7 +292,7 @@ class LockTest extends ServerTest {
     void threadsOnTwoClientsExcludeEachOther() throws Exception {
         // An exclusion checker: a guard key taken SET NX inside every critical section.
         java.util.concurrent.ExecutorService threads = java.util.concurrent.Executors.newFixedThreadPool(4);
-        try (LockClient second = LockClient.create(jedis)) {
+        try (Client second = Client.create(jedis)) {
             java.util.concurrent.atomic.AtomicInteger violations = new java.util.concurrent.atomic.AtomicInteger();
             java.util.concurrent.atomic.AtomicInteger sections = new java.util.concurrent.atomic.AtomicInteger();
             List<CompletableFuture<Void>> workers = new java.util.ArrayList<>();
@@ -301,7 +301,7 @@ class LockTest extends ServerTest {
             int wanted = 40;
             long ceiling = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
             for (int i = 0; i < 4; i++) {
-                Lock lock = new Lock(i % 2 == 0 ? client : second, "t:contended");
+                PlainLock lock = new PlainLock(i % 2 == 0 ? client : second, "t:contended");
                 workers.add(CompletableFuture.runAsync(() -> {
                     while (sections.get() < wanted && System.nanoTime() < ceiling) {
                         try {
@@ -339,14 +339,14 @@ class LockTest extends ServerTest {
 
     @Test
     void badInputsAreClearErrors() {
-        assertThrows(IllegalArgumentException.class, () -> new Lock(client, ""));
-        assertThrows(NullPointerException.class, () -> new Lock(client, null));
-        Lock lock = new Lock(client, "t:bad");
+        assertThrows(IllegalArgumentException.class, () -> new PlainLock(client, ""));
+        assertThrows(NullPointerException.class, () -> new PlainLock(client, null));
+        PlainLock lock = new PlainLock(client, "t:bad");
         assertThrows(IllegalArgumentException.class, () -> lock.lock(0, TimeUnit.SECONDS));
         assertThrows(IllegalArgumentException.class, () -> lock.tryLock(-1, TimeUnit.SECONDS));
         assertThrows(IllegalArgumentException.class, () -> lock.hold(Duration.ofSeconds(-1), null));
         assertThrows(UnsupportedOperationException.class, lock::newCondition);
-        assertThrows(IllegalArgumentException.class, () -> LockClient.builder(jedis).watchdogTimeout(Duration.ZERO));
+        assertThrows(IllegalArgumentException.class, () -> Client.builder(jedis).watchdogTimeout(Duration.ZERO));
         assertEquals(0L, server.call("DBSIZE"));
     }
 }

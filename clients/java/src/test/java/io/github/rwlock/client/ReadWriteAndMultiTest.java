@@ -20,11 +20,11 @@ import redis.clients.jedis.JedisPooled;
 class ReadWriteAndMultiTest extends ServerTest {
     @Test
     void readersShareAndAWriterExcludesThem() throws Exception {
-        ReadWriteLock rw = new ReadWriteLock(client, "t:rw");
+        DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "t:rw");
         assertSame(rw.readLock(), rw.readLock());
         assertTrue(rw.readLock().tryLock());
-        try (LockClient other = LockClient.create(jedis)) {
-            ReadWriteLock theirs = new ReadWriteLock(other, "t:rw");
+        try (Client other = Client.create(jedis)) {
+            DistributedReadWriteLock theirs = new DistributedReadWriteLock(other, "t:rw");
             assertTrue(theirs.readLock().tryLock(), "readers share");
             assertFalse(theirs.writeLock().tryLock(), "a writer waits for the readers");
             assertFalse(rw.writeLock().tryLock(), "a reader is never upgraded");
@@ -49,7 +49,7 @@ class ReadWriteAndMultiTest extends ServerTest {
 
     @Test
     void theWriterMayAlsoReadAndDowngrade() throws Exception {
-        ReadWriteLock rw = new ReadWriteLock(client, "t:down", LockOptions.defaults().withFenced(true));
+        DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "t:down", LockOptions.defaults().withFenced(true));
         rw.writeLock().lock();
         Long token = rw.writeLock().getToken();
         assertTrue(token != null && token > 0);
@@ -62,14 +62,14 @@ class ReadWriteAndMultiTest extends ServerTest {
         assertEquals(0L, server.call("EXISTS", "t:down"));
         assertThrows(NotHeldException.class, () -> rw.writeLock().unlock());
         assertThrows(IllegalArgumentException.class,
-                () -> new ReadWriteLock(client, "t:x", LockOptions.defaults().withReentrant(false)));
+                () -> new DistributedReadWriteLock(client, "t:x", LockOptions.defaults().withReentrant(false)));
     }
 
     @Test
     void theReadWatchdogRenewsAndForceUnlockIsReported() throws Exception {
         List<String> lost = new CopyOnWriteArrayList<>();
-        try (LockClient dogged = LockClient.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
-            ReadWriteLock rw = new ReadWriteLock(dogged, "t:rwdog", LockOptions.defaults().withOnLost((n, o) -> lost.add(n)));
+        try (Client dogged = Client.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
+            DistributedReadWriteLock rw = new DistributedReadWriteLock(dogged, "t:rwdog", LockOptions.defaults().withOnLost((n, o) -> lost.add(n)));
             rw.readLock().lock();
             Thread.sleep(1500);
             assertTrue(server.calls("rwlock.renew") >= 2);
@@ -120,7 +120,7 @@ class ReadWriteAndMultiTest extends ServerTest {
     @Test
     void aMultiLockOfLockObjectsIsRenewedTogetherAndLostWhole() throws Exception {
         List<String> lost = new CopyOnWriteArrayList<>();
-        try (LockClient dogged = LockClient.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
+        try (Client dogged = Client.builder(jedis).watchdogTimeout(Duration.ofSeconds(1)).build()) {
             MultiLock multi = new MultiLock(dogged, List.of(Hold.lock("t:a"), Hold.lock("t:b")),
                     LockOptions.defaults().withOnLost((n, o) -> lost.add(n)));
             multi.lock();
@@ -132,7 +132,7 @@ class ReadWriteAndMultiTest extends ServerTest {
             assertThrows(NotHeldException.class, multi::unlock);
             assertEquals(0L, server.call("EXISTS", "t:a"), "the holds still held were released");
         }
-        MultiLock of = MultiLock.of(client, new Lock(client, "t:x"), new ReadWriteLock(client, "t:y").writeLock());
+        MultiLock of = MultiLock.of(client, new PlainLock(client, "t:x"), new DistributedReadWriteLock(client, "t:y").writeLock());
         assertEquals(List.of(Hold.lock("t:x"), Hold.write("t:y")), of.getHolds());
         assertThrows(IllegalArgumentException.class, () -> new MultiLock(client, List.of()));
         assertThrows(IllegalArgumentException.class, () -> MultiLock.of(client, of));
@@ -143,8 +143,8 @@ class ReadWriteAndMultiTest extends ServerTest {
     @Test
     void aJedisPoolWorksToo() throws Exception {
         try (JedisPool pool = new JedisPool(server.hostAndPort().getHost(), server.port);
-                LockClient pooled = LockClient.create(pool)) {
-            Lock lock = new Lock(pooled, "t:pool");
+                Client pooled = Client.create(pool)) {
+            PlainLock lock = new PlainLock(pooled, "t:pool");
             assertTrue(lock.tryLock(1, TimeUnit.SECONDS));
             assertEquals("1", server.call("HGET", "t:pool", lock.getOwner()));
             lock.unlock();
@@ -156,8 +156,8 @@ class ReadWriteAndMultiTest extends ServerTest {
     void aResp3PoolWorksToo() throws Exception {
         try (JedisPooled resp3 = new JedisPooled(server.hostAndPort(),
                 redis.clients.jedis.DefaultJedisClientConfig.builder().resp3().build());
-                LockClient client3 = LockClient.create(resp3)) {
-            Lock fenced = Lock.fenced(client3, "t:resp3");
+                Client client3 = Client.create(resp3)) {
+            PlainLock fenced = PlainLock.fenced(client3, "t:resp3");
             assertTrue(fenced.tryLock(1, TimeUnit.SECONDS));
             assertTrue(fenced.getToken() > 0);
             assertFalse(inOtherThread(fenced));
@@ -170,7 +170,7 @@ class ReadWriteAndMultiTest extends ServerTest {
         }
     }
 
-    private static boolean inOtherThread(Lock lock) throws Exception {
+    private static boolean inOtherThread(PlainLock lock) throws Exception {
         return CompletableFuture.supplyAsync(lock::tryLock).get(10, TimeUnit.SECONDS);
     }
 }

@@ -159,7 +159,7 @@ final class RedisServer implements AutoCloseable {
         return new HostAndPort("127.0.0.1", port);
     }
 
-    /** A pool for a LockClient, with the given socket timeout. */
+    /** A pool for a Client, with the given socket timeout. */
     JedisPooled pooled(int socketTimeoutMs) {
         return new JedisPooled(hostAndPort(),
                 DefaultJedisClientConfig.builder().socketTimeoutMillis(socketTimeoutMs).build());

@@ -130,11 +130,11 @@ class ReplicaAcknowledgementTest {
         try (RedisServer master = new RedisServer("--repl-diskless-sync-delay", "0");
                 RedisServer replica = new RedisServer("--replicaof", "127.0.0.1", Integer.toString(master.port));
                 JedisPooled jedis = master.pooled();
-                LockClient client = LockClient.builder(jedis)
+                Client client = Client.builder(jedis)
                         .replicaSync(ReplicaSync.DEFAULT.withReplicas(ReplicaSync.AUTO)).build()) {
             RedisServer.waitUntil("the replica", 30_000, () -> "1".equals(master.info("replication", "connected_slaves"))
                     && "up".equals(replica.info("replication", "master_link_status")) && master.acknowledged());
-            Lock lock = new Lock(client, "a:lock");
+            PlainLock lock = new PlainLock(client, "a:lock");
             assertTrue(lock.tryLock());
             assertEquals(1L, replica.call("EXISTS", "a:lock"), "on the replica");
             lock.unlock();
@@ -146,12 +146,12 @@ class ReplicaAcknowledgementTest {
             assertTrue(e.getMessage().contains("WAIT 1 replied 0"), e.getMessage());
             assertEquals(0L, master.call("EXISTS", "a:lock"), "released again");
             assertFalse(lock.isHeldByCurrentThread());
-            ReadWriteLock rw = new ReadWriteLock(client, "a:rw");
+            DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "a:rw");
             assertThrows(NotSyncedException.class, () -> rw.writeLock().tryLock());
             assertEquals(0L, master.call("EXISTS", "a:rw"));
 
-            try (LockClient alone = LockClient.builder(jedis).replicaSync(ReplicaSync.DEFAULT.withReplicas(0)).build()) {
-                Lock quick = new Lock(alone, "a:lock");
+            try (Client alone = Client.builder(jedis).replicaSync(ReplicaSync.DEFAULT.withReplicas(0)).build()) {
+                PlainLock quick = new PlainLock(alone, "a:lock");
                 assertTrue(quick.tryLock(), "no replica expected");
                 quick.unlock();
             }
@@ -163,8 +163,8 @@ class ReplicaAcknowledgementTest {
     void aMasterRefusingWritesWithoutReplicasFailsAcquisitions() {
         try (RedisServer master = new RedisServer("--min-replicas-to-write", "1");
                 JedisPooled jedis = master.pooled();
-                LockClient client = LockClient.create(jedis)) {
-            NotSyncedException e = assertThrows(NotSyncedException.class, () -> new Lock(client, "m:lock").tryLock());
+                Client client = Client.create(jedis)) {
+            NotSyncedException e = assertThrows(NotSyncedException.class, () -> new PlainLock(client, "m:lock").tryLock());
             assertTrue(e.getMessage().contains("NOREPLICAS"), e.getMessage());
             assertThrows(NotSyncedException.class, () -> new FairLock(client, "m:fair").tryLock());
             assertEquals(0L, master.call("DBSIZE"), "nothing written");
@@ -181,8 +181,8 @@ class ReplicaAcknowledgementTest {
         try (RedisServer server = new RedisServer();
                 TurnProxy proxy = new TurnProxy(server.hostAndPort());
                 JedisPooled jedis = new JedisPooled(proxy.hostAndPort().getHost(), proxy.hostAndPort().getPort());
-                LockClient client = LockClient.create(jedis)) {
-            Lock lock = new Lock(client, "c:lock");
+                Client client = Client.create(jedis)) {
+            PlainLock lock = new PlainLock(client, "c:lock");
             assertTrue(lock.tryLock(0, 10_000, java.util.concurrent.TimeUnit.MILLISECONDS));
             lock.unlock();
             server.call("CONFIG", "RESETSTAT");

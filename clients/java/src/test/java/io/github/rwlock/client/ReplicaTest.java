@@ -18,11 +18,11 @@ class ReplicaTest {
         try (RedisServer master = new RedisServer("--appendonly", "yes");
                 RedisServer replica = new RedisServer("--replicaof", "127.0.0.1", Integer.toString(master.port));
                 JedisPooled jedis = master.pooled();
-                LockClient client = LockClient.create(jedis)) {
+                Client client = Client.create(jedis)) {
             RedisServer.waitUntil("the replica", 15_000, () -> "1".equals(master.info("replication", "connected_slaves"))
                     && "up".equals(replica.info("replication", "master_link_status")) && master.acknowledged());
             master.call("CONFIG", "RESETSTAT");
-            Lock lock = new Lock(client, "s:lock");
+            PlainLock lock = new PlainLock(client, "s:lock");
             assertTrue(lock.tryLock());
             assertEquals(1, master.calls("wait"));
             RedisServer.waitUntil("the copy", 2000, () -> replica.call("HGET", "s:lock", lock.getOwner()) != null);
@@ -38,15 +38,15 @@ class ReplicaTest {
                 assertEquals(0L, master.call("EXISTS", "s:lock"), "released again");
                 assertFalse(lock.isHeldByCurrentThread());
 
-                try (LockClient unsynced = LockClient.builder(jedis).replicaSync(ReplicaSync.DISABLED).build()) {
-                    Lock quick = new Lock(unsynced, "s:lock");
+                try (Client unsynced = Client.builder(jedis).replicaSync(ReplicaSync.DISABLED).build()) {
+                    PlainLock quick = new PlainLock(unsynced, "s:lock");
                     assertTrue(quick.tryLock());
                     quick.unlock();
                 }
-                try (LockClient shortSync = LockClient.builder(jedis)
+                try (Client shortSync = Client.builder(jedis)
                         .replicaSync(new ReplicaSync(true, Duration.ofMillis(200), true)).build()) {
                     long begin = System.nanoTime();
-                    assertThrows(NotSyncedException.class, () -> new Lock(shortSync, "s:other").lock());
+                    assertThrows(NotSyncedException.class, () -> new PlainLock(shortSync, "s:other").lock());
                     assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - begin) < 2000);
                 }
             } finally {

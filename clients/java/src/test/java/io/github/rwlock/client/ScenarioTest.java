@@ -92,7 +92,7 @@ class ScenarioTest {
         private final JsonNode scenario;
         private final String name;
         private final List<AutoCloseable> closing = new ArrayList<>();
-        private final Map<String, LockClient> clients = new HashMap<>();
+        private final Map<String, Client> clients = new HashMap<>();
         private final Map<String, DistributedLock> locks = new HashMap<>();
         private final Map<String, Object> saved = new HashMap<>();
         private final List<CompletableFuture<Void>> later = new ArrayList<>();
@@ -126,7 +126,7 @@ class ScenarioTest {
         }
 
         private void build() {
-            Map<String, ReadWriteLock> rws = new HashMap<>();
+            Map<String, DistributedReadWriteLock> rws = new HashMap<>();
             Iterator<Map.Entry<String, JsonNode>> entries = scenario.get("clients").fields();
             while (entries.hasNext()) {
                 Map.Entry<String, JsonNode> entry = entries.next();
@@ -138,11 +138,11 @@ class ScenarioTest {
                 }
                 JedisPooled jedis = new JedisPooled(server.hostAndPort(), config.build());
                 closing.add(jedis);
-                LockClient.Builder builder = LockClient.builder(jedis);
+                Client.Builder builder = Client.builder(jedis);
                 if (options.has("watchdog_timeout_ms")) {
                     builder.watchdogTimeout(Duration.ofMillis(options.get("watchdog_timeout_ms").asLong()));
                 }
-                LockClient client = builder.build();
+                Client client = builder.build();
                 closing.add(0, client);
                 clients.put(entry.getKey(), client);
             }
@@ -151,7 +151,7 @@ class ScenarioTest {
                 Map.Entry<String, JsonNode> entry = lockEntries.next();
                 JsonNode spec = entry.getValue();
                 known(spec, LOCK_FIELDS, "lock " + entry.getKey());
-                LockClient client = clients.get(spec.get("client").asText());
+                Client client = clients.get(spec.get("client").asText());
                 if (client == null) {
                     fail("lock " + entry.getKey() + ": unknown client " + spec.get("client"));
                 }
@@ -159,14 +159,14 @@ class ScenarioTest {
                 String kind = spec.get("kind").asText();
                 String lockName = spec.path("name").asText();
                 DistributedLock lock = switch (kind) {
-                    case "plain" -> new Lock(client, lockName, options);
-                    case "fenced" -> new Lock(client, lockName, options.withFenced(true));
-                    case "nonreentrant" -> new Lock(client, lockName, options.withReentrant(false));
+                    case "plain" -> new PlainLock(client, lockName, options);
+                    case "fenced" -> new PlainLock(client, lockName, options.withFenced(true));
+                    case "nonreentrant" -> new PlainLock(client, lockName, options.withReentrant(false));
                     case "fair" -> new FairLock(client, lockName, options);
                     case "read" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,
-                            k -> new ReadWriteLock(client, lockName, options)).readLock();
+                            k -> new DistributedReadWriteLock(client, lockName, options)).readLock();
                     case "write" -> rws.computeIfAbsent(spec.get("client").asText() + "\0" + lockName,
-                            k -> new ReadWriteLock(client, lockName, options)).writeLock();
+                            k -> new DistributedReadWriteLock(client, lockName, options)).writeLock();
                     case "multi" -> {
                         List<Hold> holds = new ArrayList<>();
                         for (JsonNode hold : spec.get("holds")) {

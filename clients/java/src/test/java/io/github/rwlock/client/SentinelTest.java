@@ -42,12 +42,12 @@ class SentinelTest {
                 try (JedisSentinelPool pool = new JedisSentinelPool(NAME, sentinels, config, config);
                         SentineledConnectionProvider provider = new SentineledConnectionProvider(NAME, config, sentinels,
                                 config);
-                        LockClient viaPool = LockClient.create(pool);
-                        LockClient viaProvider = LockClient.create(provider)) {
-                    List<LockClient> clients = List.of(viaPool, viaProvider);
+                        Client viaPool = Client.create(pool);
+                        Client viaProvider = Client.create(provider)) {
+                    List<Client> clients = List.of(viaPool, viaProvider);
                     long before = 0;
-                    for (LockClient client : clients) {
-                        try (Held held = Lock.fenced(client, "s:fenced").hold(Duration.ZERO, Duration.ofSeconds(10))) {
+                    for (Client client : clients) {
+                        try (Held held = PlainLock.fenced(client, "s:fenced").hold(Duration.ZERO, Duration.ofSeconds(10))) {
                             before = Math.max(before, held.token());
                         }
                         assertEquals(1, client.masters().expected(""), "learned from the first master");
@@ -55,7 +55,7 @@ class SentinelTest {
 
                     // A waiter parked on the first master, which then pauses past its failover.
                     first.call("LOCK.ACQUIRE", "s:wait", "other:1", "600000");
-                    Lock waited = new Lock(viaPool, "s:wait");
+                    PlainLock waited = new PlainLock(viaPool, "s:wait");
                     CompletableFuture<Throwable> outcome = new CompletableFuture<>();
                     Thread waiter = Waiters.lockInterruptibly(waited, outcome);
                     RedisServer.waitUntil("the waiter", CEILING_MS, () -> "1".equals(first.info("clients", "blocked_clients")));
@@ -74,8 +74,8 @@ class SentinelTest {
 
                     // The new master has no replica, and the deployment had one: fail closed.
                     second.call("CONFIG", "RESETSTAT");
-                    for (LockClient client : clients) {
-                        Lock lock = Lock.fenced(client, "s:fenced");
+                    for (Client client : clients) {
+                        PlainLock lock = PlainLock.fenced(client, "s:fenced");
                         NotSyncedException e = assertThrows(NotSyncedException.class,
                                 () -> lock.hold(Duration.ZERO, Duration.ofSeconds(10)));
                         assertTrue(e.getMessage().contains("WAIT 1 replied 0"), e.getMessage());
@@ -89,8 +89,8 @@ class SentinelTest {
                         RedisServer.waitUntil("the new replica", CEILING_MS,
                                 () -> "1".equals(second.info("replication", "connected_slaves"))
                                         && "up".equals(third.info("replication", "master_link_status")) && second.acknowledged());
-                        for (LockClient client : clients) {
-                            try (Held held = Lock.fenced(client, "s:fenced").hold(Duration.ZERO, Duration.ofSeconds(10))) {
+                        for (Client client : clients) {
+                            try (Held held = PlainLock.fenced(client, "s:fenced").hold(Duration.ZERO, Duration.ofSeconds(10))) {
                                 assertTrue(held.token() > before, held.token() + " after " + before);
                                 assertEquals(1L, second.call("EXISTS", "s:fenced"));
                             }
@@ -101,7 +101,7 @@ class SentinelTest {
                         // connection there.
                         second.call("LOCK.ACQUIRE", "s:again", "other:1", "600000");
                         second.call("CONFIG", "RESETSTAT");
-                        Lock again = new Lock(viaProvider, "s:again");
+                        PlainLock again = new PlainLock(viaProvider, "s:again");
                         CompletableFuture<Throwable> ended = new CompletableFuture<>();
                         Thread another = Waiters.lockInterruptibly(again, ended);
                         RedisServer.waitUntil("the waiter", CEILING_MS,

@@ -10,7 +10,7 @@ import redis.clients.jedis.JedisPooled;
 /**
  * What a test class against one server shares: the server with the module (started before the
  * class's tests, stopped by its PID after them), a pooled connection to it, and a fresh {@link
- * LockClient} on an emptied server (statistics reset) for every test.
+ * Client} on an emptied server (statistics reset) for every test.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 abstract class ServerTest {
@@ -19,7 +19,7 @@ abstract class ServerTest {
     /** A pool on it, the client's. */
     JedisPooled jedis;
     /** This test's client: its own UUID. */
-    LockClient client;
+    Client client;
 
     @BeforeAll
     void start() {
@@ -41,7 +41,7 @@ abstract class ServerTest {
     void empty() {
         server.call("FLUSHALL");
         server.call("CONFIG", "RESETSTAT");
-        client = LockClient.create(jedis);
+        client = Client.create(jedis);
     }
 
     @AfterEach

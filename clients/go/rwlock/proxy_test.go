@@ -164,12 +164,12 @@ func TestLostReplies(t *testing.T) {
 	plainFree := []string{"LOCK.UNLOCK", "", "other:1"}
 	kinds := []kind{
 		{"plain", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n) }, plainHold, plainFree},
-		{"fenced", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, Fenced()) }, plainHold, plainFree},
-		{"nonreentrant", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, NonReentrant()) }, plainHold, plainFree},
-		{"session", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, Session()) }, plainHold, plainFree},
+		{"fenced", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, WithFenced()) }, plainHold, plainFree},
+		{"nonreentrant", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, WithNonReentrant()) }, plainHold, plainFree},
+		{"session", "LOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.Lock(n, WithSession()) }, plainHold, plainFree},
 		{"read", "RWLOCK.READ", func(c *Client, n string) *Lock { return c.ReadWriteLock(n).Read() },
 			[]string{"RWLOCK.WRITE", "", "other:1", "10000"}, []string{"RWLOCK.UNLOCK", "", "other:1", "WRITE"}},
-		{"write", "RWLOCK.WRITE", func(c *Client, n string) *Lock { return c.ReadWriteLock(n, Fenced()).Write() },
+		{"write", "RWLOCK.WRITE", func(c *Client, n string) *Lock { return c.ReadWriteLock(n, WithFenced()).Write() },
 			[]string{"RWLOCK.WRITE", "", "other:1", "10000"}, []string{"RWLOCK.UNLOCK", "", "other:1", "WRITE"}},
 		{"fair", "FAIRLOCK.ACQUIRE", func(c *Client, n string) *Lock { return c.FairLock(n) },
 			[]string{"FAIRLOCK.ACQUIRE", "", "other:1", "10000"}, []string{"FAIRLOCK.UNLOCK", "", "other:1"}},
@@ -280,7 +280,7 @@ func TestRequestSent(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	c, _ := newClient(t, s)
-	l := c.Lock("req:plain", Fenced())
+	l := c.Lock("req:plain", WithFenced())
 	mustAcquire(t, l, WithWait(0), WithLease(5*time.Second))
 	keys, _ := s.do(t, "KEYS", "redisson_lock_request_latch:*").([]any)
 	if len(keys) != 1 || !strings.HasPrefix(keys[0].(string), "redisson_lock_request_latch:{req:plain}:") {

@@ -44,5 +44,5 @@
 // a timer renews it every third of it (no goroutine waits meanwhile); a
 // renewal answering 0 (the lock was forced open, or the lease ran out)
 // marks the lock lost: [Lock.Lost] turns true, [Lock.Done] is closed, the
-// [OnLost] callback runs and [Lock.Release] returns [ErrNotHeld].
+// [WithOnLost] callback runs and [Lock.Release] returns [ErrNotHeld].
 package rwlock

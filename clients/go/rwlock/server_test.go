@@ -42,7 +42,7 @@ func serverBinary(t testing.TB) string {
 func modulePath(t testing.TB) string {
 	p := os.Getenv("RWLOCK_MODULE")
 	if p == "" {
-		abs, err := filepath.Abs("../../target/release/librwlock.so")
+		abs, err := filepath.Abs("../../../target/release/librwlock.so")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,14 +58,14 @@ func TestLockKinds(t *testing.T) {
 	}
 
 	// Fenced: tokens grow, across clients.
-	f := c.Lock("kinds:fenced", Fenced())
+	f := c.Lock("kinds:fenced", WithFenced())
 	mustAcquire(t, f, WithWait(0), WithLease(5*time.Second))
 	t1, ok := f.Token()
 	if !ok || t1 < 1 {
 		t.Fatalf("token %d %v", t1, ok)
 	}
 	mustRelease(t, f)
-	g := other.Lock("kinds:fenced", Fenced())
+	g := other.Lock("kinds:fenced", WithFenced())
 	mustAcquire(t, g, WithWait(0), WithLease(5*time.Second))
 	if t2, _ := g.Token(); t2 <= t1 {
 		t.Fatalf("tokens %d then %d", t1, t2)
@@ -76,7 +76,7 @@ func TestLockKinds(t *testing.T) {
 	}
 
 	// Non-reentrant.
-	n := c.Lock("kinds:nonreentrant", NonReentrant())
+	n := c.Lock("kinds:nonreentrant", WithNonReentrant())
 	mustAcquire(t, n, WithWait(0), WithLease(5*time.Second))
 	if _, err := n.Acquire(bg, WithWait(0)); !errors.Is(err, ErrNotReentrant) {
 		t.Fatalf("re-entry: %v", err)
@@ -124,7 +124,7 @@ func TestReadWriteAndMulti(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	c, _ := newClient(t, s)
-	rw := c.ReadWriteLock("rw:doc", Fenced())
+	rw := c.ReadWriteLock("rw:doc", WithFenced())
 	other := c.ReadWriteLock("rw:doc")
 	if rw.Read().Owner() != rw.Write().Owner() {
 		t.Fatal("the two sides have different owners")
@@ -144,7 +144,7 @@ func TestReadWriteAndMulti(t *testing.T) {
 	}
 	mustRelease(t, rw.Read())
 	mustRelease(t, other.Read())
-	if _, err := c.ReadWriteLock("x", NonReentrant()).Read().Acquire(bg); err == nil {
+	if _, err := c.ReadWriteLock("x", WithNonReentrant()).Read().Acquire(bg); err == nil {
 		t.Fatal("a non-reentrant read-write lock")
 	}
 
@@ -181,7 +181,7 @@ func TestWatchdog(t *testing.T) {
 	s := startServer(t)
 	c, _ := newClient(t, s, WithWatchdogTimeout(time.Second))
 	var lostCalls atomic.Int32
-	l := c.Lock("dog:lock", OnLost(func(*Lock) { lostCalls.Add(1) }))
+	l := c.Lock("dog:lock", WithOnLost(func(*Lock) { lostCalls.Add(1) }))
 	mustAcquire(t, l, WithWait(0))
 	done := l.Done()
 	time.Sleep(3500 * time.Millisecond)
@@ -276,7 +276,7 @@ func TestSession(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	c, _ := newClient(t, s, WithWatchdogTimeout(time.Second))
-	l := c.Lock("session:lock", Session())
+	l := c.Lock("session:lock", WithSession())
 	mustAcquire(t, l, WithWait(0))
 	mustAcquire(t, l, WithWait(0)) // re-entry, on the same connection
 	if got := s.info(t, "rwlock_sessions", "rwlock_session_holds"); got != "2" {

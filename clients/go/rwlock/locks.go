@@ -6,27 +6,27 @@ import (
 )
 
 // Lock makes a handle on the plain lock name (LOCK.*): Redisson's RLock,
-// with [Fenced] its RFencedLock, with [NonReentrant] its non-reentrant
-// lock; [Session] and [OnLost] apply too. Nothing is sent until
+// with [WithFenced] its RFencedLock, with [WithNonReentrant] its non-reentrant
+// lock; [WithSession] and [WithOnLost] apply too. Nothing is sent until
 // [Lock.Acquire].
 func (c *Client) Lock(name string, opts ...LockOption) *Lock {
 	cfg := configOf(opts)
 	var err error
 	if cfg.fairWaitSet {
-		err = errors.New("rwlock: FairWait is a fair lock's option")
+		err = errors.New("rwlock: WithFairWait is a fair lock's option")
 	}
 	return newLock(c, plainPlan{name: name, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, err)
 }
 
 // FairLock makes a handle on the fair lock name (FAIRLOCK.*): Redisson's
-// RFairLock, with [NonReentrant] its non-reentrant fair lock. Waiters are
+// RFairLock, with [WithNonReentrant] its non-reentrant fair lock. Waiters are
 // served in arrival order, in one line with Redisson's own waiters on that
 // lock: a wait ([WithWait] above 0, or none) joins the line and waits in it
 // on the server (BLOCK), which takes it out of the line when the wait runs
 // out or its context ends; [WithWait](0) is Redisson's tryLock(): one try,
-// never joining the line. The watchdog (LOCK.RENEW), leases, [OnLost] and
-// releases are the plain lock's; [FairWait] sets the line's wait time.
-// [Fenced] and [Session] are refused (the module's fair lock has neither),
+// never joining the line. The watchdog (LOCK.RENEW), leases, [WithOnLost] and
+// releases are the plain lock's; [WithFairWait] sets the line's wait time.
+// [WithFenced] and [WithSession] are refused (the module's fair lock has neither),
 // at the first call.
 //
 // A fair lock's release of a hold that ran out (the lock no longer exists)
@@ -62,14 +62,14 @@ type ReadWriteLock struct {
 	read, write *Lock
 }
 
-// ReadWriteLock makes a read-write lock on name. [Fenced] fences its write
-// side; [Session] and [OnLost] apply to both sides; [NonReentrant] is
+// ReadWriteLock makes a read-write lock on name. [WithFenced] fences its write
+// side; [WithSession] and [WithOnLost] apply to both sides; [WithNonReentrant] is
 // refused (at the first call) as the module has no such read-write lock.
 func (c *Client) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
 	cfg := configOf(opts)
 	var err error
 	if cfg.noReentry || cfg.fairWaitSet {
-		err = errors.New("rwlock: a read-write lock cannot be non-reentrant or take FairWait")
+		err = errors.New("rwlock: a read-write lock cannot be non-reentrant or take WithFairWait")
 	}
 	owner := c.newOwner()
 	readCfg := cfg
@@ -93,15 +93,15 @@ func (rw *ReadWriteLock) Write() *Lock { return rw.write }
 // MultiLock makes a handle taking several holds as one
 // (LOCK.ACQUIREALL/RENEWALL/UNLOCKALL; Redisson's RedissonMultiLock, but
 // atomic: all or none, and a wait never deadlocks whatever the order). In a
-// cluster every name must share one slot: give them one {tag}. [Session] and
-// [OnLost] apply; [Fenced] and [NonReentrant] are refused. A bad list (empty,
+// cluster every name must share one slot: give them one {tag}. [WithSession] and
+// [WithOnLost] apply; [WithFenced] and [WithNonReentrant] are refused. A bad list (empty,
 // an unknown kind, a name twice) is reported by the first call.
 func (c *Client) MultiLock(holds []Hold, opts ...LockOption) *Lock {
 	cfg := configOf(opts)
 	list := append([]Hold(nil), holds...)
 	err := checkHolds(list)
 	if err == nil && (cfg.fenced || cfg.noReentry || cfg.fairWaitSet) {
-		err = errors.New("rwlock: a multi-lock cannot be fenced, non-reentrant or take FairWait")
+		err = errors.New("rwlock: a multi-lock cannot be fenced, non-reentrant or take WithFairWait")
 	}
 	name := ""
 	if len(list) > 0 {

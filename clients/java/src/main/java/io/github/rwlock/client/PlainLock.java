@@ -8,7 +8,7 @@ import java.util.List;
  * Redisson service and this client share the same lock under the same name.
  *
  * <pre>{@code
- * Lock lock = new Lock(client, "invoice:42");
+ * PlainLock lock = new PlainLock(client, "invoice:42");
  * if (lock.tryLock(5, TimeUnit.SECONDS)) {
  *     try {
  *         ...
@@ -18,14 +18,14 @@ import java.util.List;
  * }
  * }</pre>
  */
-public final class Lock extends DistributedLock {
+public final class PlainLock extends DistributedLock {
     /**
      * The plain, re-entrant lock {@code name}.
      *
      * @param client the client
      * @param name the lock's name (its key)
      */
-    public Lock(LockClient client, String name) {
+    public PlainLock(Client client, String name) {
         this(client, name, LockOptions.defaults());
     }
 
@@ -36,7 +36,7 @@ public final class Lock extends DistributedLock {
      * @param name the lock's name (its key)
      * @param options how it takes its holds
      */
-    public Lock(LockClient client, String name, LockOptions options) {
+    public PlainLock(Client client, String name, LockOptions options) {
         super(client, Plan.single(Hold.lock(checkName(name)), options.fenced(), options.reentrant()), options);
     }
 
@@ -47,8 +47,8 @@ public final class Lock extends DistributedLock {
      * @param name the lock's name
      * @return the lock
      */
-    public static Lock fenced(LockClient client, String name) {
-        return new Lock(client, name, LockOptions.defaults().withFenced(true));
+    public static PlainLock fenced(Client client, String name) {
+        return new PlainLock(client, name, LockOptions.defaults().withFenced(true));
     }
 
     /**
@@ -58,8 +58,8 @@ public final class Lock extends DistributedLock {
      * @param name the lock's name
      * @return the lock
      */
-    public static Lock nonReentrant(LockClient client, String name) {
-        return new Lock(client, name, LockOptions.defaults().withReentrant(false));
+    public static PlainLock nonReentrant(Client client, String name) {
+        return new PlainLock(client, name, LockOptions.defaults().withReentrant(false));
     }
 
     /**

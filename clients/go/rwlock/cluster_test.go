@@ -125,7 +125,7 @@ func TestCluster(t *testing.T) {
 	served := map[int]bool{}
 	for i := 0; i < 12; i++ {
 		name := fmt.Sprintf("cluster:%d", i)
-		l := c.Lock(name, Fenced())
+		l := c.Lock(name, WithFenced())
 		mustAcquire(t, l, WithWait(0))
 		owner := owning(t, nodes, name)
 		served[owner.port] = true

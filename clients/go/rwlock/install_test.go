@@ -15,11 +15,13 @@ import (
 	"time"
 )
 
+// modulePathName is the module's path; the package is its rwlock directory,
+// so that an import needs no alias.
 const modulePathName = "github.com/rwlock/rwlock/clients/go"
 
 // quickStart is the README's first Go block after "## Quick start".
 func quickStart(t *testing.T) string {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestInstallAndQuickStart(t *testing.T) {
 	t.Parallel()
 	code := quickStart(t)
 	s := startServer(t)
-	checkout, err := filepath.Abs(".")
+	checkout, err := filepath.Abs("..") // the module's root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestInstallAndQuickStart(t *testing.T) {
 	}
 	// The checkout's go.sum vouches for the dependencies' hashes, so the
 	// checksum database is not needed.
-	sum, err := os.ReadFile("go.sum")
+	sum, err := os.ReadFile("../go.sum")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,24 +24,24 @@ type lockConfig struct {
 	fairWaitSet bool
 }
 
-// Fenced makes every acquisition take the next fencing token (FENCED,
+// WithFenced makes every acquisition take the next fencing token (FENCED,
 // Redisson's RFencedLock): [Lock.Token] gives it, for the storage to refuse
 // writes of older holders. For a [ReadWriteLock], the write side's.
-func Fenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
+func WithFenced() LockOption { return func(c *lockConfig) { c.fenced = true } }
 
-// NonReentrant makes the holder's second acquisition fail with
+// WithNonReentrant makes the holder's second acquisition fail with
 // [ErrNotReentrant] (NOREENTRY) instead of adding a hold. Plain and fair
 // locks only.
-func NonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
+func WithNonReentrant() LockOption { return func(c *lockConfig) { c.noReentry = true } }
 
-// Session binds holds to the connection that took them (SESSION): the
+// WithSession binds holds to the connection that took them (SESSION): the
 // server keeps them alive while it is open and frees them when it closes,
 // so a crashed process loses its locks at once. The handle keeps that
 // connection out of the pool for the hold's life (re-entries and the
 // release use it) and gives it back after the last release. No watchdog.
-func Session() LockOption { return func(c *lockConfig) { c.session = true } }
+func WithSession() LockOption { return func(c *lockConfig) { c.session = true } }
 
-// FairWait sets a fair lock's thread wait time (WAIT ms; Redisson's
+// WithFairWait sets a fair lock's thread wait time (WAIT ms; Redisson's
 // fairLockWaitTimeout) for the acquisitions without a bounded wait (a wait
 // without limit, a try): how long a waiter in the line may be away before
 // Redisson's clients count it gone, and how far the waiters' deadlines move
@@ -49,16 +49,16 @@ func Session() LockOption { return func(c *lockConfig) { c.session = true } }
 // as Redisson's tryLock(wait) does. Give the value the Java services sharing
 // the line use. Default: the server's rwlock.fair-wait (300 s, Redisson's
 // default). Fair locks only.
-func FairWait(d time.Duration) LockOption {
+func WithFairWait(d time.Duration) LockOption {
 	return func(c *lockConfig) { c.fairWait, c.fairWaitSet = d, true }
 }
 
-// OnLost sets a callback the watchdog calls, from its goroutine, when it
+// WithOnLost sets a callback the watchdog calls, from its goroutine, when it
 // finds the hold gone (the lock forced open, or its lease ran out).
-func OnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
+func WithOnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.onLost = fn } }
 
-// Lock is a lock handle: a plain lock (Redisson's RLock; [Fenced]:
-// RFencedLock; [NonReentrant]: the non-reentrant lock), a fair lock
+// Lock is a lock handle: a plain lock (Redisson's RLock; [WithFenced]:
+// RFencedLock; [WithNonReentrant]: the non-reentrant lock), a fair lock
 // (RFairLock), one side of a [ReadWriteLock], or a multi-lock (several
 // holds as one). Make it with [Client.Lock], [Client.FairLock],
 // [ReadWriteLock.Read], [ReadWriteLock.Write] or [Client.MultiLock].
@@ -132,7 +132,7 @@ func (l *Lock) Done() <-chan struct{} {
 }
 
 // Token is the fencing token of the handle's latest acquisition, and
-// whether there is one (a [Fenced] lock holding it).
+// whether there is one (a [WithFenced] lock holding it).
 func (l *Lock) Token() (int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,9 +1,9 @@
-/** `Locks`: the client object every lock handle comes from (one client UUID, one set of options). */
+/** `Client`: the client object every lock handle comes from (one client UUID, one set of options). */
 
 import { asyncDispose } from "./dispose";
 import { LockError } from "./errors";
 import { Target } from "./commands";
-import { Links, type Client } from "./link";
+import { Links, type RedisClient } from "./link";
 import { Lock, type ClientContext, type HandleOptions } from "./lock";
 import { MultiLock, type MultiHold } from "./multi";
 import { DEFAULT_WATCHDOG_TIMEOUT, REPLY_MARGIN, syncOf, toMs, type ReplicaSync } from "./options";
@@ -13,7 +13,7 @@ import { Masters } from "./sync";
 import type { Watchdog } from "./watchdog";
 
 /** A client object's options. */
-export interface LocksOptions {
+export interface ClientOptions {
   /**
    * The client UUID of every owner (`<clientId>:<n>`); default a random UUID
    * v4. Never give it a Redisson instance's: their owners would collide.
@@ -63,33 +63,33 @@ export interface ReadWriteLockOptions extends HandleOptions {
  * own, `<clientId>:<n>`.
  *
  * ```ts
- * const locks = new Locks(new Redis(6399));
- * await locks.lock("invoice:42").withLock(async () => { ... }, { wait: 5_000 });
+ * const client = new Client(new Redis(6399));
+ * await client.lock("invoice:42").withLock(async () => { ... }, { wait: 5_000 });
  * ```
  *
  * `close()` (or `await using`) closes its dedicated connections (ending
  * their session holds) and stops its watchdogs; the ioredis client stays
  * the application's.
  */
-export class Locks implements AsyncDisposable {
+export class Client implements AsyncDisposable {
   /** The client UUID of this object's owners. */
   readonly clientId: string;
   /** The application's ioredis client. */
-  readonly client: Client;
+  readonly client: RedisClient;
   private readonly ctx: ClientContext;
   private readonly owners: Owners;
 
   /** `client`: an ioredis `Redis` (one server) or `Cluster`. */
-  constructor(client: Client, options: LocksOptions = {}) {
+  constructor(client: RedisClient, options: ClientOptions = {}) {
     if (client === null || typeof client !== "object" || typeof (client as { call?: unknown }).call !== "function") {
-      throw new TypeError("Locks needs an ioredis Redis or Cluster client");
+      throw new TypeError("Client needs an ioredis Redis or Cluster client");
     }
     const configured = (client as { options?: { keyPrefix?: string; redisOptions?: { keyPrefix?: string } } }).options;
     if (configured?.keyPrefix || configured?.redisOptions?.keyPrefix) {
       // ioredis prefixes the keys of the commands it knows (DEL of a latch)
       // but not the module's (it does not know where their keys are): the
       // lock and its latch would part.
-      throw new TypeError("Locks cannot use an ioredis client with keyPrefix: put the prefix in the lock names");
+      throw new TypeError("Client cannot use an ioredis client with keyPrefix: put the prefix in the lock names");
     }
     this.client = client;
     this.clientId = clientIdOf(options.clientId);
@@ -161,7 +161,7 @@ export class Locks implements AsyncDisposable {
     this.ctx.links.close();
   }
 
-  /** `await using locks = new Locks(redis)`: `close()`. */
+  /** `await using locks = new Client(redis)`: `close()`. */
   [asyncDispose](): Promise<void> {
     return this.close();
   }

@@ -21,14 +21,14 @@ import redis.clients.jedis.util.Pool;
 /**
  * The locks' side of a Jedis client, as Redisson's {@code RedissonClient} is: one client UUID (so
  * owners are {@code <UUID>:<thread id>}, never shared with a Redisson instance or another {@code
- * LockClient}), the watchdog timeout, the replica sync policy, and the threads the watchdogs and
+ * Client}), the watchdog timeout, the replica sync policy, and the threads the watchdogs and
  * interruptible waits run on. Make one per Jedis pool and share it; lock objects take it as their
  * first argument. Thread-safe.
  *
  * <pre>{@code
  * JedisPooled jedis = new JedisPooled("127.0.0.1", 6399);
- * try (LockClient client = LockClient.create(jedis)) {
- *     Lock lock = new Lock(client, "invoice:42");
+ * try (Client client = Client.create(jedis)) {
+ *     PlainLock lock = new PlainLock(client, "invoice:42");
  *     ...
  * }
  * }</pre>
@@ -38,7 +38,7 @@ import redis.clients.jedis.util.Pool;
  * wait plus a margin as the socket timeout, so a wait longer than the pool's socket timeout
  * works.
  */
-public final class LockClient implements AutoCloseable {
+public final class Client implements AutoCloseable {
     /** Redisson's {@code lockWatchdogTimeout}: the lease of a hold taken without one. */
     public static final Duration DEFAULT_WATCHDOG_TIMEOUT = Duration.ofSeconds(30);
 
@@ -54,7 +54,7 @@ public final class LockClient implements AutoCloseable {
     private final ScheduledThreadPoolExecutor scheduler;
     private final ExecutorService waiters;
 
-    private LockClient(Builder builder) {
+    private Client(Builder builder) {
         this.connector = builder.connector;
         this.id = builder.id != null ? builder.id : UUID.randomUUID().toString();
         this.watchdogTimeoutMs = builder.watchdogTimeout.toMillis();
@@ -79,7 +79,7 @@ public final class LockClient implements AutoCloseable {
      * @param jedis the pool ({@code JedisPooled}); it stays the caller's to close
      * @return the client
      */
-    public static LockClient create(JedisPooled jedis) {
+    public static Client create(JedisPooled jedis) {
         return builder(jedis).build();
     }
 
@@ -91,7 +91,7 @@ public final class LockClient implements AutoCloseable {
      * @param pool the pool; it stays the caller's to close
      * @return the client
      */
-    public static LockClient create(Pool<Jedis> pool) {
+    public static Client create(Pool<Jedis> pool) {
         return builder(pool).build();
     }
 
@@ -103,7 +103,7 @@ public final class LockClient implements AutoCloseable {
      * @param provider the Sentinel-named master's connections; it stays the caller's to close
      * @return the client
      */
-    public static LockClient create(SentineledConnectionProvider provider) {
+    public static Client create(SentineledConnectionProvider provider) {
         return builder(provider).build();
     }
 
@@ -115,7 +115,7 @@ public final class LockClient implements AutoCloseable {
      * @param provider the cluster's connections; it stays the caller's to close
      * @return the client
      */
-    public static LockClient create(ClusterConnectionProvider provider) {
+    public static Client create(ClusterConnectionProvider provider) {
         return builder(provider).build();
     }
 
@@ -244,7 +244,7 @@ public final class LockClient implements AutoCloseable {
         connector.close();
     }
 
-    /** A {@link LockClient}'s options. */
+    /** A {@link Client}'s options. */
     public static final class Builder {
         private final Connector connector;
         private String id;
@@ -299,8 +299,8 @@ public final class LockClient implements AutoCloseable {
          *
          * @return a new client
          */
-        public LockClient build() {
-            return new LockClient(this);
+        public Client build() {
+            return new Client(this);
         }
     }
 }

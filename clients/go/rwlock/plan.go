@@ -314,7 +314,7 @@ type fairPlan struct {
 
 // lineWait is an acquisition's WAIT, as Redisson's tryLockInnerAsync picks
 // it: a bounded wait is its own thread wait time, otherwise the lock's
-// (FairWait; 0: none sent, the server's default).
+// (WithFairWait; 0: none sent, the server's default).
 func (p fairPlan) lineWait(r request) int64 {
 	if r.waitMs > 0 {
 		return r.waitMs

@@ -12,7 +12,7 @@ import java.util.List;
  * write side take a fencing token on each acquisition.
  *
  * <pre>{@code
- * ReadWriteLock rw = new ReadWriteLock(client, "orders");
+ * DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "orders");
  * rw.readLock().lock();
  * try {
  *     ...
@@ -21,8 +21,8 @@ import java.util.List;
  * }
  * }</pre>
  */
-public final class ReadWriteLock implements java.util.concurrent.locks.ReadWriteLock {
-    private final LockClient client;
+public final class DistributedReadWriteLock implements java.util.concurrent.locks.ReadWriteLock {
+    private final Client client;
     private final String name;
     private final ReadLock read;
     private final WriteLock write;
@@ -33,7 +33,7 @@ public final class ReadWriteLock implements java.util.concurrent.locks.ReadWrite
      * @param client the client
      * @param name the lock's name (its key)
      */
-    public ReadWriteLock(LockClient client, String name) {
+    public DistributedReadWriteLock(Client client, String name) {
         this(client, name, LockOptions.defaults());
     }
 
@@ -44,7 +44,7 @@ public final class ReadWriteLock implements java.util.concurrent.locks.ReadWrite
      * @param name the lock's name (its key)
      * @param options how both sides take their holds; never non-reentrant
      */
-    public ReadWriteLock(LockClient client, String name, LockOptions options) {
+    public DistributedReadWriteLock(Client client, String name, LockOptions options) {
         if (!options.reentrant()) {
             throw new IllegalArgumentException("a read-write lock is always re-entrant");
         }
@@ -97,16 +97,16 @@ public final class ReadWriteLock implements java.util.concurrent.locks.ReadWrite
         }
     }
 
-    /** The read side of a {@link ReadWriteLock}: shared by any number of owners while nobody writes. */
+    /** The read side of a {@link DistributedReadWriteLock}: shared by any number of owners while nobody writes. */
     public static final class ReadLock extends DistributedLock {
-        ReadLock(LockClient client, String name, LockOptions options) {
+        ReadLock(Client client, String name, LockOptions options) {
             super(client, Plan.single(Hold.read(name), false, true), options);
         }
     }
 
-    /** The write side of a {@link ReadWriteLock}: one owner, and no reader but that owner. */
+    /** The write side of a {@link DistributedReadWriteLock}: one owner, and no reader but that owner. */
     public static final class WriteLock extends DistributedLock {
-        WriteLock(LockClient client, String name, LockOptions options) {
+        WriteLock(Client client, String name, LockOptions options) {
             super(client, Plan.single(Hold.write(name), options.fenced(), true), options);
         }
     }

@@ -29,7 +29,7 @@ func TestPlans(t *testing.T) {
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, "ignored"), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.renew("u:3", 5000), "[LOCK.RENEWALL u:3 5000 HOLDS 1 WRITE x]"},
 		{fairPlan{name: "f"}.acquire("u:4", try, false, ""), "[FAIRLOCK.ACQUIRE f u:4 5000 NOQUEUE]"},
-		// A bounded wait is its own WAIT (Redisson's tryLock(w)), else FairWait's.
+		// A bounded wait is its own WAIT (Redisson's tryLock(w)), else WithFairWait's.
 		{fairPlan{name: "f", noReentry: true, waitMs: 5000}.acquire("u:4", request{leaseMs: 9, block: 250, waitMs: 250}, false, ""), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 250 NOREENTRY]"},
 		{fairPlan{name: "f", waitMs: 5000}.acquire("u:4", wait, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 5000 WAIT 5000 BLOCK 0 REQUEST q 13500]"},
 		{fairPlan{name: "f"}.acquire("u:4", request{leaseMs: 9, block: 100, waitMs: 250}, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 100 REQUEST q 13750]"},

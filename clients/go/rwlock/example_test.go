@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	rwlock "github.com/rwlock/rwlock/clients/go"
+	"github.com/rwlock/rwlock/clients/go/rwlock"
 )
 
 // The examples that talk to a server have no Output comment: `go test`
@@ -18,13 +18,13 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	locks, err := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	client, err := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer locks.Close()
+	defer client.Close()
 
-	lock := locks.Lock("invoice:42")
+	lock := client.Lock("invoice:42")
 	ok, err := lock.Acquire(ctx, rwlock.WithWait(5*time.Second)) // waits on the server
 	if err != nil {
 		log.Fatal(err)
@@ -44,18 +44,18 @@ func ExampleNew() {
 
 func ExampleNew_cluster() {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}})
-	locks, err := rwlock.New(cluster, rwlock.WithWatchdogTimeout(10*time.Second))
+	client, err := rwlock.New(cluster, rwlock.WithWatchdogTimeout(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Every call goes to the master of the name's slot.
-	_ = locks.Lock("orders:7")
+	_ = client.Lock("orders:7")
 }
 
 func ExampleLock_Acquire() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	lock := locks.Lock("report")
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := client.Lock("report")
 	// One try, a 10 s lease and no watchdog.
 	if ok, err := lock.Acquire(ctx, rwlock.WithWait(0), rwlock.WithLease(10*time.Second)); err == nil && ok {
 		defer lock.Release(ctx)
@@ -63,8 +63,8 @@ func ExampleLock_Acquire() {
 }
 
 func ExampleLock_Run() {
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	err := locks.Lock("nightly-job").Run(context.Background(), func(ctx context.Context) error {
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	err := client.Lock("nightly-job").Run(context.Background(), func(ctx context.Context) error {
 		// ctx is cancelled if the watchdog finds the lock lost.
 		return nil
 	}, rwlock.WithWait(time.Second))
@@ -73,10 +73,10 @@ func ExampleLock_Run() {
 	}
 }
 
-func ExampleFenced() {
+func ExampleWithFenced() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	lock := locks.Lock("ledger", rwlock.Fenced())
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := client.Lock("ledger", rwlock.WithFenced())
 	if ok, _ := lock.Acquire(ctx); ok {
 		token, _ := lock.Token()
 		fmt.Println("write with fence", token) // the storage refuses lower tokens
@@ -84,9 +84,9 @@ func ExampleFenced() {
 	}
 }
 
-func ExampleOnLost() {
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	lock := locks.Lock("leader", rwlock.OnLost(func(l *rwlock.Lock) {
+func ExampleWithOnLost() {
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := client.Lock("leader", rwlock.WithOnLost(func(l *rwlock.Lock) {
 		log.Printf("lost %s", l.Name())
 	}))
 	if ok, _ := lock.Acquire(context.Background()); ok {
@@ -96,8 +96,8 @@ func ExampleOnLost() {
 
 func ExampleClient_ReadWriteLock() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	rw := locks.ReadWriteLock("catalog")
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	rw := client.ReadWriteLock("catalog")
 	if ok, _ := rw.Read().Acquire(ctx, rwlock.WithWait(time.Second)); ok {
 		defer rw.Read().Release(ctx) // other readers may hold it too
 	}
@@ -105,8 +105,8 @@ func ExampleClient_ReadWriteLock() {
 
 func ExampleClient_MultiLock() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	transfer := locks.MultiLock([]rwlock.Hold{
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	transfer := client.MultiLock([]rwlock.Hold{
 		{Kind: rwlock.KindLock, Name: "{acct}:1"},
 		{Kind: rwlock.KindLock, Name: "{acct}:2"},
 	})
@@ -117,10 +117,10 @@ func ExampleClient_MultiLock() {
 
 func ExampleClient_FairLock() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
 	// Served in arrival order, in one line with Redisson's RFairLock
 	// waiters, who use a 5 s fairLockWaitTimeout here.
-	lock := locks.FairLock("payouts", rwlock.FairWait(5*time.Second))
+	lock := client.FairLock("payouts", rwlock.WithFairWait(5*time.Second))
 	err := lock.Run(ctx, func(ctx context.Context) error {
 		fmt.Println("paying out")
 		return nil
@@ -130,10 +130,10 @@ func ExampleClient_FairLock() {
 	}
 }
 
-func ExampleSession() {
+func ExampleWithSession() {
 	ctx := context.Background()
-	locks, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
-	lock := locks.Lock("worker:3", rwlock.Session()) // freed if this process dies
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	lock := client.Lock("worker:3", rwlock.WithSession()) // freed if this process dies
 	if ok, _ := lock.Acquire(ctx, rwlock.WithWait(0)); ok {
 		defer lock.Release(ctx)
 	}

@@ -1,6 +1,6 @@
 package rwlock
 
-// The shared scenarios (../contract/scenarios.json, or RWLOCK_SCENARIOS),
+// The shared scenarios (../../contract/scenarios.json, or RWLOCK_SCENARIOS),
 // run through this package's public API against one real server, as
 // clients/contract/README.md describes. A step or field this runner does
 // not know fails the scenario.
@@ -57,7 +57,7 @@ func TestScenarios(t *testing.T) {
 	t.Parallel()
 	path := os.Getenv("RWLOCK_SCENARIOS")
 	if path == "" {
-		path = "../contract/scenarios.json"
+		path = "../../contract/scenarios.json"
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -124,7 +124,7 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 		}
 		var opts []LockOption
 		if spec.Session {
-			opts = append(opts, Session())
+			opts = append(opts, WithSession())
 		}
 		if spec.Kind != "multi" && spec.Holds != nil {
 			t.Fatalf("lock %s: holds on a %s lock", name, spec.Kind)
@@ -133,9 +133,9 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 		case "plain":
 			r.locks[name] = c.Lock(spec.Name, opts...)
 		case "fenced":
-			r.locks[name] = c.Lock(spec.Name, append(opts, Fenced())...)
+			r.locks[name] = c.Lock(spec.Name, append(opts, WithFenced())...)
 		case "nonreentrant":
-			r.locks[name] = c.Lock(spec.Name, append(opts, NonReentrant())...)
+			r.locks[name] = c.Lock(spec.Name, append(opts, WithNonReentrant())...)
 		case "fair":
 			if spec.Session {
 				t.Fatalf("lock %s: a fair lock takes no session holds", name)

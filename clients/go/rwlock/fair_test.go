@@ -96,7 +96,7 @@ func TestFairLeaving(t *testing.T) {
 	c, _ := newClient(t, s)
 	holder := c.FairLock("fair:leave")
 	mustAcquire(t, holder, WithWait(0), WithLease(10*time.Second))
-	w := c.FairLock("fair:leave", FairWait(5*time.Second))
+	w := c.FairLock("fair:leave", WithFairWait(5*time.Second))
 
 	began := time.Now()
 	if ok, err := w.Acquire(bg, WithWait(300*time.Millisecond)); ok || err != nil {
@@ -179,7 +179,7 @@ func TestFairHolds(t *testing.T) {
 		t.Fatalf("release after the loss: %v", err)
 	}
 
-	n := c.FairLock("fair:nr", NonReentrant())
+	n := c.FairLock("fair:nr", WithNonReentrant())
 	mustAcquire(t, n, WithWait(0), WithLease(5*time.Second))
 	if _, err := n.Acquire(bg, WithWait(0)); !errors.Is(err, ErrNotReentrant) {
 		t.Fatalf("re-entry: %v", err)
@@ -190,15 +190,15 @@ func TestFairHolds(t *testing.T) {
 	mustRelease(t, n)
 
 	for _, bad := range []*Lock{
-		c.FairLock("x", Fenced()), c.FairLock("x", Session()), c.FairLock("x", FairWait(0)),
-		c.Lock("x", FairWait(time.Second)), c.MultiLock([]Hold{{KindLock, "x"}}, FairWait(time.Second)),
+		c.FairLock("x", WithFenced()), c.FairLock("x", WithSession()), c.FairLock("x", WithFairWait(0)),
+		c.Lock("x", WithFairWait(time.Second)), c.MultiLock([]Hold{{KindLock, "x"}}, WithFairWait(time.Second)),
 	} {
 		if _, err := bad.Acquire(bg, WithWait(0)); err == nil {
 			t.Fatal("a bad option accepted")
 		}
 	}
-	if _, err := c.ReadWriteLock("x", FairWait(time.Second)).Read().Acquire(bg); err == nil {
-		t.Fatal("FairWait on a read-write lock accepted")
+	if _, err := c.ReadWriteLock("x", WithFairWait(time.Second)).Read().Acquire(bg); err == nil {
+		t.Fatal("WithFairWait on a read-write lock accepted")
 	}
 	if got := s.do(t, "DBSIZE"); got != int64(0) {
 		t.Fatalf("%v keys left: %v", got, s.do(t, "KEYS", "*"))

@@ -31,7 +31,7 @@ const (
 // Redlock's safety also rests on bounded clock drift and pauses and on nodes
 // not restarting without their data. It buys availability when a minority
 // of nodes is down, not correctness. When correctness matters use one
-// [Fenced] lock on a master with replicas and have the storage refuse writes
+// [WithFenced] lock on a master with replicas and have the storage refuse writes
 // carrying a token lower than the highest it saw.
 type RedLock struct {
 	name        string
