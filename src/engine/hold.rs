@@ -40,6 +40,27 @@ pub(super) fn count_of<S: Store>(
     s.hget_with(hash, field, |v| v.map(parse_count).transpose())
 }
 
+/// A hold taken: whether its owner held the lock already (the reply does not
+/// tell, `INFO rwlock` counts it), and the fencing token of a fenced one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    pub reentry: bool,
+    pub token: Option<i64>,
+}
+
+/// Outcome of an acquisition, of every kind that answers a refusal with the
+/// lock's PTTL: `G` is one hold's [`Granted`], or a multi-hold's, one per
+/// listed hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt<G = Granted> {
+    Granted(G),
+    /// Held by others: the lock's PTTL (a multi-hold's: the longest of the
+    /// locks in the way).
+    Refused {
+        pttl: i64,
+    },
+}
+
 /// Outcome of an unlock, before it is mapped to Redisson's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
