@@ -182,6 +182,31 @@ pub(super) fn unlock_latched<S: Store>(
     Ok(Unlocked::Ran(release))
 }
 
+/// The renewal every kind shares around its own reading of the owner's
+/// holds: the owner checked; false, nothing written, when `held` finds no
+/// hold of the owner; else the lock's TTL set to `lease` from now and
+/// `also` run with what `held` found, the time and the new deadline (a
+/// read hold's timeout keys).
+pub(super) fn renew_held<S: Store, H>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    held: impl FnOnce(&mut S, &[u8]) -> Result<Option<H>, LockError>,
+    also: impl FnOnce(&mut S, H, i64, i64),
+) -> Result<bool, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    let Some(holds) = held(s, hash)? else {
+        return Ok(false);
+    };
+    let now = s.now_ms();
+    let until = deadline(now, lease)?;
+    s.expire_at(hash, until);
+    also(s, holds, now, until);
+    Ok(true)
+}
+
 /// The next fencing token of a fenced acquisition: its counter and how far
 /// the counter moves, 1 as Redisson's `INCR`, or more once after a
 /// promotion ([`Store::token_gap`]).

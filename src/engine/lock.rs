@@ -6,7 +6,7 @@
 //! writes, so a refused or failing call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
+use super::hold::{count_of, deadline, one_more, renew_held, token_key, unlock_latched};
 use super::hold::{parse_count, Attempt, Granted, Release, Request, Unlocked};
 use super::int::parse_i64;
 use super::names::{check_owner, LockNames, MODE_FIELD};
@@ -137,14 +137,8 @@ pub fn renew<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<bool, LockError> {
-    check_owner(owner)?;
-    let hash = names.hash();
-    if held_by(s, hash, owner)?.is_none() {
-        return Ok(false);
-    }
-    let until = deadline(s.now_ms(), lease)?;
-    s.expire_at(hash, until);
-    Ok(true)
+    let held = |s: &mut S, hash: &[u8]| held_by(s, hash, owner);
+    renew_held(s, names, owner, lease, held, |_, _, _, _| {})
 }
 
 /// `LOCK.FORCEUNLOCK`: as Redisson's `force_unlock.lua`, whoever holds it;

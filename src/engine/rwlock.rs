@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
+use super::hold::{count_of, deadline, one_more, renew_held, token_key, unlock_latched};
 pub use super::hold::{parse_count, Release, Request, Unlocked, MAX_HOLDS};
 use super::hold::{Attempt, Granted};
 use super::index::LeaseIndex;
@@ -412,28 +412,32 @@ pub fn renew<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<bool, LockError> {
-    check_owner(owner)?;
-    let hash = names.hash();
-    if mode_of(s, hash)?.is_none() {
-        return Ok(false);
-    }
-    let writes = count_of(s, hash, &write_field(owner))?;
-    let reads = count_of(s, hash, owner)?;
-    if writes.is_none() && reads.is_none() {
-        return Ok(false);
-    }
-    let now = s.now_ms();
-    let lease_deadline = deadline(now, lease)?;
-    s.expire_at(hash, lease_deadline);
-    if let Some(reads) = reads {
-        for i in (1..=reads).rev() {
-            s.expire_at(&names.lease_key(owner, i), lease_deadline);
+    // The owner's read count, when it holds anything.
+    let held = |s: &mut S, hash: &[u8]| -> Result<Option<Option<i64>>, LockError> {
+        if mode_of(s, hash)?.is_none() {
+            return Ok(None);
         }
-        update_index(s, hash, owner, reads, |ix| {
-            ix.renew(owner, now, lease_deadline)
-        });
-    }
-    Ok(true)
+        let writes = count_of(s, hash, &write_field(owner))?;
+        let reads = count_of(s, hash, owner)?;
+        Ok((writes.is_some() || reads.is_some()).then_some(reads))
+    };
+    renew_held(
+        s,
+        names,
+        owner,
+        lease,
+        held,
+        |s, reads, now, lease_deadline| {
+            let Some(reads) = reads else { return };
+            let hash = names.hash();
+            for i in (1..=reads).rev() {
+                s.expire_at(&names.lease_key(owner, i), lease_deadline);
+            }
+            update_index(s, hash, owner, reads, |ix| {
+                ix.renew(owner, now, lease_deadline)
+            });
+        },
+    )
 }
 
 /// `RWLOCK.FORCEUNLOCK` (contract §3.5): deletes the lock if it is in `only` mode
