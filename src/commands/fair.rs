@@ -6,7 +6,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, drive, forced, lock_and_owner, Acquisition};
+use super::apply::{change, drive, force_unlock_hash, lock_and_owner, Acquisition};
 use crate::args::{self, lock_error, ArgString, FairAcquire};
 use crate::config;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
@@ -176,12 +176,7 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// As `fair_force_unlock.lua`: stale heads purged, the lock deleted
 /// whoever holds it and the head waiter told. Replies 1 if it deleted it.
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
-        fair::force_unlock(store, &names)
-    })?;
-    fair_waiting::serve(ctx, &names);
-    Ok(forced(deleted))
+    force_unlock_hash(ctx, args, |store, names| fair::force_unlock(store, names))
 }
 
 /// `FAIRLOCK.INFO lock`

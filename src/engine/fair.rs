@@ -101,6 +101,20 @@ fn check_keys<S: Line>(s: &mut S, names: &LockNames) -> Result<bool, LockError> 
     }
 }
 
+/// [`check_keys`], then the owner's count: whether the lock exists, and
+/// how many holds the owner has in it.
+fn owner_count<S: Line>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+) -> Result<(bool, Option<i64>), LockError> {
+    if check_keys(s, names)? {
+        Ok((true, count_of(s, names.hash(), owner)?))
+    } else {
+        Ok((false, None))
+    }
+}
+
 /// The queue must be a list and the deadlines a zset, when they exist.
 fn check_line<S: Line>(s: &mut S, names: &LockNames) -> Result<(), LockError> {
     let queue_ok = matches!(
@@ -146,13 +160,8 @@ pub fn acquire<S: Line>(
 ) -> Result<FairAttempt, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
-    let exists = check_keys(s, names)?;
     // The re-entry's HINCRBY would fail on a corrupt count, after the purge.
-    let held = if exists {
-        count_of(s, hash, owner)?
-    } else {
-        None
-    };
+    let (exists, held) = owner_count(s, names, owner)?;
     if let (Some(n), false) = (held, options.non_reentrant) {
         one_more(n)?;
     }
@@ -260,12 +269,7 @@ pub fn unlock<S: Line>(
     let mut head = None;
     let unlocked = unlock_latched(s, names, owner, request, |s| {
         let hash = names.hash();
-        let exists = check_keys(s, names)?;
-        let held = if exists {
-            count_of(s, hash, owner)?
-        } else {
-            None
-        };
+        let (exists, held) = owner_count(s, names, owner)?;
         let now = s.now_ms();
         let until = deadline(now, lease)?;
         head = purge(s, names, now);
