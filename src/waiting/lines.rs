@@ -229,8 +229,9 @@ mod tests {
         (0, name.as_bytes().to_vec())
     }
 
-    fn parked(handle: Handle, owner: &str, seq: u64, since: i64) -> Parked {
-        Parked {
+    /// Parks `handle` of `owner` on `lock`, the `seq`th parking, at `since`.
+    fn park(lock: &str, handle: Handle, owner: &str, seq: u64, since: i64) {
+        let parked = Parked {
             handle,
             owner: owner.as_bytes().to_vec(),
             lease: 30_000,
@@ -240,7 +241,8 @@ mod tests {
             request: None,
             seq,
             since,
-        }
+        };
+        with(|l| l.park(id(lock), parked));
     }
 
     /// A registry with nothing in it: each test starts from one (the
@@ -270,11 +272,9 @@ mod tests {
     #[test]
     fn a_parked_waiter_is_found_by_handle_lock_and_owner() {
         fresh();
-        with(|l| {
-            l.park(id("L"), parked(1, "o1", 10, 1_000));
-            l.park(id("L"), parked(2, "o2", 11, 900));
-            l.park(id("M"), parked(3, "o1", 12, 2_000));
-        });
+        park("L", 1, "o1", 10, 1_000);
+        park("L", 2, "o2", 11, 900);
+        park("M", 3, "o1", 12, 2_000);
         assert!(any());
         assert_eq!(waiter(2), Some((b"o2".to_vec(), id("L"), 11)));
         assert_eq!(waiter(3), Some((b"o1".to_vec(), id("M"), 12)));
@@ -291,11 +291,9 @@ mod tests {
     #[test]
     fn unregistering_takes_a_waiter_out_of_every_index_once() {
         fresh();
-        with(|l| {
-            l.park(id("L"), parked(1, "o1", 1, 0));
-            l.park(id("L"), parked(2, "o1", 2, 0));
-            l.park(id("L"), parked(3, "o2", 3, 0));
-        });
+        for (handle, owner) in [(1, "o1"), (2, "o1"), (3, "o2")] {
+            park("L", handle, owner, handle as u64, 0);
+        }
         let gone = unregister(&id("L"), 2).expect("parked");
         assert_eq!(
             (gone.handle, gone.owner.as_slice(), gone.seq),
@@ -315,7 +313,7 @@ mod tests {
     #[test]
     fn the_registry_is_busy_while_a_lock_keeps_its_line() {
         fresh();
-        with(|l| l.park(id("L"), parked(1, "o1", 1, 0)));
+        park("L", 1, "o1", 1, 0);
         unregister(&id("L"), 1).expect("parked");
         // The lock's line stays (its look, its leaving waiters) until the
         // look that finds it empty removes it: the hook still checks it.
