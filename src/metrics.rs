@@ -4,7 +4,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::queue::{Granted, Hold};
+use crate::engine::hold::Granted;
+use crate::engine::queue::Hold;
 use crate::engine::rwlock::{Release, Unlocked};
 
 /// Every counter, in the order `INFO` lists them.

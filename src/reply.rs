@@ -3,7 +3,8 @@
 
 use redis_module::RedisValue;
 
-use crate::engine::queue::{Attempt, Hold};
+use crate::engine::hold::Attempt;
+use crate::engine::queue::Hold;
 
 /// Whether the acquisition takes a fencing token, which changes its reply.
 pub fn fenced(hold: Hold) -> bool {

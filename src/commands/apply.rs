@@ -6,12 +6,13 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use crate::args::{lock_error, Acquire};
+use crate::args::{self, lock_error, Acquire};
 use crate::config;
 use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::hold::{self, GrantLatch, Granting, Request};
+use crate::engine::hold::{Attempt, Granted};
 use crate::engine::names::LockNames;
-use crate::engine::queue::{self, Attempt, Granted, Hold};
+use crate::engine::queue::{self, Hold};
 use crate::engine::rwlock::Unlocked;
 use crate::engine::store::Store;
 use crate::events;
@@ -21,6 +22,7 @@ use crate::reply;
 use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::fair as fair_waiting;
 use crate::waiting::queues;
 
 /// What one way of acquiring gives the one driver, [`drive`]: a single
@@ -292,6 +294,23 @@ pub fn change<T>(
 ) -> Result<T, RedisError> {
     let mut store = RedisStore::for_write(ctx, lent);
     waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
+}
+
+/// `LOCK.FORCEUNLOCK lock` and `FAIRLOCK.FORCEUNLOCK lock`: `unlock` (the
+/// plain or the fair machine's) deletes the hash the two kinds share,
+/// whoever holds it, then its waiters of both kinds are served. Replies 1
+/// if it deleted it, else 0.
+pub fn force_unlock_hash(
+    ctx: &Context,
+    args: &[ArgString],
+    unlock: impl FnOnce(&mut RedisStore, &LockNames) -> Result<bool, LockError>,
+) -> RedisResult {
+    let names = args::lock_only(args)?;
+    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
+        unlock(store, &names)
+    })?;
+    fair_waiting::serve(ctx, &names);
+    Ok(forced(deleted))
 }
 
 /// An unlock's reply: nil, 0 or 1.

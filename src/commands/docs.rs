@@ -28,11 +28,11 @@ pub struct Command {
     pub key: KeyFlags,
     /// The keys the command derives from the lock's name.
     pub key_notes: &'static CStr,
-    pub args: Vec<Arg>,
+    pub args: Vec<ArgDoc>,
 }
 
 /// The kinds of argument the commands take.
-pub enum Kind {
+pub enum ArgKind {
     /// The lock name: the command's one declared key.
     Key,
     Str,
@@ -40,14 +40,14 @@ pub enum Kind {
     /// A keyword standing alone, such as `READ`.
     Token(&'static CStr),
     /// Exactly one of the alternatives.
-    OneOf(Vec<Arg>),
+    OneOf(Vec<ArgDoc>),
     /// A keyword followed by its values, such as `REQUEST id ttl`.
-    Block(Vec<Arg>),
+    Block(Vec<ArgDoc>),
 }
 
-pub struct Arg {
+pub struct ArgDoc {
     pub name: &'static CStr,
-    pub kind: Kind,
+    pub kind: ArgKind,
     /// The keyword in front of the value (`BLOCK ms`); None for positional.
     pub token: Option<&'static CStr>,
     pub optional: bool,
@@ -58,8 +58,8 @@ pub struct Arg {
     pub since: Option<&'static CStr>,
 }
 
-pub fn arg(name: &'static CStr, kind: Kind, summary: &'static CStr) -> Arg {
-    Arg {
+pub fn arg(name: &'static CStr, kind: ArgKind, summary: &'static CStr) -> ArgDoc {
+    ArgDoc {
         name,
         kind,
         token: None,
@@ -75,29 +75,33 @@ pub const HOLDS: &CStr = c"HOLDS";
 
 /// `HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]`: the count,
 /// then each hold's kind and lock name.
-pub fn holds() -> [Arg; 2] {
+pub fn holds() -> [ArgDoc; 2] {
     [
-        Arg {
+        ArgDoc {
             token: Some(HOLDS),
-            ..arg(c"n", Kind::Int, c"How many holds follow (1 to 100)")
+            ..arg(c"n", ArgKind::Int, c"How many holds follow (1 to 100)")
         },
-        Arg {
+        ArgDoc {
             multiple: true,
             ..arg(
                 c"hold",
-                Kind::Block(vec![
+                ArgKind::Block(vec![
                     arg(
                         c"kind",
-                        Kind::OneOf(vec![
+                        ArgKind::OneOf(vec![
                             arg(
                                 c"lock",
-                                Kind::Token(c"LOCK"),
+                                ArgKind::Token(c"LOCK"),
                                 c"A plain lock (LOCK.ACQUIRE)",
                             ),
-                            arg(c"read", Kind::Token(c"READ"), c"A read hold (RWLOCK.READ)"),
+                            arg(
+                                c"read",
+                                ArgKind::Token(c"READ"),
+                                c"A read hold (RWLOCK.READ)",
+                            ),
                             arg(
                                 c"write",
-                                Kind::Token(c"WRITE"),
+                                ArgKind::Token(c"WRITE"),
                                 c"The write hold (RWLOCK.WRITE)",
                             ),
                         ]),
@@ -105,7 +109,7 @@ pub fn holds() -> [Arg; 2] {
                     ),
                     arg(
                         c"name",
-                        Kind::Key,
+                        ArgKind::Key,
                         c"The lock's name; each name once, all in one hash slot in a cluster",
                     ),
                 ]),
@@ -115,7 +119,7 @@ pub fn holds() -> [Arg; 2] {
     ]
 }
 
-pub fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
+pub fn optional(token: &'static CStr, mut arg: ArgDoc) -> ArgDoc {
     arg.token = Some(token);
     arg.optional = true;
     arg
@@ -123,47 +127,47 @@ pub fn optional(token: &'static CStr, mut arg: Arg) -> Arg {
 
 /// An optional `KEYWORD milliseconds`, named as Redis's own commands name
 /// such values (`SET … PX milliseconds`), which is what hints show.
-pub fn millis(token: &'static CStr, summary: &'static CStr) -> Arg {
-    optional(token, arg(c"milliseconds", Kind::Int, summary))
+pub fn millis(token: &'static CStr, summary: &'static CStr) -> ArgDoc {
+    optional(token, arg(c"milliseconds", ArgKind::Int, summary))
 }
 
-pub fn lock() -> Arg {
+pub fn lock() -> ArgDoc {
     arg(
         c"lock",
-        Kind::Key,
+        ArgKind::Key,
         c"The lock's name: its hash key, as Redisson names it",
     )
 }
 
-pub fn owner() -> Arg {
+pub fn owner() -> ArgDoc {
     arg(
         c"owner",
-        Kind::Str,
+        ArgKind::Str,
         c"Who holds the lock: Redisson's '<client UUID>:<thread id>'",
     )
 }
 
-pub fn lease() -> Arg {
+pub fn lease() -> ArgDoc {
     arg(
         c"lease",
-        Kind::Int,
+        ArgKind::Int,
         c"Milliseconds the hold lasts unless renewed",
     )
 }
 
-pub fn block() -> Arg {
+pub fn block() -> ArgDoc {
     millis(
         c"BLOCK",
         c"Wait on the server up to this many milliseconds (0: no limit)",
     )
 }
 
-pub fn mode_choice(summary: &'static CStr) -> Arg {
+pub fn mode_choice(summary: &'static CStr) -> ArgDoc {
     arg(
         c"mode",
-        Kind::OneOf(vec![
-            arg(c"read", Kind::Token(c"READ"), c"A read hold"),
-            arg(c"write", Kind::Token(c"WRITE"), c"The write hold"),
+        ArgKind::OneOf(vec![
+            arg(c"read", ArgKind::Token(c"READ"), c"A read hold"),
+            arg(c"write", ArgKind::Token(c"WRITE"), c"The write hold"),
         ]),
         summary,
     )
@@ -182,15 +186,15 @@ pub const FAIR_KEYS: &CStr = c"Also the lock's line redisson_lock_queue:{lock} (
 pub const MULTI_KEYS: &CStr = c"Also each lock's read-lease keys, named from the lock and in its hash slot; in a cluster every listed name must be in one slot (hash tags)";
 
 /// An optional flag standing alone, such as `FENCED`.
-pub fn flag(name: &'static CStr, token: &'static CStr, summary: &'static CStr) -> Arg {
-    Arg {
+pub fn flag(name: &'static CStr, token: &'static CStr, summary: &'static CStr) -> ArgDoc {
+    ArgDoc {
         optional: true,
-        ..arg(name, Kind::Token(token), summary)
+        ..arg(name, ArgKind::Token(token), summary)
     }
 }
 
 /// `FENCED`.
-pub fn fenced() -> Arg {
+pub fn fenced() -> ArgDoc {
     flag(
         c"fenced",
         c"FENCED",
@@ -199,8 +203,8 @@ pub fn fenced() -> Arg {
 }
 
 /// `SESSION`, added in `since`.
-pub fn session(since: &'static CStr) -> Arg {
-    Arg {
+pub fn session(since: &'static CStr) -> ArgDoc {
+    ArgDoc {
         since: Some(since),
         ..flag(
             c"session",
@@ -229,10 +233,10 @@ pub const INFO_KEY: KeyFlags =
     KeyFlags(raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS);
 
 /// Whether the argument is, or contains, a key.
-pub fn has_key(a: &Arg) -> bool {
+pub fn has_key(a: &ArgDoc) -> bool {
     match &a.kind {
-        Kind::Key => true,
-        Kind::OneOf(subs) | Kind::Block(subs) => subs.iter().any(has_key),
+        ArgKind::Key => true,
+        ArgKind::OneOf(subs) | ArgKind::Block(subs) => subs.iter().any(has_key),
         _ => false,
     }
 }
@@ -240,39 +244,39 @@ pub fn has_key(a: &Arg) -> bool {
 /// The C form of an argument list, ended by an all-zero entry. Nested lists
 /// are kept in `arena` so their pointers stay valid until Redis copies them.
 fn raw_args(
-    args: &[Arg],
+    args: &[ArgDoc],
     arena: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
 ) -> *mut raw::RedisModuleCommandArg {
     let mut out: Vec<raw::RedisModuleCommandArg> = args
         .iter()
         .map(|a| {
             let (type_, token, subargs) = match &a.kind {
-                Kind::Key => (
+                ArgKind::Key => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
                     a.token,
                     None,
                 ),
-                Kind::Str => (
+                ArgKind::Str => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
                     a.token,
                     None,
                 ),
-                Kind::Int => (
+                ArgKind::Int => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
                     a.token,
                     None,
                 ),
-                Kind::Token(word) => (
+                ArgKind::Token(word) => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
                     Some(*word),
                     None,
                 ),
-                Kind::OneOf(subs) => (
+                ArgKind::OneOf(subs) => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
                     a.token,
                     Some(raw_args(subs, arena)),
                 ),
-                Kind::Block(subs) => (
+                ArgKind::Block(subs) => (
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
                     a.token,
                     Some(raw_args(subs, arena)),
@@ -282,7 +286,11 @@ fn raw_args(
                 name: a.name.as_ptr(),
                 type_,
                 // Only the key refers to a key spec: the first and only one.
-                key_spec_index: if matches!(a.kind, Kind::Key) { 0 } else { -1 },
+                key_spec_index: if matches!(a.kind, ArgKind::Key) {
+                    0
+                } else {
+                    -1
+                },
                 token: token.map_or(ptr::null(), CStr::as_ptr),
                 summary: a.summary.as_ptr(),
                 since: a.since.map_or(ptr::null(), CStr::as_ptr),
@@ -403,16 +411,16 @@ pub fn syntax(command: &Command) -> String {
 
 #[cfg(test)]
 /// One argument as the syntax line shows it; milliseconds are `ms`.
-fn shown(a: &Arg) -> String {
+fn shown(a: &ArgDoc) -> String {
     let name = |n: &CStr| match n.to_string_lossy().as_ref() {
         "milliseconds" => "ms".to_string(),
         other => other.to_string(),
     };
     let text = match &a.kind {
-        Kind::Key | Kind::Str | Kind::Int => name(a.name),
-        Kind::Token(word) => word.to_string_lossy().into_owned(),
-        Kind::OneOf(subs) => subs.iter().map(shown).collect::<Vec<_>>().join("|"),
-        Kind::Block(subs) => subs.iter().map(shown).collect::<Vec<_>>().join(" "),
+        ArgKind::Key | ArgKind::Str | ArgKind::Int => name(a.name),
+        ArgKind::Token(word) => word.to_string_lossy().into_owned(),
+        ArgKind::OneOf(subs) => subs.iter().map(shown).collect::<Vec<_>>().join("|"),
+        ArgKind::Block(subs) => subs.iter().map(shown).collect::<Vec<_>>().join(" "),
     };
     let text = if a.multiple {
         format!("{text} [{text} ...]")

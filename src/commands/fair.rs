@@ -6,11 +6,11 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, drive, forced, lock_and_owner, Acquisition};
+use super::apply::{change, drive, force_unlock_hash, lock_and_owner, Acquisition};
 use crate::args::{self, lock_error, ArgString, FairAcquire};
 use crate::config;
-use crate::engine::fair::{self, FairOptions, FairTaken};
-use crate::engine::hold::{GrantLatch, Request};
+use crate::engine::fair::{self, FairAttempt, FairOptions};
+use crate::engine::hold::{GrantLatch, Granted, Request};
 use crate::engine::names::LockNames;
 use crate::events;
 use crate::keyspace::RedisStore;
@@ -49,7 +49,7 @@ struct FairLine<'a, 'b> {
 }
 
 impl Acquisition for FairLine<'_, '_> {
-    type Outcome = FairTaken;
+    type Outcome = FairAttempt;
 
     fn owner(&self) -> &[u8] {
         self.a.lock.owner
@@ -78,29 +78,29 @@ impl Acquisition for FairLine<'_, '_> {
         ctx: &Context,
         store: &mut RedisStore,
         latch: Option<&GrantLatch>,
-    ) -> Result<FairTaken, RedisError> {
+    ) -> Result<FairAttempt, RedisError> {
         let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
         let taken = waiting::serve_after(ctx, store, names, |store| {
             fair::acquire_latched(store, names, owner, lease, self.options, latch)
         })
         .map_err(lock_error)?;
-        if let FairTaken::Queued { .. } = taken {
+        if let FairAttempt::Queued { .. } = taken {
             metrics::bump(Counter::FairQueued);
         }
         Ok(taken)
     }
 
-    fn granted(taken: &FairTaken) -> bool {
-        matches!(taken, FairTaken::Acquired { .. })
+    fn granted(taken: &FairAttempt) -> bool {
+        matches!(taken, FairAttempt::Granted(_))
     }
 
-    fn may_wait(taken: &FairTaken) -> bool {
-        matches!(taken, FairTaken::Queued { .. })
+    fn may_wait(taken: &FairAttempt) -> bool {
+        matches!(taken, FairAttempt::Queued { .. })
     }
 
-    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairTaken, _: Option<ClientId>) {
+    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairAttempt, _: Option<ClientId>) {
         metrics::bump(Counter::FairAcquired);
-        if let FairTaken::Acquired { reentry: true } = taken {
+        if let FairAttempt::Granted(Granted { reentry: true, .. }) = taken {
             metrics::bump(Counter::Reentries);
         }
     }
@@ -126,8 +126,8 @@ impl Acquisition for FairLine<'_, '_> {
         fair_waiting::park(ctx, &self.a.lock.names, wait);
     }
 
-    fn reply(&self, taken: FairTaken) -> RedisValue {
-        if let FairTaken::Refused = taken {
+    fn reply(&self, taken: FairAttempt) -> RedisValue {
+        if let FairAttempt::Refused = taken {
             metrics::bump(Counter::Refused);
         }
         reply::release(taken.reply())
@@ -176,12 +176,7 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// As `fair_force_unlock.lua`: stale heads purged, the lock deleted
 /// whoever holds it and the head waiter told. Replies 1 if it deleted it.
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
-        fair::force_unlock(store, &names)
-    })?;
-    fair_waiting::serve(ctx, &names);
-    Ok(forced(deleted))
+    force_unlock_hash(ctx, args, |store, names| fair::force_unlock(store, names))
 }
 
 /// `FAIRLOCK.INFO lock`

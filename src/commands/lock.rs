@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
+use super::apply::{acquire, change, force_unlock_hash, lock_and_owner, released, renewed};
 use super::inspect;
 use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
@@ -70,12 +70,7 @@ pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// Deletes the lock whoever holds it and publishes `0`. Replies 1 if it
 /// deleted it, else 0.
 pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let deleted = change(ctx, lock_and_owner(args), &names, |store| {
-        lock::force_unlock(store, &names)
-    })?;
-    fair_waiting::serve(ctx, &names);
-    Ok(forced(deleted))
+    force_unlock_hash(ctx, args, |store, names| lock::force_unlock(store, names))
 }
 
 /// `LOCK.INFO lock`

@@ -19,7 +19,7 @@ use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
     arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, session,
-    Arg, Command, Kind, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
+    ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
     RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
@@ -53,7 +53,7 @@ fn acquisition(
     entry: CommandFn,
     summary: &'static CStr,
     key_notes: &'static CStr,
-    flags: Vec<Arg>,
+    flags: Vec<ArgDoc>,
 ) -> Command {
     let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
     args.extend(flags);
@@ -73,7 +73,7 @@ fn acquisition(
 }
 
 /// `[LEASE ms]` of an unlock.
-fn lease_option() -> Arg {
+fn lease_option() -> ArgDoc {
     millis(
         c"LEASE",
         c"Milliseconds a hold still held after this release lasts",
@@ -81,16 +81,16 @@ fn lease_option() -> Arg {
 }
 
 /// `[REQUEST id ttl]` of an unlock.
-fn request_option() -> Arg {
+fn request_option() -> ArgDoc {
     optional(
         c"REQUEST",
         arg(
             c"request",
-            Kind::Block(vec![
-                arg(c"id", Kind::Str, c"The unlock request's id"),
+            ArgKind::Block(vec![
+                arg(c"id", ArgKind::Str, c"The unlock request's id"),
                 arg(
                     c"ttl",
-                    Kind::Int,
+                    ArgKind::Int,
                     c"Milliseconds a retry with this id gets the same reply",
                 ),
             ]),
@@ -100,18 +100,18 @@ fn request_option() -> Arg {
 }
 
 /// `[REQUEST id ttl]` of an acquisition (docs/design.md §14.7).
-fn acquire_request_option() -> Arg {
-    Arg {
+fn acquire_request_option() -> ArgDoc {
+    ArgDoc {
         since: Some(V4),
         ..optional(
             c"REQUEST",
             arg(
                 c"request",
-                Kind::Block(vec![
-                    arg(c"id", Kind::Str, c"The acquisition request's id"),
+                ArgKind::Block(vec![
+                    arg(c"id", ArgKind::Str, c"The acquisition request's id"),
                     arg(
                         c"ttl",
-                        Kind::Int,
+                        ArgKind::Int,
                         c"Milliseconds from the grant a retry with this id gets the same reply and changes nothing",
                     ),
                 ]),
@@ -129,7 +129,7 @@ const V3: &CStr = c"0.3.0";
 const V4: &CStr = c"0.4.0";
 
 /// `[WAIT ms]` of the fair lock: Redisson's thread wait time.
-fn wait_option() -> Arg {
+fn wait_option() -> ArgDoc {
     millis(
         c"WAIT",
         c"Redisson's thread wait time: how far this waiter's deadline lies behind the one before it (default rwlock.fair-wait)",
@@ -137,7 +137,7 @@ fn wait_option() -> Arg {
 }
 
 /// `[NOREENTRY]`.
-fn no_reentry() -> Arg {
+fn no_reentry() -> ArgDoc {
     flag(
         c"noreentry",
         c"NOREENTRY",
@@ -225,7 +225,7 @@ fn fair_commands() -> Vec<Command> {
 }
 
 /// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
-fn multi_args(head: Vec<Arg>) -> Vec<Arg> {
+fn multi_args(head: Vec<ArgDoc>) -> Vec<ArgDoc> {
     let mut args = head;
     args.extend(holds());
     args
@@ -292,7 +292,7 @@ pub fn table() -> Vec<Command> {
             key_notes: RWLOCK_KEYS,
             args: vec![
                 lock(),
-                Arg {
+                ArgDoc {
                     optional: true,
                     ..mode_choice(c"Delete the lock only if it is in this mode")
                 },
@@ -417,7 +417,7 @@ pub fn table() -> Vec<Command> {
             key_notes: c"None: keyless",
             args: vec![optional(
                 c"COUNT",
-                arg(c"n", Kind::Int, c"How many locks at most (10 without COUNT)"),
+                arg(c"n", ArgKind::Int, c"How many locks at most (10 without COUNT)"),
             )],
         },
         Command {
@@ -517,9 +517,9 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // The words an argument takes: its keyword, and each of a block's.
-        fn words(a: &super::docs::Arg) -> i32 {
+        fn words(a: &super::docs::ArgDoc) -> i32 {
             let own = match &a.kind {
-                super::docs::Kind::Block(subs) => subs.iter().map(words).sum(),
+                super::docs::ArgKind::Block(subs) => subs.iter().map(words).sum(),
                 _ => 1,
             };
             own + i32::from(a.token.is_some())

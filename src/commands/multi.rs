@@ -9,8 +9,8 @@ use redis_module::{Context, RedisError, RedisResult, RedisValue};
 use super::apply::{drive, released, renewed, Acquisition};
 use crate::args::{self, lock_error, ArgString, Multi, MultiForm};
 use crate::config;
-use crate::engine::hold::GrantLatch;
-use crate::engine::multi::{self, longer, AllAttempt, Want};
+use crate::engine::hold::{Attempt, GrantLatch, Granted};
+use crate::engine::multi::{self, longer, Want};
 use crate::engine::store::Store;
 use crate::events;
 use crate::keyspace::RedisStore;
@@ -70,7 +70,7 @@ struct All<'a, 'b> {
 }
 
 impl Acquisition for All<'_, '_> {
-    type Outcome = AllAttempt;
+    type Outcome = Attempt<Vec<Granted>>;
 
     fn owner(&self) -> &[u8] {
         self.a.owner
@@ -95,14 +95,14 @@ impl Acquisition for All<'_, '_> {
         ctx: &Context,
         store: &mut RedisStore,
         _: Option<&GrantLatch>,
-    ) -> Result<AllAttempt, RedisError> {
+    ) -> Result<Attempt<Vec<Granted>>, RedisError> {
         let (owner, wants) = (self.a.owner, &self.a.wants);
         // In fair mode it queues behind the waiters of any of its locks.
         let queued = config::fair()
             && !queues::idle()
             && waiting::queued_before(ctx, store, owner, wants).map_err(lock_error)?;
         if queued {
-            Ok(AllAttempt::Refused {
+            Ok(Attempt::Refused {
                 pttl: longest_pttl(store, wants),
             })
         } else {
@@ -110,18 +110,18 @@ impl Acquisition for All<'_, '_> {
         }
     }
 
-    fn granted(outcome: &AllAttempt) -> bool {
-        matches!(outcome, AllAttempt::Granted(_))
+    fn granted(outcome: &Attempt<Vec<Granted>>) -> bool {
+        matches!(outcome, Attempt::Granted(_))
     }
 
     fn took(
         &self,
         ctx: &Context,
         store: &mut RedisStore,
-        outcome: &AllAttempt,
+        outcome: &Attempt<Vec<Granted>>,
         session: Option<ClientId>,
     ) {
-        let AllAttempt::Granted(granted) = outcome else {
+        let Attempt::Granted(granted) = outcome else {
             return;
         };
         for (w, g) in self.a.wants.iter().zip(granted) {
@@ -165,10 +165,10 @@ impl Acquisition for All<'_, '_> {
         events::follow_writes(ctx);
     }
 
-    fn reply(&self, outcome: AllAttempt) -> RedisValue {
+    fn reply(&self, outcome: Attempt<Vec<Granted>>) -> RedisValue {
         match outcome {
-            AllAttempt::Granted(_) => RedisValue::Null,
-            AllAttempt::Refused { pttl } => {
+            Attempt::Granted(_) => RedisValue::Null,
+            Attempt::Refused { pttl } => {
                 metrics::bump(Counter::Refused);
                 RedisValue::Integer(pttl)
             }

@@ -9,7 +9,7 @@ use crate::args::{self, lock_error, ArgString, Flags};
 use crate::config;
 use crate::engine::kinds::Kind;
 use crate::engine::queue::Hold;
-use crate::engine::rwlock::{self, LockInfo};
+use crate::engine::rwlock::{self, RwLockInfo};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::sessions;
@@ -106,7 +106,7 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
 }
 
 fn info_reply(
-    info: LockInfo,
+    info: RwLockInfo,
     bound: impl Fn(&[u8], Kind) -> i64,
     waiters: [RedisValue; 2],
 ) -> RedisValue {

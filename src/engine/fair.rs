@@ -12,7 +12,7 @@
 
 use super::error::LockError;
 use super::hold::{count_of, deadline, one_more, remember_grant, unlock_latched};
-use super::hold::{parse_count, GrantLatch, Release, Request, Unlocked};
+use super::hold::{parse_count, GrantLatch, Granted, Release, Request, Unlocked};
 use super::lock::RELEASED;
 use super::names::{check_owner, LockNames};
 use super::store::{KeyKind, Line, LineKind, Moot, Store};
@@ -29,11 +29,13 @@ pub struct FairOptions {
     pub wait: i64,
 }
 
-/// Outcome of an acquisition.
+/// Outcome of an acquisition: unlike [`super::hold::Attempt`], a refusal
+/// carries no PTTL and a waiter may be put in the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FairTaken {
-    /// Held now (`reentry` when the owner held it already): reply nil.
-    Acquired { reentry: bool },
+pub enum FairAttempt {
+    /// Held now (`reentry` when the owner held it already; no token): reply
+    /// nil.
+    Granted(Granted),
     /// `NOQUEUE` and not acquired: reply 1.
     Refused,
     /// In the line: reply `ttl`. `joined` when this call put the owner
@@ -42,13 +44,21 @@ pub enum FairTaken {
     Queued { ttl: i64, joined: bool },
 }
 
-impl FairTaken {
+impl FairAttempt {
+    /// Granted, as the fair lock grants: never a token.
+    fn granted(reentry: bool) -> FairAttempt {
+        FairAttempt::Granted(Granted {
+            reentry,
+            token: None,
+        })
+    }
+
     /// The scripts' reply: nil, 1 or the ttl.
     pub fn reply(self) -> Option<i64> {
         match self {
-            FairTaken::Acquired { .. } => None,
-            FairTaken::Refused => Some(1),
-            FairTaken::Queued { ttl, .. } => Some(ttl),
+            FairAttempt::Granted(_) => None,
+            FairAttempt::Refused => Some(1),
+            FairAttempt::Queued { ttl, .. } => Some(ttl),
         }
     }
 }
@@ -62,9 +72,9 @@ pub fn unlock_reply(outcome: Unlocked) -> Option<i64> {
     }
 }
 
-/// One waiter of a fair lock as `FAIRLOCK.INFO` shows it.
+/// One place in a fair lock's line as `FAIRLOCK.INFO` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiter {
+pub struct LineEntry {
     pub owner: Vec<u8>,
     /// Its deadline in the zset, None when it has none.
     pub deadline: Option<i64>,
@@ -72,12 +82,12 @@ pub struct Waiter {
 
 /// What `FAIRLOCK.INFO` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FairInfo {
+pub struct FairLockInfo {
     /// Every field of the hash with its count, in byte order.
     pub holders: Vec<(Vec<u8>, i64)>,
     pub pttl: i64,
     /// The line in order.
-    pub line: Vec<Waiter>,
+    pub line: Vec<LineEntry>,
 }
 
 /// Checks the three keys' types before anything is written: the hash
@@ -88,6 +98,20 @@ fn check_keys<S: Line>(s: &mut S, names: &LockNames) -> Result<bool, LockError> 
         KeyKind::Missing => Ok(false),
         KeyKind::Hash => Ok(true),
         KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
+    }
+}
+
+/// [`check_keys`], then the owner's count: whether the lock exists, and
+/// how many holds the owner has in it.
+fn owner_count<S: Line>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+) -> Result<(bool, Option<i64>), LockError> {
+    if check_keys(s, names)? {
+        Ok((true, count_of(s, names.hash(), owner)?))
+    } else {
+        Ok((false, None))
     }
 }
 
@@ -133,16 +157,11 @@ pub fn acquire<S: Line>(
     owner: &[u8],
     lease: i64,
     options: FairOptions,
-) -> Result<FairTaken, LockError> {
+) -> Result<FairAttempt, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
-    let exists = check_keys(s, names)?;
     // The re-entry's HINCRBY would fail on a corrupt count, after the purge.
-    let held = if exists {
-        count_of(s, hash, owner)?
-    } else {
-        None
-    };
+    let (exists, held) = owner_count(s, names, owner)?;
     if let (Some(n), false) = (held, options.non_reentrant) {
         one_more(n)?;
     }
@@ -158,7 +177,7 @@ pub fn acquire<S: Line>(
         }
         s.hset(hash, owner, b"1");
         s.expire_at(hash, until);
-        return Ok(FairTaken::Acquired { reentry: false });
+        return Ok(FairAttempt::granted(false));
     }
     if held.is_some() {
         if options.non_reentrant {
@@ -166,14 +185,14 @@ pub fn acquire<S: Line>(
         }
         s.hincrby(hash, owner, 1);
         s.expire_at(hash, until);
-        return Ok(FairTaken::Acquired { reentry: true });
+        return Ok(FairAttempt::granted(true));
     }
     if options.no_queue {
-        return Ok(FairTaken::Refused);
+        return Ok(FairAttempt::Refused);
     }
     if s.zscore(&timeout, owner).is_some() {
         let ttl = s.pttl(hash).max(0);
-        return Ok(FairTaken::Queued { ttl, joined: false });
+        return Ok(FairAttempt::Queued { ttl, joined: false });
     }
     let last = s.lindex(&queue, -1).filter(|last| last != owner);
     let ttl = match last.and_then(|last| s.zscore(&timeout, &last)) {
@@ -184,7 +203,7 @@ pub fn acquire<S: Line>(
     if s.zadd(&timeout, at, owner) {
         s.rpush(&queue, owner);
     }
-    Ok(FairTaken::Queued { ttl, joined: true })
+    Ok(FairAttempt::Queued { ttl, joined: true })
 }
 
 /// [`acquire`], recording a grant in the idempotent acquisition's `latch`
@@ -199,9 +218,9 @@ pub fn acquire_latched<S: Line>(
     lease: i64,
     options: FairOptions,
     latch: Option<&GrantLatch>,
-) -> Result<FairTaken, LockError> {
+) -> Result<FairAttempt, LockError> {
     let taken = acquire(s, names, owner, lease, options)?;
-    if let (Some(latch), FairTaken::Acquired { .. }) = (latch, taken) {
+    if let (Some(latch), FairAttempt::Granted(_)) = (latch, taken) {
         remember_grant(s, latch, None);
     }
     Ok(taken)
@@ -250,12 +269,7 @@ pub fn unlock<S: Line>(
     let mut head = None;
     let unlocked = unlock_latched(s, names, owner, request, |s| {
         let hash = names.hash();
-        let exists = check_keys(s, names)?;
-        let held = if exists {
-            count_of(s, hash, owner)?
-        } else {
-            None
-        };
+        let (exists, held) = owner_count(s, names, owner)?;
         let now = s.now_ms();
         let until = deadline(now, lease)?;
         head = purge(s, names, now);
@@ -327,7 +341,7 @@ pub fn head<S: Line>(s: &mut S, names: &LockNames, now: i64) -> Result<Option<Ve
 }
 
 /// `FAIRLOCK.INFO`: read-only.
-pub fn info<S: Line>(s: &mut S, names: &LockNames) -> Result<FairInfo, LockError> {
+pub fn info<S: Line>(s: &mut S, names: &LockNames) -> Result<FairLockInfo, LockError> {
     let hash = names.hash();
     let mut holders = Vec::new();
     if check_keys(s, names)? {
@@ -340,12 +354,12 @@ pub fn info<S: Line>(s: &mut S, names: &LockNames) -> Result<FairInfo, LockError
     let line = s
         .lrange(&names.fair_queue())
         .into_iter()
-        .map(|owner| Waiter {
+        .map(|owner| LineEntry {
             deadline: s.zscore(&timeout, &owner),
             owner,
         })
         .collect();
-    Ok(FairInfo {
+    Ok(FairLockInfo {
         holders,
         pttl: s.pttl(hash),
         line,

@@ -40,6 +40,27 @@ pub(super) fn count_of<S: Store>(
     s.hget_with(hash, field, |v| v.map(parse_count).transpose())
 }
 
+/// A hold taken: whether its owner held the lock already (the reply does not
+/// tell, `INFO rwlock` counts it), and the fencing token of a fenced one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    pub reentry: bool,
+    pub token: Option<i64>,
+}
+
+/// Outcome of an acquisition, of every kind that answers a refusal with the
+/// lock's PTTL: `G` is one hold's [`Granted`], or a multi-hold's, one per
+/// listed hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt<G = Granted> {
+    Granted(G),
+    /// Held by others: the lock's PTTL (a multi-hold's: the longest of the
+    /// locks in the way).
+    Refused {
+        pttl: i64,
+    },
+}
+
 /// Outcome of an unlock, before it is mapped to Redisson's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
@@ -159,6 +180,31 @@ pub(super) fn unlock_latched<S: Store>(
     let release = release(s)?;
     remember(s, latch, release);
     Ok(Unlocked::Ran(release))
+}
+
+/// The renewal every kind shares around its own reading of the owner's
+/// holds: the owner checked; false, nothing written, when `held` finds no
+/// hold of the owner; else the lock's TTL set to `lease` from now and
+/// `also` run with what `held` found, the time and the new deadline (a
+/// read hold's timeout keys).
+pub(super) fn renew_held<S: Store, H>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    lease: i64,
+    held: impl FnOnce(&mut S, &[u8]) -> Result<Option<H>, LockError>,
+    also: impl FnOnce(&mut S, H, i64, i64),
+) -> Result<bool, LockError> {
+    check_owner(owner)?;
+    let hash = names.hash();
+    let Some(holds) = held(s, hash)? else {
+        return Ok(false);
+    };
+    let now = s.now_ms();
+    let until = deadline(now, lease)?;
+    s.expire_at(hash, until);
+    also(s, holds, now, until);
+    Ok(true)
 }
 
 /// The next fencing token of a fenced acquisition: its counter and how far

@@ -6,8 +6,8 @@
 //! writes, so a refused or failing call changes nothing.
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
-use super::hold::{parse_count, Release, Request, Unlocked};
+use super::hold::{count_of, deadline, one_more, renew_held, token_key, unlock_latched};
+use super::hold::{parse_count, Attempt, Granted, Release, Request, Unlocked};
 use super::int::parse_i64;
 use super::names::{check_owner, LockNames, MODE_FIELD};
 use super::store::{KeyKind, Moot, Store};
@@ -22,16 +22,6 @@ pub struct Options {
     pub fenced: bool,
     /// The holder may not take it again (`NON_REENTRANT_REACQUIRE`).
     pub non_reentrant: bool,
-}
-
-/// Outcome of an acquisition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Taken {
-    /// Held now: `reentry` when the owner held it already, `token` the
-    /// fencing token of a fenced acquisition.
-    Acquired { reentry: bool, token: Option<i64> },
-    /// Held by another: the lock's PTTL.
-    Refused { pttl: i64 },
 }
 
 /// What `LOCK.INFO` shows.
@@ -73,12 +63,12 @@ pub fn acquire<S: Store>(
     owner: &[u8],
     lease: i64,
     options: Options,
-) -> Result<Taken, LockError> {
+) -> Result<Attempt, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
     let held = if exists(s, hash)? {
         match count_of(s, hash, owner)? {
-            None => return Ok(Taken::Refused { pttl: s.pttl(hash) }),
+            None => return Ok(Attempt::Refused { pttl: s.pttl(hash) }),
             Some(_) if options.non_reentrant => return Err(LockError::Reentry),
             Some(held) => Some(held),
         }
@@ -96,7 +86,7 @@ pub fn acquire<S: Store>(
     s.hincrby(hash, owner, 1);
     s.expire_at(hash, until);
     let reentry = held.is_some();
-    Ok(Taken::Acquired { reentry, token })
+    Ok(Attempt::Granted(Granted { reentry, token }))
 }
 
 /// `LOCK.UNLOCK`: as Redisson's `unlock.lua`. Releases one hold of
@@ -147,14 +137,8 @@ pub fn renew<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<bool, LockError> {
-    check_owner(owner)?;
-    let hash = names.hash();
-    if held_by(s, hash, owner)?.is_none() {
-        return Ok(false);
-    }
-    let until = deadline(s.now_ms(), lease)?;
-    s.expire_at(hash, until);
-    Ok(true)
+    let held = |s: &mut S, hash: &[u8]| held_by(s, hash, owner);
+    renew_held(s, names, owner, lease, held, |_, _, _, _| {})
 }
 
 /// `LOCK.FORCEUNLOCK`: as Redisson's `force_unlock.lua`, whoever holds it;

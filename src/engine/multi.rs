@@ -6,11 +6,11 @@
 //! writes: only when every hold would succeed is any of them made.
 
 use super::error::LockError;
-use super::hold::Unlocked;
+use super::hold::{Attempt, Granted, Unlocked};
 use super::index::LeaseIndex;
 use super::kinds::{self, Kind};
 use super::names::LockNames;
-use super::queue::{attempt, Attempt, Granted, Hold};
+use super::queue::{attempt, Hold};
 use super::store::{Fields, KeyKind, Moot, Store, PTTL_PERSISTENT};
 
 /// One listed hold: its lock and what is asked of it, `LOCK`, `READ` or
@@ -20,15 +20,6 @@ use super::store::{Fields, KeyKind, Moot, Store, PTTL_PERSISTENT};
 pub struct Want<'a> {
     pub names: LockNames<'a>,
     pub hold: Hold,
-}
-
-/// Outcome of a multi-hold acquisition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AllAttempt {
-    /// Every hold taken, in the listed order.
-    Granted(Vec<Granted>),
-    /// Nothing taken: the largest PTTL among the locks in the way.
-    Refused { pttl: i64 },
 }
 
 /// The longer of two waits a refusal reports: a lock without TTL (`-1`)
@@ -59,16 +50,18 @@ pub fn refusal<S: Store>(
     Ok(refused)
 }
 
-/// `LOCK.ACQUIREALL`: every hold as its single command takes it, or none.
+/// `LOCK.ACQUIREALL`: every hold as its single command takes it, or none:
+/// granted with each hold's grant in the listed order, or nothing taken and
+/// the largest PTTL among the locks in the way.
 /// An error on any hold (a wrong type, a corrupt lock) changes nothing.
 pub fn acquire_all<S: Store>(
     s: &mut S,
     owner: &[u8],
     lease: i64,
     wants: &[Want],
-) -> Result<AllAttempt, LockError> {
+) -> Result<Attempt<Vec<Granted>>, LockError> {
     if let Some(pttl) = refusal(s, owner, lease, wants)? {
-        return Ok(AllAttempt::Refused { pttl });
+        return Ok(Attempt::Refused { pttl });
     }
     let mut granted = Vec::with_capacity(wants.len());
     for w in wants {
@@ -76,10 +69,10 @@ pub fn acquire_all<S: Store>(
             Attempt::Granted(g) => granted.push(g),
             // The dry run read the same keys: a refusal now would mean a
             // machine that writes before it decides.
-            Attempt::Refused { pttl } => return Ok(AllAttempt::Refused { pttl }),
+            Attempt::Refused { pttl } => return Ok(Attempt::Refused { pttl }),
         }
     }
-    Ok(AllAttempt::Granted(granted))
+    Ok(Attempt::Granted(granted))
 }
 
 /// One hold's release as its single unlock (`lease`: the TTL re-armed

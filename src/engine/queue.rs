@@ -7,10 +7,10 @@
 use std::collections::VecDeque;
 
 use super::error::LockError;
-use super::hold::{remember_grant, GrantLatch};
-use super::lock::{self, Options, Taken};
+use super::hold::{remember_grant, Attempt, GrantLatch, Granted};
+use super::lock::{self, Options};
 use super::names::{write_field, LockNames};
-use super::rwlock::{fenced_write_lock, read_lock, write_lock, Acquire, Mode};
+use super::rwlock::{fenced_write_lock, read_lock, write_lock, Mode};
 use super::store::{KeyKind, Store};
 
 /// What an acquisition asks for.
@@ -32,24 +32,6 @@ impl From<Mode> for Hold {
             Mode::Write => Hold::Write { fenced: false },
         }
     }
-}
-
-/// A hold taken: whether its owner held the lock already (the reply does not
-/// tell, `INFO rwlock` counts it), and the fencing token of a fenced one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Granted {
-    pub reentry: bool,
-    pub token: Option<i64>,
-}
-
-/// Outcome of one acquisition attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Attempt {
-    Granted(Granted),
-    /// Held by others: the lock's PTTL.
-    Refused {
-        pttl: i64,
-    },
 }
 
 /// One parked acquisition; `token` is what the shell needs to answer it.
@@ -74,19 +56,12 @@ pub fn attempt<S: Store>(
     hold: Hold,
     lease: i64,
 ) -> Result<Attempt, LockError> {
-    let rw = |(taken, token): (Acquire, Option<i64>)| match taken {
-        Acquire::Acquired { reentry } => Attempt::Granted(Granted { reentry, token }),
-        Acquire::Refused { pttl } => Attempt::Refused { pttl },
-    };
-    Ok(match hold {
-        Hold::Read => rw((read_lock(s, names, owner, lease)?, None)),
-        Hold::Write { fenced: false } => rw((write_lock(s, names, owner, lease)?, None)),
-        Hold::Write { fenced: true } => rw(fenced_write_lock(s, names, owner, lease)?),
-        Hold::Lock(options) => match lock::acquire(s, names, owner, lease, options)? {
-            Taken::Acquired { reentry, token } => Attempt::Granted(Granted { reentry, token }),
-            Taken::Refused { pttl } => Attempt::Refused { pttl },
-        },
-    })
+    match hold {
+        Hold::Read => read_lock(s, names, owner, lease),
+        Hold::Write { fenced: false } => write_lock(s, names, owner, lease),
+        Hold::Write { fenced: true } => fenced_write_lock(s, names, owner, lease),
+        Hold::Lock(options) => lock::acquire(s, names, owner, lease, options),
+    }
 }
 
 /// [`attempt`], recording a grant in the idempotent acquisition's `latch`

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::error::LockError;
-use super::hold::{count_of, deadline, one_more, token_key, unlock_latched};
+use super::hold::{count_of, deadline, one_more, renew_held, token_key, unlock_latched};
 pub use super::hold::{parse_count, Release, Request, Unlocked, MAX_HOLDS};
+use super::hold::{Attempt, Granted};
 use super::index::LeaseIndex;
 use super::names::{check_owner, field_owner, write_field, LockNames, MODE_FIELD};
 use super::store::{Fields, KeyKind, Moot, Store};
@@ -31,20 +32,6 @@ impl Mode {
     }
 }
 
-/// Outcome of an acquisition: Redisson replies nil, or the lock's PTTL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acquire {
-    /// Held now; `reentry` when the owner already held the lock (read→read,
-    /// write→write or write→read), which the reply does not tell but
-    /// `INFO rwlock` counts.
-    Acquired {
-        reentry: bool,
-    },
-    Refused {
-        pttl: i64,
-    },
-}
-
 /// One owner's holds, for `RWLOCK.INFO`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerInfo {
@@ -55,8 +42,9 @@ pub struct OwnerInfo {
     pub leases: Vec<i64>,
 }
 
+/// What `RWLOCK.INFO` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockInfo {
+pub struct RwLockInfo {
     pub mode: Option<Mode>,
     pub pttl: i64,
     pub owners: Vec<OwnerInfo>,
@@ -84,13 +72,22 @@ fn holds_of(fields: &Fields) -> Result<Vec<(&[u8], i64)>, LockError> {
         .collect()
 }
 
-/// `RWLOCK.READ` (contract §3.1).
+/// Granted, not fenced: `reentry` when the owner already held the lock
+/// (read→read, write→write or write→read).
+fn granted(reentry: bool) -> Attempt {
+    Attempt::Granted(Granted {
+        reentry,
+        token: None,
+    })
+}
+
+/// `RWLOCK.READ` (contract §3.1): Redisson replies nil, or the lock's PTTL.
 pub fn read_lock<S: Store>(
     s: &mut S,
     names: &LockNames,
     owner: &[u8],
     lease: i64,
-) -> Result<Acquire, LockError> {
+) -> Result<Attempt, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
     let now = s.now_ms();
@@ -100,11 +97,11 @@ pub fn read_lock<S: Store>(
         s.create_hash(hash, [(MODE_FIELD, Mode::Read.as_bytes()), (owner, b"1")]);
         s.set_until(&names.lease_key(owner, 1), b"1", lease_deadline);
         s.expire_at(hash, lease_deadline);
-        return Ok(Acquire::Acquired { reentry: false });
+        return Ok(granted(false));
     };
     let admitted = mode == Mode::Read || count_of(s, hash, &write_field(owner))?.is_some();
     if !admitted {
-        return Ok(Acquire::Refused { pttl: s.pttl(hash) });
+        return Ok(Attempt::Refused { pttl: s.pttl(hash) });
     }
     let held = count_of(s, hash, owner)?;
     // Admitted in write mode means this owner holds the write lock.
@@ -115,7 +112,7 @@ pub fn read_lock<S: Store>(
     s.set_until(&names.lease_key(owner, n), b"1", lease_deadline);
     s.expire_at(hash, hash_deadline);
     update_index(s, hash, owner, n - 1, |ix| ix.push(owner, lease_deadline));
-    Ok(Acquire::Acquired { reentry })
+    Ok(granted(reentry))
 }
 
 /// `RWLOCK.WRITE` (contract §3.2).
@@ -124,8 +121,8 @@ pub fn write_lock<S: Store>(
     names: &LockNames,
     owner: &[u8],
     lease: i64,
-) -> Result<Acquire, LockError> {
-    take_write(s, names, owner, lease, false).map(|(taken, _)| taken)
+) -> Result<Attempt, LockError> {
+    take_write(s, names, owner, lease, false)
 }
 
 /// `RWLOCK.WRITE … FENCED`: the write hold with the lock's next fencing
@@ -136,7 +133,7 @@ pub fn fenced_write_lock<S: Store>(
     names: &LockNames,
     owner: &[u8],
     lease: i64,
-) -> Result<(Acquire, Option<i64>), LockError> {
+) -> Result<Attempt, LockError> {
     take_write(s, names, owner, lease, true)
 }
 
@@ -146,7 +143,7 @@ fn take_write<S: Store>(
     owner: &[u8],
     lease: i64,
     fenced: bool,
-) -> Result<(Acquire, Option<i64>), LockError> {
+) -> Result<Attempt, LockError> {
     check_owner(owner)?;
     let hash = names.hash();
     let now = s.now_ms();
@@ -166,7 +163,7 @@ fn take_write<S: Store>(
             let extended = s.pttl(hash).checked_add(lease).ok_or(LockError::Overflow)?;
             deadline(now, extended)?
         }
-        _ => return Ok((Acquire::Refused { pttl: s.pttl(hash) }, None)),
+        _ => return Ok(Attempt::Refused { pttl: s.pttl(hash) }),
     };
     let token_key = token_key(s, names, fenced)?;
     // The token first, as Redisson's fenced lock takes it.
@@ -179,12 +176,10 @@ fn take_write<S: Store>(
         s.create_hash(hash, [(MODE_FIELD, Mode::Write.as_bytes()), (&field, b"1")]);
     }
     s.expire_at(hash, hash_deadline);
-    Ok((
-        Acquire::Acquired {
-            reentry: held.is_some(),
-        },
+    Ok(Attempt::Granted(Granted {
+        reentry: held.is_some(),
         token,
-    ))
+    }))
 }
 
 /// `RWLOCK.UNLOCK` (contract §3.3): releases one hold of `mode`, idempotently when
@@ -417,28 +412,32 @@ pub fn renew<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<bool, LockError> {
-    check_owner(owner)?;
-    let hash = names.hash();
-    if mode_of(s, hash)?.is_none() {
-        return Ok(false);
-    }
-    let writes = count_of(s, hash, &write_field(owner))?;
-    let reads = count_of(s, hash, owner)?;
-    if writes.is_none() && reads.is_none() {
-        return Ok(false);
-    }
-    let now = s.now_ms();
-    let lease_deadline = deadline(now, lease)?;
-    s.expire_at(hash, lease_deadline);
-    if let Some(reads) = reads {
-        for i in (1..=reads).rev() {
-            s.expire_at(&names.lease_key(owner, i), lease_deadline);
+    // The owner's read count, when it holds anything.
+    let held = |s: &mut S, hash: &[u8]| -> Result<Option<Option<i64>>, LockError> {
+        if mode_of(s, hash)?.is_none() {
+            return Ok(None);
         }
-        update_index(s, hash, owner, reads, |ix| {
-            ix.renew(owner, now, lease_deadline)
-        });
-    }
-    Ok(true)
+        let writes = count_of(s, hash, &write_field(owner))?;
+        let reads = count_of(s, hash, owner)?;
+        Ok((writes.is_some() || reads.is_some()).then_some(reads))
+    };
+    renew_held(
+        s,
+        names,
+        owner,
+        lease,
+        held,
+        |s, reads, now, lease_deadline| {
+            let Some(reads) = reads else { return };
+            let hash = names.hash();
+            for i in (1..=reads).rev() {
+                s.expire_at(&names.lease_key(owner, i), lease_deadline);
+            }
+            update_index(s, hash, owner, reads, |ix| {
+                ix.renew(owner, now, lease_deadline)
+            });
+        },
+    )
 }
 
 /// `RWLOCK.FORCEUNLOCK` (contract §3.5): deletes the lock if it is in `only` mode
@@ -477,7 +476,7 @@ pub fn force_unlock<S: Store>(
 }
 
 /// `RWLOCK.INFO` (contract §3.6): read-only view, owners in byte order.
-pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockError> {
+pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<RwLockInfo, LockError> {
     let hash = names.hash();
     let mode = mode_of(s, hash)?;
     let fields = if mode.is_some() {
@@ -503,7 +502,7 @@ pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockErro
                 .collect();
         }
     }
-    Ok(LockInfo {
+    Ok(RwLockInfo {
         mode,
         pttl: s.pttl(hash),
         owners: owners.into_values().collect(),

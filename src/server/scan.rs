@@ -18,14 +18,14 @@ pub struct Walked {
 }
 
 /// A hash's fields and values, as the walk hands them over.
-pub type Fields = [(Vec<u8>, Vec<u8>)];
+pub type FieldPairs = [(Vec<u8>, Vec<u8>)];
 
 /// What the scan's callbacks fill in.
 struct Walk<'f> {
     keys: u64,
     /// The fields of the hash being read.
     fields: Vec<(Vec<u8>, Vec<u8>)>,
-    each: &'f mut dyn FnMut(&Fields),
+    each: &'f mut dyn FnMut(&FieldPairs),
 }
 
 unsafe extern "C" fn on_field(
@@ -82,7 +82,7 @@ unsafe extern "C" fn on_key(
 /// Calls `each` with the fields of every hash that has a TTL, in every
 /// database, until `max_keys` keys were looked at (one scan step reads a
 /// bucket of the table, a few keys: the bound is passed by a few at most).
-pub fn hashes_with_ttl(max_keys: u64, mut each: impl FnMut(&Fields)) -> Walked {
+pub fn hashes_with_ttl(max_keys: u64, mut each: impl FnMut(&FieldPairs)) -> Walked {
     let mut walk = Walk {
         keys: 0,
         fields: Vec::new(),

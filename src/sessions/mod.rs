@@ -15,7 +15,7 @@ use std::cell::RefCell;
 
 use redis_module::Context;
 
-use self::registry::{Bond, ClientId, Orphan, Registry};
+use self::registry::{Bond, ClientId, Orphan, Sessions};
 use crate::engine::kinds::{self, Kind};
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
@@ -29,10 +29,10 @@ struct Agenda;
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+    static REGISTRY: RefCell<Sessions> = RefCell::new(Sessions::default());
 }
 
-fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+fn with<R>(f: impl FnOnce(&mut Sessions) -> R) -> R {
     REGISTRY.with(|r| f(&mut r.borrow_mut()))
 }
 
@@ -148,7 +148,7 @@ pub fn counts() -> (usize, usize) {
 
 /// Makes the agenda's timer fire by the first renewal due.
 fn arm(ctx: &Context) {
-    server::timers::arm_agenda(ctx, &REGISTRY, Registry::agenda, on_agenda, Agenda);
+    server::timers::arm_agenda(ctx, &REGISTRY, Sessions::agenda, on_agenda, Agenda);
 }
 
 /// Renews what fell due, as `RWLOCK.RENEW` or `LOCK.RENEW` would, then

@@ -59,7 +59,7 @@ pub struct Renewal {
 }
 
 #[derive(Default)]
-pub struct Registry {
+pub struct Sessions {
     by_client: HashMap<ClientId, HashMap<Bond, Entry>>,
     /// The connections with session holds on each lock.
     by_lock: HashMap<LockId, HashSet<ClientId>>,
@@ -73,7 +73,7 @@ pub fn period(lease: i64) -> i64 {
     (lease / 3).max(1)
 }
 
-impl Registry {
+impl Sessions {
     /// No session hold anywhere: the hot path asks this first.
     pub fn idle(&self) -> bool {
         self.by_client.is_empty()
@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn an_empty_registry_is_idle() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         assert!(r.idle());
         assert_eq!(r.counts(), (0, 0));
         assert_eq!(r.agenda().timer_needed(), None);
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn a_close_takes_exactly_the_connections_own_session_holds() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Lock, "a:1");
         r.bind(1, a.clone(), 1, 900, 0);
         r.bind(1, bond(Kind::Read, "b:1"), 1, 900, 0);
@@ -353,7 +353,7 @@ mod tests {
     fn an_unlock_gives_back_the_latest_hold_first() {
         // A non-session hold at level 1, a session hold at level 2: the
         // owner's unlock gives back level 2, so the close releases nothing.
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Write, "a:1");
         r.bind(1, a.clone(), 2, 900, 0);
         r.observe(&a, 1);
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_lock_gone_and_taken_again_keeps_no_old_session_hold() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Lock, "a:1");
         r.bind(1, a.clone(), 1, 900, 0);
         // Deleted (FORCEUNLOCK, DEL, expiry): seen as a count of 0.
@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_rebind_at_a_lower_level_drops_levels_given_back_unseen() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Read, "a:1");
         r.bind(1, a.clone(), 1, 900, 0);
         r.bind(1, a.clone(), 2, 900, 0);
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_release_for_one_connection_moves_the_others_holds_down() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Read, "a:1");
         r.bind(1, a.clone(), 1, 900, 0);
         r.bind(2, a.clone(), 2, 900, 0);
@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn renewals_fall_due_every_third_of_the_lease() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Lock, "a:1");
         r.bind(1, a.clone(), 1, 900, 1_000);
         r.bind(2, bond(Kind::Read, "b:1"), 1, 30, 1_000);
@@ -430,7 +430,7 @@ mod tests {
 
     #[test]
     fn the_same_bond_renewed_for_two_connections_is_renewed_once() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         let a = bond(Kind::Lock, "a:1");
         r.bind(1, a.clone(), 1, 300, 0);
         r.bind(2, a.clone(), 2, 300, 0);
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_flush_forgets_one_database_or_all() {
-        let mut r = Registry::default();
+        let mut r = Sessions::default();
         r.bind(1, bond(Kind::Lock, "a:1"), 1, 300, 0);
         let other = Bond {
             lock: (3, b"L".to_vec()),
@@ -484,7 +484,7 @@ mod tests {
             ops in proptest::collection::vec(op(), 1..60)
         ) {
             let a = bond(Kind::Lock, "a:1");
-            let mut r = Registry::default();
+            let mut r = Sessions::default();
             let mut stack: Vec<Option<ClientId>> = Vec::new();
             let mut closed = std::collections::HashSet::new();
             for op in ops {

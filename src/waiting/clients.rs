@@ -28,12 +28,13 @@ use super::queues::{ended, has_waiters, idle, lock_id, try_with, with, REGISTRY}
 use super::registry::{Due, Registry, Waiter};
 use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
+use crate::engine::hold::Attempt;
 use crate::engine::hold::GrantLatch;
 use crate::engine::holders;
-use crate::engine::multi::{self, longer, AllAttempt, Want};
+use crate::engine::multi::{self, longer, Want};
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
-use crate::engine::queue::{self, Attempt, Hold, Served, Ticket};
+use crate::engine::queue::{self, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -381,8 +382,8 @@ fn serve_all(
         wants.push(Want { names, hold: *hold });
     }
     let outcome = match multi::acquire_all(store, &head.owner, head.lease, &wants) {
-        Ok(AllAttempt::Refused { .. }) => return false,
-        Ok(AllAttempt::Granted(granted)) => {
+        Ok(Attempt::Refused { .. }) => return false,
+        Ok(Attempt::Granted(granted)) => {
             for (w, g) in wants.iter().zip(granted) {
                 metrics::acquired(w.hold, g);
             }

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use super::graph::{self, Need, Request, View, Wants};
+use super::graph::{self, Need, View, WaitRequest, Wants};
 use super::lines;
 use super::parking::Handle;
 use super::registry::Registry;
@@ -118,7 +118,7 @@ pub fn on_park<S: Line>(
     if !config::deadlock_detection() {
         return None;
     }
-    let request = Request {
+    let request = WaitRequest {
         owner,
         wants,
         parked: None,
@@ -201,7 +201,7 @@ pub fn after_hold<S: Line>(
         if wants.first().is_none_or(|(id, _)| id.0 != db) {
             continue;
         }
-        let request = Request {
+        let request = WaitRequest {
             owner,
             wants: &wants,
             parked: Some(handle),

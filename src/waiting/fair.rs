@@ -35,7 +35,7 @@ use super::parking::{self, Handle, Left, Outcome, Waiters};
 use super::queues::lock_id;
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
-use crate::engine::fair::{self, FairOptions, FairTaken};
+use crate::engine::fair::{self, FairAttempt, FairOptions};
 use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
@@ -435,7 +435,7 @@ fn attempt(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId
         fair::acquire_latched(s, names, &p.owner, p.lease, options, p.request.as_ref())
     });
     let (outcome, took) = match taken {
-        Ok(FairTaken::Acquired { .. }) => {
+        Ok(FairAttempt::Granted(_)) => {
             metrics::bump(Counter::FairAcquired);
             (Outcome::NilOr(None), true)
         }

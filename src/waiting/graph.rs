@@ -105,7 +105,7 @@ impl<H> Cycle<H> {
 }
 
 /// A request: who asks, for what, and its handle when it is parked already.
-pub struct Request<'a, H> {
+pub struct WaitRequest<'a, H> {
     pub owner: &'a [u8],
     pub wants: &'a [(LockId, Need)],
     pub parked: Option<H>,
@@ -126,7 +126,7 @@ type Parent<H> = (Node<H>, Option<(LockId, How)>);
 /// shortest such cycle, if any. Every node is expanded once.
 pub fn find<H: Copy + Eq + Hash>(
     view: &mut impl View<H>,
-    request: &Request<H>,
+    request: &WaitRequest<H>,
 ) -> Option<Cycle<H>> {
     let target = Node::Owner(request.owner.to_vec());
     let mut parents: HashMap<Node<H>, Parent<H>> = HashMap::new();
@@ -191,7 +191,7 @@ pub fn find<H: Copy + Eq + Hash>(
 /// The cycle from the start to `target`, read back through `parents`.
 fn unwind<H: Copy + Eq + Hash>(
     view: &impl View<H>,
-    request: &Request<H>,
+    request: &WaitRequest<H>,
     parents: &HashMap<Node<H>, Parent<H>>,
     target: Node<H>,
 ) -> Cycle<H> {
@@ -302,7 +302,7 @@ mod tests {
 
     fn ask(w: &mut World, owner: &str, locks: &[&str]) -> Option<Cycle<u32>> {
         let wants: Vec<_> = locks.iter().map(|l| (id(l), LOCK)).collect();
-        let request = Request {
+        let request = WaitRequest {
             owner: owner.as_bytes(),
             wants: &wants,
             parked: None,
@@ -382,7 +382,7 @@ mod tests {
             &[(1, "a", &["B"]), (2, "b", &["A"])],
         );
         let wants = vec![(id("B"), LOCK)];
-        let request = Request {
+        let request = WaitRequest {
             owner: b"a",
             wants: &wants,
             parked: Some(1),

@@ -220,3 +220,107 @@ fn leave_line(ctx: &Context, (id, owner, wait): (LockId, Vec<u8>, i64)) {
     // A line retyped since is left as it is, as a timed-out wait's.
     let _ = fair::cancel(&mut store, &names, &owner, wait);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str) -> LockId {
+        (0, name.as_bytes().to_vec())
+    }
+
+    /// Parks `handle` of `owner` on `lock`, the `seq`th parking, at `since`.
+    fn park(lock: &str, handle: Handle, owner: &str, seq: u64, since: i64) {
+        let parked = Parked {
+            handle,
+            owner: owner.as_bytes().to_vec(),
+            lease: 30_000,
+            wait: 5_000,
+            non_reentrant: false,
+            ends: None,
+            request: None,
+            seq,
+            since,
+        };
+        with(|l| l.park(id(lock), parked));
+    }
+
+    /// A registry with nothing in it: each test starts from one (the
+    /// registry is a thread-local, and a test runner may reuse a thread).
+    fn fresh() {
+        with(|l| *l = Lines::default());
+    }
+
+    fn owners_of(handles: &[(Handle, Vec<u8>)]) -> Vec<(Handle, &str)> {
+        handles
+            .iter()
+            .map(|(h, o)| (*h, std::str::from_utf8(o).expect("utf-8")))
+            .collect()
+    }
+
+    #[test]
+    fn an_empty_registry_answers_nothing() {
+        fresh();
+        assert!(!any());
+        assert_eq!(waiter(1), None);
+        assert!(parked_by(b"o1").is_empty());
+        assert!(parked_on(&id("L")).is_empty());
+        assert!(overview().is_empty());
+        assert!(unregister(&id("L"), 1).is_none());
+    }
+
+    #[test]
+    fn a_parked_waiter_is_found_by_handle_lock_and_owner() {
+        fresh();
+        park("L", 1, "o1", 10, 1_000);
+        park("L", 2, "o2", 11, 900);
+        park("M", 3, "o1", 12, 2_000);
+        assert!(any());
+        assert_eq!(waiter(2), Some((b"o2".to_vec(), id("L"), 11)));
+        assert_eq!(waiter(3), Some((b"o1".to_vec(), id("M"), 12)));
+        assert_eq!(waiter(4), None);
+        // In arrival order, not by handle or time.
+        assert_eq!(owners_of(&parked_on(&id("L"))), [(1, "o1"), (2, "o2")]);
+        assert_eq!(parked_by(b"o1"), [1, 3]);
+        let mut seen = overview();
+        seen.sort();
+        // Per lock: how many wait, and the earliest parking.
+        assert_eq!(seen, [(id("L"), 2, 900), (id("M"), 1, 2_000)]);
+    }
+
+    #[test]
+    fn unregistering_takes_a_waiter_out_of_every_index_once() {
+        fresh();
+        for (handle, owner) in [(1, "o1"), (2, "o1"), (3, "o2")] {
+            park("L", handle, owner, handle as u64, 0);
+        }
+        let gone = unregister(&id("L"), 2).expect("parked");
+        assert_eq!(
+            (gone.handle, gone.owner.as_slice(), gone.seq),
+            (2, &b"o1"[..], 2)
+        );
+        assert!(unregister(&id("L"), 2).is_none(), "only once");
+        assert_eq!(waiter(2), None);
+        assert_eq!(parked_by(b"o1"), [1]);
+        assert_eq!(owners_of(&parked_on(&id("L"))), [(1, "o1"), (3, "o2")]);
+        unregister(&id("L"), 1).expect("parked");
+        // An owner with no parked waiter left is no key of the index.
+        with(|l| assert!(!l.owners.contains_key(&b"o1"[..])));
+        assert!(parked_by(b"o1").is_empty());
+        assert_eq!(parked_by(b"o2"), [3]);
+    }
+
+    #[test]
+    fn the_registry_is_busy_while_a_lock_keeps_its_line() {
+        fresh();
+        park("L", 1, "o1", 1, 0);
+        unregister(&id("L"), 1).expect("parked");
+        // The lock's line stays (its look, its leaving waiters) until the
+        // look that finds it empty removes it: the hook still checks it.
+        assert!(any());
+        assert!(parked_on(&id("L")).is_empty());
+        assert!(overview().is_empty(), "a line without parked waiters");
+        with(|l| l.locks.remove(&id("L")));
+        assert!(!any());
+    }
+}

@@ -15,7 +15,8 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisValue};
 
-use crate::engine::queue::{Attempt, Hold};
+use crate::engine::hold::Attempt;
+use crate::engine::queue::Hold;
 use crate::metrics::{self, Counter};
 use crate::reply;
 use crate::server::{self, Blocked, RawString};

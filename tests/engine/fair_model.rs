@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::memstore::{MemStore, Value};
 use crate::model::Rng;
 use ::rwlock::engine::error::LockError;
-use ::rwlock::engine::fair::{self, FairOptions, FairTaken};
-use ::rwlock::engine::hold::{Request, Unlocked};
+use ::rwlock::engine::fair::{self, FairAttempt, FairOptions};
+use ::rwlock::engine::hold::{Granted, Request, Unlocked};
 use ::rwlock::engine::names::LockNames;
 use ::rwlock::engine::store::Line;
 
@@ -546,12 +546,18 @@ fn waiters_queue_behind_the_holder_with_the_scripts_deadlines() {
     let mut s = MemStore::new(10_000);
     let n = names("orders");
     let got = fair::acquire(&mut s, &n, b"a:1", 500, WAIT).expect("ok");
-    assert_eq!(got, FairTaken::Acquired { reentry: false });
+    assert_eq!(
+        got,
+        FairAttempt::Granted(Granted {
+            reentry: false,
+            token: None,
+        })
+    );
     // The first waiter: ttl = the lock's PTTL, deadline = ttl + wait + now.
     let got = fair::acquire(&mut s, &n, b"b:1", 500, WAIT).expect("ok");
     assert_eq!(
         got,
-        FairTaken::Queued {
+        FairAttempt::Queued {
             ttl: 500,
             joined: true
         }
@@ -564,7 +570,7 @@ fn waiters_queue_behind_the_holder_with_the_scripts_deadlines() {
     let got = fair::acquire(&mut s, &n, b"c:1", 500, WAIT).expect("ok");
     assert_eq!(
         got,
-        FairTaken::Queued {
+        FairAttempt::Queued {
             ttl: 1_500,
             joined: true
         }
@@ -577,7 +583,7 @@ fn waiters_queue_behind_the_holder_with_the_scripts_deadlines() {
     let got = fair::acquire(&mut s, &n, b"c:1", 500, WAIT).expect("ok");
     assert_eq!(
         got,
-        FairTaken::Queued {
+        FairAttempt::Queued {
             ttl: 500,
             joined: false
         }
@@ -594,9 +600,15 @@ fn waiters_queue_behind_the_holder_with_the_scripts_deadlines() {
     );
     // c may not overtake b; b takes it and c's deadline moves down by wait.
     let got = fair::acquire(&mut s, &n, b"c:1", 500, WAIT).expect("ok");
-    assert!(matches!(got, FairTaken::Queued { .. }));
+    assert!(matches!(got, FairAttempt::Queued { .. }));
     let got = fair::acquire(&mut s, &n, b"b:1", 500, WAIT).expect("ok");
-    assert_eq!(got, FairTaken::Acquired { reentry: false });
+    assert_eq!(
+        got,
+        FairAttempt::Granted(Granted {
+            reentry: false,
+            token: None,
+        })
+    );
     assert_eq!(
         s.zscore(b"redisson_lock_timeout:{orders}", b"c:1"),
         Some(11_500)
@@ -621,7 +633,7 @@ fn a_stale_last_waiter_gives_a_negative_ttl_stored_unclamped() {
     let got = fair::acquire(&mut s, &n, b"d:1", 100, WAIT).expect("ok");
     assert_eq!(
         got,
-        FairTaken::Queued {
+        FairAttempt::Queued {
             ttl: -500,
             joined: true
         }
@@ -633,7 +645,7 @@ fn a_stale_last_waiter_gives_a_negative_ttl_stored_unclamped() {
     let got = fair::acquire(&mut s, &n, b"f:1", 100, WAIT).expect("ok");
     assert_eq!(
         got,
-        FairTaken::Queued {
+        FairAttempt::Queued {
             ttl: -2,
             joined: true
         }
@@ -705,7 +717,7 @@ fn acquire_once(
     owner: &[u8],
     options: FairOptions,
     ttl: i64,
-) -> Result<Option<FairTaken>, LockError> {
+) -> Result<Option<FairAttempt>, LockError> {
     use ::rwlock::engine::hold::{grant_latch, Granting};
     let request = Request { id: b"r1", ttl };
     match grant_latch(s, n, Some(request))? {
@@ -745,7 +757,13 @@ fn an_idempotent_acquisition_records_its_grant_and_a_retry_changes_nothing() {
         s.rpush(b"redisson_lock_queue:{orders}", b"x:1");
         s.zadd(b"redisson_lock_timeout:{orders}", 9_000, b"x:1");
         let got = acquire_once(&mut s, &n, b"a:1", options, 5_000);
-        assert_eq!(got, Ok(Some(FairTaken::Acquired { reentry: false })));
+        assert_eq!(
+            got,
+            Ok(Some(FairAttempt::Granted(Granted {
+                reentry: false,
+                token: None,
+            })))
+        );
         let latch = Some((Value::Str(b"0".to_vec()), Some(15_000)));
         assert_eq!(request_latch(&mut s), latch, "{options:?}");
         s.advance(100);
@@ -762,7 +780,13 @@ fn an_idempotent_acquisition_records_its_grant_and_a_retry_changes_nothing() {
         if options.non_reentrant {
             assert_eq!(again, Err(LockError::Reentry));
         } else {
-            assert_eq!(again, Ok(Some(FairTaken::Acquired { reentry: true })));
+            assert_eq!(
+                again,
+                Ok(Some(FairAttempt::Granted(Granted {
+                    reentry: true,
+                    token: None,
+                })))
+            );
         }
     }
 }
@@ -778,13 +802,13 @@ fn a_refused_or_queued_idempotent_acquisition_records_nothing() {
     };
     assert_eq!(
         acquire_once(&mut s, &n, b"a:1", no_queue, 5_000),
-        Ok(Some(FairTaken::Refused))
+        Ok(Some(FairAttempt::Refused))
     );
     assert_eq!(request_latch(&mut s), None);
     let queued = acquire_once(&mut s, &n, b"a:1", WAIT, 5_000);
     assert_eq!(
         queued,
-        Ok(Some(FairTaken::Queued {
+        Ok(Some(FairAttempt::Queued {
             ttl: 10_000,
             joined: true
         }))
@@ -795,7 +819,10 @@ fn a_refused_or_queued_idempotent_acquisition_records_nothing() {
     s.advance(200);
     assert_eq!(
         acquire_once(&mut s, &n, b"a:1", WAIT, 5_000),
-        Ok(Some(FairTaken::Acquired { reentry: false }))
+        Ok(Some(FairAttempt::Granted(Granted {
+            reentry: false,
+            token: None,
+        })))
     );
     assert_eq!(
         request_latch(&mut s),

@@ -22,8 +22,8 @@ use proptest::prelude::*;
 use crate::fuzz::{any_value, bytes_from, count, lease, names, owner, LOCKS, OWNERS, REQUESTS, T0};
 use crate::fuzz_cases::cases;
 use crate::memstore::{MemStore, Value};
-use ::rwlock::engine::hold::{parse_count, Release, Request, Unlocked};
-use ::rwlock::engine::lock::{self, Options, Taken};
+use ::rwlock::engine::hold::{parse_count, Attempt, Granted, Release, Request, Unlocked};
+use ::rwlock::engine::lock::{self, Options};
 use ::rwlock::engine::names::LockNames;
 use ::rwlock::engine::queue::{admit, Hold, Ticket};
 use ::rwlock::engine::store::Store;
@@ -117,7 +117,7 @@ fn run(s: &mut MemStore, n: &LockNames, op: &Op) -> Effect {
     let nothing = |reply: &dyn std::fmt::Debug| Effect::Nothing(format!("{reply:?}"));
     match *op {
         Op::Acquire(o, lease, options) => match lock::acquire(s, n, owner(o), lease, options) {
-            Ok(Taken::Acquired { token, .. }) => {
+            Ok(Attempt::Granted(Granted { token, .. })) => {
                 // A fenced acquisition left its token in the counter.
                 let counter = s.get(&n.token_key());
                 let token = match token {

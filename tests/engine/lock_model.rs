@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use crate::memstore::{MemStore, Value};
 use crate::model::{Rng, LOCKS, OWNERS, REQUESTS};
 use ::rwlock::engine::error::LockError;
-use ::rwlock::engine::hold::{Release, Request, Unlocked};
-use ::rwlock::engine::lock::{self, LockInfo, Options, Taken};
+use ::rwlock::engine::hold::{Attempt, Granted, Release, Request, Unlocked};
+use ::rwlock::engine::lock::{self, LockInfo, Options};
 use ::rwlock::engine::names::LockNames;
 
 /// `<prefix>:{name}`, or `<prefix>:name` when the name has a brace: the
@@ -69,7 +69,7 @@ enum Op {
 /// What a step replied.
 #[derive(Debug, PartialEq)]
 enum Reply {
-    Taken(Taken),
+    Taken(Attempt),
     Unlocked(Unlocked),
     /// `LOCK.RENEW`: 1 or 0.
     Renewed(bool),
@@ -112,12 +112,12 @@ impl Model {
         owner: &str,
         lease: i64,
         options: Options,
-    ) -> Result<Taken, LockError> {
+    ) -> Result<Attempt, LockError> {
         let held = self.locks.get(name).map(|l| l.counts.contains_key(owner));
         match held {
             Some(false) => {
                 let pttl = self.locks[name].deadline - self.now;
-                return Ok(Taken::Refused { pttl });
+                return Ok(Attempt::Refused { pttl });
             }
             Some(true) if options.non_reentrant => return Err(LockError::Reentry),
             _ => {}
@@ -133,10 +133,10 @@ impl Model {
         l.deadline = self.now + lease;
         self.event("hincrby", name);
         self.event("expire", name);
-        Ok(Taken::Acquired {
+        Ok(Attempt::Granted(Granted {
             reentry: held == Some(true),
             token,
-        })
+        }))
     }
 
     /// `unlock.lua`.
@@ -339,12 +339,12 @@ struct Seen {
 impl Seen {
     fn count(&mut self, reply: &Result<Reply, LockError>) {
         match reply {
-            Ok(Reply::Taken(Taken::Acquired { reentry, token })) => {
+            Ok(Reply::Taken(Attempt::Granted(Granted { reentry, token }))) => {
                 self.acquired += 1;
                 self.reentries += usize::from(*reentry);
                 self.tokens += usize::from(token.is_some());
             }
-            Ok(Reply::Taken(Taken::Refused { .. })) => self.refused += 1,
+            Ok(Reply::Taken(Attempt::Refused { .. })) => self.refused += 1,
             Err(LockError::Reentry) => self.reentry_errors += 1,
             Ok(Reply::Unlocked(Unlocked::Ran(Release::Released))) => self.released += 1,
             Ok(Reply::Unlocked(Unlocked::Replayed(_))) => self.replays += 1,

@@ -9,12 +9,10 @@
 use crate::memstore::{MemStore, Value};
 use crate::rwlock_tests::{assert_events, field, gives_without_effect, request, setup, T0, U, V};
 use ::rwlock::engine::error::LockError;
-use ::rwlock::engine::hold::{Release, Request, Unlocked, MAX_HOLDS};
-use ::rwlock::engine::lock::{
-    acquire, force_unlock, info, renew, unlock, LockInfo, Options, Taken,
-};
+use ::rwlock::engine::hold::{Attempt, Granted, Release, Request, Unlocked, MAX_HOLDS};
+use ::rwlock::engine::lock::{acquire, force_unlock, info, renew, unlock, LockInfo, Options};
 use ::rwlock::engine::names::LockNames;
-use ::rwlock::engine::rwlock::{self, Acquire, Mode};
+use ::rwlock::engine::rwlock::{self, Mode};
 use ::rwlock::engine::store::Store;
 
 const PLAIN: Options = options(false, false);
@@ -33,15 +31,15 @@ const fn options(fenced: bool, non_reentrant: bool) -> Options {
 const TOKEN: &[u8] = b"redisson_lock_token:{L}";
 const CHANNEL: &[u8] = b"redisson_lock__channel:{L}";
 
-const FIRST: Result<Taken, LockError> = taken(false, None);
-const AGAIN: Result<Taken, LockError> = taken(true, None);
+const FIRST: Result<Attempt, LockError> = taken(false, None);
+const AGAIN: Result<Attempt, LockError> = taken(true, None);
 
-const fn taken(reentry: bool, token: Option<i64>) -> Result<Taken, LockError> {
-    Ok(Taken::Acquired { reentry, token })
+const fn taken(reentry: bool, token: Option<i64>) -> Result<Attempt, LockError> {
+    Ok(Attempt::Granted(Granted { reentry, token }))
 }
 
-fn refused(pttl: i64) -> Result<Taken, LockError> {
-    Ok(Taken::Refused { pttl })
+fn refused(pttl: i64) -> Result<Attempt, LockError> {
+    Ok(Attempt::Refused { pttl })
 }
 
 /// The store of [`setup`] once `owner` took `L` `holds` times with a lease of
@@ -52,7 +50,7 @@ fn held_by(owner: &[u8], holds: i64, options: Options) -> (MemStore, LockNames<'
     for _ in 0..holds {
         let taken = acquire(&mut s, &n, owner, 30_000, options);
         assert!(
-            matches!(taken, Ok(Taken::Acquired { .. })),
+            matches!(taken, Ok(Attempt::Granted(_))),
             "a set-up acquisition: {taken:?}"
         );
     }
@@ -702,7 +700,7 @@ fn the_read_write_machine_calls_a_plain_lock_corrupt() {
 #[test]
 fn a_fenced_write_takes_a_token_on_every_acquisition() {
     let (mut s, n) = setup();
-    let first = Ok((Acquire::Acquired { reentry: false }, Some(1)));
+    let first = taken(false, Some(1));
     assert_eq!(rwlock::fenced_write_lock(&mut s, &n, U, 30_000), first);
     assert_events(
         &mut s,
@@ -714,14 +712,14 @@ fn a_fenced_write_takes_a_token_on_every_acquisition() {
         ],
     );
     s.advance(10_000);
-    let again = Ok((Acquire::Acquired { reentry: true }, Some(2)));
+    let again = taken(true, Some(2));
     assert_eq!(rwlock::fenced_write_lock(&mut s, &n, U, 30_000), again);
     assert_events(
         &mut s,
         &["incrby redisson_lock_token:{L}", "hincrby L", "expire L"],
     );
     assert_eq!(s.pttl(b"L"), 50_000, "a write re-entry adds the lease");
-    let no = Ok((Acquire::Refused { pttl: 50_000 }, None));
+    let no = refused(50_000);
     gives_without_effect(&mut s, no, |s| rwlock::fenced_write_lock(s, &n, V, 1));
     // One counter per name, whichever machine takes the token.
     for _ in 0..2 {
@@ -735,7 +733,7 @@ fn a_fenced_write_in_read_mode_is_refused_without_a_token() {
     let (mut s, n) = setup();
     rwlock::read_lock(&mut s, &n, U, 30_000).expect("read");
     for owner in [U, V] {
-        let no = Ok((Acquire::Refused { pttl: 30_000 }, None));
+        let no = refused(30_000);
         gives_without_effect(&mut s, no, |s| rwlock::fenced_write_lock(s, &n, owner, 1));
     }
 }

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::memstore::{MemStore, Value};
+use ::rwlock::engine::hold::Attempt;
 use ::rwlock::engine::names::{write_field, LockNames};
-use ::rwlock::engine::rwlock::{self, Acquire, Mode, Request, Unlocked};
+use ::rwlock::engine::rwlock::{self, Mode, Request, Unlocked};
 
 /// The tests' seeded generator (the testkit's SplitMix64, so a failing seed
 /// replays), with the draws of the model-based tests.
@@ -365,9 +366,11 @@ fn random_op(rng: &mut Rng) -> Op {
 
 fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
     let names = |i: usize| LockNames::new(LOCKS[i].as_bytes()).expect("name");
-    let acquire = |r: Result<Acquire, _>| match r.expect("no error") {
-        Acquire::Acquired { reentry } => Reply::Entered { reentry },
-        Acquire::Refused { pttl } => Reply::Int(pttl),
+    let acquire = |r: Result<Attempt, _>| match r.expect("no error") {
+        Attempt::Granted(granted) => Reply::Entered {
+            reentry: granted.reentry,
+        },
+        Attempt::Refused { pttl } => Reply::Int(pttl),
     };
     match *op {
         Op::Read(l, o, lease) => {

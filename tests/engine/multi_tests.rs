@@ -2,11 +2,11 @@
 
 use crate::memstore::{MemStore, Value};
 use ::rwlock::engine::error::LockError;
-use ::rwlock::engine::hold::Unlocked;
+use ::rwlock::engine::hold::{Attempt, Unlocked};
 use ::rwlock::engine::lock::{self, Options};
 use ::rwlock::engine::multi::*;
 use ::rwlock::engine::names::LockNames;
-use ::rwlock::engine::queue::{attempt, Attempt, Hold};
+use ::rwlock::engine::queue::{attempt, Hold};
 use ::rwlock::engine::rwlock;
 use ::rwlock::engine::store::Store;
 
@@ -28,7 +28,7 @@ fn all_holds_are_taken_as_the_single_commands_take_them() {
     let mut s = MemStore::new(1_000);
     let wants = [want("A", LOCK), want("B", Hold::Read), want("C", WRITE)];
     let granted = acquire_all(&mut s, b"o:1", 5_000, &wants).expect("no error");
-    assert!(matches!(granted, AllAttempt::Granted(ref g) if g.len() == 3));
+    assert!(matches!(granted, Attempt::Granted(ref g) if g.len() == 3));
     let mut single = MemStore::new(1_000);
     for w in &wants {
         attempt(&mut single, &w.names, b"o:1", w.hold, 5_000).expect("single");
@@ -54,7 +54,7 @@ fn one_lock_in_the_way_takes_nothing_and_replies_the_largest_pttl() {
     let wants = [want("A", LOCK), want("B", LOCK), want("C", Hold::Read)];
     assert_eq!(
         acquire_all(&mut s, b"o:1", 5_000, &wants),
-        Ok(AllAttempt::Refused { pttl: 900 })
+        Ok(Attempt::Refused { pttl: 900 })
     );
     assert_eq!(s.dump(), before, "A was free but is not taken");
     assert!(s.take_events().is_empty());
@@ -76,7 +76,7 @@ fn a_lock_without_ttl_in_the_way_counts_as_the_longest() {
     let wants = [want("A", LOCK), want("B", LOCK)];
     assert_eq!(
         acquire_all(&mut s, b"o:1", 5_000, &wants),
-        Ok(AllAttempt::Refused { pttl: -1 })
+        Ok(Attempt::Refused { pttl: -1 })
     );
     assert_eq!(longer(5, -1), -1);
     assert_eq!(longer(-2, 7), 7);
@@ -148,7 +148,7 @@ fn the_owners_own_holds_re_enter() {
     let read_under_write = [want("A", LOCK), want("B", Hold::Read)];
     let again = acquire_all(&mut s, b"o:1", 5_000, &read_under_write).expect("again");
     assert!(
-        matches!(again, AllAttempt::Granted(ref g) if g.iter().all(|g| g.reentry)),
+        matches!(again, Attempt::Granted(ref g) if g.iter().all(|g| g.reentry)),
         "{again:?}"
     );
     assert_eq!(s.hget(b"A", b"o:1").as_deref(), Some(&b"2"[..]));
@@ -221,9 +221,9 @@ proptest::proptest! {
         let got = acquire_all(&mut s, owner, lease, &wants);
         match expected {
             Err(e) => proptest::prop_assert_eq!(got, Err(e)),
-            Ok(Some(pttl)) => proptest::prop_assert_eq!(got, Ok(AllAttempt::Refused { pttl })),
+            Ok(Some(pttl)) => proptest::prop_assert_eq!(got, Ok(Attempt::Refused { pttl })),
             Ok(None) => {
-                proptest::prop_assert!(matches!(got, Ok(AllAttempt::Granted(ref g)) if g.len() == wants.len()));
+                proptest::prop_assert!(matches!(got, Ok(Attempt::Granted(ref g)) if g.len() == wants.len()));
                 proptest::prop_assert_eq!(s.dump(), singles.dump());
                 proptest::prop_assert_eq!(s.take_events(), singles.take_events());
                 return Ok(());

@@ -2,8 +2,8 @@
 
 use crate::memstore::MemStore;
 use ::rwlock::engine::error::LockError;
-use ::rwlock::engine::hold::GrantLatch;
-use ::rwlock::engine::lock::{self, Options, Taken};
+use ::rwlock::engine::hold::{Attempt, GrantLatch, Granted};
+use ::rwlock::engine::lock::{self, Options};
 use ::rwlock::engine::names::LockNames;
 use ::rwlock::engine::queue::*;
 use ::rwlock::engine::rwlock::unlock;
@@ -129,7 +129,7 @@ fn plain_and_fenced_locks_wait_in_line_with_read_write_tickets() {
 fn a_waiting_non_reentrant_reacquire_is_refused_and_blocks_no_one() {
     let (mut s, n) = setup();
     let first = lock::acquire(&mut s, &n, b"a:1", 10_000, Options::default());
-    assert!(matches!(first, Ok(Taken::Acquired { .. })));
+    assert!(matches!(first, Ok(Attempt::Granted(_))));
     let mut q: VecDeque<_> = [
         ticket("a:1", NOREENTRY_LOCK, 1),
         ticket("a:1", LOCK, 2),

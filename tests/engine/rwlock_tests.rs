@@ -6,6 +6,7 @@ use std::fmt::Debug;
 
 use crate::memstore::{MemStore, Value};
 use ::rwlock::engine::error::LockError;
+use ::rwlock::engine::hold::{Attempt, Granted};
 use ::rwlock::engine::int::parse_i64;
 use ::rwlock::engine::names::LockNames;
 use ::rwlock::engine::rwlock::*;
@@ -74,11 +75,18 @@ fn released(payload: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     vec![(b"redisson_rwlock:{L}".to_vec(), payload.to_vec())]
 }
 
-const FIRST: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: false });
-const REENTRY: Result<Acquire, LockError> = Ok(Acquire::Acquired { reentry: true });
+const FIRST: Result<Attempt, LockError> = granted(false);
+const REENTRY: Result<Attempt, LockError> = granted(true);
 
-fn refused(pttl: i64) -> Result<Acquire, LockError> {
-    Ok(Acquire::Refused { pttl })
+const fn granted(reentry: bool) -> Result<Attempt, LockError> {
+    Ok(Attempt::Granted(Granted {
+        reentry,
+        token: None,
+    }))
+}
+
+fn refused(pttl: i64) -> Result<Attempt, LockError> {
+    Ok(Attempt::Refused { pttl })
 }
 
 /// The reply an unlock gives, as the command sends it.
@@ -176,10 +184,7 @@ fn read_joins_read_mode_and_keeps_the_longer_ttl() {
 fn read_reentry_counts_and_adds_a_timeout_key() {
     let (mut s, n) = setup();
     for i in 0..3 {
-        assert_eq!(
-            read_lock(&mut s, &n, U, 10_000),
-            Ok(Acquire::Acquired { reentry: i > 0 })
-        );
+        assert_eq!(read_lock(&mut s, &n, U, 10_000), granted(i > 0));
     }
     assert_eq!(field(&mut s, U).as_deref(), Some("3"));
     for i in 1..=3 {
@@ -562,7 +567,7 @@ fn info_lists_owners_with_counts_and_leases() {
     let (mut s, n) = setup();
     assert_eq!(
         info(&mut s, &n),
-        Ok(LockInfo {
+        Ok(RwLockInfo {
             mode: None,
             pttl: -2,
             owners: vec![]
@@ -574,7 +579,7 @@ fn info_lists_owners_with_counts_and_leases() {
     read_lock(&mut s, &n, V, 20_000).expect("r2");
     assert_eq!(
         info(&mut s, &n),
-        Ok(LockInfo {
+        Ok(RwLockInfo {
             mode: Some(Mode::Write),
             pttl: 29_000,
             owners: vec![OwnerInfo {
