@@ -494,8 +494,11 @@ safety-drivers: $(if $(PARTS),,python-deps node-deps java-deps)
 	  $$(find $(ROOT)/clients/java/src/main/java -name '*.java') $(ROOT)/tests/safety/drivers/java/SafetyDriver.java
 	$(if $(PARTS),test -x $(ROOT)/target/release/examples/safety_driver,cd $(ROOT) && $(CARGO) build --release -p rwlock-client --example safety_driver)
 
+# The history is kept (SAFETY_OUT) so that a failed run's verdicts can be
+# checked again: $(SAFETY_BIN) check target/safety/history.json.
 test-safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
-	SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
+	SAFETY_OUT=$${SAFETY_OUT-$(SAFETY_DIR)/history.json} \
+	  SAFETY_FAILOVERS=$(SAFETY_SHORT_FAILOVERS) SAFETY_EXPECT_VIOLATION=$${SAFETY_EXPECT_VIOLATION-raw} \
 	  SAFETY_CLAIM=$${SAFETY_CLAIM-acked,$(SAFETY_CLIENT_MODES)} $(SAFETY_DRIVER_ENV) $(SAFETY_BIN)
 
 safety: $(if $(PARTS),,go-deps build) safety-bin safety-drivers
