@@ -25,6 +25,16 @@ def line(client: redis.Redis, name: str) -> List[str]:
     return [entry[1].decode() for entry in fields[b"line"]]
 
 
+def left_behind(client: redis.Redis) -> List[bytes]:
+    """The keys left but the releases' own latches: each lock object's
+    last one stays for its next release's DEL (a resend after a lost reply
+    is answered from it), or expires within 13.5 s."""
+    keys = [k if isinstance(k, bytes) else k.encode() for k in client.keys("*")]
+    kept = [k for k in keys if k.startswith(b"redisson_unlock_latch:")]
+    assert all(0 < client.pttl(k) <= 13_500 for k in kept)
+    return [k for k in keys if k not in kept]
+
+
 def holders(client: redis.Redis, name: str) -> dict[str, int]:
     info = client.execute_command("FAIRLOCK.INFO", name)
     fields = dict(zip(info[::2], info[1::2]))
@@ -58,7 +68,7 @@ def test_waiters_are_served_in_arrival_order(server: Server) -> None:
     for t in threads:
         t.join(30)
     assert served == [0, 1, 2, 3]
-    assert client.keys("*") == [], "the lock, its line and its latches are gone"
+    assert left_behind(client) == [], "the lock, its line and its latches are gone"
 
 
 def test_a_wait_that_runs_out_leaves_the_line(server: Server) -> None:
@@ -75,7 +85,7 @@ def test_a_wait_that_runs_out_leaves_the_line(server: Server) -> None:
     assert line(client, "fair:timeout") == [], "the server took it out of the line"
     assert not waiter.held
     holder.release()
-    assert client.keys("*") == [], "no line, no deadlines, no latch left"
+    assert left_behind(client) == [], "no line, no deadlines, no latch left"
 
 
 def test_a_try_never_joins_the_line(server: Server) -> None:
@@ -85,7 +95,7 @@ def test_a_try_never_joins_the_line(server: Server) -> None:
     assert FairLock(client, "fair:try").acquire(wait=0) is False
     assert line(client, "fair:try") == []
     holder.release()
-    assert client.keys("*") == []
+    assert left_behind(client) == []
 
 
 def test_reentry_and_the_non_reentrant_fair_lock(server: Server) -> None:
@@ -161,7 +171,7 @@ def test_asyncio_fair_lock_serves_tasks_in_order(server: Server) -> None:
         await holder.release()
         await asyncio.gather(*tasks)
         assert served == [0, 1, 2]
-        assert await client.keys("*") == []
+        assert left_behind(direct) == []
         await client.aclose()
 
     asyncio.run(run())

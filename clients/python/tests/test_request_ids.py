@@ -18,7 +18,7 @@ import redis
 import rwlock_client.asyncio as aio
 from conftest import Server
 from faultproxy import DropReplyProxy
-from rwlock_client import FairLock, Lock, MultiLock, ReadWriteLock
+from rwlock_client import FairLock, Lock, MultiLock, NotHeld, ReadWriteLock
 from rwlock_client.lock import LockBase
 
 #: Each kind: the command its acquisition sends, how to make it, and the
@@ -57,6 +57,16 @@ def latches(client: redis.Redis, pattern: str = "redisson_*latch:*") -> List[byt
     return sorted(k if isinstance(k, bytes) else k.encode() for k in client.keys(pattern))
 
 
+def kept_latch(client: redis.Redis, name: str) -> None:
+    """After a handle's last release: the acquisitions' latches are gone
+    and only the release's own latch is left (a resend of that release is
+    answered from it), expiring within Redisson's 13.5 s unless the
+    handle's next release deletes it."""
+    (latch,) = latches(client)
+    assert latch.startswith(b"redisson_unlock_latch:{%s}:" % name.encode()), latch
+    assert 0 < client.pttl(latch) <= 13_500
+
+
 def fenced_token(reply: bytes) -> int:
     """The token of a swallowed `[-1, token]` reply (RESP2 or RESP3)."""
     lines = reply.split(b"\r\n")
@@ -92,7 +102,7 @@ def test_a_lost_reply_is_resent_with_its_id_and_holds_once(
     assert len(latches(direct, "redisson_lock_request_latch:*")) == 1
     lock.release()
     assert direct.exists(name) == 0, "one release frees it: it was held once"
-    assert latches(direct) == [], "the release's DEL took the acquisition's latch too"
+    kept_latch(direct, name)  # the release's DEL took the acquisition's latch
     client.close()
 
 
@@ -116,7 +126,8 @@ def test_a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it(
     assert calls(direct, f"{family}.acquire") == 3, "the holder's, the wait, its resend"
     assert direct.hget(name, waiter.owner()) == b"1"
     waiter.release()
-    assert direct.exists(name) == 0 and latches(direct) == []
+    assert direct.exists(name) == 0
+    kept_latch(direct, name)
     client.close()
 
 
@@ -156,7 +167,8 @@ def test_asyncio_resends_a_lost_reply_with_its_id(
         assert lock.token == fenced_token(proxy.swallowed[0])
         assert direct.hget("req:async", lock.owner()) == b"1"
         await lock.release()
-        assert direct.exists("req:async") == 0 and latches(direct) == []
+        assert direct.exists("req:async") == 0
+        kept_latch(direct, "req:async")
         await client.aclose()
 
     asyncio.run(run())
@@ -165,7 +177,8 @@ def test_asyncio_resends_a_lost_reply_with_its_id(
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_acquisition_sends_a_request_id(server: Server, kind: str) -> None:
     """Without a fault: the grant's latch is there (REQUEST was sent), for
-    13.5 s plus the wait, and goes with the release."""
+    13.5 s plus the wait, and goes with the release (whose own latch
+    stays, for the next release)."""
     direct = server.client()
     _, make, _ = KINDS[kind]
     name = f"sent:{kind}"
@@ -180,7 +193,7 @@ def test_every_acquisition_sends_a_request_id(server: Server, kind: str) -> None
     least = 18_500 - (time.monotonic() - began) * 1000 - 20
     assert 13_500 < pttl and least <= pttl <= 18_500, (pttl, least)
     lock.release()
-    assert latches(direct) == []
+    kept_latch(direct, name)
 
 
 def test_a_multi_lock_sends_no_request_id(server: Server) -> None:
@@ -199,3 +212,79 @@ def test_a_refused_acquisition_leaves_no_latch(server: Server) -> None:
     assert Lock(direct, "req:busy").acquire(wait=0, lease=10) is False
     assert Lock(direct, "req:busy").acquire(wait=0.2, lease=10) is False
     assert latches(direct) == granted, "the refusals recorded nothing"
+
+
+@pytest.mark.parametrize("reentered", [False, True])
+def test_a_lost_release_reply_is_answered_from_its_latch(
+    server: Server, proxies: Callable[[bytes], DropReplyProxy], reentered: bool
+) -> None:
+    """A release's reply lost: its resend (same id) is answered from the
+    latch the first send left, with what it replied: one hold released,
+    not two. The last release's own latch was in no DEL of its pipeline."""
+    direct = server.client()
+    direct.config_resetstat()
+    proxy = proxies(b"LOCK.UNLOCK")
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    name = f"rel:lost:{reentered}"
+    lock = Lock(client, name)
+    for _ in range(2 if reentered else 1):
+        assert lock.acquire(wait=0, lease=10)
+    lock.release()
+    assert len(proxy.swallowed) == 1, "the first reply was lost"
+    assert proxy.swallowed[0].startswith(b":0" if reentered else b":1"), proxy.swallowed[0]
+    assert calls(direct, "lock.unlock") == 2, "sent twice"
+    if reentered:
+        assert direct.hget(name, lock.owner()) == b"1", "one hold released, not both"
+        assert lock.held
+        lock.release()
+    assert direct.exists(name) == 0 and not lock.held
+    kept_latch(direct, name)
+
+
+def test_a_lost_release_reply_of_a_hold_gone_before_is_not_held(
+    server: Server, proxies: Callable[[bytes], DropReplyProxy]
+) -> None:
+    """The hold was gone before its release (here its key deleted, as a
+    failover or a lease run out would): the first send replied "not held"
+    and its reply was lost; the resend is answered "not held" from that
+    send's latch, and is `NotHeld`, never taken for "the first send
+    released it"."""
+    direct = server.client()
+    direct.config_resetstat()
+    proxy = proxies(b"LOCK.UNLOCK")
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    lock = Lock(client, "rel:gone")
+    assert lock.acquire(wait=0, lease=10)
+    assert direct.delete("rel:gone") == 1
+    with pytest.raises(NotHeld):
+        lock.release()
+    assert proxy.swallowed[0].startswith((b"$-1", b"_")), proxy.swallowed
+    assert calls(direct, "lock.unlock") == 2, "sent twice"
+    assert not lock.held
+    # "Not held" wrote nothing (no latch either); the DEL took the acquisition's.
+    assert latches(direct) == []
+
+
+def test_asyncio_a_lost_release_reply_of_a_hold_gone_before_is_not_held(
+    server: Server, proxies: Callable[[bytes], DropReplyProxy]
+) -> None:
+    direct = server.client()
+    direct.config_resetstat()
+    proxy = proxies(b"LOCK.UNLOCK")
+
+    async def run() -> None:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+        lock = aio.Lock(client, "rel:agone")
+        assert await lock.acquire(wait=0, lease=10)
+        assert direct.delete("rel:agone") == 1
+        with pytest.raises(NotHeld):
+            await lock.release()
+        assert proxy.swallowed[0].startswith((b"$-1", b"_")), proxy.swallowed
+        assert calls(direct, "lock.unlock") == 2, "sent twice"
+        assert not lock.held
+        await client.aclose()
+
+    asyncio.run(run())
+    assert latches(direct) == []

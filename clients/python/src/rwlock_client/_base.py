@@ -108,12 +108,13 @@ class Held(Generic[LinkT, DogT]):
 @dataclass(frozen=True)
 class Releasing:
     """A release's pipeline; `requested`: it carries a request id (it is
-    resent once after a lost reply); `own_latch`: its `DEL` deletes the
-    release's own latch too (the owner's last hold here)."""
+    resent once after a lost reply); `kept`: the release's own latch, of
+    the owner's last hold here, for the handle's next release to delete
+    (never this pipeline's `DEL`: a resend is answered from it)."""
 
     commands: List[Args]
     requested: bool
-    own_latch: bool
+    kept: Optional[str]
 
     @property
     def timeouts(self) -> List[Optional[float]]:
@@ -165,6 +166,9 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         self.on_lost = on_lost
         self._plan = plan
         self._held: Dict[str, Held[LinkT, DogT]] = {}
+        # The own latches of last releases answered (their owners' holds
+        # forgotten): the next release's DEL takes them, or they expire.
+        self._spent_latches: List[str] = []
         self._guard = threading.Lock()
 
     def owner(self) -> str:
@@ -414,14 +418,14 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
     def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> "Releasing":
         """A release's pipeline (one round trip): the release, and a `DEL`
         of the latches whose replies came: the acquisitions' since the last
-        release, and those of re-entered releases before it. The release's
-        own latch goes in the same `DEL` when it is the owner's last hold
-        here; after a re-entered release it waits for the next release's
-        `DEL` (or expires), so that this release, resent after a lost
-        reply, is still answered from it instead of releasing a second
-        hold. A release without a request id (a session's, a multi-lock's)
-        sends no `DEL`: the acquisitions' latches then expire on their
-        own."""
+        release, and those of releases before it (the owner's re-entered
+        ones, and any owner's last ones on this handle). The release's own
+        latch is never in its `DEL`: it waits for a later release's `DEL`
+        (or expires), so that this release, resent after a lost reply, is
+        answered from it (what the first send replied) instead of
+        releasing a second hold or finding nothing. A release without a
+        request id (a session's, a multi-lock's) sends no `DEL`: the
+        acquisitions' latches then expire on their own."""
         args, request = self._release_args(owner, state, session)
         ids: List[str] = []
         earlier: List[str] = []
@@ -434,10 +438,19 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
                 if request is not None and not last:
                     state.release_latches.append(self._plan.latch(request))
         if request is None:
-            return Releasing([args], False, False)
-        keys: Args = [self._plan.latch(request)] if last else []
-        keys += earlier + [self._plan.acquire_latch(i) for i in ids]
-        return Releasing([args, ["DEL", *keys]] if keys else [args], True, last)
+            return Releasing([args], False, None)
+        with self._guard:
+            spent, self._spent_latches = self._spent_latches, []
+        keys: Args = [*earlier, *spent, *(self._plan.acquire_latch(i) for i in ids)]
+        kept = self._plan.latch(request) if last else None
+        return Releasing([args, ["DEL", *keys]] if keys else [args], True, kept)
+
+    def _keep_latch(self, releasing: "Releasing") -> None:
+        """Once a last release is done with (no resend to come), its latch
+        is left for the handle's next release's `DEL`."""
+        if releasing.kept is not None:
+            with self._guard:
+                self._spent_latches.append(releasing.kept)
 
     @staticmethod
     def _release_reply(replies: List[Any]) -> Any:
@@ -447,22 +460,16 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             raise replies[0]
         return replies[0]
 
-    def _released(
-        self, state: Optional[Held[LinkT, DogT]], reply: Any, resent_last: bool = False
-    ) -> Optional[bool]:
-        """What a release's reply says (`Plan.released`); None (not held)
-        too when the watchdog found the hold lost, whatever the server
-        replied (a fair lock's release replies 1 once the lock is gone).
-        `resent_last`: the reply is a resend's, of the owner's last hold,
-        whose first send's pipeline also deleted its latch: "held nothing"
-        then means that first send released it."""
+    def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
+        """What a release's reply says (`Plan.released`), a resend's as
+        the first send's (answered from its latch); None (not held) too
+        when the watchdog found the hold lost, whatever the server replied
+        (a fair lock's release replies 1 once the lock is gone)."""
         released = self._plan.released(reply)
         if state is not None:
             with self._guard:
                 if state.lost:
                     return None
-        if released is None and resent_last and state is not None:
-            return True
         return released
 
     def _not_held(self, owner: str) -> NotHeld:

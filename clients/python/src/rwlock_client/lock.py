@@ -122,7 +122,6 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         state, session_link = self._session_link(owner)
         releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
-        resent_last = False
         try:
             try:
                 reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
@@ -130,12 +129,11 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
                 if not releasing.requested:
                     raise
                 # The reply was lost, maybe not the release: the same
-                # request again is answered from the server's latch (or,
-                # the owner's last hold, finds it released: see _released).
+                # request again is answered from the server's latch, as
+                # the first send was (its own latch is in no DEL of its).
                 link.close()
                 link = Link(self.client, self._plan.key)
                 reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
-                resent_last = releasing.own_latch
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -144,9 +142,10 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
                 self._close(self._forget(owner, state))
             raise self._session_closed() from None
         finally:
+            self._keep_latch(releasing)
             if link is not session_link:
                 link.close()
-        released = self._released(state, reply, resent_last)
+        released = self._released(state, reply)
         self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)

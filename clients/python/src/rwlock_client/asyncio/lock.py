@@ -105,7 +105,6 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         state, session_link = self._session_link(owner)
         releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
-        resent_last = False
         try:
             try:
                 reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
@@ -116,7 +115,6 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
                 await link.close()
                 link = await Link.open(self.client, self._plan.key)
                 reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
-                resent_last = releasing.own_latch
         except ConnectionError:
             if session_link is None or state is None:
                 raise
@@ -126,9 +124,10 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
             await self._close(gone)
             raise self._session_closed() from None
         finally:
+            self._keep_latch(releasing)
             if link is not session_link:
                 await link.close()
-        released = self._released(state, reply, resent_last)
+        released = self._released(state, reply)
         await self._close(self._count_release(owner, state, released))
         if released is None:
             raise self._not_held(owner)
