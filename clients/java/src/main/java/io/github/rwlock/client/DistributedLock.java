@@ -35,8 +35,9 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
  * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
  * with the same id, and the server answers a granted first send from its latch, so the hold counts
- * once. Its release does the same with Redisson's unlock latch; a release of a re-entered hold
- * leaves its latch to the owner's next release, so that its resend never frees a second level.
+ * once. Its release does the same with Redisson's unlock latch, which it leaves to the owner's
+ * next release (or to expire): its resend is answered from it, so it never frees a second level,
+ * and a last release whose hold was already gone reports it not held.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** {@code waitMs}: wait without limit. */
@@ -51,6 +52,16 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     private final Exchange exchange;
     private final LockLostListener onLost;
     private final Map<String, State> states = new ConcurrentHashMap<>();
+    /**
+     * Each owner's last release's unlock latch, kept after its holds are forgotten for that
+     * owner's next release's {@code DEL} (its resend must be answered from it). One older than the
+     * latch's TTL has expired on the server and is dropped unsent, so that owners (threads) gone
+     * for good leave nothing here.
+     */
+    private final Map<String, Left> lastLatches = new ConcurrentHashMap<>();
+
+    /** A last release's unlock latch and when it was sent ({@link System#nanoTime()}). */
+    private record Left(String latch, long sentNanos) {}
 
     /** One owner's holds of this lock, as this process knows them. Guarded by the lock object. */
     private static final class State {
@@ -233,7 +244,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     /**
      * Releases one of the calling thread's holds; the lock is free once every hold is released.
      * A single lock sends a request id (Redisson's unlock latch) and retries once with it after
-     * a connection error; the owner's last release deletes the latches its holds left.
+     * a connection error; each release deletes the latches the owner's holds and earlier releases
+     * left, and leaves its own to the next (or to expire).
      *
      * @throws NotHeldException the thread held nothing here: never taken, released, or lost
      */
@@ -246,7 +258,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         List<String> latches = new ArrayList<>();
         // Unknown to this object (state null): no re-entered hold here, so this is the last.
         boolean last = true;
-        boolean held = false;
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
@@ -256,7 +267,15 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
                 state.releaseLatches = new ArrayList<>();
                 state.latches = new ArrayList<>();
                 last = state.count <= 1;
-                held = !state.lost && state.count > 0;
+            }
+            if (sessionLink == null) {
+                long now = System.nanoTime();
+                lastLatches.values().removeIf(
+                        l -> now - l.sentNanos() > TimeUnit.MILLISECONDS.toNanos(Plan.LATCH_TTL_MS));
+                Left left = lastLatches.remove(owner);
+                if (left != null) {
+                    latches.add(left.latch());
+                }
             }
         }
         Boolean released;
@@ -273,12 +292,16 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
         } else {
             String request = plan.multi ? null : UUID.randomUUID().toString();
-            if (request != null && !last) {
+            if (request != null) {
                 synchronized (this) {
-                    state.releaseLatches.add(plan.latch(request));
+                    if (last) {
+                        lastLatches.put(owner, new Left(plan.latch(request), System.nanoTime()));
+                    } else {
+                        state.releaseLatches.add(plan.latch(request));
+                    }
                 }
             }
-            released = exchange.release(owner, leaseMs, request, last, held, latches);
+            released = exchange.release(owner, leaseMs, request, latches);
         }
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {

@@ -93,33 +93,25 @@ final class Exchange {
     /**
      * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
      * the latches whose replies came: the acquisitions' since the last release, and the unlock
-     * latches of re-entered releases before it. The release's own latch goes in that {@code DEL}
-     * when it is the owner's {@code last} hold here. A re-entered release leaves its own latch to
-     * the next release's {@code DEL} (or to expire): resent after a lost reply, it is answered
-     * from that latch instead of releasing a level the owner still holds. The last release's
-     * resend finds no latch when the first send's pipeline ran whole, and the server replies "not
-     * held": the first send released it (when the owner {@code held} it here).
+     * latches of the owner's releases before it. The release's own latch is never in it: it is
+     * left to the next release's {@code DEL} (or to expire), so that a resend after a lost reply
+     * is answered from it with what the first send replied, whether it released or found nothing
+     * held (a hold gone before the release, its lease run out or its key deleted, is not held).
      * The {@code DEL}'s reply is not looked at: latches it missed expire on their own. The caller
-     * keeps a re-entered release's latch ({@code request}'s) for the next release.
+     * keeps the release's latch ({@code request}'s) for the next release.
      */
-    Boolean release(String owner, long leaseMs, String request, boolean last, boolean held, List<String> latches) {
+    Boolean release(String owner, long leaseMs, String request, List<String> latches) {
         List<List<String>> commands = new ArrayList<>();
         commands.add(plan.release(owner, leaseMs, request));
-        if (request != null) {
+        if (request != null && !latches.isEmpty()) {
             List<String> del = new ArrayList<>();
             del.add("DEL");
-            if (last) {
-                del.add(plan.latch(request));
-            }
             del.addAll(latches);
-            if (del.size() > 1) {
-                commands.add(del);
-            }
+            commands.add(del);
         }
         Link link = client.connector().open(plan.key());
         try {
             List<Object> replies;
-            boolean resent = false;
             try {
                 replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
@@ -132,16 +124,11 @@ final class Exchange {
                 link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(plan.key());
                 replies = pipelineFollowing(link, commands);
-                resent = true;
             }
             if (replies.get(0) instanceof JedisDataException e) {
                 throw e;
             }
-            Boolean released = plan.released(replies.get(0));
-            if (released == null && resent && last && held) {
-                return Boolean.TRUE;
-            }
-            return released;
+            return plan.released(replies.get(0));
         } finally {
             if (link != null) {
                 link.close();

@@ -1,20 +1,22 @@
 package io.github.rwlock.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import redis.clients.jedis.JedisPooled;
 
 /**
  * A release's reply lost for real ({@link FaultProxy} closes the connection instead of passing it
- * on) and the release resent once with its request id. A re-entered hold's release keeps its own
- * unlock latch in its pipeline, so the resend is answered from it and the owner still holds one
- * level; the owner's last release deletes its latches in its pipeline, so its resend finds the
- * hold gone, which counts as released (the first send released it), and nothing is left.
+ * on) and the release resent once with its request id. No release deletes its own unlock latch in
+ * its pipeline, so every resend is answered from it: a re-entered hold's leaves the owner one
+ * level, the last one's is released once, and a hold gone before its release is not held. The
+ * last release's latch is left to the owner's next release or its TTL.
  */
 class IdempotentReleaseTest extends ServerTest {
     private DistributedLock lock(Client on, String kind, String name) {
@@ -66,17 +68,29 @@ class IdempotentReleaseTest extends ServerTest {
             assertEquals("1", server.call("HGET", name, field(kind, owner)),
                     name + ": the resend was answered from its latch, one level still held");
             assertEquals(1, lock.getHoldCount(), name);
-            assertEquals(1, ((List<?>) server.call("KEYS", "redisson_unlock_latch:*")).size(),
+            String latches = "redisson_unlock_latch:{" + name + "}:*";
+            assertEquals(1, ((List<?>) server.call("KEYS", latches)).size(),
                     name + ": the re-entered release's latch outlives its reply");
 
             server.call("CONFIG", "RESETSTAT");
             proxy.arm();
-            lock.unlock(); // the last: no NotHeldException although the resend may find nothing held
+            lock.unlock(); // the last: released, as its latch answers the resend
             assertTrue(proxy.dropped(), name + ": the proxy lost the last release's reply");
             assertEquals(2, server.calls(calls), name + ": the last release and its resend");
             assertEquals(0, lock.getHoldCount(), name);
             assertEquals(0L, server.call("EXISTS", name), name + ": free");
-            assertEquals(List.of(), server.call("KEYS", "*"), name + ": no latch left");
+            List<?> left = (List<?>) server.call("KEYS", "*{" + name + "}*");
+            assertEquals(1, left.size(), name + ": only the last release's latch is left: " + left);
+            String latch = (String) left.get(0);
+            assertTrue(latch.startsWith("redisson_unlock_latch:"), name + ": " + latch);
+            long ttl = (Long) server.call("PTTL", latch);
+            assertTrue(ttl > 0 && ttl <= Plan.LATCH_TTL_MS, name + ": it expires on its own: " + ttl);
+
+            assertTrue(lock.tryLock(), name + ": a second cycle on the same lock object");
+            lock.unlock();
+            assertEquals(0L, server.call("EXISTS", latch), name + ": the next release deleted it");
+            assertEquals(1, ((List<?>) server.call("KEYS", "*{" + name + "}*")).size(),
+                    name + ": that release's own is left");
         }
     }
 
@@ -86,6 +100,51 @@ class IdempotentReleaseTest extends ServerTest {
             for (String lose : List.of("DEL", "release")) {
                 reenteredThenLast(kind, lose);
             }
+        }
+    }
+
+    /**
+     * A hold gone before its release (its key deleted behind the owner's back, and then maybe
+     * another owner's grant; a lease, so that no watchdog notices first) and the release's reply
+     * lost: the resend is answered "not held" as the first send was, and the owner is told so, not
+     * that it released. Only the plain lock is checked with the key merely gone: the read, write
+     * and fair locks' unlocks reply 1 for a lock that no longer exists, as Redisson's scripts do.
+     */
+    @Test
+    void aResentLastReleaseOfAHoldGoneBeforeItIsNotHeld() throws Exception {
+        for (String kind : List.of("plain", "read", "write", "fair")) {
+            for (boolean taken : kind.equals("plain") ? List.of(false, true) : List.of(true)) {
+                goneThenLost(kind, taken);
+            }
+        }
+    }
+
+    private void goneThenLost(String kind, boolean taken) throws Exception {
+        String unlock = release(kind);
+        String name = "gone:" + kind + ":" + taken;
+        try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of(unlock));
+                JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
+                Client on = Client.create(proxied)) {
+            DistributedLock lock = lock(on, kind, name);
+            assertTrue(lock.tryLock(0, 60, TimeUnit.SECONDS), name);
+            assertEquals(1L, server.call("DEL", name), name + ": the hold is gone");
+            DistributedLock other = lock(client, kind, name);
+            if (taken) {
+                assertTrue(other.tryLock(0, 60, TimeUnit.SECONDS), name + ": another owner's grant");
+            }
+            assertEquals(1, lock.getHoldCount(), name + ": this process does not know it yet");
+
+            server.call("CONFIG", "RESETSTAT");
+            proxy.arm();
+            assertThrows(NotHeldException.class, lock::unlock, name);
+            assertTrue(proxy.dropped(), name + ": the proxy lost the release's reply");
+            assertEquals(2, server.calls(unlock.toLowerCase(Locale.ROOT)), name + ": the release and its resend");
+            assertEquals(0, lock.getHoldCount(), name);
+            if (taken) {
+                assertEquals(1L, server.call("EXISTS", name), name + ": the other owner's hold stands");
+                other.unlock();
+            }
+            assertEquals(0L, server.call("EXISTS", name), name);
         }
     }
 }
