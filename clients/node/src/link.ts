@@ -85,18 +85,6 @@ interface Queued {
   readonly fail: (error: unknown) => void;
 }
 
-/** What `Links.shared` got back: every reply, and whether the connection reconnected between the send and the replies. */
-export interface SharedReplies {
-  readonly replies: Settled[];
-  /**
-   * The application's connection reconnected meanwhile: ioredis may have
-   * sent the commands again on the new connection
-   * (`autoResendUnfulfilledCommands`), and the replies are then the
-   * second send's.
-   */
-  readonly reconnected: boolean;
-}
-
 /** The connections of one client object: the application's, and a pool of dedicated ones per master. */
 export class Links {
   private readonly idle = new Map<string, Link[]>();
@@ -105,9 +93,6 @@ export class Links {
   // This tick's commands per application connection, written as one
   // ioredis pipeline once the tick's code ran (`flush`).
   private readonly queues = new Map<Redis, Queued[]>();
-  // How often each application connection began reconnecting, and the
-  // listener counting it (removed on close: the connection is the application's).
-  private readonly reconnects = new Map<Redis, { count: number; listener: () => void }>();
 
   /** `client`: the application's ioredis client (never closed by this package). */
   constructor(readonly client: RedisClient) {}
@@ -206,12 +191,11 @@ export class Links {
    * connection failed before the replies came, or when they did not come
    * within `timeoutMs` (the commands may have run).
    */
-  shared(base: Redis, commands: readonly Args[], timeoutMs: number): Promise<SharedReplies> {
+  shared(base: Redis, commands: readonly Args[], timeoutMs: number): Promise<Settled[]> {
     if (this.closed) {
       return Promise.reject(new Error("the client object is closed"));
     }
-    const epoch = this.reconnectsOf(base);
-    return new Promise<SharedReplies>((resolve, reject) => {
+    return new Promise<Settled[]>((resolve, reject) => {
       let settled = false;
       const timer = setTimeout(() => {
         settled = true;
@@ -223,7 +207,7 @@ export class Links {
           if (!settled) {
             settled = true;
             clearTimeout(timer);
-            resolve({ replies, reconnected: this.reconnectsOf(base) !== epoch });
+            resolve(replies);
           }
         },
         fail: (error) => {
@@ -288,23 +272,6 @@ export class Links {
         }
       },
     );
-  }
-
-  /** How often `base` began reconnecting since this object first sent on it. */
-  private reconnectsOf(base: Redis): number {
-    let counter = this.reconnects.get(base);
-    if (counter === undefined) {
-      const created: { count: number; listener: () => void } = {
-        count: 0,
-        listener: () => {
-          created.count += 1;
-        },
-      };
-      base.on("reconnecting", created.listener);
-      this.reconnects.set(base, created);
-      counter = created;
-    }
-    return counter.count;
   }
 
   /** `host:port` of the master `base` is connected to (`Masters` knows them by it). */
@@ -513,10 +480,6 @@ export class Links {
   /** Closes every dedicated connection (the pool's and those in use: session holds end). */
   close(): void {
     this.closed = true;
-    for (const [base, counter] of this.reconnects) {
-      base.off("reconnecting", counter.listener);
-    }
-    this.reconnects.clear();
     for (const link of [...this.open]) {
       this.drop(link);
     }

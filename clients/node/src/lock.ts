@@ -140,9 +140,10 @@ export class Lock extends EventEmitter {
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
   private latches: string[] = []; // the acquisitions' latches since the last release
-  // The unlock latches of re-entered releases sent: deleted by the next
-  // release's DEL (a release's own latch must outlive its reply, for its
-  // resend to be answered from it).
+  // The unlock latches of the releases sent: deleted by the next release's
+  // DEL, never by their own (a release's own latch must outlive its reply,
+  // for its resend to be answered from it); they outlive the handle's
+  // holds, or expire on their own.
   private releaseLatches: string[] = [];
   private readonly onLost: LostCallback | undefined;
 
@@ -227,7 +228,6 @@ export class Lock extends EventEmitter {
     const owner = this.owner;
     const wasLost = this.isLost;
     let reply: unknown;
-    let resentLast = false;
     const link = this.sessionLink;
     if (link !== null) {
       // A session's holds live on their connection: released there, with
@@ -242,15 +242,9 @@ export class Lock extends EventEmitter {
         throw new NotHeld(`${this.name}: the session's connection closed`, { cause: error });
       }
     } else {
-      ({ reply, resentLast } = await this.releaseShared(owner));
+      reply = await this.releaseShared(owner);
     }
-    let released = this.target.released(reply);
-    if (released === null && resentLast && !wasLost) {
-      // The resend of the handle's last hold, whose first send's pipeline
-      // deleted its latch too: "held nothing" means that first send
-      // released it.
-      released = true;
-    }
+    const released = this.target.released(reply);
     if (this.count > 0) {
       this.count -= 1;
       if (released === null || released || this.count <= 0) {
@@ -271,43 +265,36 @@ export class Lock extends EventEmitter {
    * with the same id, it gets the first one's reply instead of releasing a
    * second hold. One `DEL`, pipelined with the release (one round trip),
    * deletes the latches whose replies came: the acquisitions' since the
-   * last release, and those of re-entered releases before it. The
-   * release's own latch (the server's copy of its reply) goes in it when
-   * this is the handle's last hold. A re-entered release leaves its own to
-   * the next release's `DEL` (or to expire), so that its resend is answered
-   * from it instead of releasing a level the handle still holds.
-   * `resentLast`: the reply may be a resend's of the last hold, whose first
-   * send's `DEL` took the latch: the application's connection reconnected
-   * meanwhile (ioredis resends what was unanswered,
-   * `autoResendUnfulfilledCommands`), or its reply was lost (the connection
-   * failed, no reply within the margin) and this resends it on a dedicated
-   * connection of the pool (`Links.commands`: it resends nothing behind our
-   * back). A `MOVED` reply (a reshard) sends it there too, to the slot's new
-   * master. The `DEL`'s reply is not looked at: latches it missed expire on
-   * their own.
+   * last release, and those of the handle's earlier releases. The
+   * release's own latch (the server's copy of its reply) is never in it,
+   * the last hold's included: it is left to the handle's next release's
+   * `DEL` (or to expire), so that a resend is answered from it with what
+   * the first send did (released, or held nothing) instead of finding
+   * nothing and guessing. The resends: by ioredis after the application's
+   * connection reconnected (`autoResendUnfulfilledCommands`), or by this
+   * when the reply was lost (the connection failed, no reply within the
+   * margin), on a dedicated connection of the pool (`Links.commands`: it
+   * resends nothing behind our back). A `MOVED` reply (a reshard) sends it
+   * there too, to the slot's new master. The `DEL`'s reply is not looked
+   * at: latches it missed expire on their own.
    */
-  private async releaseShared(owner: string): Promise<{ reply: unknown; resentLast: boolean }> {
+  private async releaseShared(owner: string): Promise<unknown> {
     const { links } = this.ctx;
     const request = this.target.multi ? null : requestId();
     const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
     const earlier = [...this.releaseLatches, ...this.latches];
     this.latches = [];
     this.releaseLatches = [];
-    const last = this.count <= 1;
-    const own = request === null ? null : this.target.latch(request);
-    const withDel = (keys: string[]): Args[] => (request !== null && keys.length > 0 ? [args, ["DEL", ...keys]] : [args]);
-    if (own !== null && !last) {
-      this.releaseLatches.push(own);
+    if (request !== null) {
+      this.releaseLatches.push(this.target.latch(request));
     }
-    const commands = withDel(own !== null && last ? [own, ...earlier] : earlier);
+    const commands: Args[] = request !== null && earlier.length > 0 ? [args, ["DEL", ...earlier]] : [args];
     let replies: Settled[] | null = null;
-    let resentLast = false;
     try {
       const sent = await links.shared(await links.nodeFor(this.target.key), commands, this.ctx.replyMargin);
-      const moved = links.cluster && isMoved(sent.replies[0]?.error);
+      const moved = links.cluster && isMoved(sent[0]?.error);
       if (!moved) {
-        replies = sent.replies;
-        resentLast = sent.reconnected && last && this.count > 0;
+        replies = sent;
       }
     } catch (error) {
       if (request === null) {
@@ -317,11 +304,8 @@ export class Lock extends EventEmitter {
       // resends it after a reconnect): its latch is never deleted, but
       // expires, so that a late send is answered from it instead of
       // releasing a hold taken since.
-      if (!last) {
-        this.releaseLatches.pop();
-      }
-      replies = await links.commands(this.target.key, withDel(earlier), this.ctx.replyMargin);
-      resentLast = last && this.count > 0;
+      this.releaseLatches.pop();
+      replies = await links.commands(this.target.key, commands, this.ctx.replyMargin);
     }
     if (replies === null) {
       // Redirected (nothing ran): to the slot's new master.
@@ -331,7 +315,7 @@ export class Lock extends EventEmitter {
     if (first === undefined || first.error !== null) {
       throw first?.error ?? new Error("no reply to the release");
     }
-    return { reply: first.reply, resentLast };
+    return first.reply;
   }
 
   /**
@@ -542,7 +526,7 @@ export class Lock extends EventEmitter {
     let checks = masters.plan(node, sync);
     if (checks === null) {
       const asked = performance.now();
-      const [info] = (await links.shared(base, [INFO], replyMargin)).replies;
+      const [info] = await links.shared(base, [INFO], replyMargin);
       if (info === undefined || info.error !== null) {
         throw info?.error ?? new Error("no reply to INFO");
       }
@@ -553,7 +537,7 @@ export class Lock extends EventEmitter {
       return { node, checks };
     }
     const args = this.target.acquire(this.owner, leaseMs, null, false, request, waitMs);
-    const { replies } = await links.shared(base, [args, ...commandsOf(checks)], replyMargin);
+    const replies = await links.shared(base, [args, ...commandsOf(checks)], replyMargin);
     const first = replies[0];
     if (first === undefined || first.error !== null) {
       if (this.ctx.links.cluster && isMoved(first?.error)) {
@@ -681,7 +665,11 @@ export class Lock extends EventEmitter {
     this.onLost?.(this, this.owner, cause);
   }
 
-  /** Drops every hold of this handle: stops the watchdog, gives the session's connection back. */
+  /**
+   * Drops every hold of this handle: stops the watchdog, gives the
+   * session's connection back. The releases' latches stay for the next
+   * release's `DEL`.
+   */
   private forget(): void {
     if (this.dog !== null) {
       this.dog.stop();
@@ -693,7 +681,6 @@ export class Lock extends EventEmitter {
     this.isLost = false;
     this.lostController = null;
     this.latches = [];
-    this.releaseLatches = [];
     const link = this.sessionLink;
     this.sessionLink = null;
     if (link !== null) {

@@ -3,15 +3,16 @@
  * and a lost reply (the connection closed, or a reply that never comes) is
  * resent once with the same request id, through a proxy that loses it for
  * real: one hold on the server, whatever the kind. A release's lost reply
- * too: a re-entered hold's resend frees one level only, the last one's
- * resend counts as released and leaves nothing.
+ * too: its resend is answered from the release's latch, with what the
+ * first send did: a re-entered hold's frees one level only, the last one's
+ * released, a hold already gone NotHeld.
  */
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Client, type Lock } from "../src/index";
+import { Client, NotHeld, type Lock } from "../src/index";
 import { FaultProxy } from "./proxy";
 import { infoField, Server, waitUntil } from "./support";
 
@@ -153,14 +154,18 @@ describe("idempotent acquisitions", () => {
     await multi.acquire({ wait: 0, lease: 5_000 });
     assert.deepEqual(await redis.keys("redisson_lock_request_latch:*"), []);
     await multi.release();
-    assert.equal(await redis.dbsize(), 1, "the fencing counter only");
+    // The fencing counter, and the single lock's release latch (a multi-lock's release has none).
+    const left = (await redis.keys("*")).sort();
+    assert.equal(left.length, 2, String(left));
+    assert.equal(left[0], "redisson_lock_token:{req:plain}");
+    assert.match(left[1]!, /^redisson_unlock_latch:\{req:plain\}:[0-9a-f]{32}$/);
   });
 
   // A release's pipeline (the release, then the DEL of latches) lost after
-  // both ran: a re-entered hold's release kept its own latch out of that
-  // DEL, so its resend is answered from it and one level stays held; the
-  // last release's resend finds the hold gone, which counts as released,
-  // and nothing is left.
+  // both ran: every release keeps its own latch out of that DEL, so its
+  // resend is answered from it: a re-entered hold's leaves one level held,
+  // the last one's says released (and its latch stays for the handle's
+  // next release, or its 13.5 s), a hold gone before its release NotHeld.
   const releases: { kind: string; command: string; make: (l: Client, n: string) => Lock }[] = [
     { kind: "plain", command: "LOCK.UNLOCK", make: (l, n) => l.lock(n) },
     { kind: "read", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).readLock() },
@@ -191,12 +196,60 @@ describe("idempotent acquisitions", () => {
 
         proxy.rearm();
         await redis.call("CONFIG", "RESETSTAT");
-        await lock.release(); // the last: resolves although the resend may find nothing held
+        await lock.release(); // the last: its resend answered "released" from its latch
         assert.ok(proxy.fired, "the proxy lost the last release's reply");
         assert.match(await redis.info("commandstats"), calls, "the last release and its resend");
         assert.equal(lock.held, false);
         assert.equal(await redis.exists(name), 0);
-        assert.deepEqual(await redis.keys(`*${name}*`), [], "no latch left");
+        // The re-entered release's latch went with this one's DEL; this
+        // one's own stays, expiring, for the handle's next release.
+        const left = await redis.keys(`*${name}*`);
+        assert.equal(left.length, 1, String(left));
+        assert.match(left[0]!, new RegExp(`^redisson_unlock_latch:\\{${name}\\}:[0-9a-f]{32}$`));
+        const pttl = await redis.pttl(left[0]!);
+        assert.ok(pttl > 0 && pttl <= 13_500, String(pttl));
+
+        // A second cycle on the same handle: its release's DEL takes the first one's latch.
+        assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+        await lock.release();
+        const next = await redis.keys(`*${name}*`);
+        assert.equal(next.length, 1, String(next));
+        assert.notEqual(next[0], left[0], "the first cycle's latch deleted");
+      } finally {
+        await locks.close();
+        app.disconnect();
+        await proxy.close();
+      }
+    });
+  }
+
+  // The hold gone before its release and the lock another owner's since
+  // (as after a lease run out or a failover), the release's reply lost:
+  // the first send held nothing (no latch stored), the resend holds
+  // nothing either, and the caller hears NotHeld, not that its hold
+  // lasted until the release. (Another owner's, because a read-write
+  // lock's release finding no key stores "released" in its latch; a fair
+  // lock's release of a lock gone replies 1 all the same: not among these.)
+  for (const k of releases.filter((r) => r.kind !== "fair")) {
+    const name = `relost-gone-${k.kind}`;
+    it(`${name}: a hold gone before its release, the release's reply lost: NotHeld`, async () => {
+      const proxy = await FaultProxy.start(server.port, k.command, name);
+      const app = server.client({ port: proxy.port });
+      const locks = new Client(app);
+      const calls = new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=2,`);
+      try {
+        const lock = k.make(locks, name);
+        assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+        // Gone, and another owner's since: the key exists, this owner holds nothing.
+        assert.equal(await redis.del(name), 1);
+        await redis.call(...raw(k.kind === "plain" ? plainHold : writeHold, name));
+
+        await redis.call("CONFIG", "RESETSTAT");
+        await assert.rejects(lock.release(), NotHeld);
+        assert.ok(proxy.fired, "the proxy lost the release's reply");
+        assert.match(await redis.info("commandstats"), calls, "the release and its resend");
+        assert.equal(lock.held, false);
+        assert.equal(await redis.hget(name, k.kind === "plain" ? "other:1" : "other:1:write"), "1", "the other owner's hold untouched");
       } finally {
         await locks.close();
         app.disconnect();
