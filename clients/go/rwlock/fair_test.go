@@ -82,8 +82,9 @@ func TestFairOrder(t *testing.T) {
 	if fmt.Sprint(served) != fmt.Sprint(want) {
 		t.Fatalf("served %v, arrived %v", served, want)
 	}
-	if got := s.do(t, "DBSIZE"); got != int64(0) {
-		t.Fatalf("%v keys left", got)
+	// Only the holder's and each waiter's last release's latch.
+	if others, latches := s.left(t); len(others) != 0 || latches != 5 {
+		t.Fatalf("left %v and %d latches", others, latches)
 	}
 }
 
@@ -137,13 +138,14 @@ func TestFairLeaving(t *testing.T) {
 		t.Fatalf("line after a try %v", got)
 	}
 	mustRelease(t, holder)
-	if got := s.do(t, "DBSIZE"); got != int64(0) {
-		t.Fatalf("%v keys left: %v", got, s.do(t, "KEYS", "*"))
+	// Only the holder's release's latch.
+	if others, latches := s.left(t); len(others) != 0 || latches != 1 {
+		t.Fatalf("left %v and %d latches", others, latches)
 	}
 }
 
 // TestFairHolds: re-entry and its release (LEASE and REQUEST, the latch
-// deleted by the last release), the watchdog renewing with LOCK.RENEW, a hold forced open found
+// deleted by the next release), the watchdog renewing with LOCK.RENEW, a hold forced open found
 // lost, the non-reentrant fair lock, and options it refuses.
 func TestFairHolds(t *testing.T) {
 	t.Parallel()
@@ -200,7 +202,9 @@ func TestFairHolds(t *testing.T) {
 	if _, err := c.ReadWriteLock("x", WithFairWait(time.Second)).Read().Acquire(bg); err == nil {
 		t.Fatal("WithFairWait on a read-write lock accepted")
 	}
-	if got := s.do(t, "DBSIZE"); got != int64(0) {
-		t.Fatalf("%v keys left: %v", got, s.do(t, "KEYS", "*"))
+	// Only the last releases' latches of fair:holds (FAIRLOCK.UNLOCK of a
+	// lock gone replies 1 and keeps it) and of fair:nr.
+	if others, latches := s.left(t); len(others) != 0 || latches != 2 {
+		t.Fatalf("left %v and %d latches", others, latches)
 	}
 }

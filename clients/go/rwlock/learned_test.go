@@ -409,14 +409,16 @@ func TestRoundTripsPerCycle(t *testing.T) {
 			t.Fatalf("wait %v: CLIENT ID sent %d times on a connection that knew its id", wait, got)
 		}
 	}
-	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 0 {
-		t.Fatalf("latches left: %v", keys)
+	// Each handle's last release keeps its own latch (for a resend after a
+	// lost reply) until the handle's next release, or it expires.
+	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 2 {
+		t.Fatalf("latches left: %v, want one unlock latch per handle", keys)
 	}
 }
 
-// TestReenteredReleaseLatch: a re-entered release's own latch outlives its
-// reply (a resend after a lost reply is answered from it); the last
-// release's DEL takes it.
+// TestReenteredReleaseLatch: a release's own latch, re-entered or last,
+// outlives its reply (a resend after a lost reply is answered from it,
+// 13.5 s at most); the handle's next release's DEL takes it.
 func TestReenteredReleaseLatch(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -428,9 +430,22 @@ func TestReenteredReleaseLatch(t *testing.T) {
 	if keys, _ := s.do(t, "KEYS", "redisson_unlock_latch:*").([]any); len(keys) != 1 {
 		t.Fatalf("after a re-entered release: %v", keys)
 	}
+	reentered, _ := s.do(t, "KEYS", "redisson_unlock_latch:*").([]any)
 	mustRelease(t, l)
-	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 0 {
-		t.Fatalf("after the last release: %v", keys)
+	keys, _ := s.do(t, "KEYS", "redisson_*").([]any)
+	if len(keys) != 1 || keys[0] == reentered[0] {
+		t.Fatalf("after the last release: %v (the re-entered release's: %v)", keys, reentered)
+	}
+	if pttl, _ := s.do(t, "PTTL", keys[0]).(int64); pttl <= 0 || pttl > 13500 {
+		t.Fatalf("the last release's latch pttl %d", pttl)
+	}
+	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	mustRelease(t, l)
+	if got := s.do(t, "EXISTS", keys[0]); got != int64(0) {
+		t.Fatalf("the next release left %v", keys[0])
+	}
+	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 1 {
+		t.Fatalf("after the next cycle: %v", keys)
 	}
 }
 

@@ -88,8 +88,8 @@ type Lock struct {
 	dog      *watchdog
 	link     *link    // a session's connection
 	latches  []string // the latches of acquisitions since the last release
-	// The latches of re-entered releases answered: deleted by the next
-	// release (a release's own latch must outlive its reply).
+	// The latches of releases sent: deleted by the handle's next release
+	// (a release's own latch must outlive its reply), or they expire.
 	releaseLatches []string
 }
 
@@ -477,8 +477,9 @@ func (l *Lock) end() {
 
 // Release gives back one hold (the lock is free once every hold is). Single
 // locks send a request id (LOCK.UNLOCK … LEASE ms REQUEST id 13500), retry
-// once with the same id when the connection failed, then delete the latch
-// the server kept, as Redisson does. Returns [ErrNotHeld] when the server
+// once with the same id when the connection failed (the resend is answered
+// as the first send was), and the handle's next release deletes the latch
+// the server kept (or it expires). Returns [ErrNotHeld] when the server
 // says this handle held nothing: never taken, already released, or lost.
 func (l *Lock) Release(ctx context.Context) error {
 	if l.err != nil {
@@ -489,7 +490,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		defer l.sessionMu.Unlock()
 	}
 	l.mu.Lock()
-	lk, leaseMs, wasLost, count := l.link, l.leaseMs, l.lost, l.count
+	lk, leaseMs, wasLost := l.link, l.leaseMs, l.lost
 	latches, earlier := l.latches, l.releaseLatches
 	l.latches, l.releaseLatches = nil, nil
 	l.mu.Unlock()
@@ -498,7 +499,6 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	var reply any
 	var err error
-	resentLast := false
 	switch {
 	case lk != nil:
 		reply, err = lk.do(ctx, 0, l.plan.release(l.owner, leaseMs, "")...)
@@ -510,22 +510,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	case l.plan.latched() && !l.cfg.session:
 		// One round trip: the release and, in its pipeline, a DEL of the
 		// latches whose replies came (the acquisitions' since the last
-		// release, and those of re-entered releases before). The release's
-		// own latch goes in the same DEL when it is the handle's last hold;
-		// after a re-entered release it waits for the next release's DEL
-		// (or expires), so that this release, resent after a lost reply,
-		// is answered from it instead of releasing a second hold. A DEL
-		// that failed leaves its latches to expire (13.5 s).
+		// release, and those of the handle's releases before). The
+		// release's own latch is never in its own DEL, last hold or not:
+		// it waits for the handle's next release's DEL (or expires), so
+		// that this release, resent after a lost reply, is answered from
+		// it exactly as the first send was (released, or not held)
+		// instead of releasing a second hold or guessing. A DEL that
+		// failed leaves its latches to expire (13.5 s).
 		id := uuid.NewString()
-		last := count <= 1
+		l.mu.Lock()
+		l.releaseLatches = append(l.releaseLatches, latchKey(l.name, id))
+		l.mu.Unlock()
 		del := []any{"DEL"}
-		if last {
-			del = append(del, latchKey(l.name, id))
-		} else {
-			l.mu.Lock()
-			l.releaseLatches = append(l.releaseLatches, latchKey(l.name, id))
-			l.mu.Unlock()
-		}
 		for _, k := range append(earlier, latches...) {
 			del = append(del, k)
 		}
@@ -541,10 +537,6 @@ func (l *Lock) Release(ctx context.Context) error {
 			if rs, err = l.c.pipeline(ctx, l.plan.key(), cmds); err == nil {
 				reply, err = rs[0].reply, rs[0].err
 			}
-			// The handle's last hold, whose first send's pipeline may have
-			// deleted its latch too: "held nothing" then means that first
-			// send released it.
-			resentLast = last && len(cmds) > 1
 		}
 	default:
 		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
@@ -555,9 +547,6 @@ func (l *Lock) Release(ctx context.Context) error {
 	state, err := l.plan.released(reply)
 	if err != nil {
 		return err
-	}
-	if state == -1 && resentLast && !wasLost {
-		state = 1
 	}
 	l.mu.Lock()
 	l.count--
@@ -575,7 +564,8 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 // forget drops the handle's holds: stops the watchdog, ends done, gives
-// the session's connection back (nothing is bound to it any more).
+// the session's connection back (nothing is bound to it any more). The
+// releases' latches stay for the handle's next release's DEL.
 func (l *Lock) forget() {
 	l.mu.Lock()
 	if l.dog != nil {
@@ -584,7 +574,7 @@ func (l *Lock) forget() {
 	}
 	l.end()
 	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
-	l.latches, l.releaseLatches = nil, nil
+	l.latches = nil
 	lk := l.link
 	l.link = nil
 	l.mu.Unlock()

@@ -323,3 +323,105 @@ func TestRequestSent(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+// TestLostReleaseReplies: a release's reply is lost once and the client
+// resends it with the same request id, answered from the server's latch as
+// the first send was. A last hold held: released, once. A re-entered hold:
+// one hold left. A hold already gone (its key deleted) before the release:
+// NotHeld, though the first send's pipeline ran too (the resend must not
+// guess "the first send released it"). The release's own latch is not in
+// its own DEL: it stays (13.5 s at most) until the handle's next release.
+// The resend is go-redis's own (its default MaxRetries) or, with go-redis
+// retries off (MaxRetries -1, as the safety suite runs), the package's.
+func TestLostReleaseReplies(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	latches := func(t *testing.T, name string) []any {
+		t.Helper()
+		keys, _ := s.do(t, "KEYS", "redisson_unlock_latch:{"+name+"}:*").([]any)
+		return keys
+	}
+	type lost struct {
+		name    string
+		holds   int  // acquisitions before the release
+		gone    bool // the lock key deleted before the release
+		retries int  // go-redis's MaxRetries (0: its default)
+	}
+	var cases []lost
+	for _, retries := range []int{0, -1} {
+		cases = append(cases,
+			lost{"held", 1, false, retries}, lost{"reentered", 2, false, retries}, lost{"gone", 1, true, retries})
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("lostrelease:%s:%d", tc.name, tc.retries)
+		t.Run(name, func(t *testing.T) {
+			p := startProxy(t, s.addr(), "LOCK.UNLOCK", false)
+			rdb := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: tc.retries})
+			c, err := New(rdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+			l := c.Lock(name)
+			for i := 0; i < tc.holds; i++ {
+				mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+			}
+			if tc.gone {
+				s.do(t, "DEL", name)
+			}
+			err = l.Release(bg)
+			if !p.fired.Load() {
+				t.Fatal("the proxy lost no reply")
+			}
+			switch {
+			case tc.gone:
+				if !errors.Is(err, ErrNotHeld) {
+					t.Fatalf("release of a hold gone, reply lost: %v, want ErrNotHeld", err)
+				}
+				if l.Held() {
+					t.Fatal("the handle still holds")
+				}
+			case err != nil:
+				t.Fatalf("release, reply lost: %v", err)
+			}
+			want := any(nil)
+			if tc.holds == 2 {
+				want = "1"
+			}
+			if got := s.do(t, "HGET", name, l.Owner()); got != want {
+				t.Fatalf("hold count %v, want %v", got, want)
+			}
+			// A release that found nothing held records no latch: the
+			// resend found none either and replied "not held" again.
+			first := latches(t, name)
+			if tc.gone {
+				if len(first) != 0 {
+					t.Fatalf("latches after a release of nothing: %v", first)
+				}
+				return
+			}
+			if len(first) != 1 {
+				t.Fatalf("latches after the release: %v", first)
+			}
+			if pttl, _ := s.do(t, "PTTL", first[0]).(int64); pttl <= 0 || pttl > 13500 {
+				t.Fatalf("latch pttl %d", pttl)
+			}
+			// The handle's next cycle deletes the first release's latch
+			// and keeps its own.
+			for l.Held() {
+				mustRelease(t, l)
+			}
+			mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+			mustRelease(t, l)
+			if got := s.do(t, "EXISTS", name); got != int64(0) {
+				t.Fatal("a hold left")
+			}
+			if got := s.do(t, "EXISTS", first[0]); got != int64(0) {
+				t.Fatalf("the first release's latch %v outlived the next release", first[0])
+			}
+			if got := latches(t, name); len(got) != 1 {
+				t.Fatalf("latches after the next cycle: %v", got)
+			}
+		})
+	}
+}

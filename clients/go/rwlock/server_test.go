@@ -192,6 +192,22 @@ func (s *server) do(t testing.TB, args ...any) any {
 	return v
 }
 
+// left is the server's keys besides the releases' own unlock latches
+// (each handle's last release keeps its latch for a resend, until the
+// handle's next release or 13.5 s), and how many of those latches there are.
+func (s *server) left(t testing.TB) (others []string, latches int) {
+	t.Helper()
+	keys, _ := s.do(t, "KEYS", "*").([]any)
+	for _, k := range keys {
+		if key := k.(string); strings.HasPrefix(key, "redisson_unlock_latch:") {
+			latches++
+		} else {
+			others = append(others, key)
+		}
+	}
+	return others, latches
+}
+
 // acknowledged is whether a replica acknowledges what this master streams
 // now. A replica reports its link up once it has loaded the master's data,
 // but after a diskless sync the master streams to it only from its first
