@@ -258,17 +258,15 @@ impl Handle {
         };
         let release = hold.release();
         let timeout = options.response_timeout;
-        let mut resent = false;
         let reuse = release.resendable;
         let replies = match self.routed(name, &release.pipe, timeout, reuse) {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
-                resent = true;
                 self.lost(name, e);
                 self.routed(name, &release.pipe, timeout, false)?
             }
             other => other?,
         };
-        hold.released(replies, &release, resent)
+        hold.released(replies)
     }
 
     /// Sends `pipe` about the lock `name` on a connection to its server (in
@@ -390,11 +388,9 @@ impl Guard {
             }
             None => checkout(&self.pool, &client, release.resendable, timeout, timeout)?,
         };
-        let mut resent = false;
         let replies: Vec<Value> = match release.pipe.query(&mut conn) {
             Ok(v) => v,
             Err(e) if is_io(&e) && release.resendable => {
-                resent = true;
                 self.pool.clear(&client);
                 if let Some(followed) = followed {
                     followed.suspect();
@@ -409,7 +405,7 @@ impl Guard {
         if !hold.session {
             self.pool.give_back(&client, conn);
         }
-        hold.released(replies, &release, resent)
+        hold.released(replies)
     }
 }
 

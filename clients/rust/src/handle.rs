@@ -96,11 +96,10 @@ type HoldKey = (Kind, String, String);
 
 /// The holds a client's guards took and have not released yet, per lock
 /// and owner (only those whose release carries a request id: a single
-/// lock's, outside a session), with the unlock latches of re-entered
-/// releases waiting for the owner's next release's `DEL`. They say whether
-/// a release is the owner's last (see [`Hold::release`]). As far as this
-/// client knows: holds the owner took through another client object are
-/// not counted.
+/// lock's, outside a session), with the unlock latches of the owner's
+/// releases waiting for its next release's `DEL` (see [`Hold::release`]).
+/// As far as this client knows: holds the owner took through another
+/// client object are not counted.
 #[derive(Clone, Default)]
 pub(crate) struct Holds(Arc<Mutex<HashMap<HoldKey, Counted>>>);
 
@@ -108,18 +107,11 @@ pub(crate) struct Holds(Arc<Mutex<HashMap<HoldKey, Counted>>>);
 #[derive(Default)]
 struct Counted {
     count: usize,
-    /// The latches of re-entered releases sent since the last `DEL`.
+    /// The latches of releases sent since the last `DEL`.
     latches: Vec<String>,
-}
-
-/// What a release deletes, as [`Holds::releasing`] says.
-pub(crate) struct Releasing {
-    /// The owner's last hold here (or one this client does not know of).
-    pub last: bool,
-    /// The owner held it as far as this client knows.
-    pub known: bool,
-    /// The latches of re-entered releases before it.
-    pub earlier: Vec<String>,
+    /// When the last of them was sent: once no hold is left and they have
+    /// expired on the server, the entry is dropped.
+    released_at: Option<Instant>,
 }
 
 impl Holds {
@@ -138,31 +130,20 @@ impl Holds {
     /// A release of one hold of `key`, whose own latch is `latch`, about to
     /// be sent: counted released (a release is sent once, resent at most
     /// once with the same id, and whatever it replies the guard is spent).
-    /// A re-entered release (more holds known) keeps `latch` for the next
-    /// release's `DEL`; the last one gets the latches kept before it.
-    fn releasing(&self, key: HoldKey, latch: String) -> Releasing {
+    /// It keeps `latch` for the owner's next release's `DEL` (or to expire)
+    /// and gets the latches kept before it. Entries whose holds are all
+    /// released and whose latches have expired on the server are dropped.
+    fn releasing(&self, key: HoldKey, latch: String) -> Vec<String> {
         let mut map = self.map();
-        let Some(counted) = map.get_mut(&key) else {
-            return Releasing {
-                last: true,
-                known: false,
-                earlier: Vec::new(),
-            };
-        };
-        let last = counted.count <= 1;
+        let now = Instant::now();
+        let ttl = Duration::from_millis(command::LATCH_TTL_MS);
+        map.retain(|_, c| c.count > 0 || c.released_at.is_some_and(|at| now - at < ttl));
+        let counted = map.entry(key).or_default();
         let earlier = std::mem::take(&mut counted.latches);
         counted.count = counted.count.saturating_sub(1);
-        if !last {
-            counted.latches.push(latch);
-        }
-        if counted.count == 0 && counted.latches.is_empty() {
-            map.remove(&key);
-        }
-        Releasing {
-            last,
-            known: true,
-            earlier,
-        }
+        counted.latches.push(latch);
+        counted.released_at = Some(now);
+        earlier
     }
 
     /// The number of holds of `key` known, for the tests.
@@ -390,9 +371,6 @@ pub(crate) struct Release {
     pub pipe: Pipeline,
     /// It carries a request id: it may be sent again after a lost reply.
     pub resendable: bool,
-    /// The owner's last hold, known held: a resend that finds it not held
-    /// finds it released by the first send (whose `DEL` took the latch).
-    last_known: bool,
 }
 
 impl Hold {
@@ -447,19 +425,20 @@ impl Hold {
     /// carries a request id, a `DEL` pipelined after it of the latches
     /// whose replies came: the acquisition's request latches (nothing
     /// resends the acquisition), and the unlock latches of the owner's
-    /// re-entered releases before it. The release's own latch (the reply
-    /// the server kept for it) goes in that `DEL` when this is the owner's
-    /// last hold the client knows of, as Redisson deletes it. A re-entered
-    /// release leaves it to the next release's `DEL` (or to expire): sent
-    /// again after a lost reply, it is answered from its latch instead of
-    /// releasing a level the owner still holds. A session's hold (ended
-    /// with its connection anyway) and a multi-lock's take no request id.
-    /// The `DEL`'s reply is not looked at: latches it missed expire.
+    /// releases before it. The release's own latch (the reply the server
+    /// kept for it) is never in its own `DEL`, even the owner's last
+    /// release's: it is left to the owner's next release's `DEL` (or to
+    /// expire), so that a resend after a lost reply is always answered from
+    /// it with what the first send replied, never inferred (a hold already
+    /// gone before the first send is not held, not released). A session's
+    /// hold (ended with its connection anyway) and a multi-lock's take no
+    /// request id. The `DEL`'s reply is not looked at: latches it missed
+    /// expire.
     pub fn release(&self) -> Release {
         let request = self.key().map(|key| {
             let id = command::request_id();
-            let releasing = self.holds.releasing(key, self.target.latch(&id));
-            (id, releasing)
+            let earlier = self.holds.releasing(key, self.target.latch(&id));
+            (id, earlier)
         });
         let cmd = self.target.release(
             &self.owner,
@@ -468,37 +447,27 @@ impl Hold {
         );
         let mut pipe = redis::pipe();
         pipe.ignore_errors().add_command(cmd);
-        let mut last_known = false;
-        if let Some((id, releasing)) = &request {
-            let mut forget = redis::cmd("DEL");
-            if releasing.last {
-                forget.arg(self.target.latch(id));
-            }
-            forget.arg(&releasing.earlier);
-            for id in &self.requests {
-                forget.arg(self.target.request_latch(id));
-            }
-            if releasing.last || !releasing.earlier.is_empty() || !self.requests.is_empty() {
+        if let Some((_, earlier)) = &request {
+            if !earlier.is_empty() || !self.requests.is_empty() {
+                let mut forget = redis::cmd("DEL");
+                forget.arg(earlier);
+                for id in &self.requests {
+                    forget.arg(self.target.request_latch(id));
+                }
                 pipe.add_command(forget).ignore();
             }
-            last_known = releasing.last && releasing.known;
         }
         Release {
             pipe,
             resendable: request.is_some(),
-            last_known,
         }
     }
 
-    /// Ok when the release's reply (the first of `replies`) says the owner
-    /// held what it released. `resent`: the reply is the resend's, after
-    /// the first send's was lost; the owner's last hold found not held
-    /// then was released by that first send, whose `DEL` took its latch.
-    pub fn released(&self, replies: Vec<Value>, release: &Release, resent: bool) -> Result<()> {
-        match self.target.released(&first(replies)?) {
-            Err(Error::NotHeld) if resent && release.last_known => Ok(()),
-            other => other,
-        }
+    /// Ok when the release's reply (the first of `replies`, the first
+    /// send's or its resend's, answered from its latch) says the owner held
+    /// what it released.
+    pub fn released(&self, replies: Vec<Value>) -> Result<()> {
+        self.target.released(&first(replies)?)
     }
 
     /// A guard's `Debug`.
@@ -571,13 +540,13 @@ mod tests {
     }
 
     #[test]
-    fn a_reentered_release_keeps_its_latch_for_the_last() {
+    fn a_release_keeps_its_latch_for_the_owners_next_release() {
         let holds = Holds::default();
         let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
         holds.taken(key.clone());
         holds.taken(key.clone());
         let first = hold(&holds, &["a1"]).release();
-        assert!(first.resendable && !first.last_known);
+        assert!(first.resendable);
         let (first_id, del) = sent(&first);
         assert_eq!(
             del,
@@ -586,57 +555,77 @@ mod tests {
         );
         assert_eq!(holds.count(&key), 1);
         let last = hold(&holds, &["a2"]).release();
-        assert!(last.resendable && last.last_known);
+        assert!(last.resendable);
         let (last_id, del) = sent(&last);
         assert_eq!(
             del,
             Some(vec![
-                format!("redisson_unlock_latch:{{l}}:{last_id}"),
                 format!("redisson_unlock_latch:{{l}}:{first_id}"),
                 "redisson_lock_request_latch:{l}:a2".to_string(),
-            ])
+            ]),
+            "the last release's own latch is not in its DEL either"
         );
         assert_eq!(holds.count(&key), 0);
-        assert!(holds.map().is_empty(), "nothing kept after the last");
+        // The next cycle's release deletes it.
+        holds.taken(key.clone());
+        let next = hold(&holds, &[]).release();
+        assert_eq!(
+            sent(&next).1,
+            Some(vec![format!("redisson_unlock_latch:{{l}}:{last_id}")])
+        );
     }
 
     #[test]
-    fn a_reentered_release_with_nothing_to_delete_sends_no_del() {
+    fn a_release_with_nothing_to_delete_sends_no_del() {
         let holds = Holds::default();
         let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
-        holds.taken(key.clone());
         holds.taken(key);
         let release = hold(&holds, &[]).release();
         assert_eq!(sent(&release).1, None);
     }
 
     #[test]
-    fn a_release_unknown_to_the_client_is_the_last_and_not_known_held() {
+    fn a_release_unknown_to_the_client_keeps_its_latch_too() {
         let holds = Holds::default();
+        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
         let release = hold(&holds, &[]).release();
         let (id, del) = sent(&release);
-        assert_eq!(del, Some(vec![format!("redisson_unlock_latch:{{l}}:{id}")]));
-        assert!(!release.last_known);
-        assert!(holds.map().is_empty());
+        assert_eq!(del, None);
+        assert_eq!(
+            holds.map().get(&key).map(|c| c.latches.clone()),
+            Some(vec![format!("redisson_unlock_latch:{{l}}:{id}")])
+        );
     }
 
     #[test]
-    fn not_held_after_a_resend_of_the_last_known_hold_is_released() {
+    fn expired_latches_of_released_holds_are_dropped() {
+        let holds = Holds::default();
+        let gone: HoldKey = (Kind::Lock, "gone".into(), "o:1".into());
+        let held: HoldKey = (Kind::Lock, "held".into(), "o:1".into());
+        holds.taken(held.clone());
+        holds.map().insert(
+            gone.clone(),
+            Counted {
+                count: 0,
+                latches: vec!["redisson_unlock_latch:{gone}:x".into()],
+                released_at: Some(
+                    Instant::now() - Duration::from_millis(command::LATCH_TTL_MS + 1),
+                ),
+            },
+        );
+        hold(&holds, &[]).release();
+        let map = holds.map();
+        assert!(!map.contains_key(&gone), "its latch expired on the server");
+        assert!(map.contains_key(&held), "still held");
+    }
+
+    #[test]
+    fn not_held_is_not_held_however_the_reply_came() {
         let holds = Holds::default();
         holds.taken((Kind::Lock, "l".into(), "o:1".into()));
         let h = hold(&holds, &[]);
-        let release = h.release();
-        assert!(h.released(vec![Value::Nil], &release, true).is_ok());
-        assert!(matches!(
-            h.released(vec![Value::Nil], &release, false),
-            Err(Error::NotHeld)
-        ));
-        // A hold this client never counted: not held is not held.
-        let unknown = hold(&Holds::default(), &[]);
-        let release = unknown.release();
-        assert!(matches!(
-            unknown.released(vec![Value::Nil], &release, true),
-            Err(Error::NotHeld)
-        ));
+        h.release();
+        assert!(matches!(h.released(vec![Value::Nil]), Err(Error::NotHeld)));
+        assert!(h.released(vec![Value::Int(1)]).is_ok());
     }
 }

@@ -87,11 +87,9 @@ async fn every_kind_of_lock() {
     assert!(matches!(&again, Err(Error::NotReentrant)), "{again:?}");
     drop(_held);
 
-    // Dropped guards are released by spawned tasks. Two guards of one
-    // owner dropped together release in either order; when the last
-    // release's pipeline is built before the other recorded the unlock
-    // latch it kept, that latch is left to its TTL (13.5 s): the locks
-    // are what must be gone.
+    // Dropped guards are released by spawned tasks. A release's own unlock
+    // latch is left to the owner's next release or to its TTL (13.5 s):
+    // the locks are what must be gone.
     wait_until(Duration::from_secs(10), "every guard released", || {
         all_keys(&mut conn)
             .iter()

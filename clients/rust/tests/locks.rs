@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{Client, Error, Options};
-use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
+use testkit::{all_keys, keys_but_unlock_latches, query, rwlock_counter, wait_until, Server};
 
 fn locks(server: &Server, options: Options) -> Client {
     let client = redis::Client::open(server.url()).expect("url");
@@ -42,7 +42,10 @@ fn read_write_lock_readers_share_writers_exclude_and_reenter() {
         "a reader cannot upgrade"
     );
     drop(read);
-    assert!(all_keys(&mut conn).is_empty(), "released on drop");
+    assert!(
+        keys_but_unlock_latches(&mut conn).is_empty(),
+        "released on drop"
+    );
 
     let write = lock.write().expect("write");
     let reentered = lock.try_read(Duration::ZERO).expect("the writer may read");
@@ -56,7 +59,7 @@ fn read_write_lock_readers_share_writers_exclude_and_reenter() {
     drop(again);
     drop(reentered);
     write.release().expect("the last hold released");
-    assert!(all_keys(&mut conn).is_empty());
+    assert!(keys_but_unlock_latches(&mut conn).is_empty());
 }
 
 #[test]
@@ -110,11 +113,26 @@ fn plain_lock_reenters_excludes_and_can_refuse_reentry() {
         "still held once"
     );
     drop(held);
-    let latches: Vec<String> = query(&mut conn, &["KEYS", "*"]);
+    // The last release's own latch is left (never in its own DEL, so that
+    // a resend is answered from it), expiring within 13.5 s; the re-entered
+    // release's went with the last release's DEL.
+    let first: Vec<String> = query(&mut conn, &["KEYS", "*"]);
+    assert_eq!(first.len(), 1, "released, one unlock latch left: {first:?}");
     assert!(
-        latches.is_empty(),
-        "released, no unlock latch left: {latches:?}"
+        first[0].starts_with("redisson_unlock_latch:{job}:"),
+        "{first:?}"
     );
+    let pttl: i64 = query(&mut conn, &["PTTL", &first[0]]);
+    assert!(pttl > 0 && pttl <= 13_500, "{pttl}");
+    // The owner's next release deletes it and leaves its own.
+    drop(lock.acquire().expect("lock again"));
+    let second: Vec<String> = query(&mut conn, &["KEYS", "*"]);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(
+        second[0].starts_with("redisson_unlock_latch:{job}:"),
+        "{second:?}"
+    );
+    assert_ne!(first, second, "the first release's latch deleted");
 
     let strict = a.lock("strict").non_reentrant();
     let _held = strict.acquire().expect("lock");
@@ -275,7 +293,7 @@ fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
         "about 10 renewals each"
     );
     drop((plain, write, multi_free));
-    assert!(all_keys(&mut conn).is_empty());
+    assert!(keys_but_unlock_latches(&mut conn).is_empty());
 }
 
 #[test]
@@ -373,7 +391,7 @@ fn a_release_of_a_reentered_hold_rearms_the_lease_it_was_taken_with() {
         assert!(pttl > 4_000 && pttl <= 5_000, "{key}: PTTL {pttl}");
     }
     drop(outer);
-    assert!(all_keys(&mut conn).is_empty());
+    assert!(keys_but_unlock_latches(&mut conn).is_empty());
 }
 
 #[test]
@@ -416,12 +434,16 @@ fn a_lock_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
     multi.unlock().expect("unlock");
     assert!(!multi.is_held().expect("is_held"));
     assert!(matches!(multi.unlock(), Err(Error::NotHeld)));
-    // Nothing left but the acquisitions' latches: a release without its
-    // guard does not know their request ids, and they expire on their own.
+    // Nothing left but latches: the acquisitions' (a release without its
+    // guard does not know their request ids) and the last releases' own,
+    // which expire on their own.
     let latches: Vec<String> = query(&mut conn, &["KEYS", "*"]);
     let left: Vec<&String> = latches
         .iter()
-        .filter(|k| !k.starts_with("redisson_lock_request_latch:"))
+        .filter(|k| {
+            !k.starts_with("redisson_lock_request_latch:")
+                && !k.starts_with("redisson_unlock_latch:")
+        })
         .collect();
     assert!(left.is_empty(), "nothing left: {left:?}");
 }

@@ -5,9 +5,10 @@
 //! connection with the same id: the server answers from its latch, so the
 //! hold is counted once, with the first grant's fencing token. Without the
 //! fault, the grant's latch shows the id was sent; the multi-lock sends
-//! none. A release's lost reply too: a re-entered hold's resend is answered
-//! from its latch (one level released), the last one's resend counts as
-//! released and leaves nothing.
+//! none. A release's lost reply too: its resend is answered from its latch,
+//! which the release's own `DEL` never takes (a re-entered hold: one level
+//! released; a hold already gone: not held, never counted released); the
+//! owner's next release deletes it, or it expires.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -16,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Client, Guard, Options};
-use testkit::{query, Server};
+use rwlock_client::{aio, Client, Error, Guard, Options};
+use testkit::{keys_but_unlock_latches, query, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
 /// except that once the client sent a chunk containing `trigger` (a
@@ -164,6 +165,16 @@ fn keys(conn: &mut testkit::Conn, pattern: &str) -> Vec<String> {
     keys
 }
 
+/// The one unlock latch a release of `name` left (its own, kept for the
+/// owner's next release), which expires on its own within 13.5 s.
+fn unlock_latch_left(conn: &mut testkit::Conn, name: &str) -> String {
+    let latches = keys(conn, &format!("redisson_unlock_latch:{{{name}}}:*"));
+    assert_eq!(latches.len(), 1, "{name}: {latches:?}");
+    let pttl: i64 = query(conn, &["PTTL", &latches[0]]);
+    assert!(pttl > 0 && pttl <= 13_500, "{name}: {pttl}");
+    latches[0].clone()
+}
+
 /// The token of a swallowed `[-1, token]` reply.
 fn swallowed_token(reply: &[u8]) -> i64 {
     let text = String::from_utf8_lossy(reply);
@@ -273,9 +284,10 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
         let exists: i64 = query(&mut conn, &["EXISTS", &name]);
         assert_eq!(exists, 0, "{kind:?}: one release frees it: held once");
         assert!(
-            keys(&mut conn, "redisson_*latch:*").is_empty(),
+            keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
             "{kind:?}: the release's DEL took the acquisition's latch too"
         );
+        unlock_latch_left(&mut conn, &name);
     }
 }
 
@@ -323,7 +335,11 @@ fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
         let count: String = query(&mut conn, &["HGET", &name, &lock.owner()]);
         assert_eq!(count, "1", "{family}");
         guard.release().expect("released");
-        assert!(keys(&mut conn, "*").is_empty(), "{family}: nothing left");
+        unlock_latch_left(&mut conn, &name);
+        assert!(
+            keys_but_unlock_latches(&mut conn).is_empty(),
+            "{family}: nothing else left"
+        );
     }
 }
 
@@ -387,7 +403,8 @@ fn the_async_client_resends_a_lost_reply_with_its_id() {
     });
     let exists: i64 = query(&mut conn, &["EXISTS", "req:async"]);
     assert_eq!(exists, 0);
-    assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
+    assert!(keys(&mut conn, "redisson_lock_request_latch:*").is_empty());
+    unlock_latch_left(&mut conn, "req:async");
 }
 
 #[test]
@@ -397,7 +414,7 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
     for kind in KINDS {
         let name = format!("sent:{kind:?}");
         let (guard, _) = kind.acquire(&locks, &name, Duration::from_secs(2));
-        let latches = keys(&mut conn, "redisson_*latch:*");
+        let latches = keys(&mut conn, &format!("redisson_*latch:{{{name}}}:*"));
         assert_eq!(latches.len(), 1, "{kind:?}: {latches:?}");
         assert!(latches[0].starts_with(&format!("redisson_lock_request_latch:{{{name}}}:")));
         let pttl: i64 = query(&mut conn, &["PTTL", &latches[0]]);
@@ -406,7 +423,11 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
             "{kind:?}: 13.5 s and the wait: {pttl}"
         );
         guard.release().expect("released");
-        assert!(keys(&mut conn, "redisson_*latch:*").is_empty(), "{kind:?}");
+        assert!(
+            keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
+            "{kind:?}"
+        );
+        unlock_latch_left(&mut conn, &name);
     }
     let multi = locks.multi_lock().lock("{m}:a").write("{m}:b");
     let guard = multi.try_acquire(Duration::ZERO).expect("multi");
@@ -427,14 +448,14 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
         refused,
         Err(rwlock_client::Error::NotAcquired { .. })
     ));
-    assert!(keys(&mut conn, "redisson_*latch:*").is_empty());
+    assert!(keys(&mut conn, "redisson_lock_request_latch:*").is_empty());
 }
 
 /// A release's pipeline (the release, the `DEL` of latches) whose reply is
-/// lost after both ran, for a hold re-entered once: the first release's
-/// resend is answered from its latch, which that release's `DEL` left, so
-/// the owner still holds one level; the last release's resend finds the
-/// hold gone, which its first send did: released, and nothing is left.
+/// lost after both ran, for a hold re-entered once: each resend is answered
+/// from its latch, which its own `DEL` left: the first release's, one level
+/// released (the owner still holds one); the last release's, released. The
+/// last release's `DEL` took the first's latch; its own is left.
 #[test]
 fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
     let (server, mut conn) = Server::started(&[]);
@@ -459,12 +480,7 @@ fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
         assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
         let count: String = query(&mut conn, &["HGET", &name, &field]);
         assert_eq!(count, "1", "{kind:?}: one level released, not two");
-        let pattern = format!("redisson_unlock_latch:{{{name}}}:*");
-        assert_eq!(
-            keys(&mut conn, &pattern).len(),
-            1,
-            "{kind:?}: the re-entered release's latch outlives its reply"
-        );
+        let first = unlock_latch_left(&mut conn, &name);
 
         proxy.arm();
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
@@ -473,13 +489,15 @@ fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
         assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
         let exists: i64 = query(&mut conn, &["EXISTS", &name]);
         assert_eq!(exists, 0, "{kind:?}: free");
+        let last = unlock_latch_left(&mut conn, &name);
+        assert_ne!(first, last, "{kind:?}: the first release's latch deleted");
         // A fenced lock's counter stays, as Redisson's does.
         let token = format!("redisson_lock_token:{{{name}}}");
         let left: Vec<String> = keys(&mut conn, &format!("*{name}*"))
             .into_iter()
-            .filter(|k| *k != token)
+            .filter(|k| *k != token && *k != last)
             .collect();
-        assert!(left.is_empty(), "{kind:?}: nothing left: {left:?}");
+        assert!(left.is_empty(), "{kind:?}: nothing else left: {left:?}");
     }
 }
 
@@ -511,5 +529,54 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
     );
     let exists: i64 = query(&mut conn, &["EXISTS", "rel:async"]);
     assert_eq!(exists, 0);
-    assert!(keys(&mut conn, "*").is_empty(), "nothing left");
+    unlock_latch_left(&mut conn, "rel:async");
+    assert!(
+        keys_but_unlock_latches(&mut conn).is_empty(),
+        "nothing else left"
+    );
+}
+
+/// A hold gone before its release (here its key deleted, as a lease run
+/// out or a failover would leave it), the release's reply lost after it
+/// ran: the resend is answered from the release's latch, not held, and the
+/// release reports `NotHeld`, never released (nothing may infer that the
+/// first send released it). The plain and fenced locks: `RWLOCK.UNLOCK` and
+/// `FAIRLOCK.UNLOCK` reply 1 when the lock is gone, as Redisson's scripts do.
+#[test]
+fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
+    let (server, mut conn) = Server::started(&[]);
+    for kind in [KindOf::Plain, KindOf::Fenced] {
+        let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
+        let locks = locks_on(&proxy.url());
+        let name = format!("gone:{kind:?}");
+        let (guard, _) = kind.acquire(&locks, &name, Duration::ZERO);
+        let deleted: i64 = query(&mut conn, &["DEL", &name]);
+        assert_eq!(deleted, 1, "{kind:?}: the hold gone");
+
+        let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+        let outcome = guard.release();
+        assert!(
+            matches!(outcome, Err(Error::NotHeld)),
+            "{kind:?}: {outcome:?}"
+        );
+        assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
+        assert_eq!(calls(&mut conn, "lock.unlock"), 2, "{kind:?}: sent twice");
+    }
+    let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    runtime.block_on(async {
+        let locks = aio::Client::new(redis::Client::open(proxy.url()).expect("url"));
+        let lock = locks.lock("gone:async").with_lease(Duration::from_secs(10));
+        let guard = lock.try_acquire(Duration::ZERO).await.expect("acquired");
+        let deleted: i64 = query(&mut conn, &["DEL", "gone:async"]);
+        assert_eq!(deleted, 1, "the hold gone");
+        let outcome = guard.release().await;
+        assert!(matches!(outcome, Err(Error::NotHeld)), "async: {outcome:?}");
+    });
+    assert_eq!(proxy.swallowed().len(), 1, "async: its reply was lost");
+    assert_eq!(calls(&mut conn, "lock.unlock"), 2, "async: sent twice");
 }

@@ -501,6 +501,16 @@ pub fn all_keys(conn: &mut Conn) -> HashSet<String> {
         .collect()
 }
 
+/// Names of every key but the releases' unlock latches
+/// (`redisson_unlock_latch:…`), which a client's release leaves to its
+/// owner's next release or to their TTL (13.5 s).
+pub fn keys_but_unlock_latches(conn: &mut Conn) -> HashSet<String> {
+    all_keys(conn)
+        .into_iter()
+        .filter(|k| !k.starts_with("redisson_unlock_latch:"))
+        .collect()
+}
+
 /// One field of `INFO <section>`.
 pub fn info_field(conn: &mut Conn, section: &str, field: &str) -> Option<String> {
     let info = reply_text(conn, &["INFO", section]);

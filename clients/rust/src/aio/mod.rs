@@ -428,7 +428,6 @@ impl Handle {
         };
         let release = hold.release();
         let timeout = options.response_timeout;
-        let mut resent = false;
         let via = if release.resendable {
             Via::Shared
         } else {
@@ -436,13 +435,12 @@ impl Handle {
         };
         let replies = match self.routed(name, &release.pipe, timeout, via).await {
             Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
-                resent = true;
                 self.lost(name, e).await;
                 self.routed(name, &release.pipe, timeout, Via::New).await?
             }
             other => other?,
         };
-        hold.released(replies, &release, resent)
+        hold.released(replies)
     }
 
     /// Sends `pipe` (which never waits on the server) about the lock
@@ -726,7 +724,6 @@ async fn send_release(
             borrow(pools, &client, via, timeout).await?
         }
     };
-    let mut resent = false;
     let replies: Vec<Value> = match release.pipe.query_async(&mut conn.timed(timeout)).await {
         Ok(v) => {
             if !hold.session {
@@ -735,7 +732,6 @@ async fn send_release(
             v
         }
         Err(e) if is_io(&e) && release.resendable => {
-            resent = true;
             pools.forget_multiplexed(&client);
             let followed = hold.place.followed();
             if let Some(followed) = followed {
@@ -752,7 +748,7 @@ async fn send_release(
         }
         Err(e) => return Err(e.into()),
     };
-    hold.released(replies, &release, resent)
+    hold.released(replies)
 }
 
 impl Drop for Guard {
