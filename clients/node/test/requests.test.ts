@@ -172,14 +172,33 @@ describe("idempotent acquisitions", () => {
     { kind: "write", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).writeLock() },
     { kind: "fair", command: "FAIRLOCK.UNLOCK", make: (l, n) => l.fairLock(n) },
   ];
+  /**
+   * Runs `body` with a Client whose connection goes through a proxy that
+   * loses one reply of `command` on `name`, and `calls`: the commandstats
+   * line of that command sent twice (the release and its resend).
+   */
+  async function throughLostReplies(
+    command: string,
+    name: string,
+    body: (locks: Client, proxy: FaultProxy, calls: RegExp) => Promise<void>,
+  ): Promise<void> {
+    const proxy = await FaultProxy.start(server.port, command, name);
+    const app = server.client({ port: proxy.port });
+    const locks = new Client(app);
+    const calls = new RegExp(`cmdstat_${command.toLowerCase().replace(".", "\\.")}:calls=2,`);
+    try {
+      await body(locks, proxy, calls);
+    } finally {
+      await locks.close();
+      app.disconnect();
+      await proxy.close();
+    }
+  }
+
   for (const k of releases) {
     const name = `relost-${k.kind}`;
     it(`${name}: a re-entered release's reply lost frees one level; the last one's lost reply still releases`, async () => {
-      const proxy = await FaultProxy.start(server.port, k.command, name);
-      const app = server.client({ port: proxy.port });
-      const locks = new Client(app);
-      const calls = new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=2,`);
-      try {
+      await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
         const lock = k.make(locks, name);
         const field = k.kind === "write" ? `${lock.owner}:write` : lock.owner;
         assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
@@ -215,11 +234,7 @@ describe("idempotent acquisitions", () => {
         const next = await redis.keys(`*${name}*`);
         assert.equal(next.length, 1, String(next));
         assert.notEqual(next[0], left[0], "the first cycle's latch deleted");
-      } finally {
-        await locks.close();
-        app.disconnect();
-        await proxy.close();
-      }
+      });
     });
   }
 
@@ -233,11 +248,7 @@ describe("idempotent acquisitions", () => {
   for (const k of releases.filter((r) => r.kind !== "fair")) {
     const name = `relost-gone-${k.kind}`;
     it(`${name}: a hold gone before its release, the release's reply lost: NotHeld`, async () => {
-      const proxy = await FaultProxy.start(server.port, k.command, name);
-      const app = server.client({ port: proxy.port });
-      const locks = new Client(app);
-      const calls = new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=2,`);
-      try {
+      await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
         const lock = k.make(locks, name);
         assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
         // Gone, and another owner's since: the key exists, this owner holds nothing.
@@ -250,11 +261,7 @@ describe("idempotent acquisitions", () => {
         assert.match(await redis.info("commandstats"), calls, "the release and its resend");
         assert.equal(lock.held, false);
         assert.equal(await redis.hget(name, k.kind === "plain" ? "other:1" : "other:1:write"), "1", "the other owner's hold untouched");
-      } finally {
-        await locks.close();
-        app.disconnect();
-        await proxy.close();
-      }
+      });
     });
   }
 
