@@ -12,12 +12,18 @@ pub fn fenced(hold: Hold) -> bool {
         Hold::Read => false,
         Hold::Write { fenced } => fenced,
         Hold::Lock(options) => options.fenced,
+        Hold::Semaphore { .. } => false,
     }
 }
 
 /// An acquisition's reply, as Redisson's scripts give it: nil when taken,
-/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`.
+/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`; a
+/// semaphore's 1 or 0.
 pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
+    if let Hold::Semaphore { .. } = hold {
+        // As Redisson's semaphore script: 1 taken, 0 not.
+        return RedisValue::Integer(matches!(attempt, Attempt::Granted(_)).into());
+    }
     match (attempt, fenced(hold)) {
         (Attempt::Granted(_), false) => RedisValue::Null,
         (Attempt::Refused { pttl }, false) => RedisValue::Integer(pttl),

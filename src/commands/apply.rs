@@ -186,9 +186,12 @@ impl Acquisition for Single<'_, '_> {
         // Those left waiting are served again after the attempt, which may
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
-            let queued = config::fair()
+            // Permits are nobody's: no acquisition of them goes past the
+            // waiters, whatever `rwlock.fairness` says (contract §15.4).
+            let permits = matches!(self.hold, Hold::Semaphore { .. });
+            let queued = (permits || config::fair())
                 && queues::has_waiters(ctx, names)
-                && !queue::may_overtake(store, names, owner)?;
+                && (permits || !queue::may_overtake(store, names, owner)?);
             if queued {
                 Ok(Attempt::Refused {
                     pttl: store.pttl(names.hash()),

@@ -32,6 +32,7 @@ fn hold_name(hold: Hold) -> &'static str {
         Hold::Read => "read",
         Hold::Write { .. } => "write",
         Hold::Lock(_) => "lock",
+        Hold::Semaphore { .. } => "permits",
     }
 }
 
@@ -40,6 +41,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::Read => "read",
         Kind::Write => "write",
         Kind::Lock => "lock",
+        Kind::Permits => "permits",
     }
 }
 
@@ -70,11 +72,12 @@ pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
 }
 
 /// The kind of lock a queue's first waiter waits for: `rwlock` for a read
-/// or write hold, `lock` for the plain lock.
+/// or write hold, `lock` for the plain lock, `semaphore` for permits.
 fn queue_kind(hold: Hold) -> &'static str {
     match hold {
         Hold::Read | Hold::Write { .. } => "rwlock",
         Hold::Lock(_) => "lock",
+        Hold::Semaphore { .. } => "semaphore",
     }
 }
 

@@ -43,6 +43,11 @@ impl Replication {
         self.emit(ctx, c"SET", &[key, value, b"PXAT"], Some(deadline));
     }
 
+    /// A semaphore's count, as its scripts' `SET` (no TTL).
+    pub fn set(self, ctx: &Context, key: &[u8], value: &[u8]) {
+        self.emit(ctx, c"SET", &[key, value], None);
+    }
+
     pub fn expire_at(self, ctx: &Context, key: &[u8], deadline: i64) {
         self.emit(ctx, c"PEXPIREAT", &[key], Some(deadline));
     }

@@ -36,6 +36,15 @@ pub const ERR_DUPLICATE: &str =
     "ERR a lock name is listed twice: one multi-hold takes one hold of each lock";
 pub const ERR_SESSION: &str =
     "ERR SESSION binds holds to a client connection: scripts and module calls have none";
+/// SEMAPHORE.ACQUIRE and SEMAPHORE.RELEASE: how many permits (contract §15).
+pub const ERR_PERMITS: &str = "ERR permits must be an integer from 1 to 9223372036854775807";
+/// SEMAPHORE.TRYSETPERMITS and SEMAPHORE.ADDPERMITS: a count, which may be negative.
+pub const ERR_PERMITS_COUNT: &str = "ERR permits must be an integer";
+pub const ERR_SEMAPHORE_TTL: &str =
+    "ERR TTL must be an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_SEMAPHORE: &str = "ERR corrupt semaphore: its count is not an integer";
+pub const ERR_PERMITS_OVERFLOW: &str =
+    "ERR overflow: the semaphore's count would leave the 64-bit integer range";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 
@@ -50,6 +59,10 @@ pub enum LockError {
     Overflow,
     /// A non-reentrant lock taken again by its holder.
     Reentry,
+    /// A semaphore's count that is not an integer.
+    BadCount,
+    /// A semaphore's count pushed past the 64-bit range.
+    PermitsOverflow,
 }
 
 impl LockError {
@@ -63,6 +76,8 @@ impl LockError {
             LockError::BadToken => ERR_TOKEN,
             LockError::Reentry => ERR_REENTRY,
             LockError::Overflow => ERR_OVERFLOW,
+            LockError::BadCount => ERR_SEMAPHORE,
+            LockError::PermitsOverflow => ERR_PERMITS_OVERFLOW,
         }
     }
 }

@@ -159,6 +159,7 @@ impl<S: Store> Store for DryRun<'_, S> {
         self.0.get(key)
     }
     fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
+    fn set(&mut self, _: &[u8], _: &[u8]) {}
     fn incr_by(&mut self, _: &[u8], _: i64) -> i64 {
         0
     }

@@ -213,6 +213,12 @@ impl Store for MemStore {
         self.expire_at(key, deadline);
     }
 
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.entries
+            .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
+        self.event("set", key);
+    }
+
     fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
         let (value, deadline) = match self.live(key) {
             Some((Value::Str(v), at)) => {
