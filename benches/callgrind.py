@@ -14,7 +14,9 @@ readers, and per write handoff to a BLOCK waiter. The module's cycles also
 run over 50 locks in turn, as the bench's clients do. The plain lock's
 cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, and FENCED, against
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
-unlock latch as Redisson's. Then the targets: every operation at least 3x
+unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
+SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
+Then the targets: every operation at least 3x
 cheaper than Redisson's script, and the module's cycles within 1.1x of the
 layout floor's. Needs valgrind and Redisson's scripts (`make oracle`
 extracts them from its jars; RWLOCK_REDISSON_LUA and RWLOCK_REDISSON_LOCK_LUA
@@ -227,7 +229,7 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
-    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else [])
+    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else [])
 
 
 def count(module, scripts, name, per, setup, work):
@@ -305,6 +307,24 @@ def fair_workloads(sha):
     ]
 
 
+def semaphore_workloads(sha):
+    """The semaphore's cycle, acquire 1 + release 1 with permits to spare
+    and nobody waiting: the module against Redisson 4.7's
+    semaphore_acquire.lua + semaphore_release.lua (which publishes the new
+    count, as the module's release does)."""
+    name = "SEM"
+    setup = [resp("SET", name, 1000)]
+    module = (resp("SEMAPHORE.ACQUIRE", name, 1), resp("SEMAPHORE.RELEASE", name, 1))
+    by_script = (resp("EVALSHA", sha["sem_acquire"], 1, name, 1),
+                 resp("EVALSHA", sha["sem_release"], 2, name, "redisson_sc:{%s}" % name, 1, "PUBLISH"))
+    return [
+        ("semaphore acquire + release, module", CYCLES, MODULE, setup,
+         [r for _ in range(CYCLES) for r in module]),
+        ("semaphore acquire + release, EVALSHA", CYCLES, MODULE, setup,
+         [r for _ in range(CYCLES) for r in by_script]),
+    ]
+
+
 # the module's cycles within 1.1x of the layout floor's.
 TARGETS = [
     ("read lock + unlock, module", "read lock + unlock, EVALSHA", ">=", 3.0),
@@ -320,6 +340,7 @@ PLAIN_TARGETS = [
     ("plain lock + unlock, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
     ("fenced lock + unlock REQUEST, module", "fenced lock + unlock, EVALSHA", ">=", 3.0),
     ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
+    ("semaphore acquire + release, module", "semaphore acquire + release, EVALSHA", ">=", 3.0),
 ]
 # Shown without a target: how each compares with one plain command per request.
 REFERENCES = [
@@ -362,7 +383,8 @@ def main():
                for k in ("read_lock", "read_unlock", "write_lock", "write_unlock")}
     plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA") or str(ROOT / "target/redisson-lua/4.7.0")
     for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
-                      ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock")):
+                      ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock"),
+                      ("sem_acquire", "semaphore_acquire"), ("sem_release", "semaphore_release")):
         scripts[key] = (Path(plain) / f"{name}.lua").read_text()
     if not floor.is_file():
         sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")
