@@ -20,6 +20,7 @@ from ._core import (
     DEFAULT,
     DEFAULT_WATCHDOG_TIMEOUT,
     REPLY_MARGIN,
+    Acquisition,
     Args,
     FairPlan,
     Hold,
@@ -336,13 +337,8 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
 
     def _acquisition(self, request: Request, block_ms: Optional[int], ident: Optional[str]) -> Args:
         ttl = request_ttl(block_ms)
-        return self._plan.acquire(
-            request.owner,
-            request.lease_ms,
-            block_ms,
-            self.session,
-            None if ident is None else (ident, ttl),
-        )
+        requested = None if ident is None else (ident, ttl)
+        return self._plan.acquire(Acquisition(request.owner, request.lease_ms, block_ms, self.session, requested))
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
