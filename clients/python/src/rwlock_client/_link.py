@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
 from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
+from ._base import AskMaster, Batch, Conversation, Reconnect, Run, Step
 from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of, pack
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.
 READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response).parameters
+
+T = TypeVar("T")
 
 
 class Checkout:
@@ -66,6 +69,32 @@ class Link(Checkout):
             pool = client.connection_pool
         self._pool = pool
         self._conn: Any = pool.get_connection()
+
+    def converse(self, conversation: Conversation[T]) -> T:
+        """Carries a conversation (`_base`): does each step it yields
+        (`perform`), gives it the reply or the error, returns its result."""
+        run = Run(conversation)
+        while not run.done:
+            try:
+                reply = self.perform(run.step)
+            except Exception as e:
+                run.fail(e)
+            else:
+                run.answer(reply)
+        return run.result
+
+    def perform(self, step: Step) -> Any:
+        """Does what a conversation's step asks (`_base`): reconnects, tells
+        what was learned of the master, or sends a batch or a command; the
+        reply is the step's."""
+        if isinstance(step, Reconnect):
+            self.reconnect()
+            return None
+        if isinstance(step, AskMaster):
+            return self.learned()
+        if isinstance(step, Batch):
+            return self.batch(step.commands, step.timeouts)
+        return self.call(*step)
 
     def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
         """Sends one command and reads its reply within `timeout` seconds

@@ -3,17 +3,20 @@ the pool serving a lock's key."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, List, Optional, Union
+from typing import Any, Awaitable, Callable, List, Optional, TypeVar, Union
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
+from .._base import AskMaster, Batch, Conversation, Reconnect, Run, Step
 from .._core import DEFAULT, Args, pack
 from .._link import Checkout
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
 #: only a number (None falls back to the socket timeout).
 FOREVER = 10 * 365 * 24 * 3600.0
+
+T = TypeVar("T")
 
 
 class Link(Checkout):
@@ -43,6 +46,29 @@ class Link(Checkout):
             pool = client.connection_pool
             self._give_back = pool.release
             self._conn = await pool.get_connection()
+
+    async def converse(self, conversation: Conversation[T]) -> T:
+        """As the sync `Link.converse`, awaiting each step."""
+        run = Run(conversation)
+        while not run.done:
+            try:
+                reply = await self.perform(run.step)
+            except Exception as e:
+                run.fail(e)
+            else:
+                run.answer(reply)
+        return run.result
+
+    async def perform(self, step: Step) -> Any:
+        """As the sync `Link.perform`, awaiting the I/O."""
+        if isinstance(step, Reconnect):
+            await self.reconnect()
+            return None
+        if isinstance(step, AskMaster):
+            return self.learned()
+        if isinstance(step, Batch):
+            return await self.batch(step.commands, step.timeouts)
+        return await self.call(*step)
 
     async def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
         """As the sync `Link.call`: the reply within `timeout` seconds
