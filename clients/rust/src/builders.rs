@@ -167,5 +167,25 @@ macro_rules! lock_builders {
     };
 }
 
+/// A RedLock's builders (blocking or async), for the type `$redlock`, whose
+/// `spec` field is its `redlock::Spec`.
+macro_rules! redlock_builders {
+    ($redlock:ident) => {
+        /// The lease each master grants.
+        pub fn with_lease(mut self, lease: std::time::Duration) -> $redlock {
+            self.spec.lease = lease;
+            self
+        }
+
+        /// How long connecting to a master and its reply (besides its wait)
+        /// may take before it counts as not granting (default 500 ms).
+        pub fn with_timeout(mut self, timeout: std::time::Duration) -> $redlock {
+            self.spec.timeout = timeout;
+            self
+        }
+    };
+}
+
 pub(crate) use client_builders;
 pub(crate) use lock_builders;
+pub(crate) use redlock_builders;
