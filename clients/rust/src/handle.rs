@@ -500,15 +500,7 @@ pub(crate) fn first(replies: Vec<Value>) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".to_string(),
-            })
-            .collect()
-    }
+    use crate::command::args;
 
     fn hold(holds: &Holds, requests: &[&str]) -> Hold {
         Hold {
@@ -527,7 +519,7 @@ mod tests {
 
     /// The release's request id and the `DEL`'s keys, if it has one.
     fn sent(release: &Release) -> (String, Option<Vec<String>>) {
-        let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(words).collect();
+        let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(args).collect();
         let at = cmds[0]
             .iter()
             .position(|w| w == "REQUEST")

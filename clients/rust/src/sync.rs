@@ -361,6 +361,7 @@ pub(crate) fn no_replicas(e: &redis::RedisError, plan: &Plan) -> Option<Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::args;
 
     const MASTER: &str = "127.0.0.1:6379";
 
@@ -372,19 +373,22 @@ mod tests {
         )
     }
 
+    /// Masters that learned [`MASTER`]'s `INFO` saying `replicas` and
+    /// `aof`, and when.
+    fn learned(replicas: usize, aof: bool) -> (Masters, Instant) {
+        let masters = Masters::default();
+        let now = Instant::now();
+        masters.learn(MASTER, &info(replicas, aof), now);
+        (masters, now)
+    }
+
     fn names(plan: &Plan) -> Vec<String> {
-        plan.commands()
-            .iter()
-            .map(|c| {
-                c.args_iter()
-                    .map(|a| match a {
-                        redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                        _ => "<other>".into(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect()
+        plan.commands().iter().map(|c| args(c).join(" ")).collect()
+    }
+
+    /// What an acquisition on [`MASTER`] sends after it, learned as it is.
+    fn planned(masters: &Masters, options: &SyncOptions, now: Instant) -> Vec<String> {
+        names(&masters.plan(MASTER, options, now).expect("learned"))
     }
 
     #[test]
@@ -444,17 +448,12 @@ mod tests {
 
     #[test]
     fn an_explicit_count_wins() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(3, false), now);
+        let (masters, now) = learned(3, false);
         let one = SyncOptions {
             replicas: Replicas::Exactly(1),
             ..SyncOptions::default()
         };
-        assert_eq!(
-            names(&masters.plan(MASTER, &one, now).expect("p")),
-            ["WAIT 1 1000"]
-        );
+        assert_eq!(planned(&masters, &one, now), ["WAIT 1 1000"]);
         let none = SyncOptions {
             replicas: Replicas::Exactly(0),
             aof: Aof::Off,
@@ -475,23 +474,14 @@ mod tests {
 
     #[test]
     fn the_aof_auto_required_or_off() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(0, true), now);
+        let (masters, now) = learned(0, true);
         let auto = SyncOptions::default();
-        assert_eq!(
-            names(&masters.plan(MASTER, &auto, now).expect("p")),
-            ["WAITAOF 1 0 1000"]
-        );
+        assert_eq!(planned(&masters, &auto, now), ["WAITAOF 1 0 1000"]);
         let off = SyncOptions {
             aof: Aof::Off,
             ..SyncOptions::default()
         };
-        assert!(masters
-            .plan(MASTER, &off, now)
-            .expect("p")
-            .commands()
-            .is_empty());
+        assert!(planned(&masters, &off, now).is_empty());
         // Required: also where the master says it writes none.
         let required = SyncOptions {
             aof: Aof::Required,
@@ -522,19 +512,13 @@ mod tests {
 
     #[test]
     fn a_master_without_waitaof_is_learned() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(0, true), now);
+        let (masters, now) = learned(0, true);
         let auto = SyncOptions::default();
         let plan = masters.plan(MASTER, &auto, now).expect("p");
         let unknown = || error("-ERR unknown command 'WAITAOF', with args beginning with: \r\n");
         // AUTO: WAIT alone is the check; WAITAOF is not sent again.
         assert!(plan.read(&[unknown()], &masters, MASTER).is_ok());
-        assert!(masters
-            .plan(MASTER, &auto, now)
-            .expect("p")
-            .commands()
-            .is_empty());
+        assert!(planned(&masters, &auto, now).is_empty());
         // Required: it fails, at once on that master thereafter.
         let required = SyncOptions {
             aof: Aof::Required,
@@ -550,9 +534,7 @@ mod tests {
 
     #[test]
     fn replies_decide_and_unknown_waitaof_is_learned() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(1, true), now);
+        let (masters, now) = learned(1, true);
         let plan = masters
             .plan(MASTER, &SyncOptions::default(), now)
             .expect("p");
