@@ -167,6 +167,85 @@ macro_rules! lock_builders {
     };
 }
 
+/// A multi-lock's builders adding its holds, for the type `$multi`.
+macro_rules! multi_builders {
+    ($multi:ident) => {
+        /// Adds the plain lock `name`.
+        pub fn lock(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Lock, name)
+        }
+
+        /// Adds a read hold of the read-write lock `name`.
+        pub fn read(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Read, name)
+        }
+
+        /// Adds the write hold of the read-write lock `name`.
+        pub fn write(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Write, name)
+        }
+
+        /// Adds a hold of this kind.
+        pub fn hold(self, kind: $crate::command::Kind, name: &str) -> $multi {
+            $multi(self.0.hold(kind, name))
+        }
+    };
+}
+
+/// The four calls on one kind of hold of a lock, named as given, returning
+/// `Guard`: blocking, or futures with `async await` at the end. `$kind`
+/// (an `Option<Kind>`) says which hold: a read-write lock's of that kind,
+/// or (None) the handle's whole target (a plain lock's, a multi-lock's
+/// holds). `$what` names the hold, `$whose` its owner.
+macro_rules! hold_calls {
+    (
+        $kind:expr => $is_held:ident, $unlock:ident, $acquire:ident, $try_acquire:ident:
+        $what:literal of $whose:literal $(, $async:tt $await:tt)?
+    ) => {
+        #[doc = concat!(
+            "True when ", $whose, " has ", $what, ", as the server says \
+             (Redisson's `isHeldByCurrentThread`): false once its lease ran \
+             out or it was forced open."
+        )]
+        pub $($async)? fn $is_held(&self) -> $crate::error::Result<bool> {
+            self.0.is_held(&self.0.targeted($kind))$(.$await)?
+        }
+
+        #[doc = concat!(
+            "Releases ", $what, " of ", $whose, " once (one level of a \
+             re-entered hold) without its guard (Redisson's `unlock()`), for \
+             a hold whose guard was forgotten (`std::mem::forget`) or is out \
+             of reach: a guard still alive would release another hold when \
+             dropped. [`crate::Error::NotHeld`] when the owner held none (a \
+             multi-lock's: any of its holds; those held are released all the \
+             same)."
+        )]
+        pub $($async)? fn $unlock(&self) -> $crate::error::Result<()> {
+            self.0.unlock(&self.0.targeted($kind))$(.$await)?
+        }
+
+        #[doc = concat!("Takes ", $what, ", waiting on the server as long as it takes.")]
+        pub $($async)? fn $acquire(&self) -> $crate::error::Result<Guard> {
+            let forever = $crate::command::Wait::Forever;
+            self.0.acquire(&self.0.targeted($kind), forever)$(.$await)?
+        }
+
+        #[doc = concat!(
+            "Takes ", $what, ", waiting on the server at most `wait` (zero: \
+             one attempt); [`crate::Error::NotAcquired`] with the PTTL of the \
+             hold in the way (a multi-lock's: the largest) if it is still \
+             held then."
+        )]
+        pub $($async)? fn $try_acquire(
+            &self,
+            wait: std::time::Duration,
+        ) -> $crate::error::Result<Guard> {
+            let wait = $crate::command::Wait::of(wait);
+            self.0.acquire(&self.0.targeted($kind), wait)$(.$await)?
+        }
+    };
+}
+
 /// A RedLock's builders (blocking or async), for the type `$redlock`, whose
 /// `spec` field is its `redlock::Spec`.
 macro_rules! redlock_builders {
@@ -187,5 +266,7 @@ macro_rules! redlock_builders {
 }
 
 pub(crate) use client_builders;
+pub(crate) use hold_calls;
 pub(crate) use lock_builders;
+pub(crate) use multi_builders;
 pub(crate) use redlock_builders;

@@ -3,6 +3,7 @@
 //! options) and its builder methods, what an acquisition sends, and a hold
 //! (what its guard renews and releases).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -291,13 +292,17 @@ impl<O> Handle<O> {
         self.target.name()
     }
 
-    /// The read-write lock's target for a hold of `kind`.
-    pub fn of_kind(&self, kind: Kind) -> Target {
+    /// What a call is about: the whole target (None), or a read-write
+    /// lock's hold of `kind`.
+    pub fn targeted(&self, kind: Option<Kind>) -> Cow<'_, Target> {
+        let Some(kind) = kind else {
+            return Cow::Borrowed(&self.target);
+        };
         let mut target = self.target.clone();
         if let Some(hold) = target.holds.first_mut() {
             hold.0 = kind;
         }
-        target
+        Cow::Owned(target)
     }
 
     /// Refuses what the server would refuse, then builds the acquisition of

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::builders::{client_builders, lock_builders};
+use crate::builders::{client_builders, hold_calls, lock_builders, multi_builders};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
@@ -493,27 +493,10 @@ impl Lock {
         &self.0.owner
     }
 
-    /// True when this handle's owner holds the lock, as the server says
-    /// (Redisson's `isHeldByCurrentThread`).
-    pub async fn is_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.target).await
-    }
-
-    /// Releases one hold of this handle's owner without its guard, as
-    /// [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when it held none.
-    pub async fn unlock(&self) -> Result<()> {
-        self.0.unlock(&self.0.target).await
-    }
-
-    /// The lock, waiting on the server as long as it takes.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::Forever).await
-    }
-
-    /// The lock, waiting on the server at most `wait` (zero: one attempt).
-    pub async fn try_acquire(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::of(wait)).await
-    }
+    hold_calls!(
+        None => is_held, unlock, acquire, try_acquire:
+        "the lock" of "this handle's owner", async await
+    );
 }
 
 /// The read-write lock, as [`crate::ReadWriteLock`].
@@ -529,54 +512,15 @@ impl ReadWriteLock {
         &self.0.owner
     }
 
-    /// True when this handle's owner has a read hold, as the server says.
-    pub async fn is_read_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.of_kind(Kind::Read)).await
-    }
+    hold_calls!(
+        Some(Kind::Read) => is_read_held, unlock_read, read, try_read:
+        "a read hold" of "this handle's owner", async await
+    );
 
-    /// True when this handle's owner has the write hold, as the server
-    /// says.
-    pub async fn is_write_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.of_kind(Kind::Write)).await
-    }
-
-    /// Releases one read hold of this handle's owner without its guard.
-    pub async fn unlock_read(&self) -> Result<()> {
-        self.0.unlock(&self.0.of_kind(Kind::Read)).await
-    }
-
-    /// Releases one write hold of this handle's owner without its guard.
-    pub async fn unlock_write(&self) -> Result<()> {
-        self.0.unlock(&self.0.of_kind(Kind::Write)).await
-    }
-
-    /// A read hold, waiting as long as it takes.
-    pub async fn read(&self) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Read), Wait::Forever)
-            .await
-    }
-
-    /// A read hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_read(&self, wait: Duration) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Read), Wait::of(wait))
-            .await
-    }
-
-    /// The write hold, waiting as long as it takes.
-    pub async fn write(&self) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Write), Wait::Forever)
-            .await
-    }
-
-    /// The write hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_write(&self, wait: Duration) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Write), Wait::of(wait))
-            .await
-    }
+    hold_calls!(
+        Some(Kind::Write) => is_write_held, unlock_write, write, try_write:
+        "the write hold" of "this handle's owner", async await
+    );
 }
 
 /// Several holds taken at once, as [`crate::MultiLock`].
@@ -586,51 +530,17 @@ pub struct MultiLock(Handle);
 impl MultiLock {
     lock_builders!(MultiLock, "the watchdog's tokio task");
 
-    /// Adds the plain lock `name`.
-    pub fn lock(self, name: &str) -> MultiLock {
-        self.hold(Kind::Lock, name)
-    }
-
-    /// Adds a read hold of the read-write lock `name`.
-    pub fn read(self, name: &str) -> MultiLock {
-        self.hold(Kind::Read, name)
-    }
-
-    /// Adds the write hold of the read-write lock `name`.
-    pub fn write(self, name: &str) -> MultiLock {
-        self.hold(Kind::Write, name)
-    }
-
-    /// Adds a hold of this kind.
-    pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
-        MultiLock(self.0.hold(kind, name))
-    }
+    multi_builders!(MultiLock);
 
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
         &self.0.owner
     }
 
-    /// True when this handle's owner has every hold, as the server says.
-    pub async fn is_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.target).await
-    }
-
-    /// Releases the holds of this handle's owner without their guard;
-    /// [`crate::Error::NotHeld`] when any was not held.
-    pub async fn unlock(&self) -> Result<()> {
-        self.0.unlock(&self.0.target).await
-    }
-
-    /// Every hold, waiting as long as it takes.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::Forever).await
-    }
-
-    /// Every hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_acquire(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::of(wait)).await
-    }
+    hold_calls!(
+        None => is_held, unlock, acquire, try_acquire:
+        "every hold" of "this handle's owner", async await
+    );
 }
 
 /// A hold. Dropped inside a tokio runtime, it is released by a task spawned
