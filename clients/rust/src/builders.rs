@@ -1,12 +1,16 @@
-//! The builder methods the blocking and the async types share, written
-//! once: a client's (`client_builders!`: its constructors but the
-//! Sentinel's, its settings and the lock makers) and a lock handle's
-//! (`lock_builders!`). Each type wraps a `handle::Client` or a
-//! `handle::Handle`, whose own builder a method calls, so the two clients'
-//! types differ in their I/O only. The makers expect `Lock`,
-//! `ReadWriteLock` and `MultiLock` (tuple structs over the client's handle)
-//! and a `fn handle(&self, target) -> Handle` giving the handle its owner
-//! where they are expanded.
+//! The methods the blocking and the async types share, written once (as
+//! the `redis` crate writes its commands once for its connection types):
+//! a client's (`client_builders!`: its constructors but the Sentinel's,
+//! its settings and the lock makers), a lock handle's builders
+//! (`lock_builders!`, a multi-lock's `multi_builders!`) and its calls
+//! (`hold_calls!`, blocking or `async`), a guard's accessors
+//! (`guard_calls!`) and a RedLock's builders (`redlock_builders!`). Each
+//! type wraps a `handle::Client` or a `handle::Handle`, whose own method a
+//! method calls, so the two clients' types differ in their I/O only. The
+//! makers expect `Lock`, `ReadWriteLock` and `MultiLock` (tuple structs
+//! over the client's handle) and a `fn handle(&self, target) -> Handle`
+//! giving the handle its owner where they are expanded; the calls expect
+//! `Guard`.
 
 /// A client's constructors (but [`crate::Client::sentinel`], blocking or
 /// async), settings and lock makers, for the client type `$client`.
@@ -246,6 +250,45 @@ macro_rules! hold_calls {
     };
 }
 
+/// A guard's accessors and the first step of its release, for a `Guard`
+/// (blocking or async) with the fields `hold`, `released` and `watchdog`
+/// (an `Option<$watchdog>`).
+macro_rules! guard_calls {
+    ($watchdog:ident) => {
+        /// The fencing token a fenced acquisition took.
+        pub fn token(&self) -> Option<i64> {
+            self.hold.token
+        }
+
+        /// The owner holding it.
+        pub fn owner(&self) -> &str {
+            &self.hold.owner
+        }
+
+        /// True once the watchdog found the hold gone (its lease ran out,
+        /// or it was forced open or deleted): whatever it protected is no
+        /// longer protected. Always false without a watchdog.
+        pub fn is_lost(&self) -> bool {
+            self.watchdog.as_ref().is_some_and($watchdog::is_lost)
+        }
+
+        /// Stops the watchdog; whether it had found the hold gone (then it
+        /// is not held, whatever the release replies: a fair lock's replies
+        /// 1 once the lock is gone). [`crate::Error::NotHeld`] when it was
+        /// released already (what a drop after a release finds).
+        fn stop_watching(&mut self) -> $crate::error::Result<bool> {
+            let lost = self.is_lost();
+            if let Some(mut w) = self.watchdog.take() {
+                w.stop();
+            }
+            if std::mem::replace(&mut self.released, true) {
+                return Err($crate::error::Error::NotHeld);
+            }
+            Ok(lost)
+        }
+    };
+}
+
 /// A RedLock's builders (blocking or async), for the type `$redlock`, whose
 /// `spec` field is its `redlock::Spec`.
 macro_rules! redlock_builders {
@@ -266,6 +309,7 @@ macro_rules! redlock_builders {
 }
 
 pub(crate) use client_builders;
+pub(crate) use guard_calls;
 pub(crate) use hold_calls;
 pub(crate) use lock_builders;
 pub(crate) use multi_builders;

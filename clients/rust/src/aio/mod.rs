@@ -26,15 +26,15 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::builders::{client_builders, hold_calls, lock_builders, multi_builders};
+use crate::builders::{client_builders, guard_calls, hold_calls, lock_builders, multi_builders};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
-use crate::handle::{self, first, single, Hold};
+use crate::handle::{self, exists, single, Granted, Hold, Sent};
 use crate::owner;
 use crate::pool::Pools;
-use crate::sentinel::{self, Followed, Place, Sentinels};
-use crate::sync::{self, Plan, Trip};
+use crate::sentinel::{self, Followed, Sentinels};
+use crate::sync;
 use crate::watchdog::AsyncWatchdog;
 
 /// The async locks of one client: a client id and the options, as
@@ -154,15 +154,6 @@ impl Borrowed {
     }
 }
 
-/// An acquisition's round trip, answered, as the blocking client's.
-struct Sent {
-    client: redis::Client,
-    conn: Borrowed,
-    reply: Value,
-    plan: Plan,
-    after: Vec<Value>,
-}
-
 /// Asks `followed`'s Sentinels where the master is, when a call failed
 /// since they were last asked; the connections to a master that moved are
 /// closed.
@@ -262,39 +253,10 @@ impl Handle {
             }
             other => other,
         };
-        let Sent {
-            client,
-            conn,
-            reply,
-            plan,
-            after,
-        } = sent.map_err(acquire_error)?;
-        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
-        // Its replies all came: the connection is clean. A session's hold
-        // is bound to it (never the shared one): its guard keeps it.
-        let session = if options.session {
-            Some(conn.conn)
-        } else {
-            conn.give_back(&self.pools, &client);
-            None
-        };
-        let token = target.acquired(reply, acquisition.wait)?;
-        let mut guard = Guard {
-            hold: Hold::new(client, self, target, acquisition, token),
-            session,
-            pools: self.pools.clone(),
-            released: false,
-            watchdog: None,
-        };
-        if let Err(e) = synced {
-            let _ = guard.release_now().await;
-            return Err(e);
-        }
-        if options.watchdog() {
-            let hold = &guard.hold;
-            guard.watchdog = Some(AsyncWatchdog::start(hold.place.clone(), hold.renewal()));
-        }
-        Ok(guard)
+        let pools = self.pools.clone();
+        let give_back = |client: &redis::Client, conn: Borrowed| conn.give_back(&pools, client);
+        let granted = self.granted(target, acquisition, sent.map_err(acquire_error)?, give_back)?;
+        Guard::start(granted, pools, options.watchdog()).await
     }
 
     /// The acquisition in one round trip on a connection `via` (the shared
@@ -308,14 +270,12 @@ impl Handle {
         touch: Option<&redis::Cmd>,
         wait: Wait,
         via: Via,
-    ) -> Result<Sent> {
+    ) -> Result<Sent<Borrowed>> {
         let response_timeout = self.options.response_timeout;
-        let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let master = self.endpoint.learned_key(&route.client);
             let plan = self.plan(&master);
-            let extra = plan.as_ref().map_or(Duration::ZERO, Plan::extra);
             let waits = !plan.as_ref().is_some_and(|p| p.extra().is_zero());
             let via = if via == Via::Shared && waits {
                 Via::Idle
@@ -323,50 +283,28 @@ impl Handle {
                 via
             };
             let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
-            let (plan, timeout) = match plan {
-                Some(plan) => (plan, sync::timeout(wait.timeout(response_timeout), extra)),
+            let plan = match plan {
+                Some(plan) => plan,
                 None => {
                     let asked = Instant::now();
                     let mut asking = conn.timed(response_timeout);
                     let info: String = sync::info().query_async(&mut asking).await?;
-                    self.masters.learn(&master, &info, asked);
-                    let plan = self.plan(&master).unwrap_or_else(Plan::none);
-                    let timeout = sync::timeout(wait.timeout(response_timeout), plan.extra());
-                    (plan, timeout)
+                    self.learned(&master, &info, asked)
                 }
             };
-            let mut call = conn.timed(timeout);
-            // A node that may redirect (the slot's master unknown yet): the
-            // checks wait for the reply, in a round trip of their own.
-            let deferred = !route.asking && !self.endpoint.knows(name);
-            let trip = Trip::new(
-                route.asking,
-                cmd,
-                touch,
-                if deferred { &none } else { &plan },
-            );
-            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut call).await?)?;
-            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
-                after = sync::checks(&plan).query_async(&mut call).await?;
+            let mut call = conn.timed(sync::timeout(wait.timeout(response_timeout), plan.extra()));
+            let trip = self.trip(&route, name, cmd, touch, plan);
+            let replies = trip.pipe.query_async(&mut call).await?;
+            let mut answered = trip.split(replies)?;
+            if let Some(checks) = answered.checks() {
+                answered.after = checks.query_async(&mut call).await?;
             }
-            match reply {
-                Value::ServerError(e) => {
-                    let e = redis::RedisError::from(e);
-                    if let Some(not_synced) = sync::no_replicas(&e, &plan) {
-                        return Err(not_synced);
-                    }
+            match answered.refusal()? {
+                None => return Ok(Sent { conn, answered }),
+                Some(e) => {
                     // Answered: the connection serves another call.
                     conn.give_back(&self.pools, &route.client);
                     route.follow(&self.endpoint, name, e)?;
-                }
-                reply => {
-                    return Ok(Sent {
-                        client: route.client,
-                        conn,
-                        reply,
-                        plan,
-                        after,
-                    })
                 }
             }
         }
@@ -383,18 +321,9 @@ impl Handle {
 
     async fn held(&self, target: &Target) -> Result<bool> {
         for (name, cmd) in target.held(&self.owner) {
-            let timeout = self.options.response_timeout;
-            let ask = single(&cmd);
-            let replies = match self.routed(&name, &ask, timeout, Via::Shared).await {
-                // A read: asked again on a new connection when the shared
-                // one failed (the server closed it meanwhile).
-                Err(Error::Redis(e)) if is_io(&e) => {
-                    self.lost(&name, e).await;
-                    self.routed(&name, &ask, timeout, Via::New).await?
-                }
-                other => other?,
-            };
-            if first(replies)? != Value::Int(1) {
+            // A read: asked again on a new connection when the shared one
+            // failed (the server closed it meanwhile).
+            if !exists(self.resent(&name, &single(&cmd), true).await?)? {
                 return Ok(false);
             }
         }
@@ -411,52 +340,40 @@ impl Handle {
     }
 
     async fn release(&self, target: &Target) -> Result<()> {
-        let options = &self.options;
-        let name = target.name();
-        // The routing finds where it is sent; the hold spells the release.
-        let hold = Hold {
-            place: Place::Fixed(self.endpoint.node(name)),
-            target: target.clone(),
-            owner: self.owner.clone(),
-            token: None,
-            lease_ms: options.lease_ms(),
-            session: options.session,
-            response_timeout: options.response_timeout,
-            on_lost: None,
-            requests: Vec::new(),
-            holds: self.holds.clone(),
-        };
+        let hold = self.unguarded(target, self.owner.clone());
         let release = hold.release();
-        let timeout = options.response_timeout;
-        let via = if release.resendable {
-            Via::Shared
-        } else {
-            Via::New
-        };
-        let replies = match self.routed(name, &release.pipe, timeout, via).await {
-            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+        hold.released(
+            self.resent(target.name(), &release.pipe, release.resendable)
+                .await?,
+        )
+    }
+
+    /// Sends `pipe` about the lock `name` as `routed` does: on the
+    /// shared connection when it can be sent again (`resendable`), and then
+    /// once more on a new one when its reply was lost; else on a new one.
+    async fn resent(
+        &self,
+        name: &str,
+        pipe: &redis::Pipeline,
+        resendable: bool,
+    ) -> Result<Vec<Value>> {
+        let via = if resendable { Via::Shared } else { Via::New };
+        match self.routed(name, pipe, via).await {
+            Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e).await;
-                self.routed(name, &release.pipe, timeout, Via::New).await?
+                self.routed(name, pipe, Via::New).await
             }
-            other => other?,
-        };
-        hold.released(replies)
+            other => other,
+        }
     }
 
     /// Sends `pipe` (which never waits on the server) about the lock
     /// `name` on a connection `via` to its server (in a cluster, following
-    /// the redirections of its first command to its slot's master), whose
-    /// calls time out after `timeout`.
-    async fn routed(
-        &self,
-        name: &str,
-        pipe: &redis::Pipeline,
-        timeout: Option<Duration>,
-        via: Via,
-    ) -> Result<Vec<Value>> {
+    /// the redirections of its first command to its slot's master).
+    async fn routed(&self, name: &str, pipe: &redis::Pipeline, via: Via) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
+        let timeout = self.options.response_timeout;
         loop {
-            let response_timeout = self.options.response_timeout;
             // `ASKING` applies to the connection's next command, which on
             // the shared one may be another task's.
             let via = if route.asking && via == Via::Shared {
@@ -464,7 +381,7 @@ impl Handle {
             } else {
                 via
             };
-            let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
+            let conn = borrow(&self.pools, &route.client, via, timeout).await?;
             let mut call = conn.timed(timeout);
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query_async(&mut call).await?;
@@ -556,19 +473,26 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The fencing token a fenced acquisition took.
-    pub fn token(&self) -> Option<i64> {
-        self.hold.token
-    }
+    guard_calls!(AsyncWatchdog);
 
-    /// The owner holding it.
-    pub fn owner(&self) -> &str {
-        &self.hold.owner
-    }
-
-    /// True once the watchdog found the hold gone.
-    pub fn is_lost(&self) -> bool {
-        self.watchdog.as_ref().is_some_and(AsyncWatchdog::is_lost)
+    /// The guard of what `granted` took, as the blocking client's.
+    async fn start(granted: Granted<Borrowed>, pools: Pools, watched: bool) -> Result<Guard> {
+        let mut guard = Guard {
+            hold: granted.hold,
+            session: granted.session.map(|borrowed| borrowed.conn),
+            pools,
+            released: false,
+            watchdog: None,
+        };
+        if let Err(e) = granted.synced {
+            let _ = guard.release_now().await;
+            return Err(e);
+        }
+        if watched {
+            let hold = &guard.hold;
+            guard.watchdog = Some(AsyncWatchdog::start(hold.place.clone(), hold.renewal()));
+        }
+        Ok(guard)
     }
 
     /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
@@ -578,16 +502,7 @@ impl Guard {
     }
 
     async fn release_now(&mut self) -> Result<()> {
-        // A hold the watchdog found gone is not held, whatever the release
-        // replies (a fair lock's replies 1 once the lock is gone).
-        let lost = self.is_lost();
-        if let Some(mut w) = self.watchdog.take() {
-            w.stop();
-        }
-        // Released already.
-        if std::mem::replace(&mut self.released, true) {
-            return Err(Error::NotHeld);
-        }
+        let lost = self.stop_watching()?;
         release(&self.hold, &self.pools, self.session.take()).await?;
         if lost {
             return Err(Error::NotHeld);
@@ -663,10 +578,7 @@ async fn send_release(
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(mut w) = self.watchdog.take() {
-            w.stop();
-        }
-        if std::mem::replace(&mut self.released, true) {
+        if self.stop_watching().is_err() {
             return;
         }
         // Outside a runtime nothing can be sent: the lease (or, for a
