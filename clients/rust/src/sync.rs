@@ -377,9 +377,13 @@ impl Answered {
     /// round trip of their own: None when there are none, or when the reply
     /// is an error (a redirection or a refusal: nothing to acknowledge).
     pub fn checks(&self) -> Option<Pipeline> {
+        // Asked after the cheap tests: building the commands allocates, on
+        // every acquisition.
+        if !self.deferred || matches!(self.reply, Value::ServerError(_)) {
+            return None;
+        }
         let commands = self.plan.commands();
-        let answered = !matches!(self.reply, Value::ServerError(_));
-        if !self.deferred || !answered || commands.is_empty() {
+        if commands.is_empty() {
             return None;
         }
         let mut pipe = redis::pipe();
