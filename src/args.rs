@@ -86,6 +86,15 @@ pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
     })
 }
 
+/// `lock owner lease` heading an acquisition of at most `most` arguments,
+/// its options following.
+fn acquisition_head<A: Arg>(args: &[A], most: usize) -> Result<OwnerLease<'_>, RedisError> {
+    if args.len() < 4 || args.len() > most {
+        return Err(RedisError::WrongArity);
+    }
+    owner_lease(&args[..4])
+}
+
 /// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: what every
 /// acquisition takes.
 pub struct Acquire<'a> {
@@ -121,39 +130,48 @@ pub fn acquire_with<A: Arg>(
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
     let most = 10 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
-    if args.len() < 4 || args.len() > most {
-        return Err(RedisError::WrongArity);
-    }
     let mut parsed = Acquire {
-        lock: owner_lease(&args[..4])?,
+        lock: acquisition_head(args, most)?,
         block: None,
         session: false,
         request: None,
     };
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
-        Ok(
-            if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-                Some(2)
-            } else if is(word, "SESSION") && !parsed.session {
-                parsed.session = true;
-                Some(1)
-            } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
-                flags.fenced = true;
-                Some(1)
-            } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
-                flags.non_reentrant = true;
-                Some(1)
-            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-                parsed.request = Some(request(rest)?);
-                Some(3)
-            } else {
-                None
-            },
-        )
+        Ok(if is(word, "SESSION") && !parsed.session {
+            parsed.session = true;
+            Some(1)
+        } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
+            flags.fenced = true;
+            Some(1)
+        } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
+            flags.non_reentrant = true;
+            Some(1)
+        } else {
+            wait_option(word, rest, &mut parsed.block, &mut parsed.request)?
+        })
     })?;
     Ok((parsed, flags))
+}
+
+/// `BLOCK ms` or `REQUEST id ttl` heading `rest`, the options of every
+/// acquisition that may wait, into `block` or `request` when not given yet:
+/// how many arguments it used, None when `word` is neither.
+fn wait_option<'a, A: Arg>(
+    word: &[u8],
+    rest: &'a [A],
+    block: &mut Option<i64>,
+    request: &mut Option<Request<'a>>,
+) -> Result<Option<usize>, RedisError> {
+    Ok(if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
+        *block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+        Some(2)
+    } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
+        *request = Some(self::request(rest)?);
+        Some(3)
+    } else {
+        None
+    })
 }
 
 /// Options in any order: `take(word, rest)` takes the option whose keyword
@@ -284,11 +302,8 @@ pub struct FairAcquire<'a> {
 /// `REQUEST id ttl` in any order, each at most once; `BLOCK` never with
 /// `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
-    if args.len() < 4 || args.len() > 13 {
-        return Err(RedisError::WrongArity);
-    }
     let mut parsed = FairAcquire {
-        lock: owner_lease(&args[..4])?,
+        lock: acquisition_head(args, 13)?,
         wait: None,
         no_queue: false,
         non_reentrant: false,
@@ -306,14 +321,8 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
             } else if is(word, "NOREENTRY") && !parsed.non_reentrant {
                 parsed.non_reentrant = true;
                 Some(1)
-            } else if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-                Some(2)
-            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-                parsed.request = Some(request(rest)?);
-                Some(3)
             } else {
-                None
+                wait_option(word, rest, &mut parsed.block, &mut parsed.request)?
             },
         )
     })?;
