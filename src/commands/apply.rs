@@ -296,6 +296,18 @@ pub fn change<T>(
     waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
 }
 
+/// What `read` (a machine's `info`) finds in the lock a `*.INFO lock`
+/// command names, with the lock's names.
+pub fn read_info<'a, T>(
+    ctx: &Context,
+    args: &'a [ArgString],
+    read: impl FnOnce(&mut RedisStore, &LockNames) -> Result<T, LockError>,
+) -> Result<(LockNames<'a>, T), RedisError> {
+    let names = args::lock_only(args)?;
+    let info = read(&mut RedisStore::new(ctx), &names).map_err(lock_error)?;
+    Ok((names, info))
+}
+
 /// `LOCK.FORCEUNLOCK lock` and `FAIRLOCK.FORCEUNLOCK lock`: `unlock` (the
 /// plain or the fair machine's) deletes the hash the two kinds share,
 /// whoever holds it, then its waiters of both kinds are served. Replies 1

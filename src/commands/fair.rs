@@ -6,7 +6,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, drive, force_unlock_hash, lock_and_owner, Acquisition};
+use super::apply::{change, drive, force_unlock_hash, lock_and_owner, read_info, Acquisition};
 use crate::args::{self, lock_error, ArgString, FairAcquire};
 use crate::config;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
@@ -186,19 +186,14 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// its `deadline` (absolute ms, nil when it has none) and `parked` (1 when
 /// it waits with `BLOCK` on this server).
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let mut store = RedisStore::new(ctx);
-    let info = fair::info(&mut store, &names).map_err(lock_error)?;
-    let label = RedisValue::SimpleStringStatic;
+    let (names, info) = read_info(ctx, args, |store, names| fair::info(store, names))?;
     let holders = info
         .holders
         .into_iter()
         .map(|(owner, count)| {
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(owner),
-                label("count"),
-                RedisValue::Integer(count),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(owner)),
+                ("count", RedisValue::Integer(count)),
             ])
         })
         .collect();
@@ -208,22 +203,19 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
         .into_iter()
         .map(|w| {
             let here = parked.contains(&w.owner);
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(w.owner),
-                label("deadline"),
-                w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
-                label("parked"),
-                RedisValue::Integer(here.into()),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(w.owner)),
+                (
+                    "deadline",
+                    w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+                ),
+                ("parked", RedisValue::Integer(here.into())),
             ])
         })
         .collect();
-    Ok(RedisValue::Array(vec![
-        label("holders"),
-        RedisValue::Array(holders),
-        label("ttl"),
-        RedisValue::Integer(info.pttl),
-        label("line"),
-        RedisValue::Array(line),
+    Ok(reply::record([
+        ("holders", RedisValue::Array(holders)),
+        ("ttl", RedisValue::Integer(info.pttl)),
+        ("line", RedisValue::Array(line)),
     ]))
 }

@@ -3,14 +3,16 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{acquire, change, force_unlock_hash, lock_and_owner, released, renewed};
+use super::apply::{
+    acquire, change, force_unlock_hash, lock_and_owner, read_info, released, renewed,
+};
 use super::inspect;
-use crate::args::{self, lock_error, ArgString, Flags};
+use crate::args::{self, ArgString, Flags};
 use crate::config;
 use crate::engine::kinds::Kind;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
-use crate::keyspace::RedisStore;
+use crate::reply;
 use crate::sessions;
 use crate::waiting::fair as fair_waiting;
 
@@ -81,35 +83,28 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// lock was never fenced), then `waiters` (the parked clients, see
 /// `inspect::waiters`). Arrays only, the same in RESP2 and RESP3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let mut store = RedisStore::new(ctx);
-    let info = lock::info(&mut store, &names).map_err(lock_error)?;
-    let label = RedisValue::SimpleStringStatic;
+    let (names, info) = read_info(ctx, args, |store, names| lock::info(store, names))?;
     let holders = info
         .holders
         .into_iter()
         .map(|(owner, count)| {
             let bound = sessions::bound(ctx, &names, &owner, Kind::Lock);
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(owner),
-                label("count"),
-                RedisValue::Integer(count),
-                label("session"),
-                RedisValue::Integer(bound),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(owner)),
+                ("count", RedisValue::Integer(count)),
+                ("session", RedisValue::Integer(bound)),
             ])
         })
         .collect();
     Ok(RedisValue::Array(
-        vec![
-            label("holders"),
-            RedisValue::Array(holders),
-            label("ttl"),
-            RedisValue::Integer(info.pttl),
-            label("token"),
-            info.token.map_or(RedisValue::Null, RedisValue::Integer),
-        ]
-        .into_iter()
+        reply::fields([
+            ("holders", RedisValue::Array(holders)),
+            ("ttl", RedisValue::Integer(info.pttl)),
+            (
+                "token",
+                info.token.map_or(RedisValue::Null, RedisValue::Integer),
+            ),
+        ])
         .chain(inspect::waiters(ctx, &names))
         .collect(),
     ))
