@@ -23,6 +23,7 @@ use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::parking::Parking;
 use crate::waiting::queues;
 
 /// What one way of acquiring gives the one driver, [`drive`]: a single
@@ -70,28 +71,18 @@ pub trait Acquisition {
     fn may_wait(_outcome: &Self::Outcome) -> bool {
         true
     }
-    /// After a grant: counted, bound to the session.
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Self::Outcome,
-        session: Option<ClientId>,
-    );
+    /// After a grant with `SESSION`, before [`Acquisition::took`]: what it
+    /// took bound to the connection `client`, at the levels it took them.
+    fn bind(&self, _ctx: &Context, _store: &mut RedisStore, _client: ClientId) {}
+    /// After a grant: counted.
+    fn took(&self, ctx: &Context, store: &mut RedisStore, outcome: &Self::Outcome);
     /// The `DEADLOCK` error of a wait that would close a cycle, asked when
     /// the client is about to park.
     fn cycle(&self, _ctx: &Context, _store: &mut RedisStore) -> Option<String> {
         None
     }
     /// Parks the calling client until it is served or its wait ends.
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        latch: Option<GrantLatch>,
-    );
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking);
     /// The reply of an outcome answered at once (a refusal is counted here).
     fn reply(&self, outcome: Self::Outcome) -> RedisValue;
 }
@@ -121,7 +112,14 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
     a.serve_first(ctx, &mut store);
     let outcome = a.attempt(ctx, &mut store, latch.as_ref())?;
     if A::granted(&outcome) {
-        a.took(ctx, &mut store, &outcome, session);
+        if let Some(client) = session {
+            a.bind(ctx, &mut store, client);
+        }
+        a.took(ctx, &mut store, &outcome);
+        if session.is_some() {
+            // Later writes to the locks must reach the session's counts.
+            events::follow_writes(ctx);
+        }
         // Those waiting for its locks now wait for its owner.
         waiting::took_hold(ctx, a.owner());
     } else if let Some(timeout) = a.block().filter(|_| A::may_wait(&outcome)) {
@@ -130,7 +128,15 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
             if let Some(cycle) = a.cycle(ctx, &mut store) {
                 return Err(RedisError::String(cycle));
             }
-            a.park(ctx, &mut store, timeout, session, latch);
+            a.park(
+                ctx,
+                &mut store,
+                Parking {
+                    timeout,
+                    session,
+                    latch,
+                },
+            );
             return Ok(RedisValue::NoReply);
         }
     }
@@ -204,21 +210,14 @@ impl Acquisition for Single<'_, '_> {
         matches!(outcome, Attempt::Granted(_))
     }
 
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Attempt,
-        session: Option<ClientId>,
-    ) {
+    fn bind(&self, ctx: &Context, store: &mut RedisStore, client: ClientId) {
+        let l = &self.a.lock;
+        sessions::bind(ctx, store, client, &l.names, self.hold, l.owner, l.lease);
+    }
+
+    fn took(&self, _: &Context, _: &mut RedisStore, outcome: &Attempt) {
         if let Attempt::Granted(granted) = outcome {
             metrics::acquired(self.hold, *granted);
-        }
-        if let Some(client) = session {
-            let l = &self.a.lock;
-            sessions::bind(ctx, store, client, &l.names, self.hold, l.owner, l.lease);
-            // Later writes to the lock must reach the session's counts.
-            events::follow_writes(ctx);
         }
     }
 
@@ -227,21 +226,12 @@ impl Acquisition for Single<'_, '_> {
         waiting::deadlock(ctx, store, self.a.lock.owner, &wants)
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        request: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking) {
         let wait = waiting::Wait {
             owner: self.a.lock.owner,
             hold: self.hold,
             lease: self.a.lock.lease,
-            timeout,
-            session,
-            request,
+            parking,
         };
         waiting::park(ctx, store, &self.a.lock.names, wait);
         // From now on other clients' writes may free the lock.

@@ -16,9 +16,9 @@ use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::sessions::registry::ClientId;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::parking::Parking;
 
 /// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]`
 ///
@@ -98,21 +98,14 @@ impl Acquisition for FairLine<'_, '_> {
         matches!(taken, FairAttempt::Queued { .. })
     }
 
-    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairAttempt, _: Option<ClientId>) {
+    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairAttempt) {
         metrics::bump(Counter::FairAcquired);
         if let FairAttempt::Granted(Granted { reentry: true, .. }) = taken {
             metrics::bump(Counter::Reentries);
         }
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        _: &mut RedisStore,
-        timeout: i64,
-        _: Option<ClientId>,
-        request: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, _: &mut RedisStore, parking: Parking) {
         // Parked, it must hear of the hash deleted or changed by others
         // (the lease running out is heard from load on).
         events::follow_fair_writes(ctx);
@@ -120,8 +113,7 @@ impl Acquisition for FairLine<'_, '_> {
             owner: self.a.lock.owner,
             lease: self.a.lock.lease,
             options: self.options,
-            timeout,
-            request,
+            parking,
         };
         fair_waiting::park(ctx, &self.a.lock.names, wait);
     }

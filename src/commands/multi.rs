@@ -18,6 +18,7 @@ use crate::metrics::{self, Counter};
 use crate::server;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::parking::Parking;
 use crate::waiting::queues;
 
 /// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
@@ -114,35 +115,18 @@ impl Acquisition for All<'_, '_> {
         matches!(outcome, Attempt::Granted(_))
     }
 
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Attempt<Vec<Granted>>,
-        session: Option<ClientId>,
-    ) {
+    fn bind(&self, ctx: &Context, store: &mut RedisStore, client: ClientId) {
+        sessions::bind_all(ctx, store, client, &self.a.wants, self.a.owner, self.lease);
+    }
+
+    fn took(&self, ctx: &Context, store: &mut RedisStore, outcome: &Attempt<Vec<Granted>>) {
         let Attempt::Granted(granted) = outcome else {
             return;
         };
         for (w, g) in self.a.wants.iter().zip(granted) {
             metrics::acquired(w.hold, *g);
-            if let Some(client) = session {
-                sessions::bind(
-                    ctx,
-                    store,
-                    client,
-                    &w.names,
-                    w.hold,
-                    self.a.owner,
-                    self.lease,
-                );
-            }
             // The new holds moved the lock's deadline.
             waiting::serve(ctx, store, &w.names);
-        }
-        if session.is_some() {
-            // Later writes to the locks must reach the session's counts.
-            events::follow_writes(ctx);
         }
     }
 
@@ -151,16 +135,9 @@ impl Acquisition for All<'_, '_> {
         waiting::deadlock(ctx, store, self.a.owner, &wants)
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        _: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking) {
         let (owner, wants) = (self.a.owner, &self.a.wants);
-        waiting::park_all(ctx, store, owner, self.lease, wants, timeout, session);
+        waiting::park_all(ctx, store, owner, self.lease, wants, parking);
         // From now on other clients' writes may free the locks.
         events::follow_writes(ctx);
     }
