@@ -357,27 +357,39 @@ pub struct Multi<'a> {
     pub wants: Vec<Want<'a>>,
 }
 
-/// What a multi-hold command takes before `HOLDS`.
+/// The multi-hold command parsed, which says what it takes before `HOLDS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MultiForm {
-    pub lease: bool,
-    pub block: bool,
-    pub session: bool,
+pub enum MultiCommand {
+    /// `LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION]`.
+    AcquireAll,
+    /// `LOCK.UNLOCKALL owner`.
+    UnlockAll,
+    /// `LOCK.RENEWALL owner lease`.
+    RenewAll,
+}
+
+impl MultiCommand {
+    /// The arguments before its options: its name, the owner and, but for
+    /// `LOCK.UNLOCKALL`, the lease.
+    pub fn fixed(self) -> usize {
+        2 + usize::from(self != MultiCommand::UnlockAll)
+    }
 }
 
 /// `owner [lease] [options] HOLDS n kind name [kind name …]`: the options
-/// (`BLOCK ms`, `SESSION` where the form takes them) in any order before
+/// (`BLOCK ms`, `SESSION`: `LOCK.ACQUIREALL`'s) in any order before
 /// `HOLDS`, which ends them, each at most once.
-pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisError> {
-    let fixed = 2 + usize::from(form.lease);
+pub fn multi<A: Arg>(args: &[A], command: MultiCommand) -> Result<Multi<'_>, RedisError> {
+    let fixed = command.fixed();
+    let options = command == MultiCommand::AcquireAll;
     if args.len() < fixed + 4 {
         return Err(RedisError::WrongArity);
     }
     let owner = owner(&args[1])?;
-    let lease = if form.lease {
-        Some(lease(&args[2])?)
-    } else {
+    let lease = if command == MultiCommand::UnlockAll {
         None
+    } else {
+        Some(lease(&args[2])?)
     };
     let mut rest = &args[fixed..];
     let mut block = None;
@@ -388,10 +400,10 @@ pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisErro
         };
         if is(word, "HOLDS") {
             break;
-        } else if is(word, "BLOCK") && form.block && block.is_none() && rest.len() >= 2 {
+        } else if is(word, "BLOCK") && options && block.is_none() && rest.len() >= 2 {
             block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
             rest = &rest[2..];
-        } else if is(word, "SESSION") && form.session && !session {
+        } else if is(word, "SESSION") && options && !session {
             session = true;
             rest = &rest[1..];
         } else {

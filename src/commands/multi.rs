@@ -7,7 +7,7 @@
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use super::apply::{drive, released, renewed, Acquisition};
-use crate::args::{self, lock_error, ArgString, Multi, MultiForm};
+use crate::args::{self, lock_error, ArgString, Multi, MultiCommand};
 use crate::config;
 use crate::engine::hold::{Attempt, GrantLatch, Granted};
 use crate::engine::multi::{self, longer, Want};
@@ -21,17 +21,25 @@ use crate::waiting::clients as waiting;
 use crate::waiting::parking::Parking;
 use crate::waiting::queues;
 
-/// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
-/// key checks) with the listed names, searched for `HOLDS` from argument
-/// `from`; true when it was one, and the command must not run.
-fn report_keys(ctx: &Context, args: &[ArgString], from: usize) -> bool {
+/// The call parsed as `command`, or None for a keys-position request
+/// (COMMAND GETKEYS, cluster routing, ACL key checks), answered here with
+/// the listed names (`HOLDS` searched for after the fixed arguments): then
+/// the command must not run.
+fn parse<'a>(
+    ctx: &Context,
+    args: &'a [ArgString],
+    command: MultiCommand,
+) -> Result<Option<Multi<'a>>, RedisError> {
     if !server::keys_position_request(ctx) {
-        return false;
+        return args::multi(args, command).map(Some);
     }
-    for pos in args::hold_positions(args, from).into_iter().flatten() {
+    for pos in args::hold_positions(args, command.fixed())
+        .into_iter()
+        .flatten()
+    {
         server::key_at(ctx, pos);
     }
-    true
+    Ok(None)
 }
 
 /// The owner argument, which names a hash field in every lock: the store
@@ -51,15 +59,9 @@ fn owner_arg(args: &[ArgString]) -> &[ArgString] {
 /// every hold is bound to the calling connection (docs/design.md, contract
 /// §12), now or when the parked client is served.
 pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 3) {
+    let Some(a) = parse(ctx, args, MultiCommand::AcquireAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: true,
-        block: true,
-        session: true,
     };
-    let a = args::multi(args, form)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     drive(ctx, owner_arg(args), &All { a: &a, lease })
 }
@@ -170,15 +172,9 @@ fn longest_pttl(store: &mut RedisStore, wants: &[Want]) -> i64 {
 /// replies: nil (not held), 0 (still held) or 1 (released). An error on any
 /// hold changes nothing.
 pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 2) {
+    let Some(a) = parse(ctx, args, MultiCommand::UnlockAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: false,
-        block: false,
-        session: false,
     };
-    let a = args::multi(args, form)?;
     let lease = config::default_lease();
     let mut store = RedisStore::for_write(ctx, owner_arg(args));
     let outcomes = multi::unlock_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;
@@ -198,15 +194,9 @@ pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call for a multi-hold: each lock renewed as `LOCK.RENEW`
 /// or `RWLOCK.RENEW` renews it. Replies the array of 1 (held, renewed) or 0.
 pub fn renew_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 3) {
+    let Some(a) = parse(ctx, args, MultiCommand::RenewAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: true,
-        block: false,
-        session: false,
     };
-    let a = args::multi(args, form)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::for_write(ctx, owner_arg(args));
     let held = multi::renew_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;

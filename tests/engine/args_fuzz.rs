@@ -713,21 +713,13 @@ fn corpus() {
 /// and where the names are for the key spec's report.
 mod multi_holds {
     use super::{Arg, Bytes};
-    use ::rwlock::args::{hold_positions, multi, MultiForm};
+    use ::rwlock::args::{hold_positions, multi, MultiCommand};
     use ::rwlock::engine::error::{ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_SYNTAX, ERR_TIMEOUT};
     use ::rwlock::engine::queue::Hold;
     use redis_module::RedisError;
 
-    const ACQUIRE: MultiForm = MultiForm {
-        lease: true,
-        block: true,
-        session: true,
-    };
-    const UNLOCK: MultiForm = MultiForm {
-        lease: false,
-        block: false,
-        session: false,
-    };
+    const ACQUIRE: MultiCommand = MultiCommand::AcquireAll;
+    const UNLOCK: MultiCommand = MultiCommand::UnlockAll;
 
     fn argv(line: &str) -> Vec<Bytes> {
         line.split(' ')
@@ -735,7 +727,7 @@ mod multi_holds {
             .collect()
     }
 
-    fn error(line: &str, form: MultiForm) -> String {
+    fn error(line: &str, form: MultiCommand) -> String {
         match multi(&argv(line), form) {
             Err(RedisError::Str(e)) => e.to_string(),
             Err(RedisError::WrongArity) => "arity".to_string(),
