@@ -321,6 +321,21 @@ pub fn released(outcome: Unlocked) -> RedisValue {
     reply::release(outcome.reply())
 }
 
+/// `LOCK.RENEW lock owner lease` and `RWLOCK.RENEW`: `renew` (the kind's
+/// machine) run as a [`change`]. Replies 1 when the owner held the lock,
+/// else 0.
+pub fn renew_with(
+    ctx: &Context,
+    args: &[ArgString],
+    renew: impl FnOnce(&mut RedisStore, &LockNames, &[u8], i64) -> Result<bool, LockError>,
+) -> RedisResult {
+    let a = args::owner_lease(args)?;
+    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
+        renew(store, &a.names, a.owner, a.lease)
+    })?;
+    Ok(renewed(held))
+}
+
 /// A renewal's reply: 1 when the owner held the lock, else 0.
 pub fn renewed(held: bool) -> RedisValue {
     metrics::renewed(held);

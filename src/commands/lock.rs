@@ -4,7 +4,7 @@
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::apply::{
-    acquire, change, force_unlock_hash, lock_and_owner, read_info, released, renewed,
+    acquire, change, force_unlock_hash, lock_and_owner, read_info, released, renew_with,
 };
 use super::inspect;
 use crate::args::{self, ArgString, Flags};
@@ -60,11 +60,9 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call: 1 and the TTL set to `lease` when the owner holds
 /// the lock, else 0 (stop renewing).
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::owner_lease(args)?;
-    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
-        lock::renew(store, &a.names, a.owner, a.lease)
-    })?;
-    Ok(renewed(held))
+    renew_with(ctx, args, |s, names, owner, lease| {
+        lock::renew(s, names, owner, lease)
+    })
 }
 
 /// `LOCK.FORCEUNLOCK lock`

@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{acquire, change, forced, lock_and_owner, read_info, released, renewed};
+use super::apply::{acquire, change, forced, lock_and_owner, read_info, released, renew_with};
 use super::inspect;
 use crate::args::{self, ArgString, Flags};
 use crate::config;
@@ -70,11 +70,9 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call: extends the owner's own holds. Replies 1 if it held
 /// anything, else 0.
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::owner_lease(args)?;
-    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
-        rwlock::renew(store, &a.names, a.owner, a.lease)
-    })?;
-    Ok(renewed(held))
+    renew_with(ctx, args, |s, names, owner, lease| {
+        rwlock::renew(s, names, owner, lease)
+    })
 }
 
 /// `RWLOCK.FORCEUNLOCK lock [READ|WRITE]`
