@@ -298,6 +298,33 @@ pub fn read_info<'a, T>(
     Ok((names, info))
 }
 
+/// `LOCK.UNLOCK` and `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id
+/// ttl]`: `unlock` (the plain or the fair machine's) releases one hold of
+/// the hash the two kinds share, re-arming it to `LEASE` (default
+/// `rwlock.default-lease`) while held, then its waiters of both kinds are
+/// served. Counted here; each kind words its reply.
+pub fn unlock_hash(
+    ctx: &Context,
+    args: &[ArgString],
+    unlock: impl FnOnce(
+        &mut RedisStore,
+        &LockNames,
+        &[u8],
+        i64,
+        Option<Request>,
+    ) -> Result<Unlocked, LockError>,
+) -> Result<Unlocked, RedisError> {
+    let a = args::lock_unlock(args)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
+        unlock(store, &a.names, a.owner, lease, a.request)
+    })?;
+    metrics::unlocked(outcome);
+    // A fair lock's hash is the plain lock's: its parked head may go in.
+    fair_waiting::serve(ctx, &a.names);
+    Ok(outcome)
+}
+
 /// `LOCK.FORCEUNLOCK lock` and `FAIRLOCK.FORCEUNLOCK lock`: `unlock` (the
 /// plain or the fair machine's) deletes the hash the two kinds share,
 /// whoever holds it, then its waiters of both kinds are served. Replies 1

@@ -6,7 +6,9 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, drive, force_unlock_hash, lock_and_owner, read_info, Acquisition};
+use super::apply::{
+    change, drive, force_unlock_hash, lock_and_owner, read_info, unlock_hash, Acquisition,
+};
 use crate::args::{self, lock_error, ArgString, FairAcquire};
 use crate::config;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
@@ -153,13 +155,9 @@ pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `redisson_lock__channel:{lock}:<owner>`. With `REQUEST` a retry replies
 /// what the first call did.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::lock_unlock(args)?;
-    let lease = a.lease.unwrap_or_else(config::default_lease);
-    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
-        fair::unlock(store, &a.names, a.owner, lease, a.request)
+    let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
+        fair::unlock(s, names, owner, lease, request)
     })?;
-    metrics::unlocked(outcome);
-    fair_waiting::serve(ctx, &a.names);
     Ok(reply::release(fair::unlock_reply(outcome)))
 }
 

@@ -3,18 +3,14 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{
-    acquire, change, force_unlock_hash, lock_and_owner, read_info, released, renew_with,
-};
+use super::apply::{acquire, force_unlock_hash, read_info, renew_with, unlock_hash};
 use super::inspect;
 use crate::args::{self, ArgString, Flags};
-use crate::config;
 use crate::engine::kinds::Kind;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
 use crate::reply;
 use crate::sessions;
-use crate::waiting::fair as fair_waiting;
 
 /// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]`
 ///
@@ -45,14 +41,10 @@ pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// (released, `0` published on `redisson_lock__channel:{lock}`); with
 /// `REQUEST` a retry replies what the first call did.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::lock_unlock(args)?;
-    let lease = a.lease.unwrap_or_else(config::default_lease);
-    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
-        lock::unlock(store, &a.names, a.owner, lease, a.request)
+    let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
+        lock::unlock(s, names, owner, lease, request)
     })?;
-    // A fair lock's hash is the plain lock's: its parked head may go in.
-    fair_waiting::serve(ctx, &a.names);
-    Ok(released(outcome))
+    Ok(reply::release(outcome.reply()))
 }
 
 /// `LOCK.RENEW lock owner lease`
