@@ -87,12 +87,17 @@ pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
 }
 
 /// `lock owner lease` heading an acquisition of at most `most` arguments,
-/// its options following.
-fn acquisition_head<A: Arg>(args: &[A], most: usize) -> Result<OwnerLease<'_>, RedisError> {
+/// before its options are read.
+fn acquisition_head<A: Arg>(args: &[A], most: usize) -> Result<Acquire<'_>, RedisError> {
     if args.len() < 4 || args.len() > most {
         return Err(RedisError::WrongArity);
     }
-    owner_lease(&args[..4])
+    Ok(Acquire {
+        lock: owner_lease(&args[..4])?,
+        block: None,
+        session: false,
+        request: None,
+    })
 }
 
 /// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: what every
@@ -130,12 +135,7 @@ pub fn acquire_with<A: Arg>(
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
     let most = 10 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
-    let mut parsed = Acquire {
-        lock: acquisition_head(args, most)?,
-        block: None,
-        session: false,
-        request: None,
-    };
+    let mut parsed = acquisition_head(args, most)?;
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
         Ok(if is(word, "SESSION") && !parsed.session {
@@ -285,17 +285,15 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
 /// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id
 /// ttl]`: FAIRLOCK.ACQUIRE.
 pub struct FairAcquire<'a> {
-    pub lock: OwnerLease<'a>,
+    /// The lock, `BLOCK ms` (waiting in the line on the server) and
+    /// `REQUEST id ttl`; never `SESSION`.
+    pub call: Acquire<'a>,
     /// Redisson's thread wait time; None: `rwlock.fair-wait`.
     pub wait: Option<i64>,
     /// `NOQUEUE`: `tryLock()` without wait, never joining the line.
     pub no_queue: bool,
     /// `NOREENTRY`: the non-reentrant fair lock.
     pub non_reentrant: bool,
-    /// `BLOCK ms`: wait in the line on the server (0: no limit).
-    pub block: Option<i64>,
-    /// `REQUEST id ttl`: an idempotent acquisition (docs/design.md §14.7).
-    pub request: Option<Request<'a>>,
 }
 
 /// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms`,
@@ -303,12 +301,10 @@ pub struct FairAcquire<'a> {
 /// `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
     let mut parsed = FairAcquire {
-        lock: acquisition_head(args, 13)?,
+        call: acquisition_head(args, 13)?,
         wait: None,
         no_queue: false,
         non_reentrant: false,
-        block: None,
-        request: None,
     };
     options(&args[4..], |word, rest| {
         Ok(
@@ -322,11 +318,12 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
                 parsed.non_reentrant = true;
                 Some(1)
             } else {
-                wait_option(word, rest, &mut parsed.block, &mut parsed.request)?
+                let call = &mut parsed.call;
+                wait_option(word, rest, &mut call.block, &mut call.request)?
             },
         )
     })?;
-    if parsed.no_queue && parsed.block.is_some() {
+    if parsed.no_queue && parsed.call.block.is_some() {
         return Err(RedisError::Str(ERR_BLOCK_NOQUEUE));
     }
     Ok(parsed)

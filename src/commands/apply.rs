@@ -33,18 +33,8 @@ use crate::waiting::queues;
 pub trait Acquisition {
     /// What the attempt answers.
     type Outcome;
-    /// The owner that takes the holds.
-    fn owner(&self) -> &[u8];
-    /// `SESSION`: bind what is granted to the calling connection.
-    fn session(&self) -> bool {
-        false
-    }
-    /// `BLOCK ms`: how long the client may wait on the server (0: no limit).
-    fn block(&self) -> Option<i64>;
-    /// `REQUEST id ttl` and the lock its latch is kept on.
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        None
-    }
+    /// What the call asks, as every way of acquiring words it.
+    fn terms(&self) -> Terms<'_>;
     /// What a retry of a granted request replies (`token`: the latch's).
     fn replay(&self, _token: i64) -> RedisValue {
         RedisValue::Null
@@ -87,16 +77,29 @@ pub trait Acquisition {
     fn reply(&self, outcome: Self::Outcome) -> RedisValue;
 }
 
+/// What the driver asks of every way of acquiring alike.
+pub struct Terms<'s> {
+    /// The owner that takes the holds.
+    pub owner: &'s [u8],
+    /// `SESSION`: bind what is granted to the calling connection.
+    pub session: bool,
+    /// `BLOCK ms`: how long the client may wait on the server (0: no limit).
+    pub block: Option<i64>,
+    /// `REQUEST id ttl` and the lock its latch is kept on.
+    pub request: Option<(&'s LockNames<'s>, Request<'s>)>,
+}
+
 /// The one acquisition driver of every command that takes holds, whatever
 /// the lock's kind: latch, serve, attempt, then grant, or check for a
 /// cycle and park. `lent`: the command's arguments whose strings the store
 /// reuses.
 pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisResult {
-    let session = session_client(ctx, a.session())?;
+    let terms = a.terms();
+    let session = session_client(ctx, terms.session)?;
     let mut store = RedisStore::for_write(ctx, lent);
     // `REQUEST`: a retry replies what the first call did and changes
     // nothing; without it no key is looked up.
-    let latch = match a.request() {
+    let latch = match terms.request {
         None => None,
         Some((names, request)) => match hold::grant_latch(&mut store, names, Some(request)) {
             Ok(Granting::Replay(token)) => return Ok(a.replay(token)),
@@ -104,7 +107,7 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
             Err(e) => return Err(lock_error(e)),
         },
     };
-    if a.block().is_some() {
+    if terms.block.is_some() {
         if let Some(cycle) = a.cycle_before(ctx) {
             return Err(RedisError::String(cycle));
         }
@@ -121,8 +124,8 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
             events::follow_writes(ctx);
         }
         // Those waiting for its locks now wait for its owner.
-        waiting::took_hold(ctx, a.owner());
-    } else if let Some(timeout) = a.block().filter(|_| A::may_wait(&outcome)) {
+        waiting::took_hold(ctx, terms.owner);
+    } else if let Some(timeout) = terms.block.filter(|_| A::may_wait(&outcome)) {
         if waiting::can_block(ctx) {
             // A wait that would close a cycle fails now, nothing changed.
             if let Some(cycle) = a.cycle(ctx, &mut store) {
@@ -143,39 +146,42 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
     Ok(a.reply(outcome))
 }
 
-/// A single hold of a plain or read-write lock: `LOCK.ACQUIRE`,
-/// `RWLOCK.READ`, `RWLOCK.WRITE`.
-struct Single<'a, 'b> {
-    a: &'b Acquire<'a>,
-    hold: Hold,
+/// An acquisition on the one lock of the call `a`, taken `way`: a single
+/// hold of a plain or read-write lock (a [`Hold`]: `LOCK.ACQUIRE`,
+/// `RWLOCK.READ`, `RWLOCK.WRITE`) or a place in a fair lock's line
+/// (`FairOptions`: `FAIRLOCK.ACQUIRE`).
+pub struct OneLock<'a, 'b, W> {
+    pub a: &'b Acquire<'a>,
+    pub way: W,
 }
 
-impl Acquisition for Single<'_, '_> {
+impl<W> OneLock<'_, '_, W> {
+    /// The call's terms, whichever way it is taken.
+    pub fn terms(&self) -> Terms<'_> {
+        let a = self.a;
+        Terms {
+            owner: a.lock.owner,
+            session: a.session,
+            block: a.block,
+            request: a.request.map(|r| (&a.lock.names, r)),
+        }
+    }
+}
+
+impl Acquisition for OneLock<'_, '_, Hold> {
     type Outcome = Attempt;
 
-    fn owner(&self) -> &[u8] {
-        self.a.lock.owner
-    }
-
-    fn session(&self) -> bool {
-        self.a.session
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
-    }
-
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        self.a.request.map(|r| (&self.a.lock.names, r))
+    fn terms(&self) -> Terms<'_> {
+        OneLock::terms(self)
     }
 
     fn replay(&self, token: i64) -> RedisValue {
-        let token = Some(token).filter(|_| reply::fenced(self.hold));
+        let token = Some(token).filter(|_| reply::fenced(self.way));
         let granted = Granted {
             reentry: true,
             token,
         };
-        reply::attempt(Attempt::Granted(granted), self.hold)
+        reply::attempt(Attempt::Granted(granted), self.way)
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
@@ -200,7 +206,7 @@ impl Acquisition for Single<'_, '_> {
                     pttl: store.pttl(names.hash()),
                 })
             } else {
-                queue::attempt_latched(store, names, owner, self.hold, lease, latch)
+                queue::attempt_latched(store, names, owner, self.way, lease, latch)
             }
         })
         .map_err(lock_error)
@@ -212,24 +218,24 @@ impl Acquisition for Single<'_, '_> {
 
     fn bind(&self, ctx: &Context, store: &mut RedisStore, client: ClientId) {
         let l = &self.a.lock;
-        sessions::bind(ctx, store, client, &l.names, self.hold, l.owner, l.lease);
+        sessions::bind(ctx, store, client, &l.names, self.way, l.owner, l.lease);
     }
 
     fn took(&self, _: &Context, _: &mut RedisStore, outcome: &Attempt) {
         if let Attempt::Granted(granted) = outcome {
-            metrics::acquired(self.hold, *granted);
+            metrics::acquired(self.way, *granted);
         }
     }
 
     fn cycle(&self, ctx: &Context, store: &mut RedisStore) -> Option<String> {
-        let wants = [(&self.a.lock.names, self.hold)];
+        let wants = [(&self.a.lock.names, self.way)];
         waiting::deadlock(ctx, store, self.a.lock.owner, &wants)
     }
 
     fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking) {
         let wait = waiting::Wait {
             owner: self.a.lock.owner,
-            hold: self.hold,
+            hold: self.way,
             lease: self.a.lock.lease,
             parking,
         };
@@ -242,7 +248,7 @@ impl Acquisition for Single<'_, '_> {
         if let Attempt::Refused { .. } = outcome {
             metrics::bump(Counter::Refused);
         }
-        reply::attempt(outcome, self.hold)
+        reply::attempt(outcome, self.way)
     }
 }
 
@@ -251,7 +257,7 @@ impl Acquisition for Single<'_, '_> {
 /// `SESSION` the hold is bound to the calling connection, now or when the
 /// parked client is served.
 pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
-    drive(ctx, lock_and_owner(args), &Single { a, hold })
+    drive(ctx, lock_and_owner(args), &OneLock { a, way: hold })
 }
 
 /// With `SESSION` (`wanted`), the calling connection its holds bind to;

@@ -7,13 +7,13 @@
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
 use super::apply::{
-    change, drive, force_unlock_hash, lock_and_owner, read_info, unlock_hash, Acquisition,
+    change, drive, force_unlock_hash, lock_and_owner, read_info, unlock_hash, Acquisition, OneLock,
+    Terms,
 };
-use crate::args::{self, lock_error, ArgString, FairAcquire};
+use crate::args::{self, lock_error, ArgString};
 use crate::config;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
-use crate::engine::hold::{GrantLatch, Granted, Request};
-use crate::engine::names::LockNames;
+use crate::engine::hold::{GrantLatch, Granted};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -41,28 +41,19 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         non_reentrant: a.non_reentrant,
         wait: a.wait.unwrap_or_else(config::fair_wait),
     };
-    drive(ctx, lock_and_owner(args), &FairLine { a: &a, options })
+    let line = OneLock {
+        a: &a.call,
+        way: options,
+    };
+    drive(ctx, lock_and_owner(args), &line)
 }
 
 /// A place in a fair lock's line, the way `FAIRLOCK.ACQUIRE` takes it.
-struct FairLine<'a, 'b> {
-    a: &'b FairAcquire<'a>,
-    options: FairOptions,
-}
-
-impl Acquisition for FairLine<'_, '_> {
+impl Acquisition for OneLock<'_, '_, FairOptions> {
     type Outcome = FairAttempt;
 
-    fn owner(&self) -> &[u8] {
-        self.a.lock.owner
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
-    }
-
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        self.a.request.map(|r| (&self.a.lock.names, r))
+    fn terms(&self) -> Terms<'_> {
+        OneLock::terms(self)
     }
 
     fn cycle_before(&self, ctx: &Context) -> Option<String> {
@@ -81,9 +72,10 @@ impl Acquisition for FairLine<'_, '_> {
         store: &mut RedisStore,
         latch: Option<&GrantLatch>,
     ) -> Result<FairAttempt, RedisError> {
-        let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
+        let l = &self.a.lock;
+        let (names, owner, lease) = (&l.names, l.owner, l.lease);
         let taken = waiting::serve_after(ctx, store, names, |store| {
-            fair::acquire_latched(store, names, owner, lease, self.options, latch)
+            fair::acquire_latched(store, names, owner, lease, self.way, latch)
         })
         .map_err(lock_error)?;
         if let FairAttempt::Queued { .. } = taken {
@@ -114,7 +106,7 @@ impl Acquisition for FairLine<'_, '_> {
         let wait = fair_waiting::FairWait {
             owner: self.a.lock.owner,
             lease: self.a.lock.lease,
-            options: self.options,
+            options: self.way,
             parking,
         };
         fair_waiting::park(ctx, &self.a.lock.names, wait);

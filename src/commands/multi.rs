@@ -6,7 +6,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{drive, released, renewed, Acquisition};
+use super::apply::{drive, released, renewed, Acquisition, Terms};
 use crate::args::{self, lock_error, ArgString, Multi, MultiCommand};
 use crate::config;
 use crate::engine::hold::{Attempt, GrantLatch, Granted};
@@ -75,16 +75,13 @@ struct All<'a, 'b> {
 impl Acquisition for All<'_, '_> {
     type Outcome = Attempt<Vec<Granted>>;
 
-    fn owner(&self) -> &[u8] {
-        self.a.owner
-    }
-
-    fn session(&self) -> bool {
-        self.a.session
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
+    fn terms(&self) -> Terms<'_> {
+        Terms {
+            owner: self.a.owner,
+            session: self.a.session,
+            block: self.a.block,
+            request: None,
+        }
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {

@@ -454,14 +454,14 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
     })?;
     agree(argv, fair_acquire(&args), ref_fair_acquire(argv), |p, r| {
         (
-            p.lock.names.hash(),
-            p.lock.owner,
-            p.lock.lease,
+            p.call.lock.names.hash(),
+            p.call.lock.owner,
+            p.call.lock.lease,
             p.wait,
             p.no_queue,
             p.non_reentrant,
-            p.block,
-            p.request.map(|q| (q.id.to_vec(), q.ttl)),
+            p.call.block,
+            p.call.request.map(|q| (q.id.to_vec(), q.ttl)),
         ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6, r.7.clone())
     })?;
     agree(argv, fair_cancel(&args), ref_fair_cancel(argv), |p, r| {
