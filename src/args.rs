@@ -164,15 +164,28 @@ fn wait_option<'a, A: Arg>(
     block: &mut Option<i64>,
     request: &mut Option<Request<'a>>,
 ) -> Result<Option<usize>, RedisError> {
-    Ok(if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
+    if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
         *block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-        Some(2)
-    } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
-        *request = Some(self::request(rest)?);
-        Some(3)
-    } else {
-        None
-    })
+        return Ok(Some(2));
+    }
+    request_option(word, rest, request)
+}
+
+/// `REQUEST id ttl` heading `rest`, into `request` when not given yet: 3
+/// (the arguments it used), None when `word` is not it.
+fn request_option<'a, A: Arg>(
+    word: &[u8],
+    rest: &'a [A],
+    request: &mut Option<Request<'a>>,
+) -> Result<Option<usize>, RedisError> {
+    Ok(
+        if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
+            *request = Some(self::request(rest)?);
+            Some(3)
+        } else {
+            None
+        },
+    )
 }
 
 /// Options in any order: `take(word, rest)` takes the option whose keyword
@@ -227,15 +240,11 @@ fn request<A: Arg>(rest: &[A]) -> Result<Request<'_>, RedisError> {
 fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
     let (mut lease, mut request) = (None, None);
     options(rest, |word, rest| {
-        Ok(if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
+        if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
             lease = Some(self::lease(&rest[1])?);
-            Some(2)
-        } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
-            request = Some(self::request(rest)?);
-            Some(3)
-        } else {
-            None
-        })
+            return Ok(Some(2));
+        }
+        request_option(word, rest, &mut request)
     })?;
     Ok((lease, request))
 }
@@ -501,17 +510,7 @@ pub fn semaphore_acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), Redis
     };
     let permits = permits(&args[2])?;
     options(&args[3..], |word, rest| {
-        Ok(
-            if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-                Some(2)
-            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-                parsed.request = Some(request(rest)?);
-                Some(3)
-            } else {
-                None
-            },
-        )
+        wait_option(word, rest, &mut parsed.block, &mut parsed.request)
     })?;
     Ok((parsed, permits))
 }
@@ -536,15 +535,11 @@ pub fn semaphore_release<A: Arg>(args: &[A]) -> Result<SemaphoreRelease<'_>, Red
         request: None,
     };
     options(&args[3..], |word, rest| {
-        Ok(if is(word, "IFEXISTS") && !parsed.if_exists {
+        if is(word, "IFEXISTS") && !parsed.if_exists {
             parsed.if_exists = true;
-            Some(1)
-        } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-            parsed.request = Some(request(rest)?);
-            Some(3)
-        } else {
-            None
-        })
+            return Ok(Some(1));
+        }
+        request_option(word, rest, &mut parsed.request)
     })?;
     Ok(parsed)
 }
