@@ -267,6 +267,44 @@ fn module_and_redisson_share_one_semaphore() {
     drop(server);
 }
 
+/// `rwlock.publish` picks the semaphore's publish command as the locks'
+/// (`auto`: `SPUBLISH` in cluster mode, as Redisson's sharded pub/sub).
+#[test]
+fn counts_are_published_as_rwlock_publish_says() {
+    let (server, mut c) = Server::started(&[]);
+    let mut sharded = server.conn();
+    ok(&mut sharded, &["SSUBSCRIBE", "redisson_sc:{P}"]);
+    let plain = Collector::start(&server, &["redisson_sc:*"]);
+    expect_reply(
+        &mut c,
+        &["SEMAPHORE.TRYSETPERMITS", "P", "1"],
+        Value::Int(1),
+    );
+    assert_eq!(
+        events_str(&plain.sync(&mut c)),
+        vec![("redisson_sc:{P}".to_string(), "1".to_string())]
+    );
+    ok(&mut c, &["CONFIG", "SET", "rwlock.publish", "spublish"]);
+    expect_reply(&mut c, &["SEMAPHORE.ADDPERMITS", "P", "-3"], Value::Nil);
+    sharded
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let push = match sharded.recv_response().expect("a pushed message") {
+        Value::Array(items) => items,
+        Value::Push { data, .. } => data,
+        other => panic!("unexpected push {other:?}"),
+    };
+    assert_eq!(
+        push,
+        [
+            Value::BulkString(b"smessage".to_vec()),
+            Value::BulkString(b"redisson_sc:{P}".to_vec()),
+            Value::BulkString(b"-2".to_vec()),
+        ]
+    );
+    assert!(plain.sync(&mut c).is_empty(), "no PUBLISH in spublish mode");
+}
+
 // ---------------------------------------------------------------------------
 // BLOCK
 // ---------------------------------------------------------------------------
