@@ -199,7 +199,7 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
             // Permits are nobody's: no acquisition of them goes past the
-            // waiters, whatever `rwlock.fairness` says (contract §15.4).
+            // waiters, whatever `rwlock.fairness` says (contract §15.3).
             let permits = matches!(self.way, Hold::Semaphore { .. });
             let queued = (permits || config::fair())
                 && queues::has_waiters(ctx, names)
