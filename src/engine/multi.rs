@@ -83,12 +83,12 @@ fn unlock_one<S: Store>(
     owner: &[u8],
     lease: i64,
 ) -> Result<Unlocked, LockError> {
-    kinds::release(s, &w.names, Kind::from(w.hold), owner, lease)
+    kinds::release(s, &w.names, Kind::try_from(w.hold)?, owner, lease)
 }
 
 /// One lock's renewal as its single renew.
 fn renew_one<S: Store>(s: &mut S, w: &Want, owner: &[u8], lease: i64) -> Result<bool, LockError> {
-    kinds::renew(s, &w.names, Kind::from(w.hold), owner, lease)
+    kinds::renew(s, &w.names, Kind::try_from(w.hold)?, owner, lease)
 }
 
 /// `LOCK.UNLOCKALL`: one hold of each released as its single unlock does
@@ -158,6 +158,7 @@ impl<S: Store> Store for DryRun<'_, S> {
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
         self.0.get(key)
     }
+    fn set(&mut self, _: &[u8], _: &[u8]) {}
     fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
     fn incr_by(&mut self, _: &[u8], _: i64) -> i64 {
         0

@@ -433,6 +433,25 @@ impl Store for RedisStore<'_> {
         (handle.kind() == KeyType::String).then(|| handle.string_bytes())
     }
 
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.forget_count();
+        // A shared count string is copied by Redis before a DECR changes it
+        // in place; under an eviction policy each value keeps its own
+        // access time, as with `set_until`.
+        let evicting = self.flags() & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0;
+        let value_str = if evicting {
+            Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
+        } else {
+            Str::of(value)
+        };
+        self.with_writable(key, |s, handle, name| {
+            handle.string_set(value_str.ptr());
+            s.signal(name);
+            notify(s.ctx, s.classes(), Event::Set, name);
+            s.replication().set(s.ctx, key, value);
+        });
+    }
+
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.forget_count();
         // A lease key holds "1", which the script's SET stores as Redis's
