@@ -9,6 +9,7 @@
 //!   after every step;
 //! - `LATCH.AWAIT … BLOCK` woken by every path that brings the count to zero
 //!   or removes the latch, all waiters at once, its timeout answered 0,
+//!   `CLIENT UNBLOCK` answered 0 as the timeout, a hung-up waiter gone,
 //!   seen in `LOCK.WAITING` and `INFO rwlock`, failed at once on a node
 //!   that becomes a replica;
 //! - bad input (a clear error, nothing changed), ACL rules, and a replica
@@ -211,6 +212,31 @@ fn a_count_above_zero_keeps_the_waiter_until_its_timeout_answers_0() {
         .query(&mut c)
         .expect("MULTI");
     assert_eq!(replies, vec![Value::Int(0)]);
+}
+
+#[test]
+fn client_unblock_answers_0_and_a_hung_up_waiter_leaves_nothing() {
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["LATCH.TRYSETCOUNT", "u", "1"], Value::Int(1));
+    let mut waiter = server.conn();
+    let id: i64 = query(&mut waiter, &["CLIENT", "ID"]);
+    waiter
+        .send_packed_command(
+            &testkit::cmd_of(&["LATCH.AWAIT", "u", "BLOCK", "0"]).get_packed_command(),
+        )
+        .expect("send LATCH.AWAIT");
+    testkit::wait_for_waiters(&mut c, 1);
+    expect_reply(
+        &mut c,
+        &["CLIENT", "UNBLOCK", &id.to_string()],
+        Value::Int(1),
+    );
+    assert_eq!(waiter.recv_response().expect("the reply"), Value::Int(0));
+    assert_eq!(waiters(&mut c), 0);
+    server.park_and_hang_up(&mut c, &["LATCH.AWAIT", "u", "BLOCK", "0"]);
+    assert_eq!(rwlock_counter(&mut c, "locks_with_waiters"), 0);
+    expect_reply(&mut c, &["LATCH.COUNTDOWN", "u"], Value::Nil);
+    assert!(snapshot(&mut c).is_empty(), "the latch went at zero");
 }
 
 #[test]
