@@ -86,6 +86,20 @@ pub fn owner_lease<A: Arg>(args: &[A]) -> Result<OwnerLease<'_>, RedisError> {
     })
 }
 
+/// `lock owner lease` heading an acquisition of at most `most` arguments,
+/// before its options are read.
+fn acquisition_head<A: Arg>(args: &[A], most: usize) -> Result<Acquire<'_>, RedisError> {
+    if args.len() < 4 || args.len() > most {
+        return Err(RedisError::WrongArity);
+    }
+    Ok(Acquire {
+        lock: owner_lease(&args[..4])?,
+        block: None,
+        session: false,
+        request: None,
+    })
+}
+
 /// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: what every
 /// acquisition takes.
 pub struct Acquire<'a> {
@@ -121,39 +135,43 @@ pub fn acquire_with<A: Arg>(
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
     let most = 10 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
-    if args.len() < 4 || args.len() > most {
-        return Err(RedisError::WrongArity);
-    }
-    let mut parsed = Acquire {
-        lock: owner_lease(&args[..4])?,
-        block: None,
-        session: false,
-        request: None,
-    };
+    let mut parsed = acquisition_head(args, most)?;
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
-        Ok(
-            if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-                Some(2)
-            } else if is(word, "SESSION") && !parsed.session {
-                parsed.session = true;
-                Some(1)
-            } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
-                flags.fenced = true;
-                Some(1)
-            } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
-                flags.non_reentrant = true;
-                Some(1)
-            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-                parsed.request = Some(request(rest)?);
-                Some(3)
-            } else {
-                None
-            },
-        )
+        Ok(if is(word, "SESSION") && !parsed.session {
+            parsed.session = true;
+            Some(1)
+        } else if is(word, "FENCED") && accepted.fenced && !flags.fenced {
+            flags.fenced = true;
+            Some(1)
+        } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
+            flags.non_reentrant = true;
+            Some(1)
+        } else {
+            wait_option(word, rest, &mut parsed.block, &mut parsed.request)?
+        })
     })?;
     Ok((parsed, flags))
+}
+
+/// `BLOCK ms` or `REQUEST id ttl` heading `rest`, the options of every
+/// acquisition that may wait, into `block` or `request` when not given yet:
+/// how many arguments it used, None when `word` is neither.
+fn wait_option<'a, A: Arg>(
+    word: &[u8],
+    rest: &'a [A],
+    block: &mut Option<i64>,
+    request: &mut Option<Request<'a>>,
+) -> Result<Option<usize>, RedisError> {
+    Ok(if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
+        *block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
+        Some(2)
+    } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
+        *request = Some(self::request(rest)?);
+        Some(3)
+    } else {
+        None
+    })
 }
 
 /// Options in any order: `take(word, rest)` takes the option whose keyword
@@ -267,33 +285,26 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
 /// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id
 /// ttl]`: FAIRLOCK.ACQUIRE.
 pub struct FairAcquire<'a> {
-    pub lock: OwnerLease<'a>,
+    /// The lock, `BLOCK ms` (waiting in the line on the server) and
+    /// `REQUEST id ttl`; never `SESSION`.
+    pub call: Acquire<'a>,
     /// Redisson's thread wait time; None: `rwlock.fair-wait`.
     pub wait: Option<i64>,
     /// `NOQUEUE`: `tryLock()` without wait, never joining the line.
     pub no_queue: bool,
     /// `NOREENTRY`: the non-reentrant fair lock.
     pub non_reentrant: bool,
-    /// `BLOCK ms`: wait in the line on the server (0: no limit).
-    pub block: Option<i64>,
-    /// `REQUEST id ttl`: an idempotent acquisition (docs/design.md §14.7).
-    pub request: Option<Request<'a>>,
 }
 
 /// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms`,
 /// `REQUEST id ttl` in any order, each at most once; `BLOCK` never with
 /// `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
-    if args.len() < 4 || args.len() > 13 {
-        return Err(RedisError::WrongArity);
-    }
     let mut parsed = FairAcquire {
-        lock: owner_lease(&args[..4])?,
+        call: acquisition_head(args, 13)?,
         wait: None,
         no_queue: false,
         non_reentrant: false,
-        block: None,
-        request: None,
     };
     options(&args[4..], |word, rest| {
         Ok(
@@ -306,18 +317,13 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
             } else if is(word, "NOREENTRY") && !parsed.non_reentrant {
                 parsed.non_reentrant = true;
                 Some(1)
-            } else if is(word, "BLOCK") && parsed.block.is_none() && rest.len() >= 2 {
-                parsed.block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-                Some(2)
-            } else if is(word, "REQUEST") && parsed.request.is_none() && rest.len() >= 3 {
-                parsed.request = Some(request(rest)?);
-                Some(3)
             } else {
-                None
+                let call = &mut parsed.call;
+                wait_option(word, rest, &mut call.block, &mut call.request)?
             },
         )
     })?;
-    if parsed.no_queue && parsed.block.is_some() {
+    if parsed.no_queue && parsed.call.block.is_some() {
         return Err(RedisError::Str(ERR_BLOCK_NOQUEUE));
     }
     Ok(parsed)
@@ -348,27 +354,39 @@ pub struct Multi<'a> {
     pub wants: Vec<Want<'a>>,
 }
 
-/// What a multi-hold command takes before `HOLDS`.
+/// The multi-hold command parsed, which says what it takes before `HOLDS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MultiForm {
-    pub lease: bool,
-    pub block: bool,
-    pub session: bool,
+pub enum MultiCommand {
+    /// `LOCK.ACQUIREALL owner lease [BLOCK ms] [SESSION]`.
+    AcquireAll,
+    /// `LOCK.UNLOCKALL owner`.
+    UnlockAll,
+    /// `LOCK.RENEWALL owner lease`.
+    RenewAll,
+}
+
+impl MultiCommand {
+    /// The arguments before its options: its name, the owner and, but for
+    /// `LOCK.UNLOCKALL`, the lease.
+    pub fn fixed(self) -> usize {
+        2 + usize::from(self != MultiCommand::UnlockAll)
+    }
 }
 
 /// `owner [lease] [options] HOLDS n kind name [kind name …]`: the options
-/// (`BLOCK ms`, `SESSION` where the form takes them) in any order before
+/// (`BLOCK ms`, `SESSION`: `LOCK.ACQUIREALL`'s) in any order before
 /// `HOLDS`, which ends them, each at most once.
-pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisError> {
-    let fixed = 2 + usize::from(form.lease);
+pub fn multi<A: Arg>(args: &[A], command: MultiCommand) -> Result<Multi<'_>, RedisError> {
+    let fixed = command.fixed();
+    let options = command == MultiCommand::AcquireAll;
     if args.len() < fixed + 4 {
         return Err(RedisError::WrongArity);
     }
     let owner = owner(&args[1])?;
-    let lease = if form.lease {
-        Some(lease(&args[2])?)
-    } else {
+    let lease = if command == MultiCommand::UnlockAll {
         None
+    } else {
+        Some(lease(&args[2])?)
     };
     let mut rest = &args[fixed..];
     let mut block = None;
@@ -379,10 +397,10 @@ pub fn multi<A: Arg>(args: &[A], form: MultiForm) -> Result<Multi<'_>, RedisErro
         };
         if is(word, "HOLDS") {
             break;
-        } else if is(word, "BLOCK") && form.block && block.is_none() && rest.len() >= 2 {
+        } else if is(word, "BLOCK") && options && block.is_none() && rest.len() >= 2 {
             block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
             rest = &rest[2..];
-        } else if is(word, "SESSION") && form.session && !session {
+        } else if is(word, "SESSION") && options && !session {
             session = true;
             rest = &rest[1..];
         } else {

@@ -3,6 +3,7 @@
 //! (see `leases`) and `rwlock.token-gap` (see `tokens`), settable as module arguments
 //! at load time and with CONFIG SET.
 
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 
@@ -101,6 +102,12 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                 String::from_utf8_lossy(raw_name)
             )
         };
+        // The integer settings: the value within the setting's range.
+        let number = |range: RangeInclusive<i64>| {
+            parse_i64(value)
+                .filter(|n| range.contains(n))
+                .ok_or_else(bad)
+        };
         match name {
             b"publish" => {
                 let options = [
@@ -117,31 +124,15 @@ pub fn apply_module_args(args: &[RedisString]) -> Result<(), String> {
                 *FAIRNESS.lock().unwrap_or_else(|e| e.into_inner()) = mode;
             }
             b"lease-index-from" => {
-                let from = parse_i64(value)
-                    .filter(|n| (0..=MAX_HOLDS).contains(n))
-                    .ok_or_else(bad)?;
-                LEASE_INDEX_FROM.store(from, Ordering::Relaxed);
+                LEASE_INDEX_FROM.store(number(0..=MAX_HOLDS)?, Ordering::Relaxed)
             }
-            b"token-gap" => {
-                let gap = parse_i64(value).filter(|n| *n >= 0).ok_or_else(bad)?;
-                TOKEN_GAP.store(gap, Ordering::Relaxed);
-            }
+            b"token-gap" => TOKEN_GAP.store(number(0..=i64::MAX)?, Ordering::Relaxed),
             b"deadlock-detection" => {
                 let on = pick(&[("yes", true), ("no", false)], value).ok_or_else(bad)?;
                 DEADLOCK_DETECTION.store(on, Ordering::Relaxed);
             }
-            b"default-lease" => {
-                let lease = parse_i64(value)
-                    .filter(|ms| (1..=MAX_MILLIS).contains(ms))
-                    .ok_or_else(bad)?;
-                DEFAULT_LEASE.store(lease, Ordering::Relaxed);
-            }
-            b"fair-wait" => {
-                let wait = parse_i64(value)
-                    .filter(|ms| (0..=MAX_MILLIS).contains(ms))
-                    .ok_or_else(bad)?;
-                FAIR_WAIT.store(wait, Ordering::Relaxed);
-            }
+            b"default-lease" => DEFAULT_LEASE.store(number(1..=MAX_MILLIS)?, Ordering::Relaxed),
+            b"fair-wait" => FAIR_WAIT.store(number(0..=MAX_MILLIS)?, Ordering::Relaxed),
             _ => {
                 return Err(format!(
                     "unknown module argument '{}'",

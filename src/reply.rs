@@ -40,3 +40,18 @@ pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
 pub fn release(reply: Option<i64>) -> RedisValue {
     reply.map_or(RedisValue::Null, RedisValue::Integer)
 }
+
+/// The fields of a record as the info commands reply them: each value after
+/// its label, flat, the same in RESP2 and RESP3.
+pub fn fields<const N: usize>(
+    fields: [(&'static str, RedisValue); N],
+) -> impl Iterator<Item = RedisValue> {
+    fields
+        .into_iter()
+        .flat_map(|(label, value)| [RedisValue::SimpleStringStatic(label), value])
+}
+
+/// A record of [`fields`].
+pub fn record<const N: usize>(fields: [(&'static str, RedisValue); N]) -> RedisValue {
+    RedisValue::Array(self::fields(fields).collect())
+}

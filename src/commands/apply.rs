@@ -23,6 +23,7 @@ use crate::server::ArgString;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::parking::Parking;
 use crate::waiting::queues;
 
 /// What one way of acquiring gives the one driver, [`drive`]: a single
@@ -32,18 +33,8 @@ use crate::waiting::queues;
 pub trait Acquisition {
     /// What the attempt answers.
     type Outcome;
-    /// The owner that takes the holds.
-    fn owner(&self) -> &[u8];
-    /// `SESSION`: bind what is granted to the calling connection.
-    fn session(&self) -> bool {
-        false
-    }
-    /// `BLOCK ms`: how long the client may wait on the server (0: no limit).
-    fn block(&self) -> Option<i64>;
-    /// `REQUEST id ttl` and the lock its latch is kept on.
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        None
-    }
+    /// What the call asks, as every way of acquiring words it.
+    fn terms(&self) -> Terms<'_>;
     /// What a retry of a granted request replies (`token`: the latch's).
     fn replay(&self, _token: i64) -> RedisValue {
         RedisValue::Null
@@ -70,30 +61,32 @@ pub trait Acquisition {
     fn may_wait(_outcome: &Self::Outcome) -> bool {
         true
     }
-    /// After a grant: counted, bound to the session.
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Self::Outcome,
-        session: Option<ClientId>,
-    );
+    /// After a grant with `SESSION`, before [`Acquisition::took`]: what it
+    /// took bound to the connection `client`, at the levels it took them.
+    fn bind(&self, _ctx: &Context, _store: &mut RedisStore, _client: ClientId) {}
+    /// After a grant: counted.
+    fn took(&self, ctx: &Context, store: &mut RedisStore, outcome: &Self::Outcome);
     /// The `DEADLOCK` error of a wait that would close a cycle, asked when
     /// the client is about to park.
     fn cycle(&self, _ctx: &Context, _store: &mut RedisStore) -> Option<String> {
         None
     }
     /// Parks the calling client until it is served or its wait ends.
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        latch: Option<GrantLatch>,
-    );
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking);
     /// The reply of an outcome answered at once (a refusal is counted here).
     fn reply(&self, outcome: Self::Outcome) -> RedisValue;
+}
+
+/// What the driver asks of every way of acquiring alike.
+pub struct Terms<'s> {
+    /// The owner that takes the holds.
+    pub owner: &'s [u8],
+    /// `SESSION`: bind what is granted to the calling connection.
+    pub session: bool,
+    /// `BLOCK ms`: how long the client may wait on the server (0: no limit).
+    pub block: Option<i64>,
+    /// `REQUEST id ttl` and the lock its latch is kept on.
+    pub request: Option<(&'s LockNames<'s>, Request<'s>)>,
 }
 
 /// The one acquisition driver of every command that takes holds, whatever
@@ -101,11 +94,12 @@ pub trait Acquisition {
 /// cycle and park. `lent`: the command's arguments whose strings the store
 /// reuses.
 pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisResult {
-    let session = session_client(ctx, a.session())?;
+    let terms = a.terms();
+    let session = session_client(ctx, terms.session)?;
     let mut store = RedisStore::for_write(ctx, lent);
     // `REQUEST`: a retry replies what the first call did and changes
     // nothing; without it no key is looked up.
-    let latch = match a.request() {
+    let latch = match terms.request {
         None => None,
         Some((names, request)) => match hold::grant_latch(&mut store, names, Some(request)) {
             Ok(Granting::Replay(token)) => return Ok(a.replay(token)),
@@ -113,7 +107,7 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
             Err(e) => return Err(lock_error(e)),
         },
     };
-    if a.block().is_some() {
+    if terms.block.is_some() {
         if let Some(cycle) = a.cycle_before(ctx) {
             return Err(RedisError::String(cycle));
         }
@@ -121,55 +115,73 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
     a.serve_first(ctx, &mut store);
     let outcome = a.attempt(ctx, &mut store, latch.as_ref())?;
     if A::granted(&outcome) {
-        a.took(ctx, &mut store, &outcome, session);
+        if let Some(client) = session {
+            a.bind(ctx, &mut store, client);
+        }
+        a.took(ctx, &mut store, &outcome);
+        if session.is_some() {
+            // Later writes to the locks must reach the session's counts.
+            events::follow_writes(ctx);
+        }
         // Those waiting for its locks now wait for its owner.
-        waiting::took_hold(ctx, a.owner());
-    } else if let Some(timeout) = a.block().filter(|_| A::may_wait(&outcome)) {
+        waiting::took_hold(ctx, terms.owner);
+    } else if let Some(timeout) = terms.block.filter(|_| A::may_wait(&outcome)) {
         if waiting::can_block(ctx) {
             // A wait that would close a cycle fails now, nothing changed.
             if let Some(cycle) = a.cycle(ctx, &mut store) {
                 return Err(RedisError::String(cycle));
             }
-            a.park(ctx, &mut store, timeout, session, latch);
+            a.park(
+                ctx,
+                &mut store,
+                Parking {
+                    timeout,
+                    session,
+                    latch,
+                },
+            );
             return Ok(RedisValue::NoReply);
         }
     }
     Ok(a.reply(outcome))
 }
 
-/// A single hold of a plain or read-write lock: `LOCK.ACQUIRE`,
-/// `RWLOCK.READ`, `RWLOCK.WRITE`.
-struct Single<'a, 'b> {
-    a: &'b Acquire<'a>,
-    hold: Hold,
+/// An acquisition on the one lock of the call `a`, taken `way`: a single
+/// hold of a plain or read-write lock (a [`Hold`]: `LOCK.ACQUIRE`,
+/// `RWLOCK.READ`, `RWLOCK.WRITE`) or a place in a fair lock's line
+/// (`FairOptions`: `FAIRLOCK.ACQUIRE`).
+pub struct OneLock<'a, 'b, W> {
+    pub a: &'b Acquire<'a>,
+    pub way: W,
 }
 
-impl Acquisition for Single<'_, '_> {
+impl<W> OneLock<'_, '_, W> {
+    /// The call's terms, whichever way it is taken.
+    pub fn terms(&self) -> Terms<'_> {
+        let a = self.a;
+        Terms {
+            owner: a.lock.owner,
+            session: a.session,
+            block: a.block,
+            request: a.request.map(|r| (&a.lock.names, r)),
+        }
+    }
+}
+
+impl Acquisition for OneLock<'_, '_, Hold> {
     type Outcome = Attempt;
 
-    fn owner(&self) -> &[u8] {
-        self.a.lock.owner
-    }
-
-    fn session(&self) -> bool {
-        self.a.session
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
-    }
-
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        self.a.request.map(|r| (&self.a.lock.names, r))
+    fn terms(&self) -> Terms<'_> {
+        OneLock::terms(self)
     }
 
     fn replay(&self, token: i64) -> RedisValue {
-        let token = Some(token).filter(|_| reply::fenced(self.hold));
+        let token = Some(token).filter(|_| reply::fenced(self.way));
         let granted = Granted {
             reentry: true,
             token,
         };
-        reply::attempt(Attempt::Granted(granted), self.hold)
+        reply::attempt(Attempt::Granted(granted), self.way)
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
@@ -187,7 +199,7 @@ impl Acquisition for Single<'_, '_> {
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
             // A latch's waiter takes nothing, so it never goes ahead of anyone.
-            let queued = self.hold != Hold::Latch
+            let queued = self.way != Hold::Latch
                 && config::fair()
                 && queues::has_waiters(ctx, names)
                 && !queue::may_overtake(store, names, owner)?;
@@ -196,7 +208,7 @@ impl Acquisition for Single<'_, '_> {
                     pttl: store.pttl(names.hash()),
                 })
             } else {
-                queue::attempt_latched(store, names, owner, self.hold, lease, latch)
+                queue::attempt_latched(store, names, owner, self.way, lease, latch)
             }
         })
         .map_err(lock_error)
@@ -206,44 +218,28 @@ impl Acquisition for Single<'_, '_> {
         matches!(outcome, Attempt::Granted(_))
     }
 
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Attempt,
-        session: Option<ClientId>,
-    ) {
+    fn bind(&self, ctx: &Context, store: &mut RedisStore, client: ClientId) {
+        let l = &self.a.lock;
+        sessions::bind(ctx, store, client, &l.names, self.way, l.owner, l.lease);
+    }
+
+    fn took(&self, _: &Context, _: &mut RedisStore, outcome: &Attempt) {
         if let Attempt::Granted(granted) = outcome {
-            metrics::acquired(self.hold, *granted);
-        }
-        if let Some(client) = session {
-            let l = &self.a.lock;
-            sessions::bind(ctx, store, client, &l.names, self.hold, l.owner, l.lease);
-            // Later writes to the lock must reach the session's counts.
-            events::follow_writes(ctx);
+            metrics::acquired(self.way, *granted);
         }
     }
 
     fn cycle(&self, ctx: &Context, store: &mut RedisStore) -> Option<String> {
-        let wants = [(&self.a.lock.names, self.hold)];
+        let wants = [(&self.a.lock.names, self.way)];
         waiting::deadlock(ctx, store, self.a.lock.owner, &wants)
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        request: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking) {
         let wait = waiting::Wait {
             owner: self.a.lock.owner,
-            hold: self.hold,
+            hold: self.way,
             lease: self.a.lock.lease,
-            timeout,
-            session,
-            request,
+            parking,
         };
         waiting::park(ctx, store, &self.a.lock.names, wait);
         // From now on other clients' writes may free the lock.
@@ -254,7 +250,7 @@ impl Acquisition for Single<'_, '_> {
         if let Attempt::Refused { .. } = outcome {
             metrics::bump(Counter::Refused);
         }
-        reply::attempt(outcome, self.hold)
+        reply::attempt(outcome, self.way)
     }
 }
 
@@ -263,7 +259,7 @@ impl Acquisition for Single<'_, '_> {
 /// `SESSION` the hold is bound to the calling connection, now or when the
 /// parked client is served.
 pub fn acquire(ctx: &Context, args: &[ArgString], a: &Acquire, hold: Hold) -> RedisResult {
-    drive(ctx, lock_and_owner(args), &Single { a, hold })
+    drive(ctx, lock_and_owner(args), &OneLock { a, way: hold })
 }
 
 /// With `SESSION` (`wanted`), the calling connection its holds bind to;
@@ -298,6 +294,45 @@ pub fn change<T>(
     waiting::serve_after(ctx, &mut store, names, change).map_err(lock_error)
 }
 
+/// What `read` (a machine's `info`) finds in the lock a `*.INFO lock`
+/// command names, with the lock's names.
+pub fn read_info<'a, T>(
+    ctx: &Context,
+    args: &'a [ArgString],
+    read: impl FnOnce(&mut RedisStore, &LockNames) -> Result<T, LockError>,
+) -> Result<(LockNames<'a>, T), RedisError> {
+    let names = args::lock_only(args)?;
+    let info = read(&mut RedisStore::new(ctx), &names).map_err(lock_error)?;
+    Ok((names, info))
+}
+
+/// `LOCK.UNLOCK` and `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id
+/// ttl]`: `unlock` (the plain or the fair machine's) releases one hold of
+/// the hash the two kinds share, re-arming it to `LEASE` (default
+/// `rwlock.default-lease`) while held, then its waiters of both kinds are
+/// served. Counted here; each kind words its reply.
+pub fn unlock_hash(
+    ctx: &Context,
+    args: &[ArgString],
+    unlock: impl FnOnce(
+        &mut RedisStore,
+        &LockNames,
+        &[u8],
+        i64,
+        Option<Request>,
+    ) -> Result<Unlocked, LockError>,
+) -> Result<Unlocked, RedisError> {
+    let a = args::lock_unlock(args)?;
+    let lease = a.lease.unwrap_or_else(config::default_lease);
+    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
+        unlock(store, &a.names, a.owner, lease, a.request)
+    })?;
+    metrics::unlocked(outcome);
+    // A fair lock's hash is the plain lock's: its parked head may go in.
+    fair_waiting::serve(ctx, &a.names);
+    Ok(outcome)
+}
+
 /// `LOCK.FORCEUNLOCK lock` and `FAIRLOCK.FORCEUNLOCK lock`: `unlock` (the
 /// plain or the fair machine's) deletes the hash the two kinds share,
 /// whoever holds it, then its waiters of both kinds are served. Replies 1
@@ -319,6 +354,21 @@ pub fn force_unlock_hash(
 pub fn released(outcome: Unlocked) -> RedisValue {
     metrics::unlocked(outcome);
     reply::release(outcome.reply())
+}
+
+/// `LOCK.RENEW lock owner lease` and `RWLOCK.RENEW`: `renew` (the kind's
+/// machine) run as a [`change`]. Replies 1 when the owner held the lock,
+/// else 0.
+pub fn renew_with(
+    ctx: &Context,
+    args: &[ArgString],
+    renew: impl FnOnce(&mut RedisStore, &LockNames, &[u8], i64) -> Result<bool, LockError>,
+) -> RedisResult {
+    let a = args::owner_lease(args)?;
+    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
+        renew(store, &a.names, a.owner, a.lease)
+    })?;
+    Ok(renewed(held))
 }
 
 /// A renewal's reply: 1 when the owner held the lock, else 0.

@@ -6,19 +6,21 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{change, drive, force_unlock_hash, lock_and_owner, Acquisition};
-use crate::args::{self, lock_error, ArgString, FairAcquire};
+use super::apply::{
+    change, drive, force_unlock_hash, lock_and_owner, read_info, unlock_hash, Acquisition, OneLock,
+    Terms,
+};
+use crate::args::{self, lock_error, ArgString};
 use crate::config;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
-use crate::engine::hold::{GrantLatch, Granted, Request};
-use crate::engine::names::LockNames;
+use crate::engine::hold::{GrantLatch, Granted};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::reply;
-use crate::sessions::registry::ClientId;
 use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
+use crate::waiting::parking::Parking;
 
 /// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]`
 ///
@@ -39,28 +41,19 @@ pub fn acquire(ctx: &Context, args: &[ArgString]) -> RedisResult {
         non_reentrant: a.non_reentrant,
         wait: a.wait.unwrap_or_else(config::fair_wait),
     };
-    drive(ctx, lock_and_owner(args), &FairLine { a: &a, options })
+    let line = OneLock {
+        a: &a.call,
+        way: options,
+    };
+    drive(ctx, lock_and_owner(args), &line)
 }
 
 /// A place in a fair lock's line, the way `FAIRLOCK.ACQUIRE` takes it.
-struct FairLine<'a, 'b> {
-    a: &'b FairAcquire<'a>,
-    options: FairOptions,
-}
-
-impl Acquisition for FairLine<'_, '_> {
+impl Acquisition for OneLock<'_, '_, FairOptions> {
     type Outcome = FairAttempt;
 
-    fn owner(&self) -> &[u8] {
-        self.a.lock.owner
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
-    }
-
-    fn request<'s>(&'s self) -> Option<(&'s LockNames<'s>, Request<'s>)> {
-        self.a.request.map(|r| (&self.a.lock.names, r))
+    fn terms(&self) -> Terms<'_> {
+        OneLock::terms(self)
     }
 
     fn cycle_before(&self, ctx: &Context) -> Option<String> {
@@ -79,9 +72,10 @@ impl Acquisition for FairLine<'_, '_> {
         store: &mut RedisStore,
         latch: Option<&GrantLatch>,
     ) -> Result<FairAttempt, RedisError> {
-        let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
+        let l = &self.a.lock;
+        let (names, owner, lease) = (&l.names, l.owner, l.lease);
         let taken = waiting::serve_after(ctx, store, names, |store| {
-            fair::acquire_latched(store, names, owner, lease, self.options, latch)
+            fair::acquire_latched(store, names, owner, lease, self.way, latch)
         })
         .map_err(lock_error)?;
         if let FairAttempt::Queued { .. } = taken {
@@ -98,30 +92,22 @@ impl Acquisition for FairLine<'_, '_> {
         matches!(taken, FairAttempt::Queued { .. })
     }
 
-    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairAttempt, _: Option<ClientId>) {
+    fn took(&self, _: &Context, _: &mut RedisStore, taken: &FairAttempt) {
         metrics::bump(Counter::FairAcquired);
         if let FairAttempt::Granted(Granted { reentry: true, .. }) = taken {
             metrics::bump(Counter::Reentries);
         }
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        _: &mut RedisStore,
-        timeout: i64,
-        _: Option<ClientId>,
-        request: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, _: &mut RedisStore, parking: Parking) {
         // Parked, it must hear of the hash deleted or changed by others
         // (the lease running out is heard from load on).
         events::follow_fair_writes(ctx);
         let wait = fair_waiting::FairWait {
             owner: self.a.lock.owner,
             lease: self.a.lock.lease,
-            options: self.options,
-            timeout,
-            request,
+            options: self.way,
+            parking,
         };
         fair_waiting::park(ctx, &self.a.lock.names, wait);
     }
@@ -161,13 +147,9 @@ pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `redisson_lock__channel:{lock}:<owner>`. With `REQUEST` a retry replies
 /// what the first call did.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::lock_unlock(args)?;
-    let lease = a.lease.unwrap_or_else(config::default_lease);
-    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
-        fair::unlock(store, &a.names, a.owner, lease, a.request)
+    let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
+        fair::unlock(s, names, owner, lease, request)
     })?;
-    metrics::unlocked(outcome);
-    fair_waiting::serve(ctx, &a.names);
     Ok(reply::release(fair::unlock_reply(outcome)))
 }
 
@@ -186,19 +168,14 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// its `deadline` (absolute ms, nil when it has none) and `parked` (1 when
 /// it waits with `BLOCK` on this server).
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let mut store = RedisStore::new(ctx);
-    let info = fair::info(&mut store, &names).map_err(lock_error)?;
-    let label = RedisValue::SimpleStringStatic;
+    let (names, info) = read_info(ctx, args, |store, names| fair::info(store, names))?;
     let holders = info
         .holders
         .into_iter()
         .map(|(owner, count)| {
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(owner),
-                label("count"),
-                RedisValue::Integer(count),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(owner)),
+                ("count", RedisValue::Integer(count)),
             ])
         })
         .collect();
@@ -208,22 +185,19 @@ pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
         .into_iter()
         .map(|w| {
             let here = parked.contains(&w.owner);
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(w.owner),
-                label("deadline"),
-                w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
-                label("parked"),
-                RedisValue::Integer(here.into()),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(w.owner)),
+                (
+                    "deadline",
+                    w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+                ),
+                ("parked", RedisValue::Integer(here.into())),
             ])
         })
         .collect();
-    Ok(RedisValue::Array(vec![
-        label("holders"),
-        RedisValue::Array(holders),
-        label("ttl"),
-        RedisValue::Integer(info.pttl),
-        label("line"),
-        RedisValue::Array(line),
+    Ok(reply::record([
+        ("holders", RedisValue::Array(holders)),
+        ("ttl", RedisValue::Integer(info.pttl)),
+        ("line", RedisValue::Array(line)),
     ]))
 }

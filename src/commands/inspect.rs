@@ -13,6 +13,7 @@ use crate::engine::kinds::Kind;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
+use crate::reply;
 use crate::server;
 use crate::waiting::deadlock;
 use crate::waiting::lines;
@@ -53,17 +54,15 @@ pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
     let shown = queues::waiters_of(ctx, names)
         .into_iter()
         .map(|w| {
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(w.owner),
-                label("wants"),
-                label(hold_name(w.hold)),
-                label("waited"),
-                RedisValue::Integer((now - w.since).max(0)),
-                label("deadline"),
-                w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
-                label("client"),
-                RedisValue::Integer(w.client as i64),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(w.owner)),
+                ("wants", label(hold_name(w.hold))),
+                ("waited", RedisValue::Integer((now - w.since).max(0))),
+                (
+                    "deadline",
+                    w.deadline.map_or(RedisValue::Null, RedisValue::Integer),
+                ),
+                ("client", RedisValue::Integer(w.client as i64)),
             ])
         })
         .collect();
@@ -120,29 +119,20 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
         let holders = held
             .into_iter()
             .map(|(owner, kind, count)| {
-                RedisValue::Array(vec![
-                    label("owner"),
-                    RedisValue::StringBuffer(owner),
-                    label("kind"),
-                    label(kind_name(kind)),
-                    label("count"),
-                    RedisValue::Integer(count),
+                reply::record([
+                    ("owner", RedisValue::StringBuffer(owner)),
+                    ("kind", label(kind_name(kind))),
+                    ("count", RedisValue::Integer(count)),
                 ])
             })
             .collect();
-        out.push(RedisValue::Array(vec![
-            label("lock"),
-            RedisValue::StringBuffer(name),
-            label("db"),
-            RedisValue::Integer(db.into()),
-            label("waiters"),
-            RedisValue::Integer(n as i64),
-            label("waited"),
-            RedisValue::Integer((now - since).max(0)),
-            label("holders"),
-            RedisValue::Array(holders),
-            label("kind"),
-            label(kind),
+        out.push(reply::record([
+            ("lock", RedisValue::StringBuffer(name)),
+            ("db", RedisValue::Integer(db.into())),
+            ("waiters", RedisValue::Integer(n as i64)),
+            ("waited", RedisValue::Integer((now - since).max(0))),
+            ("holders", RedisValue::Array(holders)),
+            ("kind", label(kind)),
         ]));
     }
     server::select_db(ctx, home);
@@ -163,11 +153,9 @@ pub fn deadlocks(_ctx: &Context, args: &[ArgString]) -> RedisResult {
         deadlock::recent()
             .into_iter()
             .map(|(at, text)| {
-                RedisValue::Array(vec![
-                    label("at"),
-                    RedisValue::Integer(at),
-                    label("cycle"),
-                    RedisValue::BulkString(text),
+                reply::record([
+                    ("at", RedisValue::Integer(at)),
+                    ("cycle", RedisValue::BulkString(text)),
                 ])
             })
             .collect(),

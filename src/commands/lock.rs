@@ -3,16 +3,14 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{acquire, change, force_unlock_hash, lock_and_owner, released, renewed};
+use super::apply::{acquire, force_unlock_hash, read_info, renew_with, unlock_hash};
 use super::inspect;
-use crate::args::{self, lock_error, ArgString, Flags};
-use crate::config;
+use crate::args::{self, ArgString, Flags};
 use crate::engine::kinds::Kind;
 use crate::engine::lock::{self, Options};
 use crate::engine::queue::Hold;
-use crate::keyspace::RedisStore;
+use crate::reply;
 use crate::sessions;
-use crate::waiting::fair as fair_waiting;
 
 /// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]`
 ///
@@ -43,14 +41,10 @@ pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// (released, `0` published on `redisson_lock__channel:{lock}`); with
 /// `REQUEST` a retry replies what the first call did.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::lock_unlock(args)?;
-    let lease = a.lease.unwrap_or_else(config::default_lease);
-    let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
-        lock::unlock(store, &a.names, a.owner, lease, a.request)
+    let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
+        lock::unlock(s, names, owner, lease, request)
     })?;
-    // A fair lock's hash is the plain lock's: its parked head may go in.
-    fair_waiting::serve(ctx, &a.names);
-    Ok(released(outcome))
+    Ok(reply::release(outcome.reply()))
 }
 
 /// `LOCK.RENEW lock owner lease`
@@ -58,11 +52,9 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call: 1 and the TTL set to `lease` when the owner holds
 /// the lock, else 0 (stop renewing).
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::owner_lease(args)?;
-    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
-        lock::renew(store, &a.names, a.owner, a.lease)
-    })?;
-    Ok(renewed(held))
+    renew_with(ctx, args, |s, names, owner, lease| {
+        lock::renew(s, names, owner, lease)
+    })
 }
 
 /// `LOCK.FORCEUNLOCK lock`
@@ -81,35 +73,28 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// lock was never fenced), then `waiters` (the parked clients, see
 /// `inspect::waiters`). Arrays only, the same in RESP2 and RESP3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let mut store = RedisStore::new(ctx);
-    let info = lock::info(&mut store, &names).map_err(lock_error)?;
-    let label = RedisValue::SimpleStringStatic;
+    let (names, info) = read_info(ctx, args, |store, names| lock::info(store, names))?;
     let holders = info
         .holders
         .into_iter()
         .map(|(owner, count)| {
             let bound = sessions::bound(ctx, &names, &owner, Kind::Lock);
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(owner),
-                label("count"),
-                RedisValue::Integer(count),
-                label("session"),
-                RedisValue::Integer(bound),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(owner)),
+                ("count", RedisValue::Integer(count)),
+                ("session", RedisValue::Integer(bound)),
             ])
         })
         .collect();
     Ok(RedisValue::Array(
-        vec![
-            label("holders"),
-            RedisValue::Array(holders),
-            label("ttl"),
-            RedisValue::Integer(info.pttl),
-            label("token"),
-            info.token.map_or(RedisValue::Null, RedisValue::Integer),
-        ]
-        .into_iter()
+        reply::fields([
+            ("holders", RedisValue::Array(holders)),
+            ("ttl", RedisValue::Integer(info.pttl)),
+            (
+                "token",
+                info.token.map_or(RedisValue::Null, RedisValue::Integer),
+            ),
+        ])
         .chain(inspect::waiters(ctx, &names))
         .collect(),
     ))

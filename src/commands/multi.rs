@@ -6,8 +6,8 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisValue};
 
-use super::apply::{drive, released, renewed, Acquisition};
-use crate::args::{self, lock_error, ArgString, Multi, MultiForm};
+use super::apply::{drive, released, renewed, Acquisition, Terms};
+use crate::args::{self, lock_error, ArgString, Multi, MultiCommand};
 use crate::config;
 use crate::engine::hold::{Attempt, GrantLatch, Granted};
 use crate::engine::multi::{self, longer, Want};
@@ -18,19 +18,28 @@ use crate::metrics::{self, Counter};
 use crate::server;
 use crate::sessions::{self, registry::ClientId};
 use crate::waiting::clients as waiting;
+use crate::waiting::parking::Parking;
 use crate::waiting::queues;
 
-/// Answers a keys-position request (COMMAND GETKEYS, cluster routing, ACL
-/// key checks) with the listed names, searched for `HOLDS` from argument
-/// `from`; true when it was one, and the command must not run.
-fn report_keys(ctx: &Context, args: &[ArgString], from: usize) -> bool {
+/// The call parsed as `command`, or None for a keys-position request
+/// (COMMAND GETKEYS, cluster routing, ACL key checks), answered here with
+/// the listed names (`HOLDS` searched for after the fixed arguments): then
+/// the command must not run.
+fn parse<'a>(
+    ctx: &Context,
+    args: &'a [ArgString],
+    command: MultiCommand,
+) -> Result<Option<Multi<'a>>, RedisError> {
     if !server::keys_position_request(ctx) {
-        return false;
+        return args::multi(args, command).map(Some);
     }
-    for pos in args::hold_positions(args, from).into_iter().flatten() {
+    for pos in args::hold_positions(args, command.fixed())
+        .into_iter()
+        .flatten()
+    {
         server::key_at(ctx, pos);
     }
-    true
+    Ok(None)
 }
 
 /// The owner argument, which names a hash field in every lock: the store
@@ -50,15 +59,9 @@ fn owner_arg(args: &[ArgString]) -> &[ArgString] {
 /// every hold is bound to the calling connection (docs/design.md, contract
 /// §12), now or when the parked client is served.
 pub fn acquire_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 3) {
+    let Some(a) = parse(ctx, args, MultiCommand::AcquireAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: true,
-        block: true,
-        session: true,
     };
-    let a = args::multi(args, form)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     drive(ctx, owner_arg(args), &All { a: &a, lease })
 }
@@ -72,16 +75,13 @@ struct All<'a, 'b> {
 impl Acquisition for All<'_, '_> {
     type Outcome = Attempt<Vec<Granted>>;
 
-    fn owner(&self) -> &[u8] {
-        self.a.owner
-    }
-
-    fn session(&self) -> bool {
-        self.a.session
-    }
-
-    fn block(&self) -> Option<i64> {
-        self.a.block
+    fn terms(&self) -> Terms<'_> {
+        Terms {
+            owner: self.a.owner,
+            session: self.a.session,
+            block: self.a.block,
+            request: None,
+        }
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
@@ -114,35 +114,18 @@ impl Acquisition for All<'_, '_> {
         matches!(outcome, Attempt::Granted(_))
     }
 
-    fn took(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        outcome: &Attempt<Vec<Granted>>,
-        session: Option<ClientId>,
-    ) {
+    fn bind(&self, ctx: &Context, store: &mut RedisStore, client: ClientId) {
+        sessions::bind_all(ctx, store, client, &self.a.wants, self.a.owner, self.lease);
+    }
+
+    fn took(&self, ctx: &Context, store: &mut RedisStore, outcome: &Attempt<Vec<Granted>>) {
         let Attempt::Granted(granted) = outcome else {
             return;
         };
         for (w, g) in self.a.wants.iter().zip(granted) {
             metrics::acquired(w.hold, *g);
-            if let Some(client) = session {
-                sessions::bind(
-                    ctx,
-                    store,
-                    client,
-                    &w.names,
-                    w.hold,
-                    self.a.owner,
-                    self.lease,
-                );
-            }
             // The new holds moved the lock's deadline.
             waiting::serve(ctx, store, &w.names);
-        }
-        if session.is_some() {
-            // Later writes to the locks must reach the session's counts.
-            events::follow_writes(ctx);
         }
     }
 
@@ -151,16 +134,9 @@ impl Acquisition for All<'_, '_> {
         waiting::deadlock(ctx, store, self.a.owner, &wants)
     }
 
-    fn park(
-        &self,
-        ctx: &Context,
-        store: &mut RedisStore,
-        timeout: i64,
-        session: Option<ClientId>,
-        _: Option<GrantLatch>,
-    ) {
+    fn park(&self, ctx: &Context, store: &mut RedisStore, parking: Parking) {
         let (owner, wants) = (self.a.owner, &self.a.wants);
-        waiting::park_all(ctx, store, owner, self.lease, wants, timeout, session);
+        waiting::park_all(ctx, store, owner, self.lease, wants, parking);
         // From now on other clients' writes may free the locks.
         events::follow_writes(ctx);
     }
@@ -193,15 +169,9 @@ fn longest_pttl(store: &mut RedisStore, wants: &[Want]) -> i64 {
 /// replies: nil (not held), 0 (still held) or 1 (released). An error on any
 /// hold changes nothing.
 pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 2) {
+    let Some(a) = parse(ctx, args, MultiCommand::UnlockAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: false,
-        block: false,
-        session: false,
     };
-    let a = args::multi(args, form)?;
     let lease = config::default_lease();
     let mut store = RedisStore::for_write(ctx, owner_arg(args));
     let outcomes = multi::unlock_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;
@@ -221,15 +191,9 @@ pub fn unlock_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call for a multi-hold: each lock renewed as `LOCK.RENEW`
 /// or `RWLOCK.RENEW` renews it. Replies the array of 1 (held, renewed) or 0.
 pub fn renew_all(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    if report_keys(ctx, args, 3) {
+    let Some(a) = parse(ctx, args, MultiCommand::RenewAll)? else {
         return Ok(RedisValue::NoReply);
-    }
-    let form = MultiForm {
-        lease: true,
-        block: false,
-        session: false,
     };
-    let a = args::multi(args, form)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let mut store = RedisStore::for_write(ctx, owner_arg(args));
     let held = multi::renew_all(&mut store, a.owner, lease, &a.wants).map_err(lock_error)?;

@@ -3,15 +3,15 @@
 
 use redis_module::{Context, RedisResult, RedisValue};
 
-use super::apply::{acquire, change, forced, lock_and_owner, released, renewed};
+use super::apply::{acquire, change, forced, lock_and_owner, read_info, released, renew_with};
 use super::inspect;
-use crate::args::{self, lock_error, ArgString, Flags};
+use crate::args::{self, ArgString, Flags};
 use crate::config;
 use crate::engine::kinds::Kind;
 use crate::engine::queue::Hold;
 use crate::engine::rwlock::{self, RwLockInfo};
 use crate::events;
-use crate::keyspace::RedisStore;
+use crate::reply;
 use crate::sessions;
 
 /// `RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]`
@@ -70,11 +70,9 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// The watchdog's call: extends the owner's own holds. Replies 1 if it held
 /// anything, else 0.
 pub fn renew(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::owner_lease(args)?;
-    let held = change(ctx, lock_and_owner(args), &a.names, |store| {
-        rwlock::renew(store, &a.names, a.owner, a.lease)
-    })?;
-    Ok(renewed(held))
+    renew_with(ctx, args, |s, names, owner, lease| {
+        rwlock::renew(s, names, owner, lease)
+    })
 }
 
 /// `RWLOCK.FORCEUNLOCK lock [READ|WRITE]`
@@ -98,9 +96,7 @@ pub fn force_unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `SESSION`), then `waiters` (the parked clients, see
 /// `inspect::waiters`). Arrays only, the same in RESP2 and 3.
 pub fn info(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let names = args::lock_only(args)?;
-    let mut store = RedisStore::new(ctx);
-    let info = rwlock::info(&mut store, &names).map_err(lock_error)?;
+    let (names, info) = read_info(ctx, args, |store, names| rwlock::info(store, names))?;
     let bound = |owner: &[u8], kind| sessions::bound(ctx, &names, owner, kind);
     Ok(info_reply(info, bound, inspect::waiters(ctx, &names)))
 }
@@ -110,39 +106,31 @@ fn info_reply(
     bound: impl Fn(&[u8], Kind) -> i64,
     waiters: [RedisValue; 2],
 ) -> RedisValue {
-    let label = RedisValue::SimpleStringStatic;
     let mode = info.mode.map_or(&b"none"[..], |m| m.as_bytes());
     let owners = info
         .owners
         .into_iter()
         .map(|o| {
             let (reads, writes) = (bound(&o.owner, Kind::Read), bound(&o.owner, Kind::Write));
-            RedisValue::Array(vec![
-                label("owner"),
-                RedisValue::StringBuffer(o.owner),
-                label("reads"),
-                RedisValue::Integer(o.reads),
-                label("writes"),
-                RedisValue::Integer(o.writes),
-                label("leases"),
-                RedisValue::Array(o.leases.into_iter().map(RedisValue::Integer).collect()),
-                label("session_reads"),
-                RedisValue::Integer(reads),
-                label("session_writes"),
-                RedisValue::Integer(writes),
+            reply::record([
+                ("owner", RedisValue::StringBuffer(o.owner)),
+                ("reads", RedisValue::Integer(o.reads)),
+                ("writes", RedisValue::Integer(o.writes)),
+                (
+                    "leases",
+                    RedisValue::Array(o.leases.into_iter().map(RedisValue::Integer).collect()),
+                ),
+                ("session_reads", RedisValue::Integer(reads)),
+                ("session_writes", RedisValue::Integer(writes)),
             ])
         })
         .collect();
     RedisValue::Array(
-        vec![
-            label("mode"),
-            RedisValue::StringBuffer(mode.to_vec()),
-            label("ttl"),
-            RedisValue::Integer(info.pttl),
-            label("owners"),
-            RedisValue::Array(owners),
-        ]
-        .into_iter()
+        reply::fields([
+            ("mode", RedisValue::StringBuffer(mode.to_vec())),
+            ("ttl", RedisValue::Integer(info.pttl)),
+            ("owners", RedisValue::Array(owners)),
+        ])
         .chain(waiters)
         .collect(),
     )

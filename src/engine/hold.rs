@@ -122,37 +122,18 @@ pub struct Request<'a> {
     pub ttl: i64,
 }
 
-/// What the latch of an idempotent unlock says before the unlock runs.
-enum Latch {
-    /// A retry: the reply the first call gave.
-    Replay(i64),
-    /// Run the unlock, then remember its reply in this key until then.
-    Set(Option<(Vec<u8>, i64)>),
-}
-
-/// Reads the latch of `request`, if any: a retry replays, anything else
-/// runs. Fails on a latch that is not an integer, before any write.
-fn latch<S: Store>(
-    s: &mut S,
-    names: &LockNames,
-    request: Option<Request<'_>>,
-) -> Result<Latch, LockError> {
-    let Some(request) = request else {
-        return Ok(Latch::Set(None));
-    };
-    let key = names.latch_key(request.id);
-    match s.kind(&key) {
-        KeyKind::Missing => {}
+/// The value a latch of either kind (unlock or acquisition) holds: None
+/// when there is none, an error when it is not an integer string. The two
+/// kinds fail alike on a corrupt latch.
+fn read_latch<S: Store>(s: &mut S, key: &[u8]) -> Result<Option<i64>, LockError> {
+    match s.kind(key) {
+        KeyKind::Missing => Ok(None),
         KeyKind::String => {
-            let value = s.get(&key).unwrap_or_default();
-            return parse_i64(&value)
-                .map(Latch::Replay)
-                .ok_or(LockError::BadLatch);
+            let value = s.get(key).unwrap_or_default();
+            parse_i64(&value).map(Some).ok_or(LockError::BadLatch)
         }
-        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
+        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
     }
-    let now = s.now_ms();
-    Ok(Latch::Set(Some((key, deadline(now, request.ttl)?))))
 }
 
 /// Remembers what the unlock did in its latch, when it has one.
@@ -173,9 +154,16 @@ pub(super) fn unlock_latched<S: Store>(
     release: impl FnOnce(&mut S) -> Result<Release, LockError>,
 ) -> Result<Unlocked, LockError> {
     check_owner(owner)?;
-    let latch = match latch(s, names, request)? {
-        Latch::Replay(value) => return Ok(Unlocked::Replayed(value)),
-        Latch::Set(latch) => latch,
+    // Read before any write: a corrupt latch fails the unlock unchanged.
+    let latch = match request {
+        None => None,
+        Some(request) => {
+            let key = names.latch_key(request.id);
+            if let Some(reply) = read_latch(s, &key)? {
+                return Ok(Unlocked::Replayed(reply));
+            }
+            Some((key, deadline(s.now_ms(), request.ttl)?))
+        }
     };
     let release = release(s)?;
     remember(s, latch, release);
@@ -287,19 +275,13 @@ pub fn grant_latch<S: Store>(
         return Ok(Granting::Run(None));
     };
     let key = names.request_latch_key(request.id);
-    match s.kind(&key) {
-        KeyKind::Missing => Ok(Granting::Run(Some(GrantLatch {
+    Ok(match read_latch(s, &key)? {
+        Some(token) => Granting::Replay(token),
+        None => Granting::Run(Some(GrantLatch {
             key,
             ttl: request.ttl,
-        }))),
-        KeyKind::String => {
-            let value = s.get(&key).unwrap_or_default();
-            parse_i64(&value)
-                .map(Granting::Replay)
-                .ok_or(LockError::BadLatch)
-        }
-        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
-    }
+        })),
+    })
 }
 
 /// Records a grant in its latch: the token (0 when not fenced) until `ttl`

@@ -75,20 +75,46 @@ pub fn acquire_all<S: Store>(
     Ok(Attempt::Granted(granted))
 }
 
-/// One hold's release as its single unlock (`lease`: the TTL re-armed
-/// while holds are left).
-fn unlock_one<S: Store>(
-    s: &mut S,
-    w: &Want,
-    owner: &[u8],
-    lease: i64,
-) -> Result<Unlocked, LockError> {
-    kinds::release(s, &w.names, Kind::try_from(w.hold)?, owner, lease)
+/// What `LOCK.UNLOCKALL` and `LOCK.RENEWALL` make of each listed hold: its
+/// single command's change, generic over the store so that [`each`] can
+/// decide it on a [`DryRun`] first (a closure cannot be).
+trait EachHold {
+    type Reply;
+    fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<Self::Reply, LockError>;
 }
 
-/// One lock's renewal as its single renew.
-fn renew_one<S: Store>(s: &mut S, w: &Want, owner: &[u8], lease: i64) -> Result<bool, LockError> {
-    kinds::renew(s, &w.names, Kind::try_from(w.hold)?, owner, lease)
+/// `Release(owner, lease)`: one hold released as its single unlock (`lease`:
+/// the TTL re-armed while holds are left).
+struct Release<'o>(&'o [u8], i64);
+
+impl EachHold for Release<'_> {
+    type Reply = Unlocked;
+    fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<Unlocked, LockError> {
+        kinds::release(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
+    }
+}
+
+/// `Renew(owner, lease)`: one lock renewed as its single renew.
+struct Renew<'o>(&'o [u8], i64);
+
+impl EachHold for Renew<'_> {
+    type Reply = bool;
+    fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<bool, LockError> {
+        kinds::renew(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
+    }
+}
+
+/// `step` made to every hold in the listed order, after checking on a
+/// [`DryRun`] that none fails.
+fn each<S: Store, E: EachHold>(
+    s: &mut S,
+    wants: &[Want],
+    step: E,
+) -> Result<Vec<E::Reply>, LockError> {
+    for w in wants {
+        step.change(&mut DryRun(s), w)?;
+    }
+    wants.iter().map(|w| step.change(s, w)).collect()
 }
 
 /// `LOCK.UNLOCKALL`: one hold of each released as its single unlock does
@@ -99,13 +125,7 @@ pub fn unlock_all<S: Store>(
     lease: i64,
     wants: &[Want],
 ) -> Result<Vec<Unlocked>, LockError> {
-    for w in wants {
-        unlock_one(&mut DryRun(s), w, owner, lease)?;
-    }
-    wants
-        .iter()
-        .map(|w| unlock_one(s, w, owner, lease))
-        .collect()
+    each(s, wants, Release(owner, lease))
 }
 
 /// `LOCK.RENEWALL`: each lock renewed as its single renew does (true when
@@ -116,13 +136,7 @@ pub fn renew_all<S: Store>(
     lease: i64,
     wants: &[Want],
 ) -> Result<Vec<bool>, LockError> {
-    for w in wants {
-        renew_one(&mut DryRun(s), w, owner, lease)?;
-    }
-    wants
-        .iter()
-        .map(|w| renew_one(s, w, owner, lease))
-        .collect()
+    each(s, wants, Renew(owner, lease))
 }
 
 /// A store whose reads are the store's and whose writes go nowhere: the

@@ -17,6 +17,7 @@ use redis_module::Context;
 
 use self::registry::{Bond, ClientId, Orphan, Sessions};
 use crate::engine::kinds::{self, Kind};
+use crate::engine::multi::Want;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
@@ -77,6 +78,21 @@ pub fn bind(
     with(|r| r.bind(client, bond, level, lease, now));
     metrics::bump(Counter::SessionBinds);
     arm(ctx);
+}
+
+/// [`bind`] for each hold of a multi-hold (`LOCK.ACQUIREALL`) just granted
+/// to `owner`.
+pub fn bind_all(
+    ctx: &Context,
+    store: &mut RedisStore,
+    client: ClientId,
+    wants: &[Want],
+    owner: &[u8],
+    lease: i64,
+) {
+    for w in wants {
+        bind(ctx, store, client, &w.names, w.hold, owner, lease);
+    }
 }
 
 /// How many of `owner`'s holds of `kind` on the lock are session-bound.

@@ -23,13 +23,12 @@ use redis_module::{raw, Context};
 use super::deadlock::{self, Victim};
 use super::graph::Need;
 use super::lines;
-use super::parking::{self, Handle, Left, Outcome, Waiters};
+use super::parking::{self, Handle, Left, Outcome, Parking, Waiters};
 use super::queues::{ended, has_waiters, idle, lock_id, try_with, with, REGISTRY};
 use super::registry::{Due, Registry, Waiter};
 use crate::config;
 use crate::engine::error::{LockError, ERR_REPLICA};
 use crate::engine::hold::Attempt;
-use crate::engine::hold::GrantLatch;
 use crate::engine::holders;
 use crate::engine::multi::{self, longer, Want};
 use crate::engine::names::LockId;
@@ -39,7 +38,7 @@ use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server::{self, Blocked};
-use crate::sessions::{self, registry::ClientId};
+use crate::sessions;
 
 /// Data of the agenda's timer.
 struct Agenda;
@@ -55,12 +54,7 @@ pub struct Wait<'a> {
     pub owner: &'a [u8],
     pub hold: Hold,
     pub lease: i64,
-    /// How long it waits at most; 0 without limit.
-    pub timeout: i64,
-    /// With `SESSION`, the connection the hold is bound to once served.
-    pub session: Option<ClientId>,
-    /// `REQUEST id ttl`: the latch its grant records when it is served.
-    pub request: Option<GrantLatch>,
+    pub parking: Parking,
 }
 
 /// The waiters of this file, as the one parking lifecycle sees them.
@@ -178,9 +172,12 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
         owner,
         hold,
         lease,
-        timeout: timeout_ms,
-        session,
-        request,
+        parking:
+            Parking {
+                timeout: timeout_ms,
+                session,
+                latch: request,
+            },
     } = wait;
     let bc = block(ctx);
     let id = lock_id(ctx, names);
@@ -205,17 +202,22 @@ pub fn park(ctx: &Context, store: &mut RedisStore, names: &LockNames, wait: Wait
 }
 
 /// Parks the calling client until it can take every hold of `wants` at
-/// once, or `timeout_ms` passes (0: no limit): queued on each lock, it holds
-/// none of them while it waits. The caller replies nothing now.
+/// once, or its timeout passes (0: no limit): queued on each lock, it holds
+/// none of them while it waits. A multi-hold takes no `REQUEST`, so the
+/// parking has no latch. The caller replies nothing now.
 pub fn park_all(
     ctx: &Context,
     store: &mut RedisStore,
     owner: &[u8],
     lease: i64,
     wants: &[Want],
-    timeout_ms: i64,
-    session: Option<ClientId>,
+    parking: Parking,
 ) {
+    let Parking {
+        timeout: timeout_ms,
+        session,
+        ..
+    } = parking;
     let bc = block(ctx);
     let ends = (timeout_ms > 0).then(|| store.now_ms().saturating_add(timeout_ms + 1));
     let tickets = wants
@@ -397,17 +399,7 @@ fn serve_all(
         w.session
     });
     if let (Outcome::NilOr(_), Some(client)) = (&outcome, session) {
-        for w in &wants {
-            sessions::bind(
-                ctx,
-                store,
-                client,
-                &w.names,
-                w.hold,
-                &head.owner,
-                head.lease,
-            );
-        }
+        sessions::bind_all(ctx, store, client, &wants, &head.owner, head.lease);
     }
     metrics::bump(Counter::WaitsServed);
     // It was registered until now, so parked: unblocked once, here.

@@ -31,12 +31,11 @@ use redis_module::Context;
 
 use super::clients;
 use super::lines::{any, unregister, with, Parked, LINES};
-use super::parking::{self, Handle, Left, Outcome, Waiters};
+use super::parking::{self, Handle, Left, Outcome, Parking, Waiters};
 use super::queues::lock_id;
 use super::registry::next_parking;
 use crate::engine::error::ERR_REPLICA;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
-use crate::engine::hold::GrantLatch;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::store::{KeyKind, Line, Store};
@@ -81,14 +80,12 @@ pub fn counts() -> (usize, usize) {
 }
 
 /// What a parked fair waiter asks for.
+/// It takes no `SESSION`: the parking binds no connection.
 pub struct FairWait<'a> {
     pub owner: &'a [u8],
     pub lease: i64,
     pub options: FairOptions,
-    /// How long it waits at most; 0 without limit.
-    pub timeout: i64,
-    /// `REQUEST id ttl`: the latch to record when it is served.
-    pub request: Option<GrantLatch>,
+    pub parking: Parking,
 }
 
 /// Parks the calling client, which `fair::acquire` has just queued (or
@@ -99,7 +96,8 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
     let id = lock_id(ctx, names);
     let now = server::milliseconds();
     // A millisecond more: a wait never ends before its time.
-    let ends = (wait.timeout > 0).then(|| now.saturating_add(wait.timeout + 1));
+    let timeout = wait.parking.timeout;
+    let ends = (timeout > 0).then(|| now.saturating_add(timeout + 1));
     let parked = Parked {
         handle: bc as Handle,
         owner: wait.owner.to_vec(),
@@ -107,7 +105,7 @@ pub fn park(ctx: &Context, names: &LockNames, wait: FairWait) {
         wait: wait.options.wait,
         non_reentrant: wait.options.non_reentrant,
         ends,
-        request: wait.request,
+        request: wait.parking.latch,
         seq: next_parking(),
         since: now,
     };

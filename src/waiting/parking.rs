@@ -15,11 +15,12 @@ use std::ptr;
 
 use redis_module::{raw, Context, RedisValue};
 
-use crate::engine::hold::Attempt;
+use crate::engine::hold::{Attempt, GrantLatch};
 use crate::engine::queue::Hold;
 use crate::metrics::{self, Counter};
 use crate::reply;
 use crate::server::{self, Blocked, RawString};
+use crate::sessions::registry::ClientId;
 
 /// Never expected: Redis replied for a parked client we did not unblock.
 const ERR_NO_OUTCOME: &str = "ERR rwlock: the wait ended without an outcome";
@@ -30,6 +31,17 @@ pub type Handle = usize;
 /// The blocked client behind a handle.
 fn blocked(handle: Handle) -> Blocked {
     handle as Blocked
+}
+
+/// What the acquisition driver decides for every client it parks, whatever
+/// it waits for.
+pub struct Parking {
+    /// How long it waits at most; 0 without limit.
+    pub timeout: i64,
+    /// With `SESSION`, the connection its holds are bound to once served.
+    pub session: Option<ClientId>,
+    /// `REQUEST id ttl`: the latch its grant records when it is served.
+    pub latch: Option<GrantLatch>,
 }
 
 /// What a parked client is answered: what its command would have replied

@@ -454,14 +454,14 @@ fn check_all(argv: &[Vec<u8>]) -> Result<(), TestCaseError> {
     })?;
     agree(argv, fair_acquire(&args), ref_fair_acquire(argv), |p, r| {
         (
-            p.lock.names.hash(),
-            p.lock.owner,
-            p.lock.lease,
+            p.call.lock.names.hash(),
+            p.call.lock.owner,
+            p.call.lock.lease,
             p.wait,
             p.no_queue,
             p.non_reentrant,
-            p.block,
-            p.request.map(|q| (q.id.to_vec(), q.ttl)),
+            p.call.block,
+            p.call.request.map(|q| (q.id.to_vec(), q.ttl)),
         ) == (&r.0[..], &r.1[..], r.2, r.3, r.4, r.5, r.6, r.7.clone())
     })?;
     agree(argv, fair_cancel(&args), ref_fair_cancel(argv), |p, r| {
@@ -713,21 +713,13 @@ fn corpus() {
 /// and where the names are for the key spec's report.
 mod multi_holds {
     use super::{Arg, Bytes};
-    use ::rwlock::args::{hold_positions, multi, MultiForm};
+    use ::rwlock::args::{hold_positions, multi, MultiCommand};
     use ::rwlock::engine::error::{ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_SYNTAX, ERR_TIMEOUT};
     use ::rwlock::engine::queue::Hold;
     use redis_module::RedisError;
 
-    const ACQUIRE: MultiForm = MultiForm {
-        lease: true,
-        block: true,
-        session: true,
-    };
-    const UNLOCK: MultiForm = MultiForm {
-        lease: false,
-        block: false,
-        session: false,
-    };
+    const ACQUIRE: MultiCommand = MultiCommand::AcquireAll;
+    const UNLOCK: MultiCommand = MultiCommand::UnlockAll;
 
     fn argv(line: &str) -> Vec<Bytes> {
         line.split(' ')
@@ -735,7 +727,7 @@ mod multi_holds {
             .collect()
     }
 
-    fn error(line: &str, form: MultiForm) -> String {
+    fn error(line: &str, form: MultiCommand) -> String {
         match multi(&argv(line), form) {
             Err(RedisError::Str(e)) => e.to_string(),
             Err(RedisError::WrongArity) => "arity".to_string(),

@@ -15,7 +15,7 @@ func (c *Client) Lock(name string, opts ...LockOption) *Lock {
 	if cfg.fairWaitSet {
 		err = errors.New("rwlock: WithFairWait is a fair lock's option")
 	}
-	return newLock(c, plainPlan{name: name, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, err)
+	return newLock(c, singlePlan{hold: Hold{KindLock, name}, fenced: cfg.fenced, noReentry: cfg.noReentry}, name, c.newOwner(), cfg, err)
 }
 
 // FairLock makes a handle on the fair lock name (FAIRLOCK.*): Redisson's
@@ -76,8 +76,8 @@ func (c *Client) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
 	readCfg.fenced = false // RWLOCK.READ takes no token
 	return &ReadWriteLock{
 		name:  name,
-		read:  newLock(c, rwPlan{name: name, mode: KindRead}, name, owner, readCfg, err),
-		write: newLock(c, rwPlan{name: name, mode: KindWrite, fenced: cfg.fenced}, name, owner, cfg, err),
+		read:  newLock(c, singlePlan{hold: Hold{KindRead, name}}, name, owner, readCfg, err),
+		write: newLock(c, singlePlan{hold: Hold{KindWrite, name}, fenced: cfg.fenced}, name, owner, cfg, err),
 	}
 }
 

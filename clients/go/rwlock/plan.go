@@ -156,20 +156,35 @@ func prefixed(prefix, name, requestID string) string {
 	return prefix + ":{" + name + "}:" + requestID
 }
 
-// plainPlan: LOCK.*, Redisson's RLock, RFencedLock and non-reentrant lock.
-type plainPlan struct {
-	name      string
+// singlePlan: one hold of one lock, the kind saying which commands: LOCK.*
+// (KindLock: Redisson's RLock, RFencedLock and non-reentrant lock) or RWLOCK.*
+// in one mode (KindRead, KindWrite: Redisson's RReadWriteLock's two sides),
+// which differ only in their names and in the release naming its mode.
+type singlePlan struct {
+	hold      Hold
 	fenced    bool
-	noReentry bool
+	noReentry bool // KindLock only: the module has no non-reentrant read-write lock
 }
 
-func (p plainPlan) key() string                   { return p.name }
-func (p plainPlan) latched() bool                 { return true }
-func (p plainPlan) requested() bool               { return true }
-func (p plainPlan) abandon(string, request) []any { return nil }
+func (p singlePlan) key() string                   { return p.hold.Name }
+func (p singlePlan) latched() bool                 { return true }
+func (p singlePlan) requested() bool               { return true }
+func (p singlePlan) abandon(string, request) []any { return nil }
 
-func (p plainPlan) acquire(owner string, r request, session bool, requestID string) []any {
-	args := options([]any{"LOCK.ACQUIRE", p.name, owner, r.leaseMs}, r, session, requestID)
+// family is the commands' prefix: LOCK or RWLOCK.
+func (p singlePlan) family() string {
+	if p.hold.Kind == KindLock {
+		return "LOCK"
+	}
+	return "RWLOCK"
+}
+
+func (p singlePlan) acquire(owner string, r request, session bool, requestID string) []any {
+	command := "LOCK.ACQUIRE"
+	if p.hold.Kind != KindLock {
+		command = "RWLOCK." + string(p.hold.Kind)
+	}
+	args := options([]any{command, p.hold.Name, owner, r.leaseMs}, r, session, requestID)
 	if p.fenced {
 		args = append(args, "FENCED")
 	}
@@ -179,57 +194,25 @@ func (p plainPlan) acquire(owner string, r request, session bool, requestID stri
 	return args
 }
 
-func (p plainPlan) outcome(reply any, _ request) (outcome, error) {
+func (p singlePlan) outcome(reply any, _ request) (outcome, error) {
 	return readOutcome(reply, p.fenced)
 }
 
-func (p plainPlan) release(owner string, leaseMs int64, requestID string) []any {
-	return withRequest([]any{"LOCK.UNLOCK", p.name, owner}, leaseMs, requestID)
-}
-
-func (p plainPlan) released(reply any) (int, error) { return releasedOne(reply) }
-
-func (p plainPlan) renew(owner string, leaseMs int64) []any {
-	return []any{"LOCK.RENEW", p.name, owner, leaseMs}
-}
-
-func (p plainPlan) renewed(reply any) (bool, error) { return renewedOne(reply) }
-
-// rwPlan: RWLOCK.* in one mode, Redisson's RReadWriteLock.
-type rwPlan struct {
-	name   string
-	mode   HoldKind // KindRead or KindWrite
-	fenced bool
-}
-
-func (p rwPlan) key() string                   { return p.name }
-func (p rwPlan) latched() bool                 { return true }
-func (p rwPlan) requested() bool               { return true }
-func (p rwPlan) abandon(string, request) []any { return nil }
-
-func (p rwPlan) acquire(owner string, r request, session bool, requestID string) []any {
-	args := options([]any{"RWLOCK." + string(p.mode), p.name, owner, r.leaseMs}, r, session, requestID)
-	if p.fenced {
-		args = append(args, "FENCED")
+func (p singlePlan) release(owner string, leaseMs int64, requestID string) []any {
+	args := []any{p.family() + ".UNLOCK", p.hold.Name, owner}
+	if p.hold.Kind != KindLock {
+		args = append(args, string(p.hold.Kind))
 	}
-	return args
+	return withRequest(args, leaseMs, requestID)
 }
 
-func (p rwPlan) outcome(reply any, _ request) (outcome, error) {
-	return readOutcome(reply, p.fenced)
+func (p singlePlan) released(reply any) (int, error) { return releasedOne(reply) }
+
+func (p singlePlan) renew(owner string, leaseMs int64) []any {
+	return []any{p.family() + ".RENEW", p.hold.Name, owner, leaseMs}
 }
 
-func (p rwPlan) release(owner string, leaseMs int64, requestID string) []any {
-	return withRequest([]any{"RWLOCK.UNLOCK", p.name, owner, string(p.mode)}, leaseMs, requestID)
-}
-
-func (p rwPlan) released(reply any) (int, error) { return releasedOne(reply) }
-
-func (p rwPlan) renew(owner string, leaseMs int64) []any {
-	return []any{"RWLOCK.RENEW", p.name, owner, leaseMs}
-}
-
-func (p rwPlan) renewed(reply any) (bool, error) { return renewedOne(reply) }
+func (p singlePlan) renewed(reply any) (bool, error) { return renewedOne(reply) }
 
 // multiPlan: LOCK.ACQUIREALL / UNLOCKALL / RENEWALL, several holds as one,
 // routed by the first name (in a cluster all names share a slot).

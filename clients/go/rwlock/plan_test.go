@@ -15,16 +15,16 @@ func TestPlans(t *testing.T) {
 		got  []any
 		want string
 	}{
-		{plainPlan{name: "a"}.acquire("u:1", try, false, ""), "[LOCK.ACQUIRE a u:1 5000]"},
-		{plainPlan{name: "a"}.acquire("u:1", try, false, "q"), "[LOCK.ACQUIRE a u:1 5000 REQUEST q 13500]"},
-		{plainPlan{name: "a", fenced: true, noReentry: true}.acquire("u:1", wait, true, ""), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
-		{plainPlan{name: "a"}.release("u:1", 30000, "r"), "[LOCK.UNLOCK a u:1 LEASE 30000 REQUEST r 13500]"},
-		{plainPlan{name: "a"}.release("u:1", 30000, ""), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
-		{plainPlan{name: "a"}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, ""), "[LOCK.ACQUIRE a u:1 5000]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, "q"), "[LOCK.ACQUIRE a u:1 5000 REQUEST q 13500]"},
+		{singlePlan{hold: Hold{KindLock, "a"}, fenced: true, noReentry: true}.acquire("u:1", wait, true, ""), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, "r"), "[LOCK.UNLOCK a u:1 LEASE 30000 REQUEST r 13500]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, ""), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
 		// The latch lives 13.5 s plus a bounded wait.
-		{rwPlan{name: "b", mode: KindWrite, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, "q"), "[RWLOCK.WRITE b u:2 1 BLOCK 250 REQUEST q 13750 FENCED]"},
-		{rwPlan{name: "b", mode: KindRead}.release("u:2", 7, "r"), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 REQUEST r 13500]"},
-		{rwPlan{name: "b", mode: KindRead}.renew("u:2", 7), "[RWLOCK.RENEW b u:2 7]"},
+		{singlePlan{hold: Hold{KindWrite, "b"}, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, "q"), "[RWLOCK.WRITE b u:2 1 BLOCK 250 REQUEST q 13750 FENCED]"},
+		{singlePlan{hold: Hold{KindRead, "b"}}.release("u:2", 7, "r"), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 REQUEST r 13500]"},
+		{singlePlan{hold: Hold{KindRead, "b"}}.renew("u:2", 7), "[RWLOCK.RENEW b u:2 7]"},
 		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true, "ignored"), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, "ignored"), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.renew("u:3", 5000), "[LOCK.RENEWALL u:3 5000 HOLDS 1 WRITE x]"},
@@ -35,7 +35,7 @@ func TestPlans(t *testing.T) {
 		{fairPlan{name: "f"}.acquire("u:4", request{leaseMs: 9, block: 100, waitMs: 250}, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 100 REQUEST q 13750]"},
 		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", wait), "[FAIRLOCK.CANCEL f u:4 WAIT 5000]"},
 		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", request{waitMs: 250}), "[FAIRLOCK.CANCEL f u:4 WAIT 250]"},
-		{plainPlan{name: "a"}.abandon("u:4", wait), "[]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.abandon("u:4", wait), "[]"},
 		{fairPlan{name: "f"}.release("u:4", 30000, "r"), "[FAIRLOCK.UNLOCK f u:4 LEASE 30000 REQUEST r 13500]"},
 		{fairPlan{name: "f"}.renew("u:4", 900), "[LOCK.RENEW f u:4 900]"},
 	}

@@ -1,12 +1,16 @@
-//! The builder methods the blocking and the async types share, written
-//! once: a client's (`client_builders!`: its constructors but the
-//! Sentinel's, its settings and the lock makers) and a lock handle's
-//! (`lock_builders!`). Each type wraps a `handle::Client` or a
-//! `handle::Handle`, whose own builder a method calls, so the two clients'
-//! types differ in their I/O only. The makers expect `Lock`,
-//! `ReadWriteLock` and `MultiLock` (tuple structs over the client's handle)
-//! and a `fn handle(&self, target) -> Handle` giving the handle its owner
-//! where they are expanded.
+//! The methods the blocking and the async types share, written once (as
+//! the `redis` crate writes its commands once for its connection types):
+//! a client's (`client_builders!`: its constructors but the Sentinel's,
+//! its settings and the lock makers), a lock handle's builders
+//! (`lock_builders!`, a multi-lock's `multi_builders!`) and its calls
+//! (`hold_calls!`, blocking or `async`), a guard's accessors
+//! (`guard_calls!`) and a RedLock's builders (`redlock_builders!`). Each
+//! type wraps a `handle::Client` or a `handle::Handle`, whose own method a
+//! method calls, so the two clients' types differ in their I/O only. The
+//! makers expect `Lock`, `ReadWriteLock` and `MultiLock` (tuple structs
+//! over the client's handle) and a `fn handle(&self, target) -> Handle`
+//! giving the handle its owner where they are expanded; the calls expect
+//! `Guard`.
 
 /// A client's constructors (but [`crate::Client::sentinel`], blocking or
 /// async), settings and lock makers, for the client type `$client`.
@@ -167,5 +171,146 @@ macro_rules! lock_builders {
     };
 }
 
+/// A multi-lock's builders adding its holds, for the type `$multi`.
+macro_rules! multi_builders {
+    ($multi:ident) => {
+        /// Adds the plain lock `name`.
+        pub fn lock(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Lock, name)
+        }
+
+        /// Adds a read hold of the read-write lock `name`.
+        pub fn read(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Read, name)
+        }
+
+        /// Adds the write hold of the read-write lock `name`.
+        pub fn write(self, name: &str) -> $multi {
+            self.hold($crate::command::Kind::Write, name)
+        }
+
+        /// Adds a hold of this kind.
+        pub fn hold(self, kind: $crate::command::Kind, name: &str) -> $multi {
+            $multi(self.0.hold(kind, name))
+        }
+    };
+}
+
+/// The four calls on one kind of hold of a lock, named as given, returning
+/// `Guard`: blocking, or futures with `async await` at the end. `$kind`
+/// (an `Option<Kind>`) says which hold: a read-write lock's of that kind,
+/// or (None) the handle's whole target (a plain lock's, a multi-lock's
+/// holds). `$what` names the hold, `$whose` its owner.
+macro_rules! hold_calls {
+    (
+        $kind:expr => $is_held:ident, $unlock:ident, $acquire:ident, $try_acquire:ident:
+        $what:literal of $whose:literal $(, $async:tt $await:tt)?
+    ) => {
+        #[doc = concat!(
+            "True when ", $whose, " has ", $what, ", as the server says \
+             (Redisson's `isHeldByCurrentThread`): false once its lease ran \
+             out or it was forced open."
+        )]
+        pub $($async)? fn $is_held(&self) -> $crate::error::Result<bool> {
+            self.0.is_held(&self.0.targeted($kind))$(.$await)?
+        }
+
+        #[doc = concat!(
+            "Releases ", $what, " of ", $whose, " once (one level of a \
+             re-entered hold) without its guard (Redisson's `unlock()`), for \
+             a hold whose guard was forgotten (`std::mem::forget`) or is out \
+             of reach: a guard still alive would release another hold when \
+             dropped. [`crate::Error::NotHeld`] when the owner held none (a \
+             multi-lock's: any of its holds; those held are released all the \
+             same)."
+        )]
+        pub $($async)? fn $unlock(&self) -> $crate::error::Result<()> {
+            self.0.unlock(&self.0.targeted($kind))$(.$await)?
+        }
+
+        #[doc = concat!("Takes ", $what, ", waiting on the server as long as it takes.")]
+        pub $($async)? fn $acquire(&self) -> $crate::error::Result<Guard> {
+            let forever = $crate::command::Wait::Forever;
+            self.0.acquire(&self.0.targeted($kind), forever)$(.$await)?
+        }
+
+        #[doc = concat!(
+            "Takes ", $what, ", waiting on the server at most `wait` (zero: \
+             one attempt); [`crate::Error::NotAcquired`] with the PTTL of the \
+             hold in the way (a multi-lock's: the largest) if it is still \
+             held then."
+        )]
+        pub $($async)? fn $try_acquire(
+            &self,
+            wait: std::time::Duration,
+        ) -> $crate::error::Result<Guard> {
+            let wait = $crate::command::Wait::of(wait);
+            self.0.acquire(&self.0.targeted($kind), wait)$(.$await)?
+        }
+    };
+}
+
+/// A guard's accessors and the first step of its release, for a `Guard`
+/// (blocking or async) with the fields `hold`, `released` and `watchdog`
+/// (an `Option<$watchdog>`).
+macro_rules! guard_calls {
+    ($watchdog:ident) => {
+        /// The fencing token a fenced acquisition took.
+        pub fn token(&self) -> Option<i64> {
+            self.hold.token
+        }
+
+        /// The owner holding it.
+        pub fn owner(&self) -> &str {
+            &self.hold.owner
+        }
+
+        /// True once the watchdog found the hold gone (its lease ran out,
+        /// or it was forced open or deleted): whatever it protected is no
+        /// longer protected. Always false without a watchdog.
+        pub fn is_lost(&self) -> bool {
+            self.watchdog.as_ref().is_some_and($watchdog::is_lost)
+        }
+
+        /// Stops the watchdog; whether it had found the hold gone (then it
+        /// is not held, whatever the release replies: a fair lock's replies
+        /// 1 once the lock is gone). [`crate::Error::NotHeld`] when it was
+        /// released already (what a drop after a release finds).
+        fn stop_watching(&mut self) -> $crate::error::Result<bool> {
+            let lost = self.is_lost();
+            if let Some(mut w) = self.watchdog.take() {
+                w.stop();
+            }
+            if std::mem::replace(&mut self.released, true) {
+                return Err($crate::error::Error::NotHeld);
+            }
+            Ok(lost)
+        }
+    };
+}
+
+/// A RedLock's builders (blocking or async), for the type `$redlock`, whose
+/// `spec` field is its `redlock::Spec`.
+macro_rules! redlock_builders {
+    ($redlock:ident) => {
+        /// The lease each master grants.
+        pub fn with_lease(mut self, lease: std::time::Duration) -> $redlock {
+            self.spec.lease = lease;
+            self
+        }
+
+        /// How long connecting to a master and its reply (besides its wait)
+        /// may take before it counts as not granting (default 500 ms).
+        pub fn with_timeout(mut self, timeout: std::time::Duration) -> $redlock {
+            self.spec.timeout = timeout;
+            self
+        }
+    };
+}
+
 pub(crate) use client_builders;
+pub(crate) use guard_calls;
+pub(crate) use hold_calls;
 pub(crate) use lock_builders;
+pub(crate) use multi_builders;
+pub(crate) use redlock_builders;

@@ -403,18 +403,21 @@ pub(crate) fn is_io(e: &redis::RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
 }
 
+/// A command's words, for the unit tests to compare with what the module
+/// takes.
+#[cfg(test)]
+pub(crate) fn args(cmd: &Cmd) -> Vec<String> {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+            _ => "<other>".to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".to_string(),
-            })
-            .collect()
-    }
 
     /// A command's words, as `redis-cli` takes them.
     fn words(line: &str) -> Vec<&str> {
@@ -437,13 +440,8 @@ mod tests {
             args(&read.acquire("o:1", 9, Wait::Forever, false, None)),
             words("RWLOCK.READ r o:1 9 BLOCK 0")
         );
-        let multi = Target {
-            holds: vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())],
-            multi: true,
-            fenced: false,
-            non_reentrant: false,
-            fair: false,
-        };
+        let mut multi = Target::multi();
+        multi.holds = vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())];
         assert!(!multi.requests(), "LOCK.ACQUIREALL takes no REQUEST");
         assert!(read.requests());
         assert_eq!(
@@ -556,13 +554,8 @@ mod tests {
         assert!(lock.released(&Value::Int(0)).is_ok(), "still held");
         assert!(lock.released(&Value::Int(1)).is_ok());
         assert!(matches!(lock.released(&Value::Nil), Err(Error::NotHeld)));
-        let multi = Target {
-            holds: vec![(Kind::Lock, "a".into()), (Kind::Read, "b".into())],
-            multi: true,
-            fenced: false,
-            non_reentrant: false,
-            fair: false,
-        };
+        let mut multi = Target::multi();
+        multi.holds = vec![(Kind::Lock, "a".into()), (Kind::Read, "b".into())];
         let partly = Value::Array(vec![Value::Int(1), Value::Nil]);
         assert!(matches!(multi.released(&partly), Err(Error::NotHeld)));
     }

@@ -3,33 +3,24 @@
 //! release (a session's hold: its connection too).
 //! Every blocking lock kind (plain, read-write, multi) acquires through it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use redis::{Cmd, Connection, Pipeline, Value};
 
+use crate::builders::guard_calls;
 use crate::cluster::Route;
 use crate::command::{acquire_error, is_io, Target, Wait};
 use crate::connection::{checkout, connect};
 use crate::error::{Error, Result};
-use crate::handle::{self, first, single, Hold};
+use crate::handle::{self, exists, single, Granted, Hold, Sent};
 use crate::pool::Pool;
-use crate::sentinel::{Followed, Place};
-use crate::sync::{self, Plan, Trip};
+use crate::sentinel::Followed;
+use crate::sync;
 use crate::watchdog::Watchdog;
 
 /// A blocking lock handle: its owner, when set, replaces the calling
 /// thread's.
 pub(crate) type Handle = handle::Handle<Option<String>>;
-
-/// An acquisition's round trip, answered: the master, the connection, the
-/// acquisition's reply, what was sent after it and those replies.
-struct Sent {
-    client: redis::Client,
-    conn: Connection,
-    reply: Value,
-    plan: Plan,
-    after: Vec<Value>,
-}
 
 impl Handle {
     /// Asks a followed deployment's Sentinels where its master is, when a
@@ -73,7 +64,6 @@ impl Handle {
     }
 
     fn take(&self, target: &Target, wait: Wait) -> Result<Guard> {
-        let options = &self.options;
         let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
         // Each acquisition has a connection to itself while it runs: a
         // BLOCK parks it. One that can be sent again borrows an idle one.
@@ -94,43 +84,10 @@ impl Handle {
             }
             other => other,
         };
-        let Sent {
-            client,
-            conn,
-            reply,
-            plan,
-            after,
-        } = sent.map_err(acquire_error)?;
-        // Read whether or not it was granted: it learns of the master.
-        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
         let pool = self.pools.blocking.clone();
-        // Its replies all came: the connection is clean. A session's hold
-        // is bound to it: its guard keeps it.
-        let session = if options.session {
-            Some(conn)
-        } else {
-            pool.give_back(&client, conn);
-            None
-        };
-        let token = target.acquired(reply, acquisition.wait)?;
-        let mut guard = Guard {
-            hold: Hold::new(client, self, target, acquisition, token),
-            session,
-            pool,
-            released: false,
-            watchdog: None,
-        };
-        if let Err(e) = synced {
-            // Not acknowledged: released rather than held on a master that
-            // could lose it.
-            let _ = guard.release_now();
-            return Err(e);
-        }
-        if options.watchdog() {
-            let hold = &guard.hold;
-            guard.watchdog = Some(Watchdog::start(hold.place.clone(), hold.renewal()));
-        }
-        Ok(guard)
+        let give_back = |client: &redis::Client, conn| pool.give_back(client, conn);
+        let granted = self.granted(target, acquisition, sent.map_err(acquire_error)?, give_back)?;
+        Guard::start(granted, pool, self.options.watchdog())
     }
 
     /// The acquisition `cmd` in one round trip on a connection to its
@@ -146,13 +103,11 @@ impl Handle {
         touch: Option<&Cmd>,
         wait: Wait,
         reuse: bool,
-    ) -> Result<Sent> {
-        let options = &self.options;
-        let none = Plan::none();
+    ) -> Result<Sent<Connection>> {
+        let timeout = self.options.response_timeout;
+        let pool = &self.pools.blocking;
         let mut route = Route::start(&self.endpoint, name);
         loop {
-            let timeout = options.response_timeout;
-            let pool = &self.pools.blocking;
             let mut conn = checkout(pool, &route.client, reuse, timeout, timeout)?;
             let master = self.endpoint.learned_key(&route.client);
             let plan = match self.plan(&master) {
@@ -160,44 +115,23 @@ impl Handle {
                 None => {
                     let asked = Instant::now();
                     let info: String = sync::info().query(&mut conn)?;
-                    self.masters.learn(&master, &info, asked);
-                    self.plan(&master).unwrap_or_else(Plan::none)
+                    self.learned(&master, &info, asked)
                 }
             };
-            // A node that may redirect (the slot's master unknown yet): the
-            // checks wait for the reply, in a round trip of their own.
-            let deferred = !route.asking && !self.endpoint.knows(name);
-            let trip = Trip::new(
-                route.asking,
-                cmd,
-                touch,
-                if deferred { &none } else { &plan },
-            );
             // A BLOCK waits first, then WAIT and WAITAOF behind it.
-            let timeout = sync::timeout(wait.timeout(options.response_timeout), plan.extra());
-            conn.set_read_timeout(timeout)?;
-            let (reply, mut after) = trip.split(trip.pipe.query(&mut conn)?)?;
-            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
-                after = sync::checks(&plan).query(&mut conn)?;
+            conn.set_read_timeout(sync::timeout(wait.timeout(timeout), plan.extra()))?;
+            let trip = self.trip(&route, name, cmd, touch, plan);
+            let replies = trip.pipe.query(&mut conn)?;
+            let mut answered = trip.split(replies)?;
+            if let Some(checks) = answered.checks() {
+                answered.after = checks.query(&mut conn)?;
             }
-            match reply {
-                Value::ServerError(e) => {
-                    let e = redis::RedisError::from(e);
-                    if let Some(not_synced) = sync::no_replicas(&e, &plan) {
-                        return Err(not_synced);
-                    }
+            match answered.refusal()? {
+                None => return Ok(Sent { conn, answered }),
+                Some(e) => {
                     // Answered: the connection serves another call.
-                    self.pools.blocking.give_back(&route.client, conn);
+                    pool.give_back(&route.client, conn);
                     route.follow(&self.endpoint, name, e)?;
-                }
-                reply => {
-                    return Ok(Sent {
-                        client: route.client,
-                        conn,
-                        reply,
-                        plan,
-                        after,
-                    })
                 }
             }
         }
@@ -211,20 +145,10 @@ impl Handle {
     }
 
     fn held(&self, target: &Target) -> Result<bool> {
-        let owner = self.thread_owner();
-        for (name, cmd) in target.held(&owner) {
-            let timeout = self.options.response_timeout;
-            let ask = single(&cmd);
-            let replies = match self.routed(&name, &ask, timeout, true) {
-                // A read: asked again on a new connection when an idle one
-                // failed (the server closed it meanwhile).
-                Err(Error::Redis(e)) if is_io(&e) => {
-                    self.lost(&name, e);
-                    self.routed(&name, &ask, timeout, false)?
-                }
-                other => other?,
-            };
-            if first(replies)? != Value::Int(1) {
+        for (name, cmd) in target.held(&self.thread_owner()) {
+            // A read: asked again on a new connection when an idle one
+            // failed (the server closed it meanwhile).
+            if !exists(self.resent(&name, &single(&cmd), true)?)? {
                 return Ok(false);
             }
         }
@@ -240,51 +164,33 @@ impl Handle {
     }
 
     fn release(&self, target: &Target) -> Result<()> {
-        let options = &self.options;
-        let name = target.name();
-        // Where it is sent is found by the routing below; the hold only
-        // spells the release.
-        let hold = Hold {
-            place: Place::Fixed(self.endpoint.node(name)),
-            target: target.clone(),
-            owner: self.thread_owner(),
-            token: None,
-            lease_ms: options.lease_ms(),
-            session: options.session,
-            response_timeout: options.response_timeout,
-            on_lost: None,
-            requests: Vec::new(),
-            holds: self.holds.clone(),
-        };
+        let hold = self.unguarded(target, self.thread_owner());
         let release = hold.release();
-        let timeout = options.response_timeout;
-        let reuse = release.resendable;
-        let replies = match self.routed(name, &release.pipe, timeout, reuse) {
-            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+        hold.released(self.resent(target.name(), &release.pipe, release.resendable)?)
+    }
+
+    /// Sends `pipe` about the lock `name` as `routed` does, on an
+    /// idle connection when it can be sent again (`resendable`), and then
+    /// once more on a new one when its reply was lost.
+    fn resent(&self, name: &str, pipe: &Pipeline, resendable: bool) -> Result<Vec<Value>> {
+        match self.routed(name, pipe, resendable) {
+            Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e);
-                self.routed(name, &release.pipe, timeout, false)?
+                self.routed(name, pipe, false)
             }
-            other => other?,
-        };
-        hold.released(replies)
+            other => other,
+        }
     }
 
     /// Sends `pipe` about the lock `name` on a connection to its server (in
     /// a cluster, following the redirections of its first command to its
-    /// slot's master), an idle one when `reuse`, awaiting the replies at
-    /// most `timeout`.
-    fn routed(
-        &self,
-        name: &str,
-        pipe: &Pipeline,
-        timeout: Option<Duration>,
-        reuse: bool,
-    ) -> Result<Vec<Value>> {
+    /// slot's master), an idle one when `reuse`.
+    fn routed(&self, name: &str, pipe: &Pipeline, reuse: bool) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
         let pool = &self.pools.blocking;
-        let connect_timeout = self.options.response_timeout;
+        let timeout = self.options.response_timeout;
         loop {
-            let mut conn = checkout(pool, &route.client, reuse, connect_timeout, timeout)?;
+            let mut conn = checkout(pool, &route.client, reuse, timeout, timeout)?;
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query(&mut conn)?;
             }
@@ -313,21 +219,28 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The fencing token a fenced acquisition took.
-    pub fn token(&self) -> Option<i64> {
-        self.hold.token
-    }
+    guard_calls!(Watchdog);
 
-    /// The owner holding it.
-    pub fn owner(&self) -> &str {
-        &self.hold.owner
-    }
-
-    /// True once the watchdog found the hold gone (its lease ran out, or it
-    /// was forced open or deleted): whatever it protected is no longer
-    /// protected. Always false without a watchdog.
-    pub fn is_lost(&self) -> bool {
-        self.watchdog.as_ref().is_some_and(Watchdog::is_lost)
+    /// The guard of what `granted` took (a watchdog renewing it when
+    /// `watched`), or its release when the replicas did not acknowledge
+    /// it: released rather than held on a master that could lose it.
+    fn start(granted: Granted<Connection>, pool: Pool<Connection>, watched: bool) -> Result<Guard> {
+        let mut guard = Guard {
+            hold: granted.hold,
+            session: granted.session,
+            pool,
+            released: false,
+            watchdog: None,
+        };
+        if let Err(e) = granted.synced {
+            let _ = guard.release_now();
+            return Err(e);
+        }
+        if watched {
+            let hold = &guard.hold;
+            guard.watchdog = Some(Watchdog::start(hold.place.clone(), hold.renewal()));
+        }
+        Ok(guard)
     }
 
     /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
@@ -337,16 +250,7 @@ impl Guard {
     }
 
     fn release_now(&mut self) -> Result<()> {
-        // A hold the watchdog found gone is not held, whatever the release
-        // replies (a fair lock's replies 1 once the lock is gone).
-        let lost = self.is_lost();
-        if let Some(mut w) = self.watchdog.take() {
-            w.stop();
-        }
-        // Released already (what a drop after `release` finds).
-        if std::mem::replace(&mut self.released, true) {
-            return Err(Error::NotHeld);
-        }
+        let lost = self.stop_watching()?;
         let place = self.hold.place.clone();
         let followed = place.followed();
         self.follow(followed);

@@ -3,20 +3,21 @@
 //! options) and its builder methods, what an acquisition sends, and a hold
 //! (what its guard renews and releases).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Pipeline, Value};
 
-use crate::cluster::Endpoint;
+use crate::cluster::{Endpoint, Route};
 use crate::command::{self, Kind, Target, Wait};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
 use crate::pool::Pools;
 use crate::sentinel::Place;
-use crate::sync::{Masters, Plan};
+use crate::sync::{Answered, Masters, Plan, Trip};
 use crate::watchdog::{LostHold, OnLost, Renewal};
 
 /// A client's locks: one client id, where they live, the options.
@@ -233,12 +234,99 @@ impl Acquisition<'_> {
     }
 }
 
+/// An acquisition's round trip, answered, and the connection it was sent
+/// on (`C`: the blocking client's or the async one's).
+pub(crate) struct Sent<C> {
+    pub conn: C,
+    pub answered: Answered,
+}
+
+/// What an answered acquisition took: the hold, a session's connection
+/// (the server binds the hold to it), and whether the replicas
+/// acknowledged it (when they did not, the caller releases it).
+pub(crate) struct Granted<C> {
+    pub hold: Hold,
+    pub session: Option<C>,
+    pub synced: Result<()>,
+}
+
 impl<O> Handle<O> {
     /// What an acquisition on `master` sends after it (see
     /// [`Masters::plan`]); None until `master`'s `INFO` was learned.
     pub fn plan(&self, master: &str) -> Option<Plan> {
         self.masters
             .plan(master, &self.options.sync, Instant::now())
+    }
+
+    /// The plan for `master` once its `INFO` reply `info`, asked at
+    /// `asked` (see [`Handle::plan`]), is learned.
+    pub fn learned(&self, master: &str, info: &str, asked: Instant) -> Plan {
+        self.masters.learn(master, info, asked);
+        self.plan(master).unwrap_or_else(Plan::none)
+    }
+
+    /// The round trip of the acquisition `cmd` of the lock `name` (after a
+    /// resend, with `touch`) to where `route` is, with what `plan` sends
+    /// after it; held back when that node may redirect it (the slot's
+    /// master is not known yet).
+    pub fn trip(
+        &self,
+        route: &Route,
+        name: &str,
+        cmd: &Cmd,
+        touch: Option<&Cmd>,
+        plan: Plan,
+    ) -> Trip {
+        let deferred = !route.asking && !self.endpoint.knows(name);
+        Trip::new(route, deferred, cmd, touch, plan)
+    }
+
+    /// What the acquisition of `target` that `sent` answered took.
+    /// Whether the replicas acknowledged it is read whether or not it was
+    /// granted: it learns of the master. Its replies all came, so its
+    /// connection is clean: a session's hold keeps it, another goes to
+    /// `give_back`. The refusals as errors ([`Error::NotAcquired`]...).
+    pub fn granted<C>(
+        &self,
+        target: &Target,
+        acquisition: Acquisition<'_>,
+        sent: Sent<C>,
+        give_back: impl FnOnce(&redis::Client, C),
+    ) -> Result<Granted<C>> {
+        let Sent { conn, answered } = sent;
+        let master = self.endpoint.learned_key(&answered.client);
+        let synced = answered.plan.read(&answered.after, &self.masters, &master);
+        let session = if self.options.session {
+            Some(conn)
+        } else {
+            give_back(&answered.client, conn);
+            None
+        };
+        let token = target.acquired(answered.reply, acquisition.wait)?;
+        let hold = Hold::new(answered.client, self, target, acquisition, token);
+        Ok(Granted {
+            hold,
+            session,
+            synced,
+        })
+    }
+
+    /// The hold `owner` may have of `target`, released without its guard:
+    /// where the release is sent is found by routing it; the hold only
+    /// spells it.
+    pub fn unguarded(&self, target: &Target, owner: String) -> Hold {
+        Hold {
+            place: Place::Fixed(self.endpoint.node(target.name())),
+            target: target.clone(),
+            owner,
+            token: None,
+            lease_ms: self.options.lease_ms(),
+            session: self.options.session,
+            response_timeout: self.options.response_timeout,
+            on_lost: None,
+            requests: Vec::new(),
+            holds: self.holds.clone(),
+        }
     }
 
     pub fn fenced(mut self) -> Self {
@@ -291,13 +379,17 @@ impl<O> Handle<O> {
         self.target.name()
     }
 
-    /// The read-write lock's target for a hold of `kind`.
-    pub fn of_kind(&self, kind: Kind) -> Target {
+    /// What a call is about: the whole target (None), or a read-write
+    /// lock's hold of `kind`.
+    pub fn targeted(&self, kind: Option<Kind>) -> Cow<'_, Target> {
+        let Some(kind) = kind else {
+            return Cow::Borrowed(&self.target);
+        };
         let mut target = self.target.clone();
         if let Some(hold) = target.holds.first_mut() {
             hold.0 = kind;
         }
-        target
+        Cow::Owned(target)
     }
 
     /// Refuses what the server would refuse, then builds the acquisition of
@@ -488,6 +580,11 @@ pub(crate) fn single(cmd: &Cmd) -> Pipeline {
     pipe
 }
 
+/// True when an `HEXISTS`'s `replies` say the field is there.
+pub(crate) fn exists(replies: Vec<Value>) -> Result<bool> {
+    Ok(first(replies)? == Value::Int(1))
+}
+
 /// The first of a pipeline's `replies`; an error reply as the error.
 pub(crate) fn first(replies: Vec<Value>) -> Result<Value> {
     match replies.into_iter().next() {
@@ -500,15 +597,7 @@ pub(crate) fn first(replies: Vec<Value>) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".to_string(),
-            })
-            .collect()
-    }
+    use crate::command::args;
 
     fn hold(holds: &Holds, requests: &[&str]) -> Hold {
         Hold {
@@ -527,7 +616,7 @@ mod tests {
 
     /// The release's request id and the `DEL`'s keys, if it has one.
     fn sent(release: &Release) -> (String, Option<Vec<String>>) {
-        let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(words).collect();
+        let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(args).collect();
         let at = cmds[0]
             .iter()
             .position(|w| w == "REQUEST")

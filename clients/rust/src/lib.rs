@@ -124,7 +124,8 @@
 // only files before it:
 //   error, owner → command → sentinel → options, cluster, pool →
 //   connection → sync, watchdog
-//   → handle (what both clients share) → guard (the blocking acquisition
+//   → handle (what both clients share) → builders (the methods both
+//   clients' types share, as macros) → guard (the blocking acquisition
 //   and its guard) → lock, rwlock, multi → client;
 //   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).

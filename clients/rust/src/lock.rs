@@ -1,10 +1,6 @@
 //! Redisson's `RLock` (and `RFencedLock`) for the blocking client.
 
-use std::time::Duration;
-
-use crate::builders::lock_builders;
-use crate::command::Wait;
-use crate::error::Result;
+use crate::builders::{hold_calls, lock_builders};
 use crate::guard::{Guard, Handle};
 
 /// Redisson's `RLock` (`RFencedLock` with [`Lock::fenced`]): one holder at a
@@ -26,30 +22,8 @@ impl Lock {
         self.0.thread_owner()
     }
 
-    /// True when the calling thread's owner holds the lock, as the server
-    /// says (Redisson's `isHeldByCurrentThread`): false once its lease ran
-    /// out or it was forced open.
-    pub fn is_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.target)
-    }
-
-    /// Releases one hold of the calling thread's owner without its guard
-    /// (Redisson's `unlock()`), for a hold whose guard was forgotten
-    /// (`std::mem::forget`) or is out of reach; a guard still alive would
-    /// release another hold when dropped. [`crate::Error::NotHeld`] when
-    /// the owner held none.
-    pub fn unlock(&self) -> Result<()> {
-        self.0.unlock(&self.0.target)
-    }
-
-    /// The lock, waiting on the server as long as it takes.
-    pub fn acquire(&self) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::Forever)
-    }
-
-    /// The lock, waiting on the server at most `wait` (zero: one attempt).
-    /// [`crate::Error::NotAcquired`] if it is still held then.
-    pub fn try_acquire(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::of(wait))
-    }
+    hold_calls!(
+        None => is_held, unlock, acquire, try_acquire:
+        "the lock" of "the calling thread's owner"
+    );
 }

@@ -17,18 +17,31 @@ use redis::Connection;
 /// most calls a client had under way at once, up to this, stay open).
 const IDLE: usize = 64;
 
-/// Idle connections by server address.
-pub(crate) struct Pool<C>(Arc<Mutex<HashMap<String, Vec<C>>>>);
+/// Something kept per server, by its address, shared by the clones: a
+/// client's idle connections ([`Pool`]) or its shared ones ([`Shared`]).
+pub(crate) struct ByServer<V>(Arc<Mutex<HashMap<String, V>>>);
 
-impl<C> Clone for Pool<C> {
+/// Idle connections by server address.
+pub(crate) type Pool<C> = ByServer<Vec<C>>;
+
+/// One connection per server that every call never waiting on the server
+/// shares (the async client's tries and releases): the `redis` crate
+/// pipelines concurrent calls on one multiplexed connection, so the server
+/// reads and answers several calls at once, where a connection each costs
+/// it a read and a write per call.
+pub(crate) type Shared<C> = ByServer<C>;
+
+// Written out rather than derived: a derive would ask `V: Clone`
+// (`Default`), which connections need not be.
+impl<V> Clone for ByServer<V> {
     fn clone(&self) -> Self {
-        Pool(Arc::clone(&self.0))
+        ByServer(Arc::clone(&self.0))
     }
 }
 
-impl<C> Default for Pool<C> {
+impl<V> Default for ByServer<V> {
     fn default() -> Self {
-        Pool(Arc::default())
+        ByServer(Arc::default())
     }
 }
 
@@ -38,14 +51,24 @@ pub(crate) fn server(client: &redis::Client) -> String {
     client.get_connection_info().addr().to_string()
 }
 
-impl<C> Pool<C> {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Vec<C>>> {
+impl<V> ByServer<V> {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, V>> {
         // A panic elsewhere leaves the map as consistent as before it.
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Closes what is kept for `client`'s server: a connection to it
+    /// failed, so the others (as old, or older) are suspect too (a
+    /// restarted or failed over server closed them all); a shared one is
+    /// made again by the next call.
+    pub fn clear(&self, client: &redis::Client) {
+        self.map().remove(&server(client));
+    }
+}
+
+impl<C> Pool<C> {
     /// An idle connection to `client`'s server, the latest given back.
     pub fn take(&self, client: &redis::Client) -> Option<C> {
         self.map().get_mut(&server(client))?.pop()
@@ -61,13 +84,6 @@ impl<C> Pool<C> {
         }
     }
 
-    /// Closes the idle connections to `client`'s server: one of them failed,
-    /// so the others (as old, or older) are suspect too (a restarted or
-    /// failed over server closed them all).
-    pub fn clear(&self, client: &redis::Client) {
-        self.map().remove(&server(client));
-    }
-
     /// The idle connections kept for `client`'s server, for the tests.
     #[cfg(test)]
     pub fn idle(&self, client: &redis::Client) -> usize {
@@ -75,33 +91,7 @@ impl<C> Pool<C> {
     }
 }
 
-/// One connection per server that every call never waiting on the server
-/// shares (the async client's tries and releases): the `redis` crate
-/// pipelines concurrent calls on one multiplexed connection, so the server
-/// reads and answers several calls at once, where a connection each costs
-/// it a read and a write per call.
-pub(crate) struct Shared<C>(Arc<Mutex<HashMap<String, C>>>);
-
-impl<C> Clone for Shared<C> {
-    fn clone(&self) -> Self {
-        Shared(Arc::clone(&self.0))
-    }
-}
-
-impl<C> Default for Shared<C> {
-    fn default() -> Self {
-        Shared(Arc::default())
-    }
-}
-
 impl<C: Clone> Shared<C> {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, C>> {
-        // A panic elsewhere leaves the map as consistent as before it.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The shared connection to `client`'s server, if one was made.
     pub fn get(&self, client: &redis::Client) -> Option<C> {
         self.map().get(&server(client)).cloned()
@@ -110,12 +100,6 @@ impl<C: Clone> Shared<C> {
     /// `conn` is the shared connection to `client`'s server from now on.
     pub fn set(&self, client: &redis::Client, conn: C) {
         self.map().insert(server(client), conn);
-    }
-
-    /// Forgets the shared connection to `client`'s server (a call on it
-    /// failed): the next call makes another.
-    pub fn clear(&self, client: &redis::Client) {
-        self.map().remove(&server(client));
     }
 }
 

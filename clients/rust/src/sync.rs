@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, Pipeline, Value};
 
+use crate::cluster::Route;
 use crate::command::millis;
 use crate::error::{Error, Result};
 use crate::options::{Aof, Replicas, SyncOptions};
@@ -303,6 +304,11 @@ pub(crate) fn timeout(base: Option<Duration>, wait: Duration) -> Option<Duration
 /// commands. Every reply is read, errors included.
 pub(crate) struct Trip {
     pub pipe: Pipeline,
+    /// The node it is sent to.
+    client: redis::Client,
+    plan: Plan,
+    /// The plan's commands are held back (see [`Trip::new`]).
+    deferred: bool,
     /// Replies before the acquisition's.
     before: usize,
     /// Replies between the acquisition's and the plan's.
@@ -310,57 +316,105 @@ pub(crate) struct Trip {
 }
 
 impl Trip {
-    pub fn new(asking: bool, cmd: &Cmd, touch: Option<&Cmd>, plan: &Plan) -> Trip {
+    /// The trip of `cmd` to where `route` is. `deferred`: to a node that
+    /// may redirect it (the slot's master unknown yet), whose `WAIT` would
+    /// wait for that node's replicas, for nothing: the plan's commands wait
+    /// for the reply, in a round trip of their own ([`Answered::checks`]).
+    pub fn new(route: &Route, deferred: bool, cmd: &Cmd, touch: Option<&Cmd>, plan: Plan) -> Trip {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        if asking {
+        if route.asking {
             pipe.cmd("ASKING");
         }
         pipe.add_command(cmd.clone());
         if let Some(touch) = touch {
             pipe.add_command(touch.clone());
         }
-        for cmd in plan.commands() {
-            pipe.add_command(cmd);
+        if !deferred {
+            for cmd in plan.commands() {
+                pipe.add_command(cmd);
+            }
         }
         Trip {
             pipe,
-            before: usize::from(asking),
+            client: route.client.clone(),
+            plan,
+            deferred,
+            before: usize::from(route.asking),
             between: usize::from(touch.is_some()),
         }
     }
 
-    /// The acquisition's reply and the plan's commands' replies.
-    pub fn split(&self, replies: Vec<Value>) -> Result<(Value, Vec<Value>)> {
+    /// The trip's `replies` read: the acquisition's, and the plan's
+    /// commands'.
+    pub fn split(self, replies: Vec<Value>) -> Result<Answered> {
         let mut replies = replies.into_iter().skip(self.before);
         let Some(reply) = replies.next() else {
             return Err(Error::UnexpectedReply("no reply to the acquisition".into()));
         };
-        Ok((reply, replies.skip(self.between).collect()))
+        Ok(Answered {
+            client: self.client,
+            reply,
+            plan: self.plan,
+            after: replies.skip(self.between).collect(),
+            deferred: self.deferred,
+        })
     }
 }
 
-/// The plan's commands alone, for an acquisition sent without them (to a
-/// cluster's node that may redirect it: a `WAIT` there would wait for that
-/// node's replicas, for nothing).
-pub(crate) fn checks(plan: &Plan) -> Pipeline {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for cmd in plan.commands() {
-        pipe.add_command(cmd);
-    }
-    pipe
+/// An acquisition's round trip, answered: the node it went to, the
+/// acquisition's reply, the plan and the replies of its commands.
+pub(crate) struct Answered {
+    pub client: redis::Client,
+    pub reply: Value,
+    pub plan: Plan,
+    pub after: Vec<Value>,
+    deferred: bool,
 }
 
-/// An acquisition the master refused for want of replicas (`NOREPLICAS`:
-/// its `min-replicas-to-write`): nothing was written.
-pub(crate) fn no_replicas(e: &redis::RedisError, plan: &Plan) -> Option<Error> {
-    (e.code() == Some("NOREPLICAS")).then(|| plan.not_synced(e.to_string()))
+impl Answered {
+    /// The plan's commands held back ([`Trip::new`]), to send now in a
+    /// round trip of their own: None when there are none, or when the reply
+    /// is an error (a redirection or a refusal: nothing to acknowledge).
+    pub fn checks(&self) -> Option<Pipeline> {
+        // Asked after the cheap tests: building the commands allocates, on
+        // every acquisition.
+        if !self.deferred || matches!(self.reply, Value::ServerError(_)) {
+            return None;
+        }
+        let commands = self.plan.commands();
+        if commands.is_empty() {
+            return None;
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for cmd in commands {
+            pipe.add_command(cmd);
+        }
+        Some(pipe)
+    }
+
+    /// The error reply for the route to follow (a redirection; any other
+    /// error is what the route returns); None when the lock answered.
+    /// [`Error::NotSynced`] when the master refused it for want of
+    /// replicas (`NOREPLICAS`: its `min-replicas-to-write`): nothing was
+    /// written.
+    pub fn refusal(&self) -> Result<Option<redis::RedisError>> {
+        let Value::ServerError(e) = &self.reply else {
+            return Ok(None);
+        };
+        let e = redis::RedisError::from(e.clone());
+        if e.code() == Some("NOREPLICAS") {
+            return Err(self.plan.not_synced(e.to_string()));
+        }
+        Ok(Some(e))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::args;
 
     const MASTER: &str = "127.0.0.1:6379";
 
@@ -372,19 +426,22 @@ mod tests {
         )
     }
 
+    /// Masters that learned [`MASTER`]'s `INFO` saying `replicas` and
+    /// `aof`, and when.
+    fn learned(replicas: usize, aof: bool) -> (Masters, Instant) {
+        let masters = Masters::default();
+        let now = Instant::now();
+        masters.learn(MASTER, &info(replicas, aof), now);
+        (masters, now)
+    }
+
     fn names(plan: &Plan) -> Vec<String> {
-        plan.commands()
-            .iter()
-            .map(|c| {
-                c.args_iter()
-                    .map(|a| match a {
-                        redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                        _ => "<other>".into(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect()
+        plan.commands().iter().map(|c| args(c).join(" ")).collect()
+    }
+
+    /// What an acquisition on [`MASTER`] sends after it, learned as it is.
+    fn planned(masters: &Masters, options: &SyncOptions, now: Instant) -> Vec<String> {
+        names(&masters.plan(MASTER, options, now).expect("learned"))
     }
 
     #[test]
@@ -444,17 +501,12 @@ mod tests {
 
     #[test]
     fn an_explicit_count_wins() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(3, false), now);
+        let (masters, now) = learned(3, false);
         let one = SyncOptions {
             replicas: Replicas::Exactly(1),
             ..SyncOptions::default()
         };
-        assert_eq!(
-            names(&masters.plan(MASTER, &one, now).expect("p")),
-            ["WAIT 1 1000"]
-        );
+        assert_eq!(planned(&masters, &one, now), ["WAIT 1 1000"]);
         let none = SyncOptions {
             replicas: Replicas::Exactly(0),
             aof: Aof::Off,
@@ -475,23 +527,14 @@ mod tests {
 
     #[test]
     fn the_aof_auto_required_or_off() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(0, true), now);
+        let (masters, now) = learned(0, true);
         let auto = SyncOptions::default();
-        assert_eq!(
-            names(&masters.plan(MASTER, &auto, now).expect("p")),
-            ["WAITAOF 1 0 1000"]
-        );
+        assert_eq!(planned(&masters, &auto, now), ["WAITAOF 1 0 1000"]);
         let off = SyncOptions {
             aof: Aof::Off,
             ..SyncOptions::default()
         };
-        assert!(masters
-            .plan(MASTER, &off, now)
-            .expect("p")
-            .commands()
-            .is_empty());
+        assert!(planned(&masters, &off, now).is_empty());
         // Required: also where the master says it writes none.
         let required = SyncOptions {
             aof: Aof::Required,
@@ -522,19 +565,13 @@ mod tests {
 
     #[test]
     fn a_master_without_waitaof_is_learned() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(0, true), now);
+        let (masters, now) = learned(0, true);
         let auto = SyncOptions::default();
         let plan = masters.plan(MASTER, &auto, now).expect("p");
         let unknown = || error("-ERR unknown command 'WAITAOF', with args beginning with: \r\n");
         // AUTO: WAIT alone is the check; WAITAOF is not sent again.
         assert!(plan.read(&[unknown()], &masters, MASTER).is_ok());
-        assert!(masters
-            .plan(MASTER, &auto, now)
-            .expect("p")
-            .commands()
-            .is_empty());
+        assert!(planned(&masters, &auto, now).is_empty());
         // Required: it fails, at once on that master thereafter.
         let required = SyncOptions {
             aof: Aof::Required,
@@ -550,9 +587,7 @@ mod tests {
 
     #[test]
     fn replies_decide_and_unknown_waitaof_is_learned() {
-        let masters = Masters::default();
-        let now = Instant::now();
-        masters.learn(MASTER, &info(1, true), now);
+        let (masters, now) = learned(1, true);
         let plan = masters
             .plan(MASTER, &SyncOptions::default(), now)
             .expect("p");

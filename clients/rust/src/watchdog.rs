@@ -109,12 +109,29 @@ struct Renewing<C> {
 }
 
 impl<C> Renewing<C> {
-    /// The connection in `slot` when it is one to `client`'s server.
-    fn to<'a>(slot: &'a mut Option<Renewing<C>>, client: &redis::Client) -> Option<&'a mut C> {
+    /// True when `slot` holds no connection to `client`'s server: a turn
+    /// makes one (the first, after a failure, or followed through Sentinel
+    /// to a master that moved).
+    fn missing(slot: &Option<Renewing<C>>, client: &redis::Client) -> bool {
         let address = sentinel::address(client);
-        slot.as_mut()
-            .filter(|r| r.address == address)
-            .map(|r| &mut r.conn)
+        slot.as_ref().is_none_or(|r| r.address != address)
+    }
+
+    /// The connection a turn renews on: the one in `slot`, replaced by
+    /// `made` (what connecting to `client` gave: None when it failed) when
+    /// one was made.
+    fn conn<'a, E>(
+        slot: &'a mut Option<Renewing<C>>,
+        client: &redis::Client,
+        made: Option<std::result::Result<C, E>>,
+    ) -> Option<&'a mut C> {
+        if let Some(made) = made {
+            *slot = made.ok().map(|conn| Renewing {
+                address: sentinel::address(client),
+                conn,
+            });
+        }
+        slot.as_mut().map(|r| &mut r.conn)
     }
 }
 
@@ -142,15 +159,9 @@ impl Watchdog {
                         followed.refresh_blocking();
                     }
                     let client = place.client();
-                    if Renewing::to(&mut conn, &client).is_none() {
-                        conn = crate::connection::connect(&client, renewal.response_timeout)
-                            .ok()
-                            .map(|conn| Renewing {
-                                address: sentinel::address(&client),
-                                conn,
-                            });
-                    }
-                    let Some(c) = conn.as_mut().map(|r| &mut r.conn) else {
+                    let made = Renewing::missing(&conn, &client)
+                        .then(|| crate::connection::connect(&client, renewal.response_timeout));
+                    let Some(c) = Renewing::conn(&mut conn, &client, made) else {
                         continue;
                     };
                     match Turn::of(renewal.cmd().query(c), &place) {
@@ -213,19 +224,18 @@ impl AsyncWatchdog {
                         followed.refresh().await;
                     }
                     let client = place.client();
-                    if Renewing::to(&mut conn, &client).is_none() {
+                    let made = if Renewing::missing(&conn, &client) {
                         let config = redis::AsyncConnectionConfig::new()
                             .set_response_timeout(renewal.response_timeout);
-                        conn = client
-                            .get_multiplexed_async_connection_with_config(&config)
-                            .await
-                            .ok()
-                            .map(|conn| Renewing {
-                                address: sentinel::address(&client),
-                                conn,
-                            });
-                    }
-                    let Some(c) = conn.as_mut().map(|r| &mut r.conn) else {
+                        Some(
+                            client
+                                .get_multiplexed_async_connection_with_config(&config)
+                                .await,
+                        )
+                    } else {
+                        None
+                    };
+                    let Some(c) = Renewing::conn(&mut conn, &client, made) else {
                         continue;
                     };
                     match Turn::of(renewal.cmd().query_async(c).await, &place) {

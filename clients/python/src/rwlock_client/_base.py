@@ -2,8 +2,8 @@
 state, their options, and their conversations with the server written
 once as generators (sans I/O). A conversation yields each command with its
 reply timeout and is sent the reply, or thrown the error the call raised;
-`lock.py` and `asyncio/lock.py` only carry the commands over a connection,
-with or without `await`."""
+the links (`_link.py`, `asyncio/_link.py`) only carry the steps over a
+connection, with or without `await`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
@@ -20,6 +20,7 @@ from ._core import (
     DEFAULT,
     DEFAULT_WATCHDOG_TIMEOUT,
     REPLY_MARGIN,
+    Acquisition,
     Args,
     FairPlan,
     Hold,
@@ -85,6 +86,34 @@ Step = Union[Tuple[Args, Optional[float]], Batch, Reconnect, AskMaster]
 Conversation = Generator[Step, Any, T]
 
 INFO: Args = ["INFO", "replication", "persistence"]
+
+
+class Run(Generic[T]):
+    """A conversation under way, for the sync and asyncio `Link.converse` to
+    carry over a connection: `step` is what it asks for next, `answer` and
+    `fail` give it what that step got (a reply, or the error raised), and
+    once it is `done`, `result` is what it returned. The generator's
+    protocol (send, throw, StopIteration) is spoken here, once."""
+
+    step: Step
+    result: T
+
+    def __init__(self, conversation: Conversation[T]) -> None:
+        self._conversation = conversation
+        self.done = False
+        self._resume(conversation.send, None)
+
+    def answer(self, reply: Any) -> None:
+        self._resume(self._conversation.send, reply)
+
+    def fail(self, error: Exception) -> None:
+        self._resume(self._conversation.throw, error)
+
+    def _resume(self, resume: Callable[[Any], Step], value: Any) -> None:
+        try:
+            self.step = resume(value)
+        except StopIteration as finished:
+            self.done, self.result = True, finished.value
 
 
 @dataclass
@@ -336,13 +365,8 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
 
     def _acquisition(self, request: Request, block_ms: Optional[int], ident: Optional[str]) -> Args:
         ttl = request_ttl(block_ms)
-        return self._plan.acquire(
-            request.owner,
-            request.lease_ms,
-            block_ms,
-            self.session,
-            None if ident is None else (ident, ttl),
-        )
+        requested = None if ident is None else (ident, ttl)
+        return self._plan.acquire(Acquisition(request.owner, request.lease_ms, block_ms, self.session, requested))
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
@@ -444,6 +468,30 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         keys: Args = [*earlier, *spent, *(self._plan.acquire_latch(i) for i in ids)]
         kept = self._plan.latch(request) if last else None
         return Releasing([args, ["DEL", *keys]] if keys else [args], True, kept)
+
+    def _releasing(self, releasing: "Releasing") -> Conversation[Any]:
+        """A release's pipeline, and the release's reply (`_release_reply`).
+        When the reply is lost (a connection error or a read timeout: the
+        release may or may not have run), a release with a request id is
+        sent again, once, on a new connection: the server answers it from
+        its latch as it answered the first send (the release's own latch
+        is in no `DEL` of its), instead of releasing a re-entered hold
+        twice."""
+        batch = Batch(releasing.commands, releasing.timeouts)
+        try:
+            replies = yield batch
+        except (ConnectionError, TimeoutError):
+            if not releasing.requested:
+                raise
+            yield RECONNECT
+            replies = yield batch
+        return self._release_reply(replies)
+
+    def _session_gone(self, owner: str, state: Held[LinkT, DogT]) -> Optional[LinkT]:
+        """After the session's connection failed, its holds are gone with
+        it: forgets them, and returns the connection, to close."""
+        with self._guard:
+            return self._forget(owner, state)
 
     def _keep_latch(self, releasing: "Releasing") -> None:
         """Once a last release is done with (no resend to come), its latch

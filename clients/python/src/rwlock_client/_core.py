@@ -290,6 +290,22 @@ def masters_of(client: Any) -> Masters:
 
 
 @dataclass(frozen=True)
+class Acquisition:
+    """One acquisition, as a `Plan` sends it: the owner, its lease, the wait
+    (`block_of`: None one attempt, 0 without limit), whether the hold is
+    the connection's (`SESSION`), and `request` (`id`, `ttl`), which makes
+    it idempotent: a resend with that id within ttl ms of the grant
+    replies the grant again and takes nothing more (docs/design.md
+    §14.7)."""
+
+    owner: str
+    lease_ms: int
+    block_ms: Optional[int] = None
+    session: bool = False
+    request: Optional[AcquireRequest] = None
+
+
+@dataclass(frozen=True)
 class Outcome:
     """An acquisition's reply: taken, or the PTTL of what is in the way."""
 
@@ -313,35 +329,18 @@ class Plan:
     #: `LOCK.ACQUIREALL` has none).
     requests = True
 
-    def acquire(
-        self,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest] = None,
-    ) -> Args:
-        """The acquisition; `request` (`id`, `ttl`) makes it idempotent: a
-        resend with that id within ttl ms of the grant replies the grant
-        again and takes nothing more (docs/design.md §14.7)."""
+    def acquire(self, a: Acquisition) -> Args:
+        """The acquisition `a`."""
         raise NotImplementedError
 
-    def _acquire(
-        self,
-        command: str,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest],
-    ) -> Args:
+    def _acquire(self, command: str, a: Acquisition) -> Args:
         """`command key owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl]`."""
-        args: Args = [command, self.key, owner, lease_ms]
-        args += _options(block_ms, session)
+        args: Args = [command, self.key, a.owner, a.lease_ms]
+        args += _options(a)
         if self.fenced:
             args.append("FENCED")
-        if request is not None:
-            args += ["REQUEST", request[0], request[1]]
+        if a.request is not None:
+            args += ["REQUEST", a.request[0], a.request[1]]
         return args
 
     def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
@@ -385,11 +384,11 @@ class Plan:
         return int(reply) == 1
 
 
-def _options(block_ms: Optional[int], session: bool) -> Args:
+def _options(a: Acquisition) -> Args:
     args: Args = []
-    if block_ms is not None:
-        args += ["BLOCK", block_ms]
-    if session:
+    if a.block_ms is not None:
+        args += ["BLOCK", a.block_ms]
+    if a.session:
         args.append("SESSION")
     return args
 
@@ -417,15 +416,8 @@ class PlainPlan(Plan):
         super().__init__(key, fenced)
         self.reentrant = reentrant
 
-    def acquire(
-        self,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest] = None,
-    ) -> Args:
-        args = self._acquire("LOCK.ACQUIRE", owner, lease_ms, block_ms, session, request)
+    def acquire(self, a: Acquisition) -> Args:
+        args = self._acquire("LOCK.ACQUIRE", a)
         if not self.reentrant:
             args.append("NOREENTRY")
         return args
@@ -443,15 +435,8 @@ class ReadWritePlan(Plan):
         super().__init__(key, fenced)
         self.mode = mode
 
-    def acquire(
-        self,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest] = None,
-    ) -> Args:
-        return self._acquire("RWLOCK." + self.mode, owner, lease_ms, block_ms, session, request)
+    def acquire(self, a: Acquisition) -> Args:
+        return self._acquire("RWLOCK." + self.mode, a)
 
     def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
         return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, request)
@@ -471,31 +456,24 @@ class FairPlan(Plan):
         super().__init__(key)
         self.reentrant = reentrant
 
-    def acquire(
-        self,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest] = None,
-    ) -> Args:
+    def acquire(self, a: Acquisition) -> Args:
         """`FAIRLOCK.ACQUIRE key owner lease` and: a try `NOQUEUE`; a wait
         of W ms `WAIT W BLOCK W` (Redisson's `tryLock(W)` sends W as the
         thread wait time); without limit `BLOCK 0` (the server's
         `rwlock.fair-wait`, Redisson's 5 minutes)."""
-        if session:
+        if a.session:
             raise LockError("the fair lock has no session holds")
-        args: Args = ["FAIRLOCK.ACQUIRE", self.key, owner, lease_ms]
-        if block_ms is None:
+        args: Args = ["FAIRLOCK.ACQUIRE", self.key, a.owner, a.lease_ms]
+        if a.block_ms is None:
             args.append("NOQUEUE")
         else:
-            if block_ms > 0:
-                args += ["WAIT", block_ms]
-            args += ["BLOCK", block_ms]
+            if a.block_ms > 0:
+                args += ["WAIT", a.block_ms]
+            args += ["BLOCK", a.block_ms]
         if not self.reentrant:
             args.append("NOREENTRY")
-        if request is not None:
-            args += ["REQUEST", request[0], request[1]]
+        if a.request is not None:
+            args += ["REQUEST", a.request[0], a.request[1]]
         return args
 
     def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
@@ -538,17 +516,10 @@ class MultiPlan(Plan):
 
     requests = False
 
-    def acquire(
-        self,
-        owner: str,
-        lease_ms: int,
-        block_ms: Optional[int],
-        session: bool,
-        request: Optional[AcquireRequest] = None,
-    ) -> Args:
+    def acquire(self, a: Acquisition) -> Args:
         """`LOCK.ACQUIREALL` takes no `REQUEST`: none is sent."""
-        args: Args = ["LOCK.ACQUIREALL", owner, lease_ms]
-        return args + _options(block_ms, session) + self._holds()
+        args: Args = ["LOCK.ACQUIREALL", a.owner, a.lease_ms]
+        return args + _options(a) + self._holds()
 
     def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
         """`LOCK.UNLOCKALL` has no lease or request: neither is sent."""

@@ -5,27 +5,59 @@ session hold, for the hold's whole life."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, List, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
 from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
+from ._base import AskMaster, Batch, Conversation, Reconnect, Run, Step
 from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of, pack
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.
 READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response).parameters
 
+T = TypeVar("T")
 
-class Link:
-    def __init__(self, client: Any, key: str) -> None:
-        self._client = client
-        self._cluster: Any = client if isinstance(client, RedisCluster) else None
-        self._key = key
+
+class Checkout:
+    """What the sync and asyncio links share, none of it I/O: the client
+    and key a link serves, its connection, and whether a call broke it."""
+
+    _conn: Any
+
+    def __init__(self, client: Any, key: str, cluster: bool) -> None:
+        self._client, self._key = client, key
+        self._in_cluster = cluster
         self._moved = False
         self._broken = False
+
+    @contextmanager
+    def _breaking(self) -> Iterator[None]:
+        """Around a call's send and read: whatever ends it but an error
+        reply (a timeout, a lost connection, a cancellation) may leave a
+        reply unread on the connection, so it is marked to be disconnected
+        rather than given back as it is."""
+        try:
+            yield
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
+
+    def learned(self) -> Learned:
+        """What the client object learned of this connection's server."""
+        return learned_of(self._client, self._conn, self._in_cluster)
+
+
+class Link(Checkout):
+    def __init__(self, client: Any, key: str) -> None:
+        self._cluster: Any = client if isinstance(client, RedisCluster) else None
+        super().__init__(client, key, self._cluster is not None)
         self._open(client)
 
     def _open(self, client: Any) -> None:
@@ -37,6 +69,32 @@ class Link:
             pool = client.connection_pool
         self._pool = pool
         self._conn: Any = pool.get_connection()
+
+    def converse(self, conversation: Conversation[T]) -> T:
+        """Carries a conversation (`_base`): does each step it yields
+        (`perform`), gives it the reply or the error, returns its result."""
+        run = Run(conversation)
+        while not run.done:
+            try:
+                reply = self.perform(run.step)
+            except Exception as e:
+                run.fail(e)
+            else:
+                run.answer(reply)
+        return run.result
+
+    def perform(self, step: Step) -> Any:
+        """Does what a conversation's step asks (`_base`): reconnects, tells
+        what was learned of the master, or sends a batch or a command; the
+        reply is the step's."""
+        if isinstance(step, Reconnect):
+            self.reconnect()
+            return None
+        if isinstance(step, AskMaster):
+            return self.learned()
+        if isinstance(step, Batch):
+            return self.batch(step.commands, step.timeouts)
+        return self.call(*step)
 
     def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
         """Sends one command and reads its reply within `timeout` seconds
@@ -58,14 +116,9 @@ class Link:
             return self._call(args, timeout)
 
     def _call(self, args: Args, timeout: Optional[float]) -> Any:
-        try:
+        with self._breaking():
             self._conn.send_command(*args)
             return self._read(timeout)
-        except ResponseError:
-            raise
-        except BaseException:
-            self._broken = True
-            raise
 
     def _read(self, timeout: Optional[float]) -> Any:
         # Without limit on a connection without a socket timeout is the
@@ -93,7 +146,7 @@ class Link:
         return replies
 
     def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
-        try:
+        with self._breaking():
             encoder = self._conn.encoder
             self._conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
             replies: List[Any] = []
@@ -103,13 +156,6 @@ class Link:
                 except ResponseError as e:
                     replies.append(e)
             return replies
-        except BaseException:
-            self._broken = True
-            raise
-
-    def learned(self) -> Learned:
-        """What the client object learned of this connection's server."""
-        return learned_of(self._client, self._conn, self._cluster is not None)
 
     def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
         sock = self._conn._sock

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Callable, Iterator, Optional, Type, TypeVar, cast
+from typing import Any, Callable, Iterator, Optional, Type
 
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.exceptions import ConnectionError
 
 from . import _owner
-from ._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from ._base import Held, LockCommon, PlainLockCommon
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link
@@ -19,36 +19,6 @@ from .watchdog import SCHEDULER, Watchdog
 #: Called from the watchdog's thread with the lock and the owner whose hold
 #: was found gone.
 LostCallback = Callable[[Any, str], None]
-
-T = TypeVar("T")
-
-
-def converse(link: Link, conversation: Conversation[T]) -> T:
-    """Carries a conversation (`_base`) over `link`: sends each command or
-    batch it yields (or reconnects, or looks up what was learned of the
-    master), gives it the reply or throws it the error, returns its
-    result."""
-    try:
-        step = next(conversation)
-        while True:
-            reply: Any
-            try:
-                if isinstance(step, Reconnect):
-                    link.reconnect()
-                    reply = None
-                elif isinstance(step, AskMaster):
-                    reply = link.learned()
-                elif isinstance(step, Batch):
-                    reply = link.batch(step.commands, step.timeouts)
-                else:
-                    reply = link.call(*step)
-            except Exception as e:
-                step = conversation.throw(e)
-            else:
-                step = conversation.send(reply)
-    except StopIteration as done:
-        return cast(T, done.value)
-
 
 class LockBase(LockCommon[Link, Watchdog, LostCallback]):
     """Acquire, release, the watchdog, sessions and replica sync, over one
@@ -82,7 +52,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         link = session_link or Link(self.client, self._plan.key)
         keep = False
         try:
-            outcome = converse(link, self._acquiring(request, resend=link is not session_link))
+            outcome = link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -105,7 +75,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
     def _renew(self, owner: str, lease_s: float) -> bool:
         link = Link(self.client, self._plan.key)
         try:
-            return converse(link, self._renewing(owner, lease_s))
+            return link.converse(self._renewing(owner, lease_s))
         finally:
             link.close()
 
@@ -123,23 +93,11 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
         try:
-            try:
-                reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
-            except (ConnectionError, TimeoutError):
-                if not releasing.requested:
-                    raise
-                # The reply was lost, maybe not the release: the same
-                # request again is answered from the server's latch, as
-                # the first send was (its own latch is in no DEL of its).
-                link.close()
-                link = Link(self.client, self._plan.key)
-                reply = self._release_reply(link.batch(releasing.commands, releasing.timeouts))
+            reply = link.converse(self._releasing(releasing))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
-            # The session's connection is gone, and with it its holds.
-            with self._guard:
-                self._close(self._forget(owner, state))
+            self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
             self._keep_latch(releasing)

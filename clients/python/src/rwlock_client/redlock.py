@@ -34,7 +34,7 @@ from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from redis.retry import Retry
 
 from . import _owner
-from ._core import PlainPlan, to_ms
+from ._core import Acquisition, PlainPlan, to_ms
 from ._link import Link
 from .errors import NotAcquired, NotHeld
 
@@ -173,7 +173,7 @@ class RedLock(RedLockCommon):
     def _try_node(self, client: Any, owner: str, lease_ms: int) -> bool:
         try:
             reply = self._node_call(
-                client, self._plan.acquire(owner, lease_ms, None, False), self.node_timeout
+                client, self._plan.acquire(Acquisition(owner, lease_ms)), self.node_timeout
             )
         except NODE_ERRORS:
             return False

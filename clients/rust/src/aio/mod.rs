@@ -26,15 +26,15 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::builders::{client_builders, lock_builders};
+use crate::builders::{client_builders, guard_calls, hold_calls, lock_builders, multi_builders};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
-use crate::handle::{self, first, single, Hold};
+use crate::handle::{self, exists, single, Granted, Hold, Sent};
 use crate::owner;
 use crate::pool::Pools;
-use crate::sentinel::{self, Followed, Place, Sentinels};
-use crate::sync::{self, Plan, Trip};
+use crate::sentinel::{self, Followed, Sentinels};
+use crate::sync;
 use crate::watchdog::AsyncWatchdog;
 
 /// The async locks of one client: a client id and the options, as
@@ -154,15 +154,6 @@ impl Borrowed {
     }
 }
 
-/// An acquisition's round trip, answered, as the blocking client's.
-struct Sent {
-    client: redis::Client,
-    conn: Borrowed,
-    reply: Value,
-    plan: Plan,
-    after: Vec<Value>,
-}
-
 /// Asks `followed`'s Sentinels where the master is, when a call failed
 /// since they were last asked; the connections to a master that moved are
 /// closed.
@@ -262,39 +253,10 @@ impl Handle {
             }
             other => other,
         };
-        let Sent {
-            client,
-            conn,
-            reply,
-            plan,
-            after,
-        } = sent.map_err(acquire_error)?;
-        let synced = plan.read(&after, &self.masters, &self.endpoint.learned_key(&client));
-        // Its replies all came: the connection is clean. A session's hold
-        // is bound to it (never the shared one): its guard keeps it.
-        let session = if options.session {
-            Some(conn.conn)
-        } else {
-            conn.give_back(&self.pools, &client);
-            None
-        };
-        let token = target.acquired(reply, acquisition.wait)?;
-        let mut guard = Guard {
-            hold: Hold::new(client, self, target, acquisition, token),
-            session,
-            pools: self.pools.clone(),
-            released: false,
-            watchdog: None,
-        };
-        if let Err(e) = synced {
-            let _ = guard.release_now().await;
-            return Err(e);
-        }
-        if options.watchdog() {
-            let hold = &guard.hold;
-            guard.watchdog = Some(AsyncWatchdog::start(hold.place.clone(), hold.renewal()));
-        }
-        Ok(guard)
+        let pools = self.pools.clone();
+        let give_back = |client: &redis::Client, conn: Borrowed| conn.give_back(&pools, client);
+        let granted = self.granted(target, acquisition, sent.map_err(acquire_error)?, give_back)?;
+        Guard::start(granted, pools, options.watchdog()).await
     }
 
     /// The acquisition in one round trip on a connection `via` (the shared
@@ -308,14 +270,12 @@ impl Handle {
         touch: Option<&redis::Cmd>,
         wait: Wait,
         via: Via,
-    ) -> Result<Sent> {
+    ) -> Result<Sent<Borrowed>> {
         let response_timeout = self.options.response_timeout;
-        let none = Plan::none();
         let mut route = Route::start(&self.endpoint, name);
         loop {
             let master = self.endpoint.learned_key(&route.client);
             let plan = self.plan(&master);
-            let extra = plan.as_ref().map_or(Duration::ZERO, Plan::extra);
             let waits = !plan.as_ref().is_some_and(|p| p.extra().is_zero());
             let via = if via == Via::Shared && waits {
                 Via::Idle
@@ -323,50 +283,28 @@ impl Handle {
                 via
             };
             let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
-            let (plan, timeout) = match plan {
-                Some(plan) => (plan, sync::timeout(wait.timeout(response_timeout), extra)),
+            let plan = match plan {
+                Some(plan) => plan,
                 None => {
                     let asked = Instant::now();
                     let mut asking = conn.timed(response_timeout);
                     let info: String = sync::info().query_async(&mut asking).await?;
-                    self.masters.learn(&master, &info, asked);
-                    let plan = self.plan(&master).unwrap_or_else(Plan::none);
-                    let timeout = sync::timeout(wait.timeout(response_timeout), plan.extra());
-                    (plan, timeout)
+                    self.learned(&master, &info, asked)
                 }
             };
-            let mut call = conn.timed(timeout);
-            // A node that may redirect (the slot's master unknown yet): the
-            // checks wait for the reply, in a round trip of their own.
-            let deferred = !route.asking && !self.endpoint.knows(name);
-            let trip = Trip::new(
-                route.asking,
-                cmd,
-                touch,
-                if deferred { &none } else { &plan },
-            );
-            let (reply, mut after) = trip.split(trip.pipe.query_async(&mut call).await?)?;
-            if deferred && !matches!(reply, Value::ServerError(_)) && !plan.commands().is_empty() {
-                after = sync::checks(&plan).query_async(&mut call).await?;
+            let mut call = conn.timed(sync::timeout(wait.timeout(response_timeout), plan.extra()));
+            let trip = self.trip(&route, name, cmd, touch, plan);
+            let replies = trip.pipe.query_async(&mut call).await?;
+            let mut answered = trip.split(replies)?;
+            if let Some(checks) = answered.checks() {
+                answered.after = checks.query_async(&mut call).await?;
             }
-            match reply {
-                Value::ServerError(e) => {
-                    let e = redis::RedisError::from(e);
-                    if let Some(not_synced) = sync::no_replicas(&e, &plan) {
-                        return Err(not_synced);
-                    }
+            match answered.refusal()? {
+                None => return Ok(Sent { conn, answered }),
+                Some(e) => {
                     // Answered: the connection serves another call.
                     conn.give_back(&self.pools, &route.client);
                     route.follow(&self.endpoint, name, e)?;
-                }
-                reply => {
-                    return Ok(Sent {
-                        client: route.client,
-                        conn,
-                        reply,
-                        plan,
-                        after,
-                    })
                 }
             }
         }
@@ -383,18 +321,9 @@ impl Handle {
 
     async fn held(&self, target: &Target) -> Result<bool> {
         for (name, cmd) in target.held(&self.owner) {
-            let timeout = self.options.response_timeout;
-            let ask = single(&cmd);
-            let replies = match self.routed(&name, &ask, timeout, Via::Shared).await {
-                // A read: asked again on a new connection when the shared
-                // one failed (the server closed it meanwhile).
-                Err(Error::Redis(e)) if is_io(&e) => {
-                    self.lost(&name, e).await;
-                    self.routed(&name, &ask, timeout, Via::New).await?
-                }
-                other => other?,
-            };
-            if first(replies)? != Value::Int(1) {
+            // A read: asked again on a new connection when the shared one
+            // failed (the server closed it meanwhile).
+            if !exists(self.resent(&name, &single(&cmd), true).await?)? {
                 return Ok(false);
             }
         }
@@ -411,52 +340,40 @@ impl Handle {
     }
 
     async fn release(&self, target: &Target) -> Result<()> {
-        let options = &self.options;
-        let name = target.name();
-        // The routing finds where it is sent; the hold spells the release.
-        let hold = Hold {
-            place: Place::Fixed(self.endpoint.node(name)),
-            target: target.clone(),
-            owner: self.owner.clone(),
-            token: None,
-            lease_ms: options.lease_ms(),
-            session: options.session,
-            response_timeout: options.response_timeout,
-            on_lost: None,
-            requests: Vec::new(),
-            holds: self.holds.clone(),
-        };
+        let hold = self.unguarded(target, self.owner.clone());
         let release = hold.release();
-        let timeout = options.response_timeout;
-        let via = if release.resendable {
-            Via::Shared
-        } else {
-            Via::New
-        };
-        let replies = match self.routed(name, &release.pipe, timeout, via).await {
-            Err(Error::Redis(e)) if is_io(&e) && release.resendable => {
+        hold.released(
+            self.resent(target.name(), &release.pipe, release.resendable)
+                .await?,
+        )
+    }
+
+    /// Sends `pipe` about the lock `name` as `routed` does: on the
+    /// shared connection when it can be sent again (`resendable`), and then
+    /// once more on a new one when its reply was lost; else on a new one.
+    async fn resent(
+        &self,
+        name: &str,
+        pipe: &redis::Pipeline,
+        resendable: bool,
+    ) -> Result<Vec<Value>> {
+        let via = if resendable { Via::Shared } else { Via::New };
+        match self.routed(name, pipe, via).await {
+            Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e).await;
-                self.routed(name, &release.pipe, timeout, Via::New).await?
+                self.routed(name, pipe, Via::New).await
             }
-            other => other?,
-        };
-        hold.released(replies)
+            other => other,
+        }
     }
 
     /// Sends `pipe` (which never waits on the server) about the lock
     /// `name` on a connection `via` to its server (in a cluster, following
-    /// the redirections of its first command to its slot's master), whose
-    /// calls time out after `timeout`.
-    async fn routed(
-        &self,
-        name: &str,
-        pipe: &redis::Pipeline,
-        timeout: Option<Duration>,
-        via: Via,
-    ) -> Result<Vec<Value>> {
+    /// the redirections of its first command to its slot's master).
+    async fn routed(&self, name: &str, pipe: &redis::Pipeline, via: Via) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
+        let timeout = self.options.response_timeout;
         loop {
-            let response_timeout = self.options.response_timeout;
             // `ASKING` applies to the connection's next command, which on
             // the shared one may be another task's.
             let via = if route.asking && via == Via::Shared {
@@ -464,7 +381,7 @@ impl Handle {
             } else {
                 via
             };
-            let conn = borrow(&self.pools, &route.client, via, response_timeout).await?;
+            let conn = borrow(&self.pools, &route.client, via, timeout).await?;
             let mut call = conn.timed(timeout);
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query_async(&mut call).await?;
@@ -493,27 +410,10 @@ impl Lock {
         &self.0.owner
     }
 
-    /// True when this handle's owner holds the lock, as the server says
-    /// (Redisson's `isHeldByCurrentThread`).
-    pub async fn is_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.target).await
-    }
-
-    /// Releases one hold of this handle's owner without its guard, as
-    /// [`crate::Lock::unlock`]; [`crate::Error::NotHeld`] when it held none.
-    pub async fn unlock(&self) -> Result<()> {
-        self.0.unlock(&self.0.target).await
-    }
-
-    /// The lock, waiting on the server as long as it takes.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::Forever).await
-    }
-
-    /// The lock, waiting on the server at most `wait` (zero: one attempt).
-    pub async fn try_acquire(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::of(wait)).await
-    }
+    hold_calls!(
+        None => is_held, unlock, acquire, try_acquire:
+        "the lock" of "this handle's owner", async await
+    );
 }
 
 /// The read-write lock, as [`crate::ReadWriteLock`].
@@ -529,54 +429,15 @@ impl ReadWriteLock {
         &self.0.owner
     }
 
-    /// True when this handle's owner has a read hold, as the server says.
-    pub async fn is_read_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.of_kind(Kind::Read)).await
-    }
+    hold_calls!(
+        Some(Kind::Read) => is_read_held, unlock_read, read, try_read:
+        "a read hold" of "this handle's owner", async await
+    );
 
-    /// True when this handle's owner has the write hold, as the server
-    /// says.
-    pub async fn is_write_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.of_kind(Kind::Write)).await
-    }
-
-    /// Releases one read hold of this handle's owner without its guard.
-    pub async fn unlock_read(&self) -> Result<()> {
-        self.0.unlock(&self.0.of_kind(Kind::Read)).await
-    }
-
-    /// Releases one write hold of this handle's owner without its guard.
-    pub async fn unlock_write(&self) -> Result<()> {
-        self.0.unlock(&self.0.of_kind(Kind::Write)).await
-    }
-
-    /// A read hold, waiting as long as it takes.
-    pub async fn read(&self) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Read), Wait::Forever)
-            .await
-    }
-
-    /// A read hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_read(&self, wait: Duration) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Read), Wait::of(wait))
-            .await
-    }
-
-    /// The write hold, waiting as long as it takes.
-    pub async fn write(&self) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Write), Wait::Forever)
-            .await
-    }
-
-    /// The write hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_write(&self, wait: Duration) -> Result<Guard> {
-        self.0
-            .acquire(&self.0.of_kind(Kind::Write), Wait::of(wait))
-            .await
-    }
+    hold_calls!(
+        Some(Kind::Write) => is_write_held, unlock_write, write, try_write:
+        "the write hold" of "this handle's owner", async await
+    );
 }
 
 /// Several holds taken at once, as [`crate::MultiLock`].
@@ -586,51 +447,17 @@ pub struct MultiLock(Handle);
 impl MultiLock {
     lock_builders!(MultiLock, "the watchdog's tokio task");
 
-    /// Adds the plain lock `name`.
-    pub fn lock(self, name: &str) -> MultiLock {
-        self.hold(Kind::Lock, name)
-    }
-
-    /// Adds a read hold of the read-write lock `name`.
-    pub fn read(self, name: &str) -> MultiLock {
-        self.hold(Kind::Read, name)
-    }
-
-    /// Adds the write hold of the read-write lock `name`.
-    pub fn write(self, name: &str) -> MultiLock {
-        self.hold(Kind::Write, name)
-    }
-
-    /// Adds a hold of this kind.
-    pub fn hold(self, kind: Kind, name: &str) -> MultiLock {
-        MultiLock(self.0.hold(kind, name))
-    }
+    multi_builders!(MultiLock);
 
     /// The owner this handle's holds belong to.
     pub fn owner(&self) -> &str {
         &self.0.owner
     }
 
-    /// True when this handle's owner has every hold, as the server says.
-    pub async fn is_held(&self) -> Result<bool> {
-        self.0.is_held(&self.0.target).await
-    }
-
-    /// Releases the holds of this handle's owner without their guard;
-    /// [`crate::Error::NotHeld`] when any was not held.
-    pub async fn unlock(&self) -> Result<()> {
-        self.0.unlock(&self.0.target).await
-    }
-
-    /// Every hold, waiting as long as it takes.
-    pub async fn acquire(&self) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::Forever).await
-    }
-
-    /// Every hold, waiting at most `wait` (zero: one attempt).
-    pub async fn try_acquire(&self, wait: Duration) -> Result<Guard> {
-        self.0.acquire(&self.0.target, Wait::of(wait)).await
-    }
+    hold_calls!(
+        None => is_held, unlock, acquire, try_acquire:
+        "every hold" of "this handle's owner", async await
+    );
 }
 
 /// A hold. Dropped inside a tokio runtime, it is released by a task spawned
@@ -646,19 +473,26 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The fencing token a fenced acquisition took.
-    pub fn token(&self) -> Option<i64> {
-        self.hold.token
-    }
+    guard_calls!(AsyncWatchdog);
 
-    /// The owner holding it.
-    pub fn owner(&self) -> &str {
-        &self.hold.owner
-    }
-
-    /// True once the watchdog found the hold gone.
-    pub fn is_lost(&self) -> bool {
-        self.watchdog.as_ref().is_some_and(AsyncWatchdog::is_lost)
+    /// The guard of what `granted` took, as the blocking client's.
+    async fn start(granted: Granted<Borrowed>, pools: Pools, watched: bool) -> Result<Guard> {
+        let mut guard = Guard {
+            hold: granted.hold,
+            session: granted.session.map(|borrowed| borrowed.conn),
+            pools,
+            released: false,
+            watchdog: None,
+        };
+        if let Err(e) = granted.synced {
+            let _ = guard.release_now().await;
+            return Err(e);
+        }
+        if watched {
+            let hold = &guard.hold;
+            guard.watchdog = Some(AsyncWatchdog::start(hold.place.clone(), hold.renewal()));
+        }
+        Ok(guard)
     }
 
     /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
@@ -668,16 +502,7 @@ impl Guard {
     }
 
     async fn release_now(&mut self) -> Result<()> {
-        // A hold the watchdog found gone is not held, whatever the release
-        // replies (a fair lock's replies 1 once the lock is gone).
-        let lost = self.is_lost();
-        if let Some(mut w) = self.watchdog.take() {
-            w.stop();
-        }
-        // Released already.
-        if std::mem::replace(&mut self.released, true) {
-            return Err(Error::NotHeld);
-        }
+        let lost = self.stop_watching()?;
         release(&self.hold, &self.pools, self.session.take()).await?;
         if lost {
             return Err(Error::NotHeld);
@@ -753,10 +578,7 @@ async fn send_release(
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(mut w) = self.watchdog.take() {
-            w.stop();
-        }
-        if std::mem::replace(&mut self.released, true) {
+        if self.stop_watching().is_err() {
             return;
         }
         // Outside a runtime nothing can be sent: the lease (or, for a

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::builders::redlock_builders;
 use crate::command::Wait;
 use crate::error::Result;
 use crate::owner;
@@ -28,18 +29,7 @@ impl RedLock {
         }
     }
 
-    /// The lease each master grants.
-    pub fn with_lease(mut self, lease: Duration) -> RedLock {
-        self.spec.lease = lease;
-        self
-    }
-
-    /// How long connecting to a master and its reply (besides its wait) may
-    /// take before it counts as not granting (default 500 ms).
-    pub fn with_timeout(mut self, timeout: Duration) -> RedLock {
-        self.spec.timeout = timeout;
-        self
-    }
+    redlock_builders!(RedLock);
 
     /// The lock if a majority grants it within `wait` (zero: one round).
     pub async fn try_acquire(&self, wait: Duration) -> Result<RedLockGuard> {

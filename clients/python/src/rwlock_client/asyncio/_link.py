@@ -3,26 +3,27 @@ the pool serving a lock's key."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, List, Optional, Union
+from typing import Any, Awaitable, Callable, List, Optional, TypeVar, Union
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
-from .._core import DEFAULT, Args, Learned, pack
-from .._link import learned_of
+from .._base import AskMaster, Batch, Conversation, Reconnect, Run, Step
+from .._core import DEFAULT, Args, pack
+from .._link import Checkout
 
 #: "Without limit" for a read: redis-py 8 takes math.inf, earlier ones
 #: only a number (None falls back to the socket timeout).
 FOREVER = 10 * 365 * 24 * 3600.0
 
+T = TypeVar("T")
 
-class Link:
+
+class Link(Checkout):
     def __init__(self, client: Any, key: str) -> None:
-        self._client, self._key = client, key
-        self._conn: Any = None
+        super().__init__(client, key, isinstance(client, RedisCluster))
+        self._conn = None
         self._give_back: Callable[[Any], Union[None, Awaitable[None]]] = lambda conn: None
-        self._moved = False
-        self._broken = False
 
     @classmethod
     async def open(cls, client: Any, key: str) -> "Link":
@@ -46,6 +47,29 @@ class Link:
             self._give_back = pool.release
             self._conn = await pool.get_connection()
 
+    async def converse(self, conversation: Conversation[T]) -> T:
+        """As the sync `Link.converse`, awaiting each step."""
+        run = Run(conversation)
+        while not run.done:
+            try:
+                reply = await self.perform(run.step)
+            except Exception as e:
+                run.fail(e)
+            else:
+                run.answer(reply)
+        return run.result
+
+    async def perform(self, step: Step) -> Any:
+        """As the sync `Link.perform`, awaiting the I/O."""
+        if isinstance(step, Reconnect):
+            await self.reconnect()
+            return None
+        if isinstance(step, AskMaster):
+            return self.learned()
+        if isinstance(step, Batch):
+            return await self.batch(step.commands, step.timeouts)
+        return await self.call(*step)
+
     async def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
         """As the sync `Link.call`: the reply within `timeout` seconds
         (None: without limit), whatever the socket timeout; a `MOVED`
@@ -62,14 +86,9 @@ class Link:
             return await self._call(args, timeout)
 
     async def _call(self, args: Args, timeout: Optional[float]) -> Any:
-        try:
+        with self._breaking():
             await self._conn.send_command(*args)
             return await self._read(timeout)
-        except ResponseError:
-            raise
-        except BaseException:
-            self._broken = True
-            raise
 
     async def _read(self, timeout: Optional[float]) -> Any:
         # Without limit on a connection without a socket timeout is the
@@ -91,7 +110,7 @@ class Link:
         return replies
 
     async def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
-        try:
+        with self._breaking():
             encoder = self._conn.encoder
             await self._conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
             replies: List[Any] = []
@@ -101,13 +120,6 @@ class Link:
                 except ResponseError as e:
                     replies.append(e)
             return replies
-        except BaseException:
-            self._broken = True
-            raise
-
-    def learned(self) -> Learned:
-        """What the client object learned of this connection's server."""
-        return learned_of(self._client, self._conn, isinstance(self._client, RedisCluster))
 
     async def _release(self) -> None:
         result = self._give_back(self._conn)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, Union
 
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.exceptions import ConnectionError
 
 from .. import _owner
-from .._base import AskMaster, Batch, Conversation, Held, LockCommon, PlainLockCommon, Reconnect
+from .._base import Held, LockCommon, PlainLockCommon
 from .._core import Outcome
 from ._link import Link
 from .watchdog import Watchdog
@@ -21,33 +21,6 @@ LostCallback = Callable[[Any, str], Union[None, Awaitable[None]]]
 
 #: An asyncio hold's watchdog.
 Dog = Watchdog
-
-T = TypeVar("T")
-
-
-async def converse(link: Link, conversation: Conversation[T]) -> T:
-    """The sync `converse`, awaiting each call."""
-    try:
-        step = next(conversation)
-        while True:
-            reply: Any
-            try:
-                if isinstance(step, Reconnect):
-                    await link.reconnect()
-                    reply = None
-                elif isinstance(step, AskMaster):
-                    reply = link.learned()
-                elif isinstance(step, Batch):
-                    reply = await link.batch(step.commands, step.timeouts)
-                else:
-                    reply = await link.call(*step)
-            except Exception as e:
-                step = conversation.throw(e)
-            else:
-                step = conversation.send(reply)
-    except StopIteration as done:
-        return cast(T, done.value)
-
 
 class LockBase(LockCommon[Link, Dog, LostCallback]):
     """The asyncio twin of `rwlock_client.LockBase`: each asyncio task is
@@ -69,7 +42,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         link = session_link or await Link.open(self.client, self._plan.key)
         keep = False
         try:
-            outcome = await converse(link, self._acquiring(request, resend=link is not session_link))
+            outcome = await link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -87,7 +60,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
     async def _renew(self, owner: str, lease_s: float) -> bool:
         link = await Link.open(self.client, self._plan.key)
         try:
-            return await converse(link, self._renewing(owner, lease_s))
+            return await link.converse(self._renewing(owner, lease_s))
         finally:
             await link.close()
 
@@ -106,22 +79,11 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         releasing = self._release_commands(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
-            try:
-                reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
-            except (ConnectionError, TimeoutError):
-                if not releasing.requested:
-                    raise
-                # As the sync release: resent, answered from the latch.
-                await link.close()
-                link = await Link.open(self.client, self._plan.key)
-                reply = self._release_reply(await link.batch(releasing.commands, releasing.timeouts))
+            reply = await link.converse(self._releasing(releasing))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
-            # The session's connection is gone, and with it its holds.
-            with self._guard:
-                gone = self._forget(owner, state)
-            await self._close(gone)
+            await self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
             self._keep_latch(releasing)

@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 import redis.asyncio
 
 from .. import _owner
-from .._core import REPLY_MARGIN, to_ms
+from .._core import REPLY_MARGIN, Acquisition, to_ms
 from ..redlock import NODE_ERRORS, RedLockCommon
 from ._link import Link
 
@@ -41,7 +41,7 @@ class RedLock(RedLockCommon):
     async def _try_node(self, client: Any, owner: str, lease_ms: int) -> bool:
         try:
             reply = await self._node_call(
-                client, self._plan.acquire(owner, lease_ms, None, False), self.node_timeout
+                client, self._plan.acquire(Acquisition(owner, lease_ms)), self.node_timeout
             )
         except (*NODE_ERRORS, asyncio.TimeoutError):
             return False

@@ -142,25 +142,13 @@ final class Link {
         }
     }
 
+    /** A pipeline of one command, its error reply thrown (MOVED included, for the caller to follow). */
     private Object send(List<String> args, long timeoutMs, LongConsumer onId) {
-        int own = connection.getSoTimeout();
-        if (timeoutMs != DEFAULT) {
-            connection.setSoTimeout((int) Math.min(timeoutMs, Integer.MAX_VALUE));
+        Object reply = pipeline(List.of(args), timeoutMs, onId).get(0);
+        if (reply instanceof JedisDataException e) {
+            throw e;
         }
-        try {
-            if (onId != null) {
-                connection.sendCommand(new Name("CLIENT"), "ID");
-            }
-            connection.sendCommand(new Name(args.get(0)), args.subList(1, args.size()).toArray(new String[0]));
-            if (onId != null) {
-                onId.accept(Plan.integer(connection.getOne()));
-            }
-            return connection.getOne();
-        } finally {
-            if (timeoutMs != DEFAULT && !connection.isBroken()) {
-                connection.setSoTimeout(own);
-            }
-        }
+        return reply;
     }
 
     /** Back to the pool (destroyed there if a call broke it). */
