@@ -34,6 +34,8 @@ pub enum Counter {
     FairAcquired,
     FairQueued,
     FairCancels,
+    /// `LATCH.AWAIT` calls answered 1, at once or after a wait.
+    LatchAwaited,
     /// Cycles of waits found (contract §14).
     Deadlocks,
 }
@@ -57,6 +59,7 @@ pub fn acquired(hold: Hold, granted: Granted) {
         Hold::Read => Counter::ReadAcquired,
         Hold::Write { .. } => Counter::WriteAcquired,
         Hold::Lock(_) => Counter::LockAcquired,
+        Hold::Latch => Counter::LatchAwaited,
     });
     if granted.reentry {
         bump(Counter::Reentries);

@@ -9,15 +9,20 @@ use crate::engine::queue::Hold;
 /// Whether the acquisition takes a fencing token, which changes its reply.
 pub fn fenced(hold: Hold) -> bool {
     match hold {
-        Hold::Read => false,
+        Hold::Read | Hold::Latch => false,
         Hold::Write { fenced } => fenced,
         Hold::Lock(options) => options.fenced,
     }
 }
 
 /// An acquisition's reply, as Redisson's scripts give it: nil when taken,
-/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`.
+/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`. A latch's
+/// wait replies as Redisson's `await(timeout)` returns: 1 when the count
+/// is zero (or the latch gone), 0 when not.
 pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
+    if hold == Hold::Latch {
+        return RedisValue::Integer(matches!(attempt, Attempt::Granted(_)).into());
+    }
     match (attempt, fenced(hold)) {
         (Attempt::Granted(_), false) => RedisValue::Null,
         (Attempt::Refused { pttl }, false) => RedisValue::Integer(pttl),

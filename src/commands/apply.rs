@@ -198,7 +198,9 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         // Those left waiting are served again after the attempt, which may
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
-            let queued = config::fair()
+            // A latch's waiter takes nothing, so it never goes ahead of anyone.
+            let queued = self.way != Hold::Latch
+                && config::fair()
                 && queues::has_waiters(ctx, names)
                 && !queue::may_overtake(store, names, owner)?;
             if queued {

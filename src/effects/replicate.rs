@@ -39,6 +39,11 @@ impl Replication {
         self.emit(ctx, c"HDEL", &[key, field], None);
     }
 
+    /// A latch's new count: `SET key value`.
+    pub fn set(self, ctx: &Context, key: &[u8], value: &[u8]) {
+        self.emit(ctx, c"SET", &[key, value], None);
+    }
+
     pub fn set_until(self, ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
         self.emit(ctx, c"SET", &[key, value, b"PXAT"], Some(deadline));
     }

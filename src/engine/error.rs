@@ -36,6 +36,13 @@ pub const ERR_DUPLICATE: &str =
     "ERR a lock name is listed twice: one multi-hold takes one hold of each lock";
 pub const ERR_SESSION: &str =
     "ERR SESSION binds holds to a client connection: scripts and module calls have none";
+/// A latch's channel, `redisson_countdownlatch__channel__{<name>}`, wraps
+/// the name in braces whatever it holds: a name with braces would put it in
+/// another hash slot than the latch (contract §16.1).
+pub const ERR_LATCH_NAME: &str =
+    "ERR latch name must be non-empty without braces: Redisson's channel for it would leave its hash slot";
+pub const ERR_LATCH_COUNT: &str = "ERR corrupt latch count: its value is not an integer";
+pub const ERR_COUNT_ARG: &str = "ERR count must be an integer from 0 to 9223372036854775807";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 
@@ -50,6 +57,11 @@ pub enum LockError {
     Overflow,
     /// A non-reentrant lock taken again by its holder.
     Reentry,
+    /// A hold kind a multi-hold cannot list (a latch's wait holds nothing).
+    NotAHold,
+    LatchName,
+    /// A count-down latch's value that is not an integer.
+    LatchCount,
 }
 
 impl LockError {
@@ -63,6 +75,9 @@ impl LockError {
             LockError::BadToken => ERR_TOKEN,
             LockError::Reentry => ERR_REENTRY,
             LockError::Overflow => ERR_OVERFLOW,
+            LockError::NotAHold => ERR_KIND,
+            LockError::LatchName => ERR_LATCH_NAME,
+            LockError::LatchCount => ERR_LATCH_COUNT,
         }
     }
 }

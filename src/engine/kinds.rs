@@ -25,12 +25,16 @@ pub enum Kind {
     Lock,
 }
 
-impl From<Hold> for Kind {
-    fn from(hold: Hold) -> Kind {
+/// A latch's wait is no hold: nothing to count, release or renew.
+impl TryFrom<Hold> for Kind {
+    type Error = LockError;
+
+    fn try_from(hold: Hold) -> Result<Kind, LockError> {
         match hold {
-            Hold::Read => Kind::Read,
-            Hold::Write { .. } => Kind::Write,
-            Hold::Lock(_) => Kind::Lock,
+            Hold::Read => Ok(Kind::Read),
+            Hold::Write { .. } => Ok(Kind::Write),
+            Hold::Lock(_) => Ok(Kind::Lock),
+            Hold::Latch => Err(LockError::NotAHold),
         }
     }
 }

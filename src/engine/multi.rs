@@ -90,7 +90,7 @@ struct Release<'o>(&'o [u8], i64);
 impl EachHold for Release<'_> {
     type Reply = Unlocked;
     fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<Unlocked, LockError> {
-        kinds::release(s, &w.names, Kind::from(w.hold), self.0, self.1)
+        kinds::release(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
     }
 }
 
@@ -100,7 +100,7 @@ struct Renew<'o>(&'o [u8], i64);
 impl EachHold for Renew<'_> {
     type Reply = bool;
     fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<bool, LockError> {
-        kinds::renew(s, &w.names, Kind::from(w.hold), self.0, self.1)
+        kinds::renew(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
     }
 }
 
@@ -172,6 +172,7 @@ impl<S: Store> Store for DryRun<'_, S> {
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
         self.0.get(key)
     }
+    fn set(&mut self, _: &[u8], _: &[u8]) {}
     fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
     fn incr_by(&mut self, _: &[u8], _: i64) -> i64 {
         0

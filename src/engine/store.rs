@@ -109,6 +109,8 @@ pub trait Store {
     }
     /// A string value, `None` when missing (the caller checked the kind).
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
+    /// `SET key value` of a missing key, without expiry: event `set`.
+    fn set(&mut self, key: &[u8], value: &[u8]);
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64);
     /// `INCRBY key by` (`INCR` when `by` is 1) of a missing key or of an

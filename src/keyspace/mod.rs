@@ -276,6 +276,21 @@ impl<'c> RedisStore<'c> {
         }
     }
 
+    /// The string a `SET` stores. A lease key holds "1", which the script's
+    /// SET stores as Redis's shared integer: no allocation per key. Keys
+    /// sharing the constant cost the same (Redis copies a shared string
+    /// before changing it in place, as a latch's DECR does), except under an
+    /// eviction policy, which may need each value's own access time, as
+    /// Redis's shared integers do.
+    fn value(&mut self, value: &[u8]) -> Str {
+        let evicting = self.flags() & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0;
+        if evicting {
+            Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
+        } else {
+            Str::of(value)
+        }
+    }
+
     fn delete(&mut self, key: &[u8]) -> bool {
         self.forget_count();
         self.with_writable(key, |s, handle, name| {
@@ -433,19 +448,20 @@ impl Store for RedisStore<'_> {
         (handle.kind() == KeyType::String).then(|| handle.string_bytes())
     }
 
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.forget_count();
+        let value_str = self.value(value);
+        self.with_writable(key, |s, handle, name| {
+            handle.string_set(value_str.ptr());
+            s.signal(name);
+            notify(s.ctx, s.classes(), Event::Set, name);
+            s.replication().set(s.ctx, key, value);
+        });
+    }
+
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.forget_count();
-        // A lease key holds "1", which the script's SET stores as Redis's
-        // shared integer: no allocation per key. Keys sharing the constant
-        // cost the same (Redis copies a shared string before changing it in
-        // place), except under an eviction policy, which may need each
-        // value's own access time, as Redis's shared integers do.
-        let evicting = self.flags() & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0;
-        let value_str = if evicting {
-            Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
-        } else {
-            Str::of(value)
-        };
+        let value_str = self.value(value);
         self.with_writable(key, |s, handle, name| {
             // The new key then takes the absolute deadline.
             handle.string_set(value_str.ptr());

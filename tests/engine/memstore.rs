@@ -206,6 +206,12 @@ impl Store for MemStore {
         }
     }
 
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.entries
+            .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
+        self.event("set", key);
+    }
+
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.entries
             .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
