@@ -16,7 +16,8 @@ cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
 unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
 SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
-Then the targets: every operation at least 3x
+The count-down latch's cycle (try-set 1 + count down) against its two
+scripts. Then the targets: every operation at least 3x
 cheaper than Redisson's script, and the module's cycles within 1.1x of the
 layout floor's. Needs valgrind and Redisson's scripts (`make oracle`
 extracts them from its jars; RWLOCK_REDISSON_LUA and RWLOCK_REDISSON_LOCK_LUA
@@ -229,7 +230,7 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
-    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else [])
+    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else [])
 
 
 def count(module, scripts, name, per, setup, work):
@@ -325,6 +326,23 @@ def semaphore_workloads(sha):
     ]
 
 
+def latch_workloads(sha):
+    """The count-down latch's cycle: a count of 1 set, then counted down to
+    zero (the latch deleted, `0` published), the module against Redisson
+    4.7's trySetCount and countDown scripts."""
+    latch = "CL"
+    chan = "redisson_countdownlatch__channel__{%s}" % latch
+    return [
+        ("latch try-set 1 + count down, module", CYCLES, MODULE, [],
+         [r for _ in range(CYCLES)
+          for r in (resp("LATCH.TRYSETCOUNT", latch, 1), resp("LATCH.COUNTDOWN", latch))]),
+        ("latch try-set 1 + count down, EVALSHA", CYCLES, MODULE, [],
+         [r for _ in range(CYCLES)
+          for r in (resp("EVALSHA", sha["latch_try_set_count"], 2, latch, chan, 1, 1, "PUBLISH"),
+                    resp("EVALSHA", sha["latch_count_down"], 2, latch, chan, 0, "PUBLISH"))]),
+    ]
+
+
 # the module's cycles within 1.1x of the layout floor's.
 TARGETS = [
     ("read lock + unlock, module", "read lock + unlock, EVALSHA", ">=", 3.0),
@@ -341,6 +359,7 @@ PLAIN_TARGETS = [
     ("fenced lock + unlock REQUEST, module", "fenced lock + unlock, EVALSHA", ">=", 3.0),
     ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
     ("semaphore acquire + release, module", "semaphore acquire + release, EVALSHA", ">=", 3.0),
+    ("latch try-set 1 + count down, module", "latch try-set 1 + count down, EVALSHA", ">=", 3.0),
 ]
 # Shown without a target: how each compares with one plain command per request.
 REFERENCES = [
@@ -384,7 +403,9 @@ def main():
     plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA") or str(ROOT / "target/redisson-lua/4.7.0")
     for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
                       ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock"),
-                      ("sem_acquire", "semaphore_acquire"), ("sem_release", "semaphore_release")):
+                      ("sem_acquire", "semaphore_acquire"), ("sem_release", "semaphore_release"),
+                      ("latch_try_set_count", "latch_try_set_count"),
+                      ("latch_count_down", "latch_count_down")):
         scripts[key] = (Path(plain) / f"{name}.lua").read_text()
     if not floor.is_file():
         sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")

@@ -5,9 +5,9 @@
 use redis_module::RedisError;
 
 use crate::engine::error::{
-    LockError, ERR_BLOCK_NOQUEUE, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_PERMITS,
-    ERR_PERMITS_COUNT, ERR_REQUEST_ID, ERR_SEMAPHORE_TTL, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL,
-    ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
+    LockError, ERR_BLOCK_NOQUEUE, ERR_COUNT_ARG, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE,
+    ERR_PERMITS, ERR_PERMITS_COUNT, ERR_REQUEST_ID, ERR_SEMAPHORE_TTL, ERR_SYNTAX, ERR_TIMEOUT,
+    ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
 };
 use crate::engine::int::parse_i64;
 use crate::engine::lock::Options;
@@ -565,4 +565,50 @@ pub fn semaphore_add<A: Arg>(args: &[A]) -> Result<(LockNames<'_>, i64), RedisEr
         return Err(RedisError::WrongArity);
     };
     Ok((names(lock)?, permits_count(n)?))
+}
+
+/// A count-down latch's name: its count's key (contract §16.1).
+fn latch(arg: &impl Arg) -> Result<LockNames<'_>, RedisError> {
+    crate::engine::latch::names(arg.bytes()).map_err(lock_error)
+}
+
+/// `name`: LATCH.COUNTDOWN, LATCH.COUNT, LATCH.DELETE.
+pub fn latch_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
+    let [_, name] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    latch(name)
+}
+
+/// `name count`: LATCH.TRYSETCOUNT, the count from 0 (Java's
+/// `CountDownLatch` takes no negative count either).
+pub fn latch_count<A: Arg>(args: &[A]) -> Result<(LockNames<'_>, i64), RedisError> {
+    let [_, name, count] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    let count = parse_i64(count.bytes())
+        .filter(|n| *n >= 0)
+        .ok_or(RedisError::Str(ERR_COUNT_ARG))?;
+    Ok((latch(name)?, count))
+}
+
+/// `name [BLOCK ms]`: LATCH.AWAIT, as the one acquisition driver takes it:
+/// no owner (a latch's waiter holds nothing), no lease.
+pub fn latch_await<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
+    let block = match args {
+        [_, _] => None,
+        [_, _, word, ms] if is(word.bytes(), "BLOCK") => Some(millis(ms, 0, ERR_TIMEOUT)?),
+        [_, _, _, _] => return Err(RedisError::Str(ERR_SYNTAX)),
+        _ => return Err(RedisError::WrongArity),
+    };
+    Ok(Acquire {
+        lock: OwnerLease {
+            names: latch(&args[1])?,
+            owner: b"",
+            lease: 0,
+        },
+        block,
+        session: false,
+        request: None,
+    })
 }

@@ -39,6 +39,7 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_repor
         ("fair_cancels", Counter::FairCancels),
         ("permits_acquired", Counter::PermitsAcquired),
         ("permits_released", Counter::PermitsReleased),
+        ("latch_awaited", Counter::LatchAwaited),
     ];
     // Redis skips the fields of a section INFO did not ask for.
     let locks_asked = raw::add_info_section(ctx, Some("locks")) == Status::Ok;

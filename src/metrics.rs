@@ -38,6 +38,8 @@ pub enum Counter {
     /// `SEMAPHORE.RELEASE` (calls, not permits; contract §15).
     PermitsAcquired,
     PermitsReleased,
+    /// `LATCH.AWAIT` calls answered 1, at once or after a wait.
+    LatchAwaited,
     /// Cycles of waits found (contract §14).
     Deadlocks,
 }
@@ -62,6 +64,7 @@ pub fn acquired(hold: Hold, granted: Granted) {
         Hold::Write { .. } => Counter::WriteAcquired,
         Hold::Lock(_) => Counter::LockAcquired,
         Hold::Semaphore { .. } => Counter::PermitsAcquired,
+        Hold::Latch => Counter::LatchAwaited,
     });
     if granted.reentry {
         bump(Counter::Reentries);

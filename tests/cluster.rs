@@ -13,6 +13,8 @@
 //!   absolute deadlines; waiters on the dead master fail with a connection
 //!   error instead of hanging; waiters on a master demoted by a coordinated
 //!   `CLUSTER FAILOVER` get an error at once.
+//! - The count-down latch: its messages on its shard channel, its waiter
+//!   answered by a count-down from either side.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -746,5 +748,42 @@ fn a_fair_lock_keeps_its_line_on_its_master_and_tells_the_head_by_spublish() {
     );
     // A name whose line would leave its slot is refused.
     let e = call(&mut cc, &["FAIRLOCK.ACQUIRE", "a{b", "u:1", LEASE]).expect_err("refused");
+    assert!(e.to_string().contains("slot"), "{e}");
+}
+
+/// The count-down latch in a cluster (contract §16): routed by its name, its
+/// messages on its shard channel, a parked `LATCH.AWAIT` answered by a
+/// count-down through the cluster client and by Redisson's script with
+/// `SPUBLISH`; a name with braces (whose channel would leave the slot) is
+/// refused.
+#[test]
+fn a_latch_publishes_on_its_shard_channel_and_its_waiter_is_answered() {
+    let cluster = Cluster::start();
+    let mut cc = cluster.client(&[]);
+    // A latch's name has no braces (a third of these names have a tag).
+    let names = cluster.names_per_shard("latch", 4);
+    let latch = names[2]
+        .iter()
+        .find(|n| !n.contains('{'))
+        .expect("a name without braces in the third shard");
+    let master = &cluster.nodes[cluster.shards[2].master];
+    let ch = format!("redisson_countdownlatch__channel__{{{latch}}}");
+    let mut sub = Subscriber::new(master, "SSUBSCRIBE", &ch);
+    expect_reply(&mut cc, &["LATCH.TRYSETCOUNT", latch, "2"], Value::Int(1));
+    assert_eq!(sub.next(), (ch.clone(), "1".to_string()));
+    let mut m = master.conn();
+    let waiter = master.spawn_call(&["LATCH.AWAIT", latch, "BLOCK", "0"]);
+    testkit::wait_for_waiters(&mut m, 1);
+    expect_reply(&mut cc, &["LATCH.COUNTDOWN", latch], Value::Nil);
+    let count_down = testkit::lua_script_of(testkit::LOCK_LUA, "latch_count_down");
+    ok(
+        &mut m,
+        &["EVAL", &count_down, "2", latch, &ch, "0", "SPUBLISH"],
+    );
+    assert_eq!(sub.next(), (ch.clone(), "0".to_string()));
+    let (reply, _) = waiter.join().expect("the waiter's thread");
+    assert_eq!(reply.expect("the waiter's reply"), Value::Int(1));
+    assert_eq!(waiters(&mut m), 0);
+    let e = call(&mut cc, &["LATCH.TRYSETCOUNT", "{t}:a", "1"]).expect_err("refused");
     assert!(e.to_string().contains("slot"), "{e}");
 }

@@ -201,7 +201,9 @@ impl Acquisition for OneLock<'_, '_, Hold> {
             // Permits are nobody's: no acquisition of them goes past the
             // waiters, whatever `rwlock.fairness` says (contract §15.3).
             let permits = matches!(self.way, Hold::Semaphore { .. });
-            let queued = (permits || config::fair())
+            // A latch's waiter takes nothing, so it never goes ahead of anyone.
+            let queued = self.way != Hold::Latch
+                && (permits || config::fair())
                 && queues::has_waiters(ctx, names)
                 && (permits || !queue::may_overtake(store, names, owner)?);
             if queued {

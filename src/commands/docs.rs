@@ -182,6 +182,23 @@ pub const LOCK_KEYS: &CStr = c"Also the lock's fencing token redisson_lock_token
 /// What a fair lock command touches besides its hash.
 pub const FAIR_KEYS: &CStr = c"Also the lock's line redisson_lock_queue:{lock} (a list), its waiters' deadlines redisson_lock_timeout:{lock} (a sorted set), unlock latches and acquisition latches redisson_lock_request_latch:{lock}:id (REQUEST), named from the lock and in its hash slot";
 
+/// What a latch command touches: its count alone.
+pub const LATCH_KEYS: &CStr =
+    c"The latch's count, a string named as the latch (Redisson's RCountDownLatch); no other key";
+
+/// `LATCH.TRYSETCOUNT` writes the count only where no key is (as SETNX).
+pub const INSERT_KEY: KeyFlags =
+    KeyFlags(raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_INSERT);
+
+/// A count-down latch's name, its count's key.
+pub fn latch() -> ArgDoc {
+    arg(
+        c"name",
+        ArgKind::Key,
+        c"The latch's name: its count's key, as Redisson names it (no braces)",
+    )
+}
+
 /// What a multi-hold command touches besides the listed hashes.
 pub const MULTI_KEYS: &CStr = c"Also each lock's read-lease keys, named from the lock and in its hash slot; in a cluster every listed name must be in one slot (hash tags)";
 

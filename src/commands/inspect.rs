@@ -34,6 +34,7 @@ fn hold_name(hold: Hold) -> &'static str {
         Hold::Write { .. } => "write",
         Hold::Lock(_) => "lock",
         Hold::Semaphore { .. } => "permits",
+        Hold::Latch => "latch",
     }
 }
 
@@ -71,12 +72,14 @@ pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
 }
 
 /// The kind of lock a queue's first waiter waits for: `rwlock` for a read
-/// or write hold, `lock` for the plain lock, `semaphore` for permits.
+/// or write hold, `lock` for the plain lock, `semaphore` for permits,
+/// `latch` for a count-down latch's zero.
 fn queue_kind(hold: Hold) -> &'static str {
     match hold {
         Hold::Read | Hold::Write { .. } => "rwlock",
         Hold::Lock(_) => "lock",
         Hold::Semaphore { .. } => "semaphore",
+        Hold::Latch => "latch",
     }
 }
 
@@ -85,8 +88,8 @@ fn queue_kind(hold: Hold) -> &'static str {
 /// The locks clients wait for now, the longest-waiting first (at most `n`,
 /// 10 without `COUNT`), each with `lock` (its name), `db`, `waiters` (how
 /// many), `waited` (ms the earliest has waited), `holders` (each `owner`,
-/// `kind` and `count`, read from the lock's hash) and `kind`: `rwlock` or
-/// `lock` for clients queued with `BLOCK`, `fair` for clients parked in a
+/// `kind` and `count`, read from the lock's hash) and `kind`: `rwlock`,
+/// `lock` or `latch` for clients queued with `BLOCK`, `fair` for clients parked in a
 /// fair lock's line (`FAIRLOCK.ACQUIRE … BLOCK`). A name with both is
 /// listed once for each.
 pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {

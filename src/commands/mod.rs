@@ -8,6 +8,7 @@ mod apply;
 pub mod docs;
 pub mod fair;
 pub mod inspect;
+pub mod latch;
 pub mod lock;
 pub mod multi;
 pub mod rwlock;
@@ -19,9 +20,9 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, RedisResult};
 
 use self::docs::{
-    arg, block, fenced, flag, holds, lease, lock, millis, mode_choice, optional, owner, session,
-    ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
-    RELEASE_KEY, RWLOCK_KEYS,
+    arg, block, fenced, flag, holds, latch as latch_name, lease, lock, millis, mode_choice,
+    optional, owner, session, ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY,
+    INFO_KEY, INSERT_KEY, LATCH_KEYS, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY, RWLOCK_KEYS,
 };
 use crate::args::ArgString;
 use crate::server::{self, CommandFn};
@@ -221,6 +222,71 @@ fn fair_commands() -> Vec<Command> {
             key: INFO_KEY,
             key_notes: FAIR_KEYS,
             args: vec![lock()],
+        },
+    ]
+}
+
+/// The count-down latch's commands (`RCountDownLatch`, contract §16).
+fn latch_commands() -> Vec<Command> {
+    let one = |name, entry, flags, summary, key| Command {
+        name,
+        entry,
+        flags,
+        summary,
+        complexity: c"O(1)",
+        since: V4,
+        arity: 2,
+        key,
+        key_notes: LATCH_KEYS,
+        args: vec![latch_name()],
+    };
+    vec![
+        Command {
+            arity: 3,
+            args: vec![
+                latch_name(),
+                arg(c"count", ArgKind::Int, c"The count, from 0"),
+            ],
+            ..one(
+                c"latch.trysetcount",
+                entry!(latch::try_set_count),
+                c"write deny-oom",
+                c"Sets a Redisson count-down latch's count (RCountDownLatch.trySetCount) when no key has its name and publishes 1. Replies 1 if set, else 0",
+                INSERT_KEY,
+            )
+        },
+        one(
+            c"latch.countdown",
+            entry!(latch::count_down),
+            c"write",
+            c"Counts a latch down by one (countDown); at zero deletes it, publishes 0 and answers its waiters. Replies nil",
+            RELEASE_KEY,
+        ),
+        one(
+            c"latch.count",
+            entry!(latch::count),
+            c"readonly",
+            c"Replies a latch's count (getCount), 0 when there is none",
+            INFO_KEY,
+        ),
+        one(
+            c"latch.delete",
+            entry!(latch::delete),
+            c"write",
+            c"Deletes a latch (delete), publishes 1 and answers its waiters. Replies 1 if deleted, else 0",
+            FORCE_KEY,
+        ),
+        Command {
+            complexity: c"O(1), O(W) when the count reaches zero for W waiters",
+            arity: -2,
+            args: vec![latch_name(), block()],
+            ..one(
+                c"latch.await",
+                entry!(latch::await_zero),
+                c"write blocking",
+                c"Waits for a latch's count to reach zero (await). Replies 1 when it is zero or the latch is gone, else 0; BLOCK waits on the server",
+                INFO_KEY,
+            )
         },
     ]
 }
@@ -551,6 +617,7 @@ pub fn table() -> Vec<Command> {
     ];
     table.extend(fair_commands());
     table.extend(semaphore_commands());
+    table.extend(latch_commands());
     table
 }
 
@@ -628,6 +695,11 @@ mod tests {
                 "SEMAPHORE.ADDPERMITS name permits",
                 "SEMAPHORE.DRAIN name",
                 "SEMAPHORE.AVAILABLE name",
+                "LATCH.TRYSETCOUNT name count",
+                "LATCH.COUNTDOWN name",
+                "LATCH.COUNT name",
+                "LATCH.DELETE name",
+                "LATCH.AWAIT name [BLOCK ms]",
             ]
         );
     }

@@ -43,7 +43,8 @@ impl Replication {
         self.emit(ctx, c"SET", &[key, value, b"PXAT"], Some(deadline));
     }
 
-    /// A semaphore's count, as its scripts' `SET` (no TTL).
+    /// A semaphore's count, as its scripts' `SET` (no TTL), or a latch's
+    /// new count.
     pub fn set(self, ctx: &Context, key: &[u8], value: &[u8]) {
         self.emit(ctx, c"SET", &[key, value], None);
     }

@@ -45,6 +45,13 @@ pub const ERR_SEMAPHORE_TTL: &str =
 pub const ERR_SEMAPHORE: &str = "ERR corrupt semaphore: its count is not an integer";
 pub const ERR_PERMITS_OVERFLOW: &str =
     "ERR overflow: the semaphore's count would leave the 64-bit integer range";
+/// A latch's channel, `redisson_countdownlatch__channel__{<name>}`, wraps
+/// the name in braces whatever it holds: a name with braces would put it in
+/// another hash slot than the latch (contract §16.1).
+pub const ERR_LATCH_NAME: &str =
+    "ERR latch name must be non-empty without braces: Redisson's channel for it would leave its hash slot";
+pub const ERR_LATCH_COUNT: &str = "ERR corrupt latch count: its value is not an integer";
+pub const ERR_COUNT_ARG: &str = "ERR count must be an integer from 0 to 9223372036854775807";
 pub const ERR_REPLICA: &str =
     "READONLY this node became a replica while the client waited for the lock";
 
@@ -63,6 +70,11 @@ pub enum LockError {
     BadCount,
     /// A semaphore's count pushed past the 64-bit range.
     PermitsOverflow,
+    /// A hold kind a multi-hold cannot list (a latch's wait holds nothing).
+    NotAHold,
+    LatchName,
+    /// A count-down latch's value that is not an integer.
+    LatchCount,
 }
 
 impl LockError {
@@ -78,6 +90,9 @@ impl LockError {
             LockError::Overflow => ERR_OVERFLOW,
             LockError::BadCount => ERR_SEMAPHORE,
             LockError::PermitsOverflow => ERR_PERMITS_OVERFLOW,
+            LockError::NotAHold => ERR_KIND,
+            LockError::LatchName => ERR_LATCH_NAME,
+            LockError::LatchCount => ERR_LATCH_COUNT,
         }
     }
 }

@@ -58,6 +58,8 @@ pub fn blockers<S: Store>(
         (Hold::Read | Hold::Write { .. }, None) | (Hold::Lock(_), Some(_)) => (false, false),
         // Permits are nobody's: no owner stops a semaphore's acquisition.
         (Hold::Semaphore { .. }, _) => (false, false),
+        // A latch's waiter waits for a count, which no holder keeps.
+        (Hold::Latch, _) => (false, false),
     };
     let mut out: Vec<Vec<u8>> = Vec::new();
     if !stops {

@@ -28,13 +28,17 @@ pub enum Kind {
     Permits,
 }
 
-impl From<Hold> for Kind {
-    fn from(hold: Hold) -> Kind {
+/// A latch's wait is no hold: nothing to count, release or renew.
+impl TryFrom<Hold> for Kind {
+    type Error = LockError;
+
+    fn try_from(hold: Hold) -> Result<Kind, LockError> {
         match hold {
-            Hold::Read => Kind::Read,
-            Hold::Write { .. } => Kind::Write,
-            Hold::Lock(_) => Kind::Lock,
-            Hold::Semaphore { .. } => Kind::Permits,
+            Hold::Read => Ok(Kind::Read),
+            Hold::Write { .. } => Ok(Kind::Write),
+            Hold::Lock(_) => Ok(Kind::Lock),
+            Hold::Semaphore { .. } => Ok(Kind::Permits),
+            Hold::Latch => Err(LockError::NotAHold),
         }
     }
 }

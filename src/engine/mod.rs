@@ -13,6 +13,7 @@ pub mod holders;
 pub mod index;
 pub mod int;
 pub mod kinds;
+pub mod latch;
 pub mod lock;
 pub mod multi;
 pub mod names;

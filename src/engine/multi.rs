@@ -90,7 +90,7 @@ struct Release<'o>(&'o [u8], i64);
 impl EachHold for Release<'_> {
     type Reply = Unlocked;
     fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<Unlocked, LockError> {
-        kinds::release(s, &w.names, Kind::from(w.hold), self.0, self.1)
+        kinds::release(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
     }
 }
 
@@ -100,7 +100,7 @@ struct Renew<'o>(&'o [u8], i64);
 impl EachHold for Renew<'_> {
     type Reply = bool;
     fn change<S: Store>(&self, s: &mut S, w: &Want) -> Result<bool, LockError> {
-        kinds::renew(s, &w.names, Kind::from(w.hold), self.0, self.1)
+        kinds::renew(s, &w.names, Kind::try_from(w.hold)?, self.0, self.1)
     }
 }
 

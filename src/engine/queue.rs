@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use super::error::LockError;
 use super::hold::{remember_grant, Attempt, GrantLatch, Granted};
+use super::latch;
 use super::lock::{self, Options};
 use super::names::{write_field, LockNames};
 use super::rwlock::{fenced_write_lock, read_lock, write_lock, Mode};
@@ -27,6 +28,9 @@ pub enum Hold {
     /// Permits of a semaphore (`SEMAPHORE.ACQUIRE`, contract §15): nobody's
     /// hold, so its waiter has no owner.
     Semaphore { permits: i64 },
+    /// A count-down latch's zero (`LATCH.AWAIT`): granted to every waiter
+    /// at once, owning nothing.
+    Latch,
 }
 
 impl From<Mode> for Hold {
@@ -66,6 +70,7 @@ pub fn attempt<S: Store>(
         Hold::Write { fenced: true } => fenced_write_lock(s, names, owner, lease),
         Hold::Lock(options) => lock::acquire(s, names, owner, lease, options),
         Hold::Semaphore { permits } => semaphore::acquire(s, names, permits),
+        Hold::Latch => latch::reached(s, names),
     }
 }
 
@@ -95,7 +100,7 @@ pub struct Served<T> {
 }
 
 /// Serves the queue in arrival order: the head acquires while it can, so all
-/// consecutive readers at the head get in together; a multi-hold's ticket
+/// consecutive readers (or a latch's waiters) at the head get in together; a multi-hold's ticket
 /// at the head stops it, for the shell to serve. A waiter whose attempt
 /// fails with an error (a corrupt or retyped key, a non-reentrant lock its
 /// owner holds already) leaves with that error rather than blocking the

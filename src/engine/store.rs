@@ -116,14 +116,14 @@ pub trait Store {
     /// `incrby`; the new value.
     fn incr_by(&mut self, key: &[u8], by: i64) -> i64;
     /// `INCRBY key by` of a count that is no fencing token (a semaphore's
-    /// permits; `by` may be negative, as `DECRBY`, for which Redis raises
+    /// permits, a latch's count; `by` may be negative, as `DECRBY`, for which Redis raises
     /// `incrby` too), on the caller's checks as [`Store::incr_by`]: the TTL
     /// stays; the new value.
     fn add_to(&mut self, key: &[u8], by: i64) -> i64 {
         self.incr_by(key, by)
     }
     /// `SET key value`, any TTL dropped, as Redisson's semaphore scripts
-    /// write a count: event `set`.
+    /// write a count and a latch's TRYSETCOUNT sets one: event `set`.
     fn set(&mut self, key: &[u8], value: &[u8]);
     /// How far past its value the next fencing token of the counter `key`
     /// must jump: 0, except for the first token a node issues for it after

@@ -276,12 +276,13 @@ impl<'c> RedisStore<'c> {
         }
     }
 
-    /// The string a SET stores. A lease key holds "1", which the script's
+    /// The string a `SET` stores. A lease key holds "1", which the script's
     /// SET stores as Redis's shared integer: no allocation per key. Keys
     /// sharing the constant cost the same (Redis copies a shared string
-    /// before changing it in place), except under an eviction policy, which
-    /// may need each value's own access time, as Redis's shared integers do.
-    fn value_string(&mut self, value: &[u8]) -> Str {
+    /// before changing it in place, as a latch's DECR does), except under an
+    /// eviction policy, which may need each value's own access time, as
+    /// Redis's shared integers do.
+    fn value(&mut self, value: &[u8]) -> Str {
         let evicting = self.flags() & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0;
         if evicting {
             Str::Owned(RedisString::create_from_slice(ptr::null_mut(), value))
@@ -488,7 +489,7 @@ impl Store for RedisStore<'_> {
 
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.forget_count();
-        let value_str = self.value_string(value);
+        let value_str = self.value(value);
         self.with_writable(key, |s, handle, name| {
             // The new key then takes the absolute deadline.
             handle.string_set(value_str.ptr());
@@ -502,7 +503,7 @@ impl Store for RedisStore<'_> {
 
     fn set(&mut self, key: &[u8], value: &[u8]) {
         self.forget_count();
-        let value_str = self.value_string(value);
+        let value_str = self.value(value);
         self.with_writable(key, |s, handle, name| {
             // As SET without KEEPTTL: setting the string drops the TTL.
             handle.string_set(value_str.ptr());

@@ -61,7 +61,10 @@ pub fn bind(
     owner: &[u8],
     lease: i64,
 ) {
-    let kind = Kind::from(hold);
+    // A latch's waiter holds nothing to bind (and never asks SESSION).
+    let Ok(kind) = Kind::try_from(hold) else {
+        return;
+    };
     let level = kinds::held(store, names, kind, owner);
     if level == 0 {
         return;

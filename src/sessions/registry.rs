@@ -318,6 +318,15 @@ mod tests {
             .collect()
     }
 
+    /// A registry where connection 1 holds `a:1`'s first hold of `kind` in a
+    /// session (lease 900 ms, bound at 0): most cases start there.
+    fn one_session_hold(kind: Kind) -> (Sessions, Bond) {
+        let mut r = Sessions::default();
+        let a = bond(kind, "a:1");
+        r.bind(1, a.clone(), 1, 900, 0);
+        (r, a)
+    }
+
     #[test]
     fn an_empty_registry_is_idle() {
         let mut r = Sessions::default();
@@ -330,9 +339,7 @@ mod tests {
 
     #[test]
     fn a_close_takes_exactly_the_connections_own_session_holds() {
-        let mut r = Sessions::default();
-        let a = bond(Kind::Lock, "a:1");
-        r.bind(1, a.clone(), 1, 900, 0);
+        let (mut r, a) = one_session_hold(Kind::Lock);
         r.bind(1, bond(Kind::Read, "b:1"), 1, 900, 0);
         r.bind(2, bond(Kind::Read, "b:1"), 2, 900, 0);
         assert_eq!(r.counts(), (2, 3));
@@ -368,9 +375,7 @@ mod tests {
 
     #[test]
     fn a_lock_gone_and_taken_again_keeps_no_old_session_hold() {
-        let mut r = Sessions::default();
-        let a = bond(Kind::Lock, "a:1");
-        r.bind(1, a.clone(), 1, 900, 0);
+        let (mut r, a) = one_session_hold(Kind::Lock);
         // Deleted (FORCEUNLOCK, DEL, expiry): seen as a count of 0.
         r.observe(&a, 0);
         assert!(r.idle());
@@ -384,9 +389,7 @@ mod tests {
 
     #[test]
     fn a_rebind_at_a_lower_level_drops_levels_given_back_unseen() {
-        let mut r = Sessions::default();
-        let a = bond(Kind::Read, "a:1");
-        r.bind(1, a.clone(), 1, 900, 0);
+        let (mut r, a) = one_session_hold(Kind::Read);
         r.bind(1, a.clone(), 2, 900, 0);
         r.bind(1, a.clone(), 2, 600, 10);
         assert_eq!(levels(&r.close(1)), vec![(Kind::Read, vec![1, 2])]);
@@ -394,9 +397,7 @@ mod tests {
 
     #[test]
     fn a_release_for_one_connection_moves_the_others_holds_down() {
-        let mut r = Sessions::default();
-        let a = bond(Kind::Read, "a:1");
-        r.bind(1, a.clone(), 1, 900, 0);
+        let (mut r, a) = one_session_hold(Kind::Read);
         r.bind(2, a.clone(), 2, 900, 0);
         let orphans = r.close(1);
         assert_eq!(levels(&orphans), vec![(Kind::Read, vec![1])]);

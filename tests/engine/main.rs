@@ -3,7 +3,8 @@
 //! models written from the contract (`model`, `lock_model`, `fair_model`;
 //! Redisson's semaphore scripts in `semaphore_tests`), with fuzzers (proptest: `fuzz`, `lock_fuzz`, and `args_fuzz` for the
 //! argument parser), and the unit tests of the engine's modules that need a
-//! store. Scaffolding, kept out of `src/` so that `src/` is the product.
+//! store (`latch_tests` holds the latch machine and its model of Redisson's
+//! scripts). Scaffolding, kept out of `src/` so that `src/` is the product.
 
 mod args_fuzz;
 mod fair_model;
@@ -11,6 +12,7 @@ mod fuzz;
 mod fuzz_cases;
 mod holders_tests;
 mod kinds_tests;
+mod latch_tests;
 mod lock_fuzz;
 mod lock_model;
 mod lock_tests;
