@@ -14,8 +14,10 @@ readers, and per write handoff to a BLOCK waiter. The module's cycles also
 run over 50 locks in turn, as the bench's clients do. The plain lock's
 cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, and FENCED, against
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
-unlock latch as Redisson's. The count-down latch's cycle (try-set 1 +
-count down) against its two scripts. Then the targets: every operation at least 3x
+unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
+SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
+The count-down latch's cycle (try-set 1 + count down) against its two
+scripts. Then the targets: every operation at least 3x
 cheaper than Redisson's script, and the module's cycles within 1.1x of the
 layout floor's. Needs valgrind and Redisson's scripts (`make oracle`
 extracts them from its jars; RWLOCK_REDISSON_LUA and RWLOCK_REDISSON_LOCK_LUA
@@ -228,7 +230,7 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
-    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else [])
+    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else [])
 
 
 def count(module, scripts, name, per, setup, work):
@@ -306,6 +308,24 @@ def fair_workloads(sha):
     ]
 
 
+def semaphore_workloads(sha):
+    """The semaphore's cycle, acquire 1 + release 1 with permits to spare
+    and nobody waiting: the module against Redisson 4.7's
+    semaphore_acquire.lua + semaphore_release.lua (which publishes the new
+    count, as the module's release does)."""
+    name = "SEM"
+    setup = [resp("SET", name, 1000)]
+    module = (resp("SEMAPHORE.ACQUIRE", name, 1), resp("SEMAPHORE.RELEASE", name, 1))
+    by_script = (resp("EVALSHA", sha["sem_acquire"], 1, name, 1),
+                 resp("EVALSHA", sha["sem_release"], 2, name, "redisson_sc:{%s}" % name, 1, "PUBLISH"))
+    return [
+        ("semaphore acquire + release, module", CYCLES, MODULE, setup,
+         [r for _ in range(CYCLES) for r in module]),
+        ("semaphore acquire + release, EVALSHA", CYCLES, MODULE, setup,
+         [r for _ in range(CYCLES) for r in by_script]),
+    ]
+
+
 def latch_workloads(sha):
     """The count-down latch's cycle: a count of 1 set, then counted down to
     zero (the latch deleted, `0` published), the module against Redisson
@@ -338,6 +358,7 @@ PLAIN_TARGETS = [
     ("plain lock + unlock, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
     ("fenced lock + unlock REQUEST, module", "fenced lock + unlock, EVALSHA", ">=", 3.0),
     ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
+    ("semaphore acquire + release, module", "semaphore acquire + release, EVALSHA", ">=", 3.0),
     ("latch try-set 1 + count down, module", "latch try-set 1 + count down, EVALSHA", ">=", 3.0),
 ]
 # Shown without a target: how each compares with one plain command per request.
@@ -382,6 +403,7 @@ def main():
     plain = os.environ.get("RWLOCK_REDISSON_LOCK_LUA") or str(ROOT / "target/redisson-lua/4.7.0")
     for key, name in (("plain_lock", "lock"), ("plain_unlock", "unlock"), ("fenced_lock", "fenced_lock"),
                       ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock"),
+                      ("sem_acquire", "semaphore_acquire"), ("sem_release", "semaphore_release"),
                       ("latch_try_set_count", "latch_try_set_count"),
                       ("latch_count_down", "latch_count_down")):
         scripts[key] = (Path(plain) / f"{name}.lua").read_text()

@@ -6,7 +6,8 @@ use redis_module::RedisError;
 
 use crate::engine::error::{
     LockError, ERR_BLOCK_NOQUEUE, ERR_COUNT_ARG, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE,
-    ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
+    ERR_PERMITS, ERR_PERMITS_COUNT, ERR_REQUEST_ID, ERR_SEMAPHORE_TTL, ERR_SYNTAX, ERR_TIMEOUT,
+    ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
 };
 use crate::engine::int::parse_i64;
 use crate::engine::lock::Options;
@@ -163,15 +164,28 @@ fn wait_option<'a, A: Arg>(
     block: &mut Option<i64>,
     request: &mut Option<Request<'a>>,
 ) -> Result<Option<usize>, RedisError> {
-    Ok(if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
+    if is(word, "BLOCK") && block.is_none() && rest.len() >= 2 {
         *block = Some(millis(&rest[1], 0, ERR_TIMEOUT)?);
-        Some(2)
-    } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
-        *request = Some(self::request(rest)?);
-        Some(3)
-    } else {
-        None
-    })
+        return Ok(Some(2));
+    }
+    request_option(word, rest, request)
+}
+
+/// `REQUEST id ttl` heading `rest`, into `request` when not given yet: 3
+/// (the arguments it used), None when `word` is not it.
+fn request_option<'a, A: Arg>(
+    word: &[u8],
+    rest: &'a [A],
+    request: &mut Option<Request<'a>>,
+) -> Result<Option<usize>, RedisError> {
+    Ok(
+        if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
+            *request = Some(self::request(rest)?);
+            Some(3)
+        } else {
+            None
+        },
+    )
 }
 
 /// Options in any order: `take(word, rest)` takes the option whose keyword
@@ -226,15 +240,11 @@ fn request<A: Arg>(rest: &[A]) -> Result<Request<'_>, RedisError> {
 fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
     let (mut lease, mut request) = (None, None);
     options(rest, |word, rest| {
-        Ok(if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
+        if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
             lease = Some(self::lease(&rest[1])?);
-            Some(2)
-        } else if is(word, "REQUEST") && request.is_none() && rest.len() >= 3 {
-            request = Some(self::request(rest)?);
-            Some(3)
-        } else {
-            None
-        })
+            return Ok(Some(2));
+        }
+        request_option(word, rest, &mut request)
     })?;
     Ok((lease, request))
 }
@@ -466,6 +476,95 @@ fn holds<A: Arg>(rest: &[A]) -> Result<Vec<Want<'_>>, RedisError> {
         wants.push(Want { names, hold });
     }
     Ok(wants)
+}
+
+/// A number of permits to take or give back: 1 or more.
+fn permits(arg: &impl Arg) -> Result<i64, RedisError> {
+    parse_i64(arg.bytes())
+        .filter(|n| *n >= 1)
+        .ok_or(RedisError::Str(ERR_PERMITS))
+}
+
+/// A count to set or add: any 64-bit integer.
+fn permits_count(arg: &impl Arg) -> Result<i64, RedisError> {
+    parse_i64(arg.bytes()).ok_or(RedisError::Str(ERR_PERMITS_COUNT))
+}
+
+/// `name permits [BLOCK ms] [REQUEST id ttl]`: SEMAPHORE.ACQUIRE (contract
+/// §15), as the acquisition the one driver takes, with the permits. Permits
+/// have no owner and no lease: the owner is empty, the lease 0, neither
+/// read by a semaphore's attempt.
+pub fn semaphore_acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), RedisError> {
+    if args.len() < 3 || args.len() > 8 {
+        return Err(RedisError::WrongArity);
+    }
+    let mut parsed = Acquire {
+        lock: OwnerLease {
+            names: names(&args[1])?,
+            owner: b"",
+            lease: 0,
+        },
+        block: None,
+        session: false,
+        request: None,
+    };
+    let permits = permits(&args[2])?;
+    options(&args[3..], |word, rest| {
+        wait_option(word, rest, &mut parsed.block, &mut parsed.request)
+    })?;
+    Ok((parsed, permits))
+}
+
+/// `name permits [IFEXISTS] [REQUEST id ttl]`: SEMAPHORE.RELEASE.
+pub struct SemaphoreRelease<'a> {
+    pub names: LockNames<'a>,
+    pub permits: i64,
+    /// `IFEXISTS`: nothing when there is no count (`releaseIfExists`).
+    pub if_exists: bool,
+    pub request: Option<Request<'a>>,
+}
+
+pub fn semaphore_release<A: Arg>(args: &[A]) -> Result<SemaphoreRelease<'_>, RedisError> {
+    if args.len() < 3 || args.len() > 7 {
+        return Err(RedisError::WrongArity);
+    }
+    let mut parsed = SemaphoreRelease {
+        names: names(&args[1])?,
+        permits: permits(&args[2])?,
+        if_exists: false,
+        request: None,
+    };
+    options(&args[3..], |word, rest| {
+        if is(word, "IFEXISTS") && !parsed.if_exists {
+            parsed.if_exists = true;
+            return Ok(Some(1));
+        }
+        request_option(word, rest, &mut parsed.request)
+    })?;
+    Ok(parsed)
+}
+
+/// `name permits [TTL ms]`: SEMAPHORE.TRYSETPERMITS.
+pub fn semaphore_try_set<A: Arg>(
+    args: &[A],
+) -> Result<(LockNames<'_>, i64, Option<i64>), RedisError> {
+    let (lock, count, ttl) = match args {
+        [_, lock, count] => (lock, count, None),
+        [_, lock, count, word, ms] if is(word.bytes(), "TTL") => {
+            (lock, count, Some(millis(ms, 1, ERR_SEMAPHORE_TTL)?))
+        }
+        [_, _, _, _, _] => return Err(RedisError::Str(ERR_SYNTAX)),
+        _ => return Err(RedisError::WrongArity),
+    };
+    Ok((names(lock)?, permits_count(count)?, ttl))
+}
+
+/// `name n`: SEMAPHORE.ADDPERMITS.
+pub fn semaphore_add<A: Arg>(args: &[A]) -> Result<(LockNames<'_>, i64), RedisError> {
+    let [_, lock, n] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    Ok((names(lock)?, permits_count(n)?))
 }
 
 /// A count-down latch's name: its count's key (contract §16.1).

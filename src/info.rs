@@ -37,6 +37,8 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_repor
         ("fair_acquired", Counter::FairAcquired),
         ("fair_queued", Counter::FairQueued),
         ("fair_cancels", Counter::FairCancels),
+        ("permits_acquired", Counter::PermitsAcquired),
+        ("permits_released", Counter::PermitsReleased),
         ("latch_awaited", Counter::LatchAwaited),
     ];
     // Redis skips the fields of a section INFO did not ask for.

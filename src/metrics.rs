@@ -34,6 +34,10 @@ pub enum Counter {
     FairAcquired,
     FairQueued,
     FairCancels,
+    /// Permits taken by `SEMAPHORE.ACQUIRE`, and given back by
+    /// `SEMAPHORE.RELEASE` (calls, not permits; contract §15).
+    PermitsAcquired,
+    PermitsReleased,
     /// `LATCH.AWAIT` calls answered 1, at once or after a wait.
     LatchAwaited,
     /// Cycles of waits found (contract §14).
@@ -59,6 +63,7 @@ pub fn acquired(hold: Hold, granted: Granted) {
         Hold::Read => Counter::ReadAcquired,
         Hold::Write { .. } => Counter::WriteAcquired,
         Hold::Lock(_) => Counter::LockAcquired,
+        Hold::Semaphore { .. } => Counter::PermitsAcquired,
         Hold::Latch => Counter::LatchAwaited,
     });
     if granted.reentry {

@@ -12,15 +12,18 @@ pub fn fenced(hold: Hold) -> bool {
         Hold::Read | Hold::Latch => false,
         Hold::Write { fenced } => fenced,
         Hold::Lock(options) => options.fenced,
+        Hold::Semaphore { .. } => false,
     }
 }
 
 /// An acquisition's reply, as Redisson's scripts give it: nil when taken,
-/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`. A latch's
-/// wait replies as Redisson's `await(timeout)` returns: 1 when the count
-/// is zero (or the latch gone), 0 when not.
+/// else the lock's PTTL; fenced, `[-1, token]` or `[pttl, -1]`; a
+/// semaphore's 1 or 0. A latch's wait replies as Redisson's
+/// `await(timeout)` returns: 1 when the count is zero (or the latch gone),
+/// 0 when not.
 pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
-    if hold == Hold::Latch {
+    // As Redisson's semaphore script: 1 taken, 0 not.
+    if matches!(hold, Hold::Semaphore { .. } | Hold::Latch) {
         return RedisValue::Integer(matches!(attempt, Attempt::Granted(_)).into());
     }
     match (attempt, fenced(hold)) {

@@ -29,7 +29,7 @@ fn info(conn: &mut Conn, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let mut all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 40, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 43, "{all_zero:?}");
     // The census of an empty keyspace saw every key there is.
     assert_eq!(all_zero.remove("census_complete"), Some(1));
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
@@ -149,6 +149,11 @@ fn info_rwlock_counts_every_outcome() {
         ("fair_acquired", 1),
         ("fair_queued", 1),
         ("fair_cancels", 1),
+        // No semaphore here.
+        ("permits_acquired", 0),
+        ("permits_released", 0),
+        // No latch here.
+        ("latch_awaited", 0),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

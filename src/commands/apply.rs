@@ -198,11 +198,14 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         // Those left waiting are served again after the attempt, which may
         // have moved the lock's deadline; in fair mode it queues behind them.
         waiting::serve_after(ctx, store, names, |store| {
+            // Permits are nobody's: no acquisition of them goes past the
+            // waiters, whatever `rwlock.fairness` says (contract §15.3).
+            let permits = matches!(self.way, Hold::Semaphore { .. });
             // A latch's waiter takes nothing, so it never goes ahead of anyone.
             let queued = self.way != Hold::Latch
-                && config::fair()
+                && (permits || config::fair())
                 && queues::has_waiters(ctx, names)
-                && !queue::may_overtake(store, names, owner)?;
+                && (permits || !queue::may_overtake(store, names, owner)?);
             if queued {
                 Ok(Attempt::Refused {
                     pttl: store.pttl(names.hash()),

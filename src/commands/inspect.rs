@@ -33,6 +33,7 @@ fn hold_name(hold: Hold) -> &'static str {
         Hold::Read => "read",
         Hold::Write { .. } => "write",
         Hold::Lock(_) => "lock",
+        Hold::Semaphore { .. } => "permits",
         Hold::Latch => "latch",
     }
 }
@@ -42,6 +43,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::Read => "read",
         Kind::Write => "write",
         Kind::Lock => "lock",
+        Kind::Permits => "permits",
     }
 }
 
@@ -70,12 +72,13 @@ pub fn waiters(ctx: &Context, names: &LockNames) -> [RedisValue; 2] {
 }
 
 /// The kind of lock a queue's first waiter waits for: `rwlock` for a read
-/// or write hold, `lock` for the plain lock, `latch` for a count-down
-/// latch's zero.
+/// or write hold, `lock` for the plain lock, `semaphore` for permits,
+/// `latch` for a count-down latch's zero.
 fn queue_kind(hold: Hold) -> &'static str {
     match hold {
         Hold::Read | Hold::Write { .. } => "rwlock",
         Hold::Lock(_) => "lock",
+        Hold::Semaphore { .. } => "semaphore",
         Hold::Latch => "latch",
     }
 }

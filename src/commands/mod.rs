@@ -12,6 +12,7 @@ pub mod latch;
 pub mod lock;
 pub mod multi;
 pub mod rwlock;
+pub mod semaphore;
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -291,6 +292,121 @@ fn latch_commands() -> Vec<Command> {
 }
 
 /// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
+/// What a semaphore command touches besides its count.
+const SEMAPHORE_KEYS: &CStr = c"Also its latches redisson_unlock_latch:{name}:id (RELEASE … REQUEST) and redisson_lock_request_latch:{name}:id (ACQUIRE … REQUEST), named from the semaphore and in its hash slot; it publishes on redisson_sc:{name}";
+
+fn semaphore_name() -> ArgDoc {
+    arg(
+        c"name",
+        ArgKind::Key,
+        c"The semaphore's name: the key of its count, as Redisson names it",
+    )
+}
+
+fn permits(summary: &'static CStr) -> ArgDoc {
+    arg(c"permits", ArgKind::Int, summary)
+}
+
+/// Redisson's `RSemaphore` (contract §15).
+fn semaphore_commands() -> Vec<Command> {
+    let keys = SEMAPHORE_KEYS;
+    vec![
+        Command {
+            name: c"semaphore.acquire",
+            entry: entry!(semaphore::acquire_permits),
+            flags: c"write deny-oom blocking",
+            summary: c"Takes permits of a Redisson semaphore (RSemaphore) when that many are free and nobody waits before. Replies 1 when taken, else 0; BLOCK waits on the server in arrival order",
+            complexity: c"O(1), O(W) when permits are handed to W waiters",
+            since: V4,
+            arity: -3,
+            key: ACQUIRE_KEY,
+            key_notes: keys,
+            args: vec![
+                semaphore_name(),
+                permits(c"How many permits to take (1 or more)"),
+                block(),
+                acquire_request_option(),
+            ],
+        },
+        Command {
+            name: c"semaphore.release",
+            entry: entry!(semaphore::release),
+            flags: c"write",
+            summary: c"Gives permits back to a semaphore (anyone may), publishes the new count and serves its waiters. Replies nil; IFEXISTS: 1, or 0 when there is no count",
+            complexity: c"O(1), O(W) when permits are handed to W waiters",
+            since: V4,
+            arity: -3,
+            key: ACQUIRE_KEY,
+            key_notes: keys,
+            args: vec![
+                semaphore_name(),
+                permits(c"How many permits to give back (1 or more)"),
+                flag(
+                    c"ifexists",
+                    c"IFEXISTS",
+                    c"releaseIfExists: do nothing when the semaphore has no count",
+                ),
+                request_option(),
+            ],
+        },
+        Command {
+            name: c"semaphore.trysetpermits",
+            entry: entry!(semaphore::try_set),
+            flags: c"write deny-oom",
+            summary: c"Sets a semaphore's count when it has none and publishes it. Replies 1 when set, else 0",
+            complexity: c"O(1), O(W) when permits are handed to W waiters",
+            since: V4,
+            arity: -3,
+            key: ACQUIRE_KEY,
+            key_notes: keys,
+            args: vec![
+                semaphore_name(),
+                permits(c"The count (any 64-bit integer)"),
+                millis(c"TTL", c"Milliseconds the count lasts (SET … PX)"),
+            ],
+        },
+        Command {
+            name: c"semaphore.addpermits",
+            entry: entry!(semaphore::add),
+            flags: c"write deny-oom",
+            summary: c"Adds to a semaphore's count (negative takes away; a TTL is dropped, as Redisson's SET) and publishes it. Replies nil",
+            complexity: c"O(1), O(W) when permits are handed to W waiters",
+            since: V4,
+            arity: 3,
+            key: ACQUIRE_KEY,
+            key_notes: keys,
+            args: vec![
+                semaphore_name(),
+                permits(c"How many to add (negative: take away)"),
+            ],
+        },
+        Command {
+            name: c"semaphore.drain",
+            entry: entry!(semaphore::drain),
+            flags: c"write",
+            summary: c"Takes every free permit of a semaphore: sets its count to 0. Replies the count before, 0 when there was none",
+            complexity: c"O(1)",
+            since: V4,
+            arity: 2,
+            key: ACQUIRE_KEY,
+            key_notes: keys,
+            args: vec![semaphore_name()],
+        },
+        Command {
+            name: c"semaphore.available",
+            entry: entry!(semaphore::available),
+            flags: c"readonly",
+            summary: c"Shows a semaphore's free permits, 0 when it has no count",
+            complexity: c"O(1)",
+            since: V4,
+            arity: 2,
+            key: INFO_KEY,
+            key_notes: keys,
+            args: vec![semaphore_name()],
+        },
+    ]
+}
+
 fn multi_args(head: Vec<ArgDoc>) -> Vec<ArgDoc> {
     let mut args = head;
     args.extend(holds());
@@ -500,6 +616,7 @@ pub fn table() -> Vec<Command> {
         },
     ];
     table.extend(fair_commands());
+    table.extend(semaphore_commands());
     table.extend(latch_commands());
     table
 }
@@ -572,6 +689,12 @@ mod tests {
                 "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "FAIRLOCK.FORCEUNLOCK lock",
                 "FAIRLOCK.INFO lock",
+                "SEMAPHORE.ACQUIRE name permits [BLOCK ms] [REQUEST id ttl]",
+                "SEMAPHORE.RELEASE name permits [IFEXISTS] [REQUEST id ttl]",
+                "SEMAPHORE.TRYSETPERMITS name permits [TTL ms]",
+                "SEMAPHORE.ADDPERMITS name permits",
+                "SEMAPHORE.DRAIN name",
+                "SEMAPHORE.AVAILABLE name",
                 "LATCH.TRYSETCOUNT name count",
                 "LATCH.COUNTDOWN name",
                 "LATCH.COUNT name",

@@ -39,13 +39,14 @@ impl Replication {
         self.emit(ctx, c"HDEL", &[key, field], None);
     }
 
-    /// A latch's new count: `SET key value`.
-    pub fn set(self, ctx: &Context, key: &[u8], value: &[u8]) {
-        self.emit(ctx, c"SET", &[key, value], None);
-    }
-
     pub fn set_until(self, ctx: &Context, key: &[u8], value: &[u8], deadline: i64) {
         self.emit(ctx, c"SET", &[key, value, b"PXAT"], Some(deadline));
+    }
+
+    /// A semaphore's count, as its scripts' `SET` (no TTL), or a latch's
+    /// new count.
+    pub fn set(self, ctx: &Context, key: &[u8], value: &[u8]) {
+        self.emit(ctx, c"SET", &[key, value], None);
     }
 
     pub fn expire_at(self, ctx: &Context, key: &[u8], deadline: i64) {

@@ -36,6 +36,15 @@ pub const ERR_DUPLICATE: &str =
     "ERR a lock name is listed twice: one multi-hold takes one hold of each lock";
 pub const ERR_SESSION: &str =
     "ERR SESSION binds holds to a client connection: scripts and module calls have none";
+/// SEMAPHORE.ACQUIRE and SEMAPHORE.RELEASE: how many permits (contract §15).
+pub const ERR_PERMITS: &str = "ERR permits must be an integer from 1 to 9223372036854775807";
+/// SEMAPHORE.TRYSETPERMITS and SEMAPHORE.ADDPERMITS: a count, which may be negative.
+pub const ERR_PERMITS_COUNT: &str = "ERR permits must be an integer";
+pub const ERR_SEMAPHORE_TTL: &str =
+    "ERR TTL must be an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_SEMAPHORE: &str = "ERR corrupt semaphore: its count is not an integer";
+pub const ERR_PERMITS_OVERFLOW: &str =
+    "ERR overflow: the semaphore's count would leave the 64-bit integer range";
 /// A latch's channel, `redisson_countdownlatch__channel__{<name>}`, wraps
 /// the name in braces whatever it holds: a name with braces would put it in
 /// another hash slot than the latch (contract §16.1).
@@ -57,6 +66,10 @@ pub enum LockError {
     Overflow,
     /// A non-reentrant lock taken again by its holder.
     Reentry,
+    /// A semaphore's count that is not an integer.
+    BadCount,
+    /// A semaphore's count pushed past the 64-bit range.
+    PermitsOverflow,
     /// A hold kind a multi-hold cannot list (a latch's wait holds nothing).
     NotAHold,
     LatchName,
@@ -75,6 +88,8 @@ impl LockError {
             LockError::BadToken => ERR_TOKEN,
             LockError::Reentry => ERR_REENTRY,
             LockError::Overflow => ERR_OVERFLOW,
+            LockError::BadCount => ERR_SEMAPHORE,
+            LockError::PermitsOverflow => ERR_PERMITS_OVERFLOW,
             LockError::NotAHold => ERR_KIND,
             LockError::LatchName => ERR_LATCH_NAME,
             LockError::LatchCount => ERR_LATCH_COUNT,

@@ -154,6 +154,18 @@ pub(super) fn unlock_latched<S: Store>(
     release: impl FnOnce(&mut S) -> Result<Release, LockError>,
 ) -> Result<Unlocked, LockError> {
     check_owner(owner)?;
+    latched(s, names, request, release)
+}
+
+/// [`unlock_latched`] without an owner: a retry of `request` within its
+/// latch's TTL replayed, else `release` run and remembered. A semaphore's
+/// release, whose permits are nobody's, uses it as it is.
+pub(super) fn latched<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    request: Option<Request<'_>>,
+    release: impl FnOnce(&mut S) -> Result<Release, LockError>,
+) -> Result<Unlocked, LockError> {
     // Read before any write: a corrupt latch fails the unlock unchanged.
     let latch = match request {
         None => None,

@@ -56,6 +56,8 @@ pub fn blockers<S: Store>(
         // A plain lock is shared by nobody; its holder re-enters.
         (Hold::Lock(_), None) => (!mine, false),
         (Hold::Read | Hold::Write { .. }, None) | (Hold::Lock(_), Some(_)) => (false, false),
+        // Permits are nobody's: no owner stops a semaphore's acquisition.
+        (Hold::Semaphore { .. }, _) => (false, false),
         // A latch's waiter waits for a count, which no holder keeps.
         (Hold::Latch, _) => (false, false),
     };

@@ -6,7 +6,7 @@
 //! and, when their connection closes, releases with the owner's own unlock.
 
 use super::error::LockError;
-use super::hold::{count_of, Unlocked};
+use super::hold::{count_of, Release, Unlocked};
 use super::lock;
 use super::names::{write_field, LockNames};
 use super::queue::Hold;
@@ -23,6 +23,9 @@ pub enum Kind {
     Write,
     /// A plain lock: the field `<owner>`.
     Lock,
+    /// A semaphore's permits (contract §15): no owner holds them, so no
+    /// owner has a count of them to release or renew.
+    Permits,
 }
 
 /// A latch's wait is no hold: nothing to count, release or renew.
@@ -34,6 +37,7 @@ impl TryFrom<Hold> for Kind {
             Hold::Read => Ok(Kind::Read),
             Hold::Write { .. } => Ok(Kind::Write),
             Hold::Lock(_) => Ok(Kind::Lock),
+            Hold::Semaphore { .. } => Ok(Kind::Permits),
             Hold::Latch => Err(LockError::NotAHold),
         }
     }
@@ -50,6 +54,7 @@ pub fn held<S: Store>(s: &mut S, names: &LockNames, kind: Kind, owner: &[u8]) ->
     let count = match kind {
         Kind::Read | Kind::Lock => count_of(s, hash, owner),
         Kind::Write => count_of(s, hash, &write_field(owner)),
+        Kind::Permits => return 0,
     };
     count.ok().flatten().unwrap_or(0)
 }
@@ -67,6 +72,7 @@ pub fn release<S: Store>(
         Kind::Read => rwlock::unlock(s, names, owner, Mode::Read, lease, None),
         Kind::Write => rwlock::unlock(s, names, owner, Mode::Write, lease, None),
         Kind::Lock => lock::unlock(s, names, owner, lease, None),
+        Kind::Permits => Ok(Unlocked::Ran(Release::NotHeld)),
     }
 }
 
@@ -82,5 +88,6 @@ pub fn renew<S: Store>(
     match kind {
         Kind::Read | Kind::Write => rwlock::renew(s, names, owner, lease),
         Kind::Lock => lock::renew(s, names, owner, lease),
+        Kind::Permits => Ok(false),
     }
 }

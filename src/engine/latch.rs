@@ -69,7 +69,7 @@ pub fn count_down<S: Store>(s: &mut S, names: &LockNames) -> Result<i64, LockErr
         .unwrap_or(0)
         .checked_sub(1)
         .ok_or(LockError::Overflow)?;
-    s.incr_by(key, -1);
+    s.add_to(key, -1);
     if next <= 0 {
         s.del(key);
     }

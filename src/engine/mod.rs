@@ -19,4 +19,5 @@ pub mod multi;
 pub mod names;
 pub mod queue;
 pub mod rwlock;
+pub mod semaphore;
 pub mod store;

@@ -172,8 +172,8 @@ impl<S: Store> Store for DryRun<'_, S> {
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
         self.0.get(key)
     }
-    fn set(&mut self, _: &[u8], _: &[u8]) {}
     fn set_until(&mut self, _: &[u8], _: &[u8], _: i64) {}
+    fn set(&mut self, _: &[u8], _: &[u8]) {}
     fn incr_by(&mut self, _: &[u8], _: i64) -> i64 {
         0
     }

@@ -14,6 +14,8 @@ const TOKEN_PREFIX: &[u8] = b"redisson_lock_token";
 const LATCH_PREFIX: &[u8] = b"redisson_unlock_latch";
 /// Prefix of an idempotent acquisition's latch (docs/design.md §14.7).
 const REQUEST_LATCH_PREFIX: &[u8] = b"redisson_lock_request_latch";
+/// Redisson's semaphore channel (`RSemaphore`, contract §15).
+const SEMAPHORE_CHANNEL_PREFIX: &[u8] = b"redisson_sc";
 const QUEUE_PREFIX: &[u8] = b"redisson_lock_queue";
 const LINE_TIMEOUT_PREFIX: &[u8] = b"redisson_lock_timeout";
 
@@ -56,6 +58,11 @@ impl<'a> LockNames<'a> {
     /// Redisson's channel for the plain lock's messages (`RLock`).
     pub fn lock_channel(&self) -> KeyBuf {
         self.prefixed(LOCK_CHANNEL_PREFIX)
+    }
+
+    /// Redisson's channel for a semaphore's new counts (`RSemaphore`).
+    pub fn semaphore_channel(&self) -> KeyBuf {
+        self.prefixed(SEMAPHORE_CHANNEL_PREFIX)
     }
 
     /// The lock's fencing token counter (`RFencedLock`).

@@ -12,6 +12,7 @@ use super::latch;
 use super::lock::{self, Options};
 use super::names::{write_field, LockNames};
 use super::rwlock::{fenced_write_lock, read_lock, write_lock, Mode};
+use super::semaphore;
 use super::store::{KeyKind, Store};
 
 /// What an acquisition asks for.
@@ -24,6 +25,9 @@ pub enum Hold {
     Write { fenced: bool },
     /// A plain lock (`LOCK.ACQUIRE`).
     Lock(Options),
+    /// Permits of a semaphore (`SEMAPHORE.ACQUIRE`, contract §15): nobody's
+    /// hold, so its waiter has no owner.
+    Semaphore { permits: i64 },
     /// A count-down latch's zero (`LATCH.AWAIT`): granted to every waiter
     /// at once, owning nothing.
     Latch,
@@ -65,6 +69,7 @@ pub fn attempt<S: Store>(
         Hold::Write { fenced: false } => write_lock(s, names, owner, lease),
         Hold::Write { fenced: true } => fenced_write_lock(s, names, owner, lease),
         Hold::Lock(options) => lock::acquire(s, names, owner, lease, options),
+        Hold::Semaphore { permits } => semaphore::acquire(s, names, permits),
         Hold::Latch => latch::reached(s, names),
     }
 }

@@ -109,14 +109,22 @@ pub trait Store {
     }
     /// A string value, `None` when missing (the caller checked the kind).
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
-    /// `SET key value` of a missing key, without expiry: event `set`.
-    fn set(&mut self, key: &[u8], value: &[u8]);
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64);
     /// `INCRBY key by` (`INCR` when `by` is 1) of a missing key or of an
     /// integer that `by` cannot overflow, which the caller checked: event
     /// `incrby`; the new value.
     fn incr_by(&mut self, key: &[u8], by: i64) -> i64;
+    /// `INCRBY key by` of a count that is no fencing token (a semaphore's
+    /// permits, a latch's count; `by` may be negative, as `DECRBY`, for which Redis raises
+    /// `incrby` too), on the caller's checks as [`Store::incr_by`]: the TTL
+    /// stays; the new value.
+    fn add_to(&mut self, key: &[u8], by: i64) -> i64 {
+        self.incr_by(key, by)
+    }
+    /// `SET key value`, any TTL dropped, as Redisson's semaphore scripts
+    /// write a count and a latch's TRYSETCOUNT sets one: event `set`.
+    fn set(&mut self, key: &[u8], value: &[u8]);
     /// How far past its value the next fencing token of the counter `key`
     /// must jump: 0, except for the first token a node issues for it after
     /// it was promoted to master, when its copy of the counter may be behind

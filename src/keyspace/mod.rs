@@ -291,6 +291,45 @@ impl<'c> RedisStore<'c> {
         }
     }
 
+    /// `INCRBY key by`, in place as Redis does it; `token`: the key is a
+    /// fencing token counter, which a promoted node's gap follows
+    /// (`tokens`), where a semaphore's count is not.
+    fn incr(&mut self, key: &[u8], by: i64, token: bool) -> i64 {
+        self.forget_count();
+        self.with_writable(key, |s, handle, name| {
+            // In place, as INCR does: the TTL stays and no new value is made
+            // (but the first time, when Redis copies the value to a string of
+            // the key's own).
+            let current = match handle.kind() {
+                KeyType::String => handle.with_string_mut(|b| parse_i64(b)),
+                _ => None,
+            };
+            let next = current.unwrap_or(0) + by;
+            let mut buf = [0; DECIMAL_LEN];
+            let digits = decimal(next, &mut buf);
+            let in_place = current.is_some() && {
+                handle.string_truncate(digits.len());
+                handle.with_string_mut(|b| {
+                    let fits = b.len() == digits.len();
+                    if fits {
+                        b.copy_from_slice(digits);
+                    }
+                    fits
+                })
+            };
+            if !in_place {
+                handle.string_set(Str::of(digits).ptr());
+            }
+            s.signal(name);
+            notify(s.ctx, s.classes(), Event::Incrby, name);
+            s.replication().incr_by(s.ctx, key, by);
+            if token {
+                tokens::advanced(s.db(), key);
+            }
+            next
+        })
+    }
+
     fn delete(&mut self, key: &[u8]) -> bool {
         self.forget_count();
         self.with_writable(key, |s, handle, name| {
@@ -448,17 +487,6 @@ impl Store for RedisStore<'_> {
         (handle.kind() == KeyType::String).then(|| handle.string_bytes())
     }
 
-    fn set(&mut self, key: &[u8], value: &[u8]) {
-        self.forget_count();
-        let value_str = self.value(value);
-        self.with_writable(key, |s, handle, name| {
-            handle.string_set(value_str.ptr());
-            s.signal(name);
-            notify(s.ctx, s.classes(), Event::Set, name);
-            s.replication().set(s.ctx, key, value);
-        });
-    }
-
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.forget_count();
         let value_str = self.value(value);
@@ -473,38 +501,24 @@ impl Store for RedisStore<'_> {
         });
     }
 
-    fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
+    fn set(&mut self, key: &[u8], value: &[u8]) {
         self.forget_count();
+        let value_str = self.value(value);
         self.with_writable(key, |s, handle, name| {
-            // In place, as INCR does: the TTL stays and no new value is made
-            // (but the first time, when Redis copies the value to a string of
-            // the key's own).
-            let current = match handle.kind() {
-                KeyType::String => handle.with_string_mut(|b| parse_i64(b)),
-                _ => None,
-            };
-            let next = current.unwrap_or(0) + by;
-            let mut buf = [0; DECIMAL_LEN];
-            let digits = decimal(next, &mut buf);
-            let in_place = current.is_some() && {
-                handle.string_truncate(digits.len());
-                handle.with_string_mut(|b| {
-                    let fits = b.len() == digits.len();
-                    if fits {
-                        b.copy_from_slice(digits);
-                    }
-                    fits
-                })
-            };
-            if !in_place {
-                handle.string_set(Str::of(digits).ptr());
-            }
+            // As SET without KEEPTTL: setting the string drops the TTL.
+            handle.string_set(value_str.ptr());
             s.signal(name);
-            notify(s.ctx, s.classes(), Event::Incrby, name);
-            s.replication().incr_by(s.ctx, key, by);
-            tokens::advanced(s.db(), key);
-            next
-        })
+            notify(s.ctx, s.classes(), Event::Set, name);
+            s.replication().set(s.ctx, key, value);
+        });
+    }
+
+    fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
+        self.incr(key, by, true)
+    }
+
+    fn add_to(&mut self, key: &[u8], by: i64) -> i64 {
+        self.incr(key, by, false)
     }
 
     fn token_gap(&mut self, key: &[u8]) -> i64 {

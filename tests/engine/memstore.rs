@@ -206,17 +206,17 @@ impl Store for MemStore {
         }
     }
 
-    fn set(&mut self, key: &[u8], value: &[u8]) {
-        self.entries
-            .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
-        self.event("set", key);
-    }
-
     fn set_until(&mut self, key: &[u8], value: &[u8], deadline: i64) {
         self.entries
             .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
         self.event("set", key);
         self.expire_at(key, deadline);
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.entries
+            .insert(key.to_vec(), (Value::Str(value.to_vec()), None));
+        self.event("set", key);
     }
 
     fn incr_by(&mut self, key: &[u8], by: i64) -> i64 {
