@@ -220,7 +220,56 @@ fn request_latch_answers_retries() {
         "5000",
     ];
     assert_eq!(ok(&mut c, &absent), Value::Nil);
-    assert_eq!(int(&mut c, &absent), 1, "case 1 stores 1");
+    assert_eq!(ok(&mut c, &absent), Value::Nil, "case 1 stores nothing");
+    assert_eq!(
+        int(&mut c, &["EXISTS", "redisson_unlock_latch:{Q}:req-3"]),
+        0
+    );
+}
+
+/// A release of a hold whose key is gone (its lease ran out, a failover, a
+/// `DEL`) says "not held" on its first send and on its resend alike: nil
+/// and no latch, where Redisson's read-write and fair scripts latch 1 (and
+/// `fair_unlock.lua` replies 1), so their resend would say "released". A
+/// real release's resend still replays its 1 from the latch.
+#[test]
+fn a_release_of_a_deleted_lock_says_not_held_on_first_send_and_resend() {
+    let (_server, mut c) = Server::started(&[]);
+    let kinds: [(&str, &[&str], &[&str]); 3] = [
+        (
+            "GR",
+            &["RWLOCK.READ", "GR", "u:1", "60000"],
+            &["RWLOCK.UNLOCK", "GR", "u:1", "READ"],
+        ),
+        (
+            "GW",
+            &["RWLOCK.WRITE", "GW", "u:1", "60000"],
+            &["RWLOCK.UNLOCK", "GW", "u:1", "WRITE"],
+        ),
+        (
+            "GF",
+            &["FAIRLOCK.ACQUIRE", "GF", "u:1", "60000"],
+            &["FAIRLOCK.UNLOCK", "GF", "u:1"],
+        ),
+    ];
+    for (lock, acquire, unlock) in kinds {
+        let gone_latch = format!("redisson_unlock_latch:{{{lock}}}:gone");
+        let held_latch = format!("redisson_unlock_latch:{{{lock}}}:held");
+        expect_reply(&mut c, acquire, Value::Nil);
+        assert_eq!(int(&mut c, &["DEL", lock]), 1, "{lock}");
+        let gone = [unlock, &["REQUEST", "gone", "60000"]].concat();
+        for send in ["first send", "resend"] {
+            assert_eq!(ok(&mut c, &gone), Value::Nil, "{lock}: {send}");
+            assert_eq!(int(&mut c, &["EXISTS", &gone_latch]), 0, "{lock}: {send}");
+        }
+        expect_reply(&mut c, acquire, Value::Nil);
+        let held = [unlock, &["REQUEST", "held", "60000"]].concat();
+        assert_eq!(int(&mut c, &held), 1, "{lock}: released");
+        let latched: String = query(&mut c, &["GET", held_latch.as_str()]);
+        assert_eq!(latched, "1", "{lock}");
+        // The lock is gone now: only the latch can answer 1.
+        assert_eq!(int(&mut c, &held), 1, "{lock}: the resend replays");
+    }
 }
 
 #[test]

@@ -141,16 +141,16 @@ pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
 
 /// `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]`
 ///
-/// As `fair_unlock.lua`: nil (the owner holds nothing), 0 (still held, TTL
-/// re-armed to `LEASE`) or 1 (released, or no lock at all); `0` is
-/// published on the head waiter's channel
+/// As `fair_unlock.lua`: nil (the owner holds nothing, the lock missing
+/// included, where the script replies 1), 0 (still held, TTL re-armed to
+/// `LEASE`) or 1 (released); `0` is published on the head waiter's channel
 /// `redisson_lock__channel:{lock}:<owner>`. With `REQUEST` a retry replies
 /// what the first call did.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
         fair::unlock(s, names, owner, lease, request)
     })?;
-    Ok(reply::release(fair::unlock_reply(outcome)))
+    Ok(reply::release(outcome.reply()))
 }
 
 /// `FAIRLOCK.FORCEUNLOCK lock`

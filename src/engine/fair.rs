@@ -5,9 +5,10 @@
 //! with the zset `redisson_lock_timeout:{lock}` (each waiter's absolute
 //! deadline in ms, past which it counts as gone). Every function follows one
 //! of Redisson 4.7's scripts step for step, its odd edges kept (a negative
-//! `ttl` stored into a deadline unclamped, an unlock of a missing lock
-//! replying 1); `now` is the server's clock where the scripts take the
-//! client's. All reads that could fail are checked before the first write,
+//! `ttl` stored into a deadline unclamped) but one: an unlock of a missing
+//! lock replies nil and latches nothing, where the script replies and
+//! latches 1 (docs/design.md §13.5); `now` is the server's clock where the
+//! scripts take the client's. All reads that could fail are checked before the first write,
 //! so a refused call changes nothing.
 
 use super::error::LockError;
@@ -60,15 +61,6 @@ impl FairAttempt {
             FairAttempt::Refused => Some(1),
             FairAttempt::Queued { ttl, .. } => Some(ttl),
         }
-    }
-}
-
-/// `fair_unlock.lua`'s reply for an unlock's outcome: unlike `LOCK.UNLOCK`,
-/// 1 when the lock no longer exists.
-pub fn unlock_reply(outcome: Unlocked) -> Option<i64> {
-    match outcome {
-        Unlocked::Ran(Release::NotLocked) => Some(1),
-        other => other.reply(),
     }
 }
 
@@ -254,9 +246,10 @@ pub fn cancel<S: Line>(
     Ok(had_deadline || at.is_some())
 }
 
-/// `FAIRLOCK.UNLOCK`: `fair_unlock.lua`. A missing lock replies 1 (see
-/// [`unlock_reply`]) and still tells the head of the line; a release tells
-/// the head too, on its own channel.
+/// `FAIRLOCK.UNLOCK`: `fair_unlock.lua`, but a missing lock is
+/// [`Release::NotLocked`] (nil, no latch: the caller held nothing, where the
+/// script replies and latches 1) and still tells the head of the line; a
+/// release tells the head too, on its own channel.
 pub fn unlock<S: Line>(
     s: &mut S,
     names: &LockNames,

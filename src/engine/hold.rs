@@ -64,7 +64,9 @@ pub enum Attempt<G = Granted> {
 /// Outcome of an unlock, before it is mapped to Redisson's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
-    /// The lock hash did not exist.
+    /// The lock hash did not exist: the caller held nothing either, so it
+    /// replies and latches as [`Release::NotHeld`]; the read-write and fair
+    /// locks still publish then, as Redisson's scripts do.
     NotLocked,
     /// The caller held nothing of the kind it released.
     NotHeld,
@@ -84,13 +86,16 @@ impl Release {
         }
     }
 
-    /// What an idempotent unlock remembers in its latch (nothing when the
-    /// caller held nothing, so a retry sees the lock as it is then).
+    /// What an idempotent unlock remembers in its latch: nothing when the
+    /// caller held nothing, the lock missing included, so a retry sees the
+    /// lock as it is then and never replays "released" for a hold that was
+    /// gone before the first send (Redisson's read-write and fair scripts
+    /// latch 1 there).
     pub(super) fn latch_value(self) -> Option<i64> {
         match self {
-            Release::NotLocked | Release::Released => Some(1),
+            Release::Released => Some(1),
             Release::StillHeld => Some(0),
-            Release::NotHeld => None,
+            Release::NotLocked | Release::NotHeld => None,
         }
     }
 }

@@ -3,6 +3,9 @@
 //! scripts transcribed call for call onto a tiny Redis of its own (`Mini`),
 //! comparing each step's reply, keyspace events, messages and the whole
 //! keyspace. The model names its keys by Redisson's rule, not by names.rs.
+//! One deliberate difference is transcribed (docs/design.md §13.5): an
+//! unlock of a missing lock replies nil and stores no latch, where
+//! `fair_unlock.lua` replies and latches 1.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -12,7 +15,7 @@ use ::rwlock::engine::error::LockError;
 use ::rwlock::engine::fair::{self, FairAttempt, FairOptions};
 use ::rwlock::engine::hold::{Granted, Request, Unlocked};
 use ::rwlock::engine::names::LockNames;
-use ::rwlock::engine::store::Line;
+use ::rwlock::engine::store::{Line, Store};
 
 const LOCKS: [&str; 3] = ["fl", "x{t}", "{t}:b"];
 const OWNERS: [&str; 4] = ["u:1", "u:2", "v:1", "v:2"];
@@ -328,7 +331,7 @@ impl Scripts<'_> {
         self.r.lrem(&q, owner);
         was
     }
-    /// fair_unlock.lua.
+    /// fair_unlock.lua, but for a missing lock (§13.5).
     fn unlock(&mut self, lease: i64, owner: &str, req: Option<(&str, i64)>) -> Option<i64> {
         let now = self.r.now;
         let latch = req.map(|(id, ttl)| {
@@ -354,8 +357,9 @@ impl Scripts<'_> {
                 let c = self.channel(&next);
                 self.r.publish(c, "0");
             }
-            set_latch(self.r, 1);
-            return Some(1);
+            // The script latches and replies 1 here; the module says the
+            // caller held nothing, as for a lock held by others.
+            return None;
         }
         if !self.r.hexists(&h, owner) {
             return None;
@@ -443,11 +447,11 @@ fn run_machine(s: &mut MemStore, op: Op) -> Reply {
                 id: REQUESTS[r].as_bytes(),
                 ttl,
             });
-            fair::unlock_reply(fair::unlock(s, &names(l), owner(o), lease, request)?)
+            fair::unlock(s, &names(l), owner(o), lease, request)?.reply()
         }
         Op::Force(l) => Some(fair::force_unlock(s, &names(l))?.into()),
         Op::Del(l) => {
-            ::rwlock::engine::store::Store::del(s, LOCKS[l].as_bytes());
+            Store::del(s, LOCKS[l].as_bytes());
             None
         }
         Op::Advance(ms) => {
@@ -590,7 +594,7 @@ fn waiters_queue_behind_the_holder_with_the_scripts_deadlines() {
     );
     // The unlock tells the head only, on its own channel.
     let out = fair::unlock(&mut s, &n, b"a:1", 500, None).expect("ok");
-    assert_eq!(fair::unlock_reply(out), Some(1));
+    assert_eq!(out.reply(), Some(1));
     assert_eq!(
         s.published,
         [(
@@ -654,18 +658,33 @@ fn a_stale_last_waiter_gives_a_negative_ttl_stored_unclamped() {
 }
 
 #[test]
-fn unlocking_a_missing_lock_replies_1_and_still_tells_the_head() {
+fn unlocking_a_missing_lock_replies_nil_latches_nothing_and_still_tells_the_head() {
     let mut s = MemStore::new(10_000);
     let n = names("orders");
     s.rpush(b"redisson_lock_queue:{orders}", b"w:1");
     s.zadd(b"redisson_lock_timeout:{orders}", 99_999, b"w:1");
-    let out = fair::unlock(&mut s, &n, b"anyone", 100, None).expect("ok");
+    let request = Request {
+        id: b"r1",
+        ttl: 5_000,
+    };
+    let out = fair::unlock(&mut s, &n, b"anyone", 100, Some(request)).expect("ok");
     assert_eq!(
         out,
         Unlocked::Ran(::rwlock::engine::hold::Release::NotLocked)
     );
-    assert_eq!(fair::unlock_reply(out), Some(1));
-    assert_eq!(s.published.len(), 1);
+    assert_eq!(out.reply(), None);
+    assert_eq!(s.get(&n.latch_key(b"r1")), None, "no latch");
+    assert_eq!(
+        s.published,
+        [(
+            b"redisson_lock__channel:{orders}:w:1".to_vec(),
+            b"0".to_vec()
+        )]
+    );
+    // The resend runs again and says the same, telling the head again.
+    let again = fair::unlock(&mut s, &n, b"anyone", 100, Some(request)).expect("ok");
+    assert_eq!(again.reply(), None);
+    assert_eq!(s.published.len(), 2);
 }
 
 #[test]

@@ -181,7 +181,7 @@ impl Model {
     fn unlock_read(&mut self, name: &str, owner: &str) -> (Reply, Option<i64>) {
         let Some(l) = self.live_lock(name) else {
             self.published.push((name.into(), "0"));
-            return (Reply::Nil, Some(1));
+            return (Reply::Nil, None);
         };
         let Some(count) = l.readers.get(owner).copied() else {
             return (Reply::Nil, None);
@@ -219,7 +219,7 @@ impl Model {
     fn unlock_write(&mut self, name: &str, owner: &str, lease: i64) -> (Reply, Option<i64>) {
         let Some(l) = self.live_lock(name) else {
             self.published.push((name.into(), "1"));
-            return (Reply::Nil, Some(1));
+            return (Reply::Nil, None);
         };
         let Some(count) = l.writers.get(owner).copied().filter(|_| l.write) else {
             return (Reply::Nil, None);

@@ -214,13 +214,6 @@ func (w *worker) releaseKindUntilKnown(p kindPath, req kindRequest, stream strin
 			ret = max(ret, call+int64(w.par.horizon))
 		case out == Maybe:
 			ret = max(ret, call+int64(w.par.horizon))
-		case out == Released && req.kind == KindFair:
-			// FAIRLOCK.UNLOCK replies 1 when the lock is gone, as Redisson's
-			// script does, and every package says released then (the server
-			// cannot tell it from a release): the owner holds nothing after
-			// it, whether it held the lock or not. Indeterminate within the
-			// call, and known.
-			out, detail = Maybe, "fair release: released, or not held"
 		}
 		for _, h := range req.holds {
 			w.rec.op(Op{Mode: stream, Lock: h.lock, Worker: w.id, Owner: req.owner, Kind: Release, Outcome: out,

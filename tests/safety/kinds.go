@@ -499,24 +499,16 @@ func (w *kindWorker) release(ctx context.Context, a attempt) ([]Outcome, string)
 		}
 		reply, err = c.Do(ctx, "RWLOCK.UNLOCK", h.lock, a.owner, role).Result()
 	case KindFair:
-		// FAIRLOCK.UNLOCK replies 1 when the lock is gone (as the script
-		// does), so whether the owner held it is asked in the same
-		// transaction; CANCEL takes it out of the line if a failed wait
-		// left it there.
-		var held *redis.BoolCmd
+		// CANCEL takes the owner out of the line if a failed wait left it
+		// there, in the release's transaction. FAIRLOCK.UNLOCK replies nil
+		// when the owner holds nothing, the lock gone included.
 		var unlock *redis.Cmd
 		_, _ = c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			held = pipe.HExists(ctx, h.lock, a.owner)
 			pipe.Do(ctx, "FAIRLOCK.CANCEL", h.lock, a.owner, "WAIT", fairWait)
 			unlock = pipe.Do(ctx, "FAIRLOCK.UNLOCK", h.lock, a.owner)
 			return nil
 		})
-		if err = held.Err(); err == nil {
-			if !held.Val() {
-				return []Outcome{NotHeld}, ""
-			}
-			reply, err = unlock.Result()
-		}
+		reply, err = unlock.Result()
 	default:
 		reply, err = c.Do(ctx, "LOCK.UNLOCK", h.lock, a.owner).Result()
 	}

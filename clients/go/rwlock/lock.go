@@ -556,8 +556,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.forget()
 	}
 	if state == -1 || wasLost {
-		// wasLost: the watchdog found the hold gone; a fair lock's release
-		// of a lock that no longer exists replies 1 all the same.
+		// wasLost: the watchdog found the hold gone, whatever the release
+		// replied.
 		return newError(ErrNotHeld, l.name, "not held by "+l.owner)
 	}
 	return nil

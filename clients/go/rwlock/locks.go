@@ -30,8 +30,8 @@ func (c *Client) Lock(name string, opts ...LockOption) *Lock {
 // at the first call.
 //
 // A fair lock's release of a hold that ran out (the lock no longer exists)
-// succeeds, as Redisson's RFairLock.unlock does: the server cannot tell it
-// from a release. A hold the watchdog found lost is [ErrNotHeld] as usual.
+// is [ErrNotHeld], as the plain lock's: FAIRLOCK.UNLOCK replies nil then
+// (where Redisson's script replies 1), its resend after a lost reply too.
 func (c *Client) FairLock(name string, opts ...LockOption) *Lock {
 	cfg := configOf(opts)
 	var err error

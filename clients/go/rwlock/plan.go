@@ -347,8 +347,8 @@ func (p fairPlan) outcome(reply any, r request) (outcome, error) {
 	return o, err
 }
 
-// release: FAIRLOCK.UNLOCK replies 1 (not nil) when the lock no longer
-// exists, as fair_unlock.lua does; the handle reports a hold it knows lost.
+// release: FAIRLOCK.UNLOCK replies nil when the owner holds nothing, the
+// lock gone included (where fair_unlock.lua replies 1).
 func (p fairPlan) release(owner string, leaseMs int64, requestID string) []any {
 	return withRequest([]any{"FAIRLOCK.UNLOCK", p.name, owner}, leaseMs, requestID)
 }

@@ -124,9 +124,10 @@ export class Client implements AsyncDisposable {
    * line when the wait runs out or its signal aborts; `wait: 0` is
    * Redisson's `tryLock()`, one try that never joins the line. Leases, the
    * watchdog (`LOCK.RENEW`) and releases are the plain lock's. A release of
-   * a hold whose lease ran out (the lock no longer exists) resolves, as
-   * Redisson's `RFairLock.unlock` does (the server cannot tell it from a
-   * release); one the watchdog found lost rejects with `NotHeld`.
+   * a hold whose lease ran out (the lock no longer exists) rejects with
+   * `NotHeld`, as the plain lock's (`FAIRLOCK.UNLOCK` replies nil there,
+   * where Redisson's script replies 1), and so does one the watchdog found
+   * lost.
    */
   fairLock(name: string, options: FairLockOptions = {}): Lock {
     if ((options as HandleOptions).session === true) {

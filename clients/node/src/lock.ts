@@ -252,8 +252,8 @@ export class Lock extends EventEmitter {
       }
     }
     if (released === null || wasLost) {
-      // wasLost: the watchdog found the hold gone; a fair lock's release
-      // of a lock that no longer exists replies 1 all the same.
+      // wasLost: the watchdog found the hold gone, whatever the release
+      // replied.
       throw new NotHeld(`${this.name} is not held by ${owner}`);
     }
   }

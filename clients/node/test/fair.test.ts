@@ -126,9 +126,9 @@ describe("fair lock", () => {
     const lost = new Promise<string>((done) => lock.once("lost", done));
     await redis.call("FAIRLOCK.FORCEUNLOCK", "fair:holds");
     assert.equal(await lost, lock.owner);
-    // FAIRLOCK.UNLOCK of a lock gone replies 1; the handle knows better.
+    // FAIRLOCK.UNLOCK of a lock gone replies nil and stores no latch.
     await assert.rejects(lock.release(), NotHeld);
-    await latchesOnly(redis, 1); // this release's; its DEL took the first one's
+    await latchesOnly(redis, 0); // its DEL took the first release's
   });
 
   it("the non-reentrant fair lock, and the options refused", async () => {

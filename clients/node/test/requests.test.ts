@@ -238,31 +238,39 @@ describe("idempotent acquisitions", () => {
     });
   }
 
-  // The hold gone before its release and the lock another owner's since
-  // (as after a lease run out or a failover), the release's reply lost:
-  // the first send held nothing (no latch stored), the resend holds
-  // nothing either, and the caller hears NotHeld, not that its hold
-  // lasted until the release. (Another owner's, because a read-write
-  // lock's release finding no key stores "released" in its latch; a fair
-  // lock's release of a lock gone replies 1 all the same: not among these.)
-  for (const k of releases.filter((r) => r.kind !== "fair")) {
-    const name = `relost-gone-${k.kind}`;
-    it(`${name}: a hold gone before its release, the release's reply lost: NotHeld`, async () => {
-      await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
-        const lock = k.make(locks, name);
-        assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
-        // Gone, and another owner's since: the key exists, this owner holds nothing.
-        assert.equal(await redis.del(name), 1);
-        await redis.call(...raw(k.kind === "plain" ? plainHold : writeHold, name));
+  // The hold gone before its release (as after a lease run out or a
+  // failover), its key then missing or another owner's, the release's reply
+  // lost: the first send held nothing (every kind's release then replies
+  // nil and stores no latch, where Redisson's read-write and fair scripts
+  // latch 1 for a missing lock), the resend holds nothing either, and the
+  // caller hears NotHeld, not that its hold lasted until the release.
+  for (const k of releases) {
+    for (const taken of [false, true]) {
+      const name = `relost-gone-${k.kind}-${taken ? "taken" : "missing"}`;
+      it(`${name}: a hold gone before its release, the release's reply lost: NotHeld`, async () => {
+        await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
+          const lock = k.make(locks, name);
+          assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+          assert.equal(await redis.del(name), 1);
+          const rw = k.kind === "read" || k.kind === "write";
+          if (taken) {
+            await redis.call(...raw(rw ? writeHold : plainHold, name));
+          }
 
-        await redis.call("CONFIG", "RESETSTAT");
-        await assert.rejects(lock.release(), NotHeld);
-        assert.ok(proxy.fired, "the proxy lost the release's reply");
-        assert.match(await redis.info("commandstats"), calls, "the release and its resend");
-        assert.equal(lock.held, false);
-        assert.equal(await redis.hget(name, k.kind === "plain" ? "other:1" : "other:1:write"), "1", "the other owner's hold untouched");
+          await redis.call("CONFIG", "RESETSTAT");
+          await assert.rejects(lock.release(), NotHeld);
+          assert.ok(proxy.fired, "the proxy lost the release's reply");
+          assert.match(await redis.info("commandstats"), calls, "the release and its resend");
+          assert.equal(lock.held, false);
+          assert.deepEqual(await redis.keys(`redisson_unlock_latch:*${name}*`), [], "no latch stored");
+          if (taken) {
+            assert.equal(await redis.hget(name, rw ? "other:1:write" : "other:1"), "1", "the other owner's hold untouched");
+          } else {
+            assert.equal(await redis.exists(name), 0);
+          }
+        });
       });
-    });
+    }
   }
 
   it("a reply that never comes (the connection left open) is resent after the wait's margin", async () => {

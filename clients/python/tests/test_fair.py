@@ -113,10 +113,11 @@ def test_reentry_and_the_non_reentrant_fair_lock(server: Server) -> None:
         once.acquire(wait=0)
     assert holders(client, "fair:once") == {once.owner(): 1}
     once.release()
-    # FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as
-    # Redisson's fair_unlock.lua does: no error then (Redisson's unlock()
-    # does not throw either). Held by another owner, it is NotHeld.
-    once.release()
+    # FAIRLOCK.UNLOCK replies nil when the lock no longer exists (where
+    # Redisson's fair_unlock.lua replies 1): NotHeld, as when another owner
+    # holds it.
+    with pytest.raises(NotHeld):
+        once.release()
     assert FairLock(client, "fair:once", client_id="other").acquire(wait=0)
     with pytest.raises(NotHeld):
         once.release()

@@ -273,9 +273,9 @@ macro_rules! guard_calls {
         }
 
         /// Stops the watchdog; whether it had found the hold gone (then it
-        /// is not held, whatever the release replies: a fair lock's replies
-        /// 1 once the lock is gone). [`crate::Error::NotHeld`] when it was
-        /// released already (what a drop after a release finds).
+        /// is not held, whatever the release replies).
+        /// [`crate::Error::NotHeld`] when it was released already (what a
+        /// drop after a release finds).
         fn stop_watching(&mut self) -> $crate::error::Result<bool> {
             let lost = self.is_lost();
             if let Some(mut w) = self.watchdog.take() {

@@ -218,6 +218,15 @@ impl KindOf {
         matches!(self, KindOf::Fenced | KindOf::Write)
     }
 
+    /// The release's command.
+    fn unlock(self) -> &'static [u8] {
+        match self {
+            KindOf::Read | KindOf::Write => b"RWLOCK.UNLOCK",
+            KindOf::Fair => b"FAIRLOCK.UNLOCK",
+            _ => b"LOCK.UNLOCK",
+        }
+    }
+
     /// Acquires `name` (waiting at most `wait`): the guard and the hash
     /// field of its owner's count.
     fn acquire(self, locks: &Client, name: &str, wait: Duration) -> (Guard, String) {
@@ -460,11 +469,7 @@ fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
 fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
     let (server, mut conn) = Server::started(&[]);
     for kind in [KindOf::Plain, KindOf::Read, KindOf::Write, KindOf::Fair] {
-        let unlock: &'static [u8] = match kind {
-            KindOf::Read | KindOf::Write => b"RWLOCK.UNLOCK",
-            KindOf::Fair => b"FAIRLOCK.UNLOCK",
-            _ => b"LOCK.UNLOCK",
-        };
+        let unlock = kind.unlock();
         let stat = String::from_utf8_lossy(unlock).to_lowercase();
         let proxy = DropReplyProxy::start(server.port, unlock);
         let locks = locks_on(&proxy.url());
@@ -540,13 +545,19 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
 /// out or a failover would leave it), the release's reply lost after it
 /// ran: the resend is answered from the release's latch, not held, and the
 /// release reports `NotHeld`, never released (nothing may infer that the
-/// first send released it). The plain and fenced locks: `RWLOCK.UNLOCK` and
-/// `FAIRLOCK.UNLOCK` reply 1 when the lock is gone, as Redisson's scripts do.
+/// first send released it). Every kind: a release of a missing lock replies
+/// nil and stores no latch (Redisson's read-write and fair scripts latch 1).
 #[test]
 fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
     let (server, mut conn) = Server::started(&[]);
-    for kind in [KindOf::Plain, KindOf::Fenced] {
-        let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
+    for kind in [
+        KindOf::Plain,
+        KindOf::Fenced,
+        KindOf::Read,
+        KindOf::Write,
+        KindOf::Fair,
+    ] {
+        let proxy = DropReplyProxy::start(server.port, kind.unlock());
         let locks = locks_on(&proxy.url());
         let name = format!("gone:{kind:?}");
         let (guard, _) = kind.acquire(&locks, &name, Duration::ZERO);
@@ -560,7 +571,8 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
             "{kind:?}: {outcome:?}"
         );
         assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
-        assert_eq!(calls(&mut conn, "lock.unlock"), 2, "{kind:?}: sent twice");
+        let stat = String::from_utf8_lossy(kind.unlock()).to_lowercase();
+        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
     }
     let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -511,8 +511,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
     def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
         """What a release's reply says (`Plan.released`), a resend's as
         the first send's (answered from its latch); None (not held) too
-        when the watchdog found the hold lost, whatever the server replied
-        (a fair lock's release replies 1 once the lock is gone)."""
+        when the watchdog found the hold lost, whatever the server replied."""
         released = self._plan.released(reply)
         if state is not None:
             with self._guard:

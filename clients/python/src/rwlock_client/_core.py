@@ -484,9 +484,9 @@ class FairPlan(Plan):
         return Outcome(False, pttl=None if block_ms is None else int(reply))
 
     def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
-        """`FAIRLOCK.UNLOCK`: 1 released (also when the lock no longer
-        exists, as Redisson's `fair_unlock.lua` replies), 0 still held, nil
-        held by others."""
+        """`FAIRLOCK.UNLOCK`: 1 released, 0 still held, nil not held (by
+        others, or the lock no longer exists, where Redisson's
+        `fair_unlock.lua` replies 1)."""
         return ["FAIRLOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
 
 

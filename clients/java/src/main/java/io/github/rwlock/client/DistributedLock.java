@@ -305,8 +305,8 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
-                // FAIRLOCK.UNLOCK replies 1 when the lock no longer exists, as fair_unlock.lua does:
-                // a thread this object knows held nothing, or lost its hold, held nothing there.
+                // A thread this object knows held nothing, or lost its hold, is told so whatever
+                // the reply.
                 if (state == null || state.lost) {
                     released = null;
                 }

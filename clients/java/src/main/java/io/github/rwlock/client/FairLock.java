@@ -18,10 +18,11 @@ import java.util.List;
  * <p>Holds are re-entrant (or not, {@link #nonReentrant}), kept by the watchdog ({@code
  * LOCK.RENEW}) or by a lease, and released with {@code FAIRLOCK.UNLOCK … LEASE ms REQUEST id ttl},
  * as for a {@link PlainLock}. Not fenced, no session holds (the module has neither for the fair lock),
- * and not part of a {@link MultiLock}. {@code FAIRLOCK.UNLOCK} replies "released" when the lock no
- * longer exists (as Redisson's script does), so {@link #unlock()} throws {@link NotHeldException}
- * only when this object knows the thread held nothing or the watchdog found the hold gone: a hold
- * whose given lease ran out unlocks without an error, as with {@code RFairLock}.
+ * and not part of a {@link MultiLock}. {@code FAIRLOCK.UNLOCK} replies "not held" when the lock no
+ * longer exists (where Redisson's script replies "released"), so {@link #unlock()} throws {@link
+ * NotHeldException} for a hold whose given lease ran out, as for the other kinds (unlike {@code
+ * RFairLock}), and when this object knows the thread held nothing or the watchdog found the hold
+ * gone.
  *
  * <pre>{@code
  * FairLock lock = new FairLock(client, "invoice:42");
