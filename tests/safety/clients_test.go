@@ -142,8 +142,8 @@ func (s *scriptedKinds) releaseKind(context.Context, kindRequest) (Outcome, stri
 // A session's release that found its connection closed is indeterminate
 // (the server ended the hold with the connection, when the client cannot
 // tell), and the release is asked again until a reply says; a multi-hold's
-// one outcome is every lock's; a fair lock's "released" may be of a lock
-// already gone.
+// one outcome is every lock's; a fair lock's "released" is exact (its
+// release of a lock already gone replies nil: not held).
 func TestReleaseKindUntilKnown(t *testing.T) {
 	rec := newRecorder()
 	w := &worker{id: 1, mode: ModePyClient, rec: rec, par: params{horizon: time.Second}}
@@ -158,8 +158,8 @@ func TestReleaseKindUntilKnown(t *testing.T) {
 	w.releaseKindUntilKnown(p, session, "pyclient/session", rec.now())
 	multi := kindRequest{kind: KindMulti, holds: []heldLock{{lock: "a"}, {lock: "b"}}, owner: "o2", lease: time.Minute}
 	w.releaseKindUntilKnown(p, multi, "pyclient/multi", rec.now())
-	// A fair lock's release replies 1 when the lock is gone: held or not,
-	// and nothing to ask again.
+	// A fair lock's release that replies "released" released it: nothing
+	// to ask again.
 	fair := kindRequest{kind: KindFair, holds: []heldLock{{lock: "f"}}, owner: "o3", lease: time.Minute}
 	w.releaseKindUntilKnown(p, fair, "pyclient/fair", rec.now())
 	if len(p.releases) != 0 {
@@ -171,7 +171,7 @@ func TestReleaseKindUntilKnown(t *testing.T) {
 	}
 	want := []string{"pyclient/session l maybe", "pyclient/session l not-held",
 		"pyclient/multi a maybe", "pyclient/multi b maybe", "pyclient/multi a released", "pyclient/multi b released",
-		"pyclient/fair f maybe"}
+		"pyclient/fair f released"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("recorded %v, want %v", got, want)
 	}
