@@ -11,7 +11,7 @@ use super::hold::{remember_grant, Attempt, GrantLatch, Granted};
 use super::latch;
 use super::lock::{self, Options};
 use super::names::{write_field, LockNames};
-use super::rwlock::{fenced_write_lock, read_lock, write_lock, Mode};
+use super::rwlock::{read_lock, write_lock, Mode};
 use super::semaphore;
 use super::store::{KeyKind, Store};
 
@@ -66,8 +66,7 @@ pub fn attempt<S: Store>(
 ) -> Result<Attempt, LockError> {
     match hold {
         Hold::Read => read_lock(s, names, owner, lease),
-        Hold::Write { fenced: false } => write_lock(s, names, owner, lease),
-        Hold::Write { fenced: true } => fenced_write_lock(s, names, owner, lease),
+        Hold::Write { fenced } => write_lock(s, names, owner, lease, fenced),
         Hold::Lock(options) => lock::acquire(s, names, owner, lease, options),
         Hold::Semaphore { permits } => semaphore::acquire(s, names, permits),
         Hold::Latch => latch::reached(s, names),

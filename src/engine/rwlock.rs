@@ -115,29 +115,11 @@ pub fn read_lock<S: Store>(
     Ok(granted(reentry))
 }
 
-/// `RWLOCK.WRITE` (contract §3.2).
+/// `RWLOCK.WRITE` (contract §3.2); with `fenced` (`RWLOCK.WRITE … FENCED`)
+/// the write hold takes the lock's next fencing token
+/// (`redisson_lock_token:{lock}`, as Redisson's fenced lock takes it) on
+/// every acquisition, re-entry included.
 pub fn write_lock<S: Store>(
-    s: &mut S,
-    names: &LockNames,
-    owner: &[u8],
-    lease: i64,
-) -> Result<Attempt, LockError> {
-    take_write(s, names, owner, lease, false)
-}
-
-/// `RWLOCK.WRITE … FENCED`: the write hold with the lock's next fencing
-/// token (`redisson_lock_token:{lock}`, as Redisson's fenced lock takes it),
-/// on every acquisition, re-entry included.
-pub fn fenced_write_lock<S: Store>(
-    s: &mut S,
-    names: &LockNames,
-    owner: &[u8],
-    lease: i64,
-) -> Result<Attempt, LockError> {
-    take_write(s, names, owner, lease, true)
-}
-
-fn take_write<S: Store>(
     s: &mut S,
     names: &LockNames,
     owner: &[u8],

@@ -247,7 +247,7 @@ fn run(s: &mut MemStore, op: &Op) -> Result<(), String> {
         Op::Read(l, o, x) => read_lock(s, &names(*l), owner(o), *x)
             .map(drop)
             .map_err(shown),
-        Op::Write(l, o, x) => write_lock(s, &names(*l), owner(o), *x)
+        Op::Write(l, o, x) => write_lock(s, &names(*l), owner(o), *x, false)
             .map(drop)
             .map_err(shown),
         Op::Unlock(l, o, m, x, r) => {

@@ -588,7 +588,7 @@ fn a_bad_token_fails_every_fenced_acquisition_before_any_write() {
     for (token, error) in bad_tokens() {
         let (mut s, n) = setup();
         s.put(TOKEN, token, None);
-        let fenced_write = |s: &mut MemStore| rwlock::fenced_write_lock(s, &n, U, 1_000).map(drop);
+        let fenced_write = |s: &mut MemStore| rwlock::write_lock(s, &n, U, 1_000, true).map(drop);
         gives_without_effect(&mut s, Err(error), |s| acquire(s, &n, U, 1_000, FENCED));
         gives_without_effect(&mut s, Err(error), fenced_write);
         // A plain acquisition does not read it; a fenced re-entry does.
@@ -599,7 +599,7 @@ fn a_bad_token_fails_every_fenced_acquisition_before_any_write() {
             gives_without_effect(&mut s, Err(error), |s| info(s, &n).map(drop));
         }
         force_unlock(&mut s, &n).expect("forced");
-        rwlock::write_lock(&mut s, &n, U, 1_000).expect("write");
+        rwlock::write_lock(&mut s, &n, U, 1_000, false).expect("write");
         gives_without_effect(&mut s, Err(error), fenced_write);
     }
 }
@@ -679,7 +679,7 @@ fn a_read_write_hash_is_taken_as_lock_lua_takes_it() {
 #[test]
 fn a_write_hold_is_another_field_than_its_owner_s() {
     let (mut s, n) = setup();
-    rwlock::write_lock(&mut s, &n, U, 30_000).expect("write");
+    rwlock::write_lock(&mut s, &n, U, 30_000, false).expect("write");
     // The writer's field is `U:write`: the plain machine sees U hold nothing.
     gives_without_effect(&mut s, refused(30_000), |s| acquire(s, &n, U, 1, PLAIN));
     gives_without_effect(&mut s, Ok(None), |s| release(s, &n, U, 1, None));
@@ -695,13 +695,13 @@ fn the_read_write_machine_calls_a_plain_lock_corrupt() {
     });
 }
 
-// --- rwlock::fenced_write_lock ---
+// --- rwlock::write_lock, fenced ---
 
 #[test]
 fn a_fenced_write_takes_a_token_on_every_acquisition() {
     let (mut s, n) = setup();
     let first = taken(false, Some(1));
-    assert_eq!(rwlock::fenced_write_lock(&mut s, &n, U, 30_000), first);
+    assert_eq!(rwlock::write_lock(&mut s, &n, U, 30_000, true), first);
     assert_events(
         &mut s,
         &[
@@ -713,14 +713,14 @@ fn a_fenced_write_takes_a_token_on_every_acquisition() {
     );
     s.advance(10_000);
     let again = taken(true, Some(2));
-    assert_eq!(rwlock::fenced_write_lock(&mut s, &n, U, 30_000), again);
+    assert_eq!(rwlock::write_lock(&mut s, &n, U, 30_000, true), again);
     assert_events(
         &mut s,
         &["incrby redisson_lock_token:{L}", "hincrby L", "expire L"],
     );
     assert_eq!(s.pttl(b"L"), 50_000, "a write re-entry adds the lease");
     let no = refused(50_000);
-    gives_without_effect(&mut s, no, |s| rwlock::fenced_write_lock(s, &n, V, 1));
+    gives_without_effect(&mut s, no, |s| rwlock::write_lock(s, &n, V, 1, true));
     // One counter per name, whichever machine takes the token.
     for _ in 0..2 {
         rwlock::unlock(&mut s, &n, U, Mode::Write, 1, None).expect("unlock");
@@ -734,7 +734,7 @@ fn a_fenced_write_in_read_mode_is_refused_without_a_token() {
     rwlock::read_lock(&mut s, &n, U, 30_000).expect("read");
     for owner in [U, V] {
         let no = refused(30_000);
-        gives_without_effect(&mut s, no, |s| rwlock::fenced_write_lock(s, &n, owner, 1));
+        gives_without_effect(&mut s, no, |s| rwlock::write_lock(s, &n, owner, 1, true));
     }
 }
 
@@ -745,7 +745,7 @@ fn a_fenced_write_at_its_bound_overflows_before_its_token() {
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", max.as_bytes())]);
     s.put(b"L", h, Some(T0 + 1_000));
     gives_without_effect(&mut s, Err(LockError::Overflow), |s| {
-        rwlock::fenced_write_lock(s, &n, U, 1)
+        rwlock::write_lock(s, &n, U, 1, true)
     });
 }
 

@@ -381,6 +381,7 @@ fn run_machine(s: &mut MemStore, op: &Op) -> Reply {
             &names(l),
             OWNERS[o].as_bytes(),
             lease,
+            false,
         )),
         Op::Unlock(l, o, mode, lease, req) => {
             let req = req.map(|r| Request {
@@ -559,7 +560,7 @@ fn run_any(s: &mut MemStore, op: &Op) -> String {
         Op::Write(l, o, lease) => {
             format!(
                 "{:?}",
-                rwlock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease)
+                rwlock::write_lock(s, &names(l), OWNERS[o].as_bytes(), lease, false)
             )
         }
         Op::Unlock(l, o, mode, lease, req) => {

@@ -48,7 +48,7 @@ fn one_lock_in_the_way_takes_nothing_and_replies_the_largest_pttl() {
         Options::default(),
     )
     .expect("B");
-    rwlock::write_lock(&mut s, &want("C", LOCK).names, b"x:1", 900).expect("C");
+    rwlock::write_lock(&mut s, &want("C", LOCK).names, b"x:1", 900, false).expect("C");
     s.take_events();
     let before = s.dump();
     let wants = [want("A", LOCK), want("B", LOCK), want("C", Hold::Read)];

@@ -176,7 +176,7 @@ fn a_plain_lock_holder_may_overtake_in_fair_mode() {
 #[test]
 fn consecutive_readers_at_the_head_are_admitted_together() {
     let (mut s, n) = setup();
-    write_lock(&mut s, &n, b"w:1", 10_000).expect("write");
+    write_lock(&mut s, &n, b"w:1", 10_000, false).expect("write");
     let mut q: VecDeque<_> = [
         ticket("r:1", Mode::Read, 1),
         ticket("r:2", Mode::Read, 2),
@@ -214,7 +214,7 @@ fn consecutive_readers_at_the_head_are_admitted_together() {
 #[test]
 fn a_holder_served_from_the_queue_is_told_it_re_entered() {
     let (mut s, n) = setup();
-    write_lock(&mut s, &n, b"w:1", 10_000).expect("write");
+    write_lock(&mut s, &n, b"w:1", 10_000, false).expect("write");
     // The write holder's own read, queued behind nobody: a re-entry.
     let mut q: VecDeque<_> = [ticket("w:1", Mode::Read, 5)].into();
     assert_eq!(outcomes(admit(&mut s, &n, &mut q)), vec![(5, Ok(true))]);
@@ -250,11 +250,11 @@ fn only_current_holders_may_overtake_in_fair_mode() {
     let (mut s, n) = setup();
     assert_eq!(may_overtake(&mut s, &n, b"r:1"), Ok(false));
     read_lock(&mut s, &n, b"r:1", 10_000).expect("read");
-    write_lock(&mut s, &n, b"w:1", 10_000).expect("refused, but no change");
+    write_lock(&mut s, &n, b"w:1", 10_000, false).expect("refused, but no change");
     assert_eq!(may_overtake(&mut s, &n, b"r:1"), Ok(true));
     assert_eq!(may_overtake(&mut s, &n, b"r:2"), Ok(false));
     let (mut s, n) = setup();
-    write_lock(&mut s, &n, b"w:1", 10_000).expect("write");
+    write_lock(&mut s, &n, b"w:1", 10_000, false).expect("write");
     assert_eq!(may_overtake(&mut s, &n, b"w:1"), Ok(true));
 }
 

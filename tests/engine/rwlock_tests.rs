@@ -39,7 +39,7 @@ fn held(holds: &[Hold]) -> (MemStore, LockNames<'static>) {
     for &(owner, mode, lease) in holds {
         let taken = match mode {
             Mode::Read => read_lock(&mut s, &n, owner, lease),
-            Mode::Write => write_lock(&mut s, &n, owner, lease),
+            Mode::Write => write_lock(&mut s, &n, owner, lease, false),
         };
         taken.expect("a set-up acquisition");
     }
@@ -222,7 +222,7 @@ fn read_is_refused_with_pttl_when_another_owner_writes() {
 #[test]
 fn write_on_unlocked_creates_hash() {
     let (mut s, n) = setup();
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), FIRST);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000, false), FIRST);
     assert_eq!(field(&mut s, b"mode").as_deref(), Some("write"));
     assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("1"));
     assert_eq!(s.pttl(b"L"), 30_000);
@@ -234,7 +234,7 @@ fn write_on_unlocked_creates_hash() {
 fn write_reentry_adds_the_lease_to_the_remaining_ttl() {
     let (mut s, n) = held(&[writing(U, 30_000)]);
     s.advance(10_000);
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000, false), REENTRY);
     assert_eq!(field(&mut s, b"u1:57:write").as_deref(), Some("2"));
     assert_eq!(s.pttl(b"L"), 50_000);
     assert_events(&mut s, &["hincrby L", "expire L"]);
@@ -245,12 +245,12 @@ fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
     let (mut s, n) = held(&[writing(U, 30_000)]);
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
     s.put(b"L", h.clone(), None);
-    assert_eq!(write_lock(&mut s, &n, U, 30_000), REENTRY);
+    assert_eq!(write_lock(&mut s, &n, U, 30_000, false), REENTRY);
     assert_eq!(s.pttl(b"L"), 29_999);
     // With a 1 ms lease the deadline is now: Redis deletes the key at once.
     s.put(b"L", h, None);
     s.take_events();
-    assert_eq!(write_lock(&mut s, &n, U, 1), REENTRY);
+    assert_eq!(write_lock(&mut s, &n, U, 1, false), REENTRY);
     assert_eq!(s.pttl(b"L"), -2);
     assert_events(&mut s, &["hincrby L", "del L"]);
 }
@@ -259,21 +259,25 @@ fn write_reentry_on_persistent_hash_gives_lease_minus_one() {
 fn write_is_refused_in_read_mode_even_for_the_only_reader() {
     let (mut s, n) = held(&[reading(U, 30_000)]);
     s.advance(100);
-    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, U, 10_000));
-    gives_without_effect(&mut s, refused(29_900), |s| write_lock(s, &n, V, 10_000));
+    gives_without_effect(&mut s, refused(29_900), |s| {
+        write_lock(s, &n, U, 10_000, false)
+    });
+    gives_without_effect(&mut s, refused(29_900), |s| {
+        write_lock(s, &n, V, 10_000, false)
+    });
 }
 
 #[test]
 fn write_is_refused_when_another_owner_writes() {
     let (mut s, n) = held(&[writing(V, 30_000)]);
-    assert_eq!(write_lock(&mut s, &n, U, 10_000), refused(30_000));
+    assert_eq!(write_lock(&mut s, &n, U, 10_000, false), refused(30_000));
 }
 
 #[test]
 fn write_acquires_after_the_lease_runs_out() {
     let (mut s, n) = held(&[reading(V, 1_000)]);
     s.advance(1_001);
-    assert_eq!(write_lock(&mut s, &n, U, 1_000), FIRST);
+    assert_eq!(write_lock(&mut s, &n, U, 1_000, false), FIRST);
 }
 
 // --- 3.3 RWLOCK.UNLOCK ... READ ---
@@ -578,7 +582,7 @@ fn info_lists_owners_with_counts_and_leases() {
             owners: vec![]
         })
     );
-    write_lock(&mut s, &n, V, 30_000).expect("w");
+    write_lock(&mut s, &n, V, 30_000, false).expect("w");
     read_lock(&mut s, &n, V, 10_000).expect("r1");
     s.advance(1_000);
     read_lock(&mut s, &n, V, 20_000).expect("r2");
@@ -613,7 +617,7 @@ fn wrong_type_and_corrupt_hashes_are_errors_for_every_command() {
         s.put(b"L", value, Some(T0 + 1000));
         let before = s.dump();
         assert_eq!(read_lock(&mut s, &names, U, 1), Err(err));
-        assert_eq!(write_lock(&mut s, &names, U, 1), Err(err));
+        assert_eq!(write_lock(&mut s, &names, U, 1, false), Err(err));
         assert_eq!(
             unlock_reply(&mut s, &names, U, Mode::Read, 1, None),
             Err(err)
@@ -682,7 +686,7 @@ fn counts_and_deadlines_that_would_overflow_are_refused() {
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", &max), (U, &max)]);
     s.put(b"L", h, None);
     let overflow = Err(LockError::Overflow);
-    gives_without_effect(&mut s, overflow, |s| write_lock(s, &n, U, 1));
+    gives_without_effect(&mut s, overflow, |s| write_lock(s, &n, U, 1, false));
     gives_without_effect(&mut s, overflow, |s| read_lock(s, &n, U, 1));
     // Past the bound a count is corrupt: no command loops over it.
     let past = i64::MAX.to_string().into_bytes();
@@ -695,7 +699,10 @@ fn counts_and_deadlines_that_would_overflow_are_refused() {
     gives_without_effect(&mut s, corrupt, |s| force_unlock(s, &n, None).map(drop));
     let h = Value::hash(&[(b"mode", b"write"), (b"u1:57:write", b"1")]);
     s.put(b"L", h, Some(i64::MAX - 5));
-    assert_eq!(write_lock(&mut s, &n, U, 10), Err(LockError::Overflow));
+    assert_eq!(
+        write_lock(&mut s, &n, U, 10, false),
+        Err(LockError::Overflow)
+    );
 }
 
 #[test]
@@ -704,7 +711,7 @@ fn reserved_owners_are_refused_by_every_owner_command() {
     for owner in [&b""[..], b"mode", b"x:write"] {
         let e = Err(LockError::BadOwner);
         assert_eq!(read_lock(&mut s, &n, owner, 1).map(|_| ()), e);
-        assert_eq!(write_lock(&mut s, &n, owner, 1).map(|_| ()), e);
+        assert_eq!(write_lock(&mut s, &n, owner, 1, false).map(|_| ()), e);
         assert_eq!(
             unlock_reply(&mut s, &n, owner, Mode::Read, 1, None).map(|_| ()),
             e
