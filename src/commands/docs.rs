@@ -454,3 +454,106 @@ fn shown(a: &ArgDoc) -> String {
         text
     }
 }
+
+/// `lock owner lease [BLOCK ms] [SESSION]`, the `flags` the command
+/// takes and `[REQUEST id ttl]`: may park the client.
+pub fn acquisition(
+    name: &'static CStr,
+    since: &'static CStr,
+    entry: CommandFn,
+    summary: &'static CStr,
+    key_notes: &'static CStr,
+    flags: Vec<ArgDoc>,
+) -> Command {
+    let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
+    args.extend(flags);
+    args.push(acquire_request_option());
+    Command {
+        name,
+        entry,
+        flags: c"write deny-oom blocking",
+        summary,
+        complexity: c"O(1), O(W) when the lock is released to W waiters",
+        since,
+        arity: -4,
+        key: ACQUIRE_KEY,
+        key_notes,
+        args,
+    }
+}
+
+/// `[LEASE ms]` of an unlock.
+pub fn lease_option() -> ArgDoc {
+    millis(
+        c"LEASE",
+        c"Milliseconds a hold still held after this release lasts",
+    )
+}
+
+/// `[REQUEST id ttl]`: the request's id and how long a retry with it is
+/// answered, each described as the command takes it.
+fn request(id: &'static CStr, ttl: &'static CStr, summary: &'static CStr) -> ArgDoc {
+    optional(
+        c"REQUEST",
+        arg(
+            c"request",
+            ArgKind::Block(vec![
+                arg(c"id", ArgKind::Str, id),
+                arg(c"ttl", ArgKind::Int, ttl),
+            ]),
+            summary,
+        ),
+    )
+}
+
+/// `[REQUEST id ttl]` of an unlock.
+pub fn request_option() -> ArgDoc {
+    request(
+        c"The unlock request's id",
+        c"Milliseconds a retry with this id gets the same reply",
+        c"Makes a retried unlock idempotent",
+    )
+}
+
+/// `[REQUEST id ttl]` of an acquisition (docs/design.md §14.7).
+pub fn acquire_request_option() -> ArgDoc {
+    ArgDoc {
+        since: Some(V4),
+        ..request(
+            c"The acquisition request's id",
+            c"Milliseconds from the grant a retry with this id gets the same reply and changes nothing",
+            c"Makes a retried acquisition idempotent: the grant is remembered in redisson_lock_request_latch:{lock}:id",
+        )
+    }
+}
+
+/// The module versions the commands appeared in: the read-write lock, the
+/// plain lock, then the multi-hold and session holds, then the fair lock.
+pub const V1: &CStr = c"0.1.0";
+pub const V2: &CStr = c"0.2.0";
+pub const V3: &CStr = c"0.3.0";
+pub const V4: &CStr = c"0.4.0";
+
+/// `[WAIT ms]` of the fair lock: Redisson's thread wait time.
+pub fn wait_option() -> ArgDoc {
+    millis(
+        c"WAIT",
+        c"Redisson's thread wait time: how far this waiter's deadline lies behind the one before it (default rwlock.fair-wait)",
+    )
+}
+
+/// `[NOREENTRY]`.
+pub fn no_reentry() -> ArgDoc {
+    flag(
+        c"noreentry",
+        c"NOREENTRY",
+        c"A non-reentrant lock: its holder taking it again is an error",
+    )
+}
+
+/// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
+pub fn multi_args(head: Vec<ArgDoc>) -> Vec<ArgDoc> {
+    let mut args = head;
+    args.extend(holds());
+    args
+}

@@ -2,7 +2,32 @@
 //! and docs, from which the commands are registered, `COMMAND DOCS` and
 //! `COMMAND INFO` are given to Redis (`docs`), and the README's command list
 //! is checked (a test below). The handlers live beside it, one file per lock
-//! kind.
+//! kind; the kinds added last (the semaphore, the latch) keep their rows in
+//! their own file too, and `table` gathers them.
+
+/// Wraps a handler in the C entry point Redis calls. Done here rather than
+/// by the crate's command table, whose entry points copy and retain every
+/// argument first. Defined before the kinds' files, which use it too.
+macro_rules! entry {
+    ($handler:path) => {{
+        unsafe extern "C" fn entry(
+            ctx: *mut ::redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut ::redis_module::raw::RedisModuleString,
+            argc: ::std::os::raw::c_int,
+        ) -> ::std::os::raw::c_int {
+            // SAFETY: Redis passes the command's own context and `argc`
+            // arguments, alive until the handler returns.
+            unsafe {
+                $crate::server::run_handler(
+                    ctx,
+                    $crate::server::ArgString::slice(argv, argc),
+                    $handler,
+                )
+            }
+        }
+        Some(entry as unsafe extern "C" fn(_, _, _) -> _)
+    }};
+}
 
 mod apply;
 pub mod docs;
@@ -14,138 +39,15 @@ pub mod multi;
 pub mod rwlock;
 pub mod semaphore;
 
-use std::ffi::CStr;
-use std::os::raw::c_int;
-
-use redis_module::{raw, Context, RedisResult};
+use redis_module::Context;
 
 use self::docs::{
-    arg, block, fenced, flag, holds, latch as latch_name, lease, lock, millis, mode_choice,
-    optional, owner, session, ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY,
-    INFO_KEY, INSERT_KEY, LATCH_KEYS, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY, RWLOCK_KEYS,
+    acquire_request_option, acquisition, arg, block, fenced, flag, lease, lease_option, lock,
+    mode_choice, multi_args, no_reentry, optional, owner, request_option, session, wait_option,
+    ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
+    RELEASE_KEY, RWLOCK_KEYS, V1, V2, V3, V4,
 };
-use crate::args::ArgString;
-use crate::server::{self, CommandFn};
-
-type Handler = fn(&Context, &[ArgString]) -> RedisResult;
-
-/// Wraps a handler in the C entry point Redis calls. Done here rather than
-/// by the crate's command table, whose entry points copy and retain every
-/// argument first.
-macro_rules! entry {
-    ($handler:path) => {{
-        unsafe extern "C" fn entry(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            // SAFETY: Redis passes the command's own context and `argc`
-            // arguments, alive until the handler returns.
-            unsafe { run(ctx, ArgString::slice(argv, argc), $handler) }
-        }
-        Some(entry as unsafe extern "C" fn(_, _, _) -> _)
-    }};
-}
-
-/// `lock owner lease [BLOCK ms] [SESSION]`, the `flags` the command
-/// takes and `[REQUEST id ttl]`: may park the client.
-fn acquisition(
-    name: &'static CStr,
-    since: &'static CStr,
-    entry: CommandFn,
-    summary: &'static CStr,
-    key_notes: &'static CStr,
-    flags: Vec<ArgDoc>,
-) -> Command {
-    let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
-    args.extend(flags);
-    args.push(acquire_request_option());
-    Command {
-        name,
-        entry,
-        flags: c"write deny-oom blocking",
-        summary,
-        complexity: c"O(1), O(W) when the lock is released to W waiters",
-        since,
-        arity: -4,
-        key: ACQUIRE_KEY,
-        key_notes,
-        args,
-    }
-}
-
-/// `[LEASE ms]` of an unlock.
-fn lease_option() -> ArgDoc {
-    millis(
-        c"LEASE",
-        c"Milliseconds a hold still held after this release lasts",
-    )
-}
-
-/// `[REQUEST id ttl]` of an unlock.
-fn request_option() -> ArgDoc {
-    optional(
-        c"REQUEST",
-        arg(
-            c"request",
-            ArgKind::Block(vec![
-                arg(c"id", ArgKind::Str, c"The unlock request's id"),
-                arg(
-                    c"ttl",
-                    ArgKind::Int,
-                    c"Milliseconds a retry with this id gets the same reply",
-                ),
-            ]),
-            c"Makes a retried unlock idempotent",
-        ),
-    )
-}
-
-/// `[REQUEST id ttl]` of an acquisition (docs/design.md §14.7).
-fn acquire_request_option() -> ArgDoc {
-    ArgDoc {
-        since: Some(V4),
-        ..optional(
-            c"REQUEST",
-            arg(
-                c"request",
-                ArgKind::Block(vec![
-                    arg(c"id", ArgKind::Str, c"The acquisition request's id"),
-                    arg(
-                        c"ttl",
-                        ArgKind::Int,
-                        c"Milliseconds from the grant a retry with this id gets the same reply and changes nothing",
-                    ),
-                ]),
-                c"Makes a retried acquisition idempotent: the grant is remembered in redisson_lock_request_latch:{lock}:id",
-            ),
-        )
-    }
-}
-
-/// The module versions the commands appeared in: the read-write lock, the
-/// plain lock, then the multi-hold and session holds, then the fair lock.
-const V1: &CStr = c"0.1.0";
-const V2: &CStr = c"0.2.0";
-const V3: &CStr = c"0.3.0";
-const V4: &CStr = c"0.4.0";
-
-/// `[WAIT ms]` of the fair lock: Redisson's thread wait time.
-fn wait_option() -> ArgDoc {
-    millis(
-        c"WAIT",
-        c"Redisson's thread wait time: how far this waiter's deadline lies behind the one before it (default rwlock.fair-wait)",
-    )
-}
-
-/// `[NOREENTRY]`.
-fn no_reentry() -> ArgDoc {
-    flag(
-        c"noreentry",
-        c"NOREENTRY",
-        c"A non-reentrant lock: its holder taking it again is an error",
-    )
-}
+use crate::server;
 
 /// The fair lock's commands (`RFairLock`).
 fn fair_commands() -> Vec<Command> {
@@ -224,193 +126,6 @@ fn fair_commands() -> Vec<Command> {
             args: vec![lock()],
         },
     ]
-}
-
-/// The count-down latch's commands (`RCountDownLatch`, contract §16).
-fn latch_commands() -> Vec<Command> {
-    let one = |name, entry, flags, summary, key| Command {
-        name,
-        entry,
-        flags,
-        summary,
-        complexity: c"O(1)",
-        since: V4,
-        arity: 2,
-        key,
-        key_notes: LATCH_KEYS,
-        args: vec![latch_name()],
-    };
-    vec![
-        Command {
-            arity: 3,
-            args: vec![
-                latch_name(),
-                arg(c"count", ArgKind::Int, c"The count, from 0"),
-            ],
-            ..one(
-                c"latch.trysetcount",
-                entry!(latch::try_set_count),
-                c"write deny-oom",
-                c"Sets a Redisson count-down latch's count (RCountDownLatch.trySetCount) when no key has its name and publishes 1. Replies 1 if set, else 0",
-                INSERT_KEY,
-            )
-        },
-        one(
-            c"latch.countdown",
-            entry!(latch::count_down),
-            c"write",
-            c"Counts a latch down by one (countDown); at zero deletes it, publishes 0 and answers its waiters. Replies nil",
-            RELEASE_KEY,
-        ),
-        one(
-            c"latch.count",
-            entry!(latch::count),
-            c"readonly",
-            c"Replies a latch's count (getCount), 0 when there is none",
-            INFO_KEY,
-        ),
-        one(
-            c"latch.delete",
-            entry!(latch::delete),
-            c"write",
-            c"Deletes a latch (delete), publishes 1 and answers its waiters. Replies 1 if deleted, else 0",
-            FORCE_KEY,
-        ),
-        Command {
-            complexity: c"O(1), O(W) when the count reaches zero for W waiters",
-            arity: -2,
-            args: vec![latch_name(), block()],
-            ..one(
-                c"latch.await",
-                entry!(latch::await_zero),
-                c"write blocking",
-                c"Waits for a latch's count to reach zero (await). Replies 1 when it is zero or the latch is gone, else 0; BLOCK waits on the server",
-                INFO_KEY,
-            )
-        },
-    ]
-}
-
-/// `owner [lease] [options] HOLDS n kind name [kind name ...]`.
-/// What a semaphore command touches besides its count.
-const SEMAPHORE_KEYS: &CStr = c"Also its latches redisson_unlock_latch:{name}:id (RELEASE … REQUEST) and redisson_lock_request_latch:{name}:id (ACQUIRE … REQUEST), named from the semaphore and in its hash slot; it publishes on redisson_sc:{name}";
-
-fn semaphore_name() -> ArgDoc {
-    arg(
-        c"name",
-        ArgKind::Key,
-        c"The semaphore's name: the key of its count, as Redisson names it",
-    )
-}
-
-fn permits(summary: &'static CStr) -> ArgDoc {
-    arg(c"permits", ArgKind::Int, summary)
-}
-
-/// Redisson's `RSemaphore` (contract §15).
-fn semaphore_commands() -> Vec<Command> {
-    let keys = SEMAPHORE_KEYS;
-    vec![
-        Command {
-            name: c"semaphore.acquire",
-            entry: entry!(semaphore::acquire_permits),
-            flags: c"write deny-oom blocking",
-            summary: c"Takes permits of a Redisson semaphore (RSemaphore) when that many are free and nobody waits before. Replies 1 when taken, else 0; BLOCK waits on the server in arrival order",
-            complexity: c"O(1), O(W) when permits are handed to W waiters",
-            since: V4,
-            arity: -3,
-            key: ACQUIRE_KEY,
-            key_notes: keys,
-            args: vec![
-                semaphore_name(),
-                permits(c"How many permits to take (1 or more)"),
-                block(),
-                acquire_request_option(),
-            ],
-        },
-        Command {
-            name: c"semaphore.release",
-            entry: entry!(semaphore::release),
-            flags: c"write",
-            summary: c"Gives permits back to a semaphore (anyone may), publishes the new count and serves its waiters. Replies nil; IFEXISTS: 1, or 0 when there is no count",
-            complexity: c"O(1), O(W) when permits are handed to W waiters",
-            since: V4,
-            arity: -3,
-            key: ACQUIRE_KEY,
-            key_notes: keys,
-            args: vec![
-                semaphore_name(),
-                permits(c"How many permits to give back (1 or more)"),
-                flag(
-                    c"ifexists",
-                    c"IFEXISTS",
-                    c"releaseIfExists: do nothing when the semaphore has no count",
-                ),
-                request_option(),
-            ],
-        },
-        Command {
-            name: c"semaphore.trysetpermits",
-            entry: entry!(semaphore::try_set),
-            flags: c"write deny-oom",
-            summary: c"Sets a semaphore's count when it has none and publishes it. Replies 1 when set, else 0",
-            complexity: c"O(1), O(W) when permits are handed to W waiters",
-            since: V4,
-            arity: -3,
-            key: ACQUIRE_KEY,
-            key_notes: keys,
-            args: vec![
-                semaphore_name(),
-                permits(c"The count (any 64-bit integer)"),
-                millis(c"TTL", c"Milliseconds the count lasts (SET … PX)"),
-            ],
-        },
-        Command {
-            name: c"semaphore.addpermits",
-            entry: entry!(semaphore::add),
-            flags: c"write deny-oom",
-            summary: c"Adds to a semaphore's count (negative takes away; a TTL is dropped, as Redisson's SET) and publishes it. Replies nil",
-            complexity: c"O(1), O(W) when permits are handed to W waiters",
-            since: V4,
-            arity: 3,
-            key: ACQUIRE_KEY,
-            key_notes: keys,
-            args: vec![
-                semaphore_name(),
-                permits(c"How many to add (negative: take away)"),
-            ],
-        },
-        Command {
-            name: c"semaphore.drain",
-            entry: entry!(semaphore::drain),
-            flags: c"write",
-            summary: c"Takes every free permit of a semaphore: sets its count to 0. Replies the count before, 0 when there was none",
-            complexity: c"O(1)",
-            since: V4,
-            arity: 2,
-            key: ACQUIRE_KEY,
-            key_notes: keys,
-            args: vec![semaphore_name()],
-        },
-        Command {
-            name: c"semaphore.available",
-            entry: entry!(semaphore::available),
-            flags: c"readonly",
-            summary: c"Shows a semaphore's free permits, 0 when it has no count",
-            complexity: c"O(1)",
-            since: V4,
-            arity: 2,
-            key: INFO_KEY,
-            key_notes: keys,
-            args: vec![semaphore_name()],
-        },
-    ]
-}
-
-fn multi_args(head: Vec<ArgDoc>) -> Vec<ArgDoc> {
-    let mut args = head;
-    args.extend(holds());
-    args
 }
 
 /// Every command.
@@ -616,8 +331,8 @@ pub fn table() -> Vec<Command> {
         },
     ];
     table.extend(fair_commands());
-    table.extend(semaphore_commands());
-    table.extend(latch_commands());
+    table.extend(semaphore::commands());
+    table.extend(latch::commands());
     table
 }
 
@@ -637,12 +352,6 @@ pub fn register(ctx: &Context) -> Result<(), String> {
         docs::describe(ctx, &command)?;
     }
     Ok(())
-}
-
-/// Every command: the handler's reply.
-fn run(ctx: *mut raw::RedisModuleCtx, args: &[ArgString], handler: Handler) -> c_int {
-    let context = Context::new(ctx);
-    context.reply(handler(&context, args)) as c_int
 }
 
 #[cfg(test)]

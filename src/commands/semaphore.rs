@@ -4,10 +4,16 @@
 //! `BLOCK` waits in the name's queue like the locks' waiters; every command
 //! that may free permits serves that queue before it replies.
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisValue};
 
 use super::apply::{acquire, change, lock_and_owner};
-use crate::args::{self, lock_error, ArgString};
+use super::docs::{
+    acquire_request_option, arg, block, flag, millis, request_option, ArgDoc, ArgKind, Command,
+    ACQUIRE_KEY, INFO_KEY, V4,
+};
+use crate::args::{self, counts, lock_error, ArgString};
 use crate::engine::hold::{Release, Unlocked};
 use crate::engine::queue::Hold;
 use crate::engine::semaphore;
@@ -23,7 +29,7 @@ use crate::metrics::{self, Counter};
 /// server, served in arrival order; `REQUEST` makes a retry reply 1 again
 /// without taking more.
 pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let (a, permits) = args::semaphore_acquire(args)?;
+    let (a, permits) = counts::semaphore_acquire(args)?;
     acquire(ctx, args, &a, Hold::Semaphore { permits })
 }
 
@@ -35,7 +41,7 @@ pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// there is no count (`releaseIfExists(n)`). With `REQUEST` a retry gives
 /// nothing back twice and replies as the first call.
 pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let a = args::semaphore_release(args)?;
+    let a = counts::semaphore_release(args)?;
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         semaphore::release(store, &a.names, a.permits, a.if_exists, a.request)
     })?;
@@ -59,7 +65,7 @@ pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// Sets the count when there is none (with `TTL`, for that long), publishes
 /// it and serves the waiters: replies 1; 0 when a count exists.
 pub fn try_set(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let (names, permits, ttl) = args::semaphore_try_set(args)?;
+    let (names, permits, ttl) = counts::semaphore_try_set(args)?;
     let set = change(ctx, lock_and_owner(args), &names, |store| {
         semaphore::try_set(store, &names, permits, ttl)
     })?;
@@ -72,7 +78,7 @@ pub fn try_set(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// that drops any TTL, as Redisson's `addPermits(n)`, publishes the new
 /// count and serves the waiters. Replies nil.
 pub fn add(ctx: &Context, args: &[ArgString]) -> RedisResult {
-    let (names, n) = args::semaphore_add(args)?;
+    let (names, n) = counts::semaphore_add(args)?;
     change(ctx, lock_and_owner(args), &names, |store| {
         semaphore::add(store, &names, n)
     })?;
@@ -99,4 +105,114 @@ pub fn available(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let names = args::lock_only(args)?;
     let count = semaphore::available(&mut RedisStore::new(ctx), &names).map_err(lock_error)?;
     Ok(RedisValue::Integer(count))
+}
+
+/// What a semaphore command touches besides its count.
+const SEMAPHORE_KEYS: &CStr = c"Also its latches redisson_unlock_latch:{name}:id (RELEASE … REQUEST) and redisson_lock_request_latch:{name}:id (ACQUIRE … REQUEST), named from the semaphore and in its hash slot; it publishes on redisson_sc:{name}";
+
+fn semaphore_name() -> ArgDoc {
+    arg(
+        c"name",
+        ArgKind::Key,
+        c"The semaphore's name: the key of its count, as Redisson names it",
+    )
+}
+
+fn permits(summary: &'static CStr) -> ArgDoc {
+    arg(c"permits", ArgKind::Int, summary)
+}
+
+/// Redisson's `RSemaphore` (contract §15): every row on the count's key,
+/// from 0.4.0; those that may hand permits to waiters say so.
+pub(super) fn commands() -> Vec<Command> {
+    let row = |name, entry, flags, summary, arity, args| Command {
+        name,
+        entry,
+        flags,
+        summary,
+        complexity: c"O(1), O(W) when permits are handed to W waiters",
+        since: V4,
+        arity,
+        key: ACQUIRE_KEY,
+        key_notes: SEMAPHORE_KEYS,
+        args,
+    };
+    vec![
+        row(
+            c"semaphore.acquire",
+            entry!(acquire_permits),
+            c"write deny-oom blocking",
+            c"Takes permits of a Redisson semaphore (RSemaphore) when that many are free and nobody waits before. Replies 1 when taken, else 0; BLOCK waits on the server in arrival order",
+            -3,
+            vec![
+                semaphore_name(),
+                permits(c"How many permits to take (1 or more)"),
+                block(),
+                acquire_request_option(),
+            ],
+        ),
+        row(
+            c"semaphore.release",
+            entry!(release),
+            c"write",
+            c"Gives permits back to a semaphore (anyone may), publishes the new count and serves its waiters. Replies nil; IFEXISTS: 1, or 0 when there is no count",
+            -3,
+            vec![
+                semaphore_name(),
+                permits(c"How many permits to give back (1 or more)"),
+                flag(
+                    c"ifexists",
+                    c"IFEXISTS",
+                    c"releaseIfExists: do nothing when the semaphore has no count",
+                ),
+                request_option(),
+            ],
+        ),
+        row(
+            c"semaphore.trysetpermits",
+            entry!(try_set),
+            c"write deny-oom",
+            c"Sets a semaphore's count when it has none and publishes it. Replies 1 when set, else 0",
+            -3,
+            vec![
+                semaphore_name(),
+                permits(c"The count (any 64-bit integer)"),
+                millis(c"TTL", c"Milliseconds the count lasts (SET … PX)"),
+            ],
+        ),
+        row(
+            c"semaphore.addpermits",
+            entry!(add),
+            c"write deny-oom",
+            c"Adds to a semaphore's count (negative takes away; a TTL is dropped, as Redisson's SET) and publishes it. Replies nil",
+            3,
+            vec![
+                semaphore_name(),
+                permits(c"How many to add (negative: take away)"),
+            ],
+        ),
+        Command {
+            complexity: c"O(1)",
+            ..row(
+                c"semaphore.drain",
+                entry!(drain),
+                c"write",
+                c"Takes every free permit of a semaphore: sets its count to 0. Replies the count before, 0 when there was none",
+                2,
+                vec![semaphore_name()],
+            )
+        },
+        Command {
+            complexity: c"O(1)",
+            key: INFO_KEY,
+            ..row(
+                c"semaphore.available",
+                entry!(available),
+                c"readonly",
+                c"Shows a semaphore's free permits, 0 when it has no count",
+                2,
+                vec![semaphore_name()],
+            )
+        },
+    ]
 }

@@ -439,6 +439,15 @@ impl Drop for ServerInfo<'_> {
 // Commands
 // ---------------------------------------------------------------------------
 
+/// A command's handler, as the table names it.
+pub type Handler = fn(&Context, &[ArgString]) -> redis_module::RedisResult;
+
+/// Every command (the table's `entry!`): the handler's reply.
+pub fn run_handler(ctx: *mut raw::RedisModuleCtx, args: &[ArgString], handler: Handler) -> c_int {
+    let context = Context::new(ctx);
+    context.reply(handler(&context, args)) as c_int
+}
+
 /// Creates a command whose one key is argument 1 (`first_key` 1), or whose
 /// keys its own entry reports (`first_key` 0, with `getkeys-api`); false
 /// when Redis refused.
