@@ -5,7 +5,7 @@
 use super::error::LockError;
 use super::int::parse_i64;
 use super::names::{check_owner, KeyBuf, LockNames};
-use super::store::{KeyKind, Store};
+use super::store::{integer_at, Store};
 
 /// Most holds one owner may stack on one lock. Commands loop over a reader's
 /// acquisitions (one timeout key each), so a bound keeps a bogus count from
@@ -131,14 +131,7 @@ pub struct Request<'a> {
 /// when there is none, an error when it is not an integer string. The two
 /// kinds fail alike on a corrupt latch.
 fn read_latch<S: Store>(s: &mut S, key: &[u8]) -> Result<Option<i64>, LockError> {
-    match s.kind(key) {
-        KeyKind::Missing => Ok(None),
-        KeyKind::String => {
-            let value = s.get(key).unwrap_or_default();
-            parse_i64(&value).map(Some).ok_or(LockError::BadLatch)
-        }
-        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
-    }
+    integer_at(s, key, LockError::BadLatch)
 }
 
 /// Remembers what the unlock did in its latch, when it has one.
@@ -247,15 +240,7 @@ pub(super) fn token_key<S: Store>(
 /// an integer the step does not take past the largest. Redisson's script
 /// would fail half way, after its INCR. Returns the step.
 fn check_token<S: Store>(s: &mut S, key: &[u8]) -> Result<i64, LockError> {
-    let current = match s.kind(key) {
-        KeyKind::Missing => 0,
-        KeyKind::String => s
-            .get(key)
-            .as_deref()
-            .and_then(parse_i64)
-            .ok_or(LockError::BadToken)?,
-        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
-    };
+    let current = integer_at(s, key, LockError::BadToken)?.unwrap_or(0);
     let step = s.token_gap(key).saturating_add(1);
     current
         .checked_add(step)

@@ -6,9 +6,9 @@
 
 use super::error::LockError;
 use super::hold::{Attempt, Granted};
-use super::int::{decimal, parse_i64, DECIMAL_LEN};
+use super::int::{decimal, DECIMAL_LEN};
 use super::names::LockNames;
-use super::store::{KeyKind, Store};
+use super::store::{integer_at, KeyKind, Store};
 
 const CHANNEL_PREFIX: &[u8] = b"redisson_countdownlatch__channel__{";
 /// Published when the count reaches zero (Redisson's `ZERO_COUNT_MESSAGE`).
@@ -35,15 +35,7 @@ pub fn channel(names: &LockNames) -> Vec<u8> {
 /// The count as stored: `None` when there is no latch. Read and checked
 /// before any write, so an error changes nothing.
 fn stored<S: Store>(s: &mut S, key: &[u8]) -> Result<Option<i64>, LockError> {
-    match s.kind(key) {
-        KeyKind::Missing => Ok(None),
-        KeyKind::String => s
-            .get(key)
-            .and_then(|v| parse_i64(&v))
-            .map(Some)
-            .ok_or(LockError::LatchCount),
-        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
-    }
+    integer_at(s, key, LockError::LatchCount)
 }
 
 /// `trySetCount`: when no key has the name, the count becomes `count`

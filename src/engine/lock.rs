@@ -8,9 +8,8 @@
 use super::error::LockError;
 use super::hold::{count_of, deadline, one_more, renew_held, token_key, unlock_latched};
 use super::hold::{parse_count, Attempt, Granted, Release, Request, Unlocked};
-use super::int::parse_i64;
 use super::names::{check_owner, LockNames, MODE_FIELD};
-use super::store::{KeyKind, Moot, Store};
+use super::store::{integer_at, KeyKind, Moot, Store};
 
 /// Payload published when the lock ends (Redisson's `UNLOCK_MESSAGE`).
 pub const RELEASED: &[u8] = b"0";
@@ -168,16 +167,7 @@ pub fn info<S: Store>(s: &mut S, names: &LockNames) -> Result<LockInfo, LockErro
         holders.sort();
     }
     let token_key = names.token_key();
-    let token = match s.kind(&token_key) {
-        KeyKind::Missing => None,
-        KeyKind::String => Some(
-            s.get(&token_key)
-                .as_deref()
-                .and_then(parse_i64)
-                .ok_or(LockError::BadToken)?,
-        ),
-        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
-    };
+    let token = integer_at(s, &token_key, LockError::BadToken)?;
     Ok(LockInfo {
         holders,
         pttl: s.pttl(hash),

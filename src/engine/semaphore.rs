@@ -8,23 +8,14 @@
 
 use super::error::LockError;
 use super::hold::{deadline, latched, Attempt, Granted, Release, Request, Unlocked};
-use super::int::{decimal, parse_i64, DECIMAL_LEN};
+use super::int::{decimal, DECIMAL_LEN};
 use super::names::LockNames;
-use super::store::{KeyKind, Store};
+use super::store::{integer_at, KeyKind, Store};
 
 /// The count, None when the semaphore does not exist. A key of another type
 /// or a count that is not an integer is an error.
 fn count<S: Store>(s: &mut S, key: &[u8]) -> Result<Option<i64>, LockError> {
-    match s.kind(key) {
-        KeyKind::Missing => Ok(None),
-        KeyKind::String => s
-            .get(key)
-            .as_deref()
-            .and_then(parse_i64)
-            .map(Some)
-            .ok_or(LockError::BadCount),
-        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
-    }
+    integer_at(s, key, LockError::BadCount)
 }
 
 /// Publishes the new count, as the scripts that raise it do.

@@ -2,7 +2,9 @@
 //! scripts use, each with the side effects (keyspace event, replication) the
 //! same command would have when a script runs it.
 
+use super::error::LockError;
 use super::index::LeaseIndex;
+use super::int::parse_i64;
 
 /// What a key holds, as far as the lock cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,4 +213,24 @@ pub trait Line: Store {
     fn zrem(&mut self, key: &[u8], member: &[u8]);
     /// `ZRANGE key 0 -1`: members by score, then by bytes.
     fn zrange(&mut self, key: &[u8]) -> Vec<Vec<u8>>;
+}
+
+/// The integer a string key holds (a fencing token, a latch, a semaphore's
+/// or a count-down latch's count): None when the key is missing, `corrupt`
+/// when its value is not an integer, `WrongType` for a hash or another type.
+pub fn integer_at<S: Store>(
+    s: &mut S,
+    key: &[u8],
+    corrupt: LockError,
+) -> Result<Option<i64>, LockError> {
+    match s.kind(key) {
+        KeyKind::Missing => Ok(None),
+        KeyKind::String => s
+            .get(key)
+            .as_deref()
+            .and_then(parse_i64)
+            .map(Some)
+            .ok_or(corrupt),
+        KeyKind::Hash | KeyKind::Other => Err(LockError::WrongType),
+    }
 }
