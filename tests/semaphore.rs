@@ -471,19 +471,7 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
     let node = Server::start(&[]);
     let mut c = node.conn();
     let parked: Vec<Call> = (1..=2).map(|n| park(&node, &mut c, "R", n)).collect();
-    ok(
-        &mut c,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
-    );
-    for waiter in parked {
-        let (reply, waited) = waiter.join().expect("the waiter's thread");
-        let e = reply.expect_err("a waiter on a demoted master must fail");
-        assert!(
-            matches!(e.code(), Some("READONLY" | "UNBLOCKED")) && e.to_string().contains("replica"),
-            "{e}"
-        );
-        assert!(waited < Duration::from_secs(5), "told after {waited:?}");
-    }
+    node.demote_failing_waiters(&mut c, &master, parked);
     assert_counters(&mut c, &[("waiters", 0), ("waits_aborted", 2)]);
 }
 

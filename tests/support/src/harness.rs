@@ -706,6 +706,34 @@ impl Server {
         waiter
     }
 
+    /// Turns this server into a replica of `master` (through `conn`) and
+    /// checks that every parked waiter fails at once with the replica's
+    /// error: the module's READONLY, or the UNBLOCKED with which Redis 7.0
+    /// unblocks module waiters itself when it turns replica. Returns their
+    /// error codes.
+    pub fn demote_failing_waiters(
+        &self,
+        conn: &mut Conn,
+        master: &Server,
+        parked: impl IntoIterator<Item = Call>,
+    ) -> Vec<String> {
+        crate::ok(conn, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+        parked
+            .into_iter()
+            .map(|waiter| {
+                let (reply, waited) = waiter.join().expect("the waiter's thread");
+                let e = reply.expect_err("a waiter on a demoted master must fail");
+                assert!(
+                    matches!(e.code(), Some("READONLY" | "UNBLOCKED"))
+                        && e.to_string().contains("replica"),
+                    "{e}"
+                );
+                assert!(waited < Duration::from_secs(5), "told after {waited:?}");
+                e.code().unwrap_or_default().to_string()
+            })
+            .collect()
+    }
+
     /// Sends `wait` (a BLOCK acquisition that will park) on a connection of
     /// its own without reading the reply, kills that client once it is
     /// parked, and returns when the module has let go of it: a waiter that
