@@ -64,6 +64,25 @@ class SemaphoreAndLatchTest extends ServerTest {
         }
     }
 
+    /**
+     * A wait's reply is read with the wait plus a margin as the socket timeout, as a lock's: waits
+     * of 1.5 s on a pool whose socket timeout is 300 ms run out on the server, not in the client.
+     */
+    @Test
+    void aWaitOutlastsTheSocketTimeout() throws Exception {
+        try (JedisPooled impatient = server.pooled(300); Client on = Client.create(impatient)) {
+            DistributedSemaphore semaphore = new DistributedSemaphore(on, "sem:long");
+            DistributedCountDownLatch latch = new DistributedCountDownLatch(on, "latch:long");
+            assertTrue(latch.trySetCount(1));
+            long start = System.nanoTime();
+            assertFalse(semaphore.tryAcquire(1, 1500, TimeUnit.MILLISECONDS), "no permits: the wait runs out");
+            assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 1400, "it waited on the server");
+            start = System.nanoTime();
+            assertFalse(latch.await(1500, TimeUnit.MILLISECONDS), "not counted down: the wait runs out");
+            assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 1400, "it waited on the server");
+        }
+    }
+
     @Test
     void permitsAreNeverMoreThanTheCountUnderContention() throws Exception {
         int permits = 3;
