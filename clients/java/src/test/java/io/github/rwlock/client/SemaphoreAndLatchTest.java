@@ -162,6 +162,33 @@ class SemaphoreAndLatchTest extends ServerTest {
         assertEquals(2, semaphore.availablePermits());
     }
 
+    /**
+     * The server served the wait, the reply never came (the proxy holds it back), and then the
+     * waiting thread is interrupted: the permits the call never heard of are given back, found by
+     * the acquisition's latch, since giving back permits never taken would add some.
+     */
+    @Test
+    void anInterruptAfterAnUnheardGrantGivesThePermitsBack() throws Exception {
+        try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of("SEMAPHORE.ACQUIRE"));
+                JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
+                Client on = Client.create(proxied)) {
+            DistributedSemaphore semaphore = new DistributedSemaphore(on, "sem:unheard");
+            assertTrue(semaphore.trySetPermits(0));
+            proxy.armSwallow();
+            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+            Thread waiter = Waiters.start(() -> assertTrue(semaphore.tryAcquire(2, 60, TimeUnit.SECONDS)), outcome);
+            RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
+            server.call("SEMAPHORE.RELEASE", "sem:unheard", "2");
+            RedisServer.waitUntil("the server served it", 10_000, this::nothingWaits);
+            assertEquals(0, semaphore.availablePermits(), "granted on the server");
+            assertFalse(outcome.isDone(), "the reply was held back");
+            waiter.interrupt();
+            assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
+            assertTrue(proxy.dropped());
+            assertEquals(2, semaphore.availablePermits(), "the unheard grant given back");
+        }
+    }
+
     @Test
     void anInterruptedOrTimedOutLatchWaitLeavesNothing() throws Exception {
         DistributedCountDownLatch latch = new DistributedCountDownLatch(client, "latch:cancel");
