@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -62,6 +63,22 @@ class SemaphoreAndLatchTest extends ServerTest {
         } finally {
             thread.shutdownNow();
         }
+    }
+
+    @Test
+    void aTrySetWithATimeToLiveLastsThroughAcquisitionsAndReleasesAsRedissonsDoes() {
+        DistributedSemaphore semaphore = new DistributedSemaphore(client, "sem:ttl");
+        assertTrue(semaphore.trySetPermits(2, Duration.ofSeconds(60)));
+        assertFalse(semaphore.trySetPermits(5, Duration.ofSeconds(60)), "a count exists");
+        long pttl = server.integer("PTTL", "sem:ttl");
+        assertTrue(pttl > 0 && pttl <= 60_000, "the semaphore's lifetime: " + pttl);
+        assertTrue(semaphore.tryAcquire());
+        semaphore.release();
+        assertTrue(server.integer("PTTL", "sem:ttl") > 0, "kept by an acquisition and a release");
+        semaphore.addPermits(1);
+        assertEquals(-1L, server.integer("PTTL", "sem:ttl"), "dropped by an add, as the script's SET");
+        assertEquals(3, semaphore.availablePermits());
+        assertThrows(IllegalArgumentException.class, () -> semaphore.trySetPermits(1, Duration.ZERO));
     }
 
     /**
