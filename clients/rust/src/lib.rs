@@ -126,7 +126,7 @@
 //   connection → sync, watchdog
 //   → handle (what both clients share) → builders (the methods both
 //   clients' types share, as macros) → guard (the blocking acquisition
-//   and its guard) → lock, rwlock, multi → client;
+//   and its guard) → lock, rwlock, multi, semaphore, latch → client;
 //   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).
 pub mod aio;
@@ -138,6 +138,7 @@ mod connection;
 mod error;
 mod guard;
 mod handle;
+mod latch;
 mod lock;
 mod multi;
 mod options;
@@ -145,6 +146,7 @@ mod owner;
 mod pool;
 mod redlock;
 mod rwlock;
+mod semaphore;
 mod sentinel;
 mod sync;
 mod watchdog;
@@ -153,10 +155,12 @@ pub use client::Client;
 pub use command::Kind;
 pub use error::{Error, Result};
 pub use guard::Guard;
+pub use latch::CountDownLatch;
 pub use lock::Lock;
 pub use multi::MultiLock;
 pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
+pub use semaphore::{Permits, Semaphore};
 pub use sentinel::Sentinels;
 pub use watchdog::LostHold;
