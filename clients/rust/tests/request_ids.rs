@@ -592,3 +592,56 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
     assert_eq!(proxy.swallowed().len(), 1, "async: its reply was lost");
     assert_eq!(calls(&mut conn, "lock.unlock"), 2, "async: sent twice");
 }
+
+#[test]
+fn a_semaphores_lost_replies_take_and_give_permits_once() {
+    let (server, mut conn) = Server::started(&[]);
+    let name = "req:sem";
+    let set: i64 = query(&mut conn, &["SEMAPHORE.TRYSETPERMITS", name, "3"]);
+    assert_eq!(set, 1);
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    // The acquisition's reply lost: resent once with its id, answered
+    // from its latch.
+    let proxy = DropReplyProxy::start(server.port, b"SEMAPHORE.ACQUIRE");
+    let sem = locks_on(&proxy.url()).semaphore(name);
+    let taken = sem
+        .try_acquire(2, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    assert!(swallowed[0].starts_with(b":1\r\n"), "granted, lost");
+    assert_eq!(calls(&mut conn, "semaphore.acquire"), 2, "sent twice");
+    assert_eq!(calls(&mut conn, "pexpire"), 1, "the replica check's write");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "1", "two permits taken once");
+    let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
+    assert_eq!(keys(&mut conn, &pattern).len(), 1);
+    taken.release().expect("release");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "3");
+    assert!(
+        keys(&mut conn, &pattern).is_empty(),
+        "the release's DEL took the acquisition's latch"
+    );
+    // A release's reply lost: resent once with its id, answered from its
+    // latch, so the permits come back once.
+    let proxy = DropReplyProxy::start(server.port, b"SEMAPHORE.RELEASE");
+    let sem = locks_on(&proxy.url()).semaphore(name);
+    let taken = sem
+        .try_acquire(1, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    taken.release().expect("release");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    assert!(swallowed[0].starts_with(b"$-1\r\n"), "released, lost");
+    assert_eq!(calls(&mut conn, "semaphore.release"), 2, "sent twice");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "3", "given back once");
+    // Each client object's last release left its own latch, for its next
+    // release's DEL (or to expire).
+    let latches = keys(&mut conn, &format!("redisson_unlock_latch:{{{name}}}:*"));
+    assert_eq!(latches.len(), 2, "{latches:?}");
+}
