@@ -1,9 +1,10 @@
 //! Redisson's locks for Rust, on the rwlock Redis module (`RWLOCK.*`,
-//! `LOCK.*`; the repository's README): the read-write
-//! lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
+//! `LOCK.*`, `SEMAPHORE.*`, `LATCH.*`; the repository's README): the
+//! read-write lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
 //! (`RFencedLock`, returning the fencing token) or non-reentrant, the
-//! multi-lock (taken by the server in one atomic command) and RedLock over
-//! several independent masters; blocking ([`Client`]) and async on tokio
+//! multi-lock (taken by the server in one atomic command), RedLock over
+//! several independent masters, the semaphore (`RSemaphore`) and the
+//! count-down latch (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
 //! ([`aio::Client`]), on the [`redis`] crate.
 //!
 //! # Quick start
@@ -88,6 +89,12 @@
 //!   owner's last release, so that its resend never frees a second level.
 //! - **Multi-lock**: [`Client::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
+//! - **Semaphore**: [`Client::semaphore`] (Redisson's `RSemaphore`,
+//!   `SEMAPHORE.*`): permits taken n at a time in arrival order, a
+//!   [`Permits`] guard giving them back on drop; acquisitions and releases
+//!   carry request ids and are checked against the replicas as a lock's.
+//! - **Count-down latch**: [`Client::count_down_latch`] (Redisson's
+//!   `RCountDownLatch`, `LATCH.*`): a wait for zero waits on the server.
 //! - **RedLock**: [`RedLock`] over independent masters; read its
 //!   documentation for why Redisson deprecated it and why fencing tokens
 //!   are the safer answer.
