@@ -364,7 +364,12 @@ macro_rules! semaphore_calls {
 
         /// Permits taken from a [`Semaphore`], given back when dropped (or
         /// by [`Permits::release`]) with a request id, and with the
-        /// acquisition's latches deleted in the same round trip.
+        /// acquisition's latches deleted in the same round trip. Permits
+        /// have no lease, as Redisson's: a release that fails (the server
+        /// unreachable twice) leaves them taken until
+        /// [`Semaphore::release`] or [`Semaphore::add_permits`] gives them
+        /// back, as does an async guard dropped outside a tokio runtime,
+        /// where nothing can be sent.
         pub struct Permits {
             guard: $guard,
             permits: u64,
