@@ -329,3 +329,27 @@ fn permits_no_replica_acknowledged_are_given_back_as_not_synced() {
     ));
     assert_eq!(sem.available_permits().expect("available"), 2, "given back");
 }
+
+#[test]
+fn waits_longer_than_the_response_timeout() {
+    let (server, mut conn) = Server::started(&[]);
+    let options = Options {
+        response_timeout: Some(Duration::from_millis(200)),
+        ..Options::default()
+    };
+    let locks = Client::new(server.client()).with_options(options);
+    let sem = locks.semaphore("sem:long");
+    let latch = locks.count_down_latch("latch:long");
+    assert!(latch.try_set_count(1).expect("set"));
+    let (waiting_sem, waiting_latch) = (sem.clone(), latch.clone());
+    let taker = thread::spawn(move || waiting_sem.try_acquire(1, CEILING));
+    let awaiter = thread::spawn(move || waiting_latch.wait());
+    wait_for_waiters(&mut conn, 2);
+    // Past the response timeout: the waits' own read timeouts cover them.
+    thread::sleep(Duration::from_millis(600));
+    sem.release(1).expect("release");
+    latch.count_down().expect("count down");
+    let taken = taker.join().expect("taker").expect("wait");
+    assert_eq!(taken.map(|p| p.permits()), Some(1));
+    awaiter.join().expect("awaiter").expect("reached");
+}
