@@ -114,6 +114,27 @@ macro_rules! client_builders {
         pub fn multi_lock(&self) -> MultiLock {
             MultiLock(self.handle($crate::command::Target::multi()))
         }
+
+        /// The semaphore `name` (Redisson's `getSemaphore`, `RSemaphore`,
+        /// `SEMAPHORE.*`): its count of free permits is the key `name`,
+        /// shared with Redisson's clients. Permits have no owner: anyone
+        /// may give them back.
+        pub fn semaphore(&self, name: &str) -> Semaphore {
+            Semaphore(
+                self.handle($crate::command::Target::semaphore(name))
+                    .with_owner(""),
+            )
+        }
+
+        /// The count-down latch `name` (Redisson's `getCountDownLatch`,
+        /// `RCountDownLatch`, `LATCH.*`): its count is the key `name`,
+        /// shared with Redisson's clients.
+        pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
+            CountDownLatch(self.handle($crate::command::Target::single(
+                $crate::command::Kind::Lock,
+                name,
+            )))
+        }
     };
 }
 
@@ -250,6 +271,209 @@ macro_rules! hold_calls {
     };
 }
 
+/// A semaphore's calls and its guard of permits, for the types `Semaphore`
+/// (a tuple struct over the client's handle) and `Permits` (written here:
+/// `$guard`, the client's `Guard`, inside), blocking or futures with
+/// `async await` at the end.
+macro_rules! semaphore_calls {
+    ($guard:ident $(, $async:tt $await:tt)?) => {
+        impl Semaphore {
+            /// The semaphore's name (the key of its count).
+            pub fn name(&self) -> &str {
+                self.0.name()
+            }
+
+            /// Takes `permits` (1 or more), waiting on the server as long as
+            /// it takes (Redisson's `acquire(n)`: `BLOCK 0`), in arrival
+            /// order behind the clients waiting already: a wait for many is
+            /// never passed by takers of few. [`crate::Error::NotAcquired`]
+            /// only when the server ended the wait (`CLIENT UNBLOCK`).
+            pub $($async)? fn acquire(&self, permits: u64) -> $crate::error::Result<Permits> {
+                let forever = $crate::command::Wait::Forever;
+                let target = self.0.target.taking(permits);
+                let guard = self.0.acquire(&target, forever)$(.$await)?;
+                Ok(Permits { guard: guard?, permits })
+            }
+
+            /// Takes `permits` (1 or more), waiting on the server at most
+            /// `wait` (zero: one attempt, refused while others wait);
+            /// `None` when they were not free in time (Redisson's
+            /// `tryAcquire(n, wait)`).
+            pub $($async)? fn try_acquire(
+                &self,
+                permits: u64,
+                wait: std::time::Duration,
+            ) -> $crate::error::Result<Option<Permits>> {
+                let wait = $crate::command::Wait::of(wait);
+                let target = self.0.target.taking(permits);
+                match self.0.acquire(&target, wait)$(.$await)? {
+                    Ok(guard) => Ok(Some(Permits { guard, permits })),
+                    Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+
+            /// Gives `permits` (1 or more) back without a guard (Redisson's
+            /// `release(n)`; anyone may), serving the waiters they cover. A
+            /// lost reply is sent again once with the same request id, so
+            /// they are given back once.
+            pub $($async)? fn release(&self, permits: u64) -> $crate::error::Result<()> {
+                self.0.unlock(&self.0.target.taking(permits))$(.$await)?
+            }
+
+            /// Sets the count to `permits` when the semaphore has none
+            /// (Redisson's `trySetPermits`); false when it has one.
+            pub $($async)? fn try_set_permits(&self, permits: i64) -> $crate::error::Result<bool> {
+                let cmd = $crate::command::try_set_permits(self.name(), permits, None);
+                $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// [`Semaphore::try_set_permits`] for a semaphore that lives
+            /// `ttl` (Redisson's `trySetPermits(n, ttl)`).
+            pub $($async)? fn try_set_permits_for(
+                &self,
+                permits: i64,
+                ttl: std::time::Duration,
+            ) -> $crate::error::Result<bool> {
+                let cmd = $crate::command::try_set_permits(self.name(), permits, Some(ttl));
+                $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// Adds `permits` to the count (negative: takes them away, the
+            /// count may go below zero), serving the waiters they cover
+            /// (Redisson's `addPermits`).
+            pub $($async)? fn add_permits(&self, permits: i64) -> $crate::error::Result<()> {
+                let cmd = $crate::command::add_permits(self.name(), permits);
+                $crate::command::nil(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// Takes every free permit; how many there were (Redisson's
+            /// `drainPermits`).
+            pub $($async)? fn drain_permits(&self) -> $crate::error::Result<i64> {
+                let cmd = $crate::command::on("SEMAPHORE.DRAIN", self.name());
+                $crate::command::integer(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// The free permits, 0 without a semaphore (Redisson's
+            /// `availablePermits`).
+            pub $($async)? fn available_permits(&self) -> $crate::error::Result<i64> {
+                let cmd = $crate::command::on("SEMAPHORE.AVAILABLE", self.name());
+                $crate::command::integer(self.0.call(&cmd, true)$(.$await)??)
+            }
+        }
+
+        /// Permits taken from a [`Semaphore`], given back when dropped (or
+        /// by [`Permits::release`]) with a request id, and with the
+        /// acquisition's latches deleted in the same round trip. Permits
+        /// have no lease, as Redisson's: a release that fails (the server
+        /// unreachable twice) leaves them taken until
+        /// [`Semaphore::release`] or [`Semaphore::add_permits`] gives them
+        /// back, as does an async guard dropped outside a tokio runtime,
+        /// where nothing can be sent.
+        pub struct Permits {
+            guard: $guard,
+            permits: u64,
+        }
+
+        impl Permits {
+            /// How many permits it holds.
+            pub fn permits(&self) -> u64 {
+                self.permits
+            }
+
+            /// Gives the permits back now.
+            pub $($async)? fn release(self) -> $crate::error::Result<()> {
+                self.guard.release()$(.$await)?
+            }
+
+            /// Keeps the permits taken: dropped, it gives nothing back
+            /// (Redisson's style, where `release(n)` is a call of its own:
+            /// [`Semaphore::release`]).
+            pub fn forget(self) {
+                self.guard.forget();
+            }
+        }
+
+        impl std::fmt::Debug for Permits {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Permits")
+                    .field("permits", &self.permits)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// A count-down latch's calls, for the type `CountDownLatch` (a tuple
+/// struct over the client's handle), blocking or futures with `async
+/// await` at the end.
+macro_rules! latch_calls {
+    ($($async:tt $await:tt)?) => {
+        /// The latch's name (the key of its count).
+        pub fn name(&self) -> &str {
+            self.0.name()
+        }
+
+        /// Sets the count when there is no latch (Redisson's
+        /// `trySetCount`); false when there is one.
+        pub $($async)? fn try_set_count(&self, count: u64) -> $crate::error::Result<bool> {
+            let cmd = $crate::command::try_set_count(self.name(), count);
+            $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+        }
+
+        /// Counts down once (Redisson's `countDown`): at zero the latch is
+        /// deleted and every waiter answered. Its lost reply is an error,
+        /// never sent again (a second count-down would count twice).
+        pub $($async)? fn count_down(&self) -> $crate::error::Result<()> {
+            let cmd = $crate::command::on("LATCH.COUNTDOWN", self.name());
+            $crate::command::nil(self.0.call(&cmd, false)$(.$await)??)
+        }
+
+        /// The count, 0 without a latch (Redisson's `getCount`).
+        pub $($async)? fn count(&self) -> $crate::error::Result<i64> {
+            let cmd = $crate::command::on("LATCH.COUNT", self.name());
+            $crate::command::integer(self.0.call(&cmd, true)$(.$await)??)
+        }
+
+        /// Deletes the latch, answering its waiters (Redisson's `delete`);
+        /// false when there was none.
+        pub $($async)? fn delete(&self) -> $crate::error::Result<bool> {
+            let cmd = $crate::command::on("LATCH.DELETE", self.name());
+            $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+        }
+
+        /// Waits on the server until the count reaches zero (Redisson's
+        /// `await()`: `LATCH.AWAIT … BLOCK 0`), at once without a latch.
+        /// [`crate::Error::NotAcquired`] only when the server ended the
+        /// wait (`CLIENT UNBLOCK`).
+        pub $($async)? fn wait(&self) -> $crate::error::Result<()> {
+            if self.wait_for($crate::command::Wait::Forever)$(.$await)?? {
+                Ok(())
+            } else {
+                Err($crate::error::Error::NotAcquired { pttl: 0 })
+            }
+        }
+
+        /// Waits on the server at most `limit` (zero: one look) until the
+        /// count reaches zero (Redisson's `await(timeout)`); false when it
+        /// had not by then.
+        pub $($async)? fn wait_timeout(
+            &self,
+            limit: std::time::Duration,
+        ) -> $crate::error::Result<bool> {
+            self.wait_for($crate::command::Wait::of(limit))$(.$await)?
+        }
+
+        /// `LATCH.AWAIT` waiting as `wait` says; a lost reply (it only
+        /// reads) is asked again with what is left of the wait.
+        $($async)? fn wait_for(&self, wait: $crate::command::Wait) -> $crate::error::Result<bool> {
+            let name = self.name();
+            let cmd = |w| $crate::command::await_zero(name, w);
+            $crate::command::flag(self.0.wait_call(cmd, wait, true)$(.$await)??)
+        }
+    };
+}
+
 /// A guard's accessors and the first step of its release, for a `Guard`
 /// (blocking or async) with the fields `hold`, `released` and `watchdog`
 /// (an `Option<$watchdog>`).
@@ -270,6 +494,12 @@ macro_rules! guard_calls {
         /// longer protected. Always false without a watchdog.
         pub fn is_lost(&self) -> bool {
             self.watchdog.as_ref().is_some_and($watchdog::is_lost)
+        }
+
+        /// Keeps what it holds: dropped, it sends nothing (a semaphore's
+        /// permits stay taken, for a release of their own).
+        pub(crate) fn forget(mut self) {
+            let _ = self.stop_watching();
         }
 
         /// Stops the watchdog; whether it had found the hold gone (then it
@@ -311,6 +541,8 @@ macro_rules! redlock_builders {
 pub(crate) use client_builders;
 pub(crate) use guard_calls;
 pub(crate) use hold_calls;
+pub(crate) use latch_calls;
 pub(crate) use lock_builders;
 pub(crate) use multi_builders;
 pub(crate) use redlock_builders;
+pub(crate) use semaphore_calls;

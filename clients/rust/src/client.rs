@@ -7,9 +7,11 @@ use crate::command::Target;
 use crate::error::Result;
 use crate::guard::Handle;
 use crate::handle;
+use crate::latch::CountDownLatch;
 use crate::lock::Lock;
 use crate::multi::MultiLock;
 use crate::rwlock::ReadWriteLock;
+use crate::semaphore::Semaphore;
 use crate::sentinel::{self, Sentinels};
 
 /// The locks of one client, as a `RedissonClient` gives them: all share a

@@ -43,6 +43,10 @@ pub(crate) struct Target {
     pub non_reentrant: bool,
     /// A plain lock taken in arrival order (`FAIRLOCK.*`).
     pub fair: bool,
+    /// A semaphore's permits (`SEMAPHORE.*`, Redisson's `RSemaphore`): the
+    /// acquisition takes this many and the release gives them back. The
+    /// hold is the semaphore's name; permits have no owner and no lease.
+    pub permits: Option<u64>,
 }
 
 /// How long an acquisition may wait for the lock.
@@ -87,6 +91,20 @@ impl Wait {
         }
     }
 
+    /// Adds the wait to a command that takes `BLOCK ms` (`BLOCK 0`: no
+    /// limit); one attempt adds nothing.
+    fn block(self, cmd: &mut Cmd) {
+        match self {
+            Wait::No => {}
+            Wait::For(d) => {
+                cmd.arg("BLOCK").arg(millis(d));
+            }
+            Wait::Forever => {
+                cmd.arg("BLOCK").arg(0);
+            }
+        }
+    }
+
     /// The read timeout a call waiting this long needs when calls that do
     /// not wait get `base` (None: no timeout).
     pub fn timeout(self, base: Option<Duration>) -> Option<Duration> {
@@ -111,7 +129,31 @@ impl Target {
             fenced: false,
             non_reentrant: false,
             fair: false,
+            permits: None,
         }
+    }
+
+    /// The semaphore `name`, one permit at a time until [`Target::taking`]
+    /// says how many.
+    pub fn semaphore(name: &str) -> Target {
+        Target {
+            permits: Some(1),
+            ..Target::single(Kind::Lock, name)
+        }
+    }
+
+    /// The same semaphore, for an acquisition or a release of `permits`.
+    pub fn taking(&self, permits: u64) -> Target {
+        Target {
+            permits: Some(permits),
+            ..self.clone()
+        }
+    }
+
+    /// True when a watchdog renews what it holds: a lock's hold does (as
+    /// the options say), a semaphore's permits have no lease to renew.
+    pub fn renewable(&self) -> bool {
+        self.permits.is_none()
     }
 
     /// A multi-lock with no holds yet.
@@ -122,6 +164,7 @@ impl Target {
             fenced: false,
             non_reentrant: false,
             fair: false,
+            permits: None,
         }
     }
 
@@ -149,6 +192,14 @@ impl Target {
         if self.fair && self.fenced {
             return Err(Error::InvalidArgument(
                 "a fair lock takes no fencing tokens",
+            ));
+        }
+        if self
+            .permits
+            .is_some_and(|n| n == 0 || i64::try_from(n).is_err())
+        {
+            return Err(Error::InvalidArgument(
+                "permits are taken and given back from 1 to 2^63 - 1 at a time",
             ));
         }
         Ok(())
@@ -188,15 +239,13 @@ impl Target {
         if self.fair {
             return with_request(self.fair_acquire(owner, lease_ms, wait));
         }
-        let block = |cmd: &mut Cmd| match wait {
-            Wait::No => {}
-            Wait::For(d) => {
-                cmd.arg("BLOCK").arg(millis(d));
-            }
-            Wait::Forever => {
-                cmd.arg("BLOCK").arg(0);
-            }
-        };
+        let block = |cmd: &mut Cmd| wait.block(cmd);
+        if let Some(permits) = self.permits {
+            let mut cmd = redis::cmd("SEMAPHORE.ACQUIRE");
+            cmd.arg(self.name()).arg(permits);
+            block(&mut cmd);
+            return with_request(cmd);
+        }
         if self.multi {
             let mut cmd = redis::cmd("LOCK.ACQUIREALL");
             cmd.arg(owner).arg(lease_ms);
@@ -249,8 +298,16 @@ impl Target {
 
     /// The fencing token when taken with one, nothing when taken without,
     /// `NotAcquired` when refused (a fair lock's try, whose `NOQUEUE`
-    /// refusal replies 1, with a `pttl` of 0: unknown).
+    /// refusal replies 1, with a `pttl` of 0: unknown; a semaphore's 0,
+    /// with no hold in the way to tell a `pttl` of).
     pub fn acquired(&self, reply: Value, wait: Wait) -> Result<Option<i64>> {
+        if self.permits.is_some() {
+            return match reply {
+                Value::Int(1) => Ok(None),
+                Value::Int(0) => Err(Error::NotAcquired { pttl: 0 }),
+                other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+            };
+        }
         match reply {
             Value::Nil => Ok(None),
             Value::Int(_) if self.fair && wait == Wait::No => Err(Error::NotAcquired { pttl: 0 }),
@@ -283,6 +340,14 @@ impl Target {
     /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
     /// retry of it idempotent (single locks).
     pub fn release(&self, owner: &str, lease_ms: u64, request: Option<&str>) -> Cmd {
+        if let Some(permits) = self.permits {
+            let mut cmd = redis::cmd("SEMAPHORE.RELEASE");
+            cmd.arg(self.name()).arg(permits);
+            if let Some(id) = request {
+                cmd.arg("REQUEST").arg(id).arg(LATCH_TTL_MS);
+            }
+            return cmd;
+        }
         if self.multi {
             let mut cmd = redis::cmd("LOCK.UNLOCKALL");
             cmd.arg(owner);
@@ -324,10 +389,12 @@ impl Target {
     }
 
     /// Ok when the owner held what it released (0 or 1; a multi-lock:
-    /// every hold), [`Error::NotHeld`] when it held nothing (nil; a
-    /// multi-lock: any hold).
+    /// every hold; a semaphore's nil: anyone may give permits back),
+    /// [`Error::NotHeld`] when it held nothing (nil; a multi-lock: any
+    /// hold).
     pub fn released(&self, reply: &Value) -> Result<()> {
         match reply {
+            Value::Nil if self.permits.is_some() => Ok(()),
             Value::Nil => Err(Error::NotHeld),
             Value::Int(_) => Ok(()),
             Value::Array(items) if self.multi => {
@@ -380,6 +447,71 @@ impl Target {
             Value::Array(items) => Ok(items.iter().all(|v| *v == Value::Int(1))),
             other => Err(Error::UnexpectedReply(format!("{other:?}"))),
         }
+    }
+}
+
+/// `SEMAPHORE.TRYSETPERMITS name permits [TTL ms]`: sets the count when
+/// there is none (Redisson's `trySetPermits`), for `ttl` when given.
+pub(crate) fn try_set_permits(name: &str, permits: i64, ttl: Option<Duration>) -> Cmd {
+    let mut cmd = redis::cmd("SEMAPHORE.TRYSETPERMITS");
+    cmd.arg(name).arg(permits);
+    if let Some(ttl) = ttl {
+        cmd.arg("TTL").arg(millis(ttl));
+    }
+    cmd
+}
+
+/// `SEMAPHORE.ADDPERMITS name permits` (negative: takes them away).
+pub(crate) fn add_permits(name: &str, permits: i64) -> Cmd {
+    let mut cmd = redis::cmd("SEMAPHORE.ADDPERMITS");
+    cmd.arg(name).arg(permits);
+    cmd
+}
+
+/// `LATCH.TRYSETCOUNT name count`: sets the count when there is no latch.
+pub(crate) fn try_set_count(name: &str, count: u64) -> Cmd {
+    let mut cmd = redis::cmd("LATCH.TRYSETCOUNT");
+    cmd.arg(name).arg(count);
+    cmd
+}
+
+/// `<command> name`: a semaphore's `DRAIN` and `AVAILABLE`, a latch's
+/// `COUNTDOWN`, `COUNT` and `DELETE`.
+pub(crate) fn on(command: &str, name: &str) -> Cmd {
+    let mut cmd = redis::cmd(command);
+    cmd.arg(name);
+    cmd
+}
+
+/// `LATCH.AWAIT name [BLOCK ms]`: one look without a wait, else parked on
+/// the server until the count reaches zero (or the wait runs out).
+pub(crate) fn await_zero(name: &str, wait: Wait) -> Cmd {
+    let mut cmd = on("LATCH.AWAIT", name);
+    wait.block(&mut cmd);
+    cmd
+}
+
+/// An integer reply (a count).
+pub(crate) fn integer(reply: Value) -> Result<i64> {
+    match reply {
+        Value::Int(n) => Ok(n),
+        other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+    }
+}
+
+/// A reply of 1 (done) or 0 (not).
+pub(crate) fn flag(reply: Value) -> Result<bool> {
+    match reply {
+        Value::Int(n @ (0 | 1)) => Ok(n == 1),
+        other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+    }
+}
+
+/// The nil reply of a command that replies nothing else.
+pub(crate) fn nil(reply: Value) -> Result<()> {
+    match reply {
+        Value::Nil => Ok(()),
+        other => Err(Error::UnexpectedReply(format!("{other:?}"))),
     }
 }
 
@@ -512,6 +644,63 @@ mod tests {
         ));
         fair.fenced = true;
         assert!(matches!(fair.check(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn semaphores_and_latches_are_spelled_as_the_module_takes_them() {
+        let sem = Target::semaphore("s").taking(3);
+        assert!(sem.requests() && !sem.renewable());
+        let wait = Wait::For(Duration::from_millis(700));
+        assert_eq!(
+            args(&sem.acquire("", 9, wait, false, Some(("id", wait.request_ttl())))),
+            words("SEMAPHORE.ACQUIRE s 3 BLOCK 700 REQUEST id 14200")
+        );
+        assert_eq!(
+            args(&sem.acquire("", 9, Wait::No, false, None)),
+            words("SEMAPHORE.ACQUIRE s 3")
+        );
+        assert_eq!(
+            args(&sem.release("", 9, Some("id"))),
+            words("SEMAPHORE.RELEASE s 3 REQUEST id 13500")
+        );
+        assert_eq!(sem.latch("id"), "redisson_unlock_latch:{s}:id");
+        assert_eq!(
+            sem.request_latch("id"),
+            "redisson_lock_request_latch:{s}:id"
+        );
+        assert_eq!(sem.acquired(Value::Int(1), wait).ok(), Some(None));
+        assert!(matches!(
+            sem.acquired(Value::Int(0), wait),
+            Err(Error::NotAcquired { pttl: 0 })
+        ));
+        assert!(sem.released(&Value::Nil).is_ok(), "a release replies nil");
+        assert!(matches!(
+            Target::semaphore("s").taking(0).check(),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(Target::semaphore("s").taking(1 << 63).check().is_err());
+        assert_eq!(
+            args(&try_set_permits("s", 2, Some(Duration::from_secs(5)))),
+            words("SEMAPHORE.TRYSETPERMITS s 2 TTL 5000")
+        );
+        assert_eq!(
+            args(&add_permits("s", -4)),
+            words("SEMAPHORE.ADDPERMITS s -4")
+        );
+        assert_eq!(args(&try_set_count("l", 2)), words("LATCH.TRYSETCOUNT l 2"));
+        assert_eq!(args(&await_zero("l", Wait::No)), words("LATCH.AWAIT l"));
+        assert_eq!(
+            args(&await_zero("l", Wait::Forever)),
+            words("LATCH.AWAIT l BLOCK 0")
+        );
+        assert_eq!(
+            args(&await_zero("l", wait)),
+            words("LATCH.AWAIT l BLOCK 700")
+        );
+        assert_eq!(flag(Value::Int(1)).ok(), Some(true));
+        assert!(flag(Value::Int(2)).is_err());
+        assert_eq!(integer(Value::Int(-1)).ok(), Some(-1));
+        assert!(nil(Value::Int(0)).is_err());
     }
 
     #[test]

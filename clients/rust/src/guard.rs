@@ -12,7 +12,7 @@ use crate::cluster::Route;
 use crate::command::{acquire_error, is_io, Target, Wait};
 use crate::connection::{checkout, connect};
 use crate::error::{Error, Result};
-use crate::handle::{self, exists, single, Granted, Hold, Sent};
+use crate::handle::{self, exists, first, single, Granted, Hold, Sent};
 use crate::pool::Pool;
 use crate::sentinel::Followed;
 use crate::sync;
@@ -87,7 +87,7 @@ impl Handle {
         let pool = self.pools.blocking.clone();
         let give_back = |client: &redis::Client, conn| pool.give_back(client, conn);
         let granted = self.granted(target, acquisition, sent.map_err(acquire_error)?, give_back)?;
-        Guard::start(granted, pool, self.options.watchdog())
+        Guard::start(granted, pool, self.watched(target))
     }
 
     /// The acquisition `cmd` in one round trip on a connection to its
@@ -148,11 +148,33 @@ impl Handle {
         for (name, cmd) in target.held(&self.thread_owner()) {
             // A read: asked again on a new connection when an idle one
             // failed (the server closed it meanwhile).
-            if !exists(self.resent(&name, &single(&cmd), true)?)? {
+            if !exists(self.resent(&name, Wait::No, true, |_| single(&cmd))?)? {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The reply of `cmd`, a command on the handle's name that takes no
+    /// request id (a semaphore's or a latch's), on an idle connection when
+    /// it can be sent again (`resendable`: it changes nothing, or the same
+    /// whenever it runs), and then once more on a new one when its reply
+    /// was lost; else on a new one, its lost reply raised.
+    pub fn call(&self, cmd: &Cmd, resendable: bool) -> Result<Value> {
+        self.wait_call(|_| cmd.clone(), Wait::No, resendable)
+    }
+
+    /// The reply of the command `cmd` makes for a wait on the server (its
+    /// `BLOCK`), as [`Handle::call`] sends it, on a connection whose read
+    /// timeout covers the wait; a resend waits for what is left of it.
+    pub fn wait_call(
+        &self,
+        cmd: impl Fn(Wait) -> Cmd,
+        wait: Wait,
+        resendable: bool,
+    ) -> Result<Value> {
+        self.target.check()?;
+        self.followed(|| first(self.resent(self.name(), wait, resendable, |w| single(&cmd(w)))?))
     }
 
     /// Releases one hold of `target` of this thread's owner without its
@@ -166,17 +188,29 @@ impl Handle {
     fn release(&self, target: &Target) -> Result<()> {
         let hold = self.unguarded(target, self.thread_owner());
         let release = hold.release();
-        hold.released(self.resent(target.name(), &release.pipe, release.resendable)?)
+        let replies = self.resent(target.name(), Wait::No, release.resendable, |_| {
+            release.pipe.clone()
+        })?;
+        hold.released(replies)
     }
 
-    /// Sends `pipe` about the lock `name` as `routed` does, on an
-    /// idle connection when it can be sent again (`resendable`), and then
-    /// once more on a new one when its reply was lost.
-    fn resent(&self, name: &str, pipe: &Pipeline, resendable: bool) -> Result<Vec<Value>> {
-        match self.routed(name, pipe, resendable) {
+    /// Sends the pipeline `pipe` makes for `wait` about the lock `name` as
+    /// `routed` does, on an idle connection when it can be sent again
+    /// (`resendable`), and then once more on a new one when its reply was
+    /// lost, waiting for what is left of `wait`.
+    fn resent(
+        &self,
+        name: &str,
+        wait: Wait,
+        resendable: bool,
+        pipe: impl Fn(Wait) -> Pipeline,
+    ) -> Result<Vec<Value>> {
+        let started = Instant::now();
+        match self.routed(name, &pipe(wait), resendable, wait) {
             Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e);
-                self.routed(name, pipe, false)
+                let left = wait.left(started.elapsed());
+                self.routed(name, &pipe(left), false, left)
             }
             other => other,
         }
@@ -184,13 +218,14 @@ impl Handle {
 
     /// Sends `pipe` about the lock `name` on a connection to its server (in
     /// a cluster, following the redirections of its first command to its
-    /// slot's master), an idle one when `reuse`.
-    fn routed(&self, name: &str, pipe: &Pipeline, reuse: bool) -> Result<Vec<Value>> {
+    /// slot's master), an idle one when `reuse`, whose replies are awaited
+    /// as long as `wait` (its `BLOCK`) needs.
+    fn routed(&self, name: &str, pipe: &Pipeline, reuse: bool, wait: Wait) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
         let pool = &self.pools.blocking;
         let timeout = self.options.response_timeout;
         loop {
-            let mut conn = checkout(pool, &route.client, reuse, timeout, timeout)?;
+            let mut conn = checkout(pool, &route.client, reuse, timeout, wait.timeout(timeout))?;
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query(&mut conn)?;
             }

@@ -92,7 +92,9 @@ impl Client {
 }
 
 /// The key of an owner's holds of one lock: the lock's kind and name (its
-/// hash, and the field the owner's count is in), the owner.
+/// hash, and the field the owner's count is in), the owner. A semaphore's
+/// permits have no owner (the empty one): the client's releases of one
+/// semaphore share their latches.
 type HoldKey = (Kind, String, String);
 
 /// The holds a client's guards took and have not released yet, per lock
@@ -366,6 +368,13 @@ impl<O> Handle<O> {
     pub fn on_lost(mut self, on_lost: impl Fn(&LostHold) + Send + Sync + 'static) -> Self {
         self.on_lost = Some(Arc::new(on_lost));
         self
+    }
+
+    /// True when a watchdog renews what an acquisition of `target` takes:
+    /// a lock's hold without a lease or a session; never a semaphore's
+    /// permits, which have no lease.
+    pub fn watched(&self, target: &Target) -> bool {
+        self.options.watchdog() && target.renewable()
     }
 
     /// Adds a hold to a multi-lock.

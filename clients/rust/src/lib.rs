@@ -1,9 +1,10 @@
 //! Redisson's locks for Rust, on the rwlock Redis module (`RWLOCK.*`,
-//! `LOCK.*`; the repository's README): the read-write
-//! lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
+//! `LOCK.*`, `SEMAPHORE.*`, `LATCH.*`; the repository's README): the
+//! read-write lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
 //! (`RFencedLock`, returning the fencing token) or non-reentrant, the
-//! multi-lock (taken by the server in one atomic command) and RedLock over
-//! several independent masters; blocking ([`Client`]) and async on tokio
+//! multi-lock (taken by the server in one atomic command), RedLock over
+//! several independent masters, the semaphore (`RSemaphore`) and the
+//! count-down latch (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
 //! ([`aio::Client`]), on the [`redis`] crate.
 //!
 //! # Quick start
@@ -88,6 +89,12 @@
 //!   owner's last release, so that its resend never frees a second level.
 //! - **Multi-lock**: [`Client::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
+//! - **Semaphore**: [`Client::semaphore`] (Redisson's `RSemaphore`,
+//!   `SEMAPHORE.*`): permits taken n at a time in arrival order, a
+//!   [`Permits`] guard giving them back on drop; acquisitions and releases
+//!   carry request ids and are checked against the replicas as a lock's.
+//! - **Count-down latch**: [`Client::count_down_latch`] (Redisson's
+//!   `RCountDownLatch`, `LATCH.*`): a wait for zero waits on the server.
 //! - **RedLock**: [`RedLock`] over independent masters; read its
 //!   documentation for why Redisson deprecated it and why fencing tokens
 //!   are the safer answer.
@@ -126,7 +133,7 @@
 //   connection → sync, watchdog
 //   → handle (what both clients share) → builders (the methods both
 //   clients' types share, as macros) → guard (the blocking acquisition
-//   and its guard) → lock, rwlock, multi → client;
+//   and its guard) → lock, rwlock, multi, semaphore, latch → client;
 //   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).
 pub mod aio;
@@ -138,6 +145,7 @@ mod connection;
 mod error;
 mod guard;
 mod handle;
+mod latch;
 mod lock;
 mod multi;
 mod options;
@@ -145,6 +153,7 @@ mod owner;
 mod pool;
 mod redlock;
 mod rwlock;
+mod semaphore;
 mod sentinel;
 mod sync;
 mod watchdog;
@@ -153,10 +162,12 @@ pub use client::Client;
 pub use command::Kind;
 pub use error::{Error, Result};
 pub use guard::Guard;
+pub use latch::CountDownLatch;
 pub use lock::Lock;
 pub use multi::MultiLock;
 pub use options::{Aof, Options, Replicas, SyncOptions};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
+pub use semaphore::{Permits, Semaphore};
 pub use sentinel::Sentinels;
 pub use watchdog::LostHold;

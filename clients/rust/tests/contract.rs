@@ -14,7 +14,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use rwlock_client::{Client, Error, Guard, Lock, MultiLock, Options, ReadWriteLock};
+use rwlock_client::{
+    Client, CountDownLatch, Error, Guard, Lock, MultiLock, Options, Permits, ReadWriteLock,
+    Semaphore,
+};
 use serde_json::{Map, Value as Json};
 use testkit::{workspace_root, Server};
 
@@ -94,6 +97,11 @@ fn maybe_millis(what: &str, json: &Json) -> Outcome<Option<u64>> {
     }
 }
 
+fn integer_field(what: &str, json: &Json) -> Outcome<i64> {
+    json.as_i64()
+        .ok_or_else(|| format!("{what}: an integer expected, got {json}"))
+}
+
 fn boolean(what: &str, json: &Json) -> Outcome<bool> {
     json.as_bool()
         .ok_or_else(|| format!("{what}: true or false expected, got {json}"))
@@ -153,6 +161,9 @@ fn lock_spec(label: &str, json: &Json) -> Outcome<LockSpec> {
         Some(flag) => boolean("session", flag)?,
     };
     fields.done()?;
+    if session && matches!(kind.as_str(), "semaphore" | "latch" | "fair") {
+        return Err(format!("lock {label}: a {kind} has no session holds"));
+    }
     let multi = kind == "multi";
     if multi != name.is_none() || multi == holds.is_empty() {
         return Err(format!(
@@ -212,10 +223,63 @@ enum Step {
     Sleep(u64),
     Calls(Vec<(String, Json)>),
     ResetCalls,
+    /// A semaphore's acquisition of `permits`.
+    Take {
+        semaphore: String,
+        permits: u64,
+        wait_ms: Option<u64>,
+        expect: String,
+        elapsed_ms: Option<(u64, u64)>,
+    },
+    /// A semaphore's release of `permits`.
+    GiveBack {
+        semaphore: String,
+        permits: u64,
+        expect: String,
+    },
+    TrySetPermits {
+        semaphore: String,
+        permits: i64,
+        expect: bool,
+    },
+    AddPermits {
+        semaphore: String,
+        permits: i64,
+    },
+    Available {
+        semaphore: String,
+        expect: Json,
+    },
+    Drain {
+        semaphore: String,
+        expect: Json,
+    },
+    TrySetCount {
+        latch: String,
+        count: u64,
+        expect: bool,
+    },
+    CountDown {
+        latch: String,
+    },
+    Count {
+        latch: String,
+        expect: Json,
+    },
+    Await {
+        latch: String,
+        wait_ms: Option<u64>,
+        expect: bool,
+        elapsed_ms: Option<(u64, u64)>,
+    },
+    Delete {
+        latch: String,
+        expect: bool,
+    },
 }
 
 /// The action keys a step may have, exactly one of them.
-const ACTIONS: [&str; 10] = [
+const ACTIONS: [&str; 19] = [
     "acquire",
     "release",
     "held",
@@ -226,33 +290,133 @@ const ACTIONS: [&str; 10] = [
     "sleep_ms",
     "calls",
     "reset_calls",
+    "try_set_permits",
+    "add_permits",
+    "available",
+    "drain",
+    "try_set_count",
+    "count_down",
+    "count",
+    "await",
+    "delete",
 ];
 
-fn step(json: &Json) -> Outcome<Step> {
+/// An optional `elapsed_ms: [lo, hi]`.
+fn elapsed(fields: &mut Fields) -> Outcome<Option<(u64, u64)>> {
+    let Some(range) = fields.take("elapsed_ms") else {
+        return Ok(None);
+    };
+    match range.as_array().map(Vec::as_slice) {
+        Some([lo, hi]) => Ok(Some((millis("elapsed_ms", lo)?, millis("elapsed_ms", hi)?))),
+        _ => Err(format!("elapsed_ms: [lo, hi] expected, got {range}")),
+    }
+}
+
+/// The label `action` names, which must be a lock entry of `kind`.
+fn entry_of(
+    fields: &mut Fields,
+    action: &'static str,
+    kind: &str,
+    kinds: &HashMap<String, String>,
+) -> Outcome<String> {
+    let label = string(action, fields.need(action)?)?;
+    match kinds.get(&label) {
+        Some(k) if k == kind => Ok(label),
+        Some(k) => Err(format!("{action}: `{label}` is a {k}, not a {kind}")),
+        None => Err(format!("{action}: no lock `{label}` in the scenario")),
+    }
+}
+
+/// A semaphore step's `permits`: 1 when absent.
+fn permits(fields: &mut Fields) -> Outcome<u64> {
+    fields
+        .take("permits")
+        .map_or(Ok(1), |n| millis("permits", n))
+}
+
+/// One step; `kinds` gives each lock entry's kind, which says how an
+/// `acquire` or a `release` reads (a semaphore's take `permits` and no
+/// lease).
+fn step(json: &Json, kinds: &HashMap<String, String>) -> Outcome<Step> {
     let mut fields = Fields::of("step", json)?;
-    let actions: Vec<&str> = ACTIONS
+    let mut actions: Vec<&str> = ACTIONS
         .into_iter()
         .filter(|a| fields.map.contains_key(*a))
         .collect();
+    // `count` is also a field, of `try_set_count`: the action only alone.
+    if actions.len() > 1 {
+        actions.retain(|a| *a != "count");
+    }
     let [action] = actions.as_slice() else {
         let keys: Vec<&String> = fields.map.keys().collect();
         return Err(format!(
             "a step has exactly one action of {ACTIONS:?}, this one {keys:?}"
         ));
     };
+    let map = fields.map;
+    let on_semaphore = map
+        .get(*action)
+        .and_then(Json::as_str)
+        .and_then(|label| kinds.get(label))
+        .is_some_and(|kind| kind == "semaphore");
     let step = match *action {
+        "acquire" if on_semaphore => Step::Take {
+            semaphore: string("acquire", fields.need("acquire")?)?,
+            permits: permits(&mut fields)?,
+            wait_ms: maybe_millis("wait_ms", fields.need("wait_ms")?)?,
+            expect: string("expect", fields.need("expect")?)?,
+            elapsed_ms: elapsed(&mut fields)?,
+        },
+        "release" if on_semaphore => Step::GiveBack {
+            semaphore: string("release", fields.need("release")?)?,
+            permits: permits(&mut fields)?,
+            expect: string("expect", fields.need("expect")?)?,
+        },
+        "try_set_permits" => Step::TrySetPermits {
+            semaphore: entry_of(&mut fields, "try_set_permits", "semaphore", kinds)?,
+            permits: integer_field("permits", fields.need("permits")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
+        "add_permits" => Step::AddPermits {
+            semaphore: entry_of(&mut fields, "add_permits", "semaphore", kinds)?,
+            permits: integer_field("permits", fields.need("permits")?)?,
+        },
+        "available" => Step::Available {
+            semaphore: entry_of(&mut fields, "available", "semaphore", kinds)?,
+            expect: fields.need("expect")?.clone(),
+        },
+        "drain" => Step::Drain {
+            semaphore: entry_of(&mut fields, "drain", "semaphore", kinds)?,
+            expect: fields.need("expect")?.clone(),
+        },
+        "try_set_count" => Step::TrySetCount {
+            latch: entry_of(&mut fields, "try_set_count", "latch", kinds)?,
+            count: millis("count", fields.need("count")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
+        "count_down" => Step::CountDown {
+            latch: entry_of(&mut fields, "count_down", "latch", kinds)?,
+        },
+        "count" => Step::Count {
+            latch: entry_of(&mut fields, "count", "latch", kinds)?,
+            expect: fields.need("expect")?.clone(),
+        },
+        "await" => Step::Await {
+            latch: entry_of(&mut fields, "await", "latch", kinds)?,
+            wait_ms: maybe_millis("wait_ms", fields.need("wait_ms")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+            elapsed_ms: elapsed(&mut fields)?,
+        },
+        "delete" => Step::Delete {
+            latch: entry_of(&mut fields, "delete", "latch", kinds)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
         "acquire" => Step::Acquire {
             lock: string("acquire", fields.need("acquire")?)?,
             wait_ms: maybe_millis("wait_ms", fields.need("wait_ms")?)?,
             lease_ms: maybe_millis("lease_ms", fields.need("lease_ms")?)?,
             expect: string("expect", fields.need("expect")?)?,
-            elapsed_ms: match fields.take("elapsed_ms") {
-                None => None,
-                Some(range) => match range.as_array().map(Vec::as_slice) {
-                    Some([lo, hi]) => Some((millis("elapsed_ms", lo)?, millis("elapsed_ms", hi)?)),
-                    _ => return Err(format!("elapsed_ms: [lo, hi] expected, got {range}")),
-                },
-            },
+            elapsed_ms: elapsed(&mut fields)?,
             save_token: fields
                 .take("save_token")
                 .map(|n| string("save_token", n))
@@ -348,10 +512,14 @@ fn scenario(json: &Json) -> Outcome<Scenario> {
     let Json::Array(steps) = fields.need("steps").map_err(in_scenario)? else {
         return Err(in_scenario("steps: an array expected".into()));
     };
+    let kinds: HashMap<String, String> = locks
+        .iter()
+        .map(|(label, spec)| (label.clone(), spec.kind.clone()))
+        .collect();
     let steps = steps
         .iter()
         .enumerate()
-        .map(|(i, s)| step(s).map_err(|e| format!("{name}: step {i}: {e}")))
+        .map(|(i, s)| step(s, &kinds).map_err(|e| format!("{name}: step {i}: {e}")))
         .collect::<Outcome<Vec<_>>>()?;
     fields.done().map_err(in_scenario)?;
     Ok(Scenario {
@@ -532,6 +700,8 @@ enum LockObject {
     Read(ReadWriteLock),
     Write(ReadWriteLock),
     Multi(MultiLock),
+    Semaphore(Semaphore),
+    Latch(CountDownLatch),
 }
 
 impl LockObject {
@@ -593,16 +763,40 @@ impl LockObject {
                 }
                 LockObject::Multi(multi)
             }
+            "semaphore" => LockObject::Semaphore(locks.semaphore(name)),
+            "latch" => LockObject::Latch(locks.count_down_latch(name)),
             other => return Err(format!("unknown lock kind `{other}`")),
         })
     }
 
-    fn owner(&self) -> String {
+    fn owner(&self) -> Outcome<String> {
         match self {
-            LockObject::Plain(l) => l.owner(),
-            LockObject::Read(l) | LockObject::Write(l) => l.owner(),
-            LockObject::Multi(l) => l.owner(),
+            LockObject::Plain(l) => Ok(l.owner()),
+            LockObject::Read(l) | LockObject::Write(l) => Ok(l.owner()),
+            LockObject::Multi(l) => Ok(l.owner()),
+            LockObject::Semaphore(_) | LockObject::Latch(_) => {
+                Err("a semaphore or a latch has no owner".into())
+            }
         }
+    }
+
+    fn semaphore(&self) -> Outcome<&Semaphore> {
+        match self {
+            LockObject::Semaphore(s) => Ok(s),
+            _ => Err("not a semaphore".into()),
+        }
+    }
+
+    fn latch(&self) -> Outcome<&CountDownLatch> {
+        match self {
+            LockObject::Latch(l) => Ok(l),
+            _ => Err("not a latch".into()),
+        }
+    }
+
+    /// A lock's own calls: none of a semaphore's or a latch's.
+    fn not_a_lock<T>(&self) -> rwlock_client::Result<T> {
+        Err(Error::InvalidArgument("a semaphore or a latch is no lock"))
     }
 
     /// An acquisition: `wait` None waits without limit, 0 tries once;
@@ -628,6 +822,7 @@ impl LockObject {
                 let multi = lease.map_or_else(|| multi.clone(), |l| multi.clone().with_lease(l));
                 wait.map_or_else(|| multi.acquire(), |w| multi.try_acquire(w))
             }
+            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
         }
     }
 
@@ -637,6 +832,7 @@ impl LockObject {
             LockObject::Read(l) => l.is_read_held(),
             LockObject::Write(l) => l.is_write_held(),
             LockObject::Multi(l) => l.is_held(),
+            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
         }
     }
 
@@ -647,6 +843,7 @@ impl LockObject {
             LockObject::Read(l) => l.unlock_read(),
             LockObject::Write(l) => l.unlock_write(),
             LockObject::Multi(l) => l.unlock(),
+            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
         }
     }
 }
@@ -682,6 +879,26 @@ fn check_kind<T>(expect: &str, done: &str, outcome: &rwlock_client::Result<T>) -
     }
 }
 
+/// Ok when a call returned `expect`.
+fn equal<T: PartialEq + std::fmt::Debug>(got: rwlock_client::Result<T>, expect: T) -> Outcome {
+    match got {
+        Ok(value) if value == expect => Ok(()),
+        Ok(value) => Err(format!("expected {expect:?}, got {value:?}")),
+        Err(e) => Err(format!("expected {expect:?}, got an error: {e}")),
+    }
+}
+
+/// Ok when a call that took `took` lies within `elapsed_ms`, if given.
+fn within(took: Duration, elapsed_ms: Option<(u64, u64)>) -> Outcome {
+    let took = took.as_millis() as u64;
+    match elapsed_ms {
+        Some((lo, hi)) if took < lo || took > hi => {
+            Err(format!("took {took} ms, not within [{lo}, {hi}]"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A `later` step under way: its index and its thread.
 type Later = (usize, JoinHandle<Outcome>);
 
@@ -692,6 +909,9 @@ struct Run<'s> {
     locks: HashMap<String, LockObject>,
     /// The holds taken and not yet released, per lock, the last last.
     guards: HashMap<String, Vec<Guard>>,
+    /// The permits taken and not yet given back, per semaphore, the last
+    /// last.
+    permits: HashMap<String, Vec<Permits>>,
     saved: HashMap<String, Json>,
     later: Vec<Later>,
 }
@@ -714,7 +934,7 @@ impl Run<'_> {
         let mut failure = None;
         let out = re.replace_all(arg, |caps: &regex::Captures| {
             let value = match (caps.get(1), caps.get(2)) {
-                (Some(lock), _) => self.lock(lock.as_str()).map(LockObject::owner),
+                (Some(lock), _) => self.lock(lock.as_str()).and_then(LockObject::owner),
                 (_, Some(name)) => match self.saved.get(name.as_str()) {
                     Some(Json::String(s)) => Ok(s.clone()),
                     Some(Json::Number(n)) => Ok(n.to_string()),
@@ -755,13 +975,9 @@ impl Run<'_> {
                 let object = self.lock(lock)?;
                 let started = Instant::now();
                 let outcome = object.acquire(*wait_ms, *lease_ms);
-                let took = started.elapsed().as_millis() as u64;
+                let took = started.elapsed();
                 check_kind(expect, "acquired", &outcome)?;
-                if let Some((lo, hi)) = elapsed_ms {
-                    if took < *lo || took > *hi {
-                        return Err(format!("took {took} ms, not within [{lo}, {hi}]"));
-                    }
-                }
+                within(took, *elapsed_ms)?;
                 if let Ok(guard) = outcome {
                     if let Some(name) = save_token {
                         self.saved.insert(name.clone(), Json::from(guard.token()));
@@ -878,7 +1094,109 @@ impl Run<'_> {
                 let reply = self.raw(&["CONFIG".into(), "RESETSTAT".into()])?;
                 check(&Json::from("OK"), &reply, &self.saved)
             }
+            Step::Take {
+                semaphore,
+                permits,
+                wait_ms,
+                expect,
+                elapsed_ms,
+            } => {
+                let object = self.lock(semaphore)?.semaphore()?;
+                let started = Instant::now();
+                let outcome = match wait_ms {
+                    None => object.acquire(*permits).map(Some),
+                    Some(ms) => object.try_acquire(*permits, Duration::from_millis(*ms)),
+                };
+                let took = started.elapsed();
+                // Refused is `None` here, `NotAcquired` to the checks.
+                let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
+                check_kind(expect, "acquired", &outcome)?;
+                within(took, *elapsed_ms)?;
+                if let Ok(taken) = outcome {
+                    self.permits
+                        .entry(semaphore.clone())
+                        .or_default()
+                        .push(taken);
+                }
+                Ok(())
+            }
+            Step::GiveBack {
+                semaphore,
+                permits,
+                expect,
+            } => {
+                // The latest permits' guard when it holds as many; else a
+                // release of its own (anyone may give permits back).
+                let held = self.permits.entry(semaphore.clone()).or_default();
+                let latest = match held.last().map(Permits::permits) {
+                    Some(n) if n == *permits => held.pop(),
+                    _ => None,
+                };
+                let outcome = match latest {
+                    Some(taken) => taken.release(),
+                    None => self.lock(semaphore)?.semaphore()?.release(*permits),
+                };
+                check_kind(expect, "ok", &outcome)
+            }
+            Step::TrySetPermits {
+                semaphore,
+                permits,
+                expect,
+            } => {
+                let set = self.lock(semaphore)?.semaphore()?.try_set_permits(*permits);
+                equal(set, *expect)
+            }
+            Step::AddPermits { semaphore, permits } => self
+                .lock(semaphore)?
+                .semaphore()?
+                .add_permits(*permits)
+                .map_err(|e| format!("add_permits: {e}")),
+            Step::Available { semaphore, expect } => {
+                let n = self.lock(semaphore)?.semaphore()?.available_permits();
+                self.integer_is(n, expect)
+            }
+            Step::Drain { semaphore, expect } => {
+                let n = self.lock(semaphore)?.semaphore()?.drain_permits();
+                self.integer_is(n, expect)
+            }
+            Step::TrySetCount {
+                latch,
+                count,
+                expect,
+            } => equal(self.lock(latch)?.latch()?.try_set_count(*count), *expect),
+            Step::CountDown { latch } => self
+                .lock(latch)?
+                .latch()?
+                .count_down()
+                .map_err(|e| format!("count_down: {e}")),
+            Step::Count { latch, expect } => {
+                let n = self.lock(latch)?.latch()?.count();
+                self.integer_is(n, expect)
+            }
+            Step::Await {
+                latch,
+                wait_ms,
+                expect,
+                elapsed_ms,
+            } => {
+                let object = self.lock(latch)?.latch()?;
+                let started = Instant::now();
+                let reached = match wait_ms {
+                    None => object.wait().map(|()| true),
+                    Some(ms) => object.wait_timeout(Duration::from_millis(*ms)),
+                };
+                let took = started.elapsed();
+                equal(reached, *expect)?;
+                within(took, *elapsed_ms)
+            }
+            Step::Delete { latch, expect } => equal(self.lock(latch)?.latch()?.delete(), *expect),
         }
+    }
+
+    /// Ok when a call's integer is what `expect` says.
+    fn integer_is(&self, got: rwlock_client::Result<i64>, expect: &Json) -> Outcome {
+        let got = got.map_err(|e| format!("an error: {e}"))?;
+        check(expect, &Ok(Json::from(got)), &self.saved)
     }
 
     /// Waits for the `later` steps; the first that failed.
@@ -929,6 +1247,7 @@ fn run(server: &Server, scenario: &Scenario) -> Outcome {
         conn,
         locks,
         guards: HashMap::new(),
+        permits: HashMap::new(),
         saved: HashMap::new(),
         later: Vec::new(),
     };
@@ -1011,6 +1330,32 @@ fn the_runner_refuses_what_it_does_not_know() {
     ];
     for (step, why) in refused {
         let e = read(&format!(r#"{{{base}, "steps": [{step}]}}"#))
+            .err()
+            .unwrap_or_else(|| panic!("{step} was accepted"));
+        assert!(e.contains(why), "{step}: {e}");
+    }
+    let counted = r#""name": "n", "clients": {"A": {}}, "locks": {"s": {"client": "A", "kind": "semaphore", "name": "x"}, "l": {"client": "A", "kind": "latch", "name": "y"}}"#;
+    let ok = [
+        r#"{"acquire": "s", "permits": 2, "wait_ms": 0, "expect": "acquired"}"#,
+        r#"{"try_set_count": "l", "count": 2, "expect": true}"#,
+        r#"{"count": "l", "expect": 2}"#,
+    ];
+    for step in ok {
+        let read = read(&format!(r#"{{{counted}, "steps": [{step}]}}"#));
+        assert!(read.is_ok(), "{step}: {:?}", read.err());
+    }
+    let refused = [
+        (
+            r#"{"acquire": "s", "wait_ms": 0, "lease_ms": 9, "expect": "acquired"}"#,
+            "unknown fields",
+        ),
+        (r#"{"count_down": "s"}"#, "not a latch"),
+        (r#"{"drain": "l", "expect": 0}"#, "not a semaphore"),
+        (r#"{"await": "l", "expect": true}"#, "`wait_ms` is missing"),
+        (r#"{"count": "nobody", "expect": 0}"#, "no lock `nobody`"),
+    ];
+    for (step, why) in refused {
+        let e = read(&format!(r#"{{{counted}, "steps": [{step}]}}"#))
             .err()
             .unwrap_or_else(|| panic!("{step} was accepted"));
         assert!(e.contains(why), "{step}: {e}");

@@ -18,7 +18,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use rwlock_client::{aio, Client, Error, Guard, Options};
-use testkit::{keys_but_unlock_latches, query, Server};
+use testkit::{keys_but_unlock_latches, query, wait_for_waiters, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
 /// except that once the client sent a chunk containing `trigger` (a
@@ -591,4 +591,93 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
     });
     assert_eq!(proxy.swallowed().len(), 1, "async: its reply was lost");
     assert_eq!(calls(&mut conn, "lock.unlock"), 2, "async: sent twice");
+}
+
+#[test]
+fn a_semaphores_lost_replies_take_and_give_permits_once() {
+    let (server, mut conn) = Server::started(&[]);
+    let name = "req:sem";
+    let set: i64 = query(&mut conn, &["SEMAPHORE.TRYSETPERMITS", name, "3"]);
+    assert_eq!(set, 1);
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    // The acquisition's reply lost: resent once with its id, answered
+    // from its latch.
+    let proxy = DropReplyProxy::start(server.port, b"SEMAPHORE.ACQUIRE");
+    let sem = locks_on(&proxy.url()).semaphore(name);
+    let taken = sem
+        .try_acquire(2, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    assert!(swallowed[0].starts_with(b":1\r\n"), "granted, lost");
+    assert_eq!(calls(&mut conn, "semaphore.acquire"), 2, "sent twice");
+    assert_eq!(calls(&mut conn, "pexpire"), 1, "the replica check's write");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "1", "two permits taken once");
+    let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
+    assert_eq!(keys(&mut conn, &pattern).len(), 1);
+    taken.release().expect("release");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "3");
+    assert!(
+        keys(&mut conn, &pattern).is_empty(),
+        "the release's DEL took the acquisition's latch"
+    );
+    // A release's reply lost: resent once with its id, answered from its
+    // latch, so the permits come back once.
+    let proxy = DropReplyProxy::start(server.port, b"SEMAPHORE.RELEASE");
+    let sem = locks_on(&proxy.url()).semaphore(name);
+    let taken = sem
+        .try_acquire(1, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    taken.release().expect("release");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    assert!(swallowed[0].starts_with(b"$-1\r\n"), "released, lost");
+    assert_eq!(calls(&mut conn, "semaphore.release"), 2, "sent twice");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "3", "given back once");
+    // Each client object's last release left its own latch, for its next
+    // release's DEL (or to expire).
+    let latches = keys(&mut conn, &format!("redisson_unlock_latch:{{{name}}}:*"));
+    assert_eq!(latches.len(), 2, "{latches:?}");
+}
+
+#[test]
+fn a_latch_wait_is_asked_again_and_a_count_down_never_resent() {
+    let (server, mut conn) = Server::started(&[]);
+    let name = "req:latch";
+    let set: i64 = query(&mut conn, &["LATCH.TRYSETCOUNT", name, "2"]);
+    assert_eq!(set, 1);
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    // A count-down's reply lost: raised, not sent again (it would count
+    // down twice).
+    let proxy = DropReplyProxy::start(server.port, b"LATCH.COUNTDOWN");
+    let latch = locks_on(&proxy.url()).count_down_latch(name);
+    match latch.count_down() {
+        Err(Error::Redis(e)) => assert!(e.is_io_error() || e.is_connection_dropped(), "{e}"),
+        other => panic!("expected the connection's error, got {other:?}"),
+    }
+    assert_eq!(proxy.swallowed().len(), 1);
+    assert_eq!(calls(&mut conn, "latch.countdown"), 1, "sent once");
+    let count: String = query(&mut conn, &["GET", name]);
+    assert_eq!(count, "1", "counted down once");
+    // A wait's reply lost: it only reads, so it is asked again, on a new
+    // connection, and answered.
+    let proxy = DropReplyProxy::start(server.port, b"LATCH.AWAIT");
+    let latch = locks_on(&proxy.url()).count_down_latch(name);
+    let mut other = server.conn();
+    let counter = thread::spawn(move || {
+        wait_for_waiters(&mut other, 1);
+        let _: () = query(&mut other, &["LATCH.COUNTDOWN", name]);
+    });
+    assert!(latch.wait_timeout(Duration::from_secs(10)).expect("wait"));
+    counter.join().expect("count down");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    assert!(swallowed[0].starts_with(b":1\r\n"), "reached, lost");
+    assert_eq!(calls(&mut conn, "latch.await"), 2, "asked twice");
 }

@@ -26,11 +26,14 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::builders::{client_builders, guard_calls, hold_calls, lock_builders, multi_builders};
+use crate::builders::{
+    client_builders, guard_calls, hold_calls, latch_calls, lock_builders, multi_builders,
+    semaphore_calls,
+};
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
-use crate::handle::{self, exists, single, Granted, Hold, Sent};
+use crate::handle::{self, exists, first, single, Granted, Hold, Sent};
 use crate::owner;
 use crate::pool::Pools;
 use crate::sentinel::{self, Followed, Sentinels};
@@ -256,7 +259,7 @@ impl Handle {
         let pools = self.pools.clone();
         let give_back = |client: &redis::Client, conn: Borrowed| conn.give_back(&pools, client);
         let granted = self.granted(target, acquisition, sent.map_err(acquire_error)?, give_back)?;
-        Guard::start(granted, pools, options.watchdog()).await
+        Guard::start(granted, pools, self.watched(target)).await
     }
 
     /// The acquisition in one round trip on a connection `via` (the shared
@@ -323,11 +326,36 @@ impl Handle {
         for (name, cmd) in target.held(&self.owner) {
             // A read: asked again on a new connection when the shared one
             // failed (the server closed it meanwhile).
-            if !exists(self.resent(&name, &single(&cmd), true).await?)? {
+            if !exists(self.resent(&name, Wait::No, true, |_| single(&cmd)).await?)? {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The reply of `cmd`, a command on the handle's name that takes no
+    /// request id, as the blocking client's `call`: on the shared
+    /// connection when it can be sent again (`resendable`), then once more
+    /// on a new one when its reply was lost; else on a new one.
+    async fn call(&self, cmd: &redis::Cmd, resendable: bool) -> Result<Value> {
+        self.wait_call(|_| cmd.clone(), Wait::No, resendable).await
+    }
+
+    /// The reply of the command `cmd` makes for a wait on the server, as
+    /// the blocking client's `wait_call`: a wait parks a connection of its
+    /// own, whose response timeout covers it.
+    async fn wait_call(
+        &self,
+        cmd: impl Fn(Wait) -> redis::Cmd,
+        wait: Wait,
+        resendable: bool,
+    ) -> Result<Value> {
+        self.target.check()?;
+        self.follow().await;
+        let outcome = self
+            .resent(self.name(), wait, resendable, |w| single(&cmd(w)))
+            .await;
+        self.settled(outcome.and_then(first))
     }
 
     /// Releases one hold of `target` of this handle's owner without its
@@ -342,35 +370,54 @@ impl Handle {
     async fn release(&self, target: &Target) -> Result<()> {
         let hold = self.unguarded(target, self.owner.clone());
         let release = hold.release();
-        hold.released(
-            self.resent(target.name(), &release.pipe, release.resendable)
-                .await?,
-        )
+        let replies = self
+            .resent(target.name(), Wait::No, release.resendable, |_| {
+                release.pipe.clone()
+            })
+            .await?;
+        hold.released(replies)
     }
 
-    /// Sends `pipe` about the lock `name` as `routed` does: on the
-    /// shared connection when it can be sent again (`resendable`), and then
-    /// once more on a new one when its reply was lost; else on a new one.
+    /// Sends the pipeline `pipe` makes for `wait` about the lock `name` as
+    /// `routed` does: when it can be sent again (`resendable`) on the
+    /// shared connection (a wait: an idle one of its own), and then once
+    /// more on a new one when its reply was lost, waiting for what is left
+    /// of `wait`; else on a new one.
     async fn resent(
         &self,
         name: &str,
-        pipe: &redis::Pipeline,
+        wait: Wait,
         resendable: bool,
+        pipe: impl Fn(Wait) -> redis::Pipeline,
     ) -> Result<Vec<Value>> {
-        let via = if resendable { Via::Shared } else { Via::New };
-        match self.routed(name, pipe, via).await {
+        let via = match (resendable, wait) {
+            (false, _) => Via::New,
+            (true, Wait::No) => Via::Shared,
+            (true, _) => Via::Idle,
+        };
+        let started = Instant::now();
+        match self.routed(name, &pipe(wait), via, wait).await {
             Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e).await;
-                self.routed(name, pipe, Via::New).await
+                let left = wait.left(started.elapsed());
+                self.routed(name, &pipe(left), Via::New, left).await
             }
             other => other,
         }
     }
 
-    /// Sends `pipe` (which never waits on the server) about the lock
-    /// `name` on a connection `via` to its server (in a cluster, following
-    /// the redirections of its first command to its slot's master).
-    async fn routed(&self, name: &str, pipe: &redis::Pipeline, via: Via) -> Result<Vec<Value>> {
+    /// Sends `pipe` about the lock `name` on a connection `via` to its
+    /// server (in a cluster, following the redirections of its first
+    /// command to its slot's master), whose replies are awaited as long as
+    /// `wait` (its `BLOCK`) needs; only a call that does not wait goes on
+    /// the shared connection.
+    async fn routed(
+        &self,
+        name: &str,
+        pipe: &redis::Pipeline,
+        via: Via,
+        wait: Wait,
+    ) -> Result<Vec<Value>> {
         let mut route = Route::start(&self.endpoint, name);
         let timeout = self.options.response_timeout;
         loop {
@@ -382,7 +429,7 @@ impl Handle {
                 via
             };
             let conn = borrow(&self.pools, &route.client, via, timeout).await?;
-            let mut call = conn.timed(timeout);
+            let mut call = conn.timed(wait.timeout(timeout));
             if route.asking {
                 let _: Value = redis::cmd("ASKING").query_async(&mut call).await?;
             }
@@ -458,6 +505,23 @@ impl MultiLock {
         None => is_held, unlock, acquire, try_acquire:
         "every hold" of "this handle's owner", async await
     );
+}
+
+/// The semaphore, as [`crate::Semaphore`]: a wait is a future, and
+/// dropping it closes its connection, which takes the waiter off the server.
+#[derive(Clone)]
+pub struct Semaphore(Handle);
+
+semaphore_calls!(Guard, async await);
+
+/// The count-down latch, as [`crate::CountDownLatch`]: a wait is a future,
+/// and dropping it closes its connection, which takes the waiter off the
+/// server.
+#[derive(Clone)]
+pub struct CountDownLatch(Handle);
+
+impl CountDownLatch {
+    latch_calls!(async await);
 }
 
 /// A hold. Dropped inside a tokio runtime, it is released by a task spawned
