@@ -1,0 +1,413 @@
+package rwlock.redisson;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.reflect.Method;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.redisson.api.RSemaphore;
+
+/**
+ * Redisson's {@code RSemaphore} ({@code getSemaphore}) and the module's {@code SEMAPHORE.*} on the
+ * same semaphores (issue 34, design §15): both sides acquiring and releasing one semaphore for
+ * 5 s under a guard counter, a waiter of each side woken by every way the other side gives
+ * permits back, and every read and write of the count seen alike from both sides.
+ */
+class SemaphoreTest extends OneServer {
+    /** Permits of the contended semaphore. */
+    private static final int PERMITS = 4;
+    private static final int REDISSON_THREADS = 3;
+    private static final int MODULE_CLIENTS = 3;
+    private static final long RUN_MS = 5_000;
+    /**
+     * A waiter's limit. Sections last about a millisecond, so a wait near this long is a lost
+     * wake-up, not contention.
+     */
+    private static final long WAIT = 10_000;
+    /** Handoffs timed in each direction, spread over the three ways of giving permits. */
+    private static final int HANDOFFS = 30;
+
+    private static String channel(String name) {
+        return Env.derived("redisson_sc", name);
+    }
+
+    /**
+     * Redisson's {@code tryAcquire(n, wait, unit)}: deprecated in 4.x for its {@code Duration}
+     * form, but the only form 3.17.0 has, and still there in 4.7.0.
+     */
+    @SuppressWarnings("deprecation")
+    private static boolean tryAcquire(RSemaphore semaphore, int permits, long waitMs) throws InterruptedException {
+        return semaphore.tryAcquire(permits, waitMs, TimeUnit.MILLISECONDS);
+    }
+
+    private static long available(String name) {
+        return (Long) raw.call("SEMAPHORE.AVAILABLE", name);
+    }
+
+    // ---- contention ------------------------------------------------------------------------
+
+    /** What the contention run counts, both sides together. */
+    private static final class Tally {
+        final AtomicLong violations = new AtomicLong();
+        final AtomicLong mostHeld = new AtomicLong();
+        final AtomicLong timeouts = new AtomicLong();
+        final AtomicLong maxWaitMicros = new AtomicLong();
+
+        /**
+         * The section: the guard counts the permits held now (INCRBY on entry, DECRBY on leaving);
+         * above the semaphore's permits, more holders than permits were inside at once.
+         */
+        void section(Raw guard, String name, int permits) {
+            String key = "guard:{" + name + "}";
+            long inside = (Long) guard.call("INCRBY", key, String.valueOf(permits));
+            mostHeld.accumulateAndGet(inside, Math::max);
+            if (inside > PERMITS) {
+                violations.incrementAndGet();
+            }
+            guard.call("INCR", "sections:{" + name + "}");
+            guard.call("DECRBY", key, String.valueOf(permits));
+        }
+
+        void waited(long startNanos) {
+            maxWaitMicros.accumulateAndGet((System.nanoTime() - startNanos) / 1_000, Math::max);
+        }
+    }
+
+    private static int somePermits() {
+        return 1 + ThreadLocalRandom.current().nextInt(2);
+    }
+
+    /**
+     * Three Redisson threads ({@code tryAcquire(n, wait)} / {@code release(n)}) and three module
+     * clients ({@code SEMAPHORE.ACQUIRE … BLOCK} / {@code SEMAPHORE.RELEASE}) on one semaphore of
+     * 4 permits for 5 s, each section taking 1 or 2 permits: never more permits held than the
+     * semaphore has, every wait served well before its limit, every permit back at the end.
+     */
+    @Test
+    void bothSidesShareOneSemaphoreUnderContention() throws Exception {
+        String name = "sem-contended";
+        Tally tally = new Tally();
+        assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(PERMITS)));
+        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RUN_MS);
+        ExecutorService pool = Executors.newFixedThreadPool(REDISSON_THREADS + MODULE_CLIENTS);
+        List<Future<Long>> redissonSections = new ArrayList<>();
+        List<Future<Long>> moduleSections = new ArrayList<>();
+        try {
+            for (int t = 0; t < REDISSON_THREADS; t++) {
+                redissonSections.add(pool.submit(redissonWorker(name, end, tally)));
+            }
+            for (int c = 0; c < MODULE_CLIENTS; c++) {
+                moduleSections.add(pool.submit(moduleWorker(name, end, tally)));
+            }
+            long byRedisson = sum(redissonSections);
+            long byModule = sum(moduleSections);
+            long counted = Long.parseLong((String) raw.call("GET", "sections:{" + name + "}"));
+            Env.record("semaphore contention", String.format(Locale.ROOT,
+                    "%d s, %d permits, %d Redisson threads + %d module clients taking 1-2 permits: %d sections"
+                            + " (Redisson %d, module %d), violations %d, most permits held at once %d,"
+                            + " timed-out waits %d, longest wait %.1f ms",
+                    RUN_MS / 1000, PERMITS, REDISSON_THREADS, MODULE_CLIENTS, byRedisson + byModule, byRedisson,
+                    byModule, tally.violations.get(), tally.mostHeld.get(), tally.timeouts.get(),
+                    tally.maxWaitMicros.get() / 1000.0));
+            assertEquals(0, tally.violations.get(), "more permits held than the semaphore has");
+            assertEquals(0, tally.timeouts.get(), "a waiter was not served within " + WAIT + " ms");
+            assertTrue(tally.maxWaitMicros.get() / 1000 < WAIT / 2, "the longest wait, "
+                    + tally.maxWaitMicros.get() / 1000 + " ms, was near its limit: a lost wake-up");
+            assertEquals(byRedisson + byModule, counted, "every section counted once");
+            assertTrue(byRedisson > 0 && byModule > 0, "both sides held permits");
+            assertEquals(PERMITS, available(name), "every permit back (module's read)");
+            assertEquals(PERMITS, redisson.getSemaphore(name).availablePermits(), "every permit back (Redisson's read)");
+            assertEquals("0", raw.call("GET", "guard:{" + name + "}"));
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    private static long sum(List<Future<Long>> sections) throws Exception {
+        long total = 0;
+        for (Future<Long> f : sections) {
+            total += f.get(RUN_MS + 3 * WAIT, TimeUnit.MILLISECONDS);
+        }
+        return total;
+    }
+
+    private static Callable<Long> redissonWorker(String name, long end, Tally tally) {
+        return () -> {
+            long done = 0;
+            RSemaphore semaphore = redisson.getSemaphore(name);
+            try (Raw guard = new Raw(server.port)) {
+                while (System.nanoTime() < end) {
+                    int permits = somePermits();
+                    long start = System.nanoTime();
+                    if (!tryAcquire(semaphore, permits, WAIT)) {
+                        tally.timeouts.incrementAndGet();
+                        continue;
+                    }
+                    tally.waited(start);
+                    tally.section(guard, name, permits);
+                    semaphore.release(permits);
+                    done++;
+                }
+            }
+            return done;
+        };
+    }
+
+    private static Callable<Long> moduleWorker(String name, long end, Tally tally) {
+        return () -> {
+            long done = 0;
+            try (Raw conn = new Raw(server.port); Raw guard = new Raw(server.port)) {
+                while (System.nanoTime() < end) {
+                    String permits = String.valueOf(somePermits());
+                    long start = System.nanoTime();
+                    if (!Long.valueOf(1).equals(conn.callBlocking("SEMAPHORE.ACQUIRE", name, permits, "BLOCK",
+                            String.valueOf(WAIT)))) {
+                        tally.timeouts.incrementAndGet();
+                        continue;
+                    }
+                    tally.waited(start);
+                    tally.section(guard, name, Integer.parseInt(permits));
+                    assertNull(conn.call("SEMAPHORE.RELEASE", name, permits));
+                    done++;
+                }
+            }
+            return done;
+        };
+    }
+
+    // ---- wake-ups ---------------------------------------------------------------------------
+
+    /** One way a side gives {@code permits} to a semaphore whose count is 0 or missing. */
+    private interface Give {
+        void give(String name, int permits) throws Exception;
+    }
+
+    /** A way of giving permits: its name, whether it needs no count beforehand, and the call. */
+    private record Way(String what, boolean onMissing, Give give) {}
+
+    /** Round {@code i}'s semaphore ready for {@code way}: a count of 0, or no count for a try-set. */
+    private static void prepare(String name, Way way) {
+        raw.call("DEL", name);
+        if (!way.onMissing()) {
+            assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "0"));
+        }
+    }
+
+    /**
+     * A Redisson thread in {@code acquire(n)} or {@code tryAcquire(n, 10 s)} (alternately), on a
+     * semaphore with no free permit, woken by the module's {@code RELEASE}, {@code ADDPERMITS} or
+     * {@code TRYSETPERMITS} (each publishes the new count on Redisson's channel).
+     */
+    @Test
+    void aRedissonWaiterIsWokenByTheModule() throws Exception {
+        List<Way> ways = List.of(
+                new Way("SEMAPHORE.RELEASE", false, (name, n) -> assertNull(
+                        raw.call("SEMAPHORE.RELEASE", name, String.valueOf(n)))),
+                new Way("SEMAPHORE.ADDPERMITS", false, (name, n) -> assertNull(
+                        raw.call("SEMAPHORE.ADDPERMITS", name, String.valueOf(n)))),
+                new Way("SEMAPHORE.TRYSETPERMITS", true, (name, n) -> assertEquals(1L,
+                        raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(n)))));
+        List<Double> samples = new ArrayList<>();
+        try (Env.JavaThread waiter = new Env.JavaThread()) {
+            for (int i = 0; i < HANDOFFS; i++) {
+                String name = "sem-m2r-" + i;
+                Way way = ways.get(i % ways.size());
+                int permits = 1 + i % 2;
+                boolean untimed = i % 4 < 2;
+                RSemaphore semaphore = redisson.getSemaphore(name);
+                prepare(name, way);
+                long scripts = Env.scriptCalls(raw);
+                Future<Long> acquired = waiter.submit(() -> {
+                    if (untimed) {
+                        semaphore.acquire(permits);
+                    } else {
+                        assertTrue(tryAcquire(semaphore, permits, WAIT));
+                    }
+                    return System.nanoTime();
+                });
+                // Redisson tries once, subscribes, tries again, then waits for a message.
+                Env.await("Redisson waiting on " + name, 5_000, () -> Env.subscribers(raw, channel(name)) > 0
+                        && Env.scriptCalls(raw) >= scripts + 2);
+                assertEquals(0, semaphore.availablePermits());
+                long t0 = System.nanoTime();
+                way.give().give(name, permits);
+                double ms = (acquired.get(WAIT, TimeUnit.MILLISECONDS) - t0) / 1e6;
+                assertTrue(ms < Env.HANDOFF_MS, way.what() + " woke Redisson's " + (untimed ? "acquire" : "tryAcquire")
+                        + " after " + ms + " ms");
+                samples.add(ms);
+                assertEquals(0L, available(name), "Redisson took the permits the module gave");
+                semaphore.release(permits);
+                assertEquals(permits, available(name));
+                raw.call("DEL", name);
+            }
+        }
+        Env.record("semaphore: module gives, Redisson's waiter takes (RELEASE, ADDPERMITS, TRYSETPERMITS)",
+                Env.summary(samples));
+    }
+
+    /**
+     * A module client in {@code SEMAPHORE.ACQUIRE … BLOCK}, on a semaphore with no free permit,
+     * woken by Redisson's {@code release(n)}, {@code addPermits(n)} or {@code trySetPermits(n)}:
+     * their scripts publish to Redisson's channel only, and the module hears them through their
+     * keyspace events ({@code incrby}, {@code set}).
+     */
+    @Test
+    void aModuleWaiterIsWokenByRedisson() throws Exception {
+        List<Way> ways = List.of(
+                new Way("release", false, (name, n) -> redisson.getSemaphore(name).release(n)),
+                new Way("addPermits", false, (name, n) -> redisson.getSemaphore(name).addPermits(n)),
+                new Way("trySetPermits", true, (name, n) -> assertTrue(redisson.getSemaphore(name).trySetPermits(n))));
+        List<Double> samples = new ArrayList<>();
+        ExecutorService moduleThread = Executors.newSingleThreadExecutor();
+        try (Raw waiterConn = new Raw(server.port)) {
+            for (int i = 0; i < HANDOFFS; i++) {
+                String name = "sem-r2m-" + i;
+                Way way = ways.get(i % ways.size());
+                String permits = String.valueOf(1 + i % 2);
+                prepare(name, way);
+                Future<Object[]> acquired = moduleThread.submit(() -> {
+                    Object reply = waiterConn.callBlocking("SEMAPHORE.ACQUIRE", name, permits, "BLOCK",
+                            String.valueOf(WAIT));
+                    return new Object[] {reply, System.nanoTime()};
+                });
+                Env.await("module waiter parked on " + name, 5_000, () -> Env.blockedClients(raw) == 1);
+                long t0 = System.nanoTime();
+                way.give().give(name, Integer.parseInt(permits));
+                Object[] got = acquired.get(WAIT, TimeUnit.MILLISECONDS);
+                assertEquals(1L, got[0], "the module waiter took the permits Redisson's " + way.what() + " gave");
+                double ms = ((Long) got[1] - t0) / 1e6;
+                assertTrue(ms < Env.HANDOFF_MS, way.what() + " woke the module waiter after " + ms + " ms");
+                samples.add(ms);
+                assertEquals(0, redisson.getSemaphore(name).availablePermits());
+                assertNull(raw.call("SEMAPHORE.RELEASE", name, permits));
+                assertEquals(Integer.parseInt(permits), redisson.getSemaphore(name).availablePermits());
+                raw.call("DEL", name);
+            }
+        } finally {
+            moduleThread.shutdownNow();
+        }
+        Env.record("semaphore: Redisson gives, module BLOCK waiter takes (release, addPermits, trySetPermits)",
+                Env.summary(samples));
+    }
+
+    // ---- reads and writes -------------------------------------------------------------------
+
+    /**
+     * trySetPermits, availablePermits, tryAcquire, release, addPermits (negative too) and
+     * drainPermits against their commands, each side reading what the other wrote.
+     */
+    @Test
+    void bothSidesReadWhatTheOtherWrote() {
+        String name = "sem-shared";
+        RSemaphore semaphore = redisson.getSemaphore(name);
+        assertEquals(0, semaphore.availablePermits(), "no semaphore: 0 (Redisson)");
+        assertEquals(0L, available(name), "no semaphore: 0 (module)");
+        assertEquals(0, semaphore.drainPermits());
+        assertEquals(0L, raw.call("SEMAPHORE.DRAIN", name));
+        assertEquals(0L, raw.call("EXISTS", name), "draining no semaphore creates none");
+
+        assertTrue(semaphore.trySetPermits(5));
+        assertEquals(5L, available(name));
+        assertEquals(0L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "7"), "a count exists: the module's try-set refused");
+        assertFalse(semaphore.trySetPermits(7));
+        assertEquals(1L, raw.call("SEMAPHORE.ACQUIRE", name, "3"));
+        assertEquals(2, semaphore.availablePermits());
+        assertFalse(semaphore.tryAcquire(3), "2 free, 3 asked");
+        assertTrue(semaphore.tryAcquire(2));
+        assertEquals(0L, available(name));
+        assertEquals(0L, raw.call("SEMAPHORE.ACQUIRE", name, "1"));
+        assertNull(raw.call("SEMAPHORE.RELEASE", name, "2"), "anyone may release: the module gives Redisson's back");
+        semaphore.release(3);
+        assertEquals(5L, available(name));
+
+        assertNull(raw.call("SEMAPHORE.ADDPERMITS", name, "-8"));
+        assertEquals(-3, semaphore.availablePermits(), "the module's negative add, read by Redisson");
+        assertFalse(semaphore.tryAcquire());
+        semaphore.addPermits(10);
+        assertEquals(7L, available(name));
+        semaphore.addPermits(-9);
+        assertEquals(-2L, available(name), "Redisson's negative add, read by the module");
+        assertEquals("-2", raw.call("GET", name));
+        assertEquals(-2L, raw.call("SEMAPHORE.DRAIN", name), "the module drains Redisson's negative count");
+        assertEquals(0, semaphore.availablePermits());
+        assertEquals("0", raw.call("GET", name), "a drained semaphore is 0, not gone");
+        assertNull(raw.call("SEMAPHORE.ADDPERMITS", name, "6"));
+        assertEquals(6, semaphore.drainPermits(), "Redisson drains the module's permits");
+        assertEquals(0L, available(name));
+        assertEquals(0L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "1"), "a count of 0 is a semaphore: no try-set");
+        assertFalse(semaphore.trySetPermits(1));
+        assertEquals(-1L, raw.pttl(name), "no TTL from any of these");
+        raw.call("DEL", name);
+    }
+
+    /**
+     * {@code trySetPermits(n, ttl)} (3.29+) and {@code TRYSETPERMITS … TTL}: each side reads the
+     * other's TTL; a release keeps it and an add drops it on both sides (the scripts' INCRBY and SET).
+     */
+    @Test
+    void aTryAndSetWithTtlIsSeenFromBothSides() throws Exception {
+        Method trySetWithTtl = Env.requireMethod(Env.SEMAPHORE_TTL_SINCE, "RSemaphore.trySetPermits(permits, ttl)",
+                RSemaphore.class, "trySetPermits", int.class, Duration.class);
+        long ttl = 10_000;
+        String name = "sem-ttl-redisson";
+        RSemaphore semaphore = redisson.getSemaphore(name);
+        long set = System.nanoTime();
+        assertEquals(true, trySetWithTtl.invoke(semaphore, 3, Duration.ofMillis(ttl)));
+        assertEquals(0L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "3", "TTL", String.valueOf(ttl)));
+        assertEquals(3L, available(name));
+        assertEquals(1L, raw.call("SEMAPHORE.ACQUIRE", name, "1"));
+        assertNull(raw.call("SEMAPHORE.RELEASE", name, "1"));
+        long pttl = raw.pttl(name);
+        assertTrue(pttl <= ttl && pttl >= Env.leastTtlLeft(ttl, set), "Redisson's TTL kept by the module's acquire"
+                + " and release: " + pttl);
+        assertNull(raw.call("SEMAPHORE.ADDPERMITS", name, "1"));
+        assertEquals(-1L, raw.pttl(name), "the module's add drops Redisson's TTL, as Redisson's own add does");
+        raw.call("DEL", name);
+
+        name = "sem-ttl-module";
+        semaphore = redisson.getSemaphore(name);
+        set = System.nanoTime();
+        assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "3", "TTL", String.valueOf(ttl)));
+        assertEquals(false, trySetWithTtl.invoke(semaphore, 3, Duration.ofMillis(ttl)));
+        assertTrue(semaphore.tryAcquire(2));
+        semaphore.release(2);
+        long remain = semaphore.remainTimeToLive();
+        assertTrue(remain <= ttl && remain >= Env.leastTtlLeft(ttl, set), "the module's TTL, read by Redisson"
+                + " after its acquire and release: " + remain);
+        semaphore.addPermits(1);
+        assertEquals(-1, semaphore.remainTimeToLive(), "Redisson's add drops the module's TTL");
+        assertEquals(4L, available(name));
+        raw.call("DEL", name);
+    }
+
+    /** {@code releaseIfExists(n)} (4.0+) and {@code RELEASE … IFEXISTS}: alike on a missing and an existing semaphore. */
+    @Test
+    void releaseIfExistsAgreesOnBothSides() throws Exception {
+        Method releaseIfExists = Env.requireMethod(Env.RELEASE_IF_EXISTS_SINCE, "RSemaphore.releaseIfExists",
+                RSemaphore.class, "releaseIfExists", int.class);
+        String name = "sem-if-exists";
+        RSemaphore semaphore = redisson.getSemaphore(name);
+        assertEquals(false, releaseIfExists.invoke(semaphore, 2));
+        assertEquals(0L, raw.call("SEMAPHORE.RELEASE", name, "2", "IFEXISTS"));
+        assertEquals(0L, raw.call("EXISTS", name), "neither side creates the semaphore");
+        assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "0"));
+        assertEquals(true, releaseIfExists.invoke(semaphore, 2));
+        assertEquals(2L, available(name));
+        assertEquals(1L, raw.call("SEMAPHORE.RELEASE", name, "1", "IFEXISTS"));
+        assertEquals(3, semaphore.availablePermits());
+        raw.call("DEL", name);
+    }
+}
