@@ -7,9 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
@@ -237,6 +239,26 @@ class ClusterTest {
     }
 
     /**
+     * A module client on {@code name}'s master parked in {@code command} (a BLOCK), then served by
+     * Redisson's {@code give}: the ms from {@code give} to the reply, which must be 1.
+     */
+    private static double moduleWaiterServed(String name, Env.JavaThread moduleThread, Callable<?> give,
+            String... command) throws Exception {
+        try (Raw waiterConn = connectionFor(name)) {
+            Future<Object[]> parked = moduleThread.submit(() -> {
+                Object reply = waiterConn.callBlocking(command[0], Arrays.copyOfRange(command, 1, command.length));
+                return new Object[] {reply, System.nanoTime()};
+            });
+            Env.await("module waiter blocked in " + command[0], 5_000, () -> Env.blockedClients(nodeFor(name)) > 0);
+            long t0 = System.nanoTime();
+            give.call();
+            Object[] reply = parked.get(LEASE, TimeUnit.MILLISECONDS);
+            assertEquals(1L, reply[0], command[0] + " served");
+            return ((Long) reply[1] - t0) / 1e6;
+        }
+    }
+
+    /**
      * RSemaphore and RCountDownLatch in cluster mode, on a name of each master: Redisson's waiter
      * (in {@code acquire()}, in {@code await()}) listens with the kind of subscription its version
      * uses, and the module's {@code SEMAPHORE.RELEASE} and last {@code LATCH.COUNTDOWN}, published
@@ -264,18 +286,10 @@ class ClusterTest {
                 assertNull(raw.call("SEMAPHORE.RELEASE", name, "1"));
                 m2r.add((got.get(LEASE, TimeUnit.MILLISECONDS) - t0) / 1e6);
                 assertEquals(0L, raw.call("SEMAPHORE.AVAILABLE", name));
-                try (Raw waiterConn = connectionFor(name)) {
-                    Future<Object[]> parked = moduleThread.submit(() -> {
-                        Object reply = waiterConn.callBlocking("SEMAPHORE.ACQUIRE", name, "1", "BLOCK", String.valueOf(LEASE));
-                        return new Object[] {reply, System.nanoTime()};
-                    });
-                    Env.await("module semaphore waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0);
-                    long t1 = System.nanoTime();
+                r2m.add(moduleWaiterServed(name, moduleThread, () -> {
                     semaphore.release();
-                    Object[] reply = parked.get(LEASE, TimeUnit.MILLISECONDS);
-                    assertEquals(1L, reply[0]);
-                    r2m.add(((Long) reply[1] - t1) / 1e6);
-                }
+                    return null;
+                }, "SEMAPHORE.ACQUIRE", name, "1", "BLOCK", String.valueOf(LEASE)));
                 raw.call("DEL", name);
             }
             for (String name : namesOnEveryNode("cllatch")) {
@@ -293,18 +307,10 @@ class ClusterTest {
                 assertNull(raw.call("LATCH.COUNTDOWN", name));
                 m2r.add((opened.get(LEASE, TimeUnit.MILLISECONDS) - t0) / 1e6);
                 assertEquals(1L, raw.call("LATCH.TRYSETCOUNT", name, "1"));
-                try (Raw waiterConn = connectionFor(name)) {
-                    Future<Object[]> parked = moduleThread.submit(() -> {
-                        Object reply = waiterConn.callBlocking("LATCH.AWAIT", name, "BLOCK", String.valueOf(LEASE));
-                        return new Object[] {reply, System.nanoTime()};
-                    });
-                    Env.await("module latch waiter blocked", 5_000, () -> Env.blockedClients(raw) > 0);
-                    long t1 = System.nanoTime();
+                r2m.add(moduleWaiterServed(name, moduleThread, () -> {
                     latch.countDown();
-                    Object[] reply = parked.get(LEASE, TimeUnit.MILLISECONDS);
-                    assertEquals(1L, reply[0]);
-                    r2m.add(((Long) reply[1] - t1) / 1e6);
-                }
+                    return null;
+                }, "LATCH.AWAIT", name, "BLOCK", String.valueOf(LEASE)));
                 assertEquals(0L, raw.call("EXISTS", name));
             }
         }
