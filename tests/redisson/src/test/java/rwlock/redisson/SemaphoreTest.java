@@ -59,35 +59,100 @@ class SemaphoreTest extends OneServer {
 
     // ---- contention ------------------------------------------------------------------------
 
-    /** What the contention run counts, both sides together. */
-    private static final class Tally {
+    /** The guard shared by every side: more permits held at once than the semaphore has is a violation. */
+    private static final class Guard {
         final AtomicLong violations = new AtomicLong();
         final AtomicLong mostHeld = new AtomicLong();
-        final AtomicLong timeouts = new AtomicLong();
-        final AtomicLong maxWaitMicros = new AtomicLong();
 
         /**
          * The section: the guard counts the permits held now (INCRBY on entry, DECRBY on leaving);
          * above the semaphore's permits, more holders than permits were inside at once.
          */
-        void section(Raw guard, String name, int permits) {
+        void section(Raw conn, String name, int permits) {
             String key = "guard:{" + name + "}";
-            long inside = (Long) guard.call("INCRBY", key, String.valueOf(permits));
+            long inside = (Long) conn.call("INCRBY", key, String.valueOf(permits));
             mostHeld.accumulateAndGet(inside, Math::max);
             if (inside > PERMITS) {
                 violations.incrementAndGet();
             }
-            guard.call("INCR", "sections:{" + name + "}");
-            guard.call("DECRBY", key, String.valueOf(permits));
+            conn.call("INCR", "sections:{" + name + "}");
+            conn.call("DECRBY", key, String.valueOf(permits));
+        }
+    }
+
+    /** One worker's way to take and give back permits, on connections of its own. */
+    private interface Taker extends AutoCloseable {
+        boolean acquire(int permits, long waitMs) throws Exception;
+
+        void release(int permits) throws Exception;
+
+        /** Closes the worker's own connections; Redisson's workers share its client and have none. */
+        @Override
+        default void close() {
+        }
+    }
+
+    /** A side of the contention run: its workers' takers and its figures. */
+    private static final class Side {
+        final String what;
+        final int workers;
+        final Callable<Taker> open;
+        final AtomicLong sections = new AtomicLong();
+        final AtomicLong timeouts = new AtomicLong();
+        final AtomicLong maxWaitMicros = new AtomicLong();
+
+        Side(String what, int workers, Callable<Taker> open) {
+            this.what = what;
+            this.workers = workers;
+            this.open = open;
         }
 
-        void waited(long startNanos) {
-            maxWaitMicros.accumulateAndGet((System.nanoTime() - startNanos) / 1_000, Math::max);
+        String figures() {
+            return String.format(Locale.ROOT, "%s: %d workers, %d sections, longest wait %.1f ms, %d timed out", what,
+                    workers, sections.get(), maxWaitMicros.get() / 1000.0, timeouts.get());
         }
     }
 
     private static int somePermits() {
         return 1 + ThreadLocalRandom.current().nextInt(2);
+    }
+
+    /** Redisson's {@code tryAcquire(n, wait)} and {@code release(n)}. */
+    private static Taker redissonTaker(String name) {
+        RSemaphore semaphore = redisson.getSemaphore(name);
+        return new Taker() {
+            @Override
+            public boolean acquire(int permits, long waitMs) throws InterruptedException {
+                return tryAcquire(semaphore, permits, waitMs);
+            }
+
+            @Override
+            public void release(int permits) {
+                semaphore.release(permits);
+            }
+        };
+    }
+
+    /** The module's {@code SEMAPHORE.ACQUIRE … BLOCK} and {@code SEMAPHORE.RELEASE} on a connection of its own. */
+    private static Taker moduleTaker(String name) {
+        Raw conn = new Raw(server.port);
+        return new Taker() {
+            @Override
+            public boolean acquire(int permits, long waitMs) {
+                return Long.valueOf(1).equals(conn.callBlocking("SEMAPHORE.ACQUIRE", name, String.valueOf(permits),
+                        "BLOCK", String.valueOf(waitMs)));
+            }
+
+            @Override
+            public void release(int permits) {
+                assertNull(conn.call("SEMAPHORE.RELEASE", name, String.valueOf(permits)));
+            }
+
+            @Override
+            public void close() {
+                conn.close();
+            }
+        };
     }
 
     /**
@@ -99,35 +164,42 @@ class SemaphoreTest extends OneServer {
     @Test
     void bothSidesShareOneSemaphoreUnderContention() throws Exception {
         String name = "sem-contended";
-        Tally tally = new Tally();
+        List<Side> sides = List.of(
+                new Side("Redisson", REDISSON_THREADS, () -> redissonTaker(name)),
+                new Side("module", MODULE_CLIENTS, () -> moduleTaker(name)));
+        Guard guard = new Guard();
         assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(PERMITS)));
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RUN_MS);
-        ExecutorService pool = Executors.newFixedThreadPool(REDISSON_THREADS + MODULE_CLIENTS);
-        List<Future<Long>> redissonSections = new ArrayList<>();
-        List<Future<Long>> moduleSections = new ArrayList<>();
+        ExecutorService pool = Executors.newCachedThreadPool();
         try {
-            for (int t = 0; t < REDISSON_THREADS; t++) {
-                redissonSections.add(pool.submit(redissonWorker(name, end, tally)));
+            List<Future<?>> workers = new ArrayList<>();
+            for (Side side : sides) {
+                for (int w = 0; w < side.workers; w++) {
+                    workers.add(pool.submit(worker(name, end, side, guard)));
+                }
             }
-            for (int c = 0; c < MODULE_CLIENTS; c++) {
-                moduleSections.add(pool.submit(moduleWorker(name, end, tally)));
+            for (Future<?> worker : workers) {
+                worker.get(RUN_MS + 3 * WAIT, TimeUnit.MILLISECONDS);
             }
-            long byRedisson = sum(redissonSections);
-            long byModule = sum(moduleSections);
-            long counted = Long.parseLong((String) raw.call("GET", "sections:{" + name + "}"));
+            long sections = 0;
+            List<String> figures = new ArrayList<>();
+            for (Side side : sides) {
+                sections += side.sections.get();
+                figures.add(side.figures());
+            }
             Env.record("semaphore contention", String.format(Locale.ROOT,
-                    "%d s, %d permits, %d Redisson threads + %d module clients taking 1-2 permits: %d sections"
-                            + " (Redisson %d, module %d), violations %d, most permits held at once %d,"
-                            + " timed-out waits %d, longest wait %.1f ms",
-                    RUN_MS / 1000, PERMITS, REDISSON_THREADS, MODULE_CLIENTS, byRedisson + byModule, byRedisson,
-                    byModule, tally.violations.get(), tally.mostHeld.get(), tally.timeouts.get(),
-                    tally.maxWaitMicros.get() / 1000.0));
-            assertEquals(0, tally.violations.get(), "more permits held than the semaphore has");
-            assertEquals(0, tally.timeouts.get(), "a waiter was not served within " + WAIT + " ms");
-            assertTrue(tally.maxWaitMicros.get() / 1000 < WAIT / 2, "the longest wait, "
-                    + tally.maxWaitMicros.get() / 1000 + " ms, was near its limit: a lost wake-up");
-            assertEquals(byRedisson + byModule, counted, "every section counted once");
-            assertTrue(byRedisson > 0 && byModule > 0, "both sides held permits");
+                    "%d s, %d permits, sections of 1-2 permits: %d sections, violations %d, most permits held at once"
+                            + " %d; %s", RUN_MS / 1000, PERMITS, sections, guard.violations.get(), guard.mostHeld.get(),
+                    String.join("; ", figures)));
+            assertEquals(0, guard.violations.get(), "more permits held than the semaphore has");
+            for (Side side : sides) {
+                assertEquals(0, side.timeouts.get(), side.what + ": a waiter was not served within " + WAIT + " ms");
+                assertTrue(side.maxWaitMicros.get() / 1000 < WAIT / 2, side.what + ": the longest wait, "
+                        + side.maxWaitMicros.get() / 1000 + " ms, was near its limit: a lost wake-up");
+                assertTrue(side.sections.get() > 0, side.what + " held permits");
+            }
+            assertEquals(String.valueOf(sections), raw.call("GET", "sections:{" + name + "}"),
+                    "every section counted once");
             assertEquals(PERMITS, available(name), "every permit back (module's read)");
             assertEquals(PERMITS, redisson.getSemaphore(name).availablePermits(), "every permit back (Redisson's read)");
             assertEquals("0", raw.call("GET", "guard:{" + name + "}"));
@@ -136,55 +208,23 @@ class SemaphoreTest extends OneServer {
         }
     }
 
-    private static long sum(List<Future<Long>> sections) throws Exception {
-        long total = 0;
-        for (Future<Long> f : sections) {
-            total += f.get(RUN_MS + 3 * WAIT, TimeUnit.MILLISECONDS);
-        }
-        return total;
-    }
-
-    private static Callable<Long> redissonWorker(String name, long end, Tally tally) {
+    private static Callable<Void> worker(String name, long end, Side side, Guard guard) {
         return () -> {
-            long done = 0;
-            RSemaphore semaphore = redisson.getSemaphore(name);
-            try (Raw guard = new Raw(server.port)) {
+            try (Taker taker = side.open.call(); Raw guardConn = new Raw(server.port)) {
                 while (System.nanoTime() < end) {
                     int permits = somePermits();
                     long start = System.nanoTime();
-                    if (!tryAcquire(semaphore, permits, WAIT)) {
-                        tally.timeouts.incrementAndGet();
+                    if (!taker.acquire(permits, WAIT)) {
+                        side.timeouts.incrementAndGet();
                         continue;
                     }
-                    tally.waited(start);
-                    tally.section(guard, name, permits);
-                    semaphore.release(permits);
-                    done++;
+                    side.maxWaitMicros.accumulateAndGet((System.nanoTime() - start) / 1_000, Math::max);
+                    guard.section(guardConn, name, permits);
+                    taker.release(permits);
+                    side.sections.incrementAndGet();
                 }
             }
-            return done;
-        };
-    }
-
-    private static Callable<Long> moduleWorker(String name, long end, Tally tally) {
-        return () -> {
-            long done = 0;
-            try (Raw conn = new Raw(server.port); Raw guard = new Raw(server.port)) {
-                while (System.nanoTime() < end) {
-                    String permits = String.valueOf(somePermits());
-                    long start = System.nanoTime();
-                    if (!Long.valueOf(1).equals(conn.callBlocking("SEMAPHORE.ACQUIRE", name, permits, "BLOCK",
-                            String.valueOf(WAIT)))) {
-                        tally.timeouts.incrementAndGet();
-                        continue;
-                    }
-                    tally.waited(start);
-                    tally.section(guard, name, Integer.parseInt(permits));
-                    assertNull(conn.call("SEMAPHORE.RELEASE", name, permits));
-                    done++;
-                }
-            }
-            return done;
+            return null;
         };
     }
 
