@@ -83,7 +83,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     DistributedLock(Client client, Plan plan, LockOptions options) {
         this.client = Objects.requireNonNull(client, "client");
         this.plan = plan;
-        this.exchange = new Exchange(this.client, plan);
+        this.exchange = new Exchange(this.client, plan.key());
         this.session = options.session();
         this.onLost = options.onLost();
     }
@@ -295,13 +295,13 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             if (request != null) {
                 synchronized (this) {
                     if (last) {
-                        lastLatches.put(owner, new Left(plan.latch(request), System.nanoTime()));
+                        lastLatches.put(owner, new Left(Plan.unlockLatch(getName(), request), System.nanoTime()));
                     } else {
-                        state.releaseLatches.add(plan.latch(request));
+                        state.releaseLatches.add(Plan.unlockLatch(getName(), request));
                     }
                 }
             }
-            released = exchange.release(owner, leaseMs, request, latches);
+            released = plan.released(exchange.release(plan.release(owner, leaseMs, request), request != null, latches));
         }
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
@@ -387,28 +387,15 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     // -- acquire --------------------------------------------------------------------------------
 
     private Plan.Outcome acquireInterruptibly(long waitMs, long leaseMs) throws InterruptedException {
-        if (Thread.interrupted()) {
-            throw new InterruptedException(getName() + ": interrupted before acquiring");
-        }
-        try {
-            return acquire(waitMs, leaseMs, true);
-        } catch (InterruptedWait e) {
-            throw new InterruptedException(e.getMessage());
-        }
+        return Waiter.interruptibly(getName(), () -> acquire(waitMs, leaseMs, true));
     }
 
     /**
      * The acquisition; interrupts end it only when {@code interruptible} (and then throw).
      *
-     * <p>A single lock's acquisition carries {@code REQUEST <fresh id> 13500} (design §14.7), in
-     * the same command, so it costs no round trip. When its reply is lost (the connection broke,
-     * or the read timed out: Jedis's {@link JedisConnectionException}) it is sent once more on a
-     * new connection, with the same id and, with {@code BLOCK}, the wait that remains: if the first
-     * send acquired, the server replies what it replied then and changes nothing, so the hold is
-     * counted once. A session acquisition resends with a new id instead: its first connection is
-     * gone, and with it any session hold it got, so a replayed grant would be a hold nobody has.
-     * An acquisition on a session's own connection (a re-entry) is not resent: every hold of that
-     * session went with it.
+     * <p>A single lock's acquisition carries a fresh request id and is resent once after a lost
+     * reply ({@link Exchange#acquire}); a session acquisition with a new id, and one on a session's
+     * own connection (a re-entry) not at all.
      */
     private Plan.Outcome acquire(long waitMs, long leaseMs, boolean interruptible) {
         String owner = getOwner();
@@ -421,55 +408,46 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             sessionLink = state == null ? null : state.sessionLink;
         }
         String request = plan.idempotentAcquire() ? UUID.randomUUID().toString() : null;
-        long started = System.nanoTime();
-        Link link = sessionLink != null ? sessionLink : client.connector().open(plan.key());
-        boolean keep = false;
-        Plan.Outcome outcome;
-        try {
-            Exchange.Sent sent;
-            try {
-                sent = exchange.send(link, plan.acquire(owner, lease, blockMs, session, request), null, blockMs, interruptible);
-            } catch (JedisConnectionException lost) {
-                if (request == null || link == sessionLink) {
-                    throw lost;
-                }
-                link.close();
-                link = null; // closed: if opening another fails, the finally has nothing to close
-                link = client.connector().open(plan.key());
+        Exchange.Acquisition what = new Exchange.Acquisition() {
+            @Override
+            public List<String> command(long block, String requestId) {
+                return plan.acquire(owner, lease, block, session, requestId);
+            }
+
+            @Override
+            public boolean granted(Object reply) {
+                return plan.outcome(reply).acquired();
+            }
+
+            @Override
+            public List<String> undo() {
+                return plan.release(owner, lease, null);
+            }
+
+            @Override
+            public void beforeResend(Link link) {
                 if (plan.fair && blockMs != Plan.NO_BLOCK) {
                     // In case the server still believes the waiting connection open: its place in
                     // the line goes (a grant it got stays, and the resend replays it).
                     link.call(plan.cancel(owner, blockMs), Link.DEFAULT);
                 }
-                long again = Exchange.remainingBlock(blockMs, started);
-                String resend = session ? UUID.randomUUID().toString() : request;
-                // A replay writes nothing on this connection, so the replica check's WAIT would
-                // not cover the grant the first send wrote: one write after it (the latch's expiry
-                // set again; nothing when refused) moves this connection's replication offset past
-                // it, in the same round trip.
-                List<String> touch = session ? null : List.of("PEXPIRE", plan.acquisitionLatch(request),
-                        Long.toString(Plan.acquisitionLatchTtl(again)));
-                sent = exchange.send(link, plan.acquire(owner, lease, again, session, resend), touch, again, interruptible);
             }
-            outcome = plan.outcome(sent.reply());
-            if (outcome.acquired() && sent.unsynced() != null) {
-                // Not acknowledged: released rather than held on a master that could lose it.
-                link.call(plan.release(owner, lease, null), Link.DEFAULT);
-                throw new NotSyncedException(getName() + ": " + sent.unsynced() + " within "
-                        + client.getReplicaSync().timeout().toMillis() + " ms; the hold was released");
-            }
-            keep = outcome.acquired() && session;
+        };
+        Exchange.Acquired got;
+        try {
+            got = exchange.acquire(what, sessionLink, request, session, blockMs, interruptible);
         } catch (Waiter.Cancelled cancelled) {
             cleanUpAfterInterrupt(owner, lease, blockMs, cancelled);
-            throw new InterruptedWait(getName());
-        } finally {
-            if (link != null && link != sessionLink && !keep) {
-                link.close();
-            }
+            throw new Waiter.Ended(getName());
+        }
+        Plan.Outcome outcome = plan.outcome(got.reply());
+        boolean keep = outcome.acquired() && session;
+        if (got.link() != sessionLink && !keep) {
+            got.link().close();
         }
         if (outcome.acquired()) {
-            record(owner, lease, watched, outcome, keep ? link : null,
-                    request != null && !session ? plan.acquisitionLatch(request) : null);
+            record(owner, lease, watched, outcome, keep ? got.link() : null,
+                    request != null && !session ? Plan.acquisitionLatch(getName(), request) : null);
         }
         return outcome;
     }
@@ -576,12 +554,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
 
     /** One command on a connection of the lock's key (introspection, force unlock). */
     Object command(List<String> args) {
-        Link link = client.connector().open(plan.key());
-        try {
-            return link.call(args, Link.DEFAULT);
-        } finally {
-            link.close();
-        }
+        return exchange.call(args);
     }
 
     /** Whether the lock's key exists: someone holds it. */
@@ -603,15 +576,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             throw new IllegalArgumentException("a MultiLock cannot hold a fair lock: LOCK.ACQUIREALL takes no line");
         }
         return plan.holds.get(0);
-    }
-
-    /** Carries an ended wait out of {@link #acquire(long, long, boolean)} as an unchecked error. */
-    private static final class InterruptedWait extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-
-        InterruptedWait(String name) {
-            super(name + ": interrupted while waiting; the wait was ended on the server", null, false, false);
-        }
     }
 
     @Override

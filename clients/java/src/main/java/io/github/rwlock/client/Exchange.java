@@ -3,30 +3,112 @@ package io.github.rwlock.client;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongFunction;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 import redis.clients.jedis.exceptions.JedisMovedDataException;
 
 /**
- * One lock's round trips with the server, apart from what this process knows of its holds
- * ({@link DistributedLock}): an acquisition with its replica checks in one pipeline, a release
- * with its request id, its latches' {@code DEL} and its one resend, and {@code MOVED} followed.
+ * One key's round trips with the server (a lock's, a semaphore's, a latch's), apart from what this
+ * process knows of its holds: an acquisition with its replica checks in one pipeline and its one
+ * resend after a lost reply, a release with its request id, its latches' {@code DEL} and its one
+ * resend, a wait that only reads, and {@code MOVED} followed.
  */
 final class Exchange {
     /** Added to a blocking call's wait for its reply to arrive. */
     static final long REPLY_MARGIN_MS = 5_000;
 
     private final Client client;
-    private final Plan plan;
+    private final String key;
 
-    Exchange(Client client, Plan plan) {
+    Exchange(Client client, String key) {
         this.client = client;
-        this.plan = plan;
+        this.key = key;
+    }
+
+    /** One kind's acquisition, as {@link #acquire} sends it. */
+    interface Acquisition {
+        /**
+         * The command, with {@code BLOCK blockMs} ({@link Plan#NO_BLOCK}: none) and {@code REQUEST
+         * requestId} ({@code null}: none).
+         */
+        List<String> command(long blockMs, String requestId);
+
+        /** Whether a reply granted it. */
+        boolean granted(Object reply);
+
+        /** What gives a grant back that the replicas did not acknowledge. */
+        List<String> undo();
+
+        /** Sent on the new link before a resend after a lost reply; nothing by default. */
+        default void beforeResend(Link link) {}
+    }
+
+    /** An acquisition's reply, and the link it came on: the caller's to close (or keep). */
+    record Acquired(Object reply, Link link) {}
+
+    /**
+     * An acquisition in one round trip ({@link #send}). It carries {@code REQUEST <request>
+     * <13500 + the wait>} (design §14.7) in the command itself. When its reply is lost (the
+     * connection broke, or the read timed out: Jedis's {@link JedisConnectionException}) it is sent
+     * once more on a new connection, with the same id and, with {@code BLOCK}, the wait that
+     * remains: if the first send acquired, the server replies what it replied then and changes
+     * nothing, so it counts once. A replay writes nothing on the new connection, so the replica
+     * check's {@code WAIT} would not cover the grant the first send wrote: one write before it (the
+     * latch's expiry set again; nothing when refused) moves the connection's replication offset
+     * past it, in the same round trip. A grant the replicas did not acknowledge is given back on
+     * the same connection ({@link Acquisition#undo()}) and throws {@link NotSyncedException}: not
+     * held on a master that could lose it.
+     *
+     * @param given the link to send on (a session's own: never resent, since every hold of that
+     *     session went with it), or {@code null} to open one of the key's
+     * @param request the request id, or {@code null}: sent once, never resent
+     * @param freshOnResend resent with a new id and no touch: a session acquisition, whose first
+     *     connection is gone, and with it any session hold it got, so a replayed grant would be a
+     *     hold nobody has
+     * @return the reply and its link ({@code given} when given)
+     */
+    Acquired acquire(Acquisition what, Link given, String request, boolean freshOnResend, long blockMs,
+            boolean interruptible) throws Waiter.Cancelled {
+        long started = System.nanoTime();
+        Link link = given != null ? given : client.connector().open(key);
+        boolean handed = false;
+        try {
+            Sent sent;
+            try {
+                sent = send(link, what.command(blockMs, request), null, blockMs, interruptible);
+            } catch (JedisConnectionException lost) {
+                if (request == null || given != null) {
+                    throw lost;
+                }
+                link.close();
+                link = null; // closed: if opening another fails, the finally has nothing to close
+                link = client.connector().open(key);
+                what.beforeResend(link);
+                long again = remainingBlock(blockMs, started);
+                List<String> touch = freshOnResend ? null : List.of("PEXPIRE", Plan.acquisitionLatch(key, request),
+                        Long.toString(Plan.acquisitionLatchTtl(again)));
+                String resend = freshOnResend ? UUID.randomUUID().toString() : request;
+                sent = send(link, what.command(again, resend), touch, again, interruptible);
+            }
+            if (sent.unsynced() != null && what.granted(sent.reply())) {
+                link.call(what.undo(), Link.DEFAULT);
+                throw new NotSyncedException(key + ": " + sent.unsynced() + " within "
+                        + client.getReplicaSync().timeout().toMillis() + " ms; given back again");
+            }
+            handed = true;
+            return new Acquired(sent.reply(), link);
+        } finally {
+            if (!handed && link != null && link != given) {
+                link.close();
+            }
+        }
     }
 
     /** An acquisition's reply, and what its replica check found short (null: acknowledged). */
-    record Sent(Object reply, String unsynced) {}
+    private record Sent(Object reply, String unsynced) {}
 
     /**
      * One acquisition in one round trip: the command, after a resend its {@code touch}, then what
@@ -35,7 +117,7 @@ final class Exchange {
      * timeouts and a margin. The master's INFO is asked first, in a round trip of its own, only
      * when nothing is known of it yet.
      */
-    Sent send(Link link, List<String> args, List<String> touch, long blockMs, boolean interruptible)
+    private Sent send(Link link, List<String> args, List<String> touch, long blockMs, boolean interruptible)
             throws Waiter.Cancelled {
         ReplicaSync sync = client.getReplicaSync();
         Masters masters = client.masters();
@@ -53,12 +135,7 @@ final class Exchange {
                 commands.add(touch);
             }
             commands.addAll(checks.commands());
-            long extra = checks.extraMs();
-            long timeout = blockMs == Plan.NO_BLOCK ? (extra == 0 ? Link.DEFAULT : extra + REPLY_MARGIN_MS)
-                    : blockMs == 0 ? 0 : blockMs + extra + REPLY_MARGIN_MS;
-            List<Object> replies = interruptible && blockMs != Plan.NO_BLOCK
-                    ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
-                    : link.pipeline(commands, timeout, null);
+            List<Object> replies = waitFor(link, commands, blockMs, checks.extraMs(), interruptible);
             Object reply = replies.get(0);
             if (reply instanceof JedisMovedDataException moved && link.follow(moved)) {
                 continue;
@@ -66,15 +143,63 @@ final class Exchange {
             if (reply instanceof JedisDataException e) {
                 String message = String.valueOf(e.getMessage());
                 if (message.startsWith("NON_REENTRANT")) {
-                    throw new NotReentrantException(plan.key() + ": " + message);
+                    throw new NotReentrantException(key + ": " + message);
                 }
                 if (message.startsWith("NOREPLICAS")) {
-                    throw new NotSyncedException(plan.key() + ": " + message + " (nothing was written)");
+                    throw new NotSyncedException(key + ": " + message + " (nothing was written)");
                 }
                 throw e;
             }
             String unsynced = masters.read(checks, replies.subList(touch == null ? 1 : 2, replies.size()), master);
             return new Sent(reply, unsynced);
+        }
+    }
+
+    /**
+     * {@code commands} pipelined on {@code link}, the first with {@code BLOCK blockMs} ({@link
+     * Plan#NO_BLOCK}: none; 0: without limit), read within the wait, {@code extraMs} for what
+     * follows it and a margin; on one of the client's wait threads when {@code interruptible}, so
+     * that an interrupt ends the wait on the server ({@link Waiter}).
+     */
+    private List<Object> waitFor(Link link, List<List<String>> commands, long blockMs, long extraMs,
+            boolean interruptible) throws Waiter.Cancelled {
+        long timeout = blockMs == Plan.NO_BLOCK ? (extraMs == 0 ? Link.DEFAULT : extraMs + REPLY_MARGIN_MS)
+                : blockMs == 0 ? 0 : blockMs + extraMs + REPLY_MARGIN_MS;
+        return interruptible && blockMs != Plan.NO_BLOCK
+                ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
+                : link.pipeline(commands, timeout, null);
+    }
+
+    /**
+     * A wait that takes nothing (the latch's {@code AWAIT}): {@code command.apply(blockMs)} on a
+     * connection of the key, read as {@link #waitFor} reads it. It changes nothing on the server,
+     * so after a lost reply it is simply sent once more, with what is left of the wait.
+     */
+    Object await(LongFunction<List<String>> command, long blockMs, boolean interruptible) throws Waiter.Cancelled {
+        long started = System.nanoTime();
+        try {
+            return awaitOnce(command.apply(blockMs), blockMs, interruptible);
+        } catch (JedisConnectionException lost) {
+            long again = remainingBlock(blockMs, started);
+            return awaitOnce(command.apply(again), again, interruptible);
+        }
+    }
+
+    private Object awaitOnce(List<String> args, long blockMs, boolean interruptible) throws Waiter.Cancelled {
+        Link link = client.connector().open(key);
+        try {
+            while (true) {
+                Object reply = waitFor(link, List.of(args), blockMs, 0, interruptible).get(0);
+                if (reply instanceof JedisMovedDataException moved && link.follow(moved)) {
+                    continue;
+                }
+                if (reply instanceof JedisDataException e) {
+                    throw e;
+                }
+                return reply;
+            }
+        } finally {
+            link.close();
         }
     }
 
@@ -91,48 +216,62 @@ final class Exchange {
     }
 
     /**
-     * The release with its request id and, in the same round trip (pipelined), one {@code DEL} of
-     * the latches whose replies came: the acquisitions' since the last release, and the unlock
-     * latches of the owner's releases before it. The release's own latch is never in it: it is
-     * left to the next release's {@code DEL} (or to expire), so that a resend after a lost reply
-     * is answered from it with what the first send replied, whether it released or found nothing
-     * held (a hold gone before the release, its lease run out or its key deleted, is not held).
-     * The {@code DEL}'s reply is not looked at: latches it missed expire on their own. The caller
-     * keeps the release's latch ({@code request}'s) for the next release.
+     * The release {@code command} and, in the same round trip (pipelined), one {@code DEL} of the
+     * {@code latches} whose replies came: the acquisitions' since the last release, and the unlock
+     * latches of releases before it. The release's own latch is never in it: it is left to the next
+     * release's {@code DEL} (or to expire), so that a resend after a lost reply is answered from it
+     * with what the first send replied, whether it released or found nothing held (a hold gone
+     * before the release, its lease run out or its key deleted, is not held). The {@code DEL}'s
+     * reply is not looked at: latches it missed expire on their own. The caller keeps the
+     * release's latch for the next release.
+     *
+     * @param resendable the command carries a request id: after a connection error it is sent once
+     *     more, the same (the server replies what it replied the first time)
+     * @return the release's reply (an error reply thrown)
      */
-    Boolean release(String owner, long leaseMs, String request, List<String> latches) {
+    Object release(List<String> command, boolean resendable, List<String> latches) {
         List<List<String>> commands = new ArrayList<>();
-        commands.add(plan.release(owner, leaseMs, request));
-        if (request != null && !latches.isEmpty()) {
+        commands.add(command);
+        if (!latches.isEmpty()) {
             List<String> del = new ArrayList<>();
             del.add("DEL");
             del.addAll(latches);
             commands.add(del);
         }
-        Link link = client.connector().open(plan.key());
+        Link link = client.connector().open(key);
         try {
             List<Object> replies;
             try {
                 replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
-                if (request == null) {
+                if (!resendable) {
                     throw e;
                 }
                 // Once more with the same id: if the first one was applied, the server replies
                 // what it replied then (the latch), and releases nothing twice.
                 link.close();
                 link = null; // closed: if opening another fails, the finally has nothing to close
-                link = client.connector().open(plan.key());
+                link = client.connector().open(key);
                 replies = pipelineFollowing(link, commands);
             }
             if (replies.get(0) instanceof JedisDataException e) {
                 throw e;
             }
-            return plan.released(replies.get(0));
+            return replies.get(0);
         } finally {
             if (link != null) {
                 link.close();
             }
+        }
+    }
+
+    /** One command on a connection of the key, its error reply thrown (introspection, counts). */
+    Object call(List<String> args) {
+        Link link = client.connector().open(key);
+        try {
+            return link.call(args, Link.DEFAULT);
+        } finally {
+            link.close();
         }
     }
 

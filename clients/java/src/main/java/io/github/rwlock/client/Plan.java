@@ -112,10 +112,8 @@ final class Plan {
             args.add("WAIT");
             args.add(Long.toString(blockMs));
         }
-        if (blockMs != NO_BLOCK) {
-            args.add("BLOCK");
-            args.add(Long.toString(blockMs));
-        } else if (fair) {
+        addBlock(args, blockMs);
+        if (blockMs == NO_BLOCK && fair) {
             args.add("NOQUEUE");
         }
         if (session) {
@@ -138,6 +136,14 @@ final class Plan {
         return args;
     }
 
+    /** Adds {@code BLOCK blockMs} to a command, unless {@code blockMs} is {@link #NO_BLOCK}. */
+    static void addBlock(List<String> args, long blockMs) {
+        if (blockMs != NO_BLOCK) {
+            args.add("BLOCK");
+            args.add(Long.toString(blockMs));
+        }
+    }
+
     /**
      * How long the server keeps an acquisition's reply: the release's 13.5 s plus the wait. A
      * parked call's latch is stored when it is served (at the earliest when it was sent), and its
@@ -148,14 +154,16 @@ final class Plan {
         return LATCH_TTL_MS + Math.max(0, blockMs);
     }
 
-    /** The key where the server keeps an acquisition's reply for {@code requestId}. */
-    String acquisitionLatch(String requestId) {
-        return derived("redisson_lock_request_latch", requestId);
+    /**
+     * The key where the server keeps the reply of an acquisition of {@code name} (a lock's, a
+     * semaphore's) for {@code requestId}.
+     */
+    static String acquisitionLatch(String name, String requestId) {
+        return derived("redisson_lock_request_latch", name, requestId);
     }
 
     /** {@code prefix:{name}:id}, or {@code prefix:name:id} when the name has a hash tag already. */
-    private String derived(String prefix, String requestId) {
-        String name = key();
+    private static String derived(String prefix, String name, String requestId) {
         return name.indexOf('{') >= 0
                 ? prefix + ":" + name + ":" + requestId
                 : prefix + ":{" + name + "}:" + requestId;
@@ -220,9 +228,12 @@ final class Plan {
         return args;
     }
 
-    /** The key where the server keeps a release's reply for {@code requestId}, as Redisson names it. */
-    String latch(String requestId) {
-        return derived("redisson_unlock_latch", requestId);
+    /**
+     * The key where the server keeps the reply of a release of {@code name} (a lock's, a
+     * semaphore's) for {@code requestId}, as Redisson names it.
+     */
+    static String unlockLatch(String name, String requestId) {
+        return derived("redisson_unlock_latch", name, requestId);
     }
 
     /**

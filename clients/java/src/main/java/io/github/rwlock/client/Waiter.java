@@ -7,6 +7,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
 
 /**
  * An interruptible wait on the server. A thread blocked reading a socket does not see {@link
@@ -38,6 +39,34 @@ final class Waiter {
             super("interrupted", null, false, false);
             this.replied = replied;
             this.reply = reply;
+        }
+    }
+
+    /**
+     * Carries a wait ended by an interrupt (after its clean-up) out of an acquisition as an
+     * unchecked error, up to {@link #interruptibly}: the acquisition's uninterruptible callers never
+     * see one.
+     */
+    static final class Ended extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Ended(String name) {
+            super(name + ": interrupted while waiting; the wait was ended on the server", null, false, false);
+        }
+    }
+
+    /**
+     * Runs an interruptible acquisition of {@code name}: {@link InterruptedException} when the
+     * thread was interrupted before it (nothing sent) or its wait was {@link Ended}.
+     */
+    static <T> T interruptibly(String name, Supplier<T> acquisition) throws InterruptedException {
+        if (Thread.interrupted()) {
+            throw new InterruptedException(name + ": interrupted before acquiring");
+        }
+        try {
+            return acquisition.get();
+        } catch (Ended e) {
+            throw new InterruptedException(e.getMessage());
         }
     }
 

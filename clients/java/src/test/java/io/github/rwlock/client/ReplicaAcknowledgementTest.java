@@ -149,6 +149,11 @@ class ReplicaAcknowledgementTest {
             DistributedReadWriteLock rw = new DistributedReadWriteLock(client, "a:rw");
             assertThrows(NotSyncedException.class, () -> rw.writeLock().tryLock());
             assertEquals(0L, master.call("EXISTS", "a:rw"));
+            DistributedSemaphore semaphore = new DistributedSemaphore(client, "a:sem");
+            assertTrue(semaphore.trySetPermits(2));
+            e = assertThrows(NotSyncedException.class, () -> semaphore.tryAcquire(2));
+            assertTrue(e.getMessage().contains("WAIT 1 replied 0"), e.getMessage());
+            assertEquals(2, semaphore.availablePermits(), "the permits given back again");
 
             try (Client alone = Client.builder(jedis).replicaSync(ReplicaSync.DEFAULT.withReplicas(0)).build()) {
                 PlainLock quick = new PlainLock(alone, "a:lock");
@@ -167,6 +172,7 @@ class ReplicaAcknowledgementTest {
             NotSyncedException e = assertThrows(NotSyncedException.class, () -> new PlainLock(client, "m:lock").tryLock());
             assertTrue(e.getMessage().contains("NOREPLICAS"), e.getMessage());
             assertThrows(NotSyncedException.class, () -> new FairLock(client, "m:fair").tryLock());
+            assertThrows(NotSyncedException.class, () -> new DistributedSemaphore(client, "m:sem").tryAcquire());
             assertEquals(0L, master.call("DBSIZE"), "nothing written");
         }
     }

@@ -19,6 +19,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -94,6 +95,8 @@ class ScenarioTest {
         private final List<AutoCloseable> closing = new ArrayList<>();
         private final Map<String, Client> clients = new HashMap<>();
         private final Map<String, DistributedLock> locks = new HashMap<>();
+        private final Map<String, DistributedSemaphore> semaphores = new HashMap<>();
+        private final Map<String, DistributedCountDownLatch> latches = new HashMap<>();
         private final Map<String, Object> saved = new HashMap<>();
         private final List<CompletableFuture<Void>> later = new ArrayList<>();
         private int index = -1;
@@ -158,6 +161,17 @@ class ScenarioTest {
                 LockOptions options = LockOptions.defaults().withSession(spec.path("session").asBoolean(false));
                 String kind = spec.get("kind").asText();
                 String lockName = spec.path("name").asText();
+                if (kind.equals("semaphore") || kind.equals("latch")) {
+                    if (options.session()) {
+                        fail("lock " + entry.getKey() + ": a " + kind + " takes no session");
+                    }
+                    if (kind.equals("semaphore")) {
+                        semaphores.put(entry.getKey(), new DistributedSemaphore(client, lockName));
+                    } else {
+                        latches.put(entry.getKey(), new DistributedCountDownLatch(client, lockName));
+                    }
+                    continue;
+                }
                 DistributedLock lock = switch (kind) {
                     case "plain" -> new PlainLock(client, lockName, options);
                     case "fenced" -> new PlainLock(client, lockName, options.withFenced(true));
@@ -188,8 +202,30 @@ class ScenarioTest {
             return lock;
         }
 
+        private DistributedSemaphore semaphore(JsonNode ref) {
+            DistributedSemaphore semaphore = semaphores.get(ref.asText());
+            if (semaphore == null) {
+                fail("unknown semaphore " + ref);
+            }
+            return semaphore;
+        }
+
+        private DistributedCountDownLatch latch(JsonNode ref) {
+            DistributedCountDownLatch latch = latches.get(ref.asText());
+            if (latch == null) {
+                fail("unknown latch " + ref);
+            }
+            return latch;
+        }
+
         private void step(JsonNode step) throws Exception {
             String action = step.fieldNames().next();
+            if (semaphores.containsKey(step.get(action).asText()) && semaphoreStep(action, step)) {
+                return;
+            }
+            if (latches.containsKey(step.get(action).asText()) && latchStep(action, step)) {
+                return;
+            }
             switch (action) {
                 case "acquire" -> acquire(step);
                 case "release" -> {
@@ -292,14 +328,135 @@ class ScenarioTest {
             }
             long elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
             assertEquals(step.get("expect").asText(), outcome, "acquire");
+            elapsed(step, elapsed);
+            if (step.has("save_token")) {
+                saved.put(step.get("save_token").asText(), lock.getToken());
+            }
+        }
+
+        /** The step's {@code elapsed_ms: [lo, hi]}, when it has one. */
+        private void elapsed(JsonNode step, long elapsed) {
             if (step.has("elapsed_ms")) {
                 long lo = step.get("elapsed_ms").get(0).asLong();
                 long hi = step.get("elapsed_ms").get(1).asLong();
                 assertTrue(elapsed >= lo && elapsed <= hi, "took " + elapsed + " ms, not within [" + lo + ", " + hi + "]");
             }
-            if (step.has("save_token")) {
-                saved.put(step.get("save_token").asText(), lock.getToken());
+        }
+
+        /**
+         * A step of a semaphore (clients/contract/README.md); false when {@code action} is none of
+         * them (a raw command or the like, run as for the locks).
+         */
+        private boolean semaphoreStep(String action, JsonNode step) throws Exception {
+            DistributedSemaphore semaphore = semaphore(step.get(action));
+            int permits = step.path("permits").asInt(1);
+            switch (action) {
+                case "acquire" -> {
+                    known(step, Set.of("acquire", "permits", "wait_ms", "expect", "elapsed_ms"), "semaphore acquire step");
+                    JsonNode wait = step.get("wait_ms");
+                    if (wait == null) {
+                        fail("an acquire step needs wait_ms");
+                    }
+                    long start = System.nanoTime();
+                    String outcome;
+                    try {
+                        boolean taken;
+                        if (wait.isNull()) {
+                            semaphore.acquire(permits);
+                            taken = true;
+                        } else if (wait.asLong() == 0) {
+                            taken = semaphore.tryAcquire(permits);
+                        } else {
+                            taken = semaphore.tryAcquire(permits, wait.asLong(), TimeUnit.MILLISECONDS);
+                        }
+                        outcome = taken ? "acquired" : "refused";
+                    } catch (LockException e) {
+                        outcome = kind(e);
+                    }
+                    assertEquals(step.get("expect").asText(), outcome, "acquire");
+                    elapsed(step, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+                }
+                case "release" -> {
+                    known(step, Set.of("release", "permits", "expect"), "semaphore release step");
+                    String outcome;
+                    try {
+                        semaphore.release(permits);
+                        outcome = "ok";
+                    } catch (LockException e) {
+                        outcome = kind(e);
+                    }
+                    assertEquals(step.get("expect").asText(), outcome, "release");
+                }
+                case "try_set_permits" -> {
+                    known(step, Set.of("try_set_permits", "permits", "expect"), "try_set_permits step");
+                    assertEquals(step.get("expect").asBoolean(), semaphore.trySetPermits(required(step, "permits").asInt()),
+                            "try_set_permits");
+                }
+                case "add_permits" -> {
+                    known(step, Set.of("add_permits", "permits"), "add_permits step");
+                    semaphore.addPermits(required(step, "permits").asInt());
+                }
+                case "available" -> reads(step, action, () -> (long) semaphore.availablePermits());
+                case "drain" -> reads(step, action, () -> (long) semaphore.drainPermits());
+                default -> {
+                    return false;
+                }
             }
+            return true;
+        }
+
+        /** A step of a latch; false when {@code action} is none of them. */
+        private boolean latchStep(String action, JsonNode step) throws Exception {
+            DistributedCountDownLatch latch = latch(step.get(action));
+            switch (action) {
+                case "try_set_count" -> {
+                    known(step, Set.of("try_set_count", "count", "expect"), "try_set_count step");
+                    assertEquals(step.get("expect").asBoolean(), latch.trySetCount(required(step, "count").asLong()),
+                            "try_set_count");
+                }
+                case "count_down" -> {
+                    known(step, Set.of("count_down"), "count_down step");
+                    latch.countDown();
+                }
+                case "count" -> reads(step, action, latch::getCount);
+                case "await" -> {
+                    known(step, Set.of("await", "wait_ms", "expect", "elapsed_ms"), "await step");
+                    JsonNode wait = step.get("wait_ms");
+                    if (wait == null) {
+                        fail("an await step needs wait_ms");
+                    }
+                    long start = System.nanoTime();
+                    boolean reached;
+                    if (wait.isNull()) {
+                        latch.await();
+                        reached = true;
+                    } else {
+                        reached = latch.await(wait.asLong(), TimeUnit.MILLISECONDS);
+                    }
+                    assertEquals(required(step, "expect").asBoolean(), reached, "await");
+                    elapsed(step, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+                }
+                case "delete" -> reads(step, action, latch::delete);
+                default -> {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** A step {@code {action: ref, expect: X}} whose call replies one value, compared with X. */
+        private void reads(JsonNode step, String action, Supplier<Object> call) {
+            known(step, Set.of(action, "expect"), action + " step");
+            JsonNode x = required(step, "expect");
+            expect(x, call.get(), action);
+        }
+
+        private JsonNode required(JsonNode step, String field) {
+            JsonNode value = step.get(field);
+            if (value == null || value.isNull()) {
+                fail("the step needs " + field + ": " + step);
+            }
+            return value;
         }
 
         private String kind(LockException e) {

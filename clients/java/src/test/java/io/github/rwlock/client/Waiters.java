@@ -12,9 +12,19 @@ final class Waiters {
      * it returned, else what it threw (an interrupt's {@link InterruptedException} among them).
      */
     static Thread lockInterruptibly(java.util.concurrent.locks.Lock lock, CompletableFuture<Throwable> outcome) {
+        return start(lock::lockInterruptibly, outcome);
+    }
+
+    /** A wait that may throw (an interrupt's {@link InterruptedException} among them). */
+    interface Wait {
+        void run() throws Exception;
+    }
+
+    /** Starts a thread that runs {@code wait}; {@code outcome} gets null when it returned, else what it threw. */
+    static Thread start(Wait wait, CompletableFuture<Throwable> outcome) {
         Thread thread = new Thread(() -> {
             try {
-                lock.lockInterruptibly();
+                wait.run();
                 outcome.complete(null);
             } catch (Throwable e) {
                 outcome.complete(e);
