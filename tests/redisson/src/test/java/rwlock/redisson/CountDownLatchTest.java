@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.rwlock.client.DistributedCountDownLatch;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
@@ -122,6 +123,108 @@ class CountDownLatchTest extends OneServer {
             moduleThread.shutdownNow();
         }
         Env.record("latch: Redisson's last countDown wakes the module's LATCH.AWAIT BLOCK", Env.summary(samples));
+    }
+
+    /** What one side does to a latch: set a count (whether it was set), count down, read the count. */
+    private record Side(String what, TrySet trySet, Step countDown, Read count) {}
+
+    private interface TrySet {
+        boolean apply(String name, long count) throws Exception;
+    }
+
+    private interface Step {
+        void apply(String name) throws Exception;
+    }
+
+    private interface Read {
+        long apply(String name) throws Exception;
+    }
+
+    private static List<Side> everySide(OurClient ours) {
+        return List.of(
+                new Side("Redisson", (name, n) -> redisson.getCountDownLatch(name).trySetCount(n),
+                        name -> redisson.getCountDownLatch(name).countDown(),
+                        name -> redisson.getCountDownLatch(name).getCount()),
+                new Side("module", (name, n) -> Long.valueOf(1).equals(raw.call("LATCH.TRYSETCOUNT", name, String.valueOf(n))),
+                        name -> assertNull(raw.call("LATCH.COUNTDOWN", name)),
+                        CountDownLatchTest::count),
+                new Side("our Java client", (name, n) -> new DistributedCountDownLatch(ours.client, name).trySetCount(n),
+                        name -> new DistributedCountDownLatch(ours.client, name).countDown(),
+                        name -> new DistributedCountDownLatch(ours.client, name).getCount()));
+    }
+
+    /**
+     * Redisson, the module and our Java client ({@code DistributedCountDownLatch}) on one latch of
+     * 3, for each pair of the side that sets the count (the two others refused) and the side that
+     * counts down last: each side counts down once, every side reads each count, and a waiter of
+     * each side (Redisson's {@code await()}, {@code LATCH.AWAIT … BLOCK}, our client's {@code
+     * await(10 s)}, which waits on the server) is woken by the last count-down.
+     */
+    @Test
+    void everySideSetsCountsDownAndAwaitsOneLatch() throws Exception {
+        List<Double> samples = new ArrayList<>();
+        ExecutorService waiters = Executors.newFixedThreadPool(3);
+        try (OurClient ours = new OurClient(server); Raw waiterConn = new Raw(server.port)) {
+            List<Side> sides = everySide(ours);
+            for (int setter = 0; setter < sides.size(); setter++) {
+                for (int last = 0; last < sides.size(); last++) {
+                    String name = "latch-all-" + setter + "-" + last;
+                    for (int s = 0; s < sides.size(); s++) {
+                        assertEquals(s == 0, sides.get((setter + s) % sides.size()).trySet().apply(name, 3),
+                                "only the first try-set sets the count");
+                    }
+                    List<Future<Long>> opened = List.of(
+                            waiters.submit(() -> {
+                                redisson.getCountDownLatch(name).await();
+                                return System.nanoTime();
+                            }),
+                            waiters.submit(() -> {
+                                assertEquals(1L, waiterConn.callBlocking("LATCH.AWAIT", name, "BLOCK", String.valueOf(WAIT)));
+                                return System.nanoTime();
+                            }),
+                            waiters.submit(() -> {
+                                assertTrue(new DistributedCountDownLatch(ours.client, name).await(WAIT, TimeUnit.MILLISECONDS));
+                                return System.nanoTime();
+                            }));
+                    Env.await("a waiter of every side on " + name, 5_000,
+                            () -> Env.subscribers(raw, channel(name)) > 0 && Env.blockedClients(raw) == 2);
+                    long left = 3;
+                    for (int s = 1; s <= sides.size(); s++) {
+                        Side side = sides.get((last + s) % sides.size());
+                        for (Future<Long> waiter : opened) {
+                            assertFalse(waiter.isDone(), "a wait ended before the count reached 0");
+                        }
+                        long t0 = System.nanoTime();
+                        side.countDown().apply(name);
+                        left--;
+                        for (Side reader : sides) {
+                            assertEquals(left, reader.count().apply(name), reader.what() + " reads the count after "
+                                    + side.what() + "'s count-down");
+                        }
+                        if (left > 0) {
+                            continue;
+                        }
+                        for (Future<Long> waiter : opened) {
+                            double ms = (waiter.get(WAIT, TimeUnit.MILLISECONDS) - t0) / 1e6;
+                            assertTrue(ms < Env.HANDOFF_MS, side.what() + "'s last count-down woke a waiter after "
+                                    + ms + " ms");
+                            samples.add(ms);
+                        }
+                    }
+                    assertEquals(0L, raw.call("EXISTS", name));
+                }
+            }
+            DistributedCountDownLatch ourLatch = new DistributedCountDownLatch(ours.client, "latch-all-delete");
+            assertTrue(ourLatch.trySetCount(2));
+            assertEquals(2, redisson.getCountDownLatch("latch-all-delete").getCount());
+            assertTrue(ourLatch.delete(), "our client deletes the latch");
+            assertFalse(redisson.getCountDownLatch("latch-all-delete").delete(), "nothing left for Redisson");
+            assertEquals(0L, count("latch-all-delete"));
+        } finally {
+            waiters.shutdownNow();
+        }
+        Env.record("latch: Redisson, module and our Java client set, count down and await one latch (9 rounds);"
+                + " every side's waiter woken by any side's last count-down", Env.summary(samples));
     }
 
     /**

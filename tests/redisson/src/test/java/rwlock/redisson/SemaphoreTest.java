@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.rwlock.client.DistributedSemaphore;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -31,12 +32,17 @@ class SemaphoreTest extends OneServer {
     private static final int PERMITS = 4;
     private static final int REDISSON_THREADS = 3;
     private static final int MODULE_CLIENTS = 3;
+    /** Threads of our Java client (clients/java's DistributedSemaphore), on one client. */
+    private static final int JAVA_CLIENT_THREADS = 2;
     private static final long RUN_MS = 5_000;
     /**
-     * A waiter's limit. Sections last about a millisecond, so a wait near this long is a lost
-     * wake-up, not contention.
+     * A waiter's limit. A wait that starts within the run ends by the run's end plus a few
+     * sections: the server's waiters stop taking permits then. Redisson's threads can wait that
+     * long (a server-side waiter is served inside the release, Redisson's thread only after a
+     * message and a script), so only a wait past half this limit, long after the run, is a lost
+     * wake-up.
      */
-    private static final long WAIT = 10_000;
+    private static final long WAIT = 30_000;
     /** Handoffs timed in each direction, spread over the three ways of giving permits. */
     private static final int HANDOFFS = 30;
 
@@ -155,18 +161,41 @@ class SemaphoreTest extends OneServer {
         };
     }
 
+    /** Our Java client's {@code tryAcquire(n, wait, unit)} and {@code release(n)} (a BLOCK wait, on the server). */
+    private static Taker javaClientTaker(OurClient ours, String name) {
+        DistributedSemaphore semaphore = new DistributedSemaphore(ours.client, name);
+        return new Taker() {
+            @Override
+            public boolean acquire(int permits, long waitMs) throws InterruptedException {
+                return semaphore.tryAcquire(permits, waitMs, TimeUnit.MILLISECONDS);
+            }
+
+            @Override
+            public void release(int permits) {
+                semaphore.release(permits);
+            }
+        };
+    }
+
     /**
-     * Three Redisson threads ({@code tryAcquire(n, wait)} / {@code release(n)}) and three module
-     * clients ({@code SEMAPHORE.ACQUIRE … BLOCK} / {@code SEMAPHORE.RELEASE}) on one semaphore of
-     * 4 permits for 5 s, each section taking 1 or 2 permits: never more permits held than the
-     * semaphore has, every wait served well before its limit, every permit back at the end.
+     * Three Redisson threads ({@code tryAcquire(n, wait)} / {@code release(n)}), three module
+     * clients ({@code SEMAPHORE.ACQUIRE … BLOCK} / {@code SEMAPHORE.RELEASE}) and two threads of
+     * our Java client ({@code DistributedSemaphore}) on one semaphore of 4 permits for 5 s, each
+     * section taking 1 or 2 permits: never more permits held than the semaphore has, every wait
+     * served well before its limit, every permit back at the end.
      */
     @Test
-    void bothSidesShareOneSemaphoreUnderContention() throws Exception {
+    void everySideSharesOneSemaphoreUnderContention() throws Exception {
         String name = "sem-contended";
-        List<Side> sides = List.of(
-                new Side("Redisson", REDISSON_THREADS, () -> redissonTaker(name)),
-                new Side("module", MODULE_CLIENTS, () -> moduleTaker(name)));
+        try (OurClient ours = new OurClient(server)) {
+            contend(name, List.of(
+                    new Side("Redisson", REDISSON_THREADS, () -> redissonTaker(name)),
+                    new Side("module", MODULE_CLIENTS, () -> moduleTaker(name)),
+                    new Side("our Java client", JAVA_CLIENT_THREADS, () -> javaClientTaker(ours, name))));
+        }
+    }
+
+    private static void contend(String name, List<Side> sides) throws Exception {
         Guard guard = new Guard();
         assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(PERMITS)));
         long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RUN_MS);
@@ -246,24 +275,54 @@ class SemaphoreTest extends OneServer {
         }
     }
 
-    /**
-     * A Redisson thread in {@code acquire(n)} or {@code tryAcquire(n, 10 s)} (alternately), on a
-     * semaphore with no free permit, woken by the module's {@code RELEASE}, {@code ADDPERMITS} or
-     * {@code TRYSETPERMITS} (each publishes the new count on Redisson's channel).
-     */
-    @Test
-    void aRedissonWaiterIsWokenByTheModule() throws Exception {
-        List<Way> ways = List.of(
+    /** The module's ways to give permits: each publishes the new count on Redisson's channel. */
+    private static List<Way> moduleGives() {
+        return List.of(
                 new Way("SEMAPHORE.RELEASE", false, (name, n) -> assertNull(
                         raw.call("SEMAPHORE.RELEASE", name, String.valueOf(n)))),
                 new Way("SEMAPHORE.ADDPERMITS", false, (name, n) -> assertNull(
                         raw.call("SEMAPHORE.ADDPERMITS", name, String.valueOf(n)))),
                 new Way("SEMAPHORE.TRYSETPERMITS", true, (name, n) -> assertEquals(1L,
                         raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(n)))));
+    }
+
+    /** Our Java client's ways to give permits, on the module's commands. */
+    private static List<Way> javaClientGives(OurClient ours) {
+        return List.of(
+                new Way("DistributedSemaphore.release", false, (name, n) ->
+                        new DistributedSemaphore(ours.client, name).release(n)),
+                new Way("DistributedSemaphore.addPermits", false, (name, n) ->
+                        new DistributedSemaphore(ours.client, name).addPermits(n)),
+                new Way("DistributedSemaphore.trySetPermits", true, (name, n) ->
+                        assertTrue(new DistributedSemaphore(ours.client, name).trySetPermits(n))));
+    }
+
+    /**
+     * A Redisson thread in {@code acquire(n)} or {@code tryAcquire(n, 30 s)} (alternately), on a
+     * semaphore with no free permit, woken by the module's {@code RELEASE}, {@code ADDPERMITS} or
+     * {@code TRYSETPERMITS}.
+     */
+    @Test
+    void aRedissonWaiterIsWokenByTheModule() throws Exception {
+        Env.record("semaphore: module gives, Redisson's waiter takes (RELEASE, ADDPERMITS, TRYSETPERMITS)",
+                Env.summary(redissonWokenBy("sem-m2r-", moduleGives())));
+    }
+
+    /** The same, woken by our Java client's {@code release}, {@code addPermits} or {@code trySetPermits}. */
+    @Test
+    void aRedissonWaiterIsWokenByOurJavaClient() throws Exception {
+        try (OurClient ours = new OurClient(server)) {
+            Env.record("semaphore: our Java client gives, Redisson's waiter takes (release, addPermits, trySetPermits)",
+                    Env.summary(redissonWokenBy("sem-j2r-", javaClientGives(ours))));
+        }
+    }
+
+    /** Timed rounds of a Redisson waiter woken by {@code ways} in turn: ms from the giving call to Redisson's hold. */
+    private static List<Double> redissonWokenBy(String prefix, List<Way> ways) throws Exception {
         List<Double> samples = new ArrayList<>();
         try (Env.JavaThread waiter = new Env.JavaThread()) {
             for (int i = 0; i < HANDOFFS; i++) {
-                String name = "sem-m2r-" + i;
+                String name = prefix + i;
                 Way way = ways.get(i % ways.size());
                 int permits = 1 + i % 2;
                 boolean untimed = i % 4 < 2;
@@ -288,71 +347,104 @@ class SemaphoreTest extends OneServer {
                 assertTrue(ms < Env.HANDOFF_MS, way.what() + " woke Redisson's " + (untimed ? "acquire" : "tryAcquire")
                         + " after " + ms + " ms");
                 samples.add(ms);
-                assertEquals(0L, available(name), "Redisson took the permits the module gave");
+                assertEquals(0L, available(name), "Redisson took the permits given");
                 semaphore.release(permits);
                 assertEquals(permits, available(name));
                 raw.call("DEL", name);
             }
         }
-        Env.record("semaphore: module gives, Redisson's waiter takes (RELEASE, ADDPERMITS, TRYSETPERMITS)",
-                Env.summary(samples));
+        return samples;
+    }
+
+    /** Redisson's ways to give permits: its scripts publish to Redisson's channel, the module hears their keyspace events. */
+    private static List<Way> redissonGives() {
+        return List.of(
+                new Way("release", false, (name, n) -> redisson.getSemaphore(name).release(n)),
+                new Way("addPermits", false, (name, n) -> redisson.getSemaphore(name).addPermits(n)),
+                new Way("trySetPermits", true, (name, n) -> assertTrue(redisson.getSemaphore(name).trySetPermits(n))));
+    }
+
+    /** A waiter parked on the server for {@code permits} of {@code name}, on a connection or client of its own. */
+    private interface Parked {
+        boolean acquire(String name, int permits) throws Exception;
     }
 
     /**
      * A module client in {@code SEMAPHORE.ACQUIRE … BLOCK}, on a semaphore with no free permit,
-     * woken by Redisson's {@code release(n)}, {@code addPermits(n)} or {@code trySetPermits(n)}:
-     * their scripts publish to Redisson's channel only, and the module hears them through their
-     * keyspace events ({@code incrby}, {@code set}).
+     * woken by Redisson's {@code release(n)}, {@code addPermits(n)} or {@code trySetPermits(n)}
+     * (the {@code incrby} and {@code set} keyspace events of their scripts).
      */
     @Test
     void aModuleWaiterIsWokenByRedisson() throws Exception {
-        List<Way> ways = List.of(
-                new Way("release", false, (name, n) -> redisson.getSemaphore(name).release(n)),
-                new Way("addPermits", false, (name, n) -> redisson.getSemaphore(name).addPermits(n)),
-                new Way("trySetPermits", true, (name, n) -> assertTrue(redisson.getSemaphore(name).trySetPermits(n))));
-        List<Double> samples = new ArrayList<>();
-        ExecutorService moduleThread = Executors.newSingleThreadExecutor();
         try (Raw waiterConn = new Raw(server.port)) {
+            Env.record("semaphore: Redisson gives, module BLOCK waiter takes (release, addPermits, trySetPermits)",
+                    Env.summary(wokenByRedisson("sem-r2m-", (name, n) -> Long.valueOf(1).equals(waiterConn.callBlocking(
+                            "SEMAPHORE.ACQUIRE", name, String.valueOf(n), "BLOCK", String.valueOf(WAIT))))));
+        }
+    }
+
+    /** The same with our Java client's {@code tryAcquire(n, 30 s)} waiting (on the server) instead. */
+    @Test
+    void ourJavaClientsWaiterIsWokenByRedisson() throws Exception {
+        try (OurClient ours = new OurClient(server)) {
+            Env.record("semaphore: Redisson gives, our Java client's tryAcquire takes (release, addPermits, trySetPermits)",
+                    Env.summary(wokenByRedisson("sem-r2j-", (name, n) ->
+                            new DistributedSemaphore(ours.client, name).tryAcquire(n, WAIT, TimeUnit.MILLISECONDS))));
+        }
+    }
+
+    /** Timed rounds of a parked waiter woken by Redisson's ways in turn: ms from Redisson's call to the waiter's reply. */
+    private static List<Double> wokenByRedisson(String prefix, Parked parked) throws Exception {
+        List<Way> ways = redissonGives();
+        List<Double> samples = new ArrayList<>();
+        ExecutorService waiterThread = Executors.newSingleThreadExecutor();
+        try {
             for (int i = 0; i < HANDOFFS; i++) {
-                String name = "sem-r2m-" + i;
+                String name = prefix + i;
                 Way way = ways.get(i % ways.size());
-                String permits = String.valueOf(1 + i % 2);
+                int permits = 1 + i % 2;
                 prepare(name, way);
-                Future<Object[]> acquired = moduleThread.submit(() -> {
-                    Object reply = waiterConn.callBlocking("SEMAPHORE.ACQUIRE", name, permits, "BLOCK",
-                            String.valueOf(WAIT));
-                    return new Object[] {reply, System.nanoTime()};
+                Future<Object[]> acquired = waiterThread.submit(() -> {
+                    boolean got = parked.acquire(name, permits);
+                    return new Object[] {got, System.nanoTime()};
                 });
-                Env.await("module waiter parked on " + name, 5_000, () -> Env.blockedClients(raw) == 1);
+                Env.await("waiter parked on " + name, 5_000, () -> Env.blockedClients(raw) == 1);
                 long t0 = System.nanoTime();
-                way.give().give(name, Integer.parseInt(permits));
+                way.give().give(name, permits);
                 Object[] got = acquired.get(WAIT, TimeUnit.MILLISECONDS);
-                assertEquals(1L, got[0], "the module waiter took the permits Redisson's " + way.what() + " gave");
+                assertEquals(true, got[0], "the waiter took the permits Redisson's " + way.what() + " gave");
                 double ms = ((Long) got[1] - t0) / 1e6;
-                assertTrue(ms < Env.HANDOFF_MS, way.what() + " woke the module waiter after " + ms + " ms");
+                assertTrue(ms < Env.HANDOFF_MS, way.what() + " woke the waiter after " + ms + " ms");
                 samples.add(ms);
                 assertEquals(0, redisson.getSemaphore(name).availablePermits());
-                assertNull(raw.call("SEMAPHORE.RELEASE", name, permits));
-                assertEquals(Integer.parseInt(permits), redisson.getSemaphore(name).availablePermits());
+                assertNull(raw.call("SEMAPHORE.RELEASE", name, String.valueOf(permits)));
+                assertEquals(permits, redisson.getSemaphore(name).availablePermits());
                 raw.call("DEL", name);
             }
         } finally {
-            moduleThread.shutdownNow();
+            waiterThread.shutdownNow();
         }
-        Env.record("semaphore: Redisson gives, module BLOCK waiter takes (release, addPermits, trySetPermits)",
-                Env.summary(samples));
+        return samples;
     }
 
     // ---- reads and writes -------------------------------------------------------------------
 
     /**
      * trySetPermits, availablePermits, tryAcquire, release, addPermits (negative too) and
-     * drainPermits against their commands, each side reading what the other wrote.
+     * drainPermits against their commands and our Java client's, each side reading what the others
+     * wrote.
      */
     @Test
-    void bothSidesReadWhatTheOtherWrote() {
+    void everySideReadsWhatTheOthersWrote() {
         String name = "sem-shared";
         RSemaphore semaphore = redisson.getSemaphore(name);
+        try (OurClient ours = new OurClient(server)) {
+            readsAndWrites(name, semaphore, new DistributedSemaphore(ours.client, name));
+        }
+        raw.call("DEL", name);
+    }
+
+    private static void readsAndWrites(String name, RSemaphore semaphore, DistributedSemaphore ourSemaphore) {
         assertEquals(0, semaphore.availablePermits(), "no semaphore: 0 (Redisson)");
         assertEquals(0L, available(name), "no semaphore: 0 (module)");
         assertEquals(0, semaphore.drainPermits());
@@ -361,15 +453,19 @@ class SemaphoreTest extends OneServer {
 
         assertTrue(semaphore.trySetPermits(5));
         assertEquals(5L, available(name));
+        assertEquals(5, ourSemaphore.availablePermits());
         assertEquals(0L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "7"), "a count exists: the module's try-set refused");
         assertFalse(semaphore.trySetPermits(7));
+        assertFalse(ourSemaphore.trySetPermits(7));
         assertEquals(1L, raw.call("SEMAPHORE.ACQUIRE", name, "3"));
         assertEquals(2, semaphore.availablePermits());
         assertFalse(semaphore.tryAcquire(3), "2 free, 3 asked");
-        assertTrue(semaphore.tryAcquire(2));
+        assertTrue(ourSemaphore.tryAcquire(1), "our client takes one of Redisson's permits");
+        assertTrue(semaphore.tryAcquire(1));
         assertEquals(0L, available(name));
         assertEquals(0L, raw.call("SEMAPHORE.ACQUIRE", name, "1"));
-        assertNull(raw.call("SEMAPHORE.RELEASE", name, "2"), "anyone may release: the module gives Redisson's back");
+        assertNull(raw.call("SEMAPHORE.RELEASE", name, "1"), "anyone may release: the module gives Redisson's back");
+        ourSemaphore.release(1);
         semaphore.release(3);
         assertEquals(5L, available(name));
 
@@ -380,6 +476,7 @@ class SemaphoreTest extends OneServer {
         assertEquals(7L, available(name));
         semaphore.addPermits(-9);
         assertEquals(-2L, available(name), "Redisson's negative add, read by the module");
+        assertEquals(-2, ourSemaphore.availablePermits(), "and by our client");
         assertEquals("-2", raw.call("GET", name));
         assertEquals(-2L, raw.call("SEMAPHORE.DRAIN", name), "the module drains Redisson's negative count");
         assertEquals(0, semaphore.availablePermits());
@@ -387,10 +484,11 @@ class SemaphoreTest extends OneServer {
         assertNull(raw.call("SEMAPHORE.ADDPERMITS", name, "6"));
         assertEquals(6, semaphore.drainPermits(), "Redisson drains the module's permits");
         assertEquals(0L, available(name));
+        ourSemaphore.addPermits(4);
+        assertEquals(4, semaphore.drainPermits(), "Redisson drains our client's permits");
         assertEquals(0L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "1"), "a count of 0 is a semaphore: no try-set");
         assertFalse(semaphore.trySetPermits(1));
         assertEquals(-1L, raw.pttl(name), "no TTL from any of these");
-        raw.call("DEL", name);
     }
 
     /**
