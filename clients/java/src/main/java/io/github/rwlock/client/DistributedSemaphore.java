@@ -1,5 +1,6 @@
 package io.github.rwlock.client;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -276,6 +277,22 @@ public final class DistributedSemaphore {
      */
     public boolean trySetPermits(int permits) {
         return Plan.integer(exchange.call(List.of("SEMAPHORE.TRYSETPERMITS", name, Integer.toString(permits)))) == 1;
+    }
+
+    /**
+     * Sets the count to {@code permits} if the semaphore has none yet, for {@code timeToLive}: the
+     * semaphore's lifetime (acquisitions and releases keep it; {@link #addPermits} and {@link
+     * #drainPermits} drop it, as Redisson's scripts do), as Redisson's {@code trySetPermits(permits,
+     * timeToLive)}.
+     *
+     * @param permits the count
+     * @param timeToLive how long the semaphore lasts, at least 1 ms
+     * @return whether it was set (false: a count exists)
+     */
+    public boolean trySetPermits(int permits, Duration timeToLive) {
+        long ttl = Durations.leaseMs(Objects.requireNonNull(timeToLive, "timeToLive"));
+        return Plan.integer(exchange.call(List.of("SEMAPHORE.TRYSETPERMITS", name, Integer.toString(permits), "TTL",
+                Long.toString(ttl)))) == 1;
     }
 
     /**

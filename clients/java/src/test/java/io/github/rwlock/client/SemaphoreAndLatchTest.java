@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -22,7 +23,8 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
  * {@link DistributedSemaphore} and {@link DistributedCountDownLatch} against a real server: waits
  * served by other connections, permits never over-taken under contention, interrupted and timed-out
  * waits leaving nothing parked, lost replies through {@link FaultProxy} (an acquisition and a
- * release counted once, a count-down raised and never resent), and one latch waking every waiter.
+ * release counted once, a count-down raised and never resent, an await asked again), and one latch
+ * waking every waiter.
  */
 class SemaphoreAndLatchTest extends ServerTest {
     /** The server's parked waiters: {@code LOCK.WAITING}'s entries, and the clients Redis sees blocked. */
@@ -62,6 +64,22 @@ class SemaphoreAndLatchTest extends ServerTest {
         } finally {
             thread.shutdownNow();
         }
+    }
+
+    @Test
+    void aTrySetWithATimeToLiveLastsThroughAcquisitionsAndReleasesAsRedissonsDoes() {
+        DistributedSemaphore semaphore = new DistributedSemaphore(client, "sem:ttl");
+        assertTrue(semaphore.trySetPermits(2, Duration.ofSeconds(60)));
+        assertFalse(semaphore.trySetPermits(5, Duration.ofSeconds(60)), "a count exists");
+        long pttl = server.integer("PTTL", "sem:ttl");
+        assertTrue(pttl > 0 && pttl <= 60_000, "the semaphore's lifetime: " + pttl);
+        assertTrue(semaphore.tryAcquire());
+        semaphore.release();
+        assertTrue(server.integer("PTTL", "sem:ttl") > 0, "kept by an acquisition and a release");
+        semaphore.addPermits(1);
+        assertEquals(-1L, server.integer("PTTL", "sem:ttl"), "dropped by an add, as the script's SET");
+        assertEquals(3, semaphore.availablePermits());
+        assertThrows(IllegalArgumentException.class, () -> semaphore.trySetPermits(1, Duration.ZERO));
     }
 
     /**
@@ -238,7 +256,7 @@ class SemaphoreAndLatchTest extends ServerTest {
     @Test
     void lostRepliesTakeAndGivePermitsOnceAndACountDownIsNotResent() throws Exception {
         try (FaultProxy proxy = new FaultProxy(server.hostAndPort(),
-                Set.of("SEMAPHORE.ACQUIRE", "SEMAPHORE.RELEASE", "LATCH.COUNTDOWN"));
+                Set.of("SEMAPHORE.ACQUIRE", "SEMAPHORE.RELEASE", "LATCH.COUNTDOWN", "LATCH.AWAIT"));
                 JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
                 Client on = Client.create(proxied)) {
             DistributedSemaphore semaphore = new DistributedSemaphore(on, "sem:lost");
@@ -288,6 +306,16 @@ class SemaphoreAndLatchTest extends ServerTest {
             assertThrows(JedisConnectionException.class, latch::countDown);
             assertTrue(proxy.dropped());
             assertEquals(1, latch.getCount(), "counted down once, not resent");
+
+            // An await's lost reply is asked again: it changes nothing.
+            server.call("LATCH.COUNTDOWN", "latch:lost");
+            int before = proxy.seen().size();
+            proxy.arm();
+            assertTrue(latch.await(5, TimeUnit.SECONDS), "reached, answered by the resend");
+            assertTrue(proxy.dropped());
+            List<List<String>> awaits = proxy.seen().subList(before, proxy.seen().size());
+            assertEquals(2, awaits.size(), "the await and one resend: " + awaits);
+            assertEquals("LATCH.AWAIT", awaits.get(1).get(0));
         }
     }
 }
