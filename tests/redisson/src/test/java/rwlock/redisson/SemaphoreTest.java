@@ -492,8 +492,9 @@ class SemaphoreTest extends OneServer {
     }
 
     /**
-     * {@code trySetPermits(n, ttl)} (3.29+) and {@code TRYSETPERMITS … TTL}: each side reads the
-     * other's TTL; a release keeps it and an add drops it on both sides (the scripts' INCRBY and SET).
+     * {@code trySetPermits(n, ttl)} (3.29+), {@code TRYSETPERMITS … TTL} and our Java client's
+     * {@code trySetPermits(n, ttl)}: each side reads the others' TTL; a release keeps it and an
+     * add drops it on every side (the scripts' INCRBY and SET).
      */
     @Test
     void aTryAndSetWithTtlIsSeenFromBothSides() throws Exception {
@@ -528,6 +529,22 @@ class SemaphoreTest extends OneServer {
         semaphore.addPermits(1);
         assertEquals(-1, semaphore.remainTimeToLive(), "Redisson's add drops the module's TTL");
         assertEquals(4L, available(name));
+        raw.call("DEL", name);
+
+        name = "sem-ttl-java-client";
+        semaphore = redisson.getSemaphore(name);
+        try (OurClient ours = new OurClient(server)) {
+            DistributedSemaphore ourSemaphore = new DistributedSemaphore(ours.client, name);
+            set = System.nanoTime();
+            assertTrue(ourSemaphore.trySetPermits(3, Duration.ofMillis(ttl)));
+            assertEquals(false, trySetWithTtl.invoke(semaphore, 3, Duration.ofMillis(ttl)));
+            remain = semaphore.remainTimeToLive();
+            assertTrue(remain <= ttl && remain >= Env.leastTtlLeft(ttl, set), "our client's TTL, read by Redisson: "
+                    + remain);
+            semaphore.addPermits(1);
+            assertEquals(-1L, raw.pttl(name), "Redisson's add drops our client's TTL");
+            assertEquals(4, ourSemaphore.availablePermits());
+        }
         raw.call("DEL", name);
     }
 
