@@ -315,14 +315,16 @@ valgrind: valkey-deps build oracle
 # ---- Real Redisson (docs/redisson.md "Real Redisson against the module") ----
 # tests/redisson: a Maven project (JUnit 5) whose tests start their own
 # servers with this module (3 masters for the cluster tests) and run real
-# Redisson against them, beside module clients on the same lock names.
+# Redisson against them, beside module clients on the same lock, semaphore
+# and latch names.
 #   make test-redisson          the newest 3.x and the newest 4.x
 #   make test-redisson-matrix   every version of the matrix (REDISSON_MATRIX)
 # 3.17.0: the seed article's version; 3.19.0: first RFencedLock; 3.22.0: first
-# RLock on sharded pub/sub in a cluster; 3.24.1: the unlock latch (request
-# id), new in 3.24.0, whose parent POM Maven Central lacks, so Maven cannot
-# resolve 3.24.0; 4.6.1: first non-reentrant lock on Maven Central (4.4.0 to
-# 4.6.0 are not there); 3.52.0 and 4.7.0: the newest of each major.
+# RLock, RSemaphore and RCountDownLatch on sharded pub/sub in a cluster;
+# 3.24.1: the unlock latch (request id), new in 3.24.0, whose parent POM Maven
+# Central lacks, so Maven cannot resolve 3.24.0; 4.6.1: first non-reentrant
+# lock on Maven Central (4.4.0 to 4.6.0 are not there); 3.52.0 and 4.7.0: the
+# newest of each major.
 REDISSON_NEWEST ?= 3.52.0 4.7.0
 MVN             ?= mvn
 REDISSON_MATRIX ?= 3.17.0 3.19.0 3.22.0 3.24.1 3.52.0 4.6.1 4.7.0

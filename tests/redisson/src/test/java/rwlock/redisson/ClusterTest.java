@@ -7,16 +7,21 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.redisson.Redisson;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -216,6 +221,104 @@ class ClusterTest {
                 });
             }
         }
+    }
+
+    /**
+     * The kind of subscription Redisson listens on {@code channel} with, on the channel's master:
+     * SSUBSCRIBE from 3.22 on (CHANGELOG 3.22.0: RLock, RSemaphore, RCountDownLatch and
+     * RPermitExpirableSemaphore on sharded pub/sub in a Redis 7 cluster), SUBSCRIBE before.
+     */
+    private static void assertSubscriptionKind(String channel) {
+        Raw raw = nodeFor(channel);
+        long classic = (Long) ((List<?>) raw.call("PUBSUB", "NUMSUB", channel)).get(1);
+        long sharded = (Long) ((List<?>) raw.call("PUBSUB", "SHARDNUMSUB", channel)).get(1);
+        boolean expectSharded = Env.atLeast(Env.SHARDED_SINCE);
+        assertTrue(expectSharded ? sharded > 0 && classic == 0 : classic > 0 && sharded == 0,
+                "Redisson " + Env.VERSION + " on " + channel + ": " + classic + " SUBSCRIBE, " + sharded
+                        + " SSUBSCRIBE; expected " + (expectSharded ? "SSUBSCRIBE" : "SUBSCRIBE"));
+    }
+
+    /**
+     * A module client on {@code name}'s master parked in {@code command} (a BLOCK), then served by
+     * Redisson's {@code give}: the ms from {@code give} to the reply, which must be 1.
+     */
+    private static double moduleWaiterServed(String name, Env.JavaThread moduleThread, Callable<?> give,
+            String... command) throws Exception {
+        try (Raw waiterConn = connectionFor(name)) {
+            Future<Object[]> parked = moduleThread.submit(() -> {
+                Object reply = waiterConn.callBlocking(command[0], Arrays.copyOfRange(command, 1, command.length));
+                return new Object[] {reply, System.nanoTime()};
+            });
+            Env.await("module waiter blocked in " + command[0], 5_000, () -> Env.blockedClients(nodeFor(name)) > 0);
+            long t0 = System.nanoTime();
+            give.call();
+            Object[] reply = parked.get(LEASE, TimeUnit.MILLISECONDS);
+            assertEquals(1L, reply[0], command[0] + " served");
+            return ((Long) reply[1] - t0) / 1e6;
+        }
+    }
+
+    /**
+     * RSemaphore and RCountDownLatch in cluster mode, on a name of each master: Redisson's waiter
+     * (in {@code acquire()}, in {@code await()}) listens with the kind of subscription its version
+     * uses, and the module's {@code SEMAPHORE.RELEASE} and last {@code LATCH.COUNTDOWN}, published
+     * as {@code rwlock.publish} says, wake it; Redisson's {@code release()} and last
+     * {@code countDown()} wake a module BLOCK waiter (through keyspace events, whatever the
+     * publish kind).
+     */
+    @Test
+    void semaphoreAndLatchHandoffsOnEveryMaster() throws Exception {
+        List<Double> m2r = new ArrayList<>();
+        List<Double> r2m = new ArrayList<>();
+        try (Env.JavaThread java = new Env.JavaThread(); Env.JavaThread moduleThread = new Env.JavaThread()) {
+            for (String name : namesOnEveryNode("clsem")) {
+                Raw raw = nodeFor(name);
+                RSemaphore semaphore = redisson.getSemaphore(name);
+                assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, "0"));
+                Future<Long> got = java.submit(() -> {
+                    semaphore.acquire();
+                    return System.nanoTime();
+                });
+                String channel = Env.derived("redisson_sc", name);
+                Env.await("Redisson's acquire() listening on " + channel, 5_000, () -> listeners(channel) > 0);
+                assertSubscriptionKind(channel);
+                long t0 = System.nanoTime();
+                assertNull(raw.call("SEMAPHORE.RELEASE", name, "1"));
+                m2r.add((got.get(LEASE, TimeUnit.MILLISECONDS) - t0) / 1e6);
+                assertEquals(0L, raw.call("SEMAPHORE.AVAILABLE", name));
+                r2m.add(moduleWaiterServed(name, moduleThread, () -> {
+                    semaphore.release();
+                    return null;
+                }, "SEMAPHORE.ACQUIRE", name, "1", "BLOCK", String.valueOf(LEASE)));
+                raw.call("DEL", name);
+            }
+            for (String name : namesOnEveryNode("cllatch")) {
+                Raw raw = nodeFor(name);
+                RCountDownLatch latch = redisson.getCountDownLatch(name);
+                assertTrue(latch.trySetCount(1));
+                Future<Long> opened = java.submit(() -> {
+                    latch.await();
+                    return System.nanoTime();
+                });
+                String channel = "redisson_countdownlatch__channel__{" + name + "}";
+                Env.await("Redisson's await() listening on " + channel, 5_000, () -> listeners(channel) > 0);
+                assertSubscriptionKind(channel);
+                long t0 = System.nanoTime();
+                assertNull(raw.call("LATCH.COUNTDOWN", name));
+                m2r.add((opened.get(LEASE, TimeUnit.MILLISECONDS) - t0) / 1e6);
+                assertEquals(1L, raw.call("LATCH.TRYSETCOUNT", name, "1"));
+                r2m.add(moduleWaiterServed(name, moduleThread, () -> {
+                    latch.countDown();
+                    return null;
+                }, "LATCH.AWAIT", name, "BLOCK", String.valueOf(LEASE)));
+                assertEquals(0L, raw.call("EXISTS", name));
+            }
+        }
+        Env.record("cluster semaphore+latch module->Redisson (rwlock.publish " + matching + ")", Env.summary(m2r));
+        Env.record("cluster semaphore+latch Redisson->module", Env.summary(r2m));
+        assertTrue(Collections.max(m2r) < Env.HANDOFF_MS, "Redisson woken by the module's " + matching + ": "
+                + Env.summary(m2r));
+        assertTrue(Collections.max(r2m) < Env.HANDOFF_MS, Env.summary(r2m));
     }
 
     /**

@@ -1,6 +1,7 @@
 package rwlock.redisson;
 
 import java.io.IOException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -41,6 +42,10 @@ final class Env {
     static final String SHARDED_SINCE = "3.22.0";
     /** First version with the non-reentrant lock (4.4.0; 4.6.1 is the first on Maven Central). */
     static final String NONREENTRANT_SINCE = "4.4.0";
+    /** First version with RSemaphore.trySetPermits(permits, ttl) (CHANGELOG 3.29.0). */
+    static final String SEMAPHORE_TTL_SINCE = "3.29.0";
+    /** First version with RSemaphore.releaseIfExists (CHANGELOG 4.0.0). */
+    static final String RELEASE_IF_EXISTS_SINCE = "4.0.0";
 
     /**
      * First version whose read-lock watchdog renews only its own read leases;
@@ -110,6 +115,27 @@ final class Env {
         }
         Assumptions.assumeTrue(ok, () -> "not applicable: " + what + " needs Redisson " + since
                 + "+, this run is " + VERSION);
+    }
+
+    /**
+     * A Redisson method that only some versions have, found by reflection (the tests compile
+     * against every version). The method must be there from {@code since} on and missing before
+     * (else the test fails: the version table is wrong); when missing, the test is skipped and
+     * recorded as not applicable, never counted as passed.
+     */
+    static Method requireMethod(String since, String what, Class<?> type, String name, Class<?>... parameters) {
+        Method method;
+        try {
+            method = type.getMethod(name, parameters);
+        } catch (NoSuchMethodException missing) {
+            method = null;
+        }
+        if ((method != null) != atLeast(since)) {
+            throw new AssertionError(type.getSimpleName() + "." + name + " is " + (method == null ? "missing from" : "in")
+                    + " Redisson " + VERSION + ", against the table (first in " + since + ")");
+        }
+        requireVersion(since, what);
+        return method;
     }
 
     /** A Redisson client on one server, with the given watchdog timeout. */
