@@ -133,25 +133,25 @@ func TestAcquisitionPipeline(t *testing.T) {
 		p    acquisition
 		want string
 	}{
-		{"sync off", l.pipeline(args, nil, r, ""), "LOCK.ACQUIRE"},
-		{"no replicas", l.pipeline(args, none, r, ""), "LOCK.ACQUIRE"},
-		{"a replica", l.pipeline(args, one, r, ""), "LOCK.ACQUIRE WAIT"},
-		{"replicas and AOF", l.pipeline(args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
-		{"resent", l.pipeline(args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
-		{"refresh due", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
-		{"refresh sent", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
+		{"sync off", l.c.acquisition(l.name, args, nil, r, ""), "LOCK.ACQUIRE"},
+		{"no replicas", l.c.acquisition(l.name, args, none, r, ""), "LOCK.ACQUIRE"},
+		{"a replica", l.c.acquisition(l.name, args, one, r, ""), "LOCK.ACQUIRE WAIT"},
+		{"replicas and AOF", l.c.acquisition(l.name, args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
+		{"resent", l.c.acquisition(l.name, args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
+		{"refresh due", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
+		{"refresh sent", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
 	}
 	for _, k := range cases {
 		if got := names(k.p); got != k.want {
 			t.Errorf("%s: %q, want %q", k.what, got, k.want)
 		}
 	}
-	if p := l.pipeline(args, one, r, ""); p.extra != time.Second+replyMargin {
+	if p := l.c.acquisition(l.name, args, one, r, ""); p.extra != time.Second+replyMargin {
 		t.Errorf("a WAIT's reply allowance %v", p.extra)
 	}
 	// Every kind goes the same way.
 	for _, k := range []*Lock{c.ReadWriteLock("p").Write(), c.FairLock("p"), c.MultiLock([]Hold{{KindLock, "{p}:a"}})} {
-		p := k.pipeline(k.plan.acquire(k.owner, r, false, ""), one, r, "")
+		p := k.c.acquisition(k.name, k.plan.acquire(k.owner, r, false, ""), one, r, "")
 		if got := names(p); !strings.HasSuffix(got, " WAIT") || strings.Count(got, " ") != 1 {
 			t.Errorf("%s: %q", k.plan.key(), got)
 		}
@@ -161,7 +161,7 @@ func TestAcquisitionPipeline(t *testing.T) {
 	stale2 := &learned{}
 	stale2.learn(nil, time.Now().Add(-refreshInterval))
 	fl := fixed.Lock("p")
-	if got := names(fl.pipeline(args, stale2, r, "")); got != "LOCK.ACQUIRE WAIT" {
+	if got := names(fl.c.acquisition(l.name, args, stale2, r, "")); got != "LOCK.ACQUIRE WAIT" {
 		t.Errorf("explicit: %q", got)
 	}
 }
