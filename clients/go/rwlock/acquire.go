@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
 
 // acquirer is what one kind's acquisition sends and how the driver treats
@@ -27,7 +26,7 @@ type acquirer struct {
 	read func(reply any, r request) (outcome, error)
 	// undo gives back what a grant took (its wait was cancelled, or the
 	// replicas did not acknowledge it), on lk, the connection that took it.
-	undo func(lk *link, r request)
+	undo func(lk *link, r request) error
 	// requested: every send carries REQUEST id ttl, so that the one resend
 	// after a lost reply is answered from the server's latch.
 	requested bool
@@ -84,12 +83,7 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 	rs, cancelled := lk.wait(ctx, r.block, p.extra, p.cmds)
 	if addr, moved := movedTo(rs[0].err); moved && cancelled == nil && session == nil {
 		// The slot moved to another master (a reshard): ask that one.
-		if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
-			cluster.ReloadState(ctx)
-		}
-		template := lk.template
-		lk.close()
-		if lk, err = c.linkTo(template, addr); err != nil {
+		if lk, err = c.moved(ctx, lk, addr); err != nil {
 			return outcome{}, nil, "", err
 		}
 		rs, cancelled = lk.wait(ctx, r.block, p.extra, p.cmds)
@@ -139,7 +133,7 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 	}
 	if cancelled != nil {
 		if o.acquired { // served as the wait was cancelled: give it back
-			a.undo(lk, r)
+			return outcome{}, nil, "", errors.Join(cancelled, a.undo(lk, r))
 		}
 		return outcome{}, nil, "", cancelled
 	}
@@ -147,11 +141,11 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 		return o, nil, "", nil // what WAIT replied is of no interest: nothing was taken
 	}
 	if syncErr != nil || detail != "" {
-		a.undo(lk, r)
+		undoErr := a.undo(lk, r)
 		if syncErr != nil {
-			return outcome{}, nil, "", syncErr
+			return outcome{}, nil, "", errors.Join(syncErr, undoErr)
 		}
-		return outcome{}, nil, "", newError(ErrNotSynced, a.name, detail+"; released again")
+		return outcome{}, nil, "", errors.Join(newError(ErrNotSynced, a.name, detail+"; released again"), undoErr)
 	}
 	if a.session {
 		// Bound to lk, which the caller keeps; a session's release sends

@@ -219,14 +219,16 @@ func (l *Lock) leaveLine(r request) {
 
 // undo releases the hold an acquisition just took on lk, or, when lk
 // failed (a replica sync's reply lost), on the client's own connection: a
-// non-session hold outlives lk, and must not be left to its lease.
-func (l *Lock) undo(lk *link, r request) {
+// non-session hold outlives lk, and must not be left to its lease. Best
+// effort, reporting nothing: a hold it could not release ends at its lease.
+func (l *Lock) undo(lk *link, r request) error {
 	args := l.plan.release(l.owner, r.leaseMs, "")
 	if _, err := lk.do(context.Background(), 0, args...); ioError(err) && !l.cfg.session {
 		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
 		defer cancel()
 		_, _ = l.c.command(ctx, l.plan.key(), args...)
 	}
+	return nil
 }
 
 // record counts a hold taken (kept: the session's connection, bound to it;
