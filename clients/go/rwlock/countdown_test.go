@@ -1,14 +1,11 @@
 package rwlock
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 func TestCountDownLatch(t *testing.T) {
@@ -65,13 +62,7 @@ func TestCountDownLatch(t *testing.T) {
 func TestLatchAwaiters(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), ReadTimeout: 300 * time.Millisecond})
-	defer rdb.Close()
-	c, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := impatientClient(t, s)
 	other, _ := newClient(t, s)
 	if ok, err := other.CountDownLatch("latch:many").TrySetCount(bg, 2); !ok || err != nil {
 		t.Fatal(ok, err)
@@ -125,35 +116,7 @@ func TestLatchAwaitEnded(t *testing.T) {
 	if ok, err := l.TrySetCount(bg, 1); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	ctx, cancel := context.WithCancel(bg)
-	var ok bool
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ok, err = l.Await(ctx)
-	}()
-	waitFor(t, "the awaiter", func() bool { return waiting(t, s, "latch:ended") == 1 })
-	cancel()
-	<-done
-	if ok || !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: %v %v", ok, err)
-	}
-	nobodyWaits(t, s)
-	dctx, dcancel := context.WithTimeout(bg, 400*time.Millisecond)
-	defer dcancel()
-	if ok, err := l.Await(dctx, WithWait(time.Minute)); ok || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("deadline: %v %v", ok, err)
-	}
-	nobodyWaits(t, s)
-	began := time.Now()
-	if ok, err := l.Await(bg, WithWait(500*time.Millisecond)); ok || err != nil {
-		t.Fatalf("run out: %v %v", ok, err)
-	}
-	if d := time.Since(began); d < 400*time.Millisecond {
-		t.Fatalf("ran out after %v", d)
-	}
-	nobodyWaits(t, s)
+	endedWaits(t, s, "latch:ended", l.Await)
 	if n, err := l.Count(bg); n != 1 || err != nil {
 		t.Fatalf("count %d %v", n, err)
 	}

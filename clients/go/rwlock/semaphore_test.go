@@ -43,6 +43,42 @@ func nobodyWaits(t *testing.T, s *server) {
 	}
 }
 
+// endedWaits: wait (on name, nothing free) ended by its context once parked
+// on the server, then by its context's deadline, then by its own wait
+// running out, each leaving nobody waiting on the server.
+func endedWaits(t *testing.T, s *server, name string, wait func(ctx context.Context, opts ...AcquireOption) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg)
+	var ok bool
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ok, err = wait(ctx) // without limit
+	}()
+	waitFor(t, "the waiter", func() bool { return waiting(t, s, name) == 1 })
+	cancel()
+	<-done
+	if ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v %v", ok, err)
+	}
+	nobodyWaits(t, s)
+	dctx, dcancel := context.WithTimeout(bg, 400*time.Millisecond)
+	defer dcancel()
+	if ok, err := wait(dctx, WithWait(time.Minute)); ok || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("deadline: %v %v", ok, err)
+	}
+	nobodyWaits(t, s)
+	began := time.Now()
+	if ok, err := wait(bg, WithWait(500*time.Millisecond)); ok || err != nil {
+		t.Fatalf("run out: %v %v", ok, err)
+	}
+	if d := time.Since(began); d < 400*time.Millisecond {
+		t.Fatalf("ran out after %v", d)
+	}
+	nobodyWaits(t, s)
+}
+
 // raiseTo raises v to n if it is lower.
 func raiseTo(v *atomic.Int64, n int64) {
 	for m := v.Load(); n > m; m = v.Load() {
@@ -120,17 +156,11 @@ func TestSemaphore(t *testing.T) {
 
 // TestSemaphoreWaits: a wait longer than the go-redis client's read
 // timeout, served by another client's release; waiters served in arrival
-// order, a waiter for 2 before a later one for 1; a wait that ran out.
+// order, a waiter for 2 before a later one for 1.
 func TestSemaphoreWaits(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), ReadTimeout: 300 * time.Millisecond})
-	defer rdb.Close()
-	c, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := impatientClient(t, s)
 	other, _ := newClient(t, s)
 	sem := c.Semaphore("sem:wait")
 	freed := make(chan time.Time, 1)
@@ -186,14 +216,6 @@ func TestSemaphoreWaits(t *testing.T) {
 		t.Fatalf("%d left", available(t, sem))
 	}
 
-	// A wait that runs out: false, after about its wait.
-	began := time.Now()
-	if ok, err := sem.Acquire(bg, 1, WithWait(500*time.Millisecond)); ok || err != nil {
-		t.Fatalf("a wait with nothing free: %v %v", ok, err)
-	}
-	if d := time.Since(began); d < 400*time.Millisecond {
-		t.Fatalf("refused after %v", d)
-	}
 	nobodyWaits(t, s)
 }
 
@@ -255,33 +277,16 @@ func TestSemaphoreGuard(t *testing.T) {
 }
 
 // TestSemaphoreCancelled: a wait ended by its context (cancelled, or its
-// deadline) ends on the server too, and takes nothing.
+// deadline) ends on the server too, and takes nothing; so does one that
+// ran out.
 func TestSemaphoreCancelled(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	c, _ := newClient(t, s)
 	sem := c.Semaphore("sem:cancel")
-	ctx, cancel := context.WithCancel(bg)
-	var ok bool
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ok, err = sem.Acquire(ctx, 1)
-	}()
-	waitFor(t, "the waiter", func() bool { return waiting(t, s, "sem:cancel") == 1 })
-	cancel()
-	<-done
-	if ok || !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: %v %v", ok, err)
-	}
-	nobodyWaits(t, s)
-	dctx, dcancel := context.WithTimeout(bg, 400*time.Millisecond)
-	defer dcancel()
-	if ok, err := sem.Acquire(dctx, 2, WithWait(time.Minute)); ok || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("deadline: %v %v", ok, err)
-	}
-	nobodyWaits(t, s)
+	endedWaits(t, s, "sem:cancel", func(ctx context.Context, opts ...AcquireOption) (bool, error) {
+		return sem.Acquire(ctx, 2, opts...)
+	})
 	// No waiter is left to take what comes back.
 	if err := sem.Release(bg, 2); err != nil || available(t, sem) != 2 {
 		t.Fatalf("after the release: %v, %d", err, available(t, sem))
