@@ -297,20 +297,27 @@ func TestSemaphoreCancelled(t *testing.T) {
 }
 
 // TestSemaphoreLostReplies: an acquisition's reply is lost (the proxy
-// closes the connection), with and without a wait; the resend, with the
+// closes the connection, or withholds it past the read timeout), with and
+// without a wait; the resend, with the
 // same request id, is answered from the server's latch: the permits are
 // taken once. A release's reply lost: given back once.
 func TestSemaphoreLostReplies(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	raw, _ := newClient(t, s)
-	for _, waiting := range []bool{false, true} {
-		name := fmt.Sprintf("sem:lost:%v", waiting)
+	// stall: the reply withheld, the connection left open, until the read
+	// timeout (300 ms) gives up on it.
+	for _, tc := range []struct{ waiting, stall bool }{{false, false}, {true, false}, {false, true}} {
+		name := fmt.Sprintf("sem:lost:%v:%v", tc.waiting, tc.stall)
 		t.Run(name, func(t *testing.T) {
-			p := startProxy(t, s.addr(), "SEMAPHORE.ACQUIRE", false)
-			sem := proxiedClient(t, p, 0).Semaphore(name)
+			p := startProxy(t, s.addr(), "SEMAPHORE.ACQUIRE", tc.stall)
+			var readTimeout time.Duration
+			if tc.stall {
+				readTimeout = 300 * time.Millisecond
+			}
+			sem := proxiedClient(t, p, readTimeout).Semaphore(name)
 			opts := []AcquireOption{WithWait(0)}
-			if waiting {
+			if tc.waiting {
 				go func() {
 					time.Sleep(300 * time.Millisecond)
 					_ = raw.Semaphore(name).AddPermits(bg, 5)
