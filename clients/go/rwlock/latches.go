@@ -7,6 +7,12 @@ import (
 	"github.com/google/uuid"
 )
 
+// maxLatches bounds each list of a latchBook: a semaphore handle that only
+// acquires (another releases) must not grow without end, and a DEL of
+// more keys costs more than letting the oldest expire (13.5 s plus their
+// wait), which the contract allows.
+const maxLatches = 64
+
 // latchBook keeps the request latches one object (a lock handle, a
 // semaphore) left on the server, for its next release to delete them in
 // its own pipeline: no round trip of their own. Safe for concurrent use.
@@ -24,8 +30,17 @@ type latchBook struct {
 // acquiredAt records the latch of an acquisition whose reply came.
 func (b *latchBook) acquiredAt(key string) {
 	b.mu.Lock()
-	b.acquired = append(b.acquired, key)
+	b.acquired = bounded(b.acquired, key)
 	b.mu.Unlock()
+}
+
+// bounded is keys with key appended, the oldest left out past maxLatches
+// (left to expire).
+func bounded(keys []string, key string) []string {
+	if len(keys) >= maxLatches {
+		keys = append(keys[:0:0], keys[len(keys)-maxLatches+1:]...)
+	}
+	return append(keys, key)
 }
 
 // dropAcquired forgets the acquisitions' latches: they expire.
@@ -54,7 +69,7 @@ func (b *latchBook) release(ctx context.Context, c *Client, name string, command
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		b.released = append(b.released, latchKey(name, id))
+		b.released = bounded(b.released, latchKey(name, id))
 		b.mu.Unlock()
 	}()
 	cmds := [][]any{command(id)}
