@@ -43,6 +43,13 @@ type acquirer struct {
 	// sessionLost (nil: nothing) runs when the session's own connection
 	// broke, taking what was bound to it.
 	sessionLost func()
+	// unheard (nil: nothing) runs when no reply came for request id (the
+	// connection failed with the resend's too, or a cancelled wait's grant
+	// was lost with its killed connection: Redis 7.0 drops the reply of a
+	// grant made in the turn of a CLIENT UNBLOCK): the server's latch of id
+	// says whether it granted, and what it granted is given back. A lock
+	// needs none: its hold ends at its lease.
+	unheard func(id string) error
 }
 
 // acquire runs one acquisition of a on session (nil: a wait connection of
@@ -109,23 +116,19 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 	}
 	res := rs[0]
 	if res.err != nil {
-		if session != nil && cancelled == nil && ioError(res.err) && a.sessionLost != nil {
-			a.sessionLost()
+		var given error
+		if ioError(res.err) {
+			if session != nil && cancelled == nil && a.sessionLost != nil {
+				a.sessionLost()
+			}
+			if a.abandon != nil {
+				a.abandon(r)
+			}
+			if id != "" && a.unheard != nil {
+				given = a.unheard(id)
+			}
 		}
-		if ioError(res.err) && a.abandon != nil {
-			a.abandon(r)
-		}
-		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
-			return outcome{}, nil, "", newError(ErrNotReentrant, a.name, res.err.Error())
-		}
-		if strings.HasPrefix(res.err.Error(), "NOREPLICAS") {
-			// The master's min-replicas-to-write refused it: nothing written.
-			return outcome{}, nil, "", newError(ErrNotSynced, a.name, "the master refused the write: "+res.err.Error())
-		}
-		if cancelled != nil {
-			return outcome{}, nil, "", cancelled
-		}
-		return outcome{}, nil, "", res.err
+		return outcome{}, nil, "", errors.Join(failure(a.name, res.err, cancelled), given)
 	}
 	detail, syncErr := c.checkSync(p, rs, m)
 	if o, err = a.read(res.reply, r); err != nil {
@@ -154,6 +157,23 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 		return o, lk, "", nil
 	}
 	return o, nil, id, nil
+}
+
+// failure is the error of an acquisition that failed with err: the
+// package's kind for what the server refused, ctx's error when the wait
+// was cancelled, else err itself.
+func failure(name string, err, cancelled error) error {
+	if strings.HasPrefix(err.Error(), "NON_REENTRANT") {
+		return newError(ErrNotReentrant, name, err.Error())
+	}
+	if strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		// The master's min-replicas-to-write refused it: nothing written.
+		return newError(ErrNotSynced, name, "the master refused the write: "+err.Error())
+	}
+	if cancelled != nil {
+		return cancelled
+	}
+	return err
 }
 
 // learnedOf is what the Client learned of lk's master for the replica

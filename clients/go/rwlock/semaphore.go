@@ -63,6 +63,19 @@ func (s *Semaphore) Acquire(ctx context.Context, permits int64, opts ...AcquireO
 			defer cancel()
 			return s.Release(ctx, permits)
 		},
+		// Permits have no lease: a grant never heard of would be taken
+		// for good.
+		unheard: func(id string) error {
+			key := acquireLatchKey(s.name, id)
+			ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
+			defer cancel()
+			granted, err := integerOf(s.c.command(ctx, s.name, "EXISTS", key))
+			if err != nil || granted == 0 {
+				return err
+			}
+			s.latches.acquiredAt(key) // for this release's DEL
+			return s.Release(ctx, permits)
+		},
 		requested: true,
 	}
 	o, _, id, err := s.c.acquire(ctx, a, r, nil)

@@ -43,10 +43,9 @@ func nobodyWaits(t *testing.T, s *server) {
 	}
 }
 
-// endedWaits: wait (on name, nothing free) ended by its context once parked
-// on the server, then by its context's deadline, then by its own wait
-// running out, each leaving nobody waiting on the server.
-func endedWaits(t *testing.T, s *server, name string, wait func(ctx context.Context, opts ...AcquireOption) (bool, error)) {
+// cancelParked runs wait, and once it is parked on the server on name,
+// then (nil: nothing), cancels its context; wait's outcome.
+func cancelParked(t *testing.T, s *server, name string, wait func(context.Context) (bool, error), then func()) (bool, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(bg)
 	var ok bool
@@ -54,11 +53,23 @@ func endedWaits(t *testing.T, s *server, name string, wait func(ctx context.Cont
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ok, err = wait(ctx) // without limit
+		ok, err = wait(ctx)
 	}()
 	waitFor(t, "the waiter", func() bool { return waiting(t, s, name) == 1 })
+	if then != nil {
+		then()
+	}
 	cancel()
 	<-done
+	return ok, err
+}
+
+// endedWaits: wait (on name, nothing free) ended by its context once parked
+// on the server, then by its context's deadline, then by its own wait
+// running out, each leaving nobody waiting on the server.
+func endedWaits(t *testing.T, s *server, name string, wait func(ctx context.Context, opts ...AcquireOption) (bool, error)) {
+	t.Helper()
+	ok, err := cancelParked(t, s, name, func(ctx context.Context) (bool, error) { return wait(ctx) }, nil)
 	if ok || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v %v", ok, err)
 	}
@@ -369,6 +380,36 @@ func TestSemaphoreLostReplies(t *testing.T) {
 			t.Fatalf("%d permits after releasing 3", got)
 		}
 	})
+}
+
+// TestSemaphoreGrantUnheard: a wait granted while its reply is held back
+// (the proxy stalls it), then cancelled: CLIENT UNBLOCK finds nobody
+// parked, the connection is killed, and no reply ever comes, as on Redis
+// 7.0 when the grant and the UNBLOCK share an event-loop turn. The
+// acquisition's latch says the permits were taken: they are given back.
+func TestSemaphoreGrantUnheard(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	p := startProxy(t, s.addr(), "SEMAPHORE.ACQUIRE", true)
+	sem := proxiedClient(t, p, 0).Semaphore("sem:unheard")
+	acquire := func(ctx context.Context) (bool, error) { return sem.Acquire(ctx, 2) }
+	ok, err := cancelParked(t, s, "sem:unheard", acquire, func() {
+		s.do(t, "SEMAPHORE.RELEASE", "sem:unheard", 2)
+		waitFor(t, "the grant held back", p.fired.Load)
+		if got := s.do(t, "GET", "sem:unheard"); got != "0" {
+			t.Fatalf("count %v after the grant", got)
+		}
+	})
+	if ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v %v", ok, err)
+	}
+	if got := s.do(t, "GET", "sem:unheard"); got != "2" {
+		t.Fatalf("count %v: the unheard grant's permits were not given back", got)
+	}
+	if keys, _ := s.do(t, "KEYS", "redisson_lock_request_latch:*").([]any); len(keys) != 0 {
+		t.Fatalf("the giving back's DEL left %v", keys)
+	}
+	nobodyWaits(t, s)
 }
 
 // TestSemaphoreNotSynced: an acquisition the replicas did not acknowledge
