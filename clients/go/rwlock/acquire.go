@@ -104,15 +104,17 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 		// while its latch would answer "taken" and bind nothing: a session
 		// resends with a new id, as a new acquisition.
 		retry := r.remaining(time.Since(began))
-		if a.session {
-			id = uuid.NewString()
-		}
 		lk.close()
 		if lk, err = c.openLink(ctx, a.name); err != nil {
-			return outcome{}, nil, "", errors.Join(rs[0].err, err)
+			// No resend: the first send's fate stays unknown (below).
+			rs = failedAll(p.cmds, errors.Join(rs[0].err, err))
+		} else {
+			if a.session {
+				id = uuid.NewString()
+			}
+			p = c.acquisition(a.name, a.args(retry, id), m, retry, id)
+			rs, cancelled = lk.wait(ctx, retry.block, p.extra, p.cmds)
 		}
-		p = c.acquisition(a.name, a.args(retry, id), m, retry, id)
-		rs, cancelled = lk.wait(ctx, retry.block, p.extra, p.cmds)
 	}
 	res := rs[0]
 	if res.err != nil {
