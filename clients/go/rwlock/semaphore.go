@@ -13,13 +13,15 @@ import (
 //
 // A wait happens on the server (BLOCK), as a lock's: waiters are served in
 // arrival order, all of a waiter's permits at once (a waiter for 3 is never
-// starved by takers of 1), and a wait ([WithWait] d, or none: without
-// limit) is never refused while permits are free but others wait before
-// it. Acquisitions and releases carry request ids: a lost reply is resent
-// once and never takes or gives permits twice; their latches are deleted
-// in the pipeline of the handle's next release. Acquisitions wait for the
-// replicas as a lock's do ([ReplicaSync]): permits taken and not
-// acknowledged are given back and [ErrNotSynced] returned.
+// starved by takers of 1), and a new acquisition never passes them: a wait
+// queues behind them, a try ([WithWait](0)) is refused even with permits
+// free. Acquisitions and releases carry request ids: a lost reply is
+// resent once and never takes or gives permits twice; their latches are
+// deleted in the pipeline of the handle's next release. An acquisition
+// that never heard its reply looks its latch up and gives back what was
+// granted. Acquisitions wait for the replicas as a lock's do
+// ([ReplicaSync]): permits taken and not acknowledged are given back and
+// [ErrNotSynced] returned.
 type Semaphore struct {
 	c       *Client
 	name    string
