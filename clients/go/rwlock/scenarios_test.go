@@ -245,14 +245,7 @@ func (r *run) step(step map[string]json.RawMessage) error {
 	ctx := context.Background()
 	switch {
 	case step["acquire"] != nil && r.sems[stepName(step["acquire"])] != nil:
-		if err := fields(step, "acquire", "permits", "wait_ms", "expect", "elapsed_ms"); err != nil {
-			return err
-		}
-		permits, err := intField(step, "permits", 1)
-		if err != nil {
-			return err
-		}
-		opts, err := waitOf(step)
+		permits, opts, err := countedAcquire(step)
 		if err != nil {
 			return err
 		}
@@ -269,19 +262,12 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		if step["lease_ms"] == nil {
-			return errors.New("acquire needs lease_ms")
-		}
-		var lease *int64
-		if err := strictDecode(step["lease_ms"], &lease); err != nil {
-			return err
-		}
 		opts, err := waitOf(step)
 		if err != nil {
 			return err
 		}
-		if lease != nil {
-			opts = append(opts, WithLease(time.Duration(*lease)*time.Millisecond))
+		if opts, err = withLeaseOf(step, opts); err != nil {
+			return err
 		}
 		began := time.Now()
 		ok, err := l.Acquire(ctx, opts...)
@@ -561,28 +547,28 @@ func (r *run) objectStep(ctx context.Context, step map[string]json.RawMessage) (
 	return true, r.expect(got, err, step["expect"])
 }
 
-// acquirePermits runs a permit semaphore's acquire step.
-func (r *run) acquirePermits(ctx context.Context, step map[string]json.RawMessage) error {
-	if err := fields(step, "acquire", "permits", "lease_ms", "wait_ms", "expect", "elapsed_ms", "save_ids"); err != nil {
-		return err
+// countedAcquire reads the acquire step of a semaphore of either kind,
+// whose other fields may be more: how many permits, and the wait.
+func countedAcquire(step map[string]json.RawMessage, more ...string) (int64, []AcquireOption, error) {
+	if err := fields(step, append([]string{"acquire", "permits", "wait_ms", "expect", "elapsed_ms"}, more...)...); err != nil {
+		return 0, nil, err
 	}
 	permits, err := intField(step, "permits", 1)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	opts, err := waitOf(step)
+	return permits, opts, err
+}
+
+// acquirePermits runs a permit semaphore's acquire step.
+func (r *run) acquirePermits(ctx context.Context, step map[string]json.RawMessage) error {
+	permits, opts, err := countedAcquire(step, "lease_ms", "save_ids")
 	if err != nil {
 		return err
 	}
-	if step["lease_ms"] == nil {
-		return errors.New("acquire needs lease_ms")
-	}
-	var lease *int64
-	if err := strictDecode(step["lease_ms"], &lease); err != nil {
+	if opts, err = withLeaseOf(step, opts); err != nil {
 		return err
-	}
-	if lease != nil {
-		opts = append(opts, WithLease(permitLease(*lease)))
 	}
 	began := time.Now()
 	ids, err := r.pes[stepName(step["acquire"])].AcquireN(ctx, permits, opts...)
@@ -669,6 +655,22 @@ func (r *run) permitStep(ctx context.Context, p *PermitExpirableSemaphore, actio
 		return left.Milliseconds(), err
 	}
 	return nil, fmt.Errorf("%s: a permit semaphore takes no such step", action)
+}
+
+// withLeaseOf is opts with the step's lease_ms, which it must have: null
+// takes the watchdog's, -1 never expires (permits only).
+func withLeaseOf(step map[string]json.RawMessage, opts []AcquireOption) ([]AcquireOption, error) {
+	if step["lease_ms"] == nil {
+		return nil, errors.New("acquire needs lease_ms")
+	}
+	var lease *int64
+	if err := strictDecode(step["lease_ms"], &lease); err != nil {
+		return nil, err
+	}
+	if lease == nil {
+		return opts, nil
+	}
+	return append(opts, WithLease(permitLease(*lease))), nil
 }
 
 // permitLease is a scenario's lease_ms: -1 never expires.
