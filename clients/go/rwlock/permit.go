@@ -132,7 +132,12 @@ func (s *PermitExpirableSemaphore) AcquireN(ctx context.Context, permits int64, 
 	}
 	s.latches.acquiredAt(acquireLatchKey(s.name, id))
 	if r.watched {
-		s.watch(ids, r.leaseMs)
+		lease := time.Duration(r.leaseMs) * time.Millisecond
+		s.mu.Lock()
+		for _, id := range ids {
+			s.watch(id, lease)
+		}
+		s.mu.Unlock()
 	}
 	return ids, nil
 }
@@ -172,17 +177,12 @@ func permitIDs(reply any, permits int64) ([]string, error) {
 	return nil, fmt.Errorf("rwlock: unexpected PERMIT.ACQUIRE reply %#v", reply)
 }
 
-// watch starts a watchdog for each lease-less permit.
-func (s *PermitExpirableSemaphore) watch(ids []string, leaseMs int64) {
-	lease := time.Duration(leaseMs) * time.Millisecond
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range ids {
-		renew := func(ctx context.Context) (bool, error) {
-			return oneOf(s.c.command(ctx, s.name, "PERMIT.UPDATELEASE", s.name, id, leaseMs))
-		}
-		s.dogs[id] = startWatchdog(lease, renew, func(dog *watchdog) { s.markLost(id, dog) })
+// watch starts the watchdog of the lease-less permit id; under mu.
+func (s *PermitExpirableSemaphore) watch(id string, lease time.Duration) {
+	renew := func(ctx context.Context) (bool, error) {
+		return oneOf(s.c.command(ctx, s.name, "PERMIT.UPDATELEASE", s.name, id, lease.Milliseconds()))
 	}
+	s.dogs[id] = startWatchdog(lease, renew, func(dog *watchdog) { s.markLost(id, dog) })
 }
 
 // markLost is a watchdog's report that its permit is gone.
@@ -198,31 +198,44 @@ func (s *PermitExpirableSemaphore) markLost(id string, dog *watchdog) {
 	}
 }
 
-// unwatch stops the watchdogs of ids: released, or given a lease of the
-// caller's own.
-func (s *PermitExpirableSemaphore) unwatch(ids []string) {
+// unwatch stops the watchdogs of ids (released, or given a lease of the
+// caller's own) and returns the leases they renewed, by id.
+func (s *PermitExpirableSemaphore) unwatch(ids []string) map[string]time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	stopped := map[string]time.Duration{}
 	for _, id := range ids {
 		if dog := s.dogs[id]; dog != nil {
 			dog.halt()
 			delete(s.dogs, id)
+			stopped[id] = dog.lease
 		}
 	}
+	return stopped
 }
 
 // Release gives permits back by id, all or none (Redisson's release(id)
 // and release(ids)): [ErrNotHeld] when the server released none, because
-// one is not held (never taken, released, or its lease ran out). Their
-// watchdogs stop. Sent once, in one pipeline with the DEL of this handle's
+// one is not held (never taken, released, or its lease ran out): the
+// watchdogs of the ids go on (those not held report them lost), as the
+// permits held do. Otherwise their watchdogs stop. Sent once, in one pipeline with the DEL of this handle's
 // acquisitions' latches: a lost reply is returned as an error, never
 // resent (a resend could not tell its own release from an expiry).
 func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("rwlock: no permit id to release")
 	}
-	released, err := integerOf(s.release(ctx, ids, append([]any{"PERMIT.RELEASE", s.name}, stringArgs(ids)...)))
+	// Stopped first: a renewal after the release would report the permit
+	// lost. A release whose reply is lost may have run: the permit, if it
+	// did not, ends at its lease.
+	stopped := s.unwatch(ids)
+	released, err := integerOf(s.release(ctx, append([]any{"PERMIT.RELEASE", s.name}, stringArgs(ids)...)))
 	if err == nil && released == 0 {
+		s.mu.Lock()
+		for id, lease := range stopped {
+			s.watch(id, lease)
+		}
+		s.mu.Unlock()
 		return newError(ErrNotHeld, s.name, fmt.Sprintf("permits %v not held", ids))
 	}
 	return err
@@ -233,14 +246,13 @@ func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) e
 // same) or it is not held. Its watchdog stops. Sent once, as
 // [PermitExpirableSemaphore.Release].
 func (s *PermitExpirableSemaphore) TryRelease(ctx context.Context, id string) (bool, error) {
-	return oneOf(s.release(ctx, []string{id}, []any{"PERMIT.TRYRELEASE", s.name, id}))
+	s.unwatch([]string{id}) // its lease ran out, or it is released
+	return oneOf(s.release(ctx, []any{"PERMIT.TRYRELEASE", s.name, id}))
 }
 
-func (s *PermitExpirableSemaphore) release(ctx context.Context, ids []string, args []any) (any, error) {
-	// Stopped first: a renewal after the release would report the permit
-	// lost. A release whose reply is lost may have run: the permit, if it
-	// did not, ends at its lease.
-	s.unwatch(ids)
+// release sends a release once, with the DEL of the latches in its
+// pipeline.
+func (s *PermitExpirableSemaphore) release(ctx context.Context, args []any) (any, error) {
 	rs, err := s.c.oncePipeline(ctx, s.name, s.latches.withDel(args))
 	if err != nil {
 		return nil, err

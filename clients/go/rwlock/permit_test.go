@@ -175,6 +175,18 @@ func TestPermitWatchdog(t *testing.T) {
 	if taken(t, p) != 1 {
 		t.Fatal("the permit expired under the watchdog")
 	}
+	// A release refused (an id not held): the permit stays held, renewed.
+	if err := p.Release(bg, id, "0123456789abcdef0123456789abcdef"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("a release with an id not held: %v", err)
+	}
+	s.do(t, "CONFIG", "RESETSTAT")
+	refused := time.Now()
+	waitFor(t, "renewals past a timeout after the refused release", func() bool {
+		return time.Since(refused) > timeout && calls(t, s, "permit.updatelease") >= 2
+	})
+	if taken(t, p) != 1 {
+		t.Fatal("the permit expired after a refused release")
+	}
 	if err := p.Release(bg, id); err != nil {
 		t.Fatal(err)
 	}
