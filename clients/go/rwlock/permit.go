@@ -296,8 +296,11 @@ func (s *PermitExpirableSemaphore) UpdateLease(ctx context.Context, id string, l
 // [NeverExpires] when it never expires, 0 when it is not held.
 func (s *PermitExpirableSemaphore) LeaseTime(ctx context.Context, id string) (time.Duration, error) {
 	ms, err := integerOf(s.c.command(ctx, s.name, "PERMIT.LEASETIME", s.name, id))
-	if err != nil || ms == -1 {
-		return NeverExpires, err
+	if err != nil {
+		return 0, err
+	}
+	if ms == -1 {
+		return NeverExpires, nil
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
