@@ -92,26 +92,33 @@ func TestPermitWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.do(t, "CONFIG", "RESETSTAT")
-	freed := make(chan time.Time, 1)
-	go func() {
-		waitFor(t, "the waiter", func() bool { return waiting(t, s, "permit:wait") == 1 })
-		freed <- time.Now()
-		if err := holder.Release(bg, id); err != nil {
-			t.Error(err)
-		}
-	}()
 	p := c.PermitExpirableSemaphore("permit:wait")
-	got, err := p.Acquire(bg, WithLease(time.Minute), WithWait(time.Minute))
-	if got == "" || err != nil {
-		t.Fatalf("wait: %q %v", got, err)
+	type served struct {
+		id  string
+		err error
 	}
-	if at := <-freed; time.Now().Before(at) {
-		t.Fatal("served before the release")
+	done := make(chan served, 1)
+	go func() {
+		id, err := p.Acquire(bg, WithLease(time.Minute), WithWait(time.Minute))
+		done <- served{id, err}
+	}()
+	waitFor(t, "the waiter", func() bool { return waiting(t, s, "permit:wait") == 1 })
+	select {
+	case early := <-done:
+		t.Fatalf("served before the release: %+v", early)
+	default:
+	}
+	if err := holder.Release(bg, id); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.id == "" || got.err != nil {
+		t.Fatalf("wait: %+v", got)
 	}
 	if n := calls(t, s, "permit.acquire"); n != 1 {
 		t.Fatalf("%d PERMIT.ACQUIRE for one wait", n)
 	}
-	if err := p.Release(bg, got); err != nil {
+	if err := p.Release(bg, got.id); err != nil {
 		t.Fatal(err)
 	}
 	nobodyWaits(t, s)
