@@ -36,6 +36,7 @@ pub mod inspect;
 pub mod latch;
 pub mod lock;
 pub mod multi;
+pub mod permit;
 pub mod rwlock;
 pub mod semaphore;
 
@@ -333,6 +334,7 @@ pub fn table() -> Vec<Command> {
     table.extend(fair_commands());
     table.extend(semaphore::commands());
     table.extend(latch::commands());
+    table.extend(permit::commands());
     table
 }
 
