@@ -101,7 +101,7 @@ pub fn hex(id: &[u8]) -> Vec<u8> {
 /// The bytes of a hex id (either case, as `ByteBufUtil.decodeHexDump`
 /// reads it); None for an empty, odd-length or non-hex argument.
 pub fn parse_id(text: &[u8]) -> Option<Vec<u8>> {
-    if text.is_empty() || text.len() % 2 != 0 {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);

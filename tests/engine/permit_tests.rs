@@ -504,7 +504,10 @@ fn errors_change_nothing() {
         acquire(&mut s, &n, 1, 10, seed(0)),
         Err(LockError::BadCount)
     );
-    assert_eq!(release(&mut s, &n, &[id.clone()]), Err(LockError::BadCount));
+    assert_eq!(
+        release(&mut s, &n, std::slice::from_ref(&id)),
+        Err(LockError::BadCount)
+    );
     assert_eq!(available(&mut s, &n), Err(LockError::BadCount));
     assert_eq!(add(&mut s, &n, 1), Err(LockError::BadCount));
     assert_eq!(
