@@ -411,6 +411,17 @@ mod tests {
                 "LATCH.COUNT name",
                 "LATCH.DELETE name",
                 "LATCH.AWAIT name [BLOCK ms]",
+                "PERMIT.ACQUIRE name permits lease [BLOCK ms] [REQUEST id ttl]",
+                "PERMIT.RELEASE name id [id ...]",
+                "PERMIT.TRYRELEASE name id",
+                "PERMIT.UPDATELEASE name id lease",
+                "PERMIT.LEASETIME name id",
+                "PERMIT.TRYSETPERMITS name permits",
+                "PERMIT.SETPERMITS name permits",
+                "PERMIT.ADDPERMITS name permits",
+                "PERMIT.AVAILABLE name",
+                "PERMIT.PERMITS name",
+                "PERMIT.ACQUIRED name",
             ]
         );
     }
