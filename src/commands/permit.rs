@@ -21,6 +21,7 @@ use crate::engine::error::LockError;
 use crate::engine::names::LockNames;
 use crate::engine::permit;
 use crate::engine::queue::Hold;
+use crate::engine::semaphore;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 
@@ -126,11 +127,13 @@ pub fn lease_time(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// `PERMIT.TRYSETPERMITS name permits`
 ///
 /// Sets the free count when there is none, publishes it and serves the
-/// waiters: replies 1; 0 when a count exists.
+/// waiters: replies 1; 0 when a count exists. Redisson runs the
+/// semaphore's own try-set script (`semaphore_try_set.lua`, the same
+/// SHA1), so this is the semaphore's machine.
 pub fn try_set(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (names, n) = parse::count(args)?;
     let set = change(ctx, name_arg(args), &names, |store| {
-        permit::try_set(store, &names, n)
+        semaphore::try_set(store, &names, n, None)
     })?;
     Ok(RedisValue::Integer(set.into()))
 }

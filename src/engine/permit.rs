@@ -17,7 +17,7 @@ use super::error::LockError;
 use super::hold::{deadline, Attempt, Granted};
 use super::int::{decimal, DECIMAL_LEN};
 use super::names::LockNames;
-use super::store::{integer_at, KeyKind, Line, LineKind};
+use super::store::{integer_at, Line, LineKind};
 
 /// The expiry Redisson writes for a permit acquired without a lease
 /// (`nonExpirableTimeout`): the scripts compare scores with it.
@@ -328,22 +328,6 @@ pub fn lease_time<S: Permits>(s: &mut S, names: &LockNames, id: &[u8]) -> Result
         Some(NEVER) => -1,
         Some(at) => at - now,
     })
-}
-
-/// `PERMIT.TRYSETPERMITS`: as `permit_try_set.lua` (`trySetPermits(n)`):
-/// no count: set to `permits` and published, true; a count exists (any
-/// string): false, nothing changed.
-pub fn try_set<S: Permits>(s: &mut S, names: &LockNames, permits: i64) -> Result<bool, LockError> {
-    let key = names.hash();
-    match s.kind(key) {
-        KeyKind::Missing => {}
-        KeyKind::String => return Ok(false),
-        KeyKind::Hash | KeyKind::Other => return Err(LockError::WrongType),
-    }
-    let mut digits = [0; DECIMAL_LEN];
-    s.set(key, decimal(permits, &mut digits));
-    announce(s, names, permits);
-    Ok(true)
 }
 
 /// `PERMIT.SETPERMITS`: as `permit_set.lua` (`setPermits(n)`), with no

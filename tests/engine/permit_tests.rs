@@ -19,9 +19,10 @@ use ::rwlock::engine::hold::Attempt;
 use ::rwlock::engine::names::LockNames;
 use ::rwlock::engine::permit::{
     acquire, acquired, add, available, hex, ids, lease_time, next_expiry, parse_id, permits,
-    release, release_one, request_seed, set_permits, try_set, update_lease, NEVER, NO_EXPIRY,
+    release, release_one, request_seed, set_permits, update_lease, NEVER, NO_EXPIRY,
 };
 use ::rwlock::engine::queue::{admit, Hold, Ticket};
+use ::rwlock::engine::semaphore;
 use ::rwlock::engine::store::Store;
 
 const T0: i64 = 1_700_000_000_000;
@@ -304,7 +305,7 @@ fn machine(s: &mut MemStore, i: usize, op: &Op, taken: &[Vec<u8>]) -> Result<Rep
             Reply::Int(update_lease(s, &n, &pick(which), *lease)?.into())
         }
         Op::LeaseTime(which) => Reply::Int(lease_time(s, &n, &pick(which))?),
-        Op::TrySet(p) => Reply::Int(try_set(s, &n, *p)?.into()),
+        Op::TrySet(p) => Reply::Int(semaphore::try_set(s, &n, *p, None)?.into()),
         Op::Set(p) => {
             set_permits(s, &n, *p)?;
             Reply::Nil
@@ -434,7 +435,7 @@ fn waiter(permits: i64, lease: i64, token: u32) -> Ticket<u32> {
 #[test]
 fn waiters_are_served_in_order_and_when_a_permit_expires() {
     let (mut s, n) = (MemStore::new(T0), names());
-    assert!(try_set(&mut s, &n, 2).expect("set"));
+    assert!(semaphore::try_set(&mut s, &n, 2, None).expect("set"));
     let held = acquire(&mut s, &n, 2, 100, seed(0)).expect("acquire");
     assert!(matches!(held, Attempt::Granted(_)));
     assert_eq!(next_expiry(&mut s, &n), Some(T0 + 100));
@@ -511,7 +512,7 @@ fn errors_change_nothing() {
     assert_eq!(available(&mut s, &n), Err(LockError::BadCount));
     assert_eq!(add(&mut s, &n, 1), Err(LockError::BadCount));
     assert_eq!(
-        try_set(&mut s, &n, 1),
+        semaphore::try_set(&mut s, &n, 1, None),
         Ok(false),
         "a count exists, as GET sees it"
     );
