@@ -613,17 +613,27 @@ fn every_way_permits_come_back_wakes_the_waiter() {
 }
 
 #[test]
-fn del_makes_waiters_look_and_wait_on_and_timeouts_reply_nil() {
+fn del_and_flush_make_waiters_look_and_wait_on_and_timeouts_reply_nil() {
     let (server, mut c) = Server::started(&[]);
     expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "D", "0"], Value::Int(1));
-    let waiter = server.spawn_call(&["PERMIT.ACQUIRE", "D", "1", "-1", "BLOCK", "500"]);
-    testkit::wait_for_waiters(&mut c, 1);
+    let waiter = park(&server, &mut c, "D", 1, -1);
     ok(&mut c, &["DEL", "D"]);
-    // Nothing came back: the look finds no permit, the wait ends with the
-    // refusal's nil.
-    assert_eq!(reply_of(waiter), Value::Nil);
+    testkit::poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(5),
+        "a look after DEL",
+        || (rwlock_counter(&mut c, "wait_rechecks") >= 1).then_some(()),
+    );
+    ok(&mut c, &["FLUSHALL"]);
+    // Nothing came back: each look finds no permit and the waiter waits on,
+    // first in line for the next.
+    assert_eq!(waiters(&mut c), 1);
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "D", "1"], Value::Int(1));
+    assert_eq!(ids_of(&reply_of(waiter)).len(), 1);
+    // A wait that ends answers as a refusal: nil, no permit will expire.
+    let refused = call(&mut c, &["PERMIT.ACQUIRE", "D", "1", "-1", "BLOCK", "50"]);
+    assert_eq!(refused.expect("a reply"), Value::Nil);
     assert_eq!(waiters(&mut c), 0);
-    assert!(rwlock_counter(&mut c, "wait_rechecks") >= 1);
 }
 
 #[test]
