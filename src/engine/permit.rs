@@ -49,8 +49,9 @@ pub trait Permits: Line {
     fn zrem_all(&mut self, key: &[u8], members: &[Vec<u8>]) -> i64;
     /// `ZCOUNT key 0 +inf`.
     fn zcount_from_zero(&mut self, key: &[u8]) -> i64;
-    /// The lowest score, as `ZRANGE key 0 0 WITHSCORES` gives it.
-    fn zfirst_score(&mut self, key: &[u8]) -> Option<i64>;
+    /// The lowest score, as `ZRANGE key 0 0 WITHSCORES` gives it; from 0
+    /// up only (`ZRANGEBYSCORE key 0 +inf LIMIT 0 1`) with `from_zero`.
+    fn zfirst_score(&mut self, key: &[u8], from_zero: bool) -> Option<i64>;
 }
 
 /// The `n` permit ids of one acquisition, made from its `seed` (random, or
@@ -226,7 +227,7 @@ pub fn acquire<S: Permits>(
 /// What a refused acquisition answers: the lowest expiry held, unless it
 /// is [`NEVER`] or nothing is held ([`NO_EXPIRY`]). Read-only.
 pub fn refusal<S: Permits>(s: &mut S, names: &LockNames) -> Attempt {
-    let first = s.zfirst_score(&names.permit_timeout());
+    let first = s.zfirst_score(&names.permit_timeout(), false);
     Attempt::Refused {
         pttl: first.filter(|at| *at != NEVER).unwrap_or(NO_EXPIRY),
     }
@@ -234,12 +235,15 @@ pub fn refusal<S: Permits>(s: &mut S, names: &LockNames) -> Attempt {
 
 /// When the first permit held expires, for the waiters' agenda: None when
 /// none is held, the set is of another type or the first never expires.
+/// Scores below 0, which no script reclaims (its range starts at 0), are
+/// passed over: a deadline in the past that no look can clear would fire
+/// again at once, for ever.
 pub fn next_expiry<S: Permits>(s: &mut S, names: &LockNames) -> Option<i64> {
     let set = names.permit_timeout();
     if s.line_kind(&set) != LineKind::Zset {
         return None;
     }
-    s.zfirst_score(&set).filter(|at| *at != NEVER)
+    s.zfirst_score(&set, true).filter(|at| *at != NEVER)
 }
 
 /// `PERMIT.RELEASE` of several ids: as `permit_release_list.lua`

@@ -8,7 +8,7 @@ use super::line::integer;
 use super::RedisStore;
 use crate::effects::notify::Event;
 use crate::engine::permit::Permits;
-use crate::engine::store::Line;
+use crate::engine::store::{Line, LineKind};
 
 impl Permits for RedisStore<'_> {
     fn zrange_by_score(&mut self, key: &[u8], max: i64, limit: Option<usize>) -> Vec<Vec<u8>> {
@@ -39,17 +39,18 @@ impl Permits for RedisStore<'_> {
     }
 
     fn zcount_from_zero(&mut self, key: &[u8]) -> i64 {
-        if self.line_kind(key) == crate::engine::store::LineKind::Missing {
+        if self.line_kind(key) == LineKind::Missing {
             return 0;
         }
         let count = self.call(false, "ZCOUNT", &[key, b"0", b"+inf"], integer, None);
         count.map_or(0, |n| n as i64)
     }
 
-    fn zfirst_score(&mut self, key: &[u8]) -> Option<i64> {
+    fn zfirst_score(&mut self, key: &[u8], from_zero: bool) -> Option<i64> {
         let handle = self.line_read(key);
         let mut first = None;
-        handle.scan_zset_range(f64::NEG_INFINITY, f64::INFINITY, |_, score| {
+        let min = if from_zero { 0.0 } else { f64::NEG_INFINITY };
+        handle.scan_zset_range(min, f64::INFINITY, |_, score| {
             first = Some(score as i64);
             false
         });

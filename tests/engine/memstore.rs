@@ -474,7 +474,11 @@ impl Permits for MemStore {
             .map_or(0, |z| z.values().filter(|at| **at >= 0).count() as i64)
     }
 
-    fn zfirst_score(&mut self, key: &[u8]) -> Option<i64> {
-        self.zset_mut(key)?.values().min().copied()
+    fn zfirst_score(&mut self, key: &[u8], from_zero: bool) -> Option<i64> {
+        let z = self.zset_mut(key)?;
+        z.values()
+            .filter(|at| !from_zero || **at >= 0)
+            .min()
+            .copied()
     }
 }

@@ -477,6 +477,30 @@ fn waiters_are_served_in_order_and_when_a_permit_expires() {
 }
 
 #[test]
+fn the_waiters_next_look_passes_over_scores_no_reclaim_clears() {
+    let (mut s, n) = (MemStore::new(T0), names());
+    let set = BTreeMap::from([
+        (vec![1; 16], -5),
+        (vec![2; 16], T0 + 40),
+        (vec![3; 16], NEVER),
+    ]);
+    s.put(SET, Value::Zset(set), None);
+    s.put(KEY, Value::Str(b"0".to_vec()), None);
+    assert_eq!(next_expiry(&mut s, &n), Some(T0 + 40));
+    // The refusal's reply is the script's: the lowest score of all.
+    assert_eq!(
+        acquire(&mut s, &n, 1, 10, seed(0)),
+        Ok(Attempt::Refused { pttl: -5 })
+    );
+    s.advance(40);
+    assert!(matches!(
+        acquire(&mut s, &n, 1, 10, seed(1)),
+        Ok(Attempt::Granted(_))
+    ));
+    assert_eq!(next_expiry(&mut s, &n), Some(T0 + 50));
+}
+
+#[test]
 fn ids_are_hex_of_sixteen_bytes_and_a_request_makes_the_same_ones() {
     let a: Vec<_> = ids(request_seed(b"req-1"), 3).collect();
     let b: Vec<_> = ids(request_seed(b"req-1"), 3).collect();
