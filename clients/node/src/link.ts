@@ -477,6 +477,20 @@ export class Links {
     }
   }
 
+  /**
+   * Resolves once the server no longer lists `link`'s connection (closed
+   * by `drop`: the server sees it go when it reads the end of it, which can
+   * come after commands sent since on other connections), or after
+   * `timeoutMs`. From then nothing can be granted to a wait it carried.
+   */
+  async gone(link: Link, timeoutMs: number): Promise<void> {
+    const id = await link.id;
+    const deadline = performance.now() + timeoutMs;
+    while (String(await link.base.call("CLIENT", "LIST", "ID", id)).trim() !== "" && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, UNBLOCK_RETRY_MS));
+    }
+  }
+
   /** Closes every dedicated connection (the pool's and those in use: session holds end). */
   close(): void {
     this.closed = true;
