@@ -163,6 +163,10 @@ describe("replica acknowledgement on real servers", () => {
       assert.equal(lock.held, false);
       await assert.rejects(locks.readWriteLock("known-rw").writeLock().acquire({ wait: 1_000, lease: 10_000 }), NotSynced);
       assert.equal(await redis.exists("known-rw"), 0);
+      // A semaphore's acquisition takes the same path: its permits given back.
+      await redis.set("known-sem", "2");
+      await assert.rejects(locks.semaphore("known-sem").acquire({ permits: 2, wait: 0 }), (e: Error) => e instanceof NotSynced && /WAIT 1 replied 0/.test(e.message));
+      assert.equal(await redis.get("known-sem"), "2", "given back");
 
       await using alone = new Client(redis, { sync: { replicas: 0 } });
       const quick = alone.lock("known");
@@ -184,6 +188,7 @@ describe("replica acknowledgement on real servers", () => {
       await assert.rejects(locks.lock("refused").acquire({ wait: 0, lease: 10_000 }),
         (e: Error) => e instanceof NotSynced && /NOREPLICAS/.test(e.message));
       await assert.rejects(locks.fairLock("refused-fair").acquire({ wait: 0, lease: 10_000 }), NotSynced);
+      await assert.rejects(locks.semaphore("refused-sem").acquire({ wait: 0 }), NotSynced);
       assert.equal(await redis.dbsize(), 0, "nothing written");
     } finally {
       redis.disconnect();
