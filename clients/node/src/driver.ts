@@ -399,6 +399,22 @@ async function leaveLine(ctx: ClientContext, kind: Acquisition, waitMs: number |
 }
 
 /**
+ * A write that carries no request id (a count-down, a semaphore's
+ * try-set, add or drain), sent exactly once: on a dedicated connection of
+ * the pool, which resends nothing (ioredis would resend it on the
+ * application's connection after a reconnect, running it twice), its reply
+ * awaited `replyMargin`. Resolves its reply; rejects with its error reply,
+ * or with the connection's error when the reply was lost (it may have run).
+ */
+export async function once(ctx: ClientContext, key: string, args: Args): Promise<unknown> {
+  const [reply] = await ctx.links.commands(key, [args], ctx.replyMargin);
+  if (reply === undefined || reply.error !== null) {
+    throw reply?.error ?? new Error(`no reply to ${args[0]}`);
+  }
+  return reply.reply;
+}
+
+/**
  * The latches a handle's acquisitions and releases left on the server,
  * deleted by the `DEL` pipelined with its next release (docs/clients.md,
  * "Request ids on acquisitions").

@@ -1,7 +1,7 @@
 /** `CountDownLatch`: Redisson's `RCountDownLatch` on the module's `LATCH.*` commands (design.md §16). */
 
 import { int } from "./commands";
-import { acquire, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
+import { acquire, once, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
 import { LockError } from "./errors";
 
 /** A count: a whole number from 0 (Java's `CountDownLatch` takes no negative count). */
@@ -24,7 +24,8 @@ function countOf(count: number): number {
  * `AbortSignal` ends the wait on the server. A count-down carries no
  * request id (`LATCH.COUNTDOWN` has none): it goes on a dedicated
  * connection, which never resends, and a lost reply is raised, never sent
- * again (it may have counted down).
+ * again (it may have counted down); so do the other writes (`trySetCount`,
+ * `delete`).
  *
  * ```ts
  * const done = client.countDownLatch("batch:7");
@@ -48,7 +49,7 @@ export class CountDownLatch {
 
   /** Sets the count when there is no latch: true when set, false when one exists (nothing changes). */
   async trySetCount(count: number): Promise<boolean> {
-    return int(await this.ctx.links.command(this.name, ["LATCH.TRYSETCOUNT", this.name, countOf(count)])) === 1;
+    return int(await once(this.ctx, this.name, ["LATCH.TRYSETCOUNT", this.name, countOf(count)])) === 1;
   }
 
   /**
@@ -57,10 +58,7 @@ export class CountDownLatch {
    * the count-down may have happened, and is not sent again.
    */
   async countDown(): Promise<void> {
-    const [reply] = await this.ctx.links.commands(this.name, [["LATCH.COUNTDOWN", this.name]], this.ctx.replyMargin);
-    if (reply === undefined || reply.error !== null) {
-      throw reply?.error ?? new Error("no reply to LATCH.COUNTDOWN");
-    }
+    await once(this.ctx, this.name, ["LATCH.COUNTDOWN", this.name]);
   }
 
   /** The count now (0 without a latch): Redisson's `getCount()`. */
@@ -70,7 +68,7 @@ export class CountDownLatch {
 
   /** Deletes the latch, answering its waiters: true when there was one. */
   async delete(): Promise<boolean> {
-    return int(await this.ctx.links.command(this.name, ["LATCH.DELETE", this.name])) === 1;
+    return int(await once(this.ctx, this.name, ["LATCH.DELETE", this.name])) === 1;
   }
 
   /**

@@ -2,7 +2,7 @@
 
 import { asyncDispose } from "./dispose";
 import { int, prefixed, requestId, type Args, type Outcome } from "./commands";
-import { acquire, Latches, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
+import { acquire, Latches, once, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
 import { LockError, NotAcquired } from "./errors";
 import { LATCH_TTL_MS, toMs } from "./options";
 
@@ -68,7 +68,9 @@ function amountOf(permits: number): number {
  * release carries a request id (a lost reply is resent once with the same
  * id: never taken or given back twice), the replica check follows each
  * acquisition (`NotSynced`: given back), and an `AbortSignal` ends the
- * wait on the server.
+ * wait on the server. The writes without a request id (`trySetPermits`,
+ * `addPermits`, `drainPermits`) go on a dedicated connection, which never
+ * resends: a lost reply rejects (it may have run), never runs them twice.
  *
  * ```ts
  * const pool = client.semaphore("backend:slots");
@@ -149,17 +151,17 @@ export class Semaphore {
     if (options.ttl !== undefined) {
       args.push("TTL", toMs(options.ttl, "ttl"));
     }
-    return int(await this.ctx.links.command(this.name, args)) === 1;
+    return int(await once(this.ctx, this.name, args)) === 1;
   }
 
   /** Adds `permits` (negative: takes them away, the count may go below 0), serving the waiters they cover. */
   async addPermits(permits: number): Promise<void> {
-    await this.ctx.links.command(this.name, ["SEMAPHORE.ADDPERMITS", this.name, amountOf(permits)]);
+    await once(this.ctx, this.name, ["SEMAPHORE.ADDPERMITS", this.name, amountOf(permits)]);
   }
 
   /** Takes every free permit: resolves how many there were (0 without a semaphore). */
   async drainPermits(): Promise<number> {
-    return int(await this.ctx.links.command(this.name, ["SEMAPHORE.DRAIN", this.name]));
+    return int(await once(this.ctx, this.name, ["SEMAPHORE.DRAIN", this.name]));
   }
 
   /** The free permits now (0 without a semaphore; below 0 after `addPermits` took away more than were free). */

@@ -159,6 +159,17 @@ describe("semaphore", () => {
     });
   });
 
+  it("an addPermits' reply lost is raised and never sent again (no request id: sent on a connection that resends nothing)", async () => {
+    await throughProxy(suite.server, "SEMAPHORE.ADDPERMITS", "sem:addlost", async (locks, proxy) => {
+      const semaphore = locks.semaphore("sem:addlost");
+      await suite.redis.call("CONFIG", "RESETSTAT");
+      await assert.rejects(semaphore.addPermits(2));
+      assert.ok(proxy.fired, "the proxy lost the reply");
+      assert.match(await suite.redis.info("commandstats"), /cmdstat_semaphore\.addpermits:calls=1,/);
+      assert.equal(await suite.redis.get("sem:addlost"), "2", "added once");
+    });
+  });
+
   it("trySetPermits with a TTL, addPermits (negative too), drainPermits; bad counts refused before sending", async () => {
     await using locks = new Client(suite.redis);
     const semaphore = locks.semaphore("sem:ops");
