@@ -96,10 +96,11 @@ export class FaultProxy {
 /**
  * Runs `body` with a client object whose connection goes through a proxy
  * (to `server`) that loses the reply of the first `command` naming `name`
- * and every word of `also`; closes all three after.
+ * and every word of `also` (`stall`: the connection left open, silent);
+ * closes all three after.
  */
-export async function throughProxy(server: Server, command: string, name: string, body: (locks: Client, proxy: FaultProxy) => Promise<void>, also: readonly string[] = []): Promise<void> {
-  const proxy = await FaultProxy.start(server.port, command, name, false, also);
+export async function throughProxy(server: Server, command: string, name: string, body: (locks: Client, proxy: FaultProxy) => Promise<void>, also: readonly string[] = [], stall = false): Promise<void> {
+  const proxy = await FaultProxy.start(server.port, command, name, stall, also);
   const app = server.client({ port: proxy.port });
   const locks = new Client(app);
   try {
