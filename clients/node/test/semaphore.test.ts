@@ -103,26 +103,31 @@ describe("semaphore", () => {
     assert.equal(await semaphore.availablePermits(), 1);
   });
 
-  it("an abort after a grant whose reply never came: the waiting connection closed, its latch says granted, the permits given back", async () => {
-    const name = "sem:abort-granted";
-    await throughProxy(suite.server, "SEMAPHORE.ACQUIRE", name, async (locks, proxy) => {
-      // A wait on another semaphore first: the pooled dedicated connection's
-      // CLIENT ID is answered before the proxy withholds what it reads.
-      assert.equal(await locks.semaphore(`${name}:warm`).acquire({ wait: 50 }), false);
-      const semaphore = locks.semaphore(name);
-      const controller = new AbortController();
-      const waiting = semaphore.acquire({ permits: 2, signal: controller.signal });
-      await waitUntil("the waiter parked", async () => (await infoField(suite.redis, "clients", "blocked_clients")) === "1");
-      await suite.redis.call("SEMAPHORE.RELEASE", name, "2"); // served: its reply withheld by the proxy
-      await waitUntil("the grant's reply withheld", () => proxy.fired);
-      assert.equal(await suite.redis.get(name), "0", "granted on the server");
-      // CLIENT UNBLOCK finds no wait to end (it was served): the connection is closed.
-      controller.abort(new Error("shutting down"));
-      await assert.rejects(waiting, /shutting down/);
-      assert.equal(await suite.redis.get(name), "2", "the grant given back");
-      await nothingWaits();
-    }, ["BLOCK"], true);
-  });
+  // Warmed: the dedicated connection's CLIENT ID answered before, so
+  // CLIENT UNBLOCK is tried (it finds no wait: served) before the
+  // connection is closed. Cold: the proxy withholds the CLIENT ID's reply
+  // too, and the connection is closed without it.
+  for (const warm of [true, false]) {
+    it(`an abort after a grant whose reply never came (${warm ? "warm" : "cold"}): the waiting connection closed, its latch says granted, the permits given back`, async () => {
+      const name = `sem:abort-granted:${warm ? "warm" : "cold"}`;
+      await throughProxy(suite.server, "SEMAPHORE.ACQUIRE", name, async (locks, proxy) => {
+        if (warm) {
+          assert.equal(await locks.semaphore(`${name}:warm`).acquire({ wait: 50 }), false);
+        }
+        const semaphore = locks.semaphore(name);
+        const controller = new AbortController();
+        const waiting = semaphore.acquire({ permits: 2, signal: controller.signal });
+        await waitUntil("the waiter parked", async () => (await infoField(suite.redis, "clients", "blocked_clients")) === "1");
+        await suite.redis.call("SEMAPHORE.RELEASE", name, "2"); // served: its reply withheld by the proxy
+        await waitUntil("the grant's reply withheld", () => proxy.fired);
+        assert.equal(await suite.redis.get(name), "0", "granted on the server");
+        controller.abort(new Error("shutting down"));
+        await assert.rejects(waiting, /shutting down/);
+        assert.equal(await suite.redis.get(name), "2", "the grant given back");
+        await nothingWaits();
+      }, ["BLOCK"], true);
+    });
+  }
 
   for (const waiting of [false, true]) {
     const name = `sem:lost${waiting ? ":wait" : ""}`;
