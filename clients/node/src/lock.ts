@@ -2,9 +2,10 @@
  * `Lock`: one lock handle of a client object (`Client`): the plain lock
  * (Redisson's `RLock`), fenced (`RFencedLock`) or not, reentrant or not, a
  * read-write lock's read or write side (`RReadWriteLock`), and, through
- * `MultiLock`, several holds taken as one. Acquire with a wait on the
- * server and an `AbortSignal`, release, the watchdog, session holds and
- * replica sync, all here.
+ * `MultiLock`, several holds taken as one: what each hold counts, the
+ * watchdog and session holds here; the acquisition (a wait on the server,
+ * an `AbortSignal`, request ids, replica sync) and the release go through
+ * `driver.ts`, as the semaphore's do.
  */
 
 import { EventEmitter } from "node:events";
