@@ -414,19 +414,34 @@ export async function once(ctx: ClientContext, key: string, args: Args): Promise
   return reply.reply;
 }
 
+/** How many acquisitions' latches a handle keeps for its next release's `DEL`. */
+const MAX_KEPT = 64;
+
 /**
  * The latches a handle's acquisitions and releases left on the server,
  * deleted by the `DEL` pipelined with its next release (docs/clients.md,
  * "Request ids on acquisitions").
  */
 export class Latches {
-  /** The acquisitions' latches since the last release. */
+  /** The acquisitions' latches since the last release (`keep`). */
   acquired: string[] = [];
   // The unlock latches of the releases whose replies came: deleted by the
   // next release's DEL, never by their own (a release's own latch must
   // outlive its reply, for its resend to be answered from it); they
   // outlive the handle's holds, or expire on their own.
   released: string[] = [];
+
+  /**
+   * Keeps an acquisition's latch for the next release's `DEL`: the last
+   * `MAX_KEPT` only, the older ones left to expire (a semaphore object that
+   * only acquires, while others release, would otherwise keep them all).
+   */
+  keep(latch: string): void {
+    this.acquired.push(latch);
+    if (this.acquired.length > MAX_KEPT) {
+      this.acquired.shift();
+    }
+  }
 }
 
 /**

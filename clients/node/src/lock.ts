@@ -264,7 +264,7 @@ export class Lock extends EventEmitter {
       this.count = 0;
     }
     if (request !== null) {
-      this.latches.acquired.push(this.target.acquireLatch(request));
+      this.latches.keep(this.target.acquireLatch(request));
     }
     if (this.count === 0 || this.lostController === null) {
       this.lostController = new AbortController();

@@ -200,7 +200,7 @@ export class Semaphore {
       abandon: () => null,
       record: (_outcome, _link, request) => {
         if (request !== null) {
-          this.latches.acquired.push(acquireLatch(request));
+          this.latches.keep(acquireLatch(request));
         }
       },
       recover: async (link, request) => {

@@ -196,6 +196,21 @@ describe("semaphore", () => {
     });
   });
 
+  it("an object that only acquires keeps the latest 64 latches for its next release's DEL; the older ones are left to expire", async () => {
+    await using locks = new Client(suite.redis);
+    const semaphore = locks.semaphore("sem:taker");
+    assert.equal(await semaphore.trySetPermits(70), true);
+    for (let i = 0; i < 70; i++) {
+      assert.equal(await semaphore.acquire({ wait: 0 }), true);
+    }
+    assert.equal((await suite.redis.keys("redisson_lock_request_latch:{sem:taker}:*")).length, 70);
+    await semaphore.release();
+    const left = await suite.redis.keys("redisson_lock_request_latch:{sem:taker}:*");
+    assert.equal(left.length, 70 - 64, "the DEL took the latest 64");
+    const pttl = await suite.redis.pttl(left[0]!);
+    assert.ok(pttl > 0 && pttl <= 13_500, String(pttl));
+  });
+
   it("trySetPermits with a TTL, addPermits (negative too), drainPermits; bad counts refused before sending", async () => {
     await using locks = new Client(suite.redis);
     const semaphore = locks.semaphore("sem:ops");
