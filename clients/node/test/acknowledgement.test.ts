@@ -196,7 +196,7 @@ describe("replica acknowledgement on real servers", () => {
     }
   });
 
-  it("an uncontended acquire-release cycle is two round trips, with no INFO and no WAIT", async () => {
+  it("an uncontended acquire-release cycle is two round trips, with no INFO and no WAIT (a lock's, a semaphore's)", async () => {
     const server = await Server.start();
     const proxy = await turnProxy(server.port);
     const direct = server.client();
@@ -223,6 +223,22 @@ describe("replica acknowledgement on real servers", () => {
       const left = await direct.keys("*");
       assert.equal(left.length, 1, String(left));
       assert.match(left[0]!, /^redisson_unlock_latch:\{cycle\}:/);
+
+      // A semaphore's cycle is the same two: the acquisition, then the release and its DEL.
+      await direct.call("SEMAPHORE.RELEASE", "{cycle}:sem", "1");
+      const semaphore = locks.semaphore("{cycle}:sem");
+      await direct.call("CONFIG", "RESETSTAT");
+      const semBefore = proxy.turns();
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await semaphore.acquire({ wait: 0 }), true);
+        await semaphore.release();
+      }
+      assert.equal(proxy.turns() - semBefore, 6, "two round trips per semaphore cycle");
+      const semStats = await direct.info("commandstats");
+      assert.doesNotMatch(semStats, /cmdstat_wait:/);
+      assert.match(semStats, /cmdstat_semaphore\.acquire:calls=3,/);
+      assert.match(semStats, /cmdstat_semaphore\.release:calls=3,/);
+      assert.match(semStats, /cmdstat_del:calls=3,/);
     } finally {
       redis.disconnect();
       direct.disconnect();
