@@ -58,8 +58,12 @@ export interface Acquisition {
   readonly session: boolean;
   /** The session's connection while it holds (its re-entries go there), else null. */
   readonly sessionLink: Link | null;
-  /** Whether a grant is a write the replicas must acknowledge (`WAIT`, `WAITAOF`). */
-  readonly synced: boolean;
+  /**
+   * Whether a grant writes: the replicas must acknowledge it (`WAIT`,
+   * `WAITAOF`), and a lost reply is resent only with a request id. One
+   * that writes nothing (the latch's wait) is asked again as it is.
+   */
+  readonly writes: boolean;
   /**
    * The acquisition (`blockMs` null: no `BLOCK`; `request` null: no
    * `REQUEST`; `waitMs`: the bounded wait asked for, which a resend's
@@ -120,6 +124,9 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
   // A fresh request id per acquisition: its one resend below is answered
   // from the server's latch.
   let request = kind.acquireLatch !== null ? requestId() : null;
+  // Whether a lost reply may be sent once more: answered from the latch,
+  // or by a command that changes nothing.
+  const resendable = request !== null || !kind.writes;
   const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
   const started = performance.now();
   const sessionLink = kind.sessionLink;
@@ -133,7 +140,7 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
       try {
         tried = await tryShared(ctx, kind, waitMs, request);
       } catch (error) {
-        if (isReplyError(error) || request === null || signal?.aborted) {
+        if (isReplyError(error) || !resendable || signal?.aborted) {
           throw error;
         }
         // The reply was lost (the connection failed or did not answer in
@@ -161,7 +168,7 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
     let sent: Sent;
     let touch: Args | null = null;
     if (lost) {
-      ({ blockMs, touch } = resending(ctx, kind, blockMs, started, request!, waitMs));
+      ({ blockMs, touch } = resending(ctx, kind, blockMs, started, request, waitMs));
     }
     try {
       sent = await waiting(ctx, kind.key, blockMs, () => send(ctx, kind, link!, blockMs, waitMs, request, touch, signal, planned));
@@ -173,15 +180,16 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
         // The slot moved to another master (a reshard): once more, there.
         links.checkin(link);
         link = await links.checkoutOn(await links.redirected(error, kind.key));
-      } else if (!isReplyError(error) && !signal?.aborted && request !== null) {
+      } else if (!isReplyError(error) && !signal?.aborted && resendable) {
         // The reply was lost (the connection failed or timed out): the
         // server may or may not have granted it. Once more, on a new
         // connection, with the same request id and what is left of the
-        // wait: a grant is answered again instead of counted twice. A
+        // wait: a grant is answered again instead of counted twice (a wait
+        // that writes nothing is simply asked again). A
         // session's hold is bound to its connection and was freed with
         // it, while its latch would answer "taken" and bind nothing: a
         // session resends with a new id, as a new acquisition.
-        if (kind.session) {
+        if (kind.session && request !== null) {
           request = requestId();
         }
         ({ blockMs, touch } = resending(ctx, kind, blockMs, started, request, waitMs));
@@ -250,10 +258,11 @@ async function waiting<T>(ctx: ClientContext, key: string, blockMs: number | nul
  * write after it (the latch's expiry set again; nothing when refused),
  * in the same round trip.
  */
-function resending(ctx: ClientContext, kind: Acquisition, blockMs: number | null, started: number, request: string, waitMs: number | null): { blockMs: number | null; touch: Args | null } {
+function resending(ctx: ClientContext, kind: Acquisition, blockMs: number | null, started: number, request: string | null, waitMs: number | null): { blockMs: number | null; touch: Args | null } {
+  const latch = ctx.sync.enabled && kind.writes && kind.acquireLatch !== null && request !== null ? kind.acquireLatch(request) : null;
   return {
     blockMs: remaining(blockMs, performance.now() - started),
-    touch: ctx.sync.enabled && kind.synced && kind.acquireLatch !== null ? ["PEXPIRE", kind.acquireLatch(request), LATCH_TTL_MS + (waitMs ?? 0)] : null,
+    touch: latch === null ? null : ["PEXPIRE", latch, LATCH_TTL_MS + (waitMs ?? 0)],
   };
 }
 
@@ -283,7 +292,7 @@ async function settle(ctx: ClientContext, kind: Acquisition, outcome: Outcome, s
 
 /** The checks an acquisition of `kind` on `node` sends, or null when the master's INFO must be asked first. */
 function plan(ctx: ClientContext, kind: Acquisition, node: string): Checks | null {
-  return kind.synced ? ctx.masters.plan(node, ctx.sync) : NO_CHECKS;
+  return kind.writes ? ctx.masters.plan(node, ctx.sync) : NO_CHECKS;
 }
 
 /**

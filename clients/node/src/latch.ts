@@ -83,8 +83,9 @@ export class CountDownLatch {
       key: name,
       session: false,
       sessionLink: null,
-      // A wait writes nothing: no request id, no replica check, nothing to give back.
-      synced: false,
+      // A wait writes nothing: no request id, no replica check, nothing to
+      // give back; a lost reply is asked again with what is left of the wait.
+      writes: false,
       acquireLatch: null,
       command: (blockMs) => (blockMs === null ? ["LATCH.AWAIT", name] : ["LATCH.AWAIT", name, "BLOCK", blockMs]),
       outcome: (reply) => ({ acquired: int(reply) === 1, pttl: null, token: null }),

@@ -234,7 +234,7 @@ export class Lock extends EventEmitter {
       key: target.key,
       session,
       sessionLink: this.sessionLink,
-      synced: true,
+      writes: true,
       command: (blockMs, request, waitMs) => target.acquire(owner, leaseMs, blockMs, session, request, waitMs),
       outcome: (reply, blockMs) => target.outcome(reply, blockMs),
       acquireLatch: target.requested ? (request) => target.acquireLatch(request) : null,

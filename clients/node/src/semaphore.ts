@@ -182,7 +182,7 @@ export class Semaphore {
       key: name,
       session: false,
       sessionLink: null,
-      synced: true,
+      writes: true,
       command: (blockMs, request, waitMs) => {
         const args: Args = ["SEMAPHORE.ACQUIRE", name, permits];
         if (blockMs !== null) {

@@ -1,8 +1,9 @@
 /**
  * The count-down latch (`LATCH.*`): several waiters woken at once by the
  * last count-down, a wait that runs out or is aborted leaving nothing, a
- * wait longer than the application's command timeout, and a count-down
- * whose reply is lost: raised, never sent again.
+ * wait longer than the application's command timeout, a wait whose reply
+ * is lost (asked again), and a count-down whose reply is lost: raised,
+ * never sent again.
  */
 
 import { describe, it } from "node:test";
@@ -68,6 +69,19 @@ describe("count-down latch", () => {
     assert.equal(await app.ping(), "PONG", "the application's connection is not stalled");
     assert.equal(await suite.redis.call("LATCH.DELETE", "latch:long"), 1);
     assert.equal(await waiting, true);
+  });
+
+  it("a wait's reply lost is asked again with what is left of the wait (it changes nothing)", async () => {
+    await throughProxy(suite.server, "LATCH.AWAIT", "latch:asked", async (locks, proxy) => {
+      const latch = locks.countDownLatch("latch:asked");
+      assert.equal(await latch.trySetCount(1), true);
+      await suite.redis.call("CONFIG", "RESETSTAT");
+      setTimeout(() => void suite.redis.call("LATCH.COUNTDOWN", "latch:asked"), 300);
+      assert.equal(await latch.await({ wait: 10_000 }), true);
+      assert.ok(proxy.fired, "the proxy lost the wait's reply");
+      // The look on the application's connection, the wait whose reply was lost, the wait asked again.
+      assert.match(await suite.redis.info("commandstats"), /cmdstat_latch\.await:calls=3,/);
+    }, ["BLOCK"]);
   });
 
   it("a count-down's reply lost is raised and never sent again", async () => {
