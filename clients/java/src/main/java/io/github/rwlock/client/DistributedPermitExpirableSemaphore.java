@@ -68,7 +68,7 @@ public final class DistributedPermitExpirableSemaphore {
     private final Latches latches = new Latches();
     /** The watchdogs of the permits taken without a lease, by id. */
     private final Map<String, Watchdog> dogs = new ConcurrentHashMap<>();
-    /** The ids whose watchdog found them gone, until they are released. */
+    /** The ids whose watchdog found them gone, until a release names them. */
     private final Set<String> lost = ConcurrentHashMap.newKeySet();
 
     /**
@@ -347,7 +347,7 @@ public final class DistributedPermitExpirableSemaphore {
 
     /**
      * Whether the watchdog found the permit {@code id} gone (its lease ran out, or the semaphore was
-     * deleted) before it was released.
+     * deleted), until a release names it.
      *
      * @param id a permit's id
      * @return whether it was lost
@@ -408,9 +408,11 @@ public final class DistributedPermitExpirableSemaphore {
             unwatch(copy);
             throw e;
         }
-        // A refused release leaves the held ids with their watchdogs (the others find theirs gone).
         if (released > 0) {
             unwatch(copy);
+        } else {
+            // Refused: the held ids keep their watchdogs; the caller has heard of the others.
+            lost.removeAll(copy);
         }
         return released;
     }
