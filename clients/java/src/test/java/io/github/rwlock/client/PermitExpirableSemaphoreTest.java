@@ -30,15 +30,6 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
 class PermitExpirableSemaphoreTest extends ServerTest {
     private static final String ID = "[0-9a-f]{32}";
 
-    private boolean nothingWaits() {
-        return ((List<?>) server.call("LOCK.WAITING")).isEmpty()
-                && "0".equals(server.info("clients", "blocked_clients"));
-    }
-
-    private long blocked() {
-        return Long.parseLong(server.info("clients", "blocked_clients"));
-    }
-
     @Test
     void aWaitIsServedByAnotherConnectionsRelease() throws Exception {
         DistributedPermitExpirableSemaphore permits = new DistributedPermitExpirableSemaphore(client, "permit:served");
@@ -171,17 +162,8 @@ class PermitExpirableSemaphoreTest extends ServerTest {
     void anInterruptedOrTimedOutWaitLeavesNothing() throws Exception {
         DistributedPermitExpirableSemaphore permits = new DistributedPermitExpirableSemaphore(client, "permit:cancel");
         assertTrue(permits.trySetPermits(0));
-        long start = System.nanoTime();
-        assertNull(permits.tryAcquire(300, -1, TimeUnit.MILLISECONDS));
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 250, "it waited");
-        assertTrue(nothingWaits(), "a wait that ran out leaves the queue");
-
-        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = Waiters.start(() -> permits.acquire(2), outcome);
-        RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-        waiter.interrupt();
-        assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-        RedisServer.waitUntil("the server dropped the waiter", 10_000, this::nothingWaits);
+        aWaitRunsOutAndAnInterruptEndsAnother(() -> permits.tryAcquire(300, -1, TimeUnit.MILLISECONDS) == null,
+                () -> permits.acquire(2));
         permits.addPermits(2);
         assertEquals(2, permits.availablePermits(), "nobody took the permits for the ended wait");
 
@@ -202,17 +184,9 @@ class PermitExpirableSemaphoreTest extends ServerTest {
                 Client on = Client.create(proxied)) {
             DistributedPermitExpirableSemaphore permits = new DistributedPermitExpirableSemaphore(on, "permit:unheard");
             assertTrue(permits.trySetPermits(0));
-            proxy.armSwallow();
-            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-            Thread waiter = Waiters.start(() -> permits.tryAcquire(2, 60, 60, TimeUnit.SECONDS), outcome);
-            RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-            server.call("PERMIT.ADDPERMITS", "permit:unheard", "2");
-            RedisServer.waitUntil("the server served it", 10_000, this::nothingWaits);
-            assertEquals(2, permits.acquiredPermits(), "granted on the server");
-            assertFalse(outcome.isDone(), "the reply was held back");
-            waiter.interrupt();
-            assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-            assertTrue(proxy.dropped());
+            anInterruptAfterAnUnheardGrant(proxy, () -> permits.tryAcquire(2, 60, 60, TimeUnit.SECONDS),
+                    () -> server.call("PERMIT.ADDPERMITS", "permit:unheard", "2"),
+                    () -> assertEquals(2, permits.acquiredPermits(), "granted on the server"));
             assertEquals(0, permits.acquiredPermits(), "the unheard grant released");
             assertEquals(2, permits.availablePermits());
         }

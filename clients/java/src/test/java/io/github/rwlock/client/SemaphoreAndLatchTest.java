@@ -27,20 +27,10 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
  * waking every waiter.
  */
 class SemaphoreAndLatchTest extends ServerTest {
-    /** The server's parked waiters: {@code LOCK.WAITING}'s entries, and the clients Redis sees blocked. */
-    private boolean nothingWaits() {
-        return ((List<?>) server.call("LOCK.WAITING")).isEmpty()
-                && "0".equals(server.info("clients", "blocked_clients"));
-    }
-
     private static String requestId(List<String> command) {
         int at = command.indexOf("REQUEST");
         assertTrue(at > 0 && command.size() > at + 2, "no REQUEST in " + command);
         return command.get(at + 1);
-    }
-
-    private long blocked() {
-        return Long.parseLong(server.info("clients", "blocked_clients"));
     }
 
     @Test
@@ -161,17 +151,8 @@ class SemaphoreAndLatchTest extends ServerTest {
     void anInterruptedOrTimedOutSemaphoreWaitLeavesNothing() throws Exception {
         DistributedSemaphore semaphore = new DistributedSemaphore(client, "sem:cancel");
         assertTrue(semaphore.trySetPermits(0));
-        long start = System.nanoTime();
-        assertFalse(semaphore.tryAcquire(1, 300, TimeUnit.MILLISECONDS));
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 250, "it waited");
-        assertTrue(nothingWaits(), "a wait that ran out leaves the queue");
-
-        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = Waiters.start(() -> semaphore.acquire(2), outcome);
-        RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-        waiter.interrupt();
-        assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-        RedisServer.waitUntil("the server dropped the waiter", 10_000, this::nothingWaits);
+        aWaitRunsOutAndAnInterruptEndsAnother(() -> !semaphore.tryAcquire(1, 300, TimeUnit.MILLISECONDS),
+                () -> semaphore.acquire(2));
         semaphore.release(2);
         assertEquals(2, semaphore.availablePermits(), "nobody took the permits for the ended wait");
 
@@ -192,17 +173,9 @@ class SemaphoreAndLatchTest extends ServerTest {
                 Client on = Client.create(proxied)) {
             DistributedSemaphore semaphore = new DistributedSemaphore(on, "sem:unheard");
             assertTrue(semaphore.trySetPermits(0));
-            proxy.armSwallow();
-            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-            Thread waiter = Waiters.start(() -> assertTrue(semaphore.tryAcquire(2, 60, TimeUnit.SECONDS)), outcome);
-            RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-            server.call("SEMAPHORE.RELEASE", "sem:unheard", "2");
-            RedisServer.waitUntil("the server served it", 10_000, this::nothingWaits);
-            assertEquals(0, semaphore.availablePermits(), "granted on the server");
-            assertFalse(outcome.isDone(), "the reply was held back");
-            waiter.interrupt();
-            assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-            assertTrue(proxy.dropped());
+            anInterruptAfterAnUnheardGrant(proxy, () -> assertTrue(semaphore.tryAcquire(2, 60, TimeUnit.SECONDS)),
+                    () -> server.call("SEMAPHORE.RELEASE", "sem:unheard", "2"),
+                    () -> assertEquals(0, semaphore.availablePermits(), "granted on the server"));
             assertEquals(2, semaphore.availablePermits(), "the unheard grant given back");
         }
     }
@@ -216,12 +189,7 @@ class SemaphoreAndLatchTest extends ServerTest {
         assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 250, "it waited");
         assertTrue(nothingWaits(), "a wait that ran out leaves the queue");
 
-        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = Waiters.start(latch::await, outcome);
-        RedisServer.waitUntil("the await waits on the server", 10_000, () -> blocked() == 1);
-        waiter.interrupt();
-        assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-        RedisServer.waitUntil("the server dropped the waiter", 10_000, this::nothingWaits);
+        interruptEndsTheWait(latch::await);
         assertEquals(1, latch.getCount(), "an await changes nothing");
     }
 
