@@ -32,9 +32,10 @@ import java.util.concurrent.TimeUnit;
  * }</pre>
  *
  * <p><b>Leases.</b> A permit taken without one gets the client's watchdog timeout, renewed every
- * third of it by {@code PERMIT.UPDATELEASE} until its id is released; when a renewal finds it gone
- * (its lease ran out, or the semaphore was deleted) the permit is {@link #isLost lost}, the {@link
- * LockLostListener} is told, and the watchdog stops. A lease of {@code -1} ({@link #NEVER_EXPIRES})
+ * third of it by {@code PERMIT.UPDATELEASE} until its id is released (or given a lease of its own
+ * by {@link #updateLeaseTime}); when a renewal finds it gone (its lease ran out, or the semaphore
+ * was deleted) the permit is {@link #isLost lost}, the {@link LockLostListener} is told, and the
+ * watchdog stops. A lease of {@code -1} ({@link #NEVER_EXPIRES})
  * never ends, as Redisson's default; any other lease ends the permit when it runs out.
  *
  * <p><b>Waits</b> happen on the server ({@code PERMIT.ACQUIRE … BLOCK ms}), in arrival order, and
@@ -438,8 +439,8 @@ public final class DistributedPermitExpirableSemaphore {
 
     /**
      * Gives the held permit {@code id} a new lease from now, as Redisson's {@code
-     * updateLeaseTime(id, leaseTime, unit)}. A permit the watchdog renews keeps being renewed with
-     * its own lease.
+     * updateLeaseTime(id, leaseTime, unit)}. A permit the watchdog renewed keeps the lease given
+     * here: its watchdog stops.
      *
      * @param id the permit's id
      * @param leaseTime the new lease; -1: it never expires
@@ -447,7 +448,14 @@ public final class DistributedPermitExpirableSemaphore {
      * @return whether it is held
      */
     public boolean updateLeaseTime(String id, long leaseTime, TimeUnit unit) {
-        return updateLeaseMs(Objects.requireNonNull(id, "id"), leaseMs(leaseTime, unit));
+        long leaseMs = leaseMs(leaseTime, unit);
+        Watchdog dog = dogs.remove(Objects.requireNonNull(id, "id"));
+        if (dog != null) {
+            // Stopped first: no later renewal replaces the lease given here (one already on its
+            // way may still land before this update).
+            dog.stop();
+        }
+        return updateLeaseMs(id, leaseMs);
     }
 
     private boolean updateLeaseMs(String id, long leaseMs) {

@@ -3,7 +3,6 @@ package io.github.rwlock.client;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -62,6 +61,35 @@ class PermitExpirableSemaphoreTest extends ServerTest {
         }
     }
 
+    @Test
+    void permitsAreNeverMoreThanTheCountUnderContention() throws Exception {
+        DistributedPermitExpirableSemaphore setup = new DistributedPermitExpirableSemaphore(client, "permit:guard");
+        assertTrue(setup.trySetPermits(2));
+        int violations = contend(2, 4, 10, (own, worker) -> {
+            DistributedPermitExpirableSemaphore permits = new DistributedPermitExpirableSemaphore(own, "permit:guard");
+            boolean watched = worker % 2 == 0; // the watchdog's lease, or one of 30 s
+            return new Contender() {
+                private String id;
+
+                @Override
+                public int take() throws Exception {
+                    id = watched ? permits.tryAcquire(60, TimeUnit.SECONDS) : permits.tryAcquire(60, 30, TimeUnit.SECONDS);
+                    assertNotNull(id, "served within 60 s");
+                    return 1;
+                }
+
+                @Override
+                public void giveBack() {
+                    permits.release(id);
+                }
+            };
+        });
+        assertEquals(0, violations, "never more permits held than the count");
+        assertEquals(2, setup.availablePermits(), "every permit back");
+        assertEquals(0, setup.acquiredPermits());
+        assertTrue(nothingWaits());
+    }
+
     /**
      * A holder that never releases (a raw {@code PERMIT.ACQUIRE} with a 1 s lease, as a crashed
      * Redisson client leaves it): the server returns its permit at its expiry and serves the waiter
@@ -109,6 +137,15 @@ class PermitExpirableSemaphoreTest extends ServerTest {
             RedisServer.sleep(1_000);
             assertEquals(renewals, server.calls("permit.updatelease"), "no renewal after the release");
             assertEquals(1, permits.availablePermits());
+
+            String kept = permits.tryAcquire();
+            assertNotNull(kept);
+            assertTrue(permits.updateLeaseTime(kept, -1, TimeUnit.MILLISECONDS));
+            renewals = server.calls("permit.updatelease");
+            RedisServer.sleep(1_000);
+            assertEquals(renewals, server.calls("permit.updatelease"), "a lease of its own stops the watchdog");
+            assertEquals(-1L, permits.getLeaseTime(kept), "the lease given, not the watchdog's");
+            assertTrue(permits.tryRelease(kept));
         }
     }
 

@@ -9,12 +9,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.exceptions.JedisConnectionException;
@@ -93,57 +91,31 @@ class SemaphoreAndLatchTest extends ServerTest {
 
     @Test
     void permitsAreNeverMoreThanTheCountUnderContention() throws Exception {
-        int permits = 3;
-        int workers = 6;
-        int rounds = 15;
         DistributedSemaphore setup = new DistributedSemaphore(client, "sem:guard");
-        assertTrue(setup.trySetPermits(permits));
-        AtomicInteger inside = new AtomicInteger();
-        AtomicInteger holders = new AtomicInteger();
-        AtomicInteger most = new AtomicInteger();
-        AtomicInteger violations = new AtomicInteger();
-        AtomicInteger taken = new AtomicInteger();
-        ExecutorService pool = Executors.newFixedThreadPool(workers);
-        List<Future<?>> done = new ArrayList<>();
-        try {
-            for (int w = 0; w < workers; w++) {
-                int want = w % 2 + 1; // takers of 1 and of 2 at once
-                boolean interruptible = w % 3 != 0;
-                done.add(pool.submit(() -> {
-                    // Each worker has a client (its own connections and wait threads) of its own.
-                    try (Client own = Client.create(jedis)) {
-                        DistributedSemaphore semaphore = new DistributedSemaphore(own, "sem:guard");
-                        for (int r = 0; r < rounds; r++) {
-                            if (interruptible) {
-                                assertTrue(semaphore.tryAcquire(want, 60, TimeUnit.SECONDS), "served within 60 s");
-                            } else {
-                                semaphore.acquireUninterruptibly(want);
-                            }
-                            int now = inside.addAndGet(want);
-                            most.accumulateAndGet(holders.incrementAndGet(), Math::max);
-                            if (now > permits) {
-                                violations.incrementAndGet();
-                            }
-                            taken.incrementAndGet();
-                            Thread.sleep(1); // hold the permits across a few other workers' turns
-                            holders.decrementAndGet();
-                            inside.addAndGet(-want);
-                            semaphore.release(want);
-                        }
+        assertTrue(setup.trySetPermits(3));
+        int violations = contend(3, 6, 15, (own, worker) -> {
+            DistributedSemaphore semaphore = new DistributedSemaphore(own, "sem:guard");
+            int want = worker % 2 + 1; // takers of 1 and of 2 at once
+            boolean interruptible = worker % 3 != 0;
+            return new Contender() {
+                @Override
+                public int take() throws Exception {
+                    if (interruptible) {
+                        assertTrue(semaphore.tryAcquire(want, 60, TimeUnit.SECONDS), "served within 60 s");
+                    } else {
+                        semaphore.acquireUninterruptibly(want);
                     }
-                    return null;
-                }));
-            }
-            for (Future<?> worker : done) {
-                worker.get(180, TimeUnit.SECONDS);
-            }
-        } finally {
-            pool.shutdownNow();
-        }
-        assertEquals(0, violations.get(), "never more permits held than the count");
-        assertEquals(workers * rounds, taken.get());
-        assertTrue(most.get() >= 2, "the workers overlapped: at most " + most.get() + " held permits at once");
-        assertEquals(permits, setup.availablePermits(), "every permit back");
+                    return want;
+                }
+
+                @Override
+                public void giveBack() {
+                    semaphore.release(want);
+                }
+            };
+        });
+        assertEquals(0, violations, "never more permits held than the count");
+        assertEquals(3, setup.availablePermits(), "every permit back");
         assertTrue(nothingWaits());
     }
 

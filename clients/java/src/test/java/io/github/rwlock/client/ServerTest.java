@@ -1,12 +1,19 @@
 package io.github.rwlock.client;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -113,5 +120,60 @@ abstract class ServerTest {
         Throwable thrown = outcome.get(30, TimeUnit.SECONDS);
         assertTrue(thrown instanceof InterruptedException, "interrupted: " + thrown);
         assertTrue(proxy.dropped());
+    }
+
+    /** One contention worker's side: takes permits, saying how many, and gives them back. */
+    interface Contender {
+        int take() throws Exception;
+
+        void giveBack() throws Exception;
+    }
+
+    /**
+     * {@code workers} threads, each with a client of its own ({@code side} makes its {@link
+     * Contender} from it and the worker's number), take and give back {@code rounds} times, holding
+     * across a few other workers' turns; checks that all finished and that they overlapped.
+     *
+     * @return how many times more than {@code count} permits were held at once
+     */
+    int contend(int count, int workers, int rounds, BiFunction<Client, Integer, Contender> side) throws Exception {
+        AtomicInteger inside = new AtomicInteger();
+        AtomicInteger holders = new AtomicInteger();
+        AtomicInteger most = new AtomicInteger();
+        AtomicInteger violations = new AtomicInteger();
+        AtomicInteger taken = new AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(workers);
+        List<Future<?>> done = new ArrayList<>();
+        try {
+            for (int w = 0; w < workers; w++) {
+                int worker = w;
+                done.add(pool.submit(() -> {
+                    try (Client own = Client.create(jedis)) {
+                        Contender contender = side.apply(own, worker);
+                        for (int r = 0; r < rounds; r++) {
+                            int want = contender.take();
+                            if (inside.addAndGet(want) > count) {
+                                violations.incrementAndGet();
+                            }
+                            most.accumulateAndGet(holders.incrementAndGet(), Math::max);
+                            taken.incrementAndGet();
+                            Thread.sleep(1);
+                            holders.decrementAndGet();
+                            inside.addAndGet(-want);
+                            contender.giveBack();
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> worker : done) {
+                worker.get(180, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(workers * rounds, taken.get());
+        assertTrue(most.get() >= 2, "the workers overlapped: at most " + most.get() + " holders at once");
+        return violations.get();
     }
 }
