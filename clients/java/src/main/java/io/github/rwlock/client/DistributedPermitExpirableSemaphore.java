@@ -317,7 +317,8 @@ public final class DistributedPermitExpirableSemaphore {
             }
         } catch (RuntimeException e) {
             // The server is unreachable: permits it granted, if any, come back when their lease
-            // ends (no watchdog was started for them).
+            // ends (no watchdog was started for them), or never with a lease of -1, as a
+            // Redisson client's that crashed.
         }
     }
 
