@@ -18,6 +18,7 @@ import rwlock_client.asyncio as aio
 from conftest import Server, wait_until
 from faultproxy import CountingProxy
 from rwlock_client import FairLock, Lock, MultiLock, NotSynced, ReadWriteLock, ReplicaSync
+from rwlock_client._base import acquire_batch
 from rwlock_client._core import AUTO, OFF, REFRESH_INTERVAL, REQUIRED, Learned, masters_of
 
 
@@ -180,7 +181,8 @@ class NoServer:
 def pipeline(lock: Any, state: Learned, resent: bool = False) -> List[Any]:
     """The names of the commands an acquisition of `lock` pipelines."""
     request = lock._request(0, 10.0)
-    return [c[0] for c in lock._batch(request, request.block_ms, "rid", state, resent).commands]
+    attempt = lock._attempt(request, resend=True)
+    return [c[0] for c in acquire_batch(attempt, request.block_ms, "rid", state, resent).commands]
 
 
 def test_what_each_state_puts_in_the_acquisitions_pipeline() -> None:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Optional, Type
 from redis.exceptions import ConnectionError
 
 from . import _owner
-from ._base import Held, LockCommon, PlainLockCommon
+from ._base import Held, LockCommon, PlainLockCommon, releasing
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link
@@ -90,17 +90,17 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        releasing = self._release_commands(owner, state, session_link is not None)
+        pipeline = self._release_commands(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
         try:
-            reply = link.converse(self._releasing(releasing))
+            reply = link.converse(releasing(pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(releasing)
+            self._keep_latch(pipeline)
             if link is not session_link:
                 link.close()
         released = self._released(state, reply)

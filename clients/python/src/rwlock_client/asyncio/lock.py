@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, Unio
 from redis.exceptions import ConnectionError
 
 from .. import _owner
-from .._base import Held, LockCommon, PlainLockCommon
+from .._base import Held, LockCommon, PlainLockCommon, releasing
 from .._core import Outcome
 from ._link import Link
 from .watchdog import Watchdog
@@ -76,17 +76,17 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        releasing = self._release_commands(owner, state, session_link is not None)
+        pipeline = self._release_commands(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
-            reply = await link.converse(self._releasing(releasing))
+            reply = await link.converse(releasing(pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             await self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(releasing)
+            self._keep_latch(pipeline)
             if link is not session_link:
                 await link.close()
         released = self._released(state, reply)
