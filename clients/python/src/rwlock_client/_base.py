@@ -192,6 +192,22 @@ def _remaining(block_ms: Optional[int], started: float) -> Optional[int]:
     return left if left > 0 else None
 
 
+def one(args: Args, read: Callable[[Any], T], timeout: Optional[float] = DEFAULT) -> Conversation[T]:
+    """One command, read within `timeout` (`Link.call`'s), and what its
+    reply says."""
+    return read((yield args, timeout))
+
+
+def flag(reply: Any) -> bool:
+    """A reply of 1 (yes) or 0 (no)."""
+    return int(reply) == 1
+
+
+def nothing(reply: Any) -> None:
+    """A reply that says nothing (nil)."""
+    return None
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One acquisition of any kind (a lock's hold, a semaphore's permits), as
@@ -459,7 +475,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
 
     def _renewing(self, owner: str, lease_s: float) -> Conversation[bool]:
         """One renewal: whether the owner still held it."""
-        return self._plan.renewed((yield self._plan.renew(owner, to_ms(lease_s)), DEFAULT))
+        return one(self._plan.renew(owner, to_ms(lease_s)), self._plan.renewed)
 
     def _mark_lost(self, state: Held[LinkT, DogT]) -> None:
         with self._guard:

@@ -13,7 +13,7 @@ from . import _owner
 from ._base import Held, LockCommon, PlainLockCommon, releasing
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
-from ._link import Link
+from ._link import Link, converse
 from .watchdog import SCHEDULER, Watchdog
 
 #: Called from the watchdog's thread with the lock and the owner whose hold
@@ -73,11 +73,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         dog.stop()
 
     def _renew(self, owner: str, lease_s: float) -> bool:
-        link = Link(self.client, self._plan.key)
-        try:
-            return link.converse(self._renewing(owner, lease_s))
-        finally:
-            link.close()
+        return converse(self.client, self._plan.key, self._renewing(owner, lease_s))
 
     def _lost(self, owner: str, state: Held[Link, Watchdog]) -> None:
         self._mark_lost(state)

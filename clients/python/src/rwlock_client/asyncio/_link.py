@@ -141,3 +141,12 @@ class Link(Checkout):
     async def drop(self) -> None:
         self._broken = True
         await self.close()
+
+
+async def converse(client: Any, key: str, conversation: Conversation[T]) -> T:
+    """As the sync `converse`: on a connection checked out for it."""
+    link = await Link.open(client, key)
+    try:
+        return await link.converse(conversation)
+    finally:
+        await link.close()

@@ -12,7 +12,7 @@ from redis.exceptions import ConnectionError
 from .. import _owner
 from .._base import Held, LockCommon, PlainLockCommon, releasing
 from .._core import Outcome
-from ._link import Link
+from ._link import Link, converse
 from .watchdog import Watchdog
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
@@ -58,11 +58,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         dog.stop()
 
     async def _renew(self, owner: str, lease_s: float) -> bool:
-        link = await Link.open(self.client, self._plan.key)
-        try:
-            return await link.converse(self._renewing(owner, lease_s))
-        finally:
-            await link.close()
+        return await converse(self.client, self._plan.key, self._renewing(owner, lease_s))
 
     async def _lost(self, owner: str, state: Held[Link, Dog]) -> None:
         self._mark_lost(state)
