@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 import redis
@@ -32,20 +32,6 @@ KINDS: Dict[str, Tuple[bytes, Make, str]] = {
     "write": (b"RWLOCK.WRITE", lambda c, n: ReadWriteLock(c, n, fenced=True).write_lock(), "{owner}:write"),
     "fair": (b"FAIRLOCK.ACQUIRE", lambda c, n: FairLock(c, n), "{owner}"),
 }
-
-
-@pytest.fixture
-def proxies(server: Server) -> Iterator[Callable[[bytes], DropReplyProxy]]:
-    made: List[DropReplyProxy] = []
-
-    def make(trigger: bytes) -> DropReplyProxy:
-        proxy = DropReplyProxy(server.port, trigger)
-        made.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in made:
-        proxy.close()
 
 
 def calls(client: redis.Redis, command: str) -> int:
