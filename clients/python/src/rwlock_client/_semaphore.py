@@ -11,8 +11,8 @@ from ._base import Attempt, Conversation, Releasing, acquiring, flag, nothing, o
 from ._core import (
     LATCH_TTL_MS,
     AcquireRequest,
-    Outcome,
     Args,
+    Outcome,
     ReplicaSync,
     acquire_latch,
     block_of,
