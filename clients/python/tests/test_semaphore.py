@@ -33,10 +33,17 @@ def waiters(client: redis.Redis) -> int:
     return total
 
 
-def cancel_a_wait(server: Server, direct: redis.Redis, wait: Callable[[Any], Awaitable[bool]]) -> None:
+def cancel_a_wait(
+    server: Server,
+    direct: redis.Redis,
+    wait: Callable[[Any], Awaitable[bool]],
+    serve: Callable[[], Any] = lambda: None,
+) -> None:
     """Starts `wait(asyncio client)` in a task, cancels the task once the
     server shows it waiting, and waits for the server to drop the waiter
-    (the cancelled read closed its connection)."""
+    (the cancelled read closed its connection). `serve` runs just before
+    the cancel, in the same turn of the event loop: what it makes the
+    server reply to the waiter is never read."""
 
     async def main() -> None:
         client = server.async_client()
@@ -44,6 +51,7 @@ def cancel_a_wait(server: Server, direct: redis.Redis, wait: Callable[[Any], Awa
         while waiters(direct) != 1:
             assert not task.done()
             await asyncio.sleep(0.02)
+        serve()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -183,6 +191,23 @@ def test_a_cancelled_wait_leaves_nothing(server: Server) -> None:
     cancel_a_wait(server, direct, lambda client: aio.Semaphore(client, "s:cancel").acquire(wait=None))
     direct.execute_command("SEMAPHORE.RELEASE", "s:cancel", 1)
     assert direct.get("s:cancel") == b"1", "the cancelled wait took nothing"
+
+
+def test_a_grant_on_its_way_when_the_wait_is_cancelled_is_given_back(server: Server) -> None:
+    """The release that serves the waiter (a synchronous call: the event
+    loop waits for it) and the cancel come in one turn of the loop: the
+    grant's reply is never read. Permits have no lease, so the cancelled
+    acquisition looks itself up by its request id and releases them."""
+    direct = server.client()
+    direct.config_resetstat()
+    cancel_a_wait(
+        server,
+        direct,
+        lambda client: aio.Semaphore(client, "s:inflight").acquire(2),
+        serve=lambda: direct.execute_command("SEMAPHORE.RELEASE", "s:inflight", 2),
+    )
+    assert direct.get("s:inflight") == b"2", "the grant nobody read was given back"
+    assert calls(direct, "semaphore.release") == 2, "the serving release and the give-back"
 
 
 @pytest.mark.parametrize("wait", [0, 5])

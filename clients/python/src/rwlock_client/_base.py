@@ -233,6 +233,8 @@ class Attempt:
     resend: bool = True
     #: Whether the resend takes a new request id instead of the first.
     new_id: bool = False
+    #: The first request id (None: a fresh one).
+    request: Optional[str] = None
 
 
 def acquiring(a: Attempt) -> Conversation[Outcome]:
@@ -247,7 +249,7 @@ def acquiring(a: Attempt) -> Conversation[Outcome]:
     once and nothing is left orphaned. A grant the replicas did not
     acknowledge is given back (`undo`) and raises `NotSynced`."""
     block_ms = a.block_ms
-    ident = new_request_id() if a.requests else None
+    ident = (a.request or new_request_id()) if a.requests else None
     ids = [] if ident is None else [ident]
     started = time.monotonic()
     learned: Optional[Learned] = None

@@ -57,10 +57,10 @@ class SemaphoreCommon:
         self._latches: List[str] = []
         self._guard = threading.Lock()
 
-    def _acquiring(self, permits: int, wait: Optional[float]) -> Conversation[bool]:
+    def _acquiring(self, permits: int, wait: Optional[float], request: Optional[str] = None) -> Conversation[bool]:
         """`SEMAPHORE.ACQUIRE name permits [BLOCK ms] REQUEST id ttl` by the
-        one acquisition driver; a grant's latches are kept for the next
-        release."""
+        one acquisition driver (`request`: the id; None, a fresh one); a
+        grant's latches are kept for the next release."""
         name, permits = self.name, _permits(permits)
 
         def command(block_ms: Optional[int], requested: Optional[AcquireRequest]) -> Args:
@@ -79,7 +79,8 @@ class SemaphoreCommon:
                 command,
                 _granted,
                 undo=["SEMAPHORE.RELEASE", name, permits],
-                latch=lambda request: acquire_latch(name, request),
+                latch=lambda ident: acquire_latch(name, ident),
+                request=request,
             )
         )
         if outcome.acquired:
@@ -101,6 +102,18 @@ class SemaphoreCommon:
         finally:
             with self._guard:
                 self._latches.append(release_latch(self.name, request))
+
+    def _giving_back(self, permits: int, request: str) -> Conversation[None]:
+        """After an acquisition cancelled midway (its connection closed, so
+        the server dropped it if it still waited): the acquisition again,
+        with its request id and no wait. 1 means the first send was granted
+        (answered from its latch: a grant in flight that never reached the
+        caller) or this one took the permits now; either way they are
+        released again. Permits have no lease: a lost grant would stay
+        taken for good."""
+        args: Args = ["SEMAPHORE.ACQUIRE", self.name, permits, "REQUEST", request, LATCH_TTL_MS]
+        if (yield from one(args, flag)):
+            yield from one(["SEMAPHORE.RELEASE", self.name, permits], nothing)
 
     def _trying_to_set(self, permits: int, ttl: Optional[float]) -> Conversation[bool]:
         args: Args = ["SEMAPHORE.TRYSETPERMITS", self.name, permits]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Optional, Type
 
+from .._core import new_request_id
 from .._semaphore import SemaphoreCommon
 from ._link import converse
 
@@ -12,8 +14,8 @@ from ._link import converse
 class Semaphore(SemaphoreCommon):
     """Redisson's `RSemaphore` on `redis.asyncio` (see the sync
     `rwlock_client.Semaphore`). Cancelling a waiting task closes the
-    connection it waits on, so the server drops the waiter: nothing is
-    taken.
+    connection it waits on, so the server drops the waiter, and a grant
+    that was on its way is released again: nothing is taken.
 
     ::
 
@@ -23,8 +25,15 @@ class Semaphore(SemaphoreCommon):
     """
 
     async def acquire(self, permits: int = 1, wait: Optional[float] = None) -> bool:
-        """As the sync `acquire`."""
-        return await converse(self.client, self.name, self._acquiring(permits, wait))
+        """As the sync `acquire`. Cancelled, it leaves nothing taken: a grant
+        the server made as the task was cancelled (its reply unread) is
+        found by the request id and released again."""
+        request = new_request_id()
+        try:
+            return await converse(self.client, self.name, self._acquiring(permits, wait, request))
+        except asyncio.CancelledError:
+            await asyncio.shield(converse(self.client, self.name, self._giving_back(permits, request)))
+            raise
 
     async def release(self, permits: int = 1) -> None:
         await converse(self.client, self.name, self._releasing(permits))
