@@ -163,13 +163,13 @@ def server(shared_server: Server) -> Server:
 
 
 @pytest.fixture
-def proxies(server: Server) -> Iterator[Callable[[bytes], DropReplyProxy]]:
-    """Makes `DropReplyProxy`s in front of the shared server, closed when
-    the test ends."""
+def proxies(server: Server) -> Iterator[Callable[..., DropReplyProxy]]:
+    """Makes `DropReplyProxy`s (trigger, times=1) in front of the shared
+    server, closed when the test ends."""
     made: List[DropReplyProxy] = []
 
-    def make(trigger: bytes) -> DropReplyProxy:
-        proxy = DropReplyProxy(server.port, trigger)
+    def make(trigger: bytes, times: int = 1) -> DropReplyProxy:
+        proxy = DropReplyProxy(server.port, trigger, times)
         made.append(proxy)
         return proxy
 

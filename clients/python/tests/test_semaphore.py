@@ -62,14 +62,14 @@ def cancel_a_wait(
 
 
 def behind_proxy(
-    server: Server, proxies: Callable[[bytes], DropReplyProxy], trigger: bytes
+    server: Server, proxies: Callable[..., DropReplyProxy], trigger: bytes, times: int = 1
 ) -> Tuple[redis.Redis, DropReplyProxy, redis.Redis]:
     """A connection to the server (its command counts reset), a proxy that
-    loses the reply to the first command containing `trigger`, and a
-    client going through it."""
+    loses the replies to the first `times` commands containing `trigger`,
+    and a client going through it."""
     direct = server.client()
     direct.config_resetstat()
-    proxy = proxies(trigger)
+    proxy = proxies(trigger, times)
     return direct, proxy, redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
 
 
@@ -233,6 +233,24 @@ def test_a_lost_acquisition_reply_takes_the_permits_once(
     sem.release(2)
     assert direct.get("s:lost") == b"3"
     assert latches(direct, "redisson_lock_request_latch:*") == [], "the release's DEL took it"
+    client.close()
+
+
+def test_a_resend_whose_reply_is_lost_too_gives_the_permits_back(
+    server: Server, proxies: Callable[..., DropReplyProxy]
+) -> None:
+    """Both replies lost, the first send's and its resend's: the permits
+    were taken, and have no lease. The acquisition looks once more by its
+    request id (answered 1 from the latch), releases them, and raises."""
+    direct, proxy, client = behind_proxy(server, proxies, b"SEMAPHORE.ACQUIRE", times=2)
+    sem = Semaphore(client, "s:lost2")
+    assert sem.try_set_permits(2)
+    with pytest.raises(redis.ConnectionError):
+        sem.acquire(2, wait=0)
+    # The resend's reply (from the latch) comes first in its pipeline's, before its PEXPIRE's.
+    assert len(proxy.swallowed) == 2 and all(r.startswith(b":1\r\n") for r in proxy.swallowed), proxy.swallowed
+    assert calls(direct, "semaphore.acquire") == 3, "the first send, the resend, the look"
+    assert direct.get("s:lost2") == b"2", "given back"
     client.close()
 
 

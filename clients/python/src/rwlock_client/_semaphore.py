@@ -7,7 +7,9 @@ from __future__ import annotations
 import threading
 from typing import Any, List, Optional
 
-from ._base import Attempt, Conversation, Releasing, acquiring, flag, nothing, one, releasing
+from redis.exceptions import ConnectionError, TimeoutError
+
+from ._base import RECONNECT, Attempt, Conversation, Releasing, acquiring, flag, nothing, one, releasing
 from ._core import (
     LATCH_TTL_MS,
     AcquireRequest,
@@ -60,8 +62,11 @@ class SemaphoreCommon:
     def _acquiring(self, permits: int, wait: Optional[float], request: Optional[str] = None) -> Conversation[bool]:
         """`SEMAPHORE.ACQUIRE name permits [BLOCK ms] REQUEST id ttl` by the
         one acquisition driver (`request`: the id; None, a fresh one); a
-        grant's latches are kept for the next release."""
+        grant's latches are kept for the next release. When the driver
+        raises a lost reply (its resend's too), what either send may have
+        taken is given back (`_giving_back`) before the error is raised."""
         name, permits = self.name, _permits(permits)
+        request = request or new_request_id()
 
         def command(block_ms: Optional[int], requested: Optional[AcquireRequest]) -> Args:
             args: Args = ["SEMAPHORE.ACQUIRE", name, permits]
@@ -71,18 +76,29 @@ class SemaphoreCommon:
                 args += ["REQUEST", requested[0], requested[1]]
             return args
 
-        outcome = yield from acquiring(
-            Attempt(
-                name,
-                self.sync,
-                block_of(wait),
-                command,
-                _granted,
-                undo=["SEMAPHORE.RELEASE", name, permits],
-                latch=lambda ident: acquire_latch(name, ident),
-                request=request,
-            )
+        attempt = Attempt(
+            name,
+            self.sync,
+            block_of(wait),
+            command,
+            _granted,
+            undo=["SEMAPHORE.RELEASE", name, permits],
+            latch=lambda ident: acquire_latch(name, ident),
+            request=request,
         )
+        try:
+            outcome = yield from acquiring(attempt)
+        except (ConnectionError, TimeoutError) as lost:
+            # The resend's reply was lost too: either send may have taken the
+            # permits, which have no lease to end them. One more look, on a
+            # new connection; when the server is out of reach for that too,
+            # the first error is the one to raise.
+            try:
+                yield RECONNECT
+                yield from self._giving_back(permits, request)
+            except (ConnectionError, TimeoutError):
+                pass
+            raise lost
         if outcome.acquired:
             with self._guard:
                 self._latches += [acquire_latch(name, r) for r in outcome.requests]

@@ -145,8 +145,10 @@ class Link(Checkout):
             await result
 
     async def reconnect(self) -> None:
-        """As the sync `Link.reconnect`."""
-        await self._conn.disconnect()
+        """As the sync `Link.reconnect` (the link may have no connection: a
+        reconnect before failed to open one)."""
+        if self._conn is not None:
+            await self._conn.disconnect()
         await self._release()
         self._broken = False
         await self._open()
