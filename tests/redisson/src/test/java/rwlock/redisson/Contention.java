@@ -92,8 +92,9 @@ final class Contention {
         }
 
         String figures() {
-            return String.format(Locale.ROOT, "%s: %d workers, sections of 1-%d permits, %d sections, longest wait %.1f ms,"
-                    + " %d timed out", what, workers, mostPerSection, sections.get(), maxWaitMicros.get() / 1000.0, timeouts.get());
+            return String.format(Locale.ROOT,
+                    "%s: %d workers, sections of 1-%d permits, %d sections, longest wait %.1f ms, %d timed out", what,
+                    workers, mostPerSection, sections.get(), maxWaitMicros.get() / 1000.0, timeouts.get());
         }
     }
 
