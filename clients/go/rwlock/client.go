@@ -248,6 +248,39 @@ func (c *Client) linkTo(template *redis.Options, addr string) (*link, error) {
 	return &link{idle: c.idle, addr: addr, conn: w.Conn(), waiter: w, template: template, timeout: template.ReadTimeout}, nil
 }
 
+// moved gives lk up and opens a link to the master at addr, which a MOVED
+// reply named (a reshard: the command did not run), after go-redis's
+// cluster client learned the new slots.
+func (c *Client) moved(ctx context.Context, lk *link, addr string) (*link, error) {
+	if cluster, ok := c.rdb.(*redis.ClusterClient); ok {
+		cluster.ReloadState(ctx)
+	}
+	template := lk.template
+	lk.close()
+	return c.linkTo(template, addr)
+}
+
+// once runs a command that must not run twice (an add of permits, a
+// count-down) on the master of key, on a wait connection: go-redis's client
+// would resend it after an I/O error (its MaxRetries), a wait connection
+// never does, so a lost reply is returned as the error. A MOVED reply is
+// asked of the new master.
+func (c *Client) once(ctx context.Context, key string, args ...any) (any, error) {
+	lk, err := c.openLink(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := lk.do(ctx, 0, args...)
+	if addr, ok := movedTo(err); ok {
+		if lk, err = c.moved(ctx, lk, addr); err != nil {
+			return nil, err
+		}
+		reply, err = lk.do(ctx, 0, args...)
+	}
+	lk.close()
+	return reply, err
+}
+
 // master is the learned state of the master at addr. Outside a cluster
 // every master the Client meets is the same deployment's (Sentinel promotes
 // one of its replicas), so they share one state: a newly promoted master,

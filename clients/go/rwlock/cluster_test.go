@@ -192,6 +192,39 @@ func TestCluster(t *testing.T) {
 	if got := to.do(t, "EXISTS", name); got != int64(0) {
 		t.Fatal("not released after the move")
 	}
+
+	// The semaphore's commands follow a MOVED reply too, those sent once
+	// included: the slot moves back (emptied of the release's latch).
+	for _, k := range to.do(t, "KEYS", "redisson_unlock_latch:{"+name+"}:*").([]any) {
+		to.do(t, "DEL", k)
+	}
+	moveSlot(t, nodes, slot, to, from)
+	to.do(t, "CONFIG", "RESETSTAT")
+	sem := c.Semaphore("{" + name + "}:sem")
+	if err := sem.AddPermits(bg, 2); err != nil {
+		t.Fatalf("add after the move back: %v", err)
+	}
+	if stats, _ := to.do(t, "INFO", "commandstats").(string); !strings.Contains(stats, "cmdstat_semaphore.addpermits:calls=0,") || !strings.Contains(stats, "rejected_calls=1,") {
+		t.Fatalf("the old master did not answer MOVED to the add: %s", stats)
+	}
+	if ok, err := sem.Acquire(bg, 1, WithWait(0)); !ok || err != nil {
+		t.Fatalf("acquire after the move back: %v %v", ok, err)
+	}
+	if err := sem.Release(bg, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := from.do(t, "GET", sem.Name()); got != "2" {
+		t.Fatalf("the count on the slot's master: %v", got)
+	}
+	// A latch in the cluster: its wait, on the slot's master, served there.
+	latch := c.CountDownLatch("cluster:latch")
+	if ok, err := latch.TrySetCount(bg, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); _ = latch.CountDown(bg) }()
+	if ok, err := latch.Await(bg, WithWait(10*time.Second)); !ok || err != nil {
+		t.Fatalf("await in the cluster: %v %v", ok, err)
+	}
 }
 
 func TestReplicaSync(t *testing.T) {

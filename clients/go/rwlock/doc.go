@@ -1,8 +1,10 @@
 // Package rwlock is the Go client of the rwlock Redis module: Redisson's
 // distributed locks (RLock, RFencedLock, the non-reentrant lock, RFairLock,
-// RReadWriteLock, RedissonMultiLock and RedissonRedLock) served natively by
-// the module's LOCK.*, FAIRLOCK.* and RWLOCK.* commands, on go-redis
-// (github.com/redis/go-redis/v9), standalone or Redis Cluster.
+// RReadWriteLock, RedissonMultiLock and RedissonRedLock) and synchronizers
+// (RSemaphore: [Semaphore]; RCountDownLatch: [CountDownLatch]) served
+// natively by the module's LOCK.*, FAIRLOCK.*, RWLOCK.*, SEMAPHORE.* and
+// LATCH.* commands, on go-redis (github.com/redis/go-redis/v9), standalone
+// or Redis Cluster.
 //
 // A Go service on this package and a Java service on Redisson share the same
 // locks: the keys, the owners' format (<client UUID>:<id>), the lease and the

@@ -150,3 +150,27 @@ func ExampleNewRedLock() {
 		fmt.Println("valid until", red.ValidUntil())
 	}
 }
+
+func ExampleClient_Semaphore() {
+	ctx := context.Background()
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	sem := client.Semaphore("backend:connections")
+	_, _ = sem.TrySetPermits(ctx, 3) // false when another process set it first
+	// Up to 10 s on the server, served in arrival order.
+	if ok, err := sem.Acquire(ctx, 1, rwlock.WithWait(10*time.Second)); err == nil && ok {
+		defer sem.Release(ctx, 1)
+	}
+}
+
+func ExampleClient_CountDownLatch() {
+	ctx := context.Background()
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	latch := client.CountDownLatch("batch:17")
+	_, _ = latch.TrySetCount(ctx, 3)
+	for i := 0; i < 3; i++ {
+		go func() { _ = latch.CountDown(ctx) }() // each worker, its part done
+	}
+	if done, err := latch.Await(ctx, rwlock.WithWait(time.Minute)); err == nil && done {
+		fmt.Println("all three parts done")
+	}
+}

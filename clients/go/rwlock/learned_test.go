@@ -133,25 +133,25 @@ func TestAcquisitionPipeline(t *testing.T) {
 		p    acquisition
 		want string
 	}{
-		{"sync off", l.pipeline(args, nil, r, ""), "LOCK.ACQUIRE"},
-		{"no replicas", l.pipeline(args, none, r, ""), "LOCK.ACQUIRE"},
-		{"a replica", l.pipeline(args, one, r, ""), "LOCK.ACQUIRE WAIT"},
-		{"replicas and AOF", l.pipeline(args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
-		{"resent", l.pipeline(args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
-		{"refresh due", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
-		{"refresh sent", l.pipeline(args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
+		{"sync off", l.c.acquisition(l.name, args, nil, r, ""), "LOCK.ACQUIRE"},
+		{"no replicas", l.c.acquisition(l.name, args, none, r, ""), "LOCK.ACQUIRE"},
+		{"a replica", l.c.acquisition(l.name, args, one, r, ""), "LOCK.ACQUIRE WAIT"},
+		{"replicas and AOF", l.c.acquisition(l.name, args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
+		{"resent", l.c.acquisition(l.name, args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
+		{"refresh due", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
+		{"refresh sent", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
 	}
 	for _, k := range cases {
 		if got := names(k.p); got != k.want {
 			t.Errorf("%s: %q, want %q", k.what, got, k.want)
 		}
 	}
-	if p := l.pipeline(args, one, r, ""); p.extra != time.Second+replyMargin {
+	if p := l.c.acquisition(l.name, args, one, r, ""); p.extra != time.Second+replyMargin {
 		t.Errorf("a WAIT's reply allowance %v", p.extra)
 	}
 	// Every kind goes the same way.
 	for _, k := range []*Lock{c.ReadWriteLock("p").Write(), c.FairLock("p"), c.MultiLock([]Hold{{KindLock, "{p}:a"}})} {
-		p := k.pipeline(k.plan.acquire(k.owner, r, false, ""), one, r, "")
+		p := k.c.acquisition(k.name, k.plan.acquire(k.owner, r, false, ""), one, r, "")
 		if got := names(p); !strings.HasSuffix(got, " WAIT") || strings.Count(got, " ") != 1 {
 			t.Errorf("%s: %q", k.plan.key(), got)
 		}
@@ -161,7 +161,7 @@ func TestAcquisitionPipeline(t *testing.T) {
 	stale2 := &learned{}
 	stale2.learn(nil, time.Now().Add(-refreshInterval))
 	fl := fixed.Lock("p")
-	if got := names(fl.pipeline(args, stale2, r, "")); got != "LOCK.ACQUIRE WAIT" {
+	if got := names(fl.c.acquisition(l.name, args, stale2, r, "")); got != "LOCK.ACQUIRE WAIT" {
 		t.Errorf("explicit: %q", got)
 	}
 }
@@ -365,9 +365,10 @@ func calls(t *testing.T, s *server, command string) int64 {
 
 // TestRoundTripsPerCycle: no replica, no AOF: after the first cycle (the
 // connections' hello, the master's first INFO), each uncontended
-// acquire+release is two round trips (the acquisition; the release with
-// its latches' DEL), counted by a proxy that sees when the client writes
-// after a reply. Waits (BLOCK) ask CLIENT ID once per connection.
+// acquire+release of a lock or a semaphore is two round trips (the
+// acquisition; the release with its latches' DEL), counted by a proxy that
+// sees when the client writes after a reply. Waits (BLOCK) ask CLIENT ID
+// once per connection.
 func TestRoundTripsPerCycle(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -380,38 +381,63 @@ func TestRoundTripsPerCycle(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	const cycles = 20
-	for _, wait := range []time.Duration{0, 5 * time.Second} {
-		l := c.Lock(fmt.Sprintf("cycle:%v", wait))
-		began := time.Now() // before the master's first INFO
-		mustAcquire(t, l, WithWait(wait), WithLease(10*time.Second))
-		mustRelease(t, l)
+	// Locks' cycles, and a semaphore's (taking 2 of 2 permits).
+	lockCycle := func(l *Lock) func(time.Duration) {
+		return func(wait time.Duration) {
+			mustAcquire(t, l, WithWait(wait), WithLease(10*time.Second))
+			mustRelease(t, l)
+		}
+	}
+	sem := c.Semaphore("cycle:sem")
+	if ok, err := sem.TrySetPermits(bg, 2); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	semCycle := func(wait time.Duration) {
+		if ok, err := sem.Acquire(bg, 2, WithWait(wait)); !ok || err != nil {
+			t.Fatalf("semaphore: %v %v", ok, err)
+		}
+		if err := sem.Release(bg, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []struct {
+		name  string
+		wait  time.Duration
+		cycle func(time.Duration)
+	}{
+		{"lock", 0, lockCycle(c.Lock("cycle:0"))},
+		{"lock", 5 * time.Second, lockCycle(c.Lock("cycle:5s"))},
+		{"semaphore", 5 * time.Second, semCycle},
+	} {
+		wait := k.wait
+		began := time.Now() // the first: before the master's first INFO
+		k.cycle(wait)
 		dels, ids := calls(t, s, "del"), calls(t, s, "client|id")
 		turns, infos := p.turns.Load(), calls(t, s, "info")
 		for i := 0; i < cycles; i++ {
-			mustAcquire(t, l, WithWait(wait), WithLease(10*time.Second))
-			mustRelease(t, l)
+			k.cycle(wait)
 		}
 		elapsed := time.Since(began)
 		// The test's own INFO commandstats (the one reading infos) counts 1.
 		sentInfos := calls(t, s, "info") - infos - 1
 		if got := p.turns.Load() - turns; got != 2*cycles {
-			t.Fatalf("wait %v: %d round trips in %d cycles", wait, got, cycles)
+			t.Fatalf("%s, wait %v: %d round trips in %d cycles", k.name, wait, got, cycles)
 		}
 		// The periodic INFO rides in an acquisition's pipeline, at most
 		// one per 5 s: no round trip of its own.
 		if sentInfos > int64(elapsed/refreshInterval) {
-			t.Fatalf("wait %v: %d INFO in %v", wait, sentInfos, elapsed)
+			t.Fatalf("%s, wait %v: %d INFO in %v", k.name, wait, sentInfos, elapsed)
 		}
 		if got := calls(t, s, "del") - dels; got != cycles {
-			t.Fatalf("wait %v: %d DEL", wait, got)
+			t.Fatalf("%s, wait %v: %d DEL", k.name, wait, got)
 		}
 		if got := calls(t, s, "client|id") - ids; got != 0 {
-			t.Fatalf("wait %v: CLIENT ID sent %d times on a connection that knew its id", wait, got)
+			t.Fatalf("%s, wait %v: CLIENT ID sent %d times on a connection that knew its id", k.name, wait, got)
 		}
 	}
 	// Each handle's last release keeps its own latch (for a resend after a
 	// lost reply) until the handle's next release, or it expires.
-	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 2 {
+	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 3 {
 		t.Fatalf("latches left: %v, want one unlock latch per handle", keys)
 	}
 }

@@ -3,13 +3,8 @@ package rwlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
 
 // LockOption configures a lock handle made by a [Client].
@@ -86,11 +81,9 @@ type Lock struct {
 	done     chan struct{} // closed when the hold ends
 	ended    bool          // done is closed
 	dog      *watchdog
-	link     *link    // a session's connection
-	latches  []string // the latches of acquisitions since the last release
-	// The latches of releases sent: deleted by the handle's next release
-	// (a release's own latch must outlive its reply), or they expire.
-	releaseLatches []string
+	link     *link // a session's connection
+
+	latches latchBook // for the handle's next release to delete
 }
 
 func newLock(c *Client, p plan, name, owner string, cfg lockConfig, err error) *Lock {
@@ -194,196 +187,22 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 	l.mu.Lock()
 	session := l.link
 	l.mu.Unlock()
-	lk := session
-	if lk == nil {
-		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
-			return outcome{}, err
-		}
+	a := acquirer{
+		name:        l.plan.key(),
+		args:        func(r request, id string) []any { return l.plan.acquire(l.owner, r, l.cfg.session, id) },
+		read:        l.plan.outcome,
+		undo:        l.undo,
+		requested:   l.plan.requested(),
+		session:     l.cfg.session,
+		abandon:     l.leaveLine,
+		sessionLost: l.forget,
 	}
-	keep := false
-	defer func() {
-		if lk != session && !keep {
-			lk.close()
-		}
-	}()
-	// What the Client learned of the master (once, before its first
-	// acquisition there: nothing is assumed of a master never heard from).
-	var m *learned
-	if l.c.sync.Enabled {
-		m = l.c.master(lk.addr)
-		if l.c.sync.learns() && !m.isKnown() {
-			reply, err := lk.do(ctx, 0, infoArgs...)
-			if err != nil {
-				return outcome{}, err
-			}
-			text, _ := reply.(string)
-			m.learn(parseInfo(text), time.Now())
-		}
+	o, kept, id, err := l.c.acquire(ctx, a, r, session)
+	if err != nil || !o.acquired {
+		return o, err
 	}
-	// A fresh request id per acquisition: its one resend below is answered
-	// from the server's latch.
-	id := ""
-	if l.plan.requested() {
-		id = uuid.NewString()
-	}
-	began := time.Now()
-	p := l.pipeline(l.plan.acquire(l.owner, r, l.cfg.session, id), m, r, "")
-	rs, cancelled := lk.wait(ctx, r.block, p.extra, p.cmds)
-	if addr, moved := movedTo(rs[0].err); moved && cancelled == nil && session == nil {
-		// The slot moved to another master (a reshard): ask that one.
-		if cluster, ok := l.c.rdb.(*redis.ClusterClient); ok {
-			cluster.ReloadState(ctx)
-		}
-		lk.close()
-		if lk, err = l.c.linkTo(lk.template, addr); err != nil {
-			return outcome{}, err
-		}
-		rs, cancelled = lk.wait(ctx, r.block, p.extra, p.cmds)
-	}
-	if ioError(rs[0].err) && cancelled == nil && ctx.Err() == nil && session == nil && id != "" {
-		// The reply was lost (the connection failed or timed out): the
-		// server may or may not have granted it. Once more, on a new
-		// connection, with the same request id and what is left of the
-		// wait: a grant is answered again instead of counted twice. A
-		// session's hold is bound to its connection and was freed with it,
-		// while its latch would answer "taken" and bind nothing: a session
-		// resends with a new id, as a new acquisition.
-		retry := r.remaining(time.Since(began))
-		if l.cfg.session {
-			id = uuid.NewString()
-		}
-		lk.close()
-		if lk, err = l.c.openLink(ctx, l.plan.key()); err != nil {
-			return outcome{}, errors.Join(rs[0].err, err)
-		}
-		p = l.pipeline(l.plan.acquire(l.owner, retry, l.cfg.session, id), m, retry, id)
-		rs, cancelled = lk.wait(ctx, retry.block, p.extra, p.cmds)
-	}
-	res := rs[0]
-	if res.err != nil {
-		if session != nil && cancelled == nil && ioError(res.err) {
-			// The session's connection broke, and its holds went with it.
-			l.forget()
-		}
-		if ioError(res.err) {
-			l.leaveLine(r)
-		}
-		if strings.HasPrefix(res.err.Error(), "NON_REENTRANT") {
-			return outcome{}, newError(ErrNotReentrant, l.name, res.err.Error())
-		}
-		if strings.HasPrefix(res.err.Error(), "NOREPLICAS") {
-			// The master's min-replicas-to-write refused it: nothing written.
-			return outcome{}, newError(ErrNotSynced, l.name, "the master refused the write: "+res.err.Error())
-		}
-		if cancelled != nil {
-			return outcome{}, cancelled
-		}
-		return outcome{}, res.err
-	}
-	detail, syncErr := l.checkSync(p, rs, m)
-	o, err := l.plan.outcome(res.reply, r)
-	if err != nil {
-		return outcome{}, err
-	}
-	if cancelled != nil {
-		if o.acquired { // served as the wait was cancelled: give it back
-			l.undo(lk, r)
-		}
-		return outcome{}, cancelled
-	}
-	if !o.acquired {
-		return o, nil // what WAIT replied is of no interest: nothing was taken
-	}
-	if syncErr != nil || detail != "" {
-		l.undo(lk, r)
-		if syncErr != nil {
-			return outcome{}, syncErr
-		}
-		return outcome{}, newError(ErrNotSynced, l.name, detail+"; the hold was released")
-	}
-	keep = l.cfg.session
-	if keep {
-		id = "" // a session's release sends no DEL: its latch expires on its own
-	}
-	l.record(r, o, lk, keep, id)
+	l.record(r, o, kept, id)
 	return o, nil
-}
-
-// acquisition is an acquisition's pipeline: the commands, and how much
-// longer than the acquisition's own reply they may take to answer.
-type acquisition struct {
-	cmds  [][]any
-	extra time.Duration
-}
-
-// pipeline is the acquisition, then: after a resend (resentID), its
-// latch's expiry set again (a replay writes nothing on this connection, so
-// WAIT would not cover the grant the first send wrote: this write puts the
-// connection past it); WAIT and WAITAOF as learned (m nil: sync off); the
-// periodic INFO when due. One round trip.
-func (l *Lock) pipeline(args []any, m *learned, r request, resentID string) acquisition {
-	p := acquisition{cmds: [][]any{args}}
-	if m == nil {
-		return p
-	}
-	if resentID != "" {
-		p.cmds = append(p.cmds, []any{"PEXPIRE", acquireLatchKey(l.name, resentID), r.latchTTL()})
-	}
-	syncs := m.syncCommands(l.c.sync)
-	p.cmds = append(p.cmds, syncs...)
-	if len(syncs) > 0 {
-		p.extra = time.Duration(len(syncs))*l.c.sync.Timeout + replyMargin
-	}
-	if l.c.sync.learns() && m.refreshDue(time.Now()) {
-		p.cmds = append(p.cmds, infoArgs)
-	}
-	return p
-}
-
-// checkSync reads the replies behind the acquisition: what a refreshing
-// INFO says is learned; a WAIT or WAITAOF that fell short is described
-// ("" when all acknowledged); a reply lost is an error.
-func (l *Lock) checkSync(p acquisition, rs []result, m *learned) (string, error) {
-	detail := ""
-	var failure error
-	for i, args := range p.cmds[1:] {
-		res := rs[i+1]
-		name, _ := args[0].(string)
-		if name == "INFO" {
-			if text, ok := res.reply.(string); ok && res.err == nil {
-				m.learn(parseInfo(text), time.Now())
-			}
-			continue
-		}
-		if detail != "" || failure != nil {
-			continue
-		}
-		said := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(args), "["), "]")
-		switch {
-		case ioError(res.err):
-			failure = res.err
-		case res.err != nil && name == "WAITAOF" && l.c.sync.AOF == AOFAuto &&
-			strings.Contains(strings.ToLower(res.err.Error()), "unknown command"):
-			m.lacksWaitAOF() // before Redis 7.2: WAIT alone
-		case res.err != nil && name == "PEXPIRE":
-			failure = res.err
-		case res.err != nil:
-			detail = fmt.Sprintf("%s replied the error %v", said, res.err)
-		case name == "WAIT":
-			want, _ := args[1].(int64)
-			if acked, err := integer(res.reply); err != nil || acked < want {
-				detail = fmt.Sprintf("%s replied %v", said, res.reply)
-			}
-		case name == "WAITAOF":
-			pair, _ := res.reply.([]any)
-			if len(pair) != 2 {
-				failure = fmt.Errorf("rwlock: unexpected WAITAOF reply %#v", res.reply)
-			} else if local, err := integer(pair[0]); err != nil || local < 1 {
-				detail = fmt.Sprintf("%s replied %v", said, res.reply)
-			}
-		}
-	}
-	return detail, failure
 }
 
 // leaveLine takes the owner out of a line (the fair lock's) a failed wait
@@ -400,19 +219,21 @@ func (l *Lock) leaveLine(r request) {
 
 // undo releases the hold an acquisition just took on lk, or, when lk
 // failed (a replica sync's reply lost), on the client's own connection: a
-// non-session hold outlives lk, and must not be left to its lease.
-func (l *Lock) undo(lk *link, r request) {
+// non-session hold outlives lk, and must not be left to its lease. Best
+// effort, reporting nothing: a hold it could not release ends at its lease.
+func (l *Lock) undo(lk *link, r request) error {
 	args := l.plan.release(l.owner, r.leaseMs, "")
 	if _, err := lk.do(context.Background(), 0, args...); ioError(err) && !l.cfg.session {
 		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
 		defer cancel()
 		_, _ = l.c.command(ctx, l.plan.key(), args...)
 	}
+	return nil
 }
 
-// record counts a hold taken (keeping lk when it is a session's; id: the
-// acquisition's request id, whose latch the next release deletes).
-func (l *Lock) record(r request, o outcome, lk *link, keep bool, id string) {
+// record counts a hold taken (kept: the session's connection, bound to it;
+// id: the acquisition's request id, whose latch the next release deletes).
+func (l *Lock) record(r request, o outcome, kept *link, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.count == 0 || l.lost {
@@ -420,13 +241,13 @@ func (l *Lock) record(r request, o outcome, lk *link, keep bool, id string) {
 		l.done, l.ended = make(chan struct{}), false
 	}
 	if id != "" {
-		l.latches = append(l.latches, acquireLatchKey(l.name, id))
+		l.latches.acquiredAt(acquireLatchKey(l.name, id))
 	}
 	l.count++
 	l.leaseMs = r.leaseMs
 	l.token, l.hasToken = o.token, o.hasToken
-	if keep && l.link == nil {
-		l.link = lk
+	if kept != nil && l.link == nil {
+		l.link = kept
 	}
 	if r.watched && !l.cfg.session && l.dog == nil {
 		lease := time.Duration(r.leaseMs) * time.Millisecond
@@ -491,8 +312,6 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	lk, leaseMs, wasLost := l.link, l.leaseMs, l.lost
-	latches, earlier := l.latches, l.releaseLatches
-	l.latches, l.releaseLatches = nil, nil
 	l.mu.Unlock()
 	if leaseMs == 0 {
 		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
@@ -509,35 +328,14 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	case l.plan.latched() && !l.cfg.session:
 		// One round trip: the release and, in its pipeline, a DEL of the
-		// latches whose replies came (the acquisitions' since the last
-		// release, and those of the handle's releases before). The
-		// release's own latch is never in its own DEL, last hold or not:
-		// it waits for the handle's next release's DEL (or expires), so
-		// that this release, resent after a lost reply, is answered from
-		// it exactly as the first send was (released, or not held)
-		// instead of releasing a second hold or guessing. A DEL that
-		// failed leaves its latches to expire (13.5 s).
-		id := uuid.NewString()
-		l.mu.Lock()
-		l.releaseLatches = append(l.releaseLatches, latchKey(l.name, id))
-		l.mu.Unlock()
-		del := []any{"DEL"}
-		for _, k := range append(earlier, latches...) {
-			del = append(del, k)
-		}
-		cmds := [][]any{l.plan.release(l.owner, leaseMs, id)}
-		if len(del) > 1 {
-			cmds = append(cmds, del)
-		}
-		var rs []result
-		if rs, err = l.c.pipeline(ctx, l.plan.key(), cmds); err == nil {
-			reply, err = rs[0].reply, rs[0].err
-		}
-		if ioError(err) && ctx.Err() == nil {
-			if rs, err = l.c.pipeline(ctx, l.plan.key(), cmds); err == nil {
-				reply, err = rs[0].reply, rs[0].err
-			}
-		}
+		// acquisitions' latches and of the handle's releases' before; the
+		// release's own latch waits for the handle's next release, so that
+		// this release, resent after a lost reply, is answered from it
+		// exactly as the first send was (released, or not held) instead of
+		// releasing a second hold or guessing.
+		reply, err = l.latches.release(ctx, l.c, l.plan.key(), func(id string) []any {
+			return l.plan.release(l.owner, leaseMs, id)
+		})
 	default:
 		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
 	}
@@ -574,7 +372,7 @@ func (l *Lock) forget() {
 	}
 	l.end()
 	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
-	l.latches = nil
+	l.latches.dropAcquired()
 	lk := l.link
 	l.link = nil
 	l.mu.Unlock()

@@ -225,13 +225,7 @@ func TestWatchdog(t *testing.T) {
 func TestWaits(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), ReadTimeout: 300 * time.Millisecond})
-	defer rdb.Close()
-	c, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := impatientClient(t, s)
 	holder := c.Lock("wait:lock")
 	mustAcquire(t, holder, WithLease(10*time.Second))
 	l := c.Lock("wait:lock")

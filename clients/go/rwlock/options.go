@@ -110,7 +110,8 @@ func (s ReplicaSync) check() error {
 	return nil
 }
 
-// AcquireOption sets one acquisition's wait and lease.
+// AcquireOption sets one acquisition's wait and lease ([Semaphore.Acquire]
+// and [CountDownLatch.Await] take a wait only).
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
@@ -149,10 +150,45 @@ type request struct {
 func (r request) latchTTL() int64 { return unlockLatchTTL + r.waitMs }
 
 func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, error) {
+	cfg := configure(opts)
+	r, err := cfg.waitRequest()
+	if err != nil {
+		return r, err
+	}
+	lease := watchdogTimeout
+	if cfg.leaseSet {
+		lease = cfg.lease
+	} else {
+		r.watched = true
+	}
+	ms, err := millis(lease, "lease")
+	if err != nil {
+		return r, err
+	}
+	r.leaseMs = ms
+	return r, nil
+}
+
+// newWait is the request of what waits but takes no lease (a semaphore's
+// permits, a latch's wait for zero, named by what): [WithLease] is refused.
+func newWait(opts []AcquireOption, what string) (request, error) {
+	cfg := configure(opts)
+	if cfg.leaseSet {
+		return request{}, fmt.Errorf("rwlock: %s takes no lease", what)
+	}
+	return cfg.waitRequest()
+}
+
+func configure(opts []AcquireOption) acquireConfig {
 	var cfg acquireConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return cfg
+}
+
+// waitRequest is the request's wait: BLOCK without limit by default.
+func (cfg acquireConfig) waitRequest() (request, error) {
 	r := request{block: 0}
 	if cfg.waitSet {
 		switch {
@@ -168,17 +204,6 @@ func newRequest(opts []AcquireOption, watchdogTimeout time.Duration) (request, e
 			r.block, r.waitMs = ms, ms
 		}
 	}
-	lease := watchdogTimeout
-	if cfg.leaseSet {
-		lease = cfg.lease
-	} else {
-		r.watched = true
-	}
-	ms, err := millis(lease, "lease")
-	if err != nil {
-		return r, err
-	}
-	r.leaseMs = ms
 	return r, nil
 }
 

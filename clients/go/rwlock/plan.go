@@ -98,6 +98,29 @@ func readOutcome(reply any, fenced bool) (outcome, error) {
 	return outcome{pttl: pttl}, nil
 }
 
+// readOne reads a reply that is 1 for taken (or reached), 0 for not.
+func readOne(reply any, _ request) (outcome, error) {
+	n, err := integer(reply)
+	if err != nil {
+		return outcome{}, fmt.Errorf("rwlock: unexpected reply %#v", reply)
+	}
+	return outcome{acquired: n == 1}, nil
+}
+
+// integerOf is a command's integer reply, or its error.
+func integerOf(reply any, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return integer(reply)
+}
+
+// oneOf tells whether a command replied 1 (set, deleted), or its error.
+func oneOf(reply any, err error) (bool, error) {
+	n, err := integerOf(reply, err)
+	return n == 1, err
+}
+
 func integer(v any) (int64, error) {
 	switch n := v.(type) {
 	case int64:

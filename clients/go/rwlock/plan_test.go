@@ -123,3 +123,15 @@ func TestPlans(t *testing.T) {
 		t.Errorf("no wait: %+v", r)
 	}
 }
+
+// TestLatchBookBounded: a handle that only acquires keeps the newest
+// maxLatches latches for its next release's DEL; the older expire.
+func TestLatchBookBounded(t *testing.T) {
+	var b latchBook
+	for i := 0; i < 3*maxLatches; i++ {
+		b.acquiredAt(fmt.Sprint(i))
+	}
+	if len(b.acquired) != maxLatches || b.acquired[0] != fmt.Sprint(2*maxLatches) || b.acquired[maxLatches-1] != fmt.Sprint(3*maxLatches-1) {
+		t.Fatalf("kept %d: %v … %v", len(b.acquired), b.acquired[0], b.acquired[len(b.acquired)-1])
+	}
+}

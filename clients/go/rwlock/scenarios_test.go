@@ -82,6 +82,8 @@ type run struct {
 	s      *server
 	raw    *redis.Client
 	locks  map[string]*Lock
+	sems   map[string]*Semaphore
+	counts map[string]*CountDownLatch // the latches
 	saved  map[string]any
 	laters sync.WaitGroup
 	mu     sync.Mutex
@@ -89,7 +91,8 @@ type run struct {
 }
 
 func runScenario(t *testing.T, s *server, sc scenario) {
-	r := &run{t: t, s: s, raw: s.client(), locks: map[string]*Lock{}, saved: map[string]any{}}
+	r := &run{t: t, s: s, raw: s.client(), locks: map[string]*Lock{}, sems: map[string]*Semaphore{},
+		counts: map[string]*CountDownLatch{}, saved: map[string]any{}}
 	defer r.raw.Close()
 	ctx := context.Background()
 	if err := r.raw.FlushAll(ctx).Err(); err != nil {
@@ -152,6 +155,16 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 				r.locks[name] = rw.Read()
 			} else {
 				r.locks[name] = rw.Write()
+			}
+		case "semaphore", "latch":
+			// Permits and latches have no owner, so no session holds yet.
+			if spec.Session {
+				t.Fatalf("lock %s: a %s takes no session", name, spec.Kind)
+			}
+			if spec.Kind == "semaphore" {
+				r.sems[name] = c.Semaphore(spec.Name)
+			} else {
+				r.counts[name] = c.CountDownLatch(spec.Name)
 			}
 		case "multi":
 			var holds []Hold
@@ -222,6 +235,21 @@ func (r *run) lock(raw json.RawMessage) (*Lock, error) {
 func (r *run) step(step map[string]json.RawMessage) error {
 	ctx := context.Background()
 	switch {
+	case step["acquire"] != nil && r.sems[stepName(step["acquire"])] != nil:
+		if err := fields(step, "acquire", "permits", "wait_ms", "expect", "elapsed_ms"); err != nil {
+			return err
+		}
+		permits, err := intField(step, "permits", 1)
+		if err != nil {
+			return err
+		}
+		opts, err := waitOf(step)
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		ok, err := r.sems[stepName(step["acquire"])].Acquire(ctx, permits, opts...)
+		return r.outcome(step, began, outcomeName(ok, err, "acquired", "refused"))
 	case step["acquire"] != nil:
 		if err := fields(step, "acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"); err != nil {
 			return err
@@ -230,42 +258,24 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		var opts []AcquireOption
-		var wait, lease *int64
-		if err := json.Unmarshal(step["wait_ms"], &wait); err != nil {
+		if step["lease_ms"] == nil {
+			return errors.New("acquire needs lease_ms")
+		}
+		var lease *int64
+		if err := strictDecode(step["lease_ms"], &lease); err != nil {
 			return err
 		}
-		if err := json.Unmarshal(step["lease_ms"], &lease); err != nil {
+		opts, err := waitOf(step)
+		if err != nil {
 			return err
-		}
-		if step["wait_ms"] == nil || step["lease_ms"] == nil || step["expect"] == nil {
-			return errors.New("acquire needs wait_ms, lease_ms and expect")
-		}
-		if wait != nil {
-			opts = append(opts, WithWait(time.Duration(*wait)*time.Millisecond))
 		}
 		if lease != nil {
 			opts = append(opts, WithLease(time.Duration(*lease)*time.Millisecond))
 		}
-		var expect string
-		if err := json.Unmarshal(step["expect"], &expect); err != nil {
-			return err
-		}
 		began := time.Now()
 		ok, err := l.Acquire(ctx, opts...)
-		elapsed := time.Since(began).Milliseconds()
-		got := outcomeName(ok, err, "acquired", "refused")
-		if got != expect {
-			return fmt.Errorf("acquire: got %s, want %s", got, expect)
-		}
-		if raw := step["elapsed_ms"]; raw != nil {
-			var bounds [2]int64
-			if err := strictDecode(raw, &bounds); err != nil {
-				return err
-			}
-			if elapsed < bounds[0] || elapsed > bounds[1] {
-				return fmt.Errorf("acquire took %d ms, want %v", elapsed, bounds)
-			}
+		if err := r.outcome(step, began, outcomeName(ok, err, "acquired", "refused")); err != nil {
+			return err
 		}
 		if raw := step["save_token"]; raw != nil {
 			var name string
@@ -279,6 +289,16 @@ func (r *run) step(step map[string]json.RawMessage) error {
 			r.saved[name] = token
 		}
 		return nil
+	case step["release"] != nil && r.sems[stepName(step["release"])] != nil:
+		if err := fields(step, "release", "permits", "expect"); err != nil {
+			return err
+		}
+		permits, err := intField(step, "permits", 1)
+		if err != nil {
+			return err
+		}
+		err = r.sems[stepName(step["release"])].Release(ctx, permits)
+		return r.outcome(step, time.Now(), outcomeName(true, err, "ok", ""))
 	case step["release"] != nil:
 		if err := fields(step, "release", "expect"); err != nil {
 			return err
@@ -287,14 +307,7 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		var expect string
-		if err := json.Unmarshal(step["expect"], &expect); err != nil {
-			return err
-		}
-		if got := outcomeName(true, l.Release(ctx), "ok", ""); got != expect {
-			return fmt.Errorf("release: got %s, want %s", got, expect)
-		}
-		return nil
+		return r.outcome(step, time.Now(), outcomeName(true, l.Release(ctx), "ok", ""))
 	case step["held"] != nil, step["lost"] != nil:
 		action := "held"
 		if step["lost"] != nil {
@@ -434,7 +447,158 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		}
 		return r.raw.ConfigResetStat(ctx).Err()
 	}
+	if known, err := r.objectStep(ctx, step); known {
+		return err
+	}
 	return fmt.Errorf("unknown step")
+}
+
+// objectSteps are the steps of semaphores and latches besides acquire and
+// release, each with its other fields; try_set_count before count, whose
+// name is also try_set_count's field.
+var objectSteps = []struct {
+	action string
+	fields []string
+}{
+	{"try_set_permits", []string{"permits", "expect"}},
+	{"add_permits", []string{"permits"}},
+	{"available", []string{"expect"}},
+	{"drain", []string{"expect"}},
+	{"try_set_count", []string{"count", "expect"}},
+	{"count_down", nil},
+	{"count", []string{"expect"}},
+	{"await", []string{"wait_ms", "expect", "elapsed_ms"}},
+	{"delete", []string{"expect"}},
+}
+
+// objectStep runs one of objectSteps, or says the step is none of them.
+func (r *run) objectStep(ctx context.Context, step map[string]json.RawMessage) (bool, error) {
+	i := 0
+	for i < len(objectSteps) && step[objectSteps[i].action] == nil {
+		i++
+	}
+	if i == len(objectSteps) {
+		return false, nil
+	}
+	action := objectSteps[i].action
+	if err := fields(step, append(objectSteps[i].fields, action)...); err != nil {
+		return true, err
+	}
+	name := stepName(step[action])
+	s, l := r.sems[name], r.counts[name]
+	var got any
+	var err error
+	switch {
+	case s != nil && action == "try_set_permits":
+		var permits int64
+		if permits, err = intField(step, "permits", required); err == nil {
+			got, err = s.TrySetPermits(ctx, permits)
+		}
+	case s != nil && action == "add_permits":
+		var permits int64
+		if permits, err = intField(step, "permits", required); err == nil {
+			err = s.AddPermits(ctx, permits)
+		}
+		return true, err
+	case s != nil && action == "available":
+		got, err = s.Available(ctx)
+	case s != nil && action == "drain":
+		got, err = s.Drain(ctx)
+	case l != nil && action == "try_set_count":
+		var count int64
+		if count, err = intField(step, "count", required); err == nil {
+			got, err = l.TrySetCount(ctx, count)
+		}
+	case l != nil && action == "count_down":
+		return true, l.CountDown(ctx)
+	case l != nil && action == "count":
+		got, err = l.Count(ctx)
+	case l != nil && action == "await":
+		opts, err := waitOf(step)
+		if err != nil {
+			return true, err
+		}
+		began := time.Now()
+		reached, err := l.Await(ctx, opts...)
+		if err != nil {
+			return true, fmt.Errorf("await: %v", err)
+		}
+		return true, r.outcome(step, began, reached)
+	case l != nil && action == "delete":
+		got, err = l.Delete(ctx)
+	default:
+		return true, fmt.Errorf("%s: %q is no semaphore or latch that takes it", action, name)
+	}
+	return true, r.expect(got, err, step["expect"])
+}
+
+// stepName is the object a step names ("" when not a string).
+func stepName(raw json.RawMessage) string {
+	var name string
+	_ = json.Unmarshal(raw, &name)
+	return name
+}
+
+// waitOf is a step's wait_ms, which it must have: null waits without
+// limit, 0 tries once, W waits up to W ms.
+func waitOf(step map[string]json.RawMessage) ([]AcquireOption, error) {
+	raw, ok := step["wait_ms"]
+	if !ok {
+		return nil, errors.New("the step needs wait_ms")
+	}
+	var wait *int64
+	if err := strictDecode(raw, &wait); err != nil {
+		return nil, err
+	}
+	if wait == nil {
+		return nil, nil
+	}
+	return []AcquireOption{WithWait(time.Duration(*wait) * time.Millisecond)}, nil
+}
+
+// required is intField's def of a field the step must have.
+const required = 0
+
+// intField is the step's integer field; when missing, def, or an error
+// for a required one.
+func intField(step map[string]json.RawMessage, field string, def int64) (int64, error) {
+	raw, ok := step[field]
+	if !ok {
+		if def == required {
+			return 0, fmt.Errorf("the step needs %s", field)
+		}
+		return def, nil
+	}
+	var n int64
+	err := strictDecode(raw, &n)
+	return n, err
+}
+
+// outcome checks a call's outcome (a name, or a bool) against the step's
+// expect, which it must have, and how long it took against its optional
+// elapsed_ms.
+func (r *run) outcome(step map[string]json.RawMessage, began time.Time, got any) error {
+	elapsed := time.Since(began).Milliseconds()
+	if step["expect"] == nil {
+		return errors.New("the step needs expect")
+	}
+	var want any
+	if err := strictDecode(step["expect"], &want); err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("got %v, want %v", got, want)
+	}
+	if raw := step["elapsed_ms"]; raw != nil {
+		var bounds [2]int64
+		if err := strictDecode(raw, &bounds); err != nil {
+			return err
+		}
+		if elapsed < bounds[0] || elapsed > bounds[1] {
+			return fmt.Errorf("took %d ms, want %v", elapsed, bounds)
+		}
+	}
+	return nil
 }
 
 // outcomeName names a call's outcome as the scenarios do.
@@ -623,8 +787,18 @@ func sameJSON(got, want any) bool {
 // TestScenarioRunnerRefusesTheUnknown: a step or field the runner does not
 // know fails, before anything is sent.
 func TestScenarioRunnerRefusesTheUnknown(t *testing.T) {
-	r := &run{t: t, locks: map[string]*Lock{}, saved: map[string]any{}}
+	c := &Client{}
+	r := &run{t: t, locks: map[string]*Lock{"a": c.Lock("a")}, saved: map[string]any{},
+		sems: map[string]*Semaphore{"s": c.Semaphore("s")}, counts: map[string]*CountDownLatch{"l": c.CountDownLatch("l")}}
 	for _, step := range []string{
+		`{"acquire": "s", "wait_ms": 0, "lease_ms": 1000, "expect": "acquired"}`,
+		`{"acquire": "a", "permits": 2, "wait_ms": 0, "lease_ms": null, "expect": "acquired"}`,
+		`{"release": "s", "expect": "ok", "lease_ms": 1}`,
+		`{"available": "s", "expect": 0, "permits": 1}`,
+		`{"add_permits": "s"}`,
+		`{"count_down": "l", "expect": null}`,
+		`{"await": "l", "expect": true}`,
+		`{"try_set_count": "l", "expect": true}`,
 		`{"dance": "a"}`,
 		`{"sleep_ms": 1, "extra": true}`,
 		`{"release": "a", "expect": "ok", "wait_ms": 0}`,

@@ -256,3 +256,16 @@ func newClient(t testing.TB, s *server, opts ...ClientOption) (*Client, *redis.C
 	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
 	return c, rdb
 }
+
+// impatientClient is an rwlock Client whose go-redis client reads with a
+// 300 ms timeout: the waits on the server must outlast it.
+func impatientClient(t testing.TB, s *server) *Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), ReadTimeout: 300 * time.Millisecond})
+	c, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+	return c
+}

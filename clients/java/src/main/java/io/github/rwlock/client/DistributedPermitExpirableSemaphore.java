@@ -32,9 +32,10 @@ import java.util.concurrent.TimeUnit;
  * }</pre>
  *
  * <p><b>Leases.</b> A permit taken without one gets the client's watchdog timeout, renewed every
- * third of it by {@code PERMIT.UPDATELEASE} until its id is released; when a renewal finds it gone
- * (its lease ran out, or the semaphore was deleted) the permit is {@link #isLost lost}, the {@link
- * LockLostListener} is told, and the watchdog stops. A lease of {@code -1} ({@link #NEVER_EXPIRES})
+ * third of it by {@code PERMIT.UPDATELEASE} until its id is released (or given a lease of its own
+ * by {@link #updateLeaseTime}); when a renewal finds it gone (its lease ran out, or the semaphore
+ * was deleted) the permit is {@link #isLost lost}, the {@link LockLostListener} is told, and the
+ * watchdog stops. A lease of {@code -1} ({@link #NEVER_EXPIRES})
  * never ends, as Redisson's default; any other lease ends the permit when it runs out.
  *
  * <p><b>Waits</b> happen on the server ({@code PERMIT.ACQUIRE … BLOCK ms}), in arrival order, and
@@ -68,7 +69,7 @@ public final class DistributedPermitExpirableSemaphore {
     private final Latches latches = new Latches();
     /** The watchdogs of the permits taken without a lease, by id. */
     private final Map<String, Watchdog> dogs = new ConcurrentHashMap<>();
-    /** The ids whose watchdog found them gone, until they are released. */
+    /** The ids whose watchdog found them gone, until a release names them. */
     private final Set<String> lost = ConcurrentHashMap.newKeySet();
 
     /**
@@ -316,7 +317,8 @@ public final class DistributedPermitExpirableSemaphore {
             }
         } catch (RuntimeException e) {
             // The server is unreachable: permits it granted, if any, come back when their lease
-            // ends (no watchdog was started for them).
+            // ends (no watchdog was started for them), or never with a lease of -1, as a
+            // Redisson client's that crashed.
         }
     }
 
@@ -347,7 +349,7 @@ public final class DistributedPermitExpirableSemaphore {
 
     /**
      * Whether the watchdog found the permit {@code id} gone (its lease ran out, or the semaphore was
-     * deleted) before it was released.
+     * deleted), until a release names it.
      *
      * @param id a permit's id
      * @return whether it was lost
@@ -408,9 +410,11 @@ public final class DistributedPermitExpirableSemaphore {
             unwatch(copy);
             throw e;
         }
-        // A refused release leaves the held ids with their watchdogs (the others find theirs gone).
         if (released > 0) {
             unwatch(copy);
+        } else {
+            // Refused: the held ids keep their watchdogs; the caller has heard of the others.
+            lost.removeAll(copy);
         }
         return released;
     }
@@ -436,8 +440,8 @@ public final class DistributedPermitExpirableSemaphore {
 
     /**
      * Gives the held permit {@code id} a new lease from now, as Redisson's {@code
-     * updateLeaseTime(id, leaseTime, unit)}. A permit the watchdog renews keeps being renewed with
-     * its own lease.
+     * updateLeaseTime(id, leaseTime, unit)}. A permit the watchdog renewed keeps the lease given
+     * here: its watchdog stops.
      *
      * @param id the permit's id
      * @param leaseTime the new lease; -1: it never expires
@@ -445,7 +449,14 @@ public final class DistributedPermitExpirableSemaphore {
      * @return whether it is held
      */
     public boolean updateLeaseTime(String id, long leaseTime, TimeUnit unit) {
-        return updateLeaseMs(Objects.requireNonNull(id, "id"), leaseMs(leaseTime, unit));
+        long leaseMs = leaseMs(leaseTime, unit);
+        Watchdog dog = dogs.remove(Objects.requireNonNull(id, "id"));
+        if (dog != null) {
+            // Stopped first: no later renewal replaces the lease given here (one already on its
+            // way may still land before this update).
+            dog.stop();
+        }
+        return updateLeaseMs(id, leaseMs);
     }
 
     private boolean updateLeaseMs(String id, long leaseMs) {

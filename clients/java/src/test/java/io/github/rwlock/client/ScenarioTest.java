@@ -19,6 +19,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntConsumer;
+import java.util.function.IntPredicate;
+import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -395,19 +398,10 @@ class ScenarioTest {
                     }
                     assertEquals(step.get("expect").asText(), outcome, "release");
                 }
-                case "try_set_permits" -> {
-                    known(step, Set.of("try_set_permits", "permits", "expect"), "try_set_permits step");
-                    assertEquals(step.get("expect").asBoolean(), semaphore.trySetPermits(required(step, "permits").asInt()),
-                            "try_set_permits");
-                }
-                case "add_permits" -> {
-                    known(step, Set.of("add_permits", "permits"), "add_permits step");
-                    semaphore.addPermits(required(step, "permits").asInt());
-                }
-                case "available" -> reads(step, action, () -> (long) semaphore.availablePermits());
                 case "drain" -> reads(step, action, () -> (long) semaphore.drainPermits());
                 default -> {
-                    return false;
+                    return countStep(action, step, semaphore::trySetPermits, semaphore::addPermits,
+                            semaphore::availablePermits);
                 }
             }
             return true;
@@ -511,16 +505,30 @@ class ScenarioTest {
                     expect(required(step, "expect"), permit.getLeaseTime(oneId(step)), "lease_left");
                 }
                 case "acquired" -> reads(step, action, () -> (long) permit.acquiredPermits());
+                default -> {
+                    return countStep(action, step, permit::trySetPermits, permit::addPermits, permit::availablePermits);
+                }
+            }
+            return true;
+        }
+
+        /**
+         * A count step both semaphores take (try_set_permits, add_permits, available); false when
+         * {@code action} is none of them.
+         */
+        private boolean countStep(String action, JsonNode step, IntPredicate trySet, IntConsumer add,
+                IntSupplier available) {
+            switch (action) {
                 case "try_set_permits" -> {
                     known(step, Set.of("try_set_permits", "permits", "expect"), "try_set_permits step");
-                    assertEquals(step.get("expect").asBoolean(), permit.trySetPermits(required(step, "permits").asInt()),
+                    assertEquals(step.get("expect").asBoolean(), trySet.test(required(step, "permits").asInt()),
                             "try_set_permits");
                 }
                 case "add_permits" -> {
                     known(step, Set.of("add_permits", "permits"), "add_permits step");
-                    permit.addPermits(required(step, "permits").asInt());
+                    add.accept(required(step, "permits").asInt());
                 }
-                case "available" -> reads(step, action, () -> (long) permit.availablePermits());
+                case "available" -> reads(step, action, () -> (long) available.getAsInt());
                 default -> {
                     return false;
                 }
