@@ -17,7 +17,8 @@ lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
 unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
 SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
 The count-down latch's cycle (try-set 1 + count down) against its two
-scripts. Then the targets: every operation at least 3x
+scripts. The permit-expirable semaphore's (PERMIT.ACQUIRE 1 with a lease +
+PERMIT.TRYRELEASE of its id) against permit_acquire.lua + permit_release.lua. Then the targets: every operation at least 3x
 cheaper than Redisson's script, and the module's cycles within 1.1x of the
 layout floor's. Needs valgrind and Redisson's scripts (`make oracle`
 extracts them from its jars; RWLOCK_REDISSON_LUA and RWLOCK_REDISSON_LOCK_LUA
@@ -50,7 +51,8 @@ LATCH_TTL = 600000
 def resp(*args):
     out = [b"*%d\r\n" % len(args)]
     for a in args:
-        a = str(a).encode()
+        # Bytes as they are: a permit id is 16 raw bytes in a script's ARGV.
+        a = a if isinstance(a, bytes) else str(a).encode()
         out.append(b"$%d\r\n%s\r\n" % (len(a), a))
     return b"".join(out)
 
@@ -230,7 +232,7 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
-    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else [])
+    ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else []) + (permit_workloads(sha) if "permit_acquire" in scripts else [])
 
 
 def count(module, scripts, name, per, setup, work):
@@ -326,6 +328,44 @@ def semaphore_workloads(sha):
     ]
 
 
+def permit_workloads(sha):
+    """The permit-expirable semaphore's cycle, one permit with a lease taken
+    and given back by its id, permits to spare and none expired: the module
+    (whose ids are its own: each release names the id its acquisition
+    replied, one round trip each) against Redisson 4.7's permit_acquire.lua
+    + permit_release.lua (`tryAcquire(1, lease)`, `release(id)`), given a
+    fresh 16-byte id per cycle as Redisson's client makes them."""
+    name = "PS"
+    chan, timeouts = "redisson_sc:{%s}" % name, "{%s}:timeout" % name
+    setup = [resp("SET", name, 1000)]
+    conns = []
+
+    def module(port):
+        if not conns:
+            conns.append(Conn(port))
+        for _ in range(CYCLES):
+            (permit,) = conns[0].reply_to(resp("PERMIT.ACQUIRE", name, 1, LATCH_TTL))
+            if conns[0].reply_to(resp("PERMIT.TRYRELEASE", name, permit)) != b"1":
+                raise RuntimeError("a permit was not given back")
+
+    def by_script():
+        now = int(time.time() * 1000)
+        out = []
+        for _ in range(CYCLES):
+            permit = os.urandom(16)
+            out.append(resp("EVALSHA", sha["permit_acquire"], 3, name, timeouts, chan, 1,
+                            now + LATCH_TTL, now, 922337203685477, "PUBLISH", permit))
+            out.append(resp("EVALSHA", sha["permit_release"], 3, name, chan, timeouts, permit, 1,
+                            now, "PUBLISH"))
+        return out
+
+    return [
+        ("permit acquire + release, module", CYCLES, MODULE, setup, module),
+        ("permit acquire + release, EVALSHA", CYCLES, MODULE, setup,
+         lambda port: Conn(port).run(by_script())),
+    ]
+
+
 def latch_workloads(sha):
     """The count-down latch's cycle: a count of 1 set, then counted down to
     zero (the latch deleted, `0` published), the module against Redisson
@@ -360,6 +400,7 @@ PLAIN_TARGETS = [
     ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
     ("semaphore acquire + release, module", "semaphore acquire + release, EVALSHA", ">=", 3.0),
     ("latch try-set 1 + count down, module", "latch try-set 1 + count down, EVALSHA", ">=", 3.0),
+    ("permit acquire + release, module", "permit acquire + release, EVALSHA", ">=", 3.0),
 ]
 # Shown without a target: how each compares with one plain command per request.
 REFERENCES = [
@@ -405,7 +446,8 @@ def main():
                       ("fair_lock", "fair_lock"), ("fair_unlock", "fair_unlock"),
                       ("sem_acquire", "semaphore_acquire"), ("sem_release", "semaphore_release"),
                       ("latch_try_set_count", "latch_try_set_count"),
-                      ("latch_count_down", "latch_count_down")):
+                      ("latch_count_down", "latch_count_down"),
+                      ("permit_acquire", "permit_acquire"), ("permit_release", "permit_release")):
         scripts[key] = (Path(plain) / f"{name}.lua").read_text()
     if not floor.is_file():
         sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")

@@ -93,10 +93,30 @@ unsafe extern "C" fn on_keyspace_event(
     if class.intersects(WAKES_WAITERS) {
         waiting::on_keyspace_event(&ctx, db, key);
     }
+    if class.intersects(NotifyEvent::ZSET) {
+        // A permit's lease changed by another client's script
+        // (`updateLeaseTime`) moves the semaphore's next expiry.
+        for name in permit_names(key) {
+            waiting::on_keyspace_event(&ctx, db, name);
+        }
+    }
     fair_waiting::on_keyspace_event(&ctx, db, event, key);
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
     raw::REDISMODULE_OK as c_int
+}
+
+/// The permit-expirable semaphores whose set of permits taken may be `key`
+/// (contract §17): `{name}:timeout` is the set of `name`, and of `{name}`
+/// too, which is named as it is.
+fn permit_names(key: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let stem = key.strip_suffix(b":timeout");
+    let braced = stem.filter(|s| s.contains(&b'{'));
+    let wrapped = stem
+        .and_then(|s| s.strip_prefix(b"{"))
+        .and_then(|s| s.strip_suffix(b"}"))
+        .filter(|s| !s.contains(&b'{'));
+    braced.into_iter().chain(wrapped)
 }
 
 /// Keys expiring, from load on (a subscription of its own, to this one

@@ -63,7 +63,7 @@ pub fn acquired(hold: Hold, granted: Granted) {
         Hold::Read => Counter::ReadAcquired,
         Hold::Write { .. } => Counter::WriteAcquired,
         Hold::Lock(_) => Counter::LockAcquired,
-        Hold::Semaphore { .. } => Counter::PermitsAcquired,
+        Hold::Semaphore { .. } | Hold::Permit { .. } => Counter::PermitsAcquired,
         Hold::Latch => Counter::LatchAwaited,
     });
     if granted.reentry {

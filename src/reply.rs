@@ -4,6 +4,7 @@
 use redis_module::RedisValue;
 
 use crate::engine::hold::Attempt;
+use crate::engine::permit::{self, NO_EXPIRY};
 use crate::engine::queue::Hold;
 
 /// Whether the acquisition takes a fencing token, which changes its reply.
@@ -12,7 +13,7 @@ pub fn fenced(hold: Hold) -> bool {
         Hold::Read | Hold::Latch => false,
         Hold::Write { fenced } => fenced,
         Hold::Lock(options) => options.fenced,
-        Hold::Semaphore { .. } => false,
+        Hold::Semaphore { .. } | Hold::Permit { .. } => false,
     }
 }
 
@@ -22,6 +23,9 @@ pub fn fenced(hold: Hold) -> bool {
 /// `await(timeout)` returns: 1 when the count is zero (or the latch gone),
 /// 0 when not.
 pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
+    if let Hold::Permit { permits, seed } = hold {
+        return permits_reply(attempt, permits, seed);
+    }
     // As Redisson's semaphore script: 1 taken, 0 not.
     if matches!(hold, Hold::Semaphore { .. } | Hold::Latch) {
         return RedisValue::Integer(matches!(attempt, Attempt::Granted(_)).into());
@@ -36,6 +40,21 @@ pub fn attempt(attempt: Attempt, hold: Hold) -> RedisValue {
         (Attempt::Refused { pttl }, true) => {
             RedisValue::Array(vec![RedisValue::Integer(pttl), RedisValue::Integer(-1)])
         }
+    }
+}
+
+/// A permit acquisition's reply (contract §17): the ids taken, in hex as
+/// Redisson's Java shows them, where the script replies `OK`; refused, the
+/// lowest expiry held (the script's `:<score>`, as an integer), or nil.
+fn permits_reply(attempt: Attempt, permits: i64, seed: [u64; 2]) -> RedisValue {
+    match attempt {
+        Attempt::Granted(_) => RedisValue::Array(
+            permit::ids(seed, permits)
+                .map(|id| RedisValue::StringBuffer(permit::hex(&id)))
+                .collect(),
+        ),
+        Attempt::Refused { pttl: NO_EXPIRY } => RedisValue::Null,
+        Attempt::Refused { pttl: at } => RedisValue::Integer(at),
     }
 }
 

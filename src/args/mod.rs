@@ -17,6 +17,7 @@ use crate::engine::rwlock::{Mode, Request};
 pub use crate::server::ArgString;
 
 pub mod counts;
+pub mod permits;
 
 pub fn lock_error(e: LockError) -> RedisError {
     RedisError::Str(e.message())

@@ -12,6 +12,7 @@ use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::hold::{self, GrantLatch, Granting, Request};
 use crate::engine::hold::{Attempt, Granted};
 use crate::engine::names::LockNames;
+use crate::engine::permit;
 use crate::engine::queue::{self, Hold};
 use crate::engine::rwlock::Unlocked;
 use crate::engine::store::Store;
@@ -200,15 +201,18 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         waiting::serve_after(ctx, store, names, |store| {
             // Permits are nobody's: no acquisition of them goes past the
             // waiters, whatever `rwlock.fairness` says (contract §15.3).
-            let permits = matches!(self.way, Hold::Semaphore { .. });
+            let permits = matches!(self.way, Hold::Semaphore { .. } | Hold::Permit { .. });
             // A latch's waiter takes nothing, so it never goes ahead of anyone.
             let queued = self.way != Hold::Latch
                 && (permits || config::fair())
                 && queues::has_waiters(ctx, names)
                 && (permits || !queue::may_overtake(store, names, owner)?);
             if queued {
-                Ok(Attempt::Refused {
-                    pttl: store.pttl(names.hash()),
+                Ok(match self.way {
+                    Hold::Permit { .. } => permit::refusal(store, names),
+                    _ => Attempt::Refused {
+                        pttl: store.pttl(names.hash()),
+                    },
                 })
             } else {
                 queue::attempt_latched(store, names, owner, self.way, lease, latch)

@@ -33,7 +33,7 @@ fn hold_name(hold: Hold) -> &'static str {
         Hold::Read => "read",
         Hold::Write { .. } => "write",
         Hold::Lock(_) => "lock",
-        Hold::Semaphore { .. } => "permits",
+        Hold::Semaphore { .. } | Hold::Permit { .. } => "permits",
         Hold::Latch => "latch",
     }
 }
@@ -79,6 +79,7 @@ fn queue_kind(hold: Hold) -> &'static str {
         Hold::Read | Hold::Write { .. } => "rwlock",
         Hold::Lock(_) => "lock",
         Hold::Semaphore { .. } => "semaphore",
+        Hold::Permit { .. } => "permit",
         Hold::Latch => "latch",
     }
 }

@@ -36,6 +36,7 @@ pub mod inspect;
 pub mod latch;
 pub mod lock;
 pub mod multi;
+pub mod permit;
 pub mod rwlock;
 pub mod semaphore;
 
@@ -333,6 +334,7 @@ pub fn table() -> Vec<Command> {
     table.extend(fair_commands());
     table.extend(semaphore::commands());
     table.extend(latch::commands());
+    table.extend(permit::commands());
     table
 }
 
@@ -409,6 +411,17 @@ mod tests {
                 "LATCH.COUNT name",
                 "LATCH.DELETE name",
                 "LATCH.AWAIT name [BLOCK ms]",
+                "PERMIT.ACQUIRE name permits lease [BLOCK ms] [REQUEST id ttl]",
+                "PERMIT.RELEASE name id [id ...]",
+                "PERMIT.TRYRELEASE name id",
+                "PERMIT.UPDATELEASE name id lease",
+                "PERMIT.LEASETIME name id",
+                "PERMIT.TRYSETPERMITS name permits",
+                "PERMIT.SETPERMITS name permits",
+                "PERMIT.ADDPERMITS name permits",
+                "PERMIT.AVAILABLE name",
+                "PERMIT.PERMITS name",
+                "PERMIT.ACQUIRED name",
             ]
         );
     }

@@ -91,6 +91,19 @@ impl Replication {
         self.emit(ctx, c"ZREM", &[key, member], None);
     }
 
+    /// One `ZREM key member…`, as a permit script's reclaim or list release
+    /// runs it (contract §17).
+    pub fn zrem_all(self, ctx: &Context, key: &[u8], members: &[Vec<u8>]) {
+        if !self.live {
+            server::replicate_verbatim(ctx);
+            return;
+        }
+        let mut args: Vec<&[u8]> = Vec::with_capacity(members.len() + 1);
+        args.push(key);
+        args.extend(members.iter().map(Vec::as_slice));
+        server::replicate(ctx, c"ZREM", &args);
+    }
+
     /// `command key number last`, the number formatted only when something
     /// receives it.
     fn emit_number_before(self, ctx: &Context, command: &CStr, key: &[u8], n: i64, last: &[u8]) {

@@ -45,6 +45,11 @@ pub const ERR_SEMAPHORE_TTL: &str =
 pub const ERR_SEMAPHORE: &str = "ERR corrupt semaphore: its count is not an integer";
 pub const ERR_PERMITS_OVERFLOW: &str =
     "ERR overflow: the semaphore's count would leave the 64-bit integer range";
+/// PERMIT.ACQUIRE: how many permits, each an id in the reply (contract §17).
+pub const ERR_PERMIT_COUNT: &str = "ERR permits must be an integer from 1 to 100000";
+pub const ERR_PERMIT_LEASE: &str =
+    "ERR lease must be -1 (never expires) or an integer number of milliseconds from 1 to 315360000000";
+pub const ERR_PERMIT_ID: &str = "ERR permit id must be hex digits, an even number of them";
 /// A latch's channel, `redisson_countdownlatch__channel__{<name>}`, wraps
 /// the name in braces whatever it holds: a name with braces would put it in
 /// another hash slot than the latch (contract §16.1).

@@ -57,7 +57,7 @@ pub fn blockers<S: Store>(
         (Hold::Lock(_), None) => (!mine, false),
         (Hold::Read | Hold::Write { .. }, None) | (Hold::Lock(_), Some(_)) => (false, false),
         // Permits are nobody's: no owner stops a semaphore's acquisition.
-        (Hold::Semaphore { .. }, _) => (false, false),
+        (Hold::Semaphore { .. } | Hold::Permit { .. }, _) => (false, false),
         // A latch's waiter waits for a count, which no holder keeps.
         (Hold::Latch, _) => (false, false),
     };

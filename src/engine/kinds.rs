@@ -38,7 +38,7 @@ impl TryFrom<Hold> for Kind {
             Hold::Write { .. } => Ok(Kind::Write),
             Hold::Lock(_) => Ok(Kind::Lock),
             Hold::Semaphore { .. } => Ok(Kind::Permits),
-            Hold::Latch => Err(LockError::NotAHold),
+            Hold::Latch | Hold::Permit { .. } => Err(LockError::NotAHold),
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod latch;
 pub mod lock;
 pub mod multi;
 pub mod names;
+pub mod permit;
 pub mod queue;
 pub mod rwlock;
 pub mod semaphore;

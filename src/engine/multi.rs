@@ -10,7 +10,7 @@ use super::hold::{Attempt, Granted, Unlocked};
 use super::index::LeaseIndex;
 use super::kinds::{self, Kind};
 use super::names::LockNames;
-use super::queue::{attempt, Hold};
+use super::queue::{attempt_on as attempt, Hold};
 use super::store::{Fields, KeyKind, Moot, Store, PTTL_PERSISTENT};
 
 /// One listed hold: its lock and what is asked of it, `LOCK`, `READ` or

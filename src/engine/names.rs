@@ -65,6 +65,18 @@ impl<'a> LockNames<'a> {
         self.prefixed(SEMAPHORE_CHANNEL_PREFIX)
     }
 
+    /// A permit-expirable semaphore's permits taken
+    /// (`RPermitExpirableSemaphore`, contract §17): Redisson's `suffixName`,
+    /// `{name}:timeout`, or `name:timeout` when the name carries braces.
+    pub fn permit_timeout(&self) -> KeyBuf {
+        let (open, close): (&[u8], &[u8]) = if self.braced {
+            (b"", b"")
+        } else {
+            (b"{", b"}")
+        };
+        KeyBuf::concat(&[open, self.hash, close, b":timeout"])
+    }
+
     /// The lock's fencing token counter (`RFencedLock`).
     pub fn token_key(&self) -> KeyBuf {
         self.prefixed(TOKEN_PREFIX)

@@ -11,6 +11,7 @@ use super::hold::{remember_grant, Attempt, GrantLatch, Granted};
 use super::latch;
 use super::lock::{self, Options};
 use super::names::{write_field, LockNames};
+use super::permit::{self, Permits};
 use super::rwlock::{read_lock, write_lock, Mode};
 use super::semaphore;
 use super::store::{KeyKind, Store};
@@ -31,6 +32,11 @@ pub enum Hold {
     /// A count-down latch's zero (`LATCH.AWAIT`): granted to every waiter
     /// at once, owning nothing.
     Latch,
+    /// Permits of a permit-expirable semaphore (`PERMIT.ACQUIRE`, contract
+    /// §17), each with the ticket's lease (-1: never expires) and an id made
+    /// from `seed` (`permit::ids`), which the reply makes again. Nobody's
+    /// hold, as a semaphore's.
+    Permit { permits: i64, seed: [u64; 2] },
 }
 
 impl From<Mode> for Hold {
@@ -57,7 +63,23 @@ pub struct Ticket<T> {
 }
 
 /// Tries one acquisition as the command would, on the machine of its kind.
-pub fn attempt<S: Store>(
+pub fn attempt<S: Permits>(
+    s: &mut S,
+    names: &LockNames,
+    owner: &[u8],
+    hold: Hold,
+    lease: i64,
+) -> Result<Attempt, LockError> {
+    match hold {
+        Hold::Permit { permits, seed } => permit::acquire(s, names, permits, lease, seed),
+        hold => attempt_on(s, names, owner, hold, lease),
+    }
+}
+
+/// [`attempt`] of a hold whose machine needs no sorted set: every kind but
+/// the permit-expirable semaphore's, which it refuses (a multi-hold, whose
+/// dry run is a plain [`Store`], lists none).
+pub fn attempt_on<S: Store>(
     s: &mut S,
     names: &LockNames,
     owner: &[u8],
@@ -70,12 +92,13 @@ pub fn attempt<S: Store>(
         Hold::Lock(options) => lock::acquire(s, names, owner, lease, options),
         Hold::Semaphore { permits } => semaphore::acquire(s, names, permits),
         Hold::Latch => latch::reached(s, names),
+        Hold::Permit { .. } => Err(LockError::NotAHold),
     }
 }
 
 /// [`attempt`], recording a grant in the idempotent acquisition's `latch`
 /// (when it has one) in the same command; a refusal records nothing.
-pub fn attempt_latched<S: Store>(
+pub fn attempt_latched<S: Permits>(
     s: &mut S,
     names: &LockNames,
     owner: &[u8],
@@ -104,7 +127,7 @@ pub struct Served<T> {
 /// fails with an error (a corrupt or retyped key, a non-reentrant lock its
 /// owner holds already) leaves with that error rather than blocking the
 /// queue.
-pub fn admit<S: Store, T>(
+pub fn admit<S: Permits, T>(
     s: &mut S,
     names: &LockNames,
     queue: &mut VecDeque<Ticket<T>>,

@@ -26,7 +26,7 @@ use crate::server::{self, Key, KeyType, RawString};
 const SHORT_WALK: usize = 16;
 
 /// An integer reply, None for nil (or anything else).
-fn integer(reply: &CallReply) -> Option<usize> {
+pub(super) fn integer(reply: &CallReply) -> Option<usize> {
     match reply {
         CallReply::I64(n) => usize::try_from(n.to_i64()).ok(),
         _ => None,
@@ -49,7 +49,7 @@ fn strings(reply: &CallReply) -> Vec<Vec<u8>> {
 
 impl RedisStore<'_> {
     /// The line's key `name`, kept open for the command.
-    fn line_read(&mut self, name: &[u8]) -> Key {
+    pub(super) fn line_read(&mut self, name: &[u8]) -> Key {
         self.read(name).1
     }
 
@@ -77,7 +77,7 @@ impl RedisStore<'_> {
     /// A string for a line member: the owner argument when it is that,
     /// else a new one. Not interned: a walk names every waiter once, and
     /// each would evict another name from the table for nothing.
-    fn member(&self, bytes: &[u8]) -> Str {
+    pub(super) fn member(&self, bytes: &[u8]) -> Str {
         match self.string_lent(bytes) {
             Some(s) => s,
             None => Str::Owned(RedisString::create_from_slice(ptr::null_mut(), bytes)),
@@ -100,7 +100,7 @@ impl RedisStore<'_> {
     /// Runs `command args…` through `RM_Call`, handing its reply to `f`;
     /// a failed call (the machine checked the types first, so only the
     /// server's own limits) is logged and reads as `otherwise`.
-    fn call<R>(
+    pub(super) fn call<R>(
         &self,
         write: bool,
         command: &str,
@@ -135,7 +135,7 @@ impl RedisStore<'_> {
 
     /// After a write to the line's key `name`: signal, the command's event,
     /// `del` when Redis removed the emptied key, and the replicated command.
-    fn line_written(
+    pub(super) fn line_written(
         &mut self,
         handle: Key,
         name: RawString,

@@ -10,6 +10,7 @@ pub mod expiry;
 pub mod keys;
 pub mod leases;
 mod line;
+mod permits;
 pub mod tokens;
 
 use std::os::raw::c_int;

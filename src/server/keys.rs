@@ -315,10 +315,19 @@ impl Key {
     /// Calls `f` with every member of a sorted set, by score then bytes, as
     /// `ZRANGE key 0 -1` lists them.
     pub fn scan_zset(self, mut f: impl FnMut(Vec<u8>)) {
+        self.scan_zset_range(f64::NEG_INFINITY, f64::INFINITY, |member, _| {
+            f(member);
+            true
+        });
+    }
+
+    /// Calls `f` with each member of a sorted set scored from `min` to
+    /// `max` and its score, lowest first, as `ZRANGEBYSCORE` lists them,
+    /// until `f` returns false.
+    pub fn scan_zset_range(self, min: f64, max: f64, mut f: impl FnMut(Vec<u8>, f64) -> bool) {
         if self.list_or_zset() != Some(false) {
             return;
         }
-        let (min, max) = (f64::NEG_INFINITY, f64::INFINITY);
         // SAFETY: a sorted set handle; the range is opened, walked and stopped
         // here, and each element string is freed by take_string.
         unsafe {
@@ -331,10 +340,8 @@ impl Key {
                     .expect("ZsetRangeCurrentElement")(
                     self.0, &mut score
                 );
-                if let Some(member) = take_string(element) {
-                    f(member);
-                }
-                if raw::RedisModule_ZsetRangeNext.expect("ZsetRangeNext")(self.0) == 0 {
+                let more = take_string(element).is_none_or(|member| f(member, score));
+                if !more || raw::RedisModule_ZsetRangeNext.expect("ZsetRangeNext")(self.0) == 0 {
                     break;
                 }
             }

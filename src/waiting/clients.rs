@@ -33,6 +33,7 @@ use crate::engine::holders;
 use crate::engine::multi::{self, longer, Want};
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
+use crate::engine::permit;
 use crate::engine::queue::{self, Hold, Served, Ticket};
 use crate::engine::store::Store;
 use crate::keyspace::RedisStore;
@@ -413,10 +414,15 @@ fn serve_all(
 /// Keeps the lock's deadline on the agenda, or drops its empty queue; then
 /// arms the agenda's timer for what `park` or this put on it.
 fn rearm(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: &LockId) {
-    let pttl = store.pttl(names.hash());
-    let now = store.now_ms();
-    // Redis drops a key once the clock is past its deadline.
-    let wanted = (pttl > 0).then_some(now + pttl + 1);
+    // Permit waiters look again when the first permit held expires, which
+    // the acquisition then reclaims (contract §17.3).
+    let wanted = if with(|r| r.first_hold(id)).is_some_and(|h| matches!(h, Hold::Permit { .. })) {
+        permit::next_expiry(store, names)
+    } else {
+        let pttl = store.pttl(names.hash());
+        // Redis drops a key once the clock is past its deadline.
+        (pttl > 0).then(|| store.now_ms() + pttl + 1)
+    };
     with(|r| r.rearm(id, wanted));
     arm_agenda(ctx);
 }
@@ -533,6 +539,9 @@ fn look_again(ctx: &Context, waiter: &Waiter) {
 /// What a waiter that gives up is answered: the lock's PTTL, for a
 /// multi-hold the largest of its locks'.
 fn refusal(store: &mut RedisStore, waiter: &Waiter) -> Outcome {
+    if let (Hold::Permit { .. }, Ok(names)) = (waiter.hold, LockNames::new(&waiter.lock.1)) {
+        return Outcome::Attempt(permit::refusal(store, &names), waiter.hold);
+    }
     let pttl = store.pttl(&waiter.lock.1);
     if waiter.others.is_empty() {
         return Outcome::Attempt(Attempt::Refused { pttl }, waiter.hold);

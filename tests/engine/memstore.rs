@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use ::rwlock::engine::index::LeaseIndex;
+use ::rwlock::engine::permit::Permits;
 use ::rwlock::engine::store::{
     Fields, KeyKind, Line, LineKind, Store, PTTL_MISSING, PTTL_PERSISTENT,
 };
@@ -437,5 +438,47 @@ impl Line for MemStore {
         let mut members: Vec<_> = z.iter().map(|(m, at)| (*at, m.clone())).collect();
         members.sort();
         members.into_iter().map(|(_, m)| m).collect()
+    }
+}
+
+/// The permit-expirable semaphore's set reads and writes (contract §17).
+impl Permits for MemStore {
+    fn zrange_by_score(&mut self, key: &[u8], max: i64, limit: Option<usize>) -> Vec<Vec<u8>> {
+        let Some(z) = self.zset_mut(key) else {
+            return Vec::new();
+        };
+        let mut found: Vec<_> = z
+            .iter()
+            .filter(|(_, at)| (0..=max).contains(*at))
+            .map(|(m, at)| (*at, m.clone()))
+            .collect();
+        found.sort();
+        let limit = limit.unwrap_or(usize::MAX);
+        found.into_iter().take(limit).map(|(_, m)| m).collect()
+    }
+
+    fn zrem_all(&mut self, key: &[u8], members: &[Vec<u8>]) -> i64 {
+        let removed = match self.zset_mut(key) {
+            Some(z) => members.iter().filter(|m| z.remove(*m).is_some()).count(),
+            None => 0,
+        };
+        if removed > 0 {
+            self.event("zrem", key);
+            self.drop_if_empty(key);
+        }
+        removed as i64
+    }
+
+    fn zcount_from_zero(&mut self, key: &[u8]) -> i64 {
+        self.zset_mut(key)
+            .map_or(0, |z| z.values().filter(|at| **at >= 0).count() as i64)
+    }
+
+    fn zfirst_score(&mut self, key: &[u8], from_zero: bool) -> Option<i64> {
+        let z = self.zset_mut(key)?;
+        z.values()
+            .filter(|at| !from_zero || **at >= 0)
+            .min()
+            .copied()
     }
 }

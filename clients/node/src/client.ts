@@ -4,11 +4,14 @@ import { asyncDispose } from "./dispose";
 import { LockError } from "./errors";
 import { Target } from "./commands";
 import { Links, type RedisClient } from "./link";
-import { Lock, type ClientContext, type HandleOptions } from "./lock";
+import type { ClientContext } from "./driver";
+import { CountDownLatch } from "./latch";
+import { Lock, type HandleOptions } from "./lock";
 import { MultiLock, type MultiHold } from "./multi";
 import { DEFAULT_WATCHDOG_TIMEOUT, REPLY_MARGIN, syncOf, toMs, type ReplicaSync } from "./options";
 import { clientIdOf, Owners } from "./owner";
 import { ReadWriteLock } from "./rwlock";
+import { Semaphore } from "./semaphore";
 import { Masters } from "./sync";
 import type { Watchdog } from "./watchdog";
 
@@ -151,6 +154,20 @@ export class Client implements AsyncDisposable {
   /** A multi-lock over `holds` (lock handles or `[kind, name]`, kind LOCK, READ or WRITE). */
   multiLock(holds: readonly MultiHold[], options: HandleOptions = {}): MultiLock {
     return new MultiLock(this.ctx, holds, this.owners.create(), options);
+  }
+
+  /**
+   * The semaphore `name` (`SEMAPHORE.*`): Redisson's `RSemaphore`. Its
+   * permits have no owner: every `Semaphore` object of any client object
+   * (or Redisson instance) on that name shares them.
+   */
+  semaphore(name: string): Semaphore {
+    return new Semaphore(this.ctx, name);
+  }
+
+  /** The count-down latch `name` (`LATCH.*`): Redisson's `RCountDownLatch`. */
+  countDownLatch(name: string): CountDownLatch {
+    return new CountDownLatch(this.ctx, name);
   }
 
   /** Stops the watchdogs and closes the dedicated connections (session holds end with them). */

@@ -280,8 +280,13 @@ export class Target {
   }
 }
 
-/** `prefix:{name}:request`, or `prefix:name:request` when the name holds a `{tag}` already (the key keeps its slot). */
-function prefixed(prefix: string, name: string, request: string): string {
+/**
+ * A latch's key, `prefix:{name}:request`, or `prefix:name:request` when the
+ * name holds a `{tag}` already (the key keeps its slot): prefix
+ * `redisson_unlock_latch` for a release's, `redisson_lock_request_latch`
+ * for an acquisition's.
+ */
+export function prefixed(prefix: string, name: string, request: string): string {
   return name.includes("{") ? `${prefix}:${name}:${request}` : `${prefix}:{${name}}:${request}`;
 }
 

@@ -1,12 +1,16 @@
 /**
- * rwlock-client: Redisson's distributed locks for Node.js, on the rwlock
- * Redis module and ioredis. Start with `Client`.
+ * rwlock-client: Redisson's distributed locks, semaphore and count-down
+ * latch for Node.js, on the rwlock Redis module and ioredis. Start with
+ * `Client`.
  */
 
 export { Client, type ClientOptions, type LockOptions, type FairLockOptions, type ReadWriteLockOptions } from "./client";
 export { Lock, Hold, type AcquireOptions, type HandleOptions, type LostCallback } from "./lock";
 export { ReadWriteLock } from "./rwlock";
 export { MultiLock, type MultiHold } from "./multi";
+export { Semaphore, Permits, type PermitOptions } from "./semaphore";
+export { CountDownLatch } from "./latch";
+export type { WaitOptions } from "./driver";
 export { RedLock, quorum, drift, type RedLockOptions, type RedLockAcquireOptions } from "./redlock";
 export { LockError, NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
 export { DEFAULT_WATCHDOG_TIMEOUT, DEFAULT_SYNC_TIMEOUT, type ReplicaSync } from "./options";

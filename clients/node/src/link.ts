@@ -63,6 +63,22 @@ export class Link {
     readonly id: Promise<number>,
   ) {}
 
+  /**
+   * The connection's `CLIENT ID`, or null when its reply did not come
+   * within `waitMs` (the connection stalled: its first reply never came)
+   * or the connection failed.
+   */
+  idWithin(waitMs: number): Promise<number | null> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(null), waitMs);
+      const done = (id: number | null): void => {
+        clearTimeout(timer);
+        resolve(id);
+      };
+      this.id.then(done, () => done(null));
+    });
+  }
+
   /** Whether the connection can carry another command. */
   get usable(): boolean {
     return !this.broken && (this.conn.status === "ready" || this.conn.status === "connect" || this.conn.status === "connecting");
@@ -458,8 +474,9 @@ export class Links {
    */
   private async unblock(link: Link, settled: () => boolean): Promise<void> {
     try {
-      const id = await link.id;
-      for (let i = 0; i < UNBLOCK_TRIES && !settled(); i++) {
+      // A connection whose CLIENT ID never answered is stalled: closed below.
+      const id = await link.idWithin(UNBLOCK_TRIES * UNBLOCK_RETRY_MS);
+      for (let i = 0; id !== null && i < UNBLOCK_TRIES && !settled(); i++) {
         if (Number(await link.base.call("CLIENT", "UNBLOCK", id)) === 1 || settled()) {
           return;
         }
@@ -474,6 +491,22 @@ export class Links {
     }
     if (!settled()) {
       this.drop(link);
+    }
+  }
+
+  /**
+   * Resolves once the server no longer lists `link`'s connection (closed
+   * by `drop`: the server sees it go when it reads the end of it, which can
+   * come after commands sent since on other connections), or after
+   * `timeoutMs`, or at once when its `CLIENT ID` is unknown (never
+   * answered: it cannot be looked up). From then nothing can be granted to
+   * a wait it carried.
+   */
+  async gone(link: Link, timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    const id = await link.idWithin(timeoutMs);
+    while (id !== null && String(await link.base.call("CLIENT", "LIST", "ID", id)).trim() !== "" && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, UNBLOCK_RETRY_MS));
     }
   }
 

@@ -1,7 +1,8 @@
 /** `MultiLock`: several holds taken, renewed and released as one (`LOCK.ACQUIREALL`). */
 
 import { Target, type HoldSpec } from "./commands";
-import { Lock, type ClientContext, type HandleOptions } from "./lock";
+import type { ClientContext } from "./driver";
+import { Lock, type HandleOptions } from "./lock";
 
 /** What a multi-lock holds: lock handles (their kind and name) or `[kind, name]` pairs (kind in either case). */
 export type MultiHold = Lock | HoldSpec | readonly [Lowercase<HoldSpec[0]>, string];

@@ -1,7 +1,8 @@
 /** `ReadWriteLock`: Redisson's `RReadWriteLock` on the `RWLOCK.*` commands. */
 
 import { Target } from "./commands";
-import { Lock, type ClientContext, type HandleOptions } from "./lock";
+import type { ClientContext } from "./driver";
+import { Lock, type HandleOptions } from "./lock";
 
 /**
  * A read-write lock: many readers, or one writer. Its two sides are lock

@@ -163,6 +163,10 @@ describe("replica acknowledgement on real servers", () => {
       assert.equal(lock.held, false);
       await assert.rejects(locks.readWriteLock("known-rw").writeLock().acquire({ wait: 1_000, lease: 10_000 }), NotSynced);
       assert.equal(await redis.exists("known-rw"), 0);
+      // A semaphore's acquisition takes the same path: its permits given back.
+      await redis.set("known-sem", "2");
+      await assert.rejects(locks.semaphore("known-sem").acquire({ permits: 2, wait: 0 }), (e: Error) => e instanceof NotSynced && /WAIT 1 replied 0/.test(e.message));
+      assert.equal(await redis.get("known-sem"), "2", "given back");
 
       await using alone = new Client(redis, { sync: { replicas: 0 } });
       const quick = alone.lock("known");
@@ -184,6 +188,7 @@ describe("replica acknowledgement on real servers", () => {
       await assert.rejects(locks.lock("refused").acquire({ wait: 0, lease: 10_000 }),
         (e: Error) => e instanceof NotSynced && /NOREPLICAS/.test(e.message));
       await assert.rejects(locks.fairLock("refused-fair").acquire({ wait: 0, lease: 10_000 }), NotSynced);
+      await assert.rejects(locks.semaphore("refused-sem").acquire({ wait: 0 }), NotSynced);
       assert.equal(await redis.dbsize(), 0, "nothing written");
     } finally {
       redis.disconnect();
@@ -191,7 +196,7 @@ describe("replica acknowledgement on real servers", () => {
     }
   });
 
-  it("an uncontended acquire-release cycle is two round trips, with no INFO and no WAIT", async () => {
+  it("an uncontended acquire-release cycle is two round trips, with no INFO and no WAIT (a lock's, a semaphore's)", async () => {
     const server = await Server.start();
     const proxy = await turnProxy(server.port);
     const direct = server.client();
@@ -218,6 +223,22 @@ describe("replica acknowledgement on real servers", () => {
       const left = await direct.keys("*");
       assert.equal(left.length, 1, String(left));
       assert.match(left[0]!, /^redisson_unlock_latch:\{cycle\}:/);
+
+      // A semaphore's cycle is the same two: the acquisition, then the release and its DEL.
+      await direct.call("SEMAPHORE.RELEASE", "{cycle}:sem", "1");
+      const semaphore = locks.semaphore("{cycle}:sem");
+      await direct.call("CONFIG", "RESETSTAT");
+      const semBefore = proxy.turns();
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await semaphore.acquire({ wait: 0 }), true);
+        await semaphore.release();
+      }
+      assert.equal(proxy.turns() - semBefore, 6, "two round trips per semaphore cycle");
+      const semStats = await direct.info("commandstats");
+      assert.doesNotMatch(semStats, /cmdstat_wait:/);
+      assert.match(semStats, /cmdstat_semaphore\.acquire:calls=3,/);
+      assert.match(semStats, /cmdstat_semaphore\.release:calls=3,/);
+      assert.match(semStats, /cmdstat_del:calls=3,/);
     } finally {
       redis.disconnect();
       direct.disconnect();

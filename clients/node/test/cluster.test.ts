@@ -111,6 +111,27 @@ describe("cluster", () => {
     await multi.release();
   });
 
+  it("a semaphore and a latch on names of other masters: each command, and each wait, on the slot's master", async () => {
+    await using locks = new Client(cluster);
+    const semaphore = locks.semaphore("csem");
+    assert.equal(await semaphore.trySetPermits(1), true);
+    assert.equal(await semaphore.acquire({ wait: 0 }), true);
+    const onMaster = await ownerOf("csem");
+    setTimeout(() => void onMaster.call("SEMAPHORE.RELEASE", "csem", "2"), 300);
+    assert.equal(await semaphore.acquire({ permits: 2, wait: 5_000 }), true);
+    await semaphore.release(3);
+    assert.equal(await onMaster.get("csem"), "3");
+    assert.equal(await semaphore.drainPermits(), 3);
+
+    const latch = locks.countDownLatch("clatch");
+    assert.notEqual((await ownerOf("clatch")).options.port, onMaster.options.port, "another master");
+    assert.equal(await latch.trySetCount(1), true);
+    const waiting = latch.await({ wait: 5_000 });
+    setTimeout(() => void latch.countDown(), 300);
+    assert.equal(await waiting, true);
+    assert.equal(await latch.getCount(), 0);
+  });
+
   it("follows MOVED after the slot moved to another master", async () => {
     await using locks = new Client(cluster);
     const name = "moving";

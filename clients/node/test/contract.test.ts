@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Client, type Lock, type ReadWriteLock } from "../src/index";
+import { Client, type CountDownLatch, type Lock, type ReadWriteLock, type Semaphore } from "../src/index";
 import { REPO, Server } from "./support";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -45,10 +45,56 @@ function bigOf(value: unknown, what: string): bigint {
   throw new assert.AssertionError({ message: `${what}: ${JSON.stringify(value)} is not an integer` });
 }
 
-/** What one scenario has running: its clients, locks, saved values and `later` steps. */
+/** The outcome of a call that resolves true/false or rejects with one of the package's errors: its name. */
+async function outcomeOf(call: () => Promise<boolean>): Promise<string> {
+  try {
+    return (await call()) ? "acquired" : "refused";
+  } catch (error) {
+    return error instanceof Error ? error.name : String(error);
+  }
+}
+
+/** Checks a step's optional `elapsed_ms: [lo, hi]` against the time since `started`. */
+function checkElapsed(step: Obj, started: number): void {
+  if (step["elapsed_ms"] !== undefined) {
+    const elapsed = performance.now() - started;
+    const [lo, hi] = step["elapsed_ms"] as [number, number];
+    assert.ok(elapsed >= lo && elapsed <= hi, `took ${elapsed.toFixed(0)} ms, not within [${lo}, ${hi}]`);
+  }
+}
+
+/** A step's integer field (`permits`, `count`), or its default when absent. */
+function integer(step: Obj, field: string, fallback?: number): number {
+  const value = step[field] ?? fallback;
+  assert.ok(typeof value === "number" && Number.isInteger(value), `${field} must be an integer, not ${JSON.stringify(value)}`);
+  return value;
+}
+
+/**
+ * The semaphore's and the latch's steps that call one method: the step's
+ * fields besides its action, and the call (its result compared with
+ * `expect` when that is a field).
+ */
+const CALLS: Record<string, { fields: string[]; run: (run: Run, step: Obj, target: Json | undefined) => Promise<unknown> }> = {
+  try_set_permits: { fields: ["permits", "expect"], run: (r, s, t) => r.semaphore(t).trySetPermits(integer(s, "permits")) },
+  add_permits: { fields: ["permits"], run: (r, s, t) => r.semaphore(t).addPermits(integer(s, "permits")) },
+  available: { fields: ["expect"], run: (r, _, t) => r.semaphore(t).availablePermits() },
+  drain: { fields: ["expect"], run: (r, _, t) => r.semaphore(t).drainPermits() },
+  try_set_count: { fields: ["count", "expect"], run: (r, s, t) => r.latch(t).trySetCount(integer(s, "count")) },
+  count_down: { fields: [], run: (r, _, t) => r.latch(t).countDown() },
+  count: { fields: ["expect"], run: (r, _, t) => r.latch(t).getCount() },
+  delete: { fields: ["expect"], run: (r, _, t) => r.latch(t).delete() },
+};
+
+/** Every step's action (clients/contract/README.md). */
+const ACTIONS = ["acquire", "release", "held", "lost", "token", "redis", "later", "sleep_ms", "calls", "reset_calls", "await", ...Object.keys(CALLS)];
+
+/** What one scenario has running: its clients, locks, semaphores, latches, saved values and `later` steps. */
 class Run {
   readonly saved = new Map<string, unknown>();
   readonly locks = new Map<string, Lock>();
+  readonly semaphores = new Map<string, Semaphore>();
+  readonly latches = new Map<string, CountDownLatch>();
   readonly clients = new Map<string, Client>();
   readonly connections: Redis[] = [];
   readonly later: Promise<void>[] = [];
@@ -73,6 +119,18 @@ class Run {
   lock(name: Json | undefined): Lock {
     const found = typeof name === "string" ? this.locks.get(name) : undefined;
     assert.ok(found !== undefined, `no lock ${JSON.stringify(name)} in the scenario`);
+    return found;
+  }
+
+  semaphore(name: Json | undefined): Semaphore {
+    const found = typeof name === "string" ? this.semaphores.get(name) : undefined;
+    assert.ok(found !== undefined, `no semaphore ${JSON.stringify(name)} in the scenario`);
+    return found;
+  }
+
+  latch(name: Json | undefined): CountDownLatch {
+    const found = typeof name === "string" ? this.latches.get(name) : undefined;
+    assert.ok(found !== undefined, `no latch ${JSON.stringify(name)} in the scenario`);
     return found;
   }
 
@@ -154,42 +212,63 @@ class Run {
   }
 
   async step(step: Obj): Promise<void> {
-    const actions = Object.keys(step).filter((k) => ["acquire", "release", "held", "lost", "token", "redis", "later", "sleep_ms", "calls", "reset_calls"].includes(k));
+    // `count` is an action of its own and a field of `try_set_count`.
+    const actions = Object.keys(step).filter((k) => ACTIONS.includes(k) && !(k === "count" && "try_set_count" in step));
     assert.equal(actions.length, 1, `a step has exactly one action: ${JSON.stringify(step)}`);
     const action = actions[0]!;
+    const call = CALLS[action];
+    if (call !== undefined) {
+      onlyFields(action, step, [action, ...call.fields]);
+      const result = await call.run(this, step, step[action]);
+      if (call.fields.includes("expect")) {
+        assert.equal(result, step["expect"], action);
+      }
+      return;
+    }
     switch (action) {
       case "acquire": {
+        if (typeof step["acquire"] === "string" && this.semaphores.has(step["acquire"])) {
+          onlyFields("acquire", step, ["acquire", "permits", "wait_ms", "expect", "elapsed_ms"]);
+          assert.ok("wait_ms" in step && "expect" in step, "a semaphore's acquire needs wait_ms and expect");
+          const semaphore = this.semaphore(step["acquire"]);
+          const permits = integer(step, "permits", 1);
+          const started = performance.now();
+          const outcome = await outcomeOf(() => semaphore.acquire({ permits, wait: step["wait_ms"] as number | null }));
+          assert.equal(outcome, step["expect"], "the acquisition's outcome");
+          checkElapsed(step, started);
+          return;
+        }
         onlyFields("acquire", step, ["acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"]);
         assert.ok("wait_ms" in step && "lease_ms" in step && "expect" in step, "acquire needs wait_ms, lease_ms and expect");
         const lock = this.lock(step["acquire"]);
         const started = performance.now();
-        let outcome: string;
-        try {
-          const acquired = await lock.acquire({ wait: step["wait_ms"] as number | null, lease: step["lease_ms"] as number | null });
-          outcome = acquired ? "acquired" : "refused";
-        } catch (error) {
-          outcome = error instanceof Error ? error.name : String(error);
-        }
-        const elapsed = performance.now() - started;
+        const outcome = await outcomeOf(() => lock.acquire({ wait: step["wait_ms"] as number | null, lease: step["lease_ms"] as number | null }));
         assert.equal(outcome, step["expect"], "the acquisition's outcome");
-        if (step["elapsed_ms"] !== undefined) {
-          const [lo, hi] = step["elapsed_ms"] as [number, number];
-          assert.ok(elapsed >= lo && elapsed <= hi, `took ${elapsed.toFixed(0)} ms, not within [${lo}, ${hi}]`);
-        }
+        checkElapsed(step, started);
         if (step["save_token"] !== undefined) {
           this.saved.set(String(step["save_token"]), lock.token);
         }
         return;
       }
       case "release": {
-        onlyFields("release", step, ["release", "expect"]);
+        const semaphore = typeof step["release"] === "string" ? this.semaphores.get(step["release"]) : undefined;
+        onlyFields("release", step, semaphore === undefined ? ["release", "expect"] : ["release", "permits", "expect"]);
         let outcome = "ok";
         try {
-          await this.lock(step["release"]).release();
+          await (semaphore === undefined ? this.lock(step["release"]).release() : semaphore.release(integer(step, "permits", 1)));
         } catch (error) {
           outcome = error instanceof Error ? error.name : String(error);
         }
         assert.equal(outcome, step["expect"], "the release's outcome");
+        return;
+      }
+      case "await": {
+        onlyFields(action, step, [action, "wait_ms", "expect", "elapsed_ms"]);
+        assert.ok("wait_ms" in step && "expect" in step, "await needs wait_ms and expect");
+        const latch = this.latch(step[action]);
+        const started = performance.now();
+        assert.equal(await latch.await({ wait: step["wait_ms"] as number | null }), step["expect"], "the wait's outcome");
+        checkElapsed(step, started);
         return;
       }
       case "held":
@@ -276,6 +355,16 @@ class Run {
       assert.ok(client !== undefined, `lock ${name}: no client ${JSON.stringify(spec["client"])}`);
       const session = spec["session"] === true;
       const lockName = String(spec["name"]);
+      if (spec["kind"] === "semaphore" || spec["kind"] === "latch") {
+        onlyFields(`lock ${name}`, spec, ["client", "kind", "name", "session"]);
+        assert.ok(!session, `lock ${name}: a ${spec["kind"]} takes no session holds`);
+        if (spec["kind"] === "semaphore") {
+          this.semaphores.set(name, client.semaphore(lockName));
+        } else {
+          this.latches.set(name, client.countDownLatch(lockName));
+        }
+        continue;
+      }
       let lock: Lock;
       switch (spec["kind"]) {
         case "plain":

@@ -7,6 +7,8 @@
  */
 
 import { createConnection, createServer, type Server as NetServer, type Socket } from "node:net";
+import { Client } from "../src/index";
+import type { Server } from "./support";
 
 /** A command word as RESP sends it: a bulk string of its own (so LOCK.ACQUIRE never matches FAIRLOCK.ACQUIRE). */
 function bulk(word: string): Buffer {
@@ -88,5 +90,24 @@ export class FaultProxy {
       socket.destroy();
     }
     await new Promise<void>((done) => this.server.close(() => done()));
+  }
+}
+
+/**
+ * Runs `body` with a client object whose connection goes through a proxy
+ * (to `server`) that loses the reply of the first `command` naming `name`
+ * and every word of `also` (`stall`: the connection left open, silent);
+ * closes all three after.
+ */
+export async function throughProxy(server: Server, command: string, name: string, body: (locks: Client, proxy: FaultProxy) => Promise<void>, also: readonly string[] = [], stall = false): Promise<void> {
+  const proxy = await FaultProxy.start(server.port, command, name, stall, also);
+  const app = server.client({ port: proxy.port });
+  const locks = new Client(app);
+  try {
+    await body(locks, proxy);
+  } finally {
+    await locks.close();
+    app.disconnect();
+    await proxy.close();
   }
 }

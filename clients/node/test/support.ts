@@ -8,12 +8,14 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { after, before, beforeEach } from "node:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, openSync, closeSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis, type RedisOptions } from "ioredis";
+import { Client } from "../src/index";
 
 /** The repository's root (this file runs from clients/node/build-test/test/). */
 export const REPO = resolve(__dirname, "../../../..");
@@ -247,5 +249,35 @@ export async function startCluster(): Promise<Server[]> {
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));
     throw error;
+  }
+}
+
+/**
+ * One server for a suite's tests (called inside `describe`): started before
+ * them, flushed before each, stopped after; `server` and `redis` (a client
+ * of it) are set while the tests run.
+ */
+export function suiteServer(): { readonly server: Server; readonly redis: Redis } {
+  const state = {} as { server: Server; redis: Redis };
+  before(async () => {
+    state.server = await Server.start();
+    state.redis = state.server.client();
+  });
+  beforeEach(async () => {
+    await state.redis.flushall();
+  });
+  after(async () => {
+    await state.server.stop();
+  });
+  return state;
+}
+
+/** Runs `body` with `n` client objects, each on a connection of its own to `server`, all closed after. */
+export async function withClients(server: Server, n: number, body: (clients: Client[]) => Promise<void>): Promise<void> {
+  const clients = Array.from({ length: n }, () => new Client(server.client()));
+  try {
+    await body(clients);
+  } finally {
+    await Promise.all(clients.map((client) => client.close()));
   }
 }

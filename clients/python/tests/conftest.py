@@ -22,6 +22,8 @@ from typing import Callable, Iterator, List, Optional
 import pytest
 import redis
 
+from faultproxy import DropReplyProxy
+
 REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
@@ -158,6 +160,22 @@ def server(shared_server: Server) -> Server:
     """The shared server, emptied for this test."""
     shared_server.client().flushall()
     return shared_server
+
+
+@pytest.fixture
+def proxies(server: Server) -> Iterator[Callable[..., DropReplyProxy]]:
+    """Makes `DropReplyProxy`s (trigger, times=1) in front of the shared
+    server, closed when the test ends."""
+    made: List[DropReplyProxy] = []
+
+    def make(trigger: bytes, times: int = 1) -> DropReplyProxy:
+        proxy = DropReplyProxy(server.port, trigger, times)
+        made.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in made:
+        proxy.close()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
-"""A TCP proxy between a client and a server that loses one reply: it
-forwards every byte both ways, except that the first chunk the client sends
-containing `trigger` (a command's name) is forwarded, the server's reply to
-it read, and both connections closed instead of delivering it. The command
+"""A TCP proxy between a client and a server that loses one reply (or
+`times` replies): it forwards every byte both ways, except that the first
+chunk the client sends containing `trigger` (a command's name) is
+forwarded, the server's reply to it read, and both connections closed
+instead of delivering it. The command
 ran; the client never hears of it: a reply lost in flight."""
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ REPLY_TIMEOUT = 30.0
 
 
 class DropReplyProxy:
-    def __init__(self, server_port: int, trigger: bytes) -> None:
+    def __init__(self, server_port: int, trigger: bytes, times: int = 1) -> None:
         self.server_port = server_port
         self.trigger = trigger
         #: The replies the proxy read and did not deliver, in order.
         self.swallowed: List[bytes] = []
-        self._armed = True
+        #: How many more replies to a command containing `trigger` to lose.
+        self._armed = times
         self._guard = threading.Lock()
         self._sockets: List[socket.socket] = []
         self._closed = False
@@ -59,7 +61,7 @@ class DropReplyProxy:
     def _take_trigger(self, data: bytes) -> bool:
         with self._guard:
             if self._armed and self.trigger in data:
-                self._armed = False
+                self._armed -= 1
                 return True
             return False
 
@@ -107,7 +109,7 @@ class DropReplyProxy:
         one by default)."""
         with self._guard:
             self.trigger = trigger or self.trigger
-            self._armed = True
+            self._armed = 1
 
     def close(self) -> None:
         with self._guard:

@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 
 import rwlock_client.asyncio as aio
 from conftest import Server
-from rwlock_client import Lock, MultiLock, ReadWriteLock
+from rwlock_client import CountDownLatch, Lock, MultiLock, ReadWriteLock, Semaphore
 
 NAMES = [f"orders:{i}" for i in range(12)]
 
@@ -65,6 +65,28 @@ def test_watchdog_through_the_cluster_client(cluster_nodes: List[Server]) -> Non
         time.sleep(2.5)
         assert not lock.lost
         assert 0 < rc.pttl("cluster-long-task") <= 1000
+
+
+def test_semaphores_and_latches_on_every_master(cluster_nodes: List[Server]) -> None:
+    """Each name's commands, and its latches' DEL, go to the master owning
+    its slot: after two cycles only the last release's latch is left,
+    beside the count, on that master."""
+    rc = cluster_client(cluster_nodes, socket_timeout=0.5)
+    for name in NAMES:
+        sem = Semaphore(rc, f"sem:{name}")
+        assert sem.try_set_permits(1)
+        for _ in range(2):
+            assert sem.acquire(wait=0) and sem.available_permits() == 0
+            sem.release()
+        node = owning_node(rc, cluster_nodes, sem.name).client()
+        assert node.get(sem.name) == b"1"
+        assert len(node.keys(f"redisson_*{{{sem.name}}}*")) == 1, "one latch left"
+        assert len(node.keys(f"redisson_unlock_latch:{{{sem.name}}}:*")) == 1, "the last release's"
+        latch = CountDownLatch(rc, f"latch:{name}")
+        assert latch.try_set_count(1) and latch.count() == 1
+        latch.count_down()
+        assert latch.wait(timeout=0)
+        assert owning_node(rc, cluster_nodes, latch.name).client().exists(latch.name) == 0
 
 
 def test_asyncio_cluster_client(cluster_nodes: List[Server]) -> None:

@@ -19,6 +19,7 @@ import redis
 
 from conftest import REPO, Server
 from rwlock_client import (
+    CountDownLatch,
     FairLock,
     Lock,
     LockError,
@@ -27,6 +28,7 @@ from rwlock_client import (
     NotReentrant,
     NotSynced,
     ReadWriteLock,
+    Semaphore,
 )
 from rwlock_client.lock import LockBase
 
@@ -34,6 +36,8 @@ SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/
 ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
+SEMAPHORE_STEPS = {"try_set_permits", "add_permits", "available", "drain"}
+LATCH_STEPS = {"try_set_count", "count_down", "count", "await", "delete"}
 
 
 def load() -> List[Dict[str, Any]]:
@@ -89,6 +93,8 @@ class Run:
             self.clients[key] = server.client(**options)
         self.specs = scenario.get("clients", {})
         self.locks: Dict[str, LockBase] = {}
+        self.semaphores: Dict[str, Semaphore] = {}
+        self.latches: Dict[str, CountDownLatch] = {}
         rwlocks: Dict[Tuple[str, str], ReadWriteLock] = {}
         for key, spec in scenario["locks"].items():
             unknown = set(spec) - LOCK_FIELDS
@@ -98,6 +104,14 @@ class Run:
             if "watchdog_timeout_ms" in self.specs[spec["client"]]:
                 options["watchdog_timeout"] = self.specs[spec["client"]]["watchdog_timeout_ms"] / 1000
             kind = spec["kind"]
+            if kind in ("semaphore", "latch"):
+                assert not options.pop("session"), f"lock {key}: a {kind} has no session holds"
+                assert "holds" not in spec, f"lock {key}: a {kind} has no holds"
+                if kind == "semaphore":
+                    self.semaphores[key] = Semaphore(client, spec["name"])
+                else:
+                    self.latches[key] = CountDownLatch(client, spec["name"])
+                continue
             if kind in ("plain", "fenced", "nonreentrant"):
                 lock: LockBase = Lock(
                     client, spec["name"], fenced=kind == "fenced", reentrant=kind != "nonreentrant", **options
@@ -159,7 +173,13 @@ class Run:
     def step(self, step: Dict[str, Any], what: str) -> None:
         action = next(iter(step))
         fields = set(step)
-        if action == "acquire":
+        if action in ("acquire", "release") and step[action] in self.semaphores:
+            self.semaphore_step(action, step, what)
+        elif action in SEMAPHORE_STEPS:
+            self.semaphore_step(action, step, what)
+        elif action in LATCH_STEPS:
+            self.latch_step(action, step, what)
+        elif action == "acquire":
             assert fields <= {"acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"}, what
             lock = self.locks[step["acquire"]]
             wait = None if step["wait_ms"] is None else step["wait_ms"] / 1000
@@ -168,9 +188,7 @@ class Run:
             outcome = self.outcome(lambda: "acquired" if lock.acquire(wait=wait, lease=lease) else "refused")
             elapsed = (time.monotonic() - start) * 1000
             assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
-            if "elapsed_ms" in step:
-                low, high = step["elapsed_ms"]
-                assert low <= elapsed <= high, f"{what}: took {elapsed:.0f} ms, not in {step['elapsed_ms']}"
+            self.elapsed(step, elapsed, what)
             if "save_token" in step:
                 self.saved[step["save_token"]] = lock.token
         elif action == "release":
@@ -216,6 +234,73 @@ class Run:
             self.raw.config_resetstat()
         else:
             raise AssertionError(f"{what}: unknown step {action!r}")
+
+    def semaphore_step(self, action: str, step: Dict[str, Any], what: str) -> None:
+        """A step of a `semaphore` (clients/contract/README.md)."""
+        fields = set(step)
+        sem = self.semaphores[step[action]]
+        permits = step.get("permits", 1)
+        if action == "acquire":
+            assert fields <= {"acquire", "permits", "wait_ms", "expect", "elapsed_ms"}, what
+            assert {"wait_ms", "expect"} <= fields, what
+            wait = None if step["wait_ms"] is None else step["wait_ms"] / 1000
+            start = time.monotonic()
+            outcome = self.outcome(lambda: "acquired" if sem.acquire(permits, wait=wait) else "refused")
+            elapsed = (time.monotonic() - start) * 1000
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+            self.elapsed(step, elapsed, what)
+        elif action == "release":
+            assert fields <= {"release", "permits", "expect"} and "expect" in fields, what
+
+            def release() -> str:
+                sem.release(permits)
+                return "ok"
+
+            outcome = self.outcome(release)
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+        elif action == "try_set_permits":
+            assert fields == {action, "permits", "expect"}, what
+            self.check(step["expect"], sem.try_set_permits(step["permits"]), what)
+        elif action == "add_permits":
+            assert fields == {action, "permits"}, what
+            sem.add_permits(step["permits"])
+        elif action == "available":
+            assert fields == {action, "expect"}, what
+            self.check(step["expect"], sem.available_permits(), what)
+        else:
+            assert action == "drain" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.drain_permits(), what)
+
+    def latch_step(self, action: str, step: Dict[str, Any], what: str) -> None:
+        """A step of a `latch` (clients/contract/README.md)."""
+        fields = set(step)
+        latch = self.latches[step[action]]
+        if action == "try_set_count":
+            assert fields == {action, "count", "expect"}, what
+            self.check(step["expect"], latch.try_set_count(step["count"]), what)
+        elif action == "count_down":
+            assert fields == {action}, what
+            latch.count_down()
+        elif action == "count":
+            assert fields == {action, "expect"}, what
+            self.check(step["expect"], latch.count(), what)
+        elif action == "await":
+            assert fields <= {action, "wait_ms", "expect", "elapsed_ms"} and {"wait_ms", "expect"} <= fields, what
+            timeout = None if step["wait_ms"] is None else step["wait_ms"] / 1000
+            start = time.monotonic()
+            reached = latch.wait(timeout)
+            self.check(step["expect"], reached, what)
+            self.elapsed(step, (time.monotonic() - start) * 1000, what)
+        else:
+            assert action == "delete" and fields == {action, "expect"}, what
+            self.check(step["expect"], latch.delete(), what)
+
+    @staticmethod
+    def elapsed(step: Dict[str, Any], elapsed: float, what: str) -> None:
+        """The step's optional `elapsed_ms: [lo, hi]`."""
+        if "elapsed_ms" in step:
+            low, high = step["elapsed_ms"]
+            assert low <= elapsed <= high, f"{what}: took {elapsed:.0f} ms, not in {step['elapsed_ms']}"
 
     @staticmethod
     def outcome(call: Callable[[], str]) -> str:

@@ -17,7 +17,8 @@ import redis
 import rwlock_client.asyncio as aio
 from conftest import Server, wait_until
 from faultproxy import CountingProxy
-from rwlock_client import FairLock, Lock, MultiLock, NotSynced, ReadWriteLock, ReplicaSync
+from rwlock_client import FairLock, Lock, MultiLock, NotSynced, ReadWriteLock, ReplicaSync, Semaphore
+from rwlock_client._base import acquire_batch
 from rwlock_client._core import AUTO, OFF, REFRESH_INTERVAL, REQUIRED, Learned, masters_of
 
 
@@ -180,7 +181,8 @@ class NoServer:
 def pipeline(lock: Any, state: Learned, resent: bool = False) -> List[Any]:
     """The names of the commands an acquisition of `lock` pipelines."""
     request = lock._request(0, 10.0)
-    return [c[0] for c in lock._batch(request, request.block_ms, "rid", state, resent).commands]
+    attempt = lock._attempt(request, resend=True)
+    return [c[0] for c in acquire_batch(attempt, request.block_ms, "rid", state, resent).commands]
 
 
 def test_what_each_state_puts_in_the_acquisitions_pipeline() -> None:
@@ -290,22 +292,34 @@ def counting(server: Server) -> Iterator[CountingProxy]:
 CYCLES = 20
 
 
-def test_an_uncontended_cycle_is_two_round_trips(server: Server, counting: CountingProxy) -> None:
+def cycle_of(kind: str, client: redis.Redis) -> Tuple[Callable[[], bool], Callable[[], None]]:
+    """An uncontended acquisition and release of a lock, or of a
+    semaphore's one permit."""
+    if kind == "semaphore":
+        sem = Semaphore(client, "cycle")
+        assert sem.try_set_permits(1)
+        return lambda: sem.acquire(wait=0), sem.release
+    lock = Lock(client, "cycle")
+    return lambda: lock.acquire(wait=0, lease=10), lock.release
+
+
+@pytest.mark.parametrize("kind", ["lock", "semaphore"])
+def test_an_uncontended_cycle_is_two_round_trips(server: Server, counting: CountingProxy, kind: str) -> None:
     """No replica, no AOF: after the first cycle (the connection's hello,
     the master's first INFO), each acquire+release is two round trips (the
     acquisition; the release with its latches' DEL), counted by a proxy
     that sees when the client writes after a reply."""
     direct = server.client()
     client = redis.Redis(host="127.0.0.1", port=counting.port, socket_timeout=10)
-    lock = Lock(client, "cycle")
+    acquire, release = cycle_of(kind, client)
     started = time.monotonic()  # before the master's first INFO
-    assert lock.acquire(wait=0, lease=10)
-    lock.release()
+    assert acquire()
+    release()
     dels = calls(direct, "del")
     turns, infos = counting.turns, calls(direct, "info")
     for _ in range(CYCLES):
-        assert lock.acquire(wait=0, lease=10)
-        lock.release()
+        assert acquire()
+        release()
     elapsed = time.monotonic() - started
     # The test's own INFO commandstats (the one reading `infos`) counts 1.
     sent_infos = calls(direct, "info") - infos - 1

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
+import rwlock_client._core as _core
 import rwlock_client.asyncio as aio
 from conftest import Server
 from faultproxy import DropReplyProxy
@@ -32,20 +35,6 @@ KINDS: Dict[str, Tuple[bytes, Make, str]] = {
     "write": (b"RWLOCK.WRITE", lambda c, n: ReadWriteLock(c, n, fenced=True).write_lock(), "{owner}:write"),
     "fair": (b"FAIRLOCK.ACQUIRE", lambda c, n: FairLock(c, n), "{owner}"),
 }
-
-
-@pytest.fixture
-def proxies(server: Server) -> Iterator[Callable[[bytes], DropReplyProxy]]:
-    made: List[DropReplyProxy] = []
-
-    def make(trigger: bytes) -> DropReplyProxy:
-        proxy = DropReplyProxy(server.port, trigger)
-        made.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in made:
-        proxy.close()
 
 
 def calls(client: redis.Redis, command: str) -> int:
@@ -288,3 +277,34 @@ def test_asyncio_a_lost_release_reply_of_a_hold_gone_before_is_not_held(
 
     asyncio.run(run())
     assert latches(direct) == []
+
+
+@pytest.mark.parametrize("kind", ["lock", "semaphore"])
+def test_asyncio_a_reply_that_never_comes_is_lost_not_granted(
+    start_server: Callable[..., Server], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """redis.asyncio's read with a timeout of its own replies None when the
+    timeout runs out, as a nil reply (a lock's grant) reads: a server that
+    answers neither a wait within its reply timeout nor the resend's
+    connection makes the acquisition raise `TimeoutError`, never return
+    taken."""
+    monkeypatch.setattr(_core, "REPLY_MARGIN", 0.3)
+    paused = start_server()
+
+    async def run() -> None:
+        client = paused.async_client(socket_timeout=1, retry=Retry(NoBackoff(), 0))
+        taker: Any = aio.Lock(client, "silent") if kind == "lock" else aio.Semaphore(client, "silent")
+        if kind == "semaphore":
+            assert await taker.try_set_permits(1)
+        # Once, for the client object to learn the master (its INFO) while it answers.
+        assert await taker.acquire(wait=0)
+        await taker.release()
+        paused.pause()
+        try:
+            with pytest.raises(redis.TimeoutError):
+                await taker.acquire(wait=0.2)
+        finally:
+            paused.resume()
+        await client.aclose()
+
+    asyncio.run(run())

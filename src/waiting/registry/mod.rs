@@ -276,6 +276,11 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
     }
 
+    /// What the first waiter of the lock's queue asks for, if any waits.
+    pub fn first_hold(&self, id: &LockId) -> Option<Hold> {
+        self.queues.get(id)?.tickets.front().map(|t| t.hold)
+    }
+
     /// Notes that a look at the lock is scheduled; false when one was
     /// already, or nobody waits for it.
     pub fn mark_soon(&mut self, id: &LockId) -> bool {

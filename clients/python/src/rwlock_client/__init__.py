@@ -8,6 +8,8 @@
 - `MultiLock`: several holds taken atomically (`LOCK.ACQUIREALL`).
 - `RedLock`: the Redlock algorithm over independent masters (deprecated by
   Redisson; prefer a fenced `Lock`, see `rwlock_client.redlock`).
+- `Semaphore`: RSemaphore (`SEMAPHORE.*`), permits taken and released.
+- `CountDownLatch`: RCountDownLatch (`LATCH.*`), a wait for zero.
 
 ::
 
@@ -27,13 +29,16 @@ from ._core import ReplicaSync
 from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
 from .client import Client
 from .fair import FairLock
+from .latch import CountDownLatch
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
+from .semaphore import Semaphore
 
 __all__ = [
     "Client",
+    "CountDownLatch",
     "FairLock",
     "Lock",
     "LockBase",
@@ -47,6 +52,7 @@ __all__ = [
     "ReadWriteLock",
     "RedLock",
     "ReplicaSync",
+    "Semaphore",
     "WriteLock",
 ]
 

@@ -30,6 +30,7 @@ from ._core import (
     Plan,
     ReadWritePlan,
     AUTO,
+    AcquireRequest,
     Learned,
     ReplicaSync,
     block_of,
@@ -150,6 +151,27 @@ class Releasing:
         return [DEFAULT] * len(self.commands)
 
 
+def releasing(pipeline: Releasing) -> Conversation[Any]:
+    """A release's pipeline, and the release's reply (an error reply
+    raised; the `DEL`'s is not looked at: latches it missed expire on their
+    own). When the reply is lost (a connection error or a read timeout: the
+    release may or may not have run), a release with a request id is sent
+    again, once, on a new connection: the server answers it from its latch
+    as it answered the first send (the release's own latch is in no `DEL`
+    of its), instead of releasing a re-entered hold (or permits) twice."""
+    batch = Batch(pipeline.commands, pipeline.timeouts)
+    try:
+        replies = yield batch
+    except (ConnectionError, TimeoutError):
+        if not pipeline.requested:
+            raise
+        yield RECONNECT
+        replies = yield batch
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    return replies[0]
+
+
 @dataclass(frozen=True)
 class Request:
     """One acquisition's arguments, checked before a connection is taken."""
@@ -168,6 +190,164 @@ def _remaining(block_ms: Optional[int], started: float) -> Optional[int]:
         return block_ms
     left = block_ms - int((time.monotonic() - started) * 1000)
     return left if left > 0 else None
+
+
+def one(args: Args, read: Callable[[Any], T], timeout: Optional[float] = DEFAULT) -> Conversation[T]:
+    """One command, read within `timeout` (`Link.call`'s), and what its
+    reply says."""
+    return read((yield args, timeout))
+
+
+def flag(reply: Any) -> bool:
+    """A reply of 1 (yes) or 0 (no)."""
+    return int(reply) == 1
+
+
+def nothing(reply: Any) -> None:
+    """A reply that says nothing (nil)."""
+    return None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One acquisition of any kind (a lock's hold, a semaphore's permits), as
+    `acquiring` drives it: what it sends, how its reply reads, and which
+    of the rules it follows."""
+
+    #: What the errors it raises name.
+    name: str
+    sync: ReplicaSync
+    #: The wait (`block_of`: None one attempt, 0 without limit).
+    block_ms: Optional[int]
+    #: The acquisition with a wait and a request id (`id`, `ttl`; None: none).
+    command: Callable[[Optional[int], Optional[AcquireRequest]], Args]
+    #: What its reply (sent with that wait) says.
+    outcome: Callable[[Any, Optional[int]], Outcome]
+    #: What gives a grant back when the replicas did not acknowledge it.
+    undo: Args
+    #: Where the server keeps a granted request id's reply.
+    latch: Callable[[str], str]
+    #: Whether it carries `REQUEST id ttl` (`LOCK.ACQUIREALL` takes none).
+    requests: bool = True
+    #: Whether a lost reply is sent again (False: raised).
+    resend: bool = True
+    #: Whether the resend takes a new request id instead of the first.
+    new_id: bool = False
+    #: The first request id (None: a fresh one).
+    request: Optional[str] = None
+
+
+def acquiring(a: Attempt) -> Conversation[Outcome]:
+    """The one acquisition driver: the acquisition, with the replica sync of
+    what it takes in the same pipeline (one round trip).
+
+    It carries a fresh request id (`REQUEST id ttl`). When its reply is
+    lost (a connection error or a read timeout: the command may or may not
+    have run), it is sent again once, on a new connection, with the same id
+    (a wait with what is left of it): the server answers a granted first
+    send from its latch, taking nothing more, so what it grants is counted
+    once and nothing is left orphaned. A grant the replicas did not
+    acknowledge is given back (`undo`) and raises `NotSynced`."""
+    block_ms = a.block_ms
+    ident = (a.request or new_request_id()) if a.requests else None
+    ids = [] if ident is None else [ident]
+    started = time.monotonic()
+    learned: Optional[Learned] = None
+    if a.sync.enabled:
+        learned = yield MASTER
+        if a.sync.learns and not learned.learned:
+            # Nothing is assumed of a master never heard from: one INFO
+            # first (once per master and client object).
+            learned.learn(parse_info((yield INFO, DEFAULT)), time.monotonic())
+    try:
+        try:
+            batch = acquire_batch(a, block_ms, ident, learned, resent=False)
+            replies = yield batch
+        except (ConnectionError, TimeoutError):
+            if ident is None or not a.resend:
+                raise
+            yield RECONNECT
+            if a.new_id:
+                ident = new_request_id()
+                ids.append(ident)
+            block_ms = _remaining(block_ms, started)
+            batch = acquire_batch(a, block_ms, ident, learned, resent=True)
+            replies = yield batch
+        reply, syncs = _read_batch(batch, replies, learned)
+    except ResponseError as e:
+        if str(e).startswith("NON_REENTRANT"):
+            raise NotReentrant(f"{a.name}: {e}") from e
+        if str(e).startswith("NOREPLICAS"):
+            raise NotSynced(f"{a.name}: the master refused the write: {e}") from e
+        raise
+    outcome = dataclasses.replace(a.outcome(reply, block_ms), requests=tuple(ids))
+    if outcome.acquired:
+        failed = _unsynced(a.sync, syncs, learned)
+        if failed is not None:
+            yield a.undo, DEFAULT
+            raise NotSynced(f"{a.name}: {failed} within {a.sync.timeout} s; what it took was given back")
+    return outcome
+
+
+def acquire_batch(
+    a: Attempt,
+    block_ms: Optional[int],
+    ident: Optional[str],
+    learned: Optional[Learned],
+    resent: bool,
+) -> Batch:
+    """The acquisition's pipeline: the acquisition; after a resend, its
+    latch's expiry set again (a replay writes nothing on this connection,
+    so WAIT would not cover the grant the first send wrote: this write puts
+    the connection past it); `WAIT` and `WAITAOF` as learned; the periodic
+    INFO when due. The sync commands' replies come after the
+    acquisition's: each is read within the sync timeout and a margin."""
+    requested = None if ident is None else (ident, request_ttl(block_ms))
+    commands = [a.command(block_ms, requested)]
+    timeouts = [reply_timeout(block_ms)]
+    if learned is None:
+        return Batch(commands, timeouts)
+    if resent and ident is not None:
+        commands.append(["PEXPIRE", a.latch(ident), request_ttl(block_ms)])
+        timeouts.append(DEFAULT)
+    for command in learned.sync_commands(a.sync):
+        commands.append(command)
+        timeouts.append(a.sync.timeout + REPLY_MARGIN)
+    if a.sync.learns and learned.refresh_due(time.monotonic()):
+        commands.append(INFO)
+        timeouts.append(DEFAULT)
+    return Batch(commands, timeouts)
+
+
+def _read_batch(batch: Batch, replies: List[Any], learned: Optional[Learned]) -> Tuple[Any, List[Tuple[Args, Any]]]:
+    """The acquisition's reply (raised when an error reply) and each sync
+    command with its reply; a refreshing INFO's reply is learned (for the
+    acquisitions after this one)."""
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    syncs: List[Tuple[Args, Any]] = []
+    for command, reply in zip(batch.commands[1:], replies[1:]):
+        if command[0] in ("WAIT", "WAITAOF"):
+            syncs.append((command, reply))
+        elif command is INFO and learned is not None and not isinstance(reply, Exception):
+            learned.learn(parse_info(reply), time.monotonic())
+    return replies[0], syncs
+
+
+def _unsynced(sync: ReplicaSync, syncs: List[Tuple[Args, Any]], learned: Optional[Learned]) -> Optional[str]:
+    """What fell short of the sync asked for (None: nothing)."""
+    for command, reply in syncs:
+        said = " ".join(str(a) for a in command)
+        if isinstance(reply, Exception):
+            unknown = "unknown command" in str(reply).lower()
+            if command[0] == "WAITAOF" and unknown and sync.aof_mode == AUTO:
+                if learned is not None:
+                    learned.no_waitaof()  # before Redis 7.2: WAIT alone
+                continue
+            return f"{said} replied the error {reply}"
+        if not synced(command, reply):
+            return f"{said} replied {reply!r}"
+    return None
 
 
 class LockCommon(Generic[LinkT, DogT, CallbackT]):
@@ -247,126 +427,30 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             return state, (state.link if state is not None else None)
 
     def _acquiring(self, request: Request, resend: bool) -> Conversation[Outcome]:
-        """The acquisition, with the replica sync of what it takes in the
-        same pipeline (one round trip).
+        """The acquisition (`acquiring`, with `_attempt`)."""
+        return acquiring(self._attempt(request, resend))
 
-        A single lock's acquisition carries a fresh request id
-        (`REQUEST id ttl`). When its reply is lost (a connection error or a
-        read timeout: the command may or may not have run), it is sent
-        again once, on a new connection, with the same id (a wait with what
-        is left of it): the server answers a granted first send from its
-        latch, taking nothing more, so the hold is counted once and none is
-        left orphaned. `resend` False (a session's re-entry, whose
-        connection was the session's): the error is raised. A session
-        acquisition resends with a *new* id: its connection closed, the
-        server released what the first send may have bound to it, and a
+    def _attempt(self, request: Request, resend: bool) -> Attempt:
+        """What the acquisition sends. `resend` False (a session's re-entry,
+        whose connection was the session's): a lost reply is raised. A
+        session acquisition resends with a *new* id: its connection closed,
+        the server released what the first send may have bound to it, and a
         replay would answer granted while binding nothing."""
-        block_ms = request.block_ms
-        ident = new_request_id() if self._plan.requests else None
-        ids = [] if ident is None else [ident]
-        started = time.monotonic()
-        learned: Optional[Learned] = None
-        if self.sync.enabled:
-            learned = yield MASTER
-            if self.sync.learns and not learned.learned:
-                # Nothing is assumed of a master never heard from: one INFO
-                # first (once per master and client object).
-                learned.learn(parse_info((yield INFO, DEFAULT)), time.monotonic())
-        try:
-            try:
-                batch = self._batch(request, block_ms, ident, learned, resent=False)
-                replies = yield batch
-            except (ConnectionError, TimeoutError):
-                if ident is None or not resend:
-                    raise
-                yield RECONNECT
-                if self.session:
-                    ident = new_request_id()
-                    ids.append(ident)
-                block_ms = _remaining(block_ms, started)
-                batch = self._batch(request, block_ms, ident, learned, resent=True)
-                replies = yield batch
-            reply, syncs = self._read_batch(batch, replies, learned)
-        except ResponseError as e:
-            if str(e).startswith("NON_REENTRANT"):
-                raise NotReentrant(f"{self.name}: {e}") from e
-            if str(e).startswith("NOREPLICAS"):
-                raise NotSynced(f"{self.name}: the master refused the write: {e}") from e
-            raise
-        outcome = dataclasses.replace(self._plan.outcome(reply, block_ms), requests=tuple(ids))
-        if outcome.acquired:
-            failed = self._unsynced(syncs, learned)
-            if failed is not None:
-                yield self._plan.release(request.owner), DEFAULT
-                raise NotSynced(f"{self.name}: {failed} within {self.sync.timeout} s; the hold was released")
-        return outcome
-
-    def _batch(
-        self,
-        request: Request,
-        block_ms: Optional[int],
-        ident: Optional[str],
-        learned: Optional[Learned],
-        resent: bool,
-    ) -> Batch:
-        """The acquisition's pipeline: the acquisition; after a resend, its
-        latch's expiry set again (a replay writes nothing on this
-        connection, so WAIT would not cover the grant the first send
-        wrote: this write puts the connection past it); `WAIT` and
-        `WAITAOF` as learned; the periodic INFO when due. The sync
-        commands' replies come after the acquisition's: each is read
-        within the sync timeout and a margin."""
-        commands = [self._acquisition(request, block_ms, ident)]
-        timeouts = [reply_timeout(block_ms)]
-        if learned is None:
-            return Batch(commands, timeouts)
-        if resent and ident is not None:
-            commands.append(["PEXPIRE", self._plan.acquire_latch(ident), request_ttl(block_ms)])
-            timeouts.append(DEFAULT)
-        for command in learned.sync_commands(self.sync):
-            commands.append(command)
-            timeouts.append(self.sync.timeout + REPLY_MARGIN)
-        if self.sync.learns and learned.refresh_due(time.monotonic()):
-            commands.append(INFO)
-            timeouts.append(DEFAULT)
-        return Batch(commands, timeouts)
-
-    @staticmethod
-    def _read_batch(
-        batch: Batch, replies: List[Any], learned: Optional[Learned]
-    ) -> Tuple[Any, List[Tuple[Args, Any]]]:
-        """The acquisition's reply (raised when an error reply) and each
-        sync command with its reply; a refreshing INFO's reply is learned
-        (for the acquisitions after this one)."""
-        if isinstance(replies[0], Exception):
-            raise replies[0]
-        syncs: List[Tuple[Args, Any]] = []
-        for command, reply in zip(batch.commands[1:], replies[1:]):
-            if command[0] in ("WAIT", "WAITAOF"):
-                syncs.append((command, reply))
-            elif command is INFO and learned is not None and not isinstance(reply, Exception):
-                learned.learn(parse_info(reply), time.monotonic())
-        return replies[0], syncs
-
-    def _unsynced(self, syncs: List[Tuple[Args, Any]], learned: Optional[Learned]) -> Optional[str]:
-        """What fell short of the sync asked for (None: nothing)."""
-        for command, reply in syncs:
-            said = " ".join(str(a) for a in command)
-            if isinstance(reply, Exception):
-                unknown = "unknown command" in str(reply).lower()
-                if command[0] == "WAITAOF" and unknown and self.sync.aof_mode == AUTO:
-                    if learned is not None:
-                        learned.no_waitaof()  # before Redis 7.2: WAIT alone
-                    continue
-                return f"{said} replied the error {reply}"
-            if not synced(command, reply):
-                return f"{said} replied {reply!r}"
-        return None
-
-    def _acquisition(self, request: Request, block_ms: Optional[int], ident: Optional[str]) -> Args:
-        ttl = request_ttl(block_ms)
-        requested = None if ident is None else (ident, ttl)
-        return self._plan.acquire(Acquisition(request.owner, request.lease_ms, block_ms, self.session, requested))
+        plan = self._plan
+        return Attempt(
+            self.name,
+            self.sync,
+            request.block_ms,
+            lambda block_ms, requested: plan.acquire(
+                Acquisition(request.owner, request.lease_ms, block_ms, self.session, requested)
+            ),
+            plan.outcome,
+            undo=plan.release(request.owner),
+            latch=plan.acquire_latch,
+            requests=plan.requests,
+            resend=resend,
+            new_id=self.session,
+        )
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
@@ -393,7 +477,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
 
     def _renewing(self, owner: str, lease_s: float) -> Conversation[bool]:
         """One renewal: whether the owner still held it."""
-        return self._plan.renewed((yield self._plan.renew(owner, to_ms(lease_s)), DEFAULT))
+        return one(self._plan.renew(owner, to_ms(lease_s)), self._plan.renewed)
 
     def _mark_lost(self, state: Held[LinkT, DogT]) -> None:
         with self._guard:
@@ -439,7 +523,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         request = new_request_id() if single and not session else None
         return self._plan.release(owner, lease_ms, request), request
 
-    def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> "Releasing":
+    def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> Releasing:
         """A release's pipeline (one round trip): the release, and a `DEL`
         of the latches whose replies came: the acquisitions' since the last
         release, and those of releases before it (the owner's re-entered
@@ -469,44 +553,18 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         kept = self._plan.latch(request) if last else None
         return Releasing([args, ["DEL", *keys]] if keys else [args], True, kept)
 
-    def _releasing(self, releasing: "Releasing") -> Conversation[Any]:
-        """A release's pipeline, and the release's reply (`_release_reply`).
-        When the reply is lost (a connection error or a read timeout: the
-        release may or may not have run), a release with a request id is
-        sent again, once, on a new connection: the server answers it from
-        its latch as it answered the first send (the release's own latch
-        is in no `DEL` of its), instead of releasing a re-entered hold
-        twice."""
-        batch = Batch(releasing.commands, releasing.timeouts)
-        try:
-            replies = yield batch
-        except (ConnectionError, TimeoutError):
-            if not releasing.requested:
-                raise
-            yield RECONNECT
-            replies = yield batch
-        return self._release_reply(replies)
-
     def _session_gone(self, owner: str, state: Held[LinkT, DogT]) -> Optional[LinkT]:
         """After the session's connection failed, its holds are gone with
         it: forgets them, and returns the connection, to close."""
         with self._guard:
             return self._forget(owner, state)
 
-    def _keep_latch(self, releasing: "Releasing") -> None:
+    def _keep_latch(self, releasing: Releasing) -> None:
         """Once a last release is done with (no resend to come), its latch
         is left for the handle's next release's `DEL`."""
         if releasing.kept is not None:
             with self._guard:
                 self._spent_latches.append(releasing.kept)
-
-    @staticmethod
-    def _release_reply(replies: List[Any]) -> Any:
-        """The release's reply from its pipeline's (an error one raised); the
-        `DEL`'s is not looked at: latches it missed expire on their own."""
-        if isinstance(replies[0], Exception):
-            raise replies[0]
-        return replies[0]
 
     def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
         """What a release's reply says (`Plan.released`), a resend's as

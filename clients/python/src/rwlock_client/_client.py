@@ -16,20 +16,24 @@ LockT = TypeVar("LockT")
 FairT = TypeVar("FairT")
 ReadWriteT = TypeVar("ReadWriteT")
 MultiT = TypeVar("MultiT")
+SemaphoreT = TypeVar("SemaphoreT")
+LatchT = TypeVar("LatchT")
 CallbackT = TypeVar("CallbackT")
 
 
 @dataclass(frozen=True)
-class Kinds(Generic[LockT, FairT, ReadWriteT, MultiT]):
-    """The lock classes a client makes (their constructors)."""
+class Kinds(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT]):
+    """The classes a client makes (their constructors)."""
 
     lock: Callable[..., LockT]
     fair_lock: Callable[..., FairT]
     read_write_lock: Callable[..., ReadWriteT]
     multi_lock: Callable[..., MultiT]
+    semaphore: Callable[..., SemaphoreT]
+    count_down_latch: Callable[..., LatchT]
 
 
-class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, CallbackT]):
+class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT, CallbackT]):
     """The locks of one redis client, as a `RedissonClient` gives them: every
     lock it makes shares the client UUID of its owners (default: the redis
     client's own), the watchdog timeout and the replica acknowledgement;
@@ -51,7 +55,7 @@ class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, CallbackT]):
         self.sync = sync
         self.client_id = client_id or _owner.client_id(redis_client)
 
-    def _kinds(self) -> Kinds[LockT, FairT, ReadWriteT, MultiT]:
+    def _kinds(self) -> Kinds[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT]:
         raise NotImplementedError
 
     def _make(self, make: Callable[..., Any], target: Any, **options: Any) -> Any:
@@ -99,6 +103,17 @@ class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, CallbackT]):
     ) -> MultiT:
         """`MultiLock(redis, holds, ...)`: several holds taken at once."""
         made: MultiT = self._make(self._kinds().multi_lock, holds, session=session, on_lost=on_lost)
+        return made
+
+    def semaphore(self, name: str) -> SemaphoreT:
+        """`Semaphore(redis, name, sync=...)`: Redisson's RSemaphore (no
+        owner, so neither the UUID nor the watchdog applies)."""
+        made: SemaphoreT = self._kinds().semaphore(self.redis, name, sync=self.sync)
+        return made
+
+    def count_down_latch(self, name: str) -> LatchT:
+        """`CountDownLatch(redis, name)`: Redisson's RCountDownLatch."""
+        made: LatchT = self._kinds().count_down_latch(self.redis, name)
         return made
 
     def __repr__(self) -> str:

@@ -316,6 +316,23 @@ class Outcome:
     requests: Tuple[str, ...] = ()
 
 
+def release_latch(key: str, request: str) -> str:
+    """Where the server keeps a release's reply for `request` (Redisson's
+    `redisson_unlock_latch:{name}:<id>`; a name with a `{` as is)."""
+    return f"redisson_unlock_latch:{_prefixed(key)}:{request}"
+
+
+def acquire_latch(key: str, request: str) -> str:
+    """Where the server keeps an acquisition's grant for `request`:
+    `redisson_lock_request_latch:{name}:<id>`, in the name's slot."""
+    return f"redisson_lock_request_latch:{_prefixed(key)}:{request}"
+
+
+def _prefixed(key: str) -> str:
+    """The name as Redisson's `prefixName` puts it in derived keys."""
+    return key if "{" in key else "{" + key + "}"
+
+
 class Plan:
     """What one kind of lock sends. `key` routes every command (cluster);
     `fenced`: each acquisition takes a fencing token (`FENCED`)."""
@@ -359,18 +376,12 @@ class Plan:
         raise NotImplementedError
 
     def latch(self, request: str) -> str:
-        """Where the server keeps a release's reply for `request` (Redisson's
-        `redisson_unlock_latch:{name}:<id>`; a name with a `{` as is)."""
-        return f"redisson_unlock_latch:{self._prefixed()}:{request}"
+        """Where the server keeps a release's reply for `request`."""
+        return release_latch(self.key, request)
 
     def acquire_latch(self, request: str) -> str:
-        """Where the server keeps an acquisition's grant for `request`:
-        `redisson_lock_request_latch:{name}:<id>`, in the lock's slot."""
-        return f"redisson_lock_request_latch:{self._prefixed()}:{request}"
-
-    def _prefixed(self) -> str:
-        """The name as Redisson's `prefixName` puts it in derived keys."""
-        return self.key if "{" in self.key else "{" + self.key + "}"
+        """Where the server keeps an acquisition's grant for `request`."""
+        return acquire_latch(self.key, request)
 
     def released(self, reply: Any) -> Optional[bool]:
         """None: the owner held nothing; False: still held (re-entered);

@@ -186,6 +186,16 @@ class Link(Checkout):
         self.close()
 
 
+def converse(client: Any, key: str, conversation: Conversation[T]) -> T:
+    """A conversation on a connection of the pool serving `key`, checked out
+    for it and given back after (closed if it broke midway)."""
+    link = Link(client, key)
+    try:
+        return link.converse(conversation)
+    finally:
+        link.close()
+
+
 def learned_of(client: Any, conn: Any, cluster: bool) -> Learned:
     """What `client` learned of `conn`'s server. Outside a cluster every
     master it meets is one deployment's (Sentinel promotes a replica), so

@@ -10,11 +10,13 @@ class LockError(Exception):
 
 
 class NotAcquired(LockError):
-    """The lock was held by others until the wait ran out. `pttl`: how many
-    milliseconds the holds in the way had left (None when unknown)."""
+    """The lock was held by others (a semaphore's permits were taken) until
+    the wait ran out. `pttl`: how many milliseconds the holds in the way had
+    left (None when unknown, and for a semaphore)."""
 
     def __init__(self, name: str, pttl: Optional[int]) -> None:
-        super().__init__(f"{name} is held by others ({pttl} ms left)")
+        said = f"{name}: the wait ran out" if pttl is None else f"{name} is held by others ({pttl} ms left)"
+        super().__init__(said)
         self.name, self.pttl = name, pttl
 
 

@@ -10,10 +10,10 @@ from typing import Any, Callable, Iterator, Optional, Type
 from redis.exceptions import ConnectionError
 
 from . import _owner
-from ._base import Held, LockCommon, PlainLockCommon
+from ._base import Held, LockCommon, PlainLockCommon, releasing
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
-from ._link import Link
+from ._link import Link, converse
 from .watchdog import SCHEDULER, Watchdog
 
 #: Called from the watchdog's thread with the lock and the owner whose hold
@@ -73,11 +73,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         dog.stop()
 
     def _renew(self, owner: str, lease_s: float) -> bool:
-        link = Link(self.client, self._plan.key)
-        try:
-            return link.converse(self._renewing(owner, lease_s))
-        finally:
-            link.close()
+        return converse(self.client, self._plan.key, self._renewing(owner, lease_s))
 
     def _lost(self, owner: str, state: Held[Link, Watchdog]) -> None:
         self._mark_lost(state)
@@ -90,17 +86,17 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        releasing = self._release_commands(owner, state, session_link is not None)
+        pipeline = self._release_commands(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
         try:
-            reply = link.converse(self._releasing(releasing))
+            reply = link.converse(releasing(pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(releasing)
+            self._keep_latch(pipeline)
             if link is not session_link:
                 link.close()
         released = self._released(state, reply)

@@ -17,13 +17,16 @@ from .._core import ReplicaSync
 from ..errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
 from .client import Client
 from .fair import FairLock
+from .latch import CountDownLatch
 from .lock import Lock, LockBase
 from .multi import MultiLock
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
+from .semaphore import Semaphore
 
 __all__ = [
     "Client",
+    "CountDownLatch",
     "FairLock",
     "Lock",
     "LockBase",
@@ -37,5 +40,6 @@ __all__ = [
     "ReadWriteLock",
     "RedLock",
     "ReplicaSync",
+    "Semaphore",
     "WriteLock",
 ]

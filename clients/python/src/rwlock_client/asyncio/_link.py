@@ -3,8 +3,10 @@ the pool serving a lock's key."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar, Union
 
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import MovedError, ResponseError
 
@@ -95,7 +97,16 @@ class Link(Checkout):
         # connection's own read, which arms no timer.
         if timeout == DEFAULT or (timeout is None and self._conn.socket_timeout is None):
             return await self._conn.read_response()
-        return await self._conn.read_response(timeout=FOREVER if timeout is None else timeout)
+        if timeout is None:
+            return await self._conn.read_response(timeout=FOREVER)
+        # redis.asyncio's read with a timeout of its own replies None when the
+        # timeout runs out, as a nil reply reads (a lock's grant): the read is
+        # bounded here instead, and raises as the sync read does, so that a
+        # reply that did not come is a lost reply (resent once), never a grant.
+        try:
+            return await asyncio.wait_for(self._conn.read_response(timeout=FOREVER), timeout)
+        except asyncio.TimeoutError:
+            raise exceptions.TimeoutError(f"no reply within {timeout} s") from None
 
     async def batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
         """As the sync `Link.batch`: one pipeline, each reply within its
@@ -122,22 +133,40 @@ class Link(Checkout):
             return replies
 
     async def _release(self) -> None:
-        result = self._give_back(self._conn)
+        """Gives the connection back to its pool, once: a reconnect whose new
+        connection failed must not give the old one back again when the
+        link is closed (redis.asyncio's pool raises KeyError on that, which
+        would hide the failure)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        result = self._give_back(conn)
         if result is not None:
             await result
 
     async def reconnect(self) -> None:
-        """As the sync `Link.reconnect`."""
-        await self._conn.disconnect()
+        """As the sync `Link.reconnect` (the link may have no connection: a
+        reconnect before failed to open one)."""
+        if self._conn is not None:
+            await self._conn.disconnect()
         await self._release()
         self._broken = False
         await self._open()
 
     async def close(self) -> None:
-        if self._broken:
+        if self._broken and self._conn is not None:
             await self._conn.disconnect()
         await self._release()
 
     async def drop(self) -> None:
         self._broken = True
         await self.close()
+
+
+async def converse(client: Any, key: str, conversation: Conversation[T]) -> T:
+    """As the sync `converse`: on a connection checked out for it."""
+    link = await Link.open(client, key)
+    try:
+        return await link.converse(conversation)
+    finally:
+        await link.close()

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from .._client import ClientCommon, Kinds
 from .fair import FairLock
+from .latch import CountDownLatch
 from .lock import Lock, LostCallback
 from .multi import MultiLock
 from .rwlock import ReadWriteLock
+from .semaphore import Semaphore
 
-KINDS = Kinds(Lock, FairLock, ReadWriteLock, MultiLock)
+KINDS = Kinds(Lock, FairLock, ReadWriteLock, MultiLock, Semaphore, CountDownLatch)
 
 
-class Client(ClientCommon[Lock, FairLock, ReadWriteLock, MultiLock, LostCallback]):
+class Client(ClientCommon[Lock, FairLock, ReadWriteLock, MultiLock, Semaphore, CountDownLatch, LostCallback]):
     """The locks of one redis client (asyncio): `lock`, `fair_lock`,
     `read_write_lock` and `multi_lock` make them with the client's settings
-    (`watchdog_timeout`, `sync`, `client_id`).
+    (`watchdog_timeout`, `sync`, `client_id`); `semaphore` (with `sync`) and
+    `count_down_latch` the synchronizers.
 
     ::
 
@@ -25,5 +28,5 @@ class Client(ClientCommon[Lock, FairLock, ReadWriteLock, MultiLock, LostCallback
             ...
     """
 
-    def _kinds(self) -> Kinds[Lock, FairLock, ReadWriteLock, MultiLock]:
+    def _kinds(self) -> Kinds[Lock, FairLock, ReadWriteLock, MultiLock, Semaphore, CountDownLatch]:
         return KINDS

@@ -10,9 +10,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Type, Unio
 from redis.exceptions import ConnectionError
 
 from .. import _owner
-from .._base import Held, LockCommon, PlainLockCommon
+from .._base import Held, LockCommon, PlainLockCommon, releasing
 from .._core import Outcome
-from ._link import Link
+from ._link import Link, converse
 from .watchdog import Watchdog
 
 #: Called with the lock and the owner whose hold the watchdog found gone;
@@ -58,11 +58,7 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         dog.stop()
 
     async def _renew(self, owner: str, lease_s: float) -> bool:
-        link = await Link.open(self.client, self._plan.key)
-        try:
-            return await link.converse(self._renewing(owner, lease_s))
-        finally:
-            await link.close()
+        return await converse(self.client, self._plan.key, self._renewing(owner, lease_s))
 
     async def _lost(self, owner: str, state: Held[Link, Dog]) -> None:
         self._mark_lost(state)
@@ -76,17 +72,17 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        releasing = self._release_commands(owner, state, session_link is not None)
+        pipeline = self._release_commands(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
-            reply = await link.converse(self._releasing(releasing))
+            reply = await link.converse(releasing(pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             await self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(releasing)
+            self._keep_latch(pipeline)
             if link is not session_link:
                 await link.close()
         released = self._released(state, reply)

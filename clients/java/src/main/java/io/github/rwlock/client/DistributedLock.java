@@ -420,7 +420,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
 
             @Override
-            public List<String> undo() {
+            public List<String> undo(Object reply) {
                 return plan.release(owner, lease, null);
             }
 

@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
-import redis.clients.jedis.exceptions.JedisDataException;
 
 /**
  * Redisson's {@code RSemaphore} on the module's {@code SEMAPHORE.*} commands, modelled on {@link
@@ -47,12 +46,9 @@ public final class DistributedSemaphore {
     /**
      * Latches whose replies came, for the next release's {@code DEL}: the acquisitions' and the
      * releases'. A release's own latch joins only once its reply came, so that no other thread's
-     * release deletes it while its resend may still need it. Guarded by itself.
+     * release deletes it while its resend may still need it.
      */
-    private final List<Latch> latches = new ArrayList<>();
-
-    /** A latch and when it expires on the server ({@link System#nanoTime()}): dropped unsent after. */
-    private record Latch(String key, long expiresNanos) {}
+    private final Latches latches = new Latches();
 
     /**
      * The semaphore {@code name}.
@@ -185,7 +181,7 @@ public final class DistributedSemaphore {
             }
 
             @Override
-            public List<String> undo() {
+            public List<String> undo(Object reply) {
                 return List.of("SEMAPHORE.RELEASE", name, count);
             }
         };
@@ -193,32 +189,27 @@ public final class DistributedSemaphore {
         try {
             got = exchange.acquire(what, null, request, false, blockMs, interruptible);
         } catch (Waiter.Cancelled cancelled) {
-            giveBackAfterInterrupt(permits, request, cancelled);
+            giveBackAfterInterrupt(what, permits, request, cancelled);
             throw new Waiter.Ended(name);
         }
         got.link().close();
         boolean taken = what.granted(got.reply());
         if (taken) {
-            keepLatch(Plan.acquisitionLatch(name, request), Plan.acquisitionLatchTtl(blockMs));
+            latches.keep(Plan.acquisitionLatch(name, request), Plan.acquisitionLatchTtl(blockMs));
         }
         return taken;
     }
 
     /**
      * The wait was ended by an interrupt: permits the server granted at that moment are given back,
-     * so that the interrupted call holds nothing. Unlike a lock's, a release of permits never taken
-     * would add permits, so when no reply came the acquisition's latch says whether it was granted
-     * (the server stores it when it serves the waiter, and the kill ended the wait before it
-     * replied).
+     * so that the interrupted call holds nothing ({@link Exchange#grantedDespiteInterrupt}: unlike a
+     * lock's, a release of permits never taken would add permits).
      */
-    private void giveBackAfterInterrupt(int permits, String request, Waiter.Cancelled cancelled) {
-        String latch = Plan.acquisitionLatch(name, request);
+    private void giveBackAfterInterrupt(Exchange.Acquisition what, int permits, String request,
+            Waiter.Cancelled cancelled) {
         try {
-            boolean granted = cancelled.replied
-                    ? !(cancelled.reply instanceof JedisDataException) && Plan.integer(cancelled.reply) == 1
-                    : Plan.integer(exchange.call(List.of("EXISTS", latch))) == 1;
-            if (granted) {
-                keepLatch(latch, Plan.LATCH_TTL_MS);
+            if (exchange.grantedDespiteInterrupt(what, request, cancelled) != null) {
+                latches.keep(Plan.acquisitionLatch(name, request), Plan.LATCH_TTL_MS);
                 release(permits);
             }
         } catch (RuntimeException e) {
@@ -247,26 +238,9 @@ public final class DistributedSemaphore {
             return;
         }
         String request = UUID.randomUUID().toString();
-        List<String> del = new ArrayList<>();
-        synchronized (latches) {
-            long now = System.nanoTime();
-            latches.removeIf(l -> now - l.expiresNanos() > 0);
-            for (Latch latch : latches) {
-                del.add(latch.key());
-            }
-            latches.clear();
-        }
         exchange.release(List.of("SEMAPHORE.RELEASE", name, Integer.toString(permits), "REQUEST", request,
-                Long.toString(Plan.LATCH_TTL_MS)), true, del);
-        keepLatch(Plan.unlockLatch(name, request), Plan.LATCH_TTL_MS);
-    }
-
-    private void keepLatch(String key, long ttlMs) {
-        synchronized (latches) {
-            long now = System.nanoTime();
-            latches.removeIf(l -> now - l.expiresNanos() > 0);
-            latches.add(new Latch(key, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs)));
-        }
+                Long.toString(Plan.LATCH_TTL_MS)), true, latches.take());
+        latches.keep(Plan.unlockLatch(name, request), Plan.LATCH_TTL_MS);
     }
 
     /**

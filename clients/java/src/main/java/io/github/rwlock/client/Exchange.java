@@ -39,8 +39,8 @@ final class Exchange {
         /** Whether a reply granted it. */
         boolean granted(Object reply);
 
-        /** What gives a grant back that the replicas did not acknowledge. */
-        List<String> undo();
+        /** What gives back the grant {@code reply} when the replicas did not acknowledge it. */
+        List<String> undo(Object reply);
 
         /** Sent on the new link before a resend after a lost reply; nothing by default. */
         default void beforeResend(Link link) {}
@@ -59,7 +59,7 @@ final class Exchange {
      * check's {@code WAIT} would not cover the grant the first send wrote: one write before it (the
      * latch's expiry set again; nothing when refused) moves the connection's replication offset
      * past it, in the same round trip. A grant the replicas did not acknowledge is given back on
-     * the same connection ({@link Acquisition#undo()}) and throws {@link NotSyncedException}: not
+     * the same connection ({@link Acquisition#undo}) and throws {@link NotSyncedException}: not
      * held on a master that could lose it.
      *
      * @param given the link to send on (a session's own: never resent, since every hold of that
@@ -94,7 +94,7 @@ final class Exchange {
                 sent = send(link, what.command(again, resend), touch, again, interruptible);
             }
             if (sent.unsynced() != null && what.granted(sent.reply())) {
-                link.call(what.undo(), Link.DEFAULT);
+                link.call(what.undo(sent.reply()), Link.DEFAULT);
                 throw new NotSyncedException(key + ": " + sent.unsynced() + " within "
                         + client.getReplicaSync().timeout().toMillis() + " ms; given back again");
             }
@@ -168,6 +168,27 @@ final class Exchange {
         return interruptible && blockMs != Plan.NO_BLOCK
                 ? Waiter.call(client.waiters(), client.connector(), link, commands, timeout)
                 : link.pipeline(commands, timeout, null);
+    }
+
+    /**
+     * After an interrupt ended the wait of {@code what}, sent with {@code request}: the grant the
+     * server made at that moment (its reply), or {@code null} when it granted nothing. When no reply
+     * came, the acquisition's latch says whether it was granted (the server stores it when it
+     * serves the waiter, and the kill ended the wait before it replied); a resend with the same id
+     * and no wait then replays that grant, taking nothing, so the caller learns what to give back.
+     *
+     * @throws RuntimeException the server could not be asked
+     */
+    Object grantedDespiteInterrupt(Acquisition what, String request, Waiter.Cancelled cancelled) {
+        Object reply;
+        if (cancelled.replied) {
+            reply = cancelled.reply;
+        } else if (Plan.integer(call(List.of("EXISTS", Plan.acquisitionLatch(key, request)))) == 1) {
+            reply = call(what.command(Plan.NO_BLOCK, request));
+        } else {
+            return null;
+        }
+        return reply instanceof JedisDataException || !what.granted(reply) ? null : reply;
     }
 
     /**

@@ -14,6 +14,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
@@ -154,6 +155,12 @@ class ReplicaAcknowledgementTest {
             e = assertThrows(NotSyncedException.class, () -> semaphore.tryAcquire(2));
             assertTrue(e.getMessage().contains("WAIT 1 replied 0"), e.getMessage());
             assertEquals(2, semaphore.availablePermits(), "the permits given back again");
+            DistributedPermitExpirableSemaphore permits = new DistributedPermitExpirableSemaphore(client, "a:permit");
+            assertTrue(permits.trySetPermits(2));
+            e = assertThrows(NotSyncedException.class, () -> permits.tryAcquire(2, 0, -1, TimeUnit.MILLISECONDS));
+            assertTrue(e.getMessage().contains("WAIT 1 replied 0"), e.getMessage());
+            assertEquals(0, permits.acquiredPermits(), "the ids released again");
+            assertEquals(2, permits.availablePermits());
 
             try (Client alone = Client.builder(jedis).replicaSync(ReplicaSync.DEFAULT.withReplicas(0)).build()) {
                 PlainLock quick = new PlainLock(alone, "a:lock");
@@ -173,6 +180,7 @@ class ReplicaAcknowledgementTest {
             assertTrue(e.getMessage().contains("NOREPLICAS"), e.getMessage());
             assertThrows(NotSyncedException.class, () -> new FairLock(client, "m:fair").tryLock());
             assertThrows(NotSyncedException.class, () -> new DistributedSemaphore(client, "m:sem").tryAcquire());
+            assertThrows(NotSyncedException.class, () -> new DistributedPermitExpirableSemaphore(client, "m:permit").tryAcquire());
             assertEquals(0L, master.call("DBSIZE"), "nothing written");
         }
     }

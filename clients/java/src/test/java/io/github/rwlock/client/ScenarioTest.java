@@ -19,6 +19,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntConsumer;
+import java.util.function.IntPredicate;
+import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -97,6 +100,9 @@ class ScenarioTest {
         private final Map<String, DistributedLock> locks = new HashMap<>();
         private final Map<String, DistributedSemaphore> semaphores = new HashMap<>();
         private final Map<String, DistributedCountDownLatch> latches = new HashMap<>();
+        private final Map<String, DistributedPermitExpirableSemaphore> permits = new HashMap<>();
+        /** The permit ids each {@code save_ids} name holds. */
+        private final Map<String, List<String>> ids = new HashMap<>();
         private final Map<String, Object> saved = new HashMap<>();
         private final List<CompletableFuture<Void>> later = new ArrayList<>();
         private int index = -1;
@@ -161,12 +167,14 @@ class ScenarioTest {
                 LockOptions options = LockOptions.defaults().withSession(spec.path("session").asBoolean(false));
                 String kind = spec.get("kind").asText();
                 String lockName = spec.path("name").asText();
-                if (kind.equals("semaphore") || kind.equals("latch")) {
+                if (kind.equals("semaphore") || kind.equals("latch") || kind.equals("permit")) {
                     if (options.session()) {
                         fail("lock " + entry.getKey() + ": a " + kind + " takes no session");
                     }
                     if (kind.equals("semaphore")) {
                         semaphores.put(entry.getKey(), new DistributedSemaphore(client, lockName));
+                    } else if (kind.equals("permit")) {
+                        permits.put(entry.getKey(), new DistributedPermitExpirableSemaphore(client, lockName));
                     } else {
                         latches.put(entry.getKey(), new DistributedCountDownLatch(client, lockName));
                     }
@@ -224,6 +232,9 @@ class ScenarioTest {
                 return;
             }
             if (latches.containsKey(step.get(action).asText()) && latchStep(action, step)) {
+                return;
+            }
+            if (permits.containsKey(step.get(action).asText()) && permitStep(action, step)) {
                 return;
             }
             switch (action) {
@@ -387,19 +398,10 @@ class ScenarioTest {
                     }
                     assertEquals(step.get("expect").asText(), outcome, "release");
                 }
-                case "try_set_permits" -> {
-                    known(step, Set.of("try_set_permits", "permits", "expect"), "try_set_permits step");
-                    assertEquals(step.get("expect").asBoolean(), semaphore.trySetPermits(required(step, "permits").asInt()),
-                            "try_set_permits");
-                }
-                case "add_permits" -> {
-                    known(step, Set.of("add_permits", "permits"), "add_permits step");
-                    semaphore.addPermits(required(step, "permits").asInt());
-                }
-                case "available" -> reads(step, action, () -> (long) semaphore.availablePermits());
                 case "drain" -> reads(step, action, () -> (long) semaphore.drainPermits());
                 default -> {
-                    return false;
+                    return countStep(action, step, semaphore::trySetPermits, semaphore::addPermits,
+                            semaphore::availablePermits);
                 }
             }
             return true;
@@ -442,6 +444,110 @@ class ScenarioTest {
                 }
             }
             return true;
+        }
+
+        /** A step of a permit-expirable semaphore; false when {@code action} is none of them. */
+        private boolean permitStep(String action, JsonNode step) throws Exception {
+            DistributedPermitExpirableSemaphore permit = permits.get(step.get(action).asText());
+            switch (action) {
+                case "acquire" -> {
+                    known(step, Set.of("acquire", "permits", "lease_ms", "wait_ms", "expect", "elapsed_ms", "save_ids"),
+                            "permit acquire step");
+                    JsonNode wait = step.get("wait_ms");
+                    JsonNode lease = step.get("lease_ms");
+                    if (wait == null || lease == null) {
+                        fail("a permit acquire step needs wait_ms and lease_ms");
+                    }
+                    long start = System.nanoTime();
+                    String outcome;
+                    List<String> got = List.of();
+                    try {
+                        got = permit.tryAcquire(step.path("permits").asInt(1),
+                                wait.isNull() ? null : Duration.ofMillis(wait.asLong()),
+                                lease.isNull() ? null
+                                        : lease.asLong() == -1 ? DistributedPermitExpirableSemaphore.NEVER_EXPIRES
+                                        : Duration.ofMillis(lease.asLong()));
+                        outcome = got.isEmpty() ? "refused" : "acquired";
+                    } catch (LockException e) {
+                        outcome = kind(e);
+                    }
+                    assertEquals(step.get("expect").asText(), outcome, "acquire");
+                    elapsed(step, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+                    if (!got.isEmpty()) {
+                        assertEquals(step.path("permits").asInt(1), got.size(), "ids");
+                        for (String id : got) {
+                            assertTrue(id.matches("[0-9a-f]{32}"), "a permit id: " + id);
+                        }
+                    }
+                    if (step.has("save_ids")) {
+                        ids.put(step.get("save_ids").asText(), got);
+                    }
+                }
+                case "release" -> {
+                    known(step, Set.of("release", "ids", "expect"), "permit release step");
+                    String outcome;
+                    try {
+                        permit.release(savedIds(step));
+                        outcome = "ok";
+                    } catch (LockException e) {
+                        outcome = kind(e);
+                    }
+                    assertEquals(step.get("expect").asText(), outcome, "release");
+                }
+                case "update_lease" -> {
+                    known(step, Set.of("update_lease", "ids", "lease_ms", "expect"), "update_lease step");
+                    long lease = required(step, "lease_ms").asLong();
+                    assertEquals(step.get("expect").asBoolean(), permit.updateLeaseTime(oneId(step), lease, TimeUnit.MILLISECONDS),
+                            "update_lease");
+                }
+                case "lease_left" -> {
+                    known(step, Set.of("lease_left", "ids", "expect"), "lease_left step");
+                    expect(required(step, "expect"), permit.getLeaseTime(oneId(step)), "lease_left");
+                }
+                case "acquired" -> reads(step, action, () -> (long) permit.acquiredPermits());
+                default -> {
+                    return countStep(action, step, permit::trySetPermits, permit::addPermits, permit::availablePermits);
+                }
+            }
+            return true;
+        }
+
+        /**
+         * A count step both semaphores take (try_set_permits, add_permits, available); false when
+         * {@code action} is none of them.
+         */
+        private boolean countStep(String action, JsonNode step, IntPredicate trySet, IntConsumer add,
+                IntSupplier available) {
+            switch (action) {
+                case "try_set_permits" -> {
+                    known(step, Set.of("try_set_permits", "permits", "expect"), "try_set_permits step");
+                    assertEquals(step.get("expect").asBoolean(), trySet.test(required(step, "permits").asInt()),
+                            "try_set_permits");
+                }
+                case "add_permits" -> {
+                    known(step, Set.of("add_permits", "permits"), "add_permits step");
+                    add.accept(required(step, "permits").asInt());
+                }
+                case "available" -> reads(step, action, () -> (long) available.getAsInt());
+                default -> {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private List<String> savedIds(JsonNode step) {
+            List<String> saved = ids.get(required(step, "ids").asText());
+            if (saved == null || saved.isEmpty()) {
+                fail("no ids saved under " + step.get("ids"));
+            }
+            return saved;
+        }
+
+        private String oneId(JsonNode step) {
+            List<String> saved = savedIds(step);
+            assertEquals(1, saved.size(), "one id saved under " + step.get("ids"));
+            return saved.get(0);
         }
 
         /** A step {@code {action: ref, expect: X}} whose call replies one value, compared with X. */

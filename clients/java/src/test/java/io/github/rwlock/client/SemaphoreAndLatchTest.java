@@ -9,12 +9,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.exceptions.JedisConnectionException;
@@ -27,20 +25,10 @@ import redis.clients.jedis.exceptions.JedisConnectionException;
  * waking every waiter.
  */
 class SemaphoreAndLatchTest extends ServerTest {
-    /** The server's parked waiters: {@code LOCK.WAITING}'s entries, and the clients Redis sees blocked. */
-    private boolean nothingWaits() {
-        return ((List<?>) server.call("LOCK.WAITING")).isEmpty()
-                && "0".equals(server.info("clients", "blocked_clients"));
-    }
-
     private static String requestId(List<String> command) {
         int at = command.indexOf("REQUEST");
         assertTrue(at > 0 && command.size() > at + 2, "no REQUEST in " + command);
         return command.get(at + 1);
-    }
-
-    private long blocked() {
-        return Long.parseLong(server.info("clients", "blocked_clients"));
     }
 
     @Test
@@ -103,57 +91,31 @@ class SemaphoreAndLatchTest extends ServerTest {
 
     @Test
     void permitsAreNeverMoreThanTheCountUnderContention() throws Exception {
-        int permits = 3;
-        int workers = 6;
-        int rounds = 15;
         DistributedSemaphore setup = new DistributedSemaphore(client, "sem:guard");
-        assertTrue(setup.trySetPermits(permits));
-        AtomicInteger inside = new AtomicInteger();
-        AtomicInteger holders = new AtomicInteger();
-        AtomicInteger most = new AtomicInteger();
-        AtomicInteger violations = new AtomicInteger();
-        AtomicInteger taken = new AtomicInteger();
-        ExecutorService pool = Executors.newFixedThreadPool(workers);
-        List<Future<?>> done = new ArrayList<>();
-        try {
-            for (int w = 0; w < workers; w++) {
-                int want = w % 2 + 1; // takers of 1 and of 2 at once
-                boolean interruptible = w % 3 != 0;
-                done.add(pool.submit(() -> {
-                    // Each worker has a client (its own connections and wait threads) of its own.
-                    try (Client own = Client.create(jedis)) {
-                        DistributedSemaphore semaphore = new DistributedSemaphore(own, "sem:guard");
-                        for (int r = 0; r < rounds; r++) {
-                            if (interruptible) {
-                                assertTrue(semaphore.tryAcquire(want, 60, TimeUnit.SECONDS), "served within 60 s");
-                            } else {
-                                semaphore.acquireUninterruptibly(want);
-                            }
-                            int now = inside.addAndGet(want);
-                            most.accumulateAndGet(holders.incrementAndGet(), Math::max);
-                            if (now > permits) {
-                                violations.incrementAndGet();
-                            }
-                            taken.incrementAndGet();
-                            Thread.sleep(1); // hold the permits across a few other workers' turns
-                            holders.decrementAndGet();
-                            inside.addAndGet(-want);
-                            semaphore.release(want);
-                        }
+        assertTrue(setup.trySetPermits(3));
+        int violations = contend(3, 6, 15, (own, worker) -> {
+            DistributedSemaphore semaphore = new DistributedSemaphore(own, "sem:guard");
+            int want = worker % 2 + 1; // takers of 1 and of 2 at once
+            boolean interruptible = worker % 3 != 0;
+            return new Contender() {
+                @Override
+                public int take() throws Exception {
+                    if (interruptible) {
+                        assertTrue(semaphore.tryAcquire(want, 60, TimeUnit.SECONDS), "served within 60 s");
+                    } else {
+                        semaphore.acquireUninterruptibly(want);
                     }
-                    return null;
-                }));
-            }
-            for (Future<?> worker : done) {
-                worker.get(180, TimeUnit.SECONDS);
-            }
-        } finally {
-            pool.shutdownNow();
-        }
-        assertEquals(0, violations.get(), "never more permits held than the count");
-        assertEquals(workers * rounds, taken.get());
-        assertTrue(most.get() >= 2, "the workers overlapped: at most " + most.get() + " held permits at once");
-        assertEquals(permits, setup.availablePermits(), "every permit back");
+                    return want;
+                }
+
+                @Override
+                public void giveBack() {
+                    semaphore.release(want);
+                }
+            };
+        });
+        assertEquals(0, violations, "never more permits held than the count");
+        assertEquals(3, setup.availablePermits(), "every permit back");
         assertTrue(nothingWaits());
     }
 
@@ -161,17 +123,8 @@ class SemaphoreAndLatchTest extends ServerTest {
     void anInterruptedOrTimedOutSemaphoreWaitLeavesNothing() throws Exception {
         DistributedSemaphore semaphore = new DistributedSemaphore(client, "sem:cancel");
         assertTrue(semaphore.trySetPermits(0));
-        long start = System.nanoTime();
-        assertFalse(semaphore.tryAcquire(1, 300, TimeUnit.MILLISECONDS));
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 250, "it waited");
-        assertTrue(nothingWaits(), "a wait that ran out leaves the queue");
-
-        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = Waiters.start(() -> semaphore.acquire(2), outcome);
-        RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-        waiter.interrupt();
-        assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-        RedisServer.waitUntil("the server dropped the waiter", 10_000, this::nothingWaits);
+        aWaitRunsOutAndAnInterruptEndsAnother(() -> !semaphore.tryAcquire(1, 300, TimeUnit.MILLISECONDS),
+                () -> semaphore.acquire(2));
         semaphore.release(2);
         assertEquals(2, semaphore.availablePermits(), "nobody took the permits for the ended wait");
 
@@ -192,17 +145,9 @@ class SemaphoreAndLatchTest extends ServerTest {
                 Client on = Client.create(proxied)) {
             DistributedSemaphore semaphore = new DistributedSemaphore(on, "sem:unheard");
             assertTrue(semaphore.trySetPermits(0));
-            proxy.armSwallow();
-            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-            Thread waiter = Waiters.start(() -> assertTrue(semaphore.tryAcquire(2, 60, TimeUnit.SECONDS)), outcome);
-            RedisServer.waitUntil("the acquisition waits on the server", 10_000, () -> blocked() == 1);
-            server.call("SEMAPHORE.RELEASE", "sem:unheard", "2");
-            RedisServer.waitUntil("the server served it", 10_000, this::nothingWaits);
-            assertEquals(0, semaphore.availablePermits(), "granted on the server");
-            assertFalse(outcome.isDone(), "the reply was held back");
-            waiter.interrupt();
-            assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-            assertTrue(proxy.dropped());
+            anInterruptAfterAnUnheardGrant(proxy, () -> assertTrue(semaphore.tryAcquire(2, 60, TimeUnit.SECONDS)),
+                    () -> server.call("SEMAPHORE.RELEASE", "sem:unheard", "2"),
+                    () -> assertEquals(0, semaphore.availablePermits(), "granted on the server"));
             assertEquals(2, semaphore.availablePermits(), "the unheard grant given back");
         }
     }
@@ -216,12 +161,7 @@ class SemaphoreAndLatchTest extends ServerTest {
         assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= 250, "it waited");
         assertTrue(nothingWaits(), "a wait that ran out leaves the queue");
 
-        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
-        Thread waiter = Waiters.start(latch::await, outcome);
-        RedisServer.waitUntil("the await waits on the server", 10_000, () -> blocked() == 1);
-        waiter.interrupt();
-        assertTrue(outcome.get(30, TimeUnit.SECONDS) instanceof InterruptedException, "interrupted: " + outcome.get());
-        RedisServer.waitUntil("the server dropped the waiter", 10_000, this::nothingWaits);
+        interruptEndsTheWait(latch::await);
         assertEquals(1, latch.getCount(), "an await changes nothing");
     }
 
