@@ -8,8 +8,6 @@
 //! input, ACL key patterns, and a replica and an AOF reload equal to the
 //! master.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -601,28 +599,9 @@ fn a_killed_client_process_gives_its_session_permits_back() {
     let server = Server::start(&SLOW_CRON);
     let mut c = server.conn();
     ok(&mut c, &["SET", "X", "1"]);
-    let port = server.port;
-    // A client of its own process: it takes the permit with SESSION, prints
-    // the reply and sleeps, its socket open, until killed.
-    let script = format!(
-        "import socket, sys, time\n\
-         s = socket.create_connection(('127.0.0.1', {port}))\n\
-         s.sendall(b'SEMAPHORE.ACQUIRE X 1 SESSION\\r\\n')\n\
-         sys.stdout.write(s.recv(64).decode()); sys.stdout.flush()\n\
-         time.sleep(60)\n"
-    );
-    let mut child = Command::new("python3")
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start python3");
-    let mut reply = [0u8; 4];
-    child
-        .stdout
-        .as_mut()
-        .expect("its stdout")
-        .read_exact(&mut reply)
-        .expect("its reply");
+    // A client of its own process: it takes the permit with SESSION, and
+    // sleeps, its socket open, until killed.
+    let (mut child, reply) = server.client_process("SEMAPHORE.ACQUIRE X 1 SESSION", 4);
     assert_eq!(&reply, b":1\r\n", "it took the permit");
     assert_eq!(count(&mut c, "X"), Some(0));
     let waiter = park(&server, &mut c, "X", 1);
@@ -889,22 +868,8 @@ fn session_in_a_script_is_refused_and_in_multi_binds_to_the_client() {
 
 #[test]
 fn a_replica_and_the_aof_equal_the_master_after_a_give_back() {
-    let master = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let port = master.port.to_string();
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let (master, replica) = master_and_replica();
     let mut r = replica.conn();
-    let up = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut r, "replication", "master_link_status").as_deref() != Some("up") {
-        assert!(Instant::now() < up, "replica link not up");
-        thread::sleep(Duration::from_millis(20));
-    }
     let mut m = master.conn();
     expect_reply(
         &mut m,
@@ -1200,16 +1165,8 @@ fn workload(c: &mut Conn, rng: &mut Rng, ops: usize) {
     ok(c, &["SEMAPHORE.ACQUIRE", "ttl", "2"]);
 }
 
-fn assert_equal_with_deadlines(left: &Snapshot, right: &Snapshot, what: &str) {
-    assert_eq!(diff(left, right, "master", what), "", "{what}");
-    assert!(
-        left.values().any(|s| s.expire_at > 0),
-        "no deadline to compare"
-    );
-}
-
-#[test]
-fn replica_and_aof_reload_equal_the_master() {
+/// A master writing its AOF on every write, and its replica, linked.
+fn master_and_replica() -> (Server, Server) {
     let master = Server::start(&[
         "--appendonly",
         "yes",
@@ -1226,6 +1183,21 @@ fn replica_and_aof_reload_equal_the_master() {
         assert!(Instant::now() < up, "replica link not up");
         thread::sleep(Duration::from_millis(20));
     }
+    (master, replica)
+}
+
+fn assert_equal_with_deadlines(left: &Snapshot, right: &Snapshot, what: &str) {
+    assert_eq!(diff(left, right, "master", what), "", "{what}");
+    assert!(
+        left.values().any(|s| s.expire_at > 0),
+        "no deadline to compare"
+    );
+}
+
+#[test]
+fn replica_and_aof_reload_equal_the_master() {
+    let (master, replica) = master_and_replica();
+    let mut r = replica.conn();
     let mut m = master.conn();
     let mut rng = Rng(seed(0x5E4A_0035));
     workload(&mut m, &mut rng, 300);
