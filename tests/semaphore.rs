@@ -731,7 +731,7 @@ fn a_semaphore_gone_since_gets_no_session_permits_back() {
         bool,
         Option<i64>,
     );
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         (
             "deleted, made again",
             &[&["DEL", "G"], &["SEMAPHORE.TRYSETPERMITS", "G", "1"]],
@@ -752,6 +752,12 @@ fn a_semaphore_gone_since_gets_no_session_permits_back() {
                 "1",
                 "G",
             ]],
+            false,
+            Some(1),
+        ),
+        (
+            "deleted by LATCH.DELETE",
+            &[&["LATCH.DELETE", "G"], &["SET", "G", "1"]],
             false,
             Some(1),
         ),
