@@ -169,8 +169,28 @@ fn same_state(o: &Snapshot, m: &Snapshot, slack: i64) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn semaphore_commands_match_redissons_scripts() {
+/// How a differential run spaces its steps.
+#[derive(Clone, Copy)]
+enum Spacing {
+    /// One step after the other: TTLs are long and never run out.
+    Back,
+    /// A pause of up to 400 ms before every other step, and counts that expire
+    /// within `margin` ms of a step or a comparison waited out first on
+    /// both servers, so that every expiry falls between two steps.
+    Expiring { margin: i64 },
+}
+
+/// Random sequences of `gen`'s operations on a few names, each run on
+/// Redisson 4.7.0's scripts and on the module: the replies, then the key
+/// (count, TTL), the messages and the keyspace events compared after every
+/// step. Returns the module's server and a connection to it, for its
+/// counters.
+fn differential(
+    base: u64,
+    steps: usize,
+    gen: fn(&mut Rng) -> Op,
+    spacing: Spacing,
+) -> (Server, Conn) {
     let events = ["--notify-keyspace-events", "KEA"];
     let oracle_server = Server::start_plain(&events);
     let module_server = Server::start(&events);
@@ -180,22 +200,30 @@ fn semaphore_commands_match_redissons_scripts() {
         Collector::start(&oracle_server, &patterns),
         Collector::start(&module_server, &patterns),
     );
-    let base = seed(0x5E4A_0034);
     let slack = timer_slack().as_millis() as i64;
-    let mut steps = 0;
+    let mut done = 0;
     for (i, name) in ["S", "{t}:a", "sem:x"].iter().enumerate() {
         let seed = base + i as u64;
         let mut rng = Rng(seed);
         let key = [name.as_bytes().to_vec()];
-        for step in 0..120 {
-            let op = gen_op(&mut rng);
+        for step in 0..steps {
+            let op = gen(&mut rng);
             let cmd = module_cmd(name, &op);
+            if let Spacing::Expiring { margin } = spacing {
+                if rng.chance(50) {
+                    thread::sleep(Duration::from_millis(rng.range(1, 400) as u64));
+                }
+                settle(&mut o, &mut m, name, margin);
+            }
             let want = oracle(&mut o, name, &op).map(|r| normalized(&op, r));
             let got = call(&mut m, &cmd);
             let at = format!("seed {seed:#x} step {step} {cmd:?}");
             match (&want, &got) {
                 (Ok(w), Ok(g)) => assert_eq!(g, w, "{at}: reply"),
                 _ => panic!("{at}: redisson {want:?}, module {got:?}"),
+            }
+            if let Spacing::Expiring { margin } = spacing {
+                settle(&mut o, &mut m, name, margin);
             }
             let (os, ms) = (snapshot_of(&mut o, &key), snapshot_of(&mut m, &key));
             if let Err(e) = same_state(&os, &ms, slack) {
@@ -206,13 +234,92 @@ fn semaphore_commands_match_redissons_scripts() {
                 events_str(&oc.sync(&mut o)),
                 "{at}: messages and keyspace events"
             );
-            steps += 1;
+            done += 1;
+        }
+        // A count left with a TTL would expire during the next name's
+        // steps, on each server at its own moment.
+        let (od, md) = (call(&mut o, &["DEL", name]), call(&mut m, &["DEL", name]));
+        assert_eq!(md.ok(), od.ok(), "{name}: the last DEL");
+        assert_eq!(
+            events_str(&mc.sync(&mut m)),
+            events_str(&oc.sync(&mut o)),
+            "{name}: the last DEL's events"
+        );
+    }
+    assert_eq!(done, 3 * steps);
+    (module_server, m)
+}
+
+/// Waits until neither server's count of `name` expires within `margin` ms
+/// of now: a count about to run out (or past due) is waited out and read
+/// on both (the read deletes it, raising `expired`), so that no step and
+/// no comparison straddles an expiry on one server only.
+fn settle(o: &mut Conn, m: &mut Conn, name: &str, margin: i64) {
+    loop {
+        let due: Vec<i64> = [&mut *o, &mut *m]
+            .into_iter()
+            .map(|c| query::<i64, _>(c, &["PEXPIRETIME", name]))
+            .filter(|at| *at > 0)
+            .collect();
+        let now = testkit::wall_us() / 1000;
+        let Some(&last) = due.iter().max() else {
+            return;
+        };
+        if due.iter().all(|at| at - now > margin) {
+            return;
+        }
+        thread::sleep(Duration::from_millis((last - now + 1).max(0) as u64));
+        for c in [&mut *o, &mut *m] {
+            let _: i64 = query(c, &["PTTL", name]);
         }
     }
+}
+
+#[test]
+fn semaphore_commands_match_redissons_scripts() {
+    let (_server, mut m) = differential(seed(0x5E4A_0034), 120, gen_op, Spacing::Back);
     // The sequences went through every kind of state.
-    assert_eq!(steps, 360);
     assert!(rwlock_counter(&mut m, "permits_acquired") > 10);
     assert!(rwlock_counter(&mut m, "permits_released") > 10);
+}
+
+/// Counts set with TTLs of a few ms to a few hundred, expiring between
+/// steps (design §15.1: the TTL is the semaphore's lifetime).
+fn gen_expiring_op(rng: &mut Rng) -> Op {
+    // A try-set writes only where there is no count, and a release on none
+    // (or an add, a drain) leaves one without a TTL: deletions keep TTLs
+    // coming.
+    match rng.below(20) {
+        0..=4 => Op::Acquire(rng.range(1, 4)),
+        5 | 6 => Op::Release(rng.range(1, 4)),
+        7 => Op::ReleaseIfExists(rng.range(1, 3)),
+        8..=12 => Op::TrySetTtl(rng.range(-1, 8), rng.range(2, 300)),
+        13 => Op::TrySet(rng.range(0, 5)),
+        14 => Op::Add(rng.range(-3, 4)),
+        15 => Op::Drain,
+        16 | 17 => Op::Available,
+        _ => Op::Del,
+    }
+}
+
+#[test]
+fn semaphore_commands_match_redissons_scripts_as_counts_expire() {
+    // Far above a step's few milliseconds, so that an expiry never falls
+    // inside one on a loaded machine; below most TTLs drawn, so that
+    // commands run on counts that still have one.
+    let margin = testkit::scaled(Duration::from_millis(100)).as_millis() as i64;
+    let (_server, mut m) = differential(
+        seed(0x5E4A_0036),
+        100,
+        gen_expiring_op,
+        Spacing::Expiring { margin },
+    );
+    let expired: u64 = info_field(&mut m, "stats", "expired_keys")
+        .and_then(|v| v.parse().ok())
+        .expect("expired_keys");
+    eprintln!("counts expired on the module's server: {expired}");
+    assert!(expired >= 5, "only {expired} counts expired");
+    assert!(rwlock_counter(&mut m, "permits_acquired") > 10);
 }
 
 /// A module client and a Redisson client take turns on one semaphore: each
