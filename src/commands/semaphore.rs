@@ -52,9 +52,7 @@ pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let given = match outcome {
         Unlocked::Ran(Release::Released) => {
             metrics::bump(Counter::PermitsReleased);
-            if let Some(client) = sessions::caller(ctx) {
-                sessions::unbind_permits(ctx, client, &a.names, a.permits);
-            }
+            sessions::unbind_permits(ctx, &a.names, a.permits);
             1
         }
         Unlocked::Ran(_) => 0,

@@ -53,8 +53,10 @@ pub fn caller(ctx: &Context) -> Option<ClientId> {
 
 /// Binds one hold just taken by `owner` on the lock `names` (of the
 /// database selected in `ctx`) to the connection `client`: renewed every
-/// lease/3 while it is open, released when it closes. Call it once per hold
-/// granted with `SESSION`, after the grant, with the store that made it.
+/// lease/3 while it is open, released when it closes; a semaphore's
+/// permits (no owner, no lease) are added to what the connection bound
+/// there, given back when it closes. Call it once per hold granted with
+/// `SESSION`, after the grant, with the store that made it.
 pub fn bind(
     ctx: &Context,
     store: &mut RedisStore,
@@ -107,15 +109,19 @@ pub fn bind_all(
     }
 }
 
-/// The connection `client` gave back `permits` of the semaphore `names`
-/// (of the database selected in `ctx`): as many of its session permits
-/// there, up to `permits`, are no longer bound, so its close gives back
-/// only the rest.
-pub fn unbind_permits(ctx: &Context, client: ClientId, names: &LockNames, permits: i64) {
-    if binds_client(client) {
-        let lock = (server::selected_db(ctx), names.hash().to_vec());
-        with(|r| r.unbind_permits(client, lock, permits));
+/// The calling connection gave back `permits` of the semaphore `names` (of
+/// the database selected in `ctx`): as many of its session permits there,
+/// up to `permits`, are no longer bound, so its close gives back only the
+/// rest. A script's release has no connection and unbinds nothing.
+pub fn unbind_permits(ctx: &Context, names: &LockNames, permits: i64) {
+    if idle() {
+        return;
     }
+    let Some(client) = caller(ctx).filter(|c| binds_client(*c)) else {
+        return;
+    };
+    let lock = (server::selected_db(ctx), names.hash().to_vec());
+    with(|r| r.unbind_permits(client, lock, permits));
 }
 
 /// The session permits of the semaphore `names` (of the database selected
