@@ -479,7 +479,7 @@ export async function release(ctx: ClientContext, key: string, args: Args, latch
   const earlier = [...latches.released, ...latches.acquired];
   latches.acquired = [];
   latches.released = [];
-  const commands: Args[] = latch !== null && earlier.length > 0 ? [args, ["DEL", ...earlier]] : [args];
+  const commands: Args[] = earlier.length > 0 ? [args, ["DEL", ...earlier]] : [args];
   let replies: Settled[] | null = null;
   let kept = latch;
   try {

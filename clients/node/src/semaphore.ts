@@ -41,7 +41,7 @@ export class Permits implements AsyncDisposable {
 }
 
 /** A count of permits to take or give back: a whole number from 1. */
-function countOf(permits: number, what = "permits"): number {
+export function countOf(permits: number, what = "permits"): number {
   if (!Number.isSafeInteger(permits) || permits < 1) {
     throw new RangeError(`${what} must be a whole number from 1, not ${String(permits)}`);
   }
@@ -49,7 +49,7 @@ function countOf(permits: number, what = "permits"): number {
 }
 
 /** A count the semaphore is set to or changed by: any whole number (JavaScript's safe integers). */
-function amountOf(permits: number): number {
+export function amountOf(permits: number): number {
   if (!Number.isSafeInteger(permits)) {
     throw new RangeError(`permits must be a whole number, not ${String(permits)}`);
   }
