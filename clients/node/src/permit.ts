@@ -4,9 +4,9 @@
  */
 
 import { EventEmitter } from "node:events";
-import { asyncDispose } from "./dispose";
+import { Releasable } from "./dispose";
 import { int, prefixed, type Args } from "./commands";
-import { acquire, Latches, once, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
+import { acquire, Latches, once, recoverGrant, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
 import { LockError, NotAcquired, NotHeld } from "./errors";
 import { LATCH_TTL_MS, toMs } from "./options";
 import { amountOf, countOf } from "./semaphore";
@@ -32,9 +32,7 @@ export type PermitsLostCallback = (ids: readonly string[], cause: unknown) => vo
  * The ids one acquisition took, for `await using` (`Symbol.asyncDispose`
  * releases them) or `try … finally { await permits.release() }`.
  */
-export class PermitIds implements AsyncDisposable {
-  private done = false;
-
+export class PermitIds extends Releasable {
   /**
    * `semaphore`: where they were taken; `ids`: one per permit; `signal`:
    * aborted (with a `NotHeld` reason) if the watchdog finds them gone, for
@@ -44,20 +42,13 @@ export class PermitIds implements AsyncDisposable {
     readonly semaphore: PermitExpirableSemaphore,
     readonly ids: readonly string[],
     readonly signal: AbortSignal,
-  ) {}
-
-  /** Releases the ids (once; a second call does nothing). Rejects with `NotHeld` when none was released. */
-  async release(): Promise<void> {
-    if (this.done) {
-      return;
-    }
-    this.done = true;
-    await this.semaphore.release(this.ids);
+  ) {
+    super();
   }
 
-  /** `await using`: releases the ids at the end of the block. */
-  [asyncDispose](): Promise<void> {
-    return this.release();
+  /** Releases the ids; `release()` rejects with `NotHeld` when none was released. */
+  protected giveBack(): Promise<void> {
+    return this.semaphore.release(this.ids);
   }
 }
 
@@ -284,25 +275,15 @@ export class PermitExpirableSemaphore extends EventEmitter {
       },
       recover: async (link, request) => {
         // A permit granted at the moment the wait was cancelled would stay
-        // taken until its lease ends (for good with -1). Once the server
-        // dropped the waiting connection nothing more can be granted to
-        // it; the acquisition's latch then says whether it was, and the
-        // same request id replays its ids, which are released.
-        if (request === null) {
-          return;
-        }
-        try {
-          if (link !== null) {
-            await ctx.links.gone(link, ctx.replyMargin);
-          }
-          if (int(await ctx.links.command(name, ["EXISTS", acquireLatch(request)])) === 1) {
+        // taken until its lease ends (for good with -1): the same request
+        // id replays its ids, which are released.
+        if (request !== null) {
+          await recoverGrant(ctx, name, link, acquireLatch(request), async () => {
             const granted = idsOf(await ctx.links.command(name, command(null, request, null)));
             if (granted !== null) {
               await ctx.links.command(name, ["PERMIT.RELEASE", name, ...granted]);
             }
-          }
-        } catch {
-          // The server is unreachable: the abort's reason is the error to see.
+          });
         }
       },
     };
