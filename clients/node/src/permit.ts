@@ -299,9 +299,11 @@ export class PermitExpirableSemaphore extends EventEmitter {
       dog: new Watchdog(
         leaseMs,
         async () => {
-          const renewals: Args[] = [...entry.ids].map((id) => ["PERMIT.UPDATELEASE", this.name, id, leaseMs]);
-          const replies = await Promise.all(renewals.map((args) => this.ctx.links.command(this.name, args)));
-          return replies.every((reply) => int(reply) === 1);
+          const renewed = [...entry.ids];
+          const replies = await Promise.all(renewed.map((id) => this.ctx.links.command(this.name, ["PERMIT.UPDATELEASE", this.name, id, leaseMs])));
+          // An id released meanwhile (taken off before its release was
+          // sent) answers 0 and is not lost.
+          return replies.every((reply, i) => int(reply) === 1 || !entry.ids.has(renewed[i]!));
         },
         (cause) => this.markLost(entry, cause),
       ),
@@ -332,6 +334,9 @@ export class PermitExpirableSemaphore extends EventEmitter {
 
   private markLost(entry: Watched, cause: unknown): void {
     const ids = [...entry.ids];
+    if (ids.length === 0) {
+      return; // all released while the last renewal was on its way
+    }
     this.unwatch(ids);
     entry.lost.abort(new NotHeld(`${this.name}: permits ${ids.join(", ")} were lost`, { cause }));
     this.emit("lost", ids, cause);
