@@ -1,6 +1,7 @@
 /**
  * The permit-expirable semaphore (`PERMIT.*`): a wait served by another
- * connection's release, and by the expiry of a holder that never releases
+ * connection's release, never more permits in use than the count under
+ * concurrent workers, a wait served by the expiry of a holder that never releases
  * with no other call; the watchdog renewing a lease-less permit until its
  * release, and reporting it lost; an abort leaving no waiter (and giving
  * back a grant whose reply never came); a lost acquisition reply through a
@@ -12,7 +13,7 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Client, NotAcquired, NotHeld } from "../src/index";
 import { throughProxy } from "./proxy";
-import { infoField, suiteServer, waitUntil } from "./support";
+import { contend, infoField, suiteServer, waitUntil, withClients } from "./support";
 
 /** How many times `command` ran since the last `CONFIG RESETSTAT`. */
 function calls(stats: string, command: string): number {
@@ -56,6 +57,23 @@ describe("permit-expirable semaphore", () => {
     assert.equal(await semaphore.availablePermits(), 2);
     assert.equal(await semaphore.getPermits(), 2);
     await nothingWaits();
+  });
+
+  it("never more permits in use than the count: six workers on three client objects, 1 or 2 permits each, leased by the watchdog", async () => {
+    const count = 2;
+    await withClients(suite.server, 3, async (clients) => {
+      assert.equal(await clients[0]!.permitExpirableSemaphore("permit:guard").trySetPermits(count), true);
+      const { violations, cycles } = await contend(clients, count, 10, (client, permits, body) =>
+        client.permitExpirableSemaphore("permit:guard").withPermits(async (ids) => {
+          assert.equal(ids.length, permits);
+          await body();
+        }, { permits }));
+      assert.equal(violations, 0);
+      assert.equal(cycles, 60);
+      assert.equal(await clients[1]!.permitExpirableSemaphore("permit:guard").availablePermits(), count);
+      assert.equal(await suite.redis.exists("{permit:guard}:timeout"), 0);
+      await nothingWaits();
+    });
   });
 
   it("a holder that never releases: its permit comes back at its expiry and serves the waiter, with no other call", async () => {
