@@ -65,7 +65,7 @@ function idsOf(reply: unknown): string[] | null {
     return reply.map(String);
   }
   if (reply !== null && reply !== undefined) {
-    int(reply);
+    int(reply); // a refusal's nearest expiry; anything else is no reply of PERMIT.ACQUIRE (LockError)
   }
   return null;
 }
@@ -93,8 +93,9 @@ function idList(ids: string | readonly string[]): string[] {
  * ids (a lost reply resent once with the same id gets the same ids back and
  * takes nothing), the replica check (`NotSynced`: released again) and the
  * `AbortSignal`. `PERMIT.RELEASE` carries no request id: a lost reply
- * rejects, never resent (a resend could not tell its own release from an
- * expiry). The writes without a request id (`trySetPermits`, `setPermits`,
+ * rejects and is not sent again (a resend could not tell its own release
+ * from an expiry); a copy ioredis sends again after a reconnect finds the
+ * ids released and does nothing (an id is never taken twice). The writes without a request id (`trySetPermits`, `setPermits`,
  * `addPermits`, `updateLeaseTime`, `tryRelease`) go on a dedicated
  * connection, which never resends.
  *
