@@ -5,7 +5,8 @@
  * with no other call; the watchdog renewing a lease-less permit until its
  * release, and reporting it lost; an abort leaving no waiter (and giving
  * back a grant whose reply never came); a lost acquisition reply through a
- * proxy that loses it for real: the same ids, taken once.
+ * proxy that loses it for real: the same ids, taken once; a lost release
+ * reply raised.
  */
 
 import { describe, it } from "node:test";
@@ -208,6 +209,21 @@ describe("permit-expirable semaphore", () => {
       }, waiting ? ["BLOCK"] : []);
     });
   }
+
+  it("a release's reply lost rejects and is not sent again by the package; the ids were released once", async () => {
+    const name = "permit:relost";
+    await throughProxy(suite.server, "PERMIT.RELEASE", name, async (locks, proxy) => {
+      const semaphore = locks.permitExpirableSemaphore(name);
+      assert.equal(await semaphore.trySetPermits(2), true);
+      const ids = await semaphore.acquire({ permits: 2, lease: -1, wait: 0 });
+      assert.ok(ids !== null);
+      await assert.rejects(semaphore.release(ids));
+      assert.ok(proxy.fired, "the proxy lost the release's reply");
+      assert.equal(await suite.redis.call("PERMIT.ACQUIRED", name), 0, "released");
+      assert.equal(await semaphore.availablePermits(), 2, "given back once");
+      await assert.rejects(semaphore.release(ids), NotHeld, "the ids are gone");
+    });
+  });
 
   it("setPermits, addPermits (negative too), tryRelease, updateLeaseTime; bad input refused before sending", async () => {
     await using locks = new Client(suite.redis);
