@@ -681,3 +681,62 @@ fn a_latch_wait_is_asked_again_and_a_count_down_never_resent() {
     assert!(swallowed[0].starts_with(b":1\r\n"), "reached, lost");
     assert_eq!(calls(&mut conn, "latch.await"), 2, "asked twice");
 }
+
+#[test]
+fn a_permit_acquisitions_lost_reply_gives_the_same_ids_once() {
+    let (server, mut conn) = Server::started(&[]);
+    let name = "req:permit";
+    let set: i64 = query(&mut conn, &["PERMIT.TRYSETPERMITS", name, "3"]);
+    assert_eq!(set, 1);
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    // The acquisition's reply lost: resent once with its id, answered from
+    // its latch with the ids the first send took.
+    let proxy = DropReplyProxy::start(server.port, b"PERMIT.ACQUIRE");
+    let sem = locks_on(&proxy.url())
+        .permit_expirable_semaphore(name)
+        .never_expiring();
+    let taken = sem
+        .try_acquire(2, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    let lost = String::from_utf8_lossy(&swallowed[0]).into_owned();
+    assert!(lost.starts_with("*2\r\n"), "granted, lost: {lost:?}");
+    assert_eq!(taken.ids().len(), 2);
+    for id in taken.ids() {
+        assert!(
+            lost.contains(id.as_str()),
+            "{id} was the first send's: {lost:?}"
+        );
+    }
+    assert_eq!(calls(&mut conn, "permit.acquire"), 2, "sent twice");
+    assert_eq!(calls(&mut conn, "pexpire"), 1, "the replica check's write");
+    let held: i64 = query(&mut conn, &["PERMIT.ACQUIRED", name]);
+    assert_eq!(held, 2, "two permits taken once");
+    let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
+    assert_eq!(keys(&mut conn, &pattern).len(), 1);
+    taken.release().expect("release");
+    let free: i64 = query(&mut conn, &["PERMIT.AVAILABLE", name]);
+    assert_eq!(free, 3);
+    assert!(
+        keys(&mut conn, &pattern).is_empty(),
+        "the release's DEL took the acquisition's latch"
+    );
+    // A release's lost reply is raised, never resent: a resend could not
+    // tell its own release from an expiry.
+    let proxy = DropReplyProxy::start(server.port, b"PERMIT.RELEASE");
+    let sem = locks_on(&proxy.url())
+        .permit_expirable_semaphore(name)
+        .never_expiring();
+    let taken = sem
+        .try_acquire(1, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    assert!(matches!(taken.release(), Err(Error::Redis(_))));
+    assert_eq!(proxy.swallowed().len(), 1, "released, lost");
+    assert_eq!(calls(&mut conn, "permit.release"), 1, "sent once");
+    let free: i64 = query(&mut conn, &["PERMIT.AVAILABLE", name]);
+    assert_eq!(free, 3, "released once");
+}
