@@ -4,25 +4,16 @@
 //! expiry and serving a waiter with no other call, the watchdog keeping a
 //! lease-less permit past its timeout and stopping at the release (or
 //! reporting it lost when it is gone), a cancelled wait leaving no waiter
-//! on the server, permits no replica acknowledged given back.
+//! on the server. (Permits no replica acknowledged: tests/semaphores.rs.)
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rwlock_client::{aio, Client, Error, Options, Replicas, SyncOptions};
-use testkit::{query, wait_for_waiters, wait_until, waiters, Server};
+use rwlock_client::{aio, Client, Error, Options};
+use testkit::{command_calls, query, wait_for_waiters, wait_until, waiters, Server};
 
 /// Generous: a busy two-core machine may be slow, never this slow.
 const CEILING: Duration = Duration::from_secs(10);
-
-/// How many times `command` ran since the statistics were reset.
-fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
-    let info: String = query(conn, &["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
 
 /// The permit commands that ran since the statistics were reset.
 fn permit_calls(conn: &mut testkit::Conn) -> Vec<String> {
@@ -131,7 +122,7 @@ fn the_watchdog_keeps_a_lease_less_permit_and_stops_at_the_release() {
     // Renewed every third of the timeout, per id: six renewals are three
     // turns, past the timeout.
     wait_until(CEILING, "three renewals of both permits", || {
-        (calls(&mut conn, "permit.updatelease") >= 6).then_some(())
+        (command_calls(&mut conn, "permit.updatelease") >= 6).then_some(())
     });
     assert!(started.elapsed() >= timeout * 2 / 3);
     wait_until(CEILING, "past the timeout", || {
@@ -144,10 +135,10 @@ fn the_watchdog_keeps_a_lease_less_permit_and_stops_at_the_release() {
     assert_eq!(sem.acquired_permits().expect("acquired"), 2);
     assert!(!taken.is_lost());
     taken.release().expect("release");
-    let renewed = calls(&mut conn, "permit.updatelease");
+    let renewed = command_calls(&mut conn, "permit.updatelease");
     // The release joined the watchdog: no renewal after it, however long.
     thread::sleep(timeout);
-    assert_eq!(calls(&mut conn, "permit.updatelease"), renewed);
+    assert_eq!(command_calls(&mut conn, "permit.updatelease"), renewed);
     assert_eq!(sem.available_permits().expect("available"), 3);
 }
 
@@ -214,31 +205,6 @@ async fn a_cancelled_wait_leaves_nothing() {
     held.release().await.expect("release");
     assert_eq!(sem.available_permits().await.expect("available"), 1);
     assert_eq!(sem.acquired_permits().await.expect("acquired"), 0);
-}
-
-#[test]
-fn permits_no_replica_acknowledged_are_given_back_as_not_synced() {
-    let (server, mut conn) = Server::started(&[]);
-    // One replica expected of a master that has none: WAIT replies 0.
-    let options = Options {
-        sync: SyncOptions {
-            replicas: Replicas::Exactly(1),
-            timeout: Duration::from_millis(100),
-            ..SyncOptions::default()
-        },
-        ..Options::default()
-    };
-    let sem = Client::new(server.client())
-        .with_options(options)
-        .permit_expirable_semaphore("permit:unsynced");
-    assert!(sem.try_set_permits(2).expect("set"));
-    assert!(matches!(
-        sem.try_acquire(2, Duration::ZERO),
-        Err(Error::NotSynced { replicas: 1, .. })
-    ));
-    assert_eq!(sem.available_permits().expect("available"), 2, "given back");
-    let taken: i64 = query(&mut conn, &["ZCARD", "{permit:unsynced}:timeout"]);
-    assert_eq!(taken, 0);
 }
 
 #[test]
