@@ -3,8 +3,11 @@
 //! a client's (`client_builders!`: its constructors but the Sentinel's,
 //! its settings and the lock makers), a lock handle's builders
 //! (`lock_builders!`, a multi-lock's `multi_builders!`) and its calls
-//! (`hold_calls!`, blocking or `async`), a guard's accessors
-//! (`guard_calls!`) and a RedLock's builders (`redlock_builders!`). Each
+//! (`hold_calls!`, blocking or `async`), a semaphore's and a
+//! permit-expirable semaphore's calls (`semaphore_calls!`,
+//! `permit_calls!`, sharing `take_calls!` and `count_calls!`), a latch's
+//! (`latch_calls!`), a guard's accessors (`guard_calls!`) and a RedLock's
+//! builders (`redlock_builders!`). Each
 //! type wraps a `handle::Client` or a `handle::Handle`, whose own method a
 //! method calls, so the two clients' types differ in their I/O only. The
 //! makers expect `Lock`, `ReadWriteLock` and `MultiLock` (tuple structs
@@ -291,35 +294,18 @@ macro_rules! hold_calls {
 macro_rules! semaphore_calls {
     ($guard:ident $(, $async:tt $await:tt)?) => {
         impl Semaphore {
-            /// Takes `permits` (1 or more), waiting on the server as long as
-            /// it takes (Redisson's `acquire(n)`: `BLOCK 0`), in arrival
-            /// order behind the clients waiting already: a wait for many is
-            /// never passed by takers of few. [`crate::Error::NotAcquired`]
-            /// only when the server ended the wait (`CLIENT UNBLOCK`).
-            pub $($async)? fn acquire(&self, permits: u64) -> $crate::error::Result<Permits> {
-                let forever = $crate::command::Wait::Forever;
-                let target = self.0.target.taking(permits);
-                let guard = self.0.acquire(&target, forever)$(.$await)?;
-                Ok(Permits { guard: guard?, permits })
-            }
-
-            /// Takes `permits` (1 or more), waiting on the server at most
-            /// `wait` (zero: one attempt, refused while others wait);
-            /// `None` when they were not free in time (Redisson's
-            /// `tryAcquire(n, wait)`).
-            pub $($async)? fn try_acquire(
-                &self,
-                permits: u64,
-                wait: std::time::Duration,
-            ) -> $crate::error::Result<Option<Permits>> {
-                let wait = $crate::command::Wait::of(wait);
-                let target = self.0.target.taking(permits);
-                match self.0.acquire(&target, wait)$(.$await)? {
-                    Ok(guard) => Ok(Some(Permits { guard, permits })),
-                    Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
+            $crate::builders::take_calls!(
+                Permits, |guard, permits| Permits { guard, permits },
+                "Takes `permits` (1 or more), waiting on the server as long as it \
+                 takes (Redisson's `acquire(n)`: `BLOCK 0`), in arrival order \
+                 behind the clients waiting already: a wait for many is never \
+                 passed by takers of few. [`crate::Error::NotAcquired`] only when \
+                 the server ended the wait (`CLIENT UNBLOCK`).",
+                "Takes `permits` (1 or more), waiting on the server at most `wait` \
+                 (zero: one attempt, refused while others wait); `None` when they \
+                 were not free in time (Redisson's `tryAcquire(n, wait)`)."
+                $(, $async $await)?
+            );
 
             /// Gives `permits` (1 or more) back without a guard (Redisson's
             /// `release(n)`; anyone may), serving the waiters they cover. A
@@ -387,6 +373,40 @@ macro_rules! semaphore_calls {
                 f.debug_struct("Permits")
                     .field("permits", &self.permits)
                     .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// A semaphore's two acquisitions (`acquire`, `try_acquire`) of `permits`
+/// through the locks' driver, returning `$taken` as `$make` builds it from
+/// the `$guard` and the `$permits` taken, with the docs given, inside its
+/// `impl`, blocking or futures with `async await` at the end.
+macro_rules! take_calls {
+    (
+        $taken:ident, |$guard:ident, $permits:ident| $make:expr,
+        $acquire_doc:literal, $try_doc:literal $(, $async:tt $await:tt)?
+    ) => {
+        #[doc = $acquire_doc]
+        pub $($async)? fn acquire(&self, $permits: u64) -> $crate::error::Result<$taken> {
+            let forever = $crate::command::Wait::Forever;
+            let target = self.0.target.taking($permits);
+            let $guard = self.0.acquire(&target, forever)$(.$await)??;
+            Ok($make)
+        }
+
+        #[doc = $try_doc]
+        pub $($async)? fn try_acquire(
+            &self,
+            $permits: u64,
+            wait: std::time::Duration,
+        ) -> $crate::error::Result<Option<$taken>> {
+            let wait = $crate::command::Wait::of(wait);
+            let target = self.0.target.taking($permits);
+            match self.0.acquire(&target, wait)$(.$await)? {
+                Ok($guard) => Ok(Some($make)),
+                Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
+                Err(e) => Err(e),
             }
         }
     };
@@ -471,37 +491,22 @@ macro_rules! permit_calls {
                 PermitExpirableSemaphore(self.0.on_lost(on_lost))
             }
 
-            /// Takes `permits` (1 or more), each an id with its own lease,
-            /// waiting on the server as long as it takes, in arrival order
-            /// (Redisson's `acquire(n)`: `BLOCK 0`). A lost reply is sent
-            /// again once with the same request id: the server replies the
-            /// same ids and takes nothing more. [`crate::Error::NotAcquired`]
-            /// only when the server ended the wait (`CLIENT UNBLOCK`).
-            pub $($async)? fn acquire(&self, permits: u64) -> $crate::error::Result<LeasedPermits> {
-                let forever = $crate::command::Wait::Forever;
-                let target = self.0.target.taking(permits);
-                let guard = self.0.acquire(&target, forever)$(.$await)?;
-                Ok(LeasedPermits { guard: guard? })
-            }
-
-            /// Takes `permits` (1 or more), waiting on the server at most
-            /// `wait` (zero: one attempt, refused while others wait); `None`
-            /// when they were not free in time (Redisson's
-            /// `tryAcquire(n, wait, lease, unit)`). Permits expiring
-            /// meanwhile come back and serve the wait when they expire.
-            pub $($async)? fn try_acquire(
-                &self,
-                permits: u64,
-                wait: std::time::Duration,
-            ) -> $crate::error::Result<Option<LeasedPermits>> {
-                let wait = $crate::command::Wait::of(wait);
-                let target = self.0.target.taking(permits);
-                match self.0.acquire(&target, wait)$(.$await)? {
-                    Ok(guard) => Ok(Some(LeasedPermits { guard })),
-                    Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
+            $crate::builders::take_calls!(
+                LeasedPermits,
+                |guard, permits| LeasedPermits { guard },
+                "Takes `permits` (1 or more), each an id with its own lease, \
+                 waiting on the server as long as it takes, in arrival order \
+                 (Redisson's `acquire(n)`: `BLOCK 0`). A lost reply is sent again \
+                 once with the same request id: the server replies the same ids \
+                 and takes nothing more. [`crate::Error::NotAcquired`] only when \
+                 the server ended the wait (`CLIENT UNBLOCK`).",
+                "Takes `permits` (1 or more), waiting on the server at most `wait` \
+                 (zero: one attempt, refused while others wait); `None` when they \
+                 were not free in time (Redisson's `tryAcquire(n, wait, lease, \
+                 unit)`). Permits expiring meanwhile come back and serve the wait \
+                 when they expire."
+                $(, $async $await)?
+            );
 
             /// Releases the permits `ids` without a guard, all or none
             /// (Redisson's `release(ids)`); [`crate::Error::NotHeld`] when
@@ -770,3 +775,4 @@ pub(crate) use multi_builders;
 pub(crate) use permit_calls;
 pub(crate) use redlock_builders;
 pub(crate) use semaphore_calls;
+pub(crate) use take_calls;

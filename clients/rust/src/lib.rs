@@ -1,10 +1,12 @@
 //! Redisson's locks for Rust, on the rwlock Redis module (`RWLOCK.*`,
-//! `LOCK.*`, `SEMAPHORE.*`, `LATCH.*`; the repository's README): the
-//! read-write lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
-//! (`RFencedLock`, returning the fencing token) or non-reentrant, the
-//! multi-lock (taken by the server in one atomic command), RedLock over
-//! several independent masters, the semaphore (`RSemaphore`) and the
-//! count-down latch (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
+//! `LOCK.*`, `SEMAPHORE.*`, `PERMIT.*`, `LATCH.*`; the repository's
+//! README): the read-write lock (`RReadWriteLock`), the plain lock
+//! (`RLock`), fenced (`RFencedLock`, returning the fencing token) or
+//! non-reentrant, the multi-lock (taken by the server in one atomic
+//! command), RedLock over several independent masters, the semaphore
+//! (`RSemaphore`), the permit-expirable semaphore
+//! (`RPermitExpirableSemaphore`) and the count-down latch
+//! (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
 //! ([`aio::Client`]), on the [`redis`] crate.
 //!
 //! # Quick start
