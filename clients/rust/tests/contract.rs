@@ -1029,6 +1029,29 @@ fn within(took: Duration, elapsed_ms: Option<(u64, u64)>) -> Outcome {
     }
 }
 
+/// A semaphore's acquisition as a step runs it: `wait_ms` None waits
+/// without limit (`acquire`), else `try_acquire` waits up to it; checked
+/// against `expect` (refused is `None` to the library, `NotAcquired` to
+/// the checks) and `elapsed_ms`. What was taken, if anything.
+fn timed_take<T>(
+    wait_ms: Option<u64>,
+    expect: &str,
+    elapsed_ms: Option<(u64, u64)>,
+    acquire: impl FnOnce() -> rwlock_client::Result<T>,
+    try_acquire: impl FnOnce(Duration) -> rwlock_client::Result<Option<T>>,
+) -> Outcome<Option<T>> {
+    let started = Instant::now();
+    let outcome = match wait_ms {
+        None => acquire().map(Some),
+        Some(ms) => try_acquire(Duration::from_millis(ms)),
+    };
+    let took = started.elapsed();
+    let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
+    check_kind(expect, "acquired", &outcome)?;
+    within(took, elapsed_ms)?;
+    Ok(outcome.ok())
+}
+
 /// A `later` step under way: its index and its thread.
 type Later = (usize, JoinHandle<Outcome>);
 
@@ -1237,17 +1260,14 @@ impl Run<'_> {
                 elapsed_ms,
             } => {
                 let object = self.lock(semaphore)?.semaphore()?;
-                let started = Instant::now();
-                let outcome = match wait_ms {
-                    None => object.acquire(*permits).map(Some),
-                    Some(ms) => object.try_acquire(*permits, Duration::from_millis(*ms)),
-                };
-                let took = started.elapsed();
-                // Refused is `None` here, `NotAcquired` to the checks.
-                let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
-                check_kind(expect, "acquired", &outcome)?;
-                within(took, *elapsed_ms)?;
-                if let Ok(taken) = outcome {
+                let outcome = timed_take(
+                    *wait_ms,
+                    expect,
+                    *elapsed_ms,
+                    || object.acquire(*permits),
+                    |wait| object.try_acquire(*permits, wait),
+                )?;
+                if let Some(taken) = outcome {
                     self.permits
                         .entry(semaphore.clone())
                         .or_default()
@@ -1307,17 +1327,15 @@ impl Run<'_> {
                         object.with_lease(Duration::from_millis(ms))
                     }
                 };
-                let started = Instant::now();
-                let outcome = match wait_ms {
-                    None => object.acquire(*permits).map(Some),
-                    Some(ms) => object.try_acquire(*permits, Duration::from_millis(*ms)),
-                };
-                let took = started.elapsed();
-                let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
-                check_kind(expect, "acquired", &outcome)?;
-                within(took, *elapsed_ms)?;
+                let outcome = timed_take(
+                    *wait_ms,
+                    expect,
+                    *elapsed_ms,
+                    || object.acquire(*permits),
+                    |wait| object.try_acquire(*permits, wait),
+                )?;
                 match (outcome, save_ids) {
-                    (Ok(taken), name) => {
+                    (Some(taken), name) => {
                         let name = name.clone().unwrap_or_default();
                         if taken.ids().len() as u64 != *permits {
                             return Err(format!("{} ids for {permits} permits", taken.ids().len()));
@@ -1326,8 +1344,8 @@ impl Run<'_> {
                         self.leased.push((name, taken));
                         Ok(())
                     }
-                    (Err(_), Some(_)) => Err("no ids to save: nothing was acquired".into()),
-                    (Err(_), None) => Ok(()),
+                    (None, Some(_)) => Err("no ids to save: nothing was acquired".into()),
+                    (None, None) => Ok(()),
                 }
             }
             Step::ReleaseIds {
