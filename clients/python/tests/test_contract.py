@@ -38,7 +38,8 @@ SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/
 ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
-SEMAPHORE_STEPS = {"try_set_permits", "add_permits", "available", "drain"}
+COUNT_STEPS = {"try_set_permits", "add_permits", "available"}
+SEMAPHORE_STEPS = COUNT_STEPS | {"drain"}
 PERMIT_STEPS = {"update_lease", "lease_left", "acquired"}
 LATCH_STEPS = {"try_set_count", "count_down", "count", "await", "delete"}
 
@@ -179,9 +180,7 @@ class Run:
     def step(self, step: Dict[str, Any], what: str) -> None:
         action = next(iter(step))
         fields = set(step)
-        if action in {"acquire", "release", "try_set_permits", "add_permits", "available"} | PERMIT_STEPS and (
-            step[action] in self.permits
-        ):
+        if action in {"acquire", "release"} | COUNT_STEPS | PERMIT_STEPS and step[action] in self.permits:
             self.permit_step(action, step, what)
         elif action in ("acquire", "release") and step[action] in self.semaphores:
             self.semaphore_step(action, step, what)
@@ -268,18 +267,24 @@ class Run:
 
             outcome = self.outcome(release)
             assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
-        elif action == "try_set_permits":
+        elif action in COUNT_STEPS:
+            self.count_step(sem, action, step, what)
+        else:
+            assert action == "drain" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.drain_permits(), what)
+
+    def count_step(self, sem: Any, action: str, step: Dict[str, Any], what: str) -> None:
+        """A step a `semaphore` and a `permit` semaphore share."""
+        fields = set(step)
+        if action == "try_set_permits":
             assert fields == {action, "permits", "expect"}, what
             self.check(step["expect"], sem.try_set_permits(step["permits"]), what)
         elif action == "add_permits":
             assert fields == {action, "permits"}, what
             sem.add_permits(step["permits"])
-        elif action == "available":
-            assert fields == {action, "expect"}, what
-            self.check(step["expect"], sem.available_permits(), what)
         else:
-            assert action == "drain" and fields == {action, "expect"}, what
-            self.check(step["expect"], sem.drain_permits(), what)
+            assert action == "available" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.available_permits(), what)
 
     def permit_step(self, action: str, step: Dict[str, Any], what: str) -> None:
         """A step of a `permit` semaphore (clients/contract/README.md)."""
@@ -327,15 +332,8 @@ class Run:
                 assert fields == {action, "ids", "expect"}, what
                 left = sem.lease_left(permit_id)
                 self.check(step["expect"], -1 if left is None else round(left * 1000), what)
-        elif action == "try_set_permits":
-            assert fields == {action, "permits", "expect"}, what
-            self.check(step["expect"], sem.try_set_permits(step["permits"]), what)
-        elif action == "add_permits":
-            assert fields == {action, "permits"}, what
-            sem.add_permits(step["permits"])
-        elif action == "available":
-            assert fields == {action, "expect"}, what
-            self.check(step["expect"], sem.available_permits(), what)
+        elif action in COUNT_STEPS:
+            self.count_step(sem, action, step, what)
         else:
             assert action == "acquired" and fields == {action, "expect"}, what
             self.check(step["expect"], sem.acquired_permits(), what)

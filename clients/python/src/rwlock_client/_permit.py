@@ -6,22 +6,11 @@ leaves for its next release."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Generic, List, Optional, Set, Tuple, TypeVar
 
 from ._base import Attempt, Batch, Conversation, Releasing, flag, nothing, one, releasing
-from ._core import (
-    DEFAULT,
-    DEFAULT_WATCHDOG_TIMEOUT,
-    AcquireRequest,
-    Args,
-    Outcome,
-    ReplicaSync,
-    acquire_latch,
-    block_of,
-    new_request_id,
-    to_ms,
-)
+from ._core import DEFAULT, DEFAULT_WATCHDOG_TIMEOUT, Args, Outcome, ReplicaSync, to_ms
 from ._semaphore import CountingCommon, _permits
 from .errors import NotHeld
 
@@ -54,7 +43,7 @@ class Watched(Generic[DogT]):
     ids: Set[str]
     lease_ms: int
     dog: Optional[DogT] = None
-    lost: bool = field(default=False)
+    lost: bool = False
 
 
 class PermitSemaphoreCommon(CountingCommon, Generic[DogT, CallbackT]):
@@ -106,26 +95,13 @@ class PermitSemaphoreCommon(CountingCommon, Generic[DogT, CallbackT]):
     def _attempt(self, permits: int, wait: Optional[float], lease: Optional[float]) -> Attempt:
         """`PERMIT.ACQUIRE name permits lease [BLOCK ms] REQUEST id ttl`,
         with a fresh request id; the lease: the watchdog's when None."""
-        name, permits = self.name, _permits(permits)
+        name = self.name
         ms = lease_ms(self.watchdog_timeout if lease is None else lease)
-
-        def command(block_ms: Optional[int], requested: Optional[AcquireRequest]) -> Args:
-            args: Args = ["PERMIT.ACQUIRE", name, permits, ms]
-            if block_ms is not None:
-                args += ["BLOCK", block_ms]
-            if requested is not None:
-                args += ["REQUEST", requested[0], requested[1]]
-            return args
-
-        return Attempt(
-            name,
-            self.sync,
-            block_of(wait),
-            command,
+        return self._attempt_of(
+            ["PERMIT.ACQUIRE", name, _permits(permits), ms],
+            wait,
             _ids,
-            undo=lambda outcome: ["PERMIT.RELEASE", name, *outcome.ids],
-            latch=lambda ident: acquire_latch(name, ident),
-            request=new_request_id(),
+            lambda outcome: ["PERMIT.RELEASE", name, *outcome.ids],
         )
 
     def _granted(self, outcome: Outcome, lease: Optional[float]) -> Optional[List[str]]:

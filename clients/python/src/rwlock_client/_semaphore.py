@@ -6,7 +6,7 @@ a semaphore object leaves for its next release."""
 from __future__ import annotations
 
 import threading
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Union
 
 from redis.exceptions import ConnectionError, TimeoutError
 
@@ -66,6 +66,36 @@ class CountingCommon:
         # semaphore's answered releases'), for the next release's DEL.
         self._latches: List[str] = []
         self._guard = threading.Lock()
+
+    def _attempt_of(
+        self,
+        args: Args,
+        wait: Optional[float],
+        outcome: Callable[[Any, Optional[int]], Outcome],
+        undo: Union[Args, Callable[[Outcome], Args]],
+    ) -> Attempt:
+        """An acquisition `args [BLOCK ms] REQUEST id ttl` with a fresh
+        request id, for the one driver."""
+
+        def command(block_ms: Optional[int], requested: Optional[AcquireRequest]) -> Args:
+            sent = list(args)
+            if block_ms is not None:
+                sent += ["BLOCK", block_ms]
+            if requested is not None:
+                sent += ["REQUEST", requested[0], requested[1]]
+            return sent
+
+        name = self.name
+        return Attempt(
+            name,
+            self.sync,
+            block_of(wait),
+            command,
+            outcome,
+            undo=undo,
+            latch=lambda ident: acquire_latch(name, ident),
+            request=new_request_id(),
+        )
 
     def _acquiring(self, attempt: Attempt) -> Conversation[Outcome]:
         """The acquisition by the one acquisition driver; a grant's latches
@@ -145,25 +175,9 @@ class SemaphoreCommon(CountingCommon):
     def _attempt(self, permits: int, wait: Optional[float]) -> Attempt:
         """`SEMAPHORE.ACQUIRE name permits [BLOCK ms] REQUEST id ttl`, with
         a fresh request id."""
-        name, permits = self.name, _permits(permits)
-
-        def command(block_ms: Optional[int], requested: Optional[AcquireRequest]) -> Args:
-            args: Args = ["SEMAPHORE.ACQUIRE", name, permits]
-            if block_ms is not None:
-                args += ["BLOCK", block_ms]
-            if requested is not None:
-                args += ["REQUEST", requested[0], requested[1]]
-            return args
-
-        return Attempt(
-            name,
-            self.sync,
-            block_of(wait),
-            command,
-            _granted,
-            undo=["SEMAPHORE.RELEASE", name, permits],
-            latch=lambda ident: acquire_latch(name, ident),
-            request=new_request_id(),
+        permits = _permits(permits)
+        return self._attempt_of(
+            ["SEMAPHORE.ACQUIRE", self.name, permits], wait, _granted, ["SEMAPHORE.RELEASE", self.name, permits]
         )
 
     def _releasing(self, permits: int) -> Conversation[None]:
