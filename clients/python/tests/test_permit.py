@@ -249,19 +249,20 @@ def test_asyncio_permit_semaphore(server: Server) -> None:
     async def test(client: Any) -> None:
         sem = aio.PermitExpirableSemaphore(client, "p:async", watchdog_timeout=1.0)
         assert await sem.try_set_permits(1)
-        async with sem.hold(wait=0, lease=NEVER) as permit_id:
-            assert await sem.available_permits() == 0
-            asyncio.get_running_loop().call_later(
-                1.0, lambda: direct.execute_command("PERMIT.RELEASE", "p:async", permit_id)
-            )
-            # Past the socket timeout, served by another connection's release.
-            other = await sem.acquire(wait=10, lease=NEVER)
-            assert other is not None and other != permit_id
-            assert await sem.release(other) == 1
-        # The hold's own release found its id gone: the block raised NotHeld.
+        # The hold's own release finds its id released by another connection.
+        with pytest.raises(NotHeld):
+            async with sem.hold(wait=0, lease=NEVER) as permit_id:
+                assert await sem.available_permits() == 0
+                asyncio.get_running_loop().call_later(
+                    1.0, lambda: direct.execute_command("PERMIT.RELEASE", "p:async", permit_id)
+                )
+                # Past the socket timeout, served by another connection's release.
+                other = await sem.acquire(wait=10, lease=NEVER)
+                assert other is not None and other != permit_id
+                assert await sem.release(other) == 1
+        assert await sem.available_permits() == 1
 
-    with pytest.raises(NotHeld):
-        run(server, test, socket_timeout=SOCKET_TIMEOUT)
+    run(server, test, socket_timeout=SOCKET_TIMEOUT)
 
     async def watched(client: Any) -> None:
         sem = aio.PermitExpirableSemaphore(client, "p:async", watchdog_timeout=1.0)
