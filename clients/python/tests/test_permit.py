@@ -19,7 +19,7 @@ import redis
 import rwlock_client.asyncio as aio
 from conftest import Counters, Server, no_watchdog_thread, wait_until
 from faultproxy import DropReplyProxy
-from rwlock_client import NEVER, NotAcquired, NotHeld, NotSynced, PermitExpirableSemaphore, ReplicaSync
+from rwlock_client import NEVER, Client, NotAcquired, NotHeld, NotSynced, PermitExpirableSemaphore, ReplicaSync
 from test_asyncio import run
 from test_request_ids import calls, latches
 from test_semaphore import SOCKET_TIMEOUT, behind_proxy, cancel_a_wait, waiters
@@ -66,6 +66,24 @@ def test_the_commands_and_their_replies(server: Server) -> None:
             sem.acquire_many(bad, wait=0)
     with pytest.raises(ValueError):
         sem.release()
+
+
+def test_the_client_object_makes_one_with_its_settings(server: Server) -> None:
+    redis_client = server.client()
+    sync = ReplicaSync(timeout=2.0)
+
+    def on_lost(sem: Any, ids: Tuple[str, ...]) -> None:
+        raise AssertionError("no renewal runs here")
+
+    sem = Client(redis_client, watchdog_timeout=9.0, sync=sync).permit_expirable_semaphore("p:client", on_lost=on_lost)
+    assert isinstance(sem, PermitExpirableSemaphore)
+    assert (sem.client, sem.name, sem.watchdog_timeout, sem.sync, sem.on_lost) == (
+        redis_client,
+        "p:client",
+        9.0,
+        sync,
+        on_lost,
+    )
 
 
 def test_hold_gives_the_ids_back(server: Server) -> None:
@@ -265,7 +283,8 @@ def test_asyncio_permit_semaphore(server: Server) -> None:
     run(server, test, socket_timeout=SOCKET_TIMEOUT)
 
     async def watched(client: Any) -> None:
-        sem = aio.PermitExpirableSemaphore(client, "p:async", watchdog_timeout=1.0)
+        sem = aio.Client(client, watchdog_timeout=1.0).permit_expirable_semaphore("p:async")
+        assert isinstance(sem, aio.PermitExpirableSemaphore) and sem.watchdog_timeout == 1.0
         direct.config_resetstat()
         ids = await sem.acquire_many(1, wait=0)
         assert ids is not None
