@@ -127,7 +127,8 @@ class PermitSemaphoreCommon(CountingCommon, Generic[DogT, CallbackT]):
 
     def _renewing(self, group: Watched[DogT]) -> Conversation[bool]:
         """One renewal of the group's ids still held here, one pipeline:
-        whether the server still held every one."""
+        whether the server still held every one still held here once the
+        replies came (an id released meanwhile is not lost)."""
         with self._guard:
             ids = sorted(group.ids)
         if not ids:
@@ -137,7 +138,8 @@ class PermitSemaphoreCommon(CountingCommon, Generic[DogT, CallbackT]):
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return all(int(r) == 1 for r in replies)
+        with self._guard:
+            return all(int(r) == 1 for i, r in zip(ids, replies) if i in group.ids)
 
     def _mark_lost(self, group: Watched[DogT]) -> Tuple[str, ...]:
         """The group's ids, now lost: no more renewals."""
