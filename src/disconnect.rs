@@ -1,7 +1,8 @@
 //! A connection closed (QUIT, `CLIENT KILL`, its peer gone, a timeout): the
 //! session holds it took (`sessions`) are released at once, each as its owner's unlock
-//! would (the same writes, replicated, the lock's message published) and
-//! the lock's waiters served. The disconnect arrives inside Redis freeing
+//! would (the same writes, replicated, the lock's message published), its
+//! session permits given back as `SEMAPHORE.RELEASE` would, and the
+//! waiters served. The disconnect arrives inside Redis freeing
 //! the client, maybe in the middle of another client's command (`CLIENT
 //! KILL`), where writing is unsafe: the release runs from a timer that
 //! fires in the next turn of the event loop, which the module wakes in case
@@ -18,12 +19,13 @@ use redis_module::Context;
 use crate::engine::hold::{Release, Unlocked};
 use crate::engine::kinds;
 use crate::engine::names::LockNames;
+use crate::engine::semaphore;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
 use crate::sessions::{
     self,
-    registry::{ClientId, Orphan},
+    registry::{Bond, Bound, ClientId, Orphan},
 };
 use crate::waiting::clients as waiting;
 
@@ -52,27 +54,41 @@ fn release_all(ctx: &Context, client: ClientId) {
     }
 }
 
-/// Releases one hold per session level the owner's count still has, the
-/// latest first, then serves the lock's waiters.
+/// Gives back what the connection bound of one bond, then serves the
+/// waiters there.
 fn release(ctx: &Context, orphan: Orphan) {
-    let Orphan {
-        bond,
-        levels,
-        lease,
-    } = orphan;
+    let Orphan { bond, bound } = orphan;
     let Ok(names) = LockNames::new(&bond.lock.1) else {
         return;
     };
     server::select_db(ctx, bond.lock.0);
     let mut store = RedisStore::new(ctx);
-    let released = waiting::serve_after(ctx, &mut store, &names, |store| {
-        let count = kinds::held(store, &names, bond.kind, &bond.owner);
+    match bound {
+        Bound::Holds { levels, lease } => {
+            release_holds(ctx, &mut store, &names, &bond, &levels, lease);
+        }
+        Bound::Permits(permits) => give_back(ctx, &mut store, &names, permits),
+    }
+}
+
+/// Releases one hold per session level the owner's count still has, the
+/// latest first, then serves the lock's waiters.
+fn release_holds(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    bond: &Bond,
+    levels: &[i64],
+    lease: i64,
+) {
+    let released = waiting::serve_after(ctx, store, names, |store| {
+        let count = kinds::held(store, names, bond.kind, &bond.owner);
         let mut released = 0;
         for &level in levels.iter().rev().filter(|&&l| l <= count) {
             // Other connections' holds of the bond above it move down first:
             // the release's own keyspace events read the new count.
-            sessions::released(&bond, level);
-            match kinds::release(store, &names, bond.kind, &bond.owner, lease) {
+            sessions::released(bond, level);
+            match kinds::release(store, names, bond.kind, &bond.owner, lease) {
                 Ok(Unlocked::Ran(Release::StillHeld | Release::Released)) => released += 1,
                 _ => break,
             }
@@ -81,5 +97,21 @@ fn release(ctx: &Context, orphan: Orphan) {
     });
     for _ in 0..released {
         metrics::bump(Counter::SessionReleases);
+    }
+}
+
+/// Gives the connection's session permits back to the semaphore as
+/// `SEMAPHORE.RELEASE name permits IFEXISTS` would (`INCRBY`, the new count
+/// published, replicated), then serves its waiters. A semaphore deleted
+/// since the permits were bound forgot them at its deletion; one that
+/// expired after the close is found missing here: neither gets them (nor is
+/// made again by them).
+fn give_back(ctx: &Context, store: &mut RedisStore, names: &LockNames, permits: i64) {
+    let given = waiting::serve_after(ctx, store, names, |store| {
+        semaphore::release(store, names, permits, true, None)
+    });
+    if matches!(given, Ok(Unlocked::Ran(Release::Released))) {
+        metrics::bump(Counter::PermitsReleased);
+        metrics::add(Counter::SessionPermitsReleased, permits as u64);
     }
 }

@@ -91,13 +91,18 @@ pub unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, for_crash_repor
     for (name, value) in waiting {
         raw::add_info_field_unsigned_long_long(ctx, name, value);
     }
-    let (clients, holds) = sessions::counts();
+    let (clients, holds, permits) = sessions::counts();
     let session = [
         ("session_clients", clients as u64),
         ("session_holds", holds as u64),
+        ("session_permits", permits as u64),
         ("session_binds", metrics::get(Counter::SessionBinds)),
         ("session_renewals", metrics::get(Counter::SessionRenewals)),
         ("session_releases", metrics::get(Counter::SessionReleases)),
+        (
+            "session_permits_released",
+            metrics::get(Counter::SessionPermitsReleased),
+        ),
     ];
     raw::add_info_section(ctx, Some("sessions"));
     for (name, value) in session {

@@ -31,6 +31,9 @@ pub enum Counter {
     SessionBinds,
     SessionRenewals,
     SessionReleases,
+    /// Session permits given back when their connection closed (permits,
+    /// not calls; contract §15.6).
+    SessionPermitsReleased,
     FairAcquired,
     FairQueued,
     FairCancels,
@@ -51,6 +54,11 @@ static COUNTS: [AtomicU64; COUNTERS] = [const { AtomicU64::new(0) }; COUNTERS];
 /// One more of `counter`.
 pub fn bump(counter: Counter) {
     COUNTS[counter as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// `n` more of `counter`.
+pub fn add(counter: Counter, n: u64) {
+    COUNTS[counter as usize].fetch_add(n, Ordering::Relaxed);
 }
 
 pub fn get(counter: Counter) -> u64 {

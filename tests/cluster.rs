@@ -15,6 +15,9 @@
 //!   `CLUSTER FAILOVER` get an error at once.
 //! - The count-down latch: its messages on its shard channel, its waiter
 //!   answered by a count-down from either side.
+//! - The semaphore: a slot-safe name, its counts by `SPUBLISH` (a release, a
+//!   `SESSION` holder's close), a waiter on the slot's master served, `MOVED`
+//!   from the other masters.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -786,4 +789,62 @@ fn a_latch_publishes_on_its_shard_channel_and_its_waiter_is_answered() {
     assert_eq!(waiters(&mut m), 0);
     let e = call(&mut cc, &["LATCH.TRYSETCOUNT", "{t}:a", "1"]).expect_err("refused");
     assert!(e.to_string().contains("slot"), "{e}");
+}
+
+/// The semaphore in a cluster (contract §15.4): a slot-safe name (`{t}:a`)
+/// routed to its master, its counts on its shard channel by `SPUBLISH`
+/// under `rwlock.publish auto` (a release through the cluster client, and
+/// a `SESSION` holder's close on the master), a waiter parked on the
+/// slot's master served by a release, and `MOVED` from any other master.
+#[test]
+fn a_semaphore_publishes_on_its_shard_channel_and_its_waiter_is_served() {
+    let cluster = Cluster::start();
+    let mut cc = cluster.client(&[]);
+    let name = "{t}:a";
+    let mut c = cluster.nodes[cluster.shards[0].master].conn();
+    let slot: i64 = query(&mut c, &["CLUSTER", "KEYSLOT", name]);
+    let port = slot_owners(&mut c)
+        .into_iter()
+        .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+        .map(|(_, _, p)| p)
+        .expect("the slot's owner");
+    let master = &cluster.nodes[cluster.index_of(port)];
+    // A braced name is used as is in the channel: in the name's slot.
+    let ch = format!("redisson_sc:{name}");
+    let mut sub = Subscriber::new(master, "SSUBSCRIBE", &ch);
+    expect_reply(
+        &mut cc,
+        &["SEMAPHORE.TRYSETPERMITS", name, "0"],
+        Value::Int(1),
+    );
+    assert_eq!(sub.next(), (ch.clone(), "0".to_string()));
+    let mut m = master.conn();
+    let waiter = master.spawn_call(&["SEMAPHORE.ACQUIRE", name, "2", "BLOCK", "0"]);
+    testkit::wait_for_waiters(&mut m, 1);
+    expect_reply(&mut cc, &["SEMAPHORE.RELEASE", name, "3"], Value::Nil);
+    assert_eq!(sub.next(), (ch.clone(), "3".to_string()));
+    let (reply, _) = waiter.join().expect("the waiter's thread");
+    assert_eq!(reply.expect("the waiter's reply"), Value::Int(1));
+    assert_eq!(waiters(&mut m), 0);
+    // A session holder on the master: its close gives back by SPUBLISH.
+    let mut holder = master.conn();
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", name, "1", "SESSION"],
+        Value::Int(1),
+    );
+    drop(holder);
+    assert_eq!(sub.next(), (ch.clone(), "1".to_string()));
+    let count: i64 = query(&mut m, &["GET", name]);
+    assert_eq!(count, 1);
+    // Every other master redirects to the slot's.
+    for shard in &cluster.shards {
+        let node = &cluster.nodes[shard.master];
+        if node.port == port {
+            continue;
+        }
+        let e = call(&mut node.conn(), &["SEMAPHORE.ACQUIRE", name, "1"]).expect_err("MOVED");
+        assert_eq!(e.code(), Some("MOVED"), "{e}");
+        assert!(e.to_string().contains(&port.to_string()), "{e}");
+    }
 }

@@ -29,7 +29,7 @@ fn info(conn: &mut Conn, section: &str) -> BTreeMap<String, u64> {
 fn info_rwlock_counts_every_outcome() {
     let (server, mut c) = Server::started(&[]);
     let mut all_zero = info(&mut c, "rwlock");
-    assert_eq!(all_zero.len(), 43, "{all_zero:?}");
+    assert_eq!(all_zero.len(), 45, "{all_zero:?}");
     // The census of an empty keyspace saw every key there is.
     assert_eq!(all_zero.remove("census_complete"), Some(1));
     assert!(all_zero.values().all(|v| *v == 0), "{all_zero:?}");
@@ -143,9 +143,11 @@ fn info_rwlock_counts_every_outcome() {
         // Nothing here took a hold with SESSION.
         ("session_clients", 0),
         ("session_holds", 0),
+        ("session_permits", 0),
         ("session_binds", 0),
         ("session_renewals", 0),
         ("session_releases", 0),
+        ("session_permits_released", 0),
         ("fair_acquired", 1),
         ("fair_queued", 1),
         ("fair_cancels", 1),

@@ -3,7 +3,8 @@
 //! (random sequences; replies, the count, its TTL, the messages and the
 //! keyspace events compared after every step), `BLOCK` (arrival order, no
 //! barging, partial availability, every wake path, timeouts, idempotent
-//! retries, demotion to replica, what `LOCK.WAITING` and `INFO` show), bad
+//! retries, demotion to replica, what `LOCK.WAITING` and `INFO` show),
+//! `SESSION` (permits given back when their connection closes, §15.6), bad
 //! input, ACL key patterns, and a replica and an AOF reload equal to the
 //! master.
 
@@ -13,8 +14,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use testkit::{
     assert_counters, call, diff, eval_lua_of, events_str, expect_reply, info_field, ok, query,
-    rwlock_counter, seed, snapshot, snapshot_of, timer_slack, wait_replica, waiters, Call,
-    Collector, Conn, Rng, Server, Snapshot, LOCK_LUA,
+    rwlock_counter, scaled, seed, snapshot, snapshot_of, timer_slack, wait_replica, wait_until,
+    waiters, Call, Collector, Conn, Rng, Server, Snapshot, LOCK_LUA,
 };
 
 /// The channel Redisson's `RSemaphore` publishes a semaphore's counts on.
@@ -168,8 +169,28 @@ fn same_state(o: &Snapshot, m: &Snapshot, slack: i64) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn semaphore_commands_match_redissons_scripts() {
+/// How a differential run spaces its steps.
+#[derive(Clone, Copy)]
+enum Spacing {
+    /// One step after the other: TTLs are long and never run out.
+    Back,
+    /// A pause of up to 400 ms before every other step, and counts that expire
+    /// within `margin` ms of a step or a comparison waited out first on
+    /// both servers, so that every expiry falls between two steps.
+    Expiring { margin: i64 },
+}
+
+/// Random sequences of `gen`'s operations on a few names, each run on
+/// Redisson 4.7.0's scripts and on the module: the replies, then the key
+/// (count, TTL), the messages and the keyspace events compared after every
+/// step. Returns the module's server and a connection to it, for its
+/// counters.
+fn differential(
+    base: u64,
+    steps: usize,
+    gen: fn(&mut Rng) -> Op,
+    spacing: Spacing,
+) -> (Server, Conn) {
     let events = ["--notify-keyspace-events", "KEA"];
     let oracle_server = Server::start_plain(&events);
     let module_server = Server::start(&events);
@@ -179,22 +200,30 @@ fn semaphore_commands_match_redissons_scripts() {
         Collector::start(&oracle_server, &patterns),
         Collector::start(&module_server, &patterns),
     );
-    let base = seed(0x5E4A_0034);
     let slack = timer_slack().as_millis() as i64;
-    let mut steps = 0;
+    let mut done = 0;
     for (i, name) in ["S", "{t}:a", "sem:x"].iter().enumerate() {
         let seed = base + i as u64;
         let mut rng = Rng(seed);
         let key = [name.as_bytes().to_vec()];
-        for step in 0..120 {
-            let op = gen_op(&mut rng);
+        for step in 0..steps {
+            let op = gen(&mut rng);
             let cmd = module_cmd(name, &op);
+            if let Spacing::Expiring { margin } = spacing {
+                if rng.chance(50) {
+                    thread::sleep(Duration::from_millis(rng.range(1, 400) as u64));
+                }
+                settle(&mut o, &mut m, name, margin);
+            }
             let want = oracle(&mut o, name, &op).map(|r| normalized(&op, r));
             let got = call(&mut m, &cmd);
             let at = format!("seed {seed:#x} step {step} {cmd:?}");
             match (&want, &got) {
                 (Ok(w), Ok(g)) => assert_eq!(g, w, "{at}: reply"),
                 _ => panic!("{at}: redisson {want:?}, module {got:?}"),
+            }
+            if let Spacing::Expiring { margin } = spacing {
+                settle(&mut o, &mut m, name, margin);
             }
             let (os, ms) = (snapshot_of(&mut o, &key), snapshot_of(&mut m, &key));
             if let Err(e) = same_state(&os, &ms, slack) {
@@ -205,13 +234,92 @@ fn semaphore_commands_match_redissons_scripts() {
                 events_str(&oc.sync(&mut o)),
                 "{at}: messages and keyspace events"
             );
-            steps += 1;
+            done += 1;
+        }
+        // A count left with a TTL would expire during the next name's
+        // steps, on each server at its own moment.
+        let (od, md) = (call(&mut o, &["DEL", name]), call(&mut m, &["DEL", name]));
+        assert_eq!(md.ok(), od.ok(), "{name}: the last DEL");
+        assert_eq!(
+            events_str(&mc.sync(&mut m)),
+            events_str(&oc.sync(&mut o)),
+            "{name}: the last DEL's events"
+        );
+    }
+    assert_eq!(done, 3 * steps);
+    (module_server, m)
+}
+
+/// Waits until neither server's count of `name` expires within `margin` ms
+/// of now: a count about to run out (or past due) is waited out and read
+/// on both (the read deletes it, raising `expired`), so that no step and
+/// no comparison straddles an expiry on one server only.
+fn settle(o: &mut Conn, m: &mut Conn, name: &str, margin: i64) {
+    loop {
+        let due: Vec<i64> = [&mut *o, &mut *m]
+            .into_iter()
+            .map(|c| query::<i64, _>(c, &["PEXPIRETIME", name]))
+            .filter(|at| *at > 0)
+            .collect();
+        let now = testkit::wall_us() / 1000;
+        let Some(&last) = due.iter().max() else {
+            return;
+        };
+        if due.iter().all(|at| at - now > margin) {
+            return;
+        }
+        thread::sleep(Duration::from_millis((last - now + 1).max(0) as u64));
+        for c in [&mut *o, &mut *m] {
+            let _: i64 = query(c, &["PTTL", name]);
         }
     }
+}
+
+#[test]
+fn semaphore_commands_match_redissons_scripts() {
+    let (_server, mut m) = differential(seed(0x5E4A_0034), 120, gen_op, Spacing::Back);
     // The sequences went through every kind of state.
-    assert_eq!(steps, 360);
     assert!(rwlock_counter(&mut m, "permits_acquired") > 10);
     assert!(rwlock_counter(&mut m, "permits_released") > 10);
+}
+
+/// Counts set with TTLs of a few ms to a few hundred, expiring between
+/// steps (design §15.1: the TTL is the semaphore's lifetime).
+fn gen_expiring_op(rng: &mut Rng) -> Op {
+    // A try-set writes only where there is no count, and a release on none
+    // (or an add, a drain) leaves one without a TTL: deletions keep TTLs
+    // coming.
+    match rng.below(20) {
+        0..=4 => Op::Acquire(rng.range(1, 4)),
+        5 | 6 => Op::Release(rng.range(1, 4)),
+        7 => Op::ReleaseIfExists(rng.range(1, 3)),
+        8..=12 => Op::TrySetTtl(rng.range(-1, 8), rng.range(2, 300)),
+        13 => Op::TrySet(rng.range(0, 5)),
+        14 => Op::Add(rng.range(-3, 4)),
+        15 => Op::Drain,
+        16 | 17 => Op::Available,
+        _ => Op::Del,
+    }
+}
+
+#[test]
+fn semaphore_commands_match_redissons_scripts_as_counts_expire() {
+    // Far above a step's few milliseconds, so that an expiry never falls
+    // inside one on a loaded machine; below most TTLs drawn, so that
+    // commands run on counts that still have one.
+    let margin = testkit::scaled(Duration::from_millis(150)).as_millis() as i64;
+    let (_server, mut m) = differential(
+        seed(0x5E4A_0036),
+        100,
+        gen_expiring_op,
+        Spacing::Expiring { margin },
+    );
+    let expired: u64 = info_field(&mut m, "stats", "expired_keys")
+        .and_then(|v| v.parse().ok())
+        .expect("expired_keys");
+    eprintln!("counts expired on the module's server: {expired}");
+    assert!(expired >= 5, "only {expired} counts expired");
+    assert!(rwlock_counter(&mut m, "permits_acquired") > 10);
 }
 
 /// A module client and a Redisson client take turns on one semaphore: each
@@ -476,6 +584,497 @@ fn waiters_fail_at_once_when_the_node_becomes_a_replica() {
 }
 
 // ---------------------------------------------------------------------------
+// SESSION: permits given back when their connection closes (§15.6)
+// ---------------------------------------------------------------------------
+
+/// The arguments of a server whose idle event loop wakes for its own
+/// `serverCron` once a second (`hz 1`), for tests that time a give-back
+/// against it (as tests/session.rs).
+const SLOW_CRON: [&str; 2] = ["--hz", "1"];
+
+/// How soon the give-back must follow the close on a [`SLOW_CRON`] server:
+/// one turn of the event loop, with room for a loaded machine, and half
+/// the 1000 ms such a server may wait for its next `serverCron`.
+fn prompt() -> Duration {
+    scaled(Duration::from_millis(500))
+}
+
+fn client_id(c: &mut Conn) -> String {
+    let id: i64 = query(c, &["CLIENT", "ID"]);
+    id.to_string()
+}
+
+/// Polls until the count of `name` reads `n`.
+fn until_count(c: &mut Conn, name: &str, n: i64) {
+    wait_until(Duration::from_secs(5), "the count", || {
+        if count(c, name) == Some(n) {
+            return Some(());
+        }
+        thread::sleep(Duration::from_millis(1));
+        None
+    });
+}
+
+/// Polls until the connection `id` is gone from `CLIENT LIST`.
+fn until_closed(c: &mut Conn, id: &str) {
+    wait_until(Duration::from_secs(5), "the close", || {
+        let listed: String = query(c, &["CLIENT", "LIST", "ID", id]);
+        if listed.is_empty() {
+            return Some(());
+        }
+        thread::sleep(Duration::from_millis(2));
+        None
+    });
+}
+
+/// The `holders` of the one semaphore `LOCK.WAITING` lists.
+fn waiting_holders(c: &mut Conn) -> Vec<Value> {
+    let listing = ok(c, &["LOCK.WAITING"]);
+    let Value::Array(locks) = listing else {
+        panic!("LOCK.WAITING replied {listing:?}")
+    };
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    let Value::Array(fields) = &locks[0] else {
+        panic!("{locks:?}")
+    };
+    let at = fields
+        .iter()
+        .position(|v| matches!(v, Value::SimpleString(s) if s == "holders"))
+        .expect("holders");
+    match &fields[at + 1] {
+        Value::Array(holders) => holders.clone(),
+        other => panic!("holders is {other:?}"),
+    }
+}
+
+#[test]
+fn session_permits_come_back_on_client_kill_and_serve_the_waiter() {
+    let server = Server::start(&SLOW_CRON);
+    let mut c = server.conn();
+    let mut holder = server.conn();
+    let id = client_id(&mut holder);
+    expect_reply(
+        &mut c,
+        &["SEMAPHORE.TRYSETPERMITS", "K", "3"],
+        Value::Int(1),
+    );
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "K", "2", "SESSION"],
+        Value::Int(1),
+    );
+    // A permit taken without SESSION on the same connection stays taken.
+    expect_reply(&mut holder, &["SEMAPHORE.ACQUIRE", "K", "1"], Value::Int(1));
+    let waiter = park(&server, &mut c, "K", 2);
+    let holders = format!("{:?}", waiting_holders(&mut c));
+    for shown in ["permits", &id, "count"] {
+        assert!(holders.contains(shown), "{shown} in {holders}");
+    }
+    assert_counters(
+        &mut c,
+        &[
+            ("session_clients", 1),
+            ("session_permits", 2),
+            ("session_holds", 0),
+            ("session_binds", 1),
+        ],
+    );
+    let killed = Instant::now();
+    let n: i64 = query(&mut c, &["CLIENT", "KILL", "ID", &id]);
+    assert_eq!(n, 1, "client {id} killed");
+    let (reply, _) = reply_of(waiter);
+    let served = killed.elapsed();
+    assert_eq!(reply, Value::Int(1), "served");
+    eprintln!("CLIENT KILL to the semaphore waiter served: {served:?}");
+    assert!(served < prompt(), "served after {served:?}");
+    assert_eq!(count(&mut c, "K"), Some(0), "2 back, 2 to the waiter");
+    assert_counters(
+        &mut c,
+        &[
+            ("session_clients", 0),
+            ("session_permits", 0),
+            ("session_permits_released", 2),
+            ("session_releases", 0),
+            ("permits_released", 1),
+            ("waits_served", 1),
+        ],
+    );
+}
+
+#[test]
+fn a_killed_client_process_gives_its_session_permits_back() {
+    let server = Server::start(&SLOW_CRON);
+    let mut c = server.conn();
+    ok(&mut c, &["SET", "X", "1"]);
+    // A client of its own process: it takes the permit with SESSION, and
+    // sleeps, its socket open, until killed.
+    let (mut child, reply) = server.client_process("SEMAPHORE.ACQUIRE X 1 SESSION", 4);
+    assert_eq!(&reply, b":1\r\n", "it took the permit");
+    assert_eq!(count(&mut c, "X"), Some(0));
+    let waiter = park(&server, &mut c, "X", 1);
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let (reply, _) = reply_of(waiter);
+    let served = killed.elapsed();
+    assert_eq!(reply, Value::Int(1), "served");
+    eprintln!("kill -9 of the client process to the semaphore waiter served: {served:?}");
+    assert!(served < prompt(), "served after {served:?}");
+    assert_eq!(count(&mut c, "X"), Some(0));
+    assert_eq!(rwlock_counter(&mut c, "session_permits_released"), 1);
+}
+
+#[test]
+fn quit_gives_session_permits_back_at_once() {
+    let server = Server::start(&SLOW_CRON);
+    let mut holder = server.conn();
+    ok(&mut holder, &["SET", "Q", "4"]);
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "Q", "3", "SESSION"],
+        Value::Int(1),
+    );
+    // Nothing else talks to the server: the give-back's message is
+    // awaited, not polled for.
+    let mut listener = server.conn();
+    listener.subscribe(&channel("Q")).expect("SUBSCRIBE");
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    let quit = Instant::now();
+    // Redis 7.2+ and Valkey no longer know QUIT as a command but still close.
+    let _ = call(&mut holder, &["QUIT"]);
+    let message = listener.next_message().expect("the give-back's message");
+    let took = quit.elapsed();
+    assert_eq!(message.payload_str(), "4", "the new count");
+    eprintln!("QUIT to the semaphore's message on an idle server: {took:?}");
+    assert!(took < prompt(), "given back after {took:?}");
+    drop(listener);
+    let mut c = server.conn();
+    assert_eq!(count(&mut c, "Q"), Some(4));
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 0);
+}
+
+#[test]
+fn block_and_session_bind_the_permits_when_the_waiter_is_served() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["SET", "B", "0"]);
+    // The waiter's connection outlives its call: it is handed back.
+    let mut w = server.conn();
+    let before = waiters(&mut c);
+    let waiter = thread::spawn(move || {
+        let reply = call(
+            &mut w,
+            &["SEMAPHORE.ACQUIRE", "B", "2", "BLOCK", "10000", "SESSION"],
+        );
+        (reply, w)
+    });
+    testkit::wait_for_waiters(&mut c, before + 1);
+    assert_eq!(
+        rwlock_counter(&mut c, "session_permits"),
+        0,
+        "none while it waits"
+    );
+    expect_reply(&mut c, &["SEMAPHORE.RELEASE", "B", "3"], Value::Nil);
+    let (reply, w) = waiter.join().expect("the waiter's thread");
+    assert_eq!(reply.expect("its reply"), Value::Int(1));
+    assert_eq!(count(&mut c, "B"), Some(1));
+    assert_counters(&mut c, &[("session_permits", 2), ("session_binds", 1)]);
+    drop(w);
+    until_count(&mut c, "B", 3);
+    // A waiter that goes away before it is served binds nothing.
+    ok(&mut c, &["SET", "B", "0"]);
+    server.park_and_hang_up(
+        &mut c,
+        &["SEMAPHORE.ACQUIRE", "B", "1", "BLOCK", "0", "SESSION"],
+    );
+    expect_reply(&mut c, &["SEMAPHORE.RELEASE", "B", "1"], Value::Nil);
+    assert_eq!(count(&mut c, "B"), Some(1));
+    assert_counters(&mut c, &[("session_permits", 0), ("session_binds", 1)]);
+}
+
+#[test]
+fn a_release_by_the_binding_connection_unbinds_its_session_permits_first() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["SET", "U", "5"]);
+    let mut holder = server.conn();
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "U", "3", "SESSION"],
+        Value::Int(1),
+    );
+    expect_reply(&mut holder, &["SEMAPHORE.ACQUIRE", "U", "1"], Value::Int(1));
+    // Its own release gives back session permits first: 1 stays bound.
+    expect_reply(&mut holder, &["SEMAPHORE.RELEASE", "U", "2"], Value::Nil);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 1);
+    // A retried release replays and unbinds nothing more.
+    let retried = ["SEMAPHORE.RELEASE", "U", "1", "REQUEST", "r1", "60000"];
+    expect_reply(&mut holder, &retried, Value::Nil);
+    expect_reply(&mut holder, &retried, Value::Nil);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 0);
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "U", "2", "SESSION"],
+        Value::Int(1),
+    );
+    // Another connection's release is nobody's in particular: the holder's
+    // two stay bound and come back at its close.
+    expect_reply(&mut c, &["SEMAPHORE.RELEASE", "U", "1"], Value::Nil);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 2);
+    assert_eq!(count(&mut c, "U"), Some(3));
+    drop(holder);
+    until_count(&mut c, "U", 5);
+    assert_eq!(rwlock_counter(&mut c, "session_permits_released"), 2);
+}
+
+#[test]
+fn a_semaphore_gone_since_gets_no_session_permits_back() {
+    let (server, mut c) = Server::started(&[]);
+    // What each case does between the acquisition of 2 of 5 permits with
+    // SESSION and the close; whether the 2 stay bound; the count after.
+    type Case = (
+        &'static str,
+        &'static [&'static [&'static str]],
+        bool,
+        Option<i64>,
+    );
+    let cases: [Case; 8] = [
+        (
+            "deleted, made again",
+            &[&["DEL", "G"], &["SEMAPHORE.TRYSETPERMITS", "G", "1"]],
+            false,
+            Some(1),
+        ),
+        (
+            "flushed, made again",
+            &[&["FLUSHALL"], &["SET", "G", "1"]],
+            false,
+            Some(1),
+        ),
+        (
+            "deleted in a script",
+            &[&[
+                "EVAL",
+                "redis.call('DEL', KEYS[1]); return redis.call('SET', KEYS[1], '1')",
+                "1",
+                "G",
+            ]],
+            false,
+            Some(1),
+        ),
+        (
+            "deleted by LATCH.DELETE",
+            &[&["LATCH.DELETE", "G"], &["SET", "G", "1"]],
+            false,
+            Some(1),
+        ),
+        (
+            "replaced by a hash",
+            &[&["DEL", "G"], &["HSET", "G", "f", "1"]],
+            false,
+            None,
+        ),
+        (
+            "renamed away",
+            &[&["RENAME", "G", "elsewhere"]],
+            false,
+            None,
+        ),
+        // The same semaphore: its bound permits are still out.
+        (
+            "drained, added to",
+            &[
+                &["SEMAPHORE.DRAIN", "G"],
+                &["SEMAPHORE.ADDPERMITS", "G", "1"],
+            ],
+            true,
+            Some(3),
+        ),
+        ("set by a plain SET", &[&["SET", "G", "7"]], true, Some(9)),
+    ];
+    for (what, between, kept, after) in cases {
+        ok(&mut c, &["FLUSHALL"]);
+        ok(&mut c, &["SET", "G", "5"]);
+        let mut holder = server.conn();
+        let id = client_id(&mut holder);
+        expect_reply(
+            &mut holder,
+            &["SEMAPHORE.ACQUIRE", "G", "2", "SESSION"],
+            Value::Int(1),
+        );
+        for args in between {
+            ok(&mut c, args);
+        }
+        let bound = rwlock_counter(&mut c, "session_permits");
+        assert_eq!(bound, if kept { 2 } else { 0 }, "{what}: bound");
+        let given = rwlock_counter(&mut c, "session_permits_released");
+        drop(holder);
+        until_closed(&mut c, &id);
+        if let (true, Some(n)) = (kept, after) {
+            until_count(&mut c, "G", n);
+            let now = rwlock_counter(&mut c, "session_permits_released");
+            assert_eq!(now, given + 2, "{what}");
+        } else {
+            // Nothing was bound at the close: nothing is given back, now
+            // or later.
+            let kind: String = query(&mut c, &["TYPE", "G"]);
+            let now = if kind == "string" {
+                count(&mut c, "G")
+            } else {
+                None
+            };
+            assert_eq!(now, after, "{what}");
+        }
+    }
+    // A semaphore whose TTL ran out, made again.
+    ok(&mut c, &["FLUSHALL"]);
+    expect_reply(
+        &mut c,
+        &["SEMAPHORE.TRYSETPERMITS", "E", "5", "TTL", "100"],
+        Value::Int(1),
+    );
+    let mut holder = server.conn();
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "E", "2", "SESSION"],
+        Value::Int(1),
+    );
+    wait_until(Duration::from_secs(5), "the expiry", || {
+        thread::sleep(Duration::from_millis(10));
+        (query::<i64, _>(&mut c, &["EXISTS", "E"]) == 0).then_some(())
+    });
+    expect_reply(
+        &mut c,
+        &["SEMAPHORE.TRYSETPERMITS", "E", "1"],
+        Value::Int(1),
+    );
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 0);
+    drop(holder);
+    assert_eq!(count(&mut c, "E"), Some(1), "the new semaphore got nothing");
+}
+
+#[test]
+fn session_in_a_script_is_refused_and_in_multi_binds_to_the_client() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["SET", "M", "3"]);
+    let e = call(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.call('SEMAPHORE.ACQUIRE', KEYS[1], '1', 'SESSION')",
+            "1",
+            "M",
+        ],
+    )
+    .expect_err("no connection in a script");
+    assert!(e.to_string().contains("SESSION binds"), "{e}");
+    assert_eq!(count(&mut c, "M"), Some(3), "nothing taken");
+    let mut holder = server.conn();
+    ok(&mut holder, &["MULTI"]);
+    ok(&mut holder, &["SEMAPHORE.ACQUIRE", "M", "2", "SESSION"]);
+    let replies = ok(&mut holder, &["EXEC"]);
+    assert_eq!(replies, Value::Array(vec![Value::Int(1)]));
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 2);
+    drop(holder);
+    until_count(&mut c, "M", 3);
+}
+
+#[test]
+fn a_replica_and_the_aof_equal_the_master_after_a_give_back() {
+    let (master, replica) = master_and_replica();
+    let mut r = replica.conn();
+    let mut m = master.conn();
+    expect_reply(
+        &mut m,
+        &["SEMAPHORE.TRYSETPERMITS", "A", "4", "TTL", "600000"],
+        Value::Int(1),
+    );
+    let mut holder = master.conn();
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "A", "3", "SESSION"],
+        Value::Int(1),
+    );
+    let waiter = park(&master, &mut m, "A", 2);
+    drop(holder);
+    assert_eq!(reply_of(waiter).0, Value::Int(1));
+    wait_replica(&mut m);
+    let on_master = snapshot(&mut m);
+    assert_eq!(count(&mut m, "A"), Some(2), "1 + 3 back - 2 served");
+    assert_equal_with_deadlines(&on_master, &snapshot(&mut r), "replica");
+    let mut master = master;
+    master.kill9();
+    master.restart();
+    assert_equal_with_deadlines(&on_master, &snapshot(&mut master.conn()), "AOF reload");
+}
+
+#[test]
+fn a_demoted_master_forgets_its_session_permits() {
+    let master = Server::start(&[]);
+    let node = Server::start(&[]);
+    let mut c = node.conn();
+    ok(&mut c, &["SET", "F", "2"]);
+    let mut holder = node.conn();
+    expect_reply(
+        &mut holder,
+        &["SEMAPHORE.ACQUIRE", "F", "2", "SESSION"],
+        Value::Int(1),
+    );
+    ok(
+        &mut c,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 0);
+    let id = client_id(&mut holder);
+    drop(holder);
+    until_closed(&mut c, &id);
+    assert_eq!(
+        rwlock_counter(&mut c, "session_permits_released"),
+        0,
+        "it never writes"
+    );
+}
+
+/// Why the deadlock graph has no edge through permits (§15.3): A holds L
+/// and waits for S, whose one permit B's connection holds with SESSION; B
+/// waits for L. Through the permits this looks like a cycle, yet anyone may
+/// give permits back: C does, A goes on and lets go of L, and B gets it.
+/// Neither wait is refused.
+#[test]
+fn a_wait_through_session_permits_is_not_refused_as_a_deadlock() {
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["SET", "S", "1"]);
+    let (mut a, mut b) = (server.conn(), server.conn());
+    ok(&mut a, &["LOCK.ACQUIRE", "L", "a:1", "30000"]);
+    expect_reply(
+        &mut b,
+        &["SEMAPHORE.ACQUIRE", "S", "1", "SESSION"],
+        Value::Int(1),
+    );
+    let a_waits = thread::spawn(move || {
+        let reply = call(&mut a, &["SEMAPHORE.ACQUIRE", "S", "1", "BLOCK", "10000"]);
+        (reply, a)
+    });
+    testkit::wait_for_waiters(&mut c, 1);
+    let b_waits = thread::spawn(move || {
+        let reply = call(
+            &mut b,
+            &["LOCK.ACQUIRE", "L", "b:1", "30000", "BLOCK", "10000"],
+        );
+        (reply, b)
+    });
+    testkit::wait_for_waiters(&mut c, 2);
+    assert_eq!(rwlock_counter(&mut c, "deadlocks"), 0);
+    expect_reply(&mut c, &["SEMAPHORE.RELEASE", "S", "1"], Value::Nil);
+    let (reply, mut a) = a_waits.join().expect("A's thread");
+    assert_eq!(reply.expect("A's reply"), Value::Int(1));
+    ok(&mut a, &["LOCK.UNLOCK", "L", "a:1"]);
+    let (reply, _b) = b_waits.join().expect("B's thread");
+    assert_eq!(reply.expect("B's reply"), Value::Nil, "B took L");
+    assert_eq!(rwlock_counter(&mut c, "deadlocks"), 0);
+}
+
+// ---------------------------------------------------------------------------
 // Bad input, ACL
 // ---------------------------------------------------------------------------
 
@@ -513,7 +1112,7 @@ fn bad_input_is_refused_and_changes_nothing() {
             "ERR syntax error",
         ),
         (
-            vec!["SEMAPHORE.ACQUIRE", "B", "1", "SESSION"],
+            vec!["SEMAPHORE.ACQUIRE", "B", "1", "SESSION", "SESSION"],
             "ERR syntax error",
         ),
         (
@@ -679,16 +1278,8 @@ fn workload(c: &mut Conn, rng: &mut Rng, ops: usize) {
     ok(c, &["SEMAPHORE.ACQUIRE", "ttl", "2"]);
 }
 
-fn assert_equal_with_deadlines(left: &Snapshot, right: &Snapshot, what: &str) {
-    assert_eq!(diff(left, right, "master", what), "", "{what}");
-    assert!(
-        left.values().any(|s| s.expire_at > 0),
-        "no deadline to compare"
-    );
-}
-
-#[test]
-fn replica_and_aof_reload_equal_the_master() {
+/// A master writing its AOF on every write, and its replica, linked.
+fn master_and_replica() -> (Server, Server) {
     let master = Server::start(&[
         "--appendonly",
         "yes",
@@ -705,6 +1296,21 @@ fn replica_and_aof_reload_equal_the_master() {
         assert!(Instant::now() < up, "replica link not up");
         thread::sleep(Duration::from_millis(20));
     }
+    (master, replica)
+}
+
+fn assert_equal_with_deadlines(left: &Snapshot, right: &Snapshot, what: &str) {
+    assert_eq!(diff(left, right, "master", what), "", "{what}");
+    assert!(
+        left.values().any(|s| s.expire_at > 0),
+        "no deadline to compare"
+    );
+}
+
+#[test]
+fn replica_and_aof_reload_equal_the_master() {
+    let (master, replica) = master_and_replica();
+    let mut r = replica.conn();
     let mut m = master.conn();
     let mut rng = Rng(seed(0x5E4A_0035));
     workload(&mut m, &mut rng, 300);

@@ -7,8 +7,6 @@
 //! and taken again); BLOCK and SESSION bind when served; after a failover
 //! the hold ends at its lease; Redisson's scripts see session holds as held.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -163,28 +161,10 @@ fn client_kill_releases_at_once_and_the_waiter_behind_is_served() {
 fn a_killed_client_process_releases_its_holds() {
     let server = Server::start(&SLOW_CRON);
     let mut c = server.conn();
-    let port = server.port;
-    // A client of its own process: it takes the lock with SESSION, prints
-    // the reply and sleeps, its socket open, until killed.
-    let script = format!(
-        "import socket, sys, time\n\
-         s = socket.create_connection(('127.0.0.1', {port}))\n\
-         s.sendall(b'RWLOCK.WRITE X x:1 {LONG} SESSION\\r\\n')\n\
-         sys.stdout.write(s.recv(64).decode()); sys.stdout.flush()\n\
-         time.sleep(60)\n"
-    );
-    let mut child = Command::new("python3")
-        .args(["-c", &script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start python3");
-    let mut reply = [0u8; 5];
-    child
-        .stdout
-        .as_mut()
-        .expect("its stdout")
-        .read_exact(&mut reply)
-        .expect("its reply");
+    // A client of its own process: it takes the lock with SESSION, and
+    // sleeps, its socket open, until killed.
+    let (mut child, reply) =
+        server.client_process(&format!("RWLOCK.WRITE X x:1 {LONG} SESSION"), 5);
     assert_eq!(&reply, b"$-1\r\n", "it took the lock");
     assert_eq!(count(&mut c, "X", "x:1:write"), 1);
     let waiter = server.park(&mut c, &["RWLOCK.READ", "X", "r:1", LONG, "BLOCK", "10000"]);

@@ -26,12 +26,12 @@ fn permits_count(arg: &impl Arg) -> Result<i64, RedisError> {
     parse_i64(arg.bytes()).ok_or(RedisError::Str(ERR_PERMITS_COUNT))
 }
 
-/// `name permits [BLOCK ms] [REQUEST id ttl]`: SEMAPHORE.ACQUIRE (contract
-/// §15), as the acquisition the one driver takes, with the permits. Permits
-/// have no owner and no lease: the owner is empty, the lease 0, neither
-/// read by a semaphore's attempt.
+/// `name permits [BLOCK ms] [SESSION] [REQUEST id ttl]`: SEMAPHORE.ACQUIRE
+/// (contract §15), as the acquisition the one driver takes, with the
+/// permits. Permits have no owner and no lease: the owner is empty, the
+/// lease 0, neither read by a semaphore's attempt.
 pub fn semaphore_acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), RedisError> {
-    if args.len() < 3 || args.len() > 8 {
+    if args.len() < 3 || args.len() > 9 {
         return Err(RedisError::WrongArity);
     }
     let mut parsed = Acquire {
@@ -46,6 +46,10 @@ pub fn semaphore_acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), Redis
     };
     let permits = permits(&args[2])?;
     options(&args[3..], |word, rest| {
+        if is(word, "SESSION") && !parsed.session {
+            parsed.session = true;
+            return Ok(Some(1));
+        }
         wait_option(word, rest, &mut parsed.block, &mut parsed.request)
     })?;
     Ok((parsed, permits))

@@ -15,6 +15,7 @@ use crate::engine::queue::Hold;
 use crate::keyspace::RedisStore;
 use crate::reply;
 use crate::server;
+use crate::sessions;
 use crate::waiting::deadlock;
 use crate::waiting::lines;
 use crate::waiting::queues;
@@ -89,8 +90,9 @@ fn queue_kind(hold: Hold) -> &'static str {
 /// The locks clients wait for now, the longest-waiting first (at most `n`,
 /// 10 without `COUNT`), each with `lock` (its name), `db`, `waiters` (how
 /// many), `waited` (ms the earliest has waited), `holders` (each `owner`,
-/// `kind` and `count`, read from the lock's hash) and `kind`: `rwlock`,
-/// `lock` or `latch` for clients queued with `BLOCK`, `fair` for clients parked in a
+/// `kind` and `count`, read from the lock's hash; for a semaphore, its
+/// session permits by connection) and `kind`: `rwlock`, `lock`,
+/// `semaphore` or `latch` for clients queued with `BLOCK`, `fair` for clients parked in a
 /// fair lock's line (`FAIRLOCK.ACQUIRE … BLOCK`). A name with both is
 /// listed once for each.
 pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
@@ -120,7 +122,7 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
         // is selected again below.
         server::select_db(ctx, db);
         let held = holders::all(&mut RedisStore::new(ctx), &name);
-        let holders = held
+        let mut holders: Vec<RedisValue> = held
             .into_iter()
             .map(|(owner, kind, count)| {
                 reply::record([
@@ -130,6 +132,9 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
                 ])
             })
             .collect();
+        if kind == "semaphore" {
+            holders.extend(session_permits(ctx, &name));
+        }
         out.push(reply::record([
             ("lock", RedisValue::StringBuffer(name)),
             ("db", RedisValue::Integer(db.into())),
@@ -141,6 +146,26 @@ pub fn waiting_locks(ctx: &Context, args: &[ArgString]) -> RedisResult {
     }
     server::select_db(ctx, home);
     Ok(RedisValue::Array(out))
+}
+
+/// A semaphore's permits bound to connections (`SESSION`), one entry per
+/// connection: no `owner` (permits have none), `kind` `permits`, `count`
+/// and `client`, its id. Other permits taken are nobody's and not shown.
+fn session_permits(ctx: &Context, name: &[u8]) -> Vec<RedisValue> {
+    let Ok(names) = LockNames::new(name) else {
+        return Vec::new();
+    };
+    sessions::permits_on(ctx, &names)
+        .into_iter()
+        .map(|(client, count)| {
+            reply::record([
+                ("owner", RedisValue::StringBuffer(Vec::new())),
+                ("kind", label(kind_name(Kind::Permits))),
+                ("count", RedisValue::Integer(count)),
+                ("client", RedisValue::Integer(client as i64)),
+            ])
+        })
+        .collect()
 }
 
 /// `RWLOCK.DEADLOCKS`

@@ -400,7 +400,7 @@ mod tests {
                 "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
                 "FAIRLOCK.FORCEUNLOCK lock",
                 "FAIRLOCK.INFO lock",
-                "SEMAPHORE.ACQUIRE name permits [BLOCK ms] [REQUEST id ttl]",
+                "SEMAPHORE.ACQUIRE name permits [BLOCK ms] [SESSION] [REQUEST id ttl]",
                 "SEMAPHORE.RELEASE name permits [IFEXISTS] [REQUEST id ttl]",
                 "SEMAPHORE.TRYSETPERMITS name permits [TTL ms]",
                 "SEMAPHORE.ADDPERMITS name permits",

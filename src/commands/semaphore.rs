@@ -19,15 +19,17 @@ use crate::engine::queue::Hold;
 use crate::engine::semaphore;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
+use crate::sessions;
 
-/// `SEMAPHORE.ACQUIRE name permits [BLOCK ms] [REQUEST id ttl]`
+/// `SEMAPHORE.ACQUIRE name permits [BLOCK ms] [SESSION] [REQUEST id ttl]`
 ///
 /// Takes `permits` when that many are free: replies 1, else 0, as
 /// Redisson's `tryAcquire(n)`. While clients wait for the semaphore a new
 /// acquisition queues behind them (`BLOCK`) or is refused (0), so a waiter
 /// for many permits is not starved by takers of one. `BLOCK` waits on the
-/// server, served in arrival order; `REQUEST` makes a retry reply 1 again
-/// without taking more.
+/// server, served in arrival order; `SESSION` binds the permits taken to
+/// the calling connection, given back when it closes; `REQUEST` makes a
+/// retry reply 1 again without taking more.
 pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (a, permits) = counts::semaphore_acquire(args)?;
     acquire(ctx, args, &a, Hold::Semaphore { permits })
@@ -39,7 +41,9 @@ pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
 /// new count on `redisson_sc:{name}` and serves the waiters. Replies nil, as
 /// Redisson's `release(n)`; with `IFEXISTS`, 1, or 0 and nothing done when
 /// there is no count (`releaseIfExists(n)`). With `REQUEST` a retry gives
-/// nothing back twice and replies as the first call.
+/// nothing back twice and replies as the first call. Given back by a
+/// connection with session permits there, they are its session permits
+/// first: up to `permits` of them are no longer given back at its close.
 pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = counts::semaphore_release(args)?;
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
@@ -48,6 +52,7 @@ pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let given = match outcome {
         Unlocked::Ran(Release::Released) => {
             metrics::bump(Counter::PermitsReleased);
+            sessions::unbind_permits(ctx, &a.names, a.permits);
             1
         }
         Unlocked::Ran(_) => 0,
@@ -142,12 +147,17 @@ pub(super) fn commands() -> Vec<Command> {
             c"semaphore.acquire",
             entry!(acquire_permits),
             c"write deny-oom blocking",
-            c"Takes permits of a Redisson semaphore (RSemaphore) when that many are free and nobody waits before. Replies 1 when taken, else 0; BLOCK waits on the server in arrival order",
+            c"Takes permits of a Redisson semaphore (RSemaphore) when that many are free and nobody waits before. Replies 1 when taken, else 0; BLOCK waits on the server in arrival order; SESSION gives them back when the connection closes",
             -3,
             vec![
                 semaphore_name(),
                 permits(c"How many permits to take (1 or more)"),
                 block(),
+                flag(
+                    c"session",
+                    c"SESSION",
+                    c"Bind the permits to this connection: given back when it closes",
+                ),
                 acquire_request_option(),
             ],
         ),

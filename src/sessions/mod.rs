@@ -6,8 +6,10 @@
 //! connection's holds.
 //!
 //! The API an acquisition uses is [`caller`] and [`bind`], once per hold
-//! taken: `LOCK.ACQUIRE`, `RWLOCK.READ`, `RWLOCK.WRITE` (at once, or when a
-//! parked waiter is served) and any command that takes several holds.
+//! taken: `LOCK.ACQUIRE`, `RWLOCK.READ`, `RWLOCK.WRITE`, `SEMAPHORE.ACQUIRE`
+//! (at once, or when a parked waiter is served) and any command that takes
+//! several holds; a semaphore's release by the binding connection calls
+//! [`unbind_permits`].
 
 pub mod registry;
 
@@ -21,6 +23,7 @@ use crate::engine::multi::Want;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
+use crate::engine::store::{KeyKind, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
@@ -50,8 +53,10 @@ pub fn caller(ctx: &Context) -> Option<ClientId> {
 
 /// Binds one hold just taken by `owner` on the lock `names` (of the
 /// database selected in `ctx`) to the connection `client`: renewed every
-/// lease/3 while it is open, released when it closes. Call it once per hold
-/// granted with `SESSION`, after the grant, with the store that made it.
+/// lease/3 while it is open, released when it closes; a semaphore's
+/// permits (no owner, no lease) are added to what the connection bound
+/// there, given back when it closes. Call it once per hold granted with
+/// `SESSION`, after the grant, with the store that made it.
 pub fn bind(
     ctx: &Context,
     store: &mut RedisStore,
@@ -61,16 +66,25 @@ pub fn bind(
     owner: &[u8],
     lease: i64,
 ) {
+    let lock = (server::selected_db(ctx), names.hash().to_vec());
     // A latch's waiter holds nothing to bind (and never asks SESSION).
-    let Ok(kind) = Kind::try_from(hold) else {
-        return;
+    let kind = match hold {
+        Hold::Semaphore { permits } => {
+            with(|r| r.bind_permits(client, lock, permits));
+            metrics::bump(Counter::SessionBinds);
+            return;
+        }
+        hold => match Kind::try_from(hold) {
+            Ok(kind) => kind,
+            Err(_) => return,
+        },
     };
     let level = kinds::held(store, names, kind, owner);
     if level == 0 {
         return;
     }
     let bond = Bond {
-        lock: (server::selected_db(ctx), names.hash().to_vec()),
+        lock,
         kind,
         owner: owner.to_vec(),
     };
@@ -93,6 +107,31 @@ pub fn bind_all(
     for w in wants {
         bind(ctx, store, client, &w.names, w.hold, owner, lease);
     }
+}
+
+/// The calling connection gave back `permits` of the semaphore `names` (of
+/// the database selected in `ctx`): as many of its session permits there,
+/// up to `permits`, are no longer bound, so its close gives back only the
+/// rest. A script's release has no connection and unbinds nothing.
+pub fn unbind_permits(ctx: &Context, names: &LockNames, permits: i64) {
+    if idle() {
+        return;
+    }
+    let Some(client) = caller(ctx).filter(|c| binds_client(*c)) else {
+        return;
+    };
+    let lock = (server::selected_db(ctx), names.hash().to_vec());
+    with(|r| r.unbind_permits(client, lock, permits));
+}
+
+/// The session permits of the semaphore `names` (of the database selected
+/// in `ctx`), by connection, for `LOCK.WAITING`.
+pub fn permits_on(ctx: &Context, names: &LockNames) -> Vec<(ClientId, i64)> {
+    if idle() {
+        return Vec::new();
+    }
+    let lock = (server::selected_db(ctx), names.hash().to_vec());
+    with(|r| r.permits_on(&lock))
 }
 
 /// How many of `owner`'s holds of `kind` on the lock are session-bound.
@@ -128,7 +167,14 @@ pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
         return;
     };
     for bond in bonds {
-        let count = kinds::held(&mut RedisStore::new(ctx), &names, bond.kind, &bond.owner);
+        let mut store = RedisStore::new(ctx);
+        let count = match bond.kind {
+            // Permits stay bound while the semaphore's count is a string:
+            // a write to it (an add, a drain, anyone's SET) keeps the
+            // semaphore; a deletion, an expiry or another type ends it.
+            Kind::Permits => i64::from(store.kind(key) == KeyKind::String),
+            kind => kinds::held(&mut store, &names, kind, &bond.owner),
+        };
         with(|r| r.observe(&bond, count));
     }
 }
@@ -160,8 +206,9 @@ pub fn released(bond: &Bond, level: i64) {
     with(|r| r.released(bond, level));
 }
 
-/// Connections with session holds, and those holds, for `INFO rwlock`.
-pub fn counts() -> (usize, usize) {
+/// Connections with session holds or permits, those holds, and those
+/// permits, for `INFO rwlock`.
+pub fn counts() -> (usize, i64, i64) {
     with(|r| r.counts())
 }
 

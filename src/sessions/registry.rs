@@ -31,24 +31,43 @@ pub struct Bond {
     pub owner: Vec<u8>,
 }
 
-/// A connection's session holds of one bond.
+/// What a connection bound of one bond: one variant per way a kind counts
+/// what it hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    /// The owner's count right after each session acquisition, ascending.
-    levels: Vec<i64>,
-    /// The lease of the latest, which renewals keep.
-    lease: i64,
-    /// When it is next renewed.
-    renewal: Slot,
+pub enum Bound {
+    /// Holds of a lock (`Kind::Read`, `Write`, `Lock`): the owner's count
+    /// right after each session acquisition, ascending, and the lease of
+    /// the latest, which renewals keep and a release re-arms.
+    Holds { levels: Vec<i64>, lease: i64 },
+    /// A semaphore's permits (`Kind::Permits`, no owner): how many the
+    /// connection took and has not given back. Nothing to renew.
+    Permits(i64),
 }
 
-/// What a closed connection leaves to release: its bond, the levels of its
-/// session holds, and the lease a hold still held after a release gets.
+impl Bound {
+    /// How many holds or permits it binds.
+    fn size(&self) -> i64 {
+        match self {
+            Bound::Holds { levels, .. } => levels.len() as i64,
+            Bound::Permits(n) => *n,
+        }
+    }
+}
+
+/// A connection's session holds or permits of one bond.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    bound: Bound,
+    /// When its holds are next renewed; permits have no lease.
+    renewal: Option<Slot>,
+}
+
+/// What a closed connection leaves to give back: its bond and what it
+/// bound there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Orphan {
     pub bond: Bond,
-    pub levels: Vec<i64>,
-    pub lease: i64,
+    pub bound: Bound,
 }
 
 /// A renewal that fell due.
@@ -65,6 +84,15 @@ pub struct Sessions {
     by_lock: HashMap<LockId, HashSet<ClientId>>,
     /// Renewals.
     agenda: Agenda<(ClientId, Bond)>,
+}
+
+/// The bond of a semaphore's session permits: nobody's.
+pub fn permits_of(lock: LockId) -> Bond {
+    Bond {
+        lock,
+        kind: Kind::Permits,
+        owner: Vec::new(),
+    }
 }
 
 /// How often a hold with `lease` is renewed: every lease/3, as Redisson's
@@ -90,29 +118,63 @@ impl Sessions {
         let slot = self
             .agenda
             .appoint(now + period(lease), (client, bond.clone()));
+        let holds = Bound::Holds {
+            levels: vec![level],
+            lease,
+        };
+        let entry = self.entry(client, bond, holds, Some(slot));
+        if let Bound::Holds { levels, lease: l } = &mut entry.bound {
+            // A level at or above this one was given back unseen.
+            levels.retain(|&l| l < level);
+            levels.push(level);
+            *l = lease;
+        }
+        if let Some(old) = entry.renewal.replace(slot).filter(|old| *old != slot) {
+            self.agenda.cancel(&old);
+        }
+    }
+
+    /// `client` took `permits` of the semaphore `lock` with `SESSION`.
+    pub fn bind_permits(&mut self, client: ClientId, lock: LockId, permits: i64) {
+        let entry = self.entry(client, permits_of(lock), Bound::Permits(0), None);
+        if let Bound::Permits(n) = &mut entry.bound {
+            *n += permits;
+        }
+    }
+
+    /// `client` gave back `permits` of the semaphore `lock`: as many of its
+    /// session permits there, up to `permits`, are no longer bound. How
+    /// many were.
+    pub fn unbind_permits(&mut self, client: ClientId, lock: LockId, permits: i64) -> i64 {
+        let bond = permits_of(lock);
+        let mut unbound = 0;
+        self.for_client(client, &bond, |bound| {
+            if let Bound::Permits(n) = bound {
+                unbound = permits.min(*n);
+                *n -= unbound;
+            }
+        });
+        unbound
+    }
+
+    /// The entry of `client` for `bond`, made with `bound` and `renewal`
+    /// when it has none, and listed by the lock.
+    fn entry(
+        &mut self,
+        client: ClientId,
+        bond: Bond,
+        bound: Bound,
+        renewal: Option<Slot>,
+    ) -> &mut Entry {
         self.by_lock
             .entry(bond.lock.clone())
             .or_default()
             .insert(client);
-        let entries = self.by_client.entry(client).or_default();
-        match entries.get_mut(&bond) {
-            Some(entry) => {
-                // A level at or above this one was given back unseen.
-                entry.levels.retain(|&l| l < level);
-                entry.levels.push(level);
-                entry.lease = lease;
-                let old = std::mem::replace(&mut entry.renewal, slot);
-                self.agenda.cancel(&old);
-            }
-            None => {
-                let entry = Entry {
-                    levels: vec![level],
-                    lease,
-                    renewal: slot,
-                };
-                entries.insert(bond, entry);
-            }
-        }
+        self.by_client
+            .entry(client)
+            .or_default()
+            .entry(bond)
+            .or_insert(Entry { bound, renewal })
     }
 
     /// The bonds held on `lock`, each once, to observe after a write to it.
@@ -131,17 +193,26 @@ impl Sessions {
     }
 
     /// The owner's count of `bond` is `count` now: session holds above it
-    /// were given back, and are forgotten.
+    /// were given back, and are forgotten. For permits the count is 1
+    /// while the semaphore exists and 0 once it is gone (deleted, expired,
+    /// replaced by another type): permits bound before are then nobody's to
+    /// give back, even to a semaphore made again under the name.
     pub fn observe(&mut self, bond: &Bond, count: i64) {
-        self.each_entry(bond, |levels| levels.retain(|&l| l <= count));
+        self.each_entry(bond, |bound| match bound {
+            Bound::Holds { levels, .. } => levels.retain(|&l| l <= count),
+            Bound::Permits(n) if count == 0 => *n = 0,
+            Bound::Permits(_) => {}
+        });
     }
 
     /// The module released the session hold at `level` of `bond` for a
     /// closed connection: the holds above it move down one.
     pub fn released(&mut self, bond: &Bond, level: i64) {
-        self.each_entry(bond, |levels| {
-            for l in levels.iter_mut().filter(|l| **l > level) {
-                *l -= 1;
+        self.each_entry(bond, |bound| {
+            if let Bound::Holds { levels, .. } = bound {
+                for l in levels.iter_mut().filter(|l| **l > level) {
+                    *l -= 1;
+                }
             }
         });
     }
@@ -154,12 +225,13 @@ impl Sessions {
         let mut orphans: Vec<Orphan> = entries
             .into_iter()
             .map(|(bond, entry)| {
-                self.agenda.cancel(&entry.renewal);
+                if let Some(renewal) = &entry.renewal {
+                    self.agenda.cancel(renewal);
+                }
                 self.unlink(client, &bond.lock);
                 Orphan {
                     bond,
-                    levels: entry.levels,
-                    lease: entry.lease,
+                    bound: entry.bound,
                 }
             })
             .collect();
@@ -173,12 +245,12 @@ impl Sessions {
         let due = self.agenda.take_due(now);
         let mut renewals = Vec::new();
         for (client, bond) in due {
-            let Some(lease) = self
+            let lease = self
                 .by_client
                 .get(&client)
                 .and_then(|e| e.get(&bond))
-                .map(|e| e.lease)
-            else {
+                .map(|e| &e.bound);
+            let Some(&Bound::Holds { lease, .. }) = lease else {
                 continue;
             };
             let slot = self
@@ -189,7 +261,7 @@ impl Sessions {
                 .get_mut(&client)
                 .and_then(|e| e.get_mut(&bond))
             {
-                entry.renewal = slot;
+                entry.renewal = Some(slot);
             }
             renewals.push(Renewal { bond, lease });
         }
@@ -231,61 +303,86 @@ impl Sessions {
             .filter_map(|c| self.by_client.get(c))
             .flat_map(|entries| entries.iter())
             .filter(|(b, _)| &b.lock == lock && b.kind == kind && b.owner == owner)
-            .map(|(_, e)| e.levels.len() as i64)
+            .map(|(_, e)| e.bound.size())
             .sum()
+    }
+
+    /// The session permits of the semaphore `lock`, by connection (in
+    /// ascending id), for `LOCK.WAITING`.
+    pub fn permits_on(&self, lock: &LockId) -> Vec<(ClientId, i64)> {
+        let bond = permits_of(lock.clone());
+        let mut bound: Vec<(ClientId, i64)> = self
+            .by_lock
+            .get(lock)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((*c, self.by_client.get(c)?.get(&bond)?.bound.size())))
+            .collect();
+        bound.sort_unstable();
+        bound
     }
 
     /// The levels `client` has of `bond`, ascending.
     #[cfg(test)]
     fn levels_of(&self, client: ClientId, bond: &Bond) -> Vec<i64> {
-        self.by_client
-            .get(&client)
-            .and_then(|e| e.get(bond))
-            .map(|e| e.levels.clone())
-            .unwrap_or_default()
+        match self.by_client.get(&client).and_then(|e| e.get(bond)) {
+            Some(Entry {
+                bound: Bound::Holds { levels, .. },
+                ..
+            }) => levels.clone(),
+            _ => Vec::new(),
+        }
     }
 
-    /// Connections with session holds, and those holds, for `INFO rwlock`.
-    pub fn counts(&self) -> (usize, usize) {
-        let holds = self
-            .by_client
-            .values()
-            .flat_map(HashMap::values)
-            .map(|e| e.levels.len())
-            .sum();
-        (self.by_client.len(), holds)
+    /// Connections with session holds or permits, those holds, and those
+    /// permits, for `INFO rwlock`.
+    pub fn counts(&self) -> (usize, i64, i64) {
+        let (mut holds, mut permits) = (0, 0);
+        for entry in self.by_client.values().flat_map(HashMap::values) {
+            match entry.bound {
+                Bound::Holds { .. } => holds += entry.bound.size(),
+                Bound::Permits(n) => permits += n,
+            }
+        }
+        (self.by_client.len(), holds, permits)
     }
 
-    /// Runs `f` on the levels of every connection's entry of `bond`, then
-    /// drops the entries left empty.
-    fn each_entry(&mut self, bond: &Bond, mut f: impl FnMut(&mut Vec<i64>)) {
+    /// Runs `f` on what every connection bound of `bond`, then drops the
+    /// entries left empty.
+    fn each_entry(&mut self, bond: &Bond, mut f: impl FnMut(&mut Bound)) {
         let Some(clients) = self.by_lock.get(&bond.lock).cloned() else {
             return;
         };
         for client in clients {
-            let Some(entries) = self.by_client.get_mut(&client) else {
-                continue;
-            };
-            let Some(entry) = entries.get_mut(bond) else {
-                continue;
-            };
-            f(&mut entry.levels);
-            if !entry.levels.is_empty() {
-                continue;
-            }
-            if let Some(entry) = entries.remove(bond) {
-                self.agenda.cancel(&entry.renewal);
-            }
-            if entries.is_empty() {
-                self.by_client.remove(&client);
-            }
-            let still = self
-                .by_client
-                .get(&client)
-                .is_some_and(|e| e.keys().any(|b| b.lock == bond.lock));
-            if !still {
-                self.unlink(client, &bond.lock);
-            }
+            self.for_client(client, bond, &mut f);
+        }
+    }
+
+    /// Runs `f` on what `client` bound of `bond`, if anything, then drops
+    /// its entry when left empty.
+    fn for_client(&mut self, client: ClientId, bond: &Bond, f: impl FnOnce(&mut Bound)) {
+        let Some(entries) = self.by_client.get_mut(&client) else {
+            return;
+        };
+        let Some(entry) = entries.get_mut(bond) else {
+            return;
+        };
+        f(&mut entry.bound);
+        if entry.bound.size() > 0 {
+            return;
+        }
+        if let Some(renewal) = entries.remove(bond).and_then(|e| e.renewal) {
+            self.agenda.cancel(&renewal);
+        }
+        if entries.is_empty() {
+            self.by_client.remove(&client);
+        }
+        let still = self
+            .by_client
+            .get(&client)
+            .is_some_and(|e| e.keys().any(|b| b.lock == bond.lock));
+        if !still {
+            self.unlink(client, &bond.lock);
         }
     }
 
@@ -314,7 +411,10 @@ mod tests {
     fn levels(orphans: &[Orphan]) -> Vec<(Kind, Vec<i64>)> {
         orphans
             .iter()
-            .map(|o| (o.bond.kind, o.levels.clone()))
+            .map(|o| match &o.bound {
+                Bound::Holds { levels, .. } => (o.bond.kind, levels.clone()),
+                Bound::Permits(n) => (o.bond.kind, vec![*n]),
+            })
             .collect()
     }
 
@@ -331,7 +431,7 @@ mod tests {
     fn an_empty_registry_is_idle() {
         let mut r = Sessions::default();
         assert!(r.idle());
-        assert_eq!(r.counts(), (0, 0));
+        assert_eq!(r.counts(), (0, 0, 0));
         assert_eq!(r.agenda().timer_needed(), None);
         assert_eq!(r.close(7), vec![]);
         assert_eq!(r.take_due(1_000), vec![]);
@@ -342,7 +442,7 @@ mod tests {
         let (mut r, a) = one_session_hold(Kind::Lock);
         r.bind(1, bond(Kind::Read, "b:1"), 1, 900, 0);
         r.bind(2, bond(Kind::Read, "b:1"), 2, 900, 0);
-        assert_eq!(r.counts(), (2, 3));
+        assert_eq!(r.counts(), (2, 3, 0));
         assert!(!r.bonds_on(&(0, b"L".to_vec())).is_empty());
         assert!(r.binds_client(1) && !r.binds_client(3));
         assert_eq!(r.bound(&a.lock, b"b:1", Kind::Read), 2);
@@ -351,8 +451,8 @@ mod tests {
             levels(&orphans),
             vec![(Kind::Read, vec![1]), (Kind::Lock, vec![1])]
         );
-        assert_eq!(orphans[1].lease, 900);
-        assert_eq!(r.counts(), (1, 1), "the other connection keeps its own");
+        assert!(matches!(orphans[1].bound, Bound::Holds { lease: 900, .. }));
+        assert_eq!(r.counts(), (1, 1, 0), "the other connection keeps its own");
         assert_eq!(r.close(1), vec![], "closed once");
     }
 
@@ -449,11 +549,55 @@ mod tests {
         };
         r.bind(1, other.clone(), 1, 300, 0);
         r.forget(Some(0));
-        assert_eq!(r.counts(), (1, 1));
+        assert_eq!(r.counts(), (1, 1, 0));
         assert_eq!(r.bonds_on(&other.lock), vec![other]);
         r.forget(None);
         assert!(r.idle());
         assert_eq!(r.agenda().timer_needed(), None);
+    }
+
+    #[test]
+    fn session_permits_add_up_and_a_release_unbinds_at_most_them() {
+        let lock: LockId = (0, b"S".to_vec());
+        let mut r = Sessions::default();
+        r.bind_permits(1, lock.clone(), 2);
+        r.bind_permits(1, lock.clone(), 1);
+        r.bind_permits(2, lock.clone(), 4);
+        assert_eq!(r.counts(), (2, 0, 7));
+        assert_eq!(r.permits_on(&lock), vec![(1, 3), (2, 4)]);
+        assert_eq!(r.agenda().timer_needed(), None, "permits are not renewed");
+        assert_eq!(r.unbind_permits(1, lock.clone(), 2), 2);
+        assert_eq!(
+            r.unbind_permits(1, lock.clone(), 5),
+            1,
+            "only what it bound"
+        );
+        assert!(!r.binds_client(1), "nothing left bound");
+        assert_eq!(
+            r.unbind_permits(3, lock.clone(), 1),
+            0,
+            "another connection's"
+        );
+        assert_eq!(levels(&r.close(2)), vec![(Kind::Permits, vec![4])]);
+        assert!(r.idle());
+    }
+
+    #[test]
+    fn permits_of_a_semaphore_gone_are_forgotten_and_holds_beside_them_kept() {
+        let lock: LockId = (0, b"S".to_vec());
+        let (mut r, _) = one_session_hold(Kind::Lock);
+        r.bind_permits(1, lock.clone(), 2);
+        r.bind_permits(1, (3, b"S".to_vec()), 1);
+        let bond = permits_of(lock.clone());
+        assert_eq!(r.bonds_on(&lock), vec![bond.clone()]);
+        r.observe(&bond, 1);
+        assert_eq!(r.counts(), (1, 1, 3), "the semaphore is still there");
+        r.observe(&bond, 0);
+        assert_eq!(r.counts(), (1, 1, 1), "deleted: its permits are nobody's");
+        assert!(r.bonds_on(&lock).is_empty());
+        r.forget(Some(3));
+        assert_eq!(r.counts(), (1, 1, 0), "flushed");
+        assert_eq!(levels(&r.close(1)), vec![(Kind::Lock, vec![1])]);
     }
 
     /// One owner's holds of one kind on one lock, each tagged with the
@@ -514,7 +658,10 @@ mod tests {
                         for orphan in r.close(client) {
                             // As the shell releases: latest first, each one
                             // hold off the top.
-                            for &level in orphan.levels.iter().rev().filter(|&&l| l <= count) {
+                            let Bound::Holds { levels, .. } = &orphan.bound else {
+                                continue;
+                            };
+                            for &level in levels.iter().rev().filter(|&&l| l <= count) {
                                 r.released(&orphan.bond, level);
                                 stack.remove(level as usize - 1);
                                 r.observe(&a, stack.len() as i64);

@@ -266,19 +266,29 @@ func (c *Client) moved(ctx context.Context, lk *link, addr string) (*link, error
 // never does, so a lost reply is returned as the error. A MOVED reply is
 // asked of the new master.
 func (c *Client) once(ctx context.Context, key string, args ...any) (any, error) {
+	rs, err := c.oncePipeline(ctx, key, [][]any{args})
+	if err != nil {
+		return nil, err
+	}
+	return rs[0].reply, rs[0].err
+}
+
+// oncePipeline is [Client.once] for a pipeline: cmds at once, never resent;
+// a MOVED reply to the first asks them all of the new master.
+func (c *Client) oncePipeline(ctx context.Context, key string, cmds [][]any) ([]result, error) {
 	lk, err := c.openLink(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := lk.do(ctx, 0, args...)
-	if addr, ok := movedTo(err); ok {
+	rs, _ := lk.wait(ctx, -1, 0, cmds)
+	if addr, ok := movedTo(rs[0].err); ok {
 		if lk, err = c.moved(ctx, lk, addr); err != nil {
 			return nil, err
 		}
-		reply, err = lk.do(ctx, 0, args...)
+		rs, _ = lk.wait(ctx, -1, 0, cmds)
 	}
 	lk.close()
-	return reply, err
+	return rs, nil
 }
 
 // master is the learned state of the master at addr. Outside a cluster

@@ -225,6 +225,22 @@ func TestCluster(t *testing.T) {
 	if ok, err := latch.Await(bg, WithWait(10*time.Second)); !ok || err != nil {
 		t.Fatalf("await in the cluster: %v %v", ok, err)
 	}
+	// A permit semaphore in the cluster: its count, permits and latches in
+	// the name's slot, on its master.
+	pes := c.PermitExpirableSemaphore("cluster:permit")
+	if err := pes.AddPermits(bg, 2); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pes.AcquireN(bg, 2, WithWait(0))
+	if len(ids) != 2 || err != nil {
+		t.Fatalf("permits in the cluster: %v %v", ids, err)
+	}
+	if got := owning(t, nodes, pes.Name()).do(t, "ZCARD", "{cluster:permit}:timeout"); got != int64(2) {
+		t.Fatalf("permits taken on the slot's master: %v", got)
+	}
+	if err := pes.Release(bg, ids...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestReplicaSync(t *testing.T) {

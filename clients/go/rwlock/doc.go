@@ -1,9 +1,10 @@
 // Package rwlock is the Go client of the rwlock Redis module: Redisson's
 // distributed locks (RLock, RFencedLock, the non-reentrant lock, RFairLock,
 // RReadWriteLock, RedissonMultiLock and RedissonRedLock) and synchronizers
-// (RSemaphore: [Semaphore]; RCountDownLatch: [CountDownLatch]) served
-// natively by the module's LOCK.*, FAIRLOCK.*, RWLOCK.*, SEMAPHORE.* and
-// LATCH.* commands, on go-redis (github.com/redis/go-redis/v9), standalone
+// (RSemaphore: [Semaphore]; RPermitExpirableSemaphore:
+// [PermitExpirableSemaphore]; RCountDownLatch: [CountDownLatch]) served
+// natively by the module's LOCK.*, FAIRLOCK.*, RWLOCK.*, SEMAPHORE.*,
+// PERMIT.* and LATCH.* commands, on go-redis (github.com/redis/go-redis/v9), standalone
 // or Redis Cluster.
 //
 // A Go service on this package and a Java service on Redisson share the same

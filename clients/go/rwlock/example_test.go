@@ -162,6 +162,18 @@ func ExampleClient_Semaphore() {
 	}
 }
 
+func ExampleClient_PermitExpirableSemaphore() {
+	ctx := context.Background()
+	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))
+	sem := client.PermitExpirableSemaphore("backend:connections")
+	_, _ = sem.TrySetPermits(ctx, 3)
+	// A permit of its own id, renewed by the watchdog until released
+	// (rwlock.WithLease(d): it ends at its lease instead).
+	if id, err := sem.Acquire(ctx, rwlock.WithWait(10*time.Second)); err == nil && id != "" {
+		defer sem.Release(ctx, id)
+	}
+}
+
 func ExampleClient_CountDownLatch() {
 	ctx := context.Background()
 	client, _ := rwlock.New(redis.NewClient(&redis.Options{Addr: "localhost:6399"}))

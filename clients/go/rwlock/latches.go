@@ -50,6 +50,22 @@ func (b *latchBook) dropAcquired() {
 	b.mu.Unlock()
 }
 
+// withDel is the pipeline of a release: its command, then a DEL of the
+// latches recorded so far (none: no DEL), which the book forgets.
+func (b *latchBook) withDel(release []any) [][]any {
+	b.mu.Lock()
+	del := []any{"DEL"}
+	for _, k := range append(b.released, b.acquired...) {
+		del = append(del, k)
+	}
+	b.acquired, b.released = nil, nil
+	b.mu.Unlock()
+	if len(del) == 1 {
+		return [][]any{release}
+	}
+	return [][]any{release, del}
+}
+
 // release sends the release command(id) on the master of name with a fresh
 // request id and, in its pipeline, a DEL of the latches recorded so far;
 // once more with the same id when the reply was lost, which the server
@@ -60,22 +76,12 @@ func (b *latchBook) dropAcquired() {
 // failed leaves its latches to expire (13.5 s).
 func (b *latchBook) release(ctx context.Context, c *Client, name string, command func(id string) []any) (any, error) {
 	id := uuid.NewString()
-	b.mu.Lock()
-	del := []any{"DEL"}
-	for _, k := range append(b.released, b.acquired...) {
-		del = append(del, k)
-	}
-	b.acquired, b.released = nil, nil
-	b.mu.Unlock()
+	cmds := b.withDel(command(id))
 	defer func() {
 		b.mu.Lock()
 		b.released = bounded(b.released, latchKey(name, id))
 		b.mu.Unlock()
 	}()
-	cmds := [][]any{command(id)}
-	if len(del) > 1 {
-		cmds = append(cmds, del)
-	}
 	rs, err := c.pipeline(ctx, name, cmds)
 	if err == nil {
 		err = rs[0].err

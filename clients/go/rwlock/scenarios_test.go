@@ -83,6 +83,8 @@ type run struct {
 	raw    *redis.Client
 	locks  map[string]*Lock
 	sems   map[string]*Semaphore
+	pes    map[string]*PermitExpirableSemaphore
+	ids    map[string][]string        // the permit ids acquisitions saved, by name
 	counts map[string]*CountDownLatch // the latches
 	saved  map[string]any
 	laters sync.WaitGroup
@@ -92,6 +94,7 @@ type run struct {
 
 func runScenario(t *testing.T, s *server, sc scenario) {
 	r := &run{t: t, s: s, raw: s.client(), locks: map[string]*Lock{}, sems: map[string]*Semaphore{},
+		pes: map[string]*PermitExpirableSemaphore{}, ids: map[string][]string{},
 		counts: map[string]*CountDownLatch{}, saved: map[string]any{}}
 	defer r.raw.Close()
 	ctx := context.Background()
@@ -156,14 +159,17 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 			} else {
 				r.locks[name] = rw.Write()
 			}
-		case "semaphore", "latch":
+		case "semaphore", "permit", "latch":
 			// Permits and latches have no owner, so no session holds yet.
 			if spec.Session {
 				t.Fatalf("lock %s: a %s takes no session", name, spec.Kind)
 			}
-			if spec.Kind == "semaphore" {
+			switch spec.Kind {
+			case "semaphore":
 				r.sems[name] = c.Semaphore(spec.Name)
-			} else {
+			case "permit":
+				r.pes[name] = c.PermitExpirableSemaphore(spec.Name)
+			default:
 				r.counts[name] = c.CountDownLatch(spec.Name)
 			}
 		case "multi":
@@ -181,6 +187,9 @@ func runScenario(t *testing.T, s *server, sc scenario) {
 	}
 	defer func() {
 		// Whatever a failed scenario left held: its watchdogs stop.
+		for _, p := range r.pes {
+			stopWatchdogs(p)
+		}
 		for _, l := range r.locks {
 			for l.Held() {
 				if l.Release(ctx) != nil {
@@ -236,20 +245,15 @@ func (r *run) step(step map[string]json.RawMessage) error {
 	ctx := context.Background()
 	switch {
 	case step["acquire"] != nil && r.sems[stepName(step["acquire"])] != nil:
-		if err := fields(step, "acquire", "permits", "wait_ms", "expect", "elapsed_ms"); err != nil {
-			return err
-		}
-		permits, err := intField(step, "permits", 1)
-		if err != nil {
-			return err
-		}
-		opts, err := waitOf(step)
+		permits, opts, err := countedAcquire(step)
 		if err != nil {
 			return err
 		}
 		began := time.Now()
 		ok, err := r.sems[stepName(step["acquire"])].Acquire(ctx, permits, opts...)
 		return r.outcome(step, began, outcomeName(ok, err, "acquired", "refused"))
+	case step["acquire"] != nil && r.pes[stepName(step["acquire"])] != nil:
+		return r.acquirePermits(ctx, step)
 	case step["acquire"] != nil:
 		if err := fields(step, "acquire", "wait_ms", "lease_ms", "expect", "elapsed_ms", "save_token"); err != nil {
 			return err
@@ -258,19 +262,12 @@ func (r *run) step(step map[string]json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		if step["lease_ms"] == nil {
-			return errors.New("acquire needs lease_ms")
-		}
-		var lease *int64
-		if err := strictDecode(step["lease_ms"], &lease); err != nil {
-			return err
-		}
 		opts, err := waitOf(step)
 		if err != nil {
 			return err
 		}
-		if lease != nil {
-			opts = append(opts, WithLease(time.Duration(*lease)*time.Millisecond))
+		if opts, err = withLeaseOf(step, opts); err != nil {
+			return err
 		}
 		began := time.Now()
 		ok, err := l.Acquire(ctx, opts...)
@@ -298,6 +295,16 @@ func (r *run) step(step map[string]json.RawMessage) error {
 			return err
 		}
 		err = r.sems[stepName(step["release"])].Release(ctx, permits)
+		return r.outcome(step, time.Now(), outcomeName(true, err, "ok", ""))
+	case step["release"] != nil && r.pes[stepName(step["release"])] != nil:
+		if err := fields(step, "release", "ids", "expect"); err != nil {
+			return err
+		}
+		ids, err := r.savedIDs(step)
+		if err != nil {
+			return err
+		}
+		err = r.pes[stepName(step["release"])].Release(ctx, ids...)
 		return r.outcome(step, time.Now(), outcomeName(true, err, "ok", ""))
 	case step["release"] != nil:
 		if err := fields(step, "release", "expect"); err != nil {
@@ -461,6 +468,9 @@ var objectSteps = []struct {
 	fields []string
 }{
 	{"try_set_permits", []string{"permits", "expect"}},
+	{"update_lease", []string{"ids", "lease_ms", "expect"}},
+	{"lease_left", []string{"ids", "expect"}},
+	{"acquired", []string{"expect"}},
 	{"add_permits", []string{"permits"}},
 	{"available", []string{"expect"}},
 	{"drain", []string{"expect"}},
@@ -485,10 +495,15 @@ func (r *run) objectStep(ctx context.Context, step map[string]json.RawMessage) (
 		return true, err
 	}
 	name := stepName(step[action])
-	s, l := r.sems[name], r.counts[name]
+	s, p, l := r.sems[name], r.pes[name], r.counts[name]
 	var got any
 	var err error
 	switch {
+	case p != nil:
+		got, err = r.permitStep(ctx, p, action, step)
+		if action == "add_permits" {
+			return true, err
+		}
 	case s != nil && action == "try_set_permits":
 		var permits int64
 		if permits, err = intField(step, "permits", required); err == nil {
@@ -527,9 +542,155 @@ func (r *run) objectStep(ctx context.Context, step map[string]json.RawMessage) (
 	case l != nil && action == "delete":
 		got, err = l.Delete(ctx)
 	default:
-		return true, fmt.Errorf("%s: %q is no semaphore or latch that takes it", action, name)
+		return true, fmt.Errorf("%s: %q is no semaphore, permit semaphore or latch that takes it", action, name)
 	}
 	return true, r.expect(got, err, step["expect"])
+}
+
+// countedAcquire reads the acquire step of a semaphore of either kind,
+// whose other fields may be more: how many permits, and the wait.
+func countedAcquire(step map[string]json.RawMessage, more ...string) (int64, []AcquireOption, error) {
+	if err := fields(step, append([]string{"acquire", "permits", "wait_ms", "expect", "elapsed_ms"}, more...)...); err != nil {
+		return 0, nil, err
+	}
+	permits, err := intField(step, "permits", 1)
+	if err != nil {
+		return 0, nil, err
+	}
+	opts, err := waitOf(step)
+	return permits, opts, err
+}
+
+// acquirePermits runs a permit semaphore's acquire step.
+func (r *run) acquirePermits(ctx context.Context, step map[string]json.RawMessage) error {
+	permits, opts, err := countedAcquire(step, "lease_ms", "save_ids")
+	if err != nil {
+		return err
+	}
+	if opts, err = withLeaseOf(step, opts); err != nil {
+		return err
+	}
+	began := time.Now()
+	ids, err := r.pes[stepName(step["acquire"])].AcquireN(ctx, permits, opts...)
+	if err := r.outcome(step, began, outcomeName(ids != nil, err, "acquired", "refused")); err != nil {
+		return err
+	}
+	if raw := step["save_ids"]; raw != nil {
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if !permitID.MatchString(id) {
+				return fmt.Errorf("permit id %q is not 32 hex digits", id)
+			}
+		}
+		r.ids[name] = ids
+	}
+	return nil
+}
+
+var permitID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// savedIDs is the ids saved under the step's "ids".
+func (r *run) savedIDs(step map[string]json.RawMessage) ([]string, error) {
+	name := stepName(step["ids"])
+	ids, ok := r.ids[name]
+	if !ok {
+		return nil, fmt.Errorf("no ids saved under %q", name)
+	}
+	return ids, nil
+}
+
+// savedID is the one id saved under the step's "ids".
+func (r *run) savedID(step map[string]json.RawMessage) (string, error) {
+	ids, err := r.savedIDs(step)
+	if err == nil && len(ids) != 1 {
+		err = fmt.Errorf("%d ids saved where one is asked for", len(ids))
+	}
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// permitStep runs one of objectSteps on a permit semaphore.
+func (r *run) permitStep(ctx context.Context, p *PermitExpirableSemaphore, action string, step map[string]json.RawMessage) (any, error) {
+	switch action {
+	case "try_set_permits":
+		permits, err := intField(step, "permits", required)
+		if err != nil {
+			return nil, err
+		}
+		return p.TrySetPermits(ctx, permits)
+	case "add_permits":
+		permits, err := intField(step, "permits", required)
+		if err != nil {
+			return nil, err
+		}
+		return nil, p.AddPermits(ctx, permits)
+	case "available":
+		return p.Available(ctx)
+	case "acquired":
+		return p.Acquired(ctx)
+	case "update_lease":
+		id, err := r.savedID(step)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := intField(step, "lease_ms", required)
+		if err != nil {
+			return nil, err
+		}
+		return p.UpdateLease(ctx, id, permitLease(lease))
+	case "lease_left":
+		id, err := r.savedID(step)
+		if err != nil {
+			return nil, err
+		}
+		left, err := p.LeaseTime(ctx, id)
+		if left == NeverExpires {
+			return int64(-1), err
+		}
+		return left.Milliseconds(), err
+	}
+	return nil, fmt.Errorf("%s: a permit semaphore takes no such step", action)
+}
+
+// withLeaseOf is opts with the step's lease_ms, which it must have: null
+// takes the watchdog's, -1 never expires (permits only).
+func withLeaseOf(step map[string]json.RawMessage, opts []AcquireOption) ([]AcquireOption, error) {
+	if step["lease_ms"] == nil {
+		return nil, errors.New("acquire needs lease_ms")
+	}
+	var lease *int64
+	if err := strictDecode(step["lease_ms"], &lease); err != nil {
+		return nil, err
+	}
+	if lease == nil {
+		return opts, nil
+	}
+	return append(opts, WithLease(permitLease(*lease))), nil
+}
+
+// permitLease is a scenario's lease_ms: -1 never expires.
+func permitLease(ms int64) time.Duration {
+	if ms == -1 {
+		return NeverExpires
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// stopWatchdogs stops the watchdogs of whatever a failed scenario left
+// taken on p.
+func stopWatchdogs(p *PermitExpirableSemaphore) {
+	p.mu.Lock()
+	var ids []string
+	for id := range p.dogs {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	p.unwatch(ids)
 }
 
 // stepName is the object a step names ("" when not a string).

@@ -696,6 +696,30 @@ impl Server {
         waiter
     }
 
+    /// A client in a process of its own (python3): it sends `command`
+    /// (inline), prints the first `reply_len` bytes of the reply and
+    /// sleeps with its socket open until killed, as a holder that crashes.
+    /// Returns the process and that reply.
+    pub fn client_process(&self, command: &str, reply_len: usize) -> (Child, Vec<u8>) {
+        let script = format!(
+            "import socket, sys, time\n\
+             s = socket.create_connection(('127.0.0.1', {port}))\n\
+             s.sendall(b'{command}\\r\\n')\n\
+             sys.stdout.write(s.recv(64).decode()); sys.stdout.flush()\n\
+             time.sleep(60)\n",
+            port = self.port
+        );
+        let mut child = Command::new("python3")
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start python3");
+        let mut reply = vec![0u8; reply_len];
+        std::io::Read::read_exact(child.stdout.as_mut().expect("its stdout"), &mut reply)
+            .expect("its reply");
+        (child, reply)
+    }
+
     /// Runs `wait` with [`Server::spawn_call`] and returns once it is
     /// parked in the module, behind the clients already waiting (`conn`,
     /// another client, watches `INFO rwlock`).

@@ -46,6 +46,12 @@ final class Env {
     static final String SEMAPHORE_TTL_SINCE = "3.29.0";
     /** First version with RSemaphore.releaseIfExists (CHANGELOG 4.0.0). */
     static final String RELEASE_IF_EXISTS_SINCE = "4.0.0";
+    /** First version with RPermitExpirableSemaphore.getPermits, acquiredPermits and setPermits (CHANGELOG 3.19.1). */
+    static final String PERMIT_COUNTS_SINCE = "3.19.1";
+    /** First version with RPermitExpirableSemaphore's methods of n permits (CHANGELOG 3.23.4). */
+    static final String PERMIT_MANY_SINCE = "3.23.4";
+    /** First version with RPermitExpirableSemaphore.getLeaseTime (CHANGELOG 3.41.0). */
+    static final String PERMIT_LEASE_TIME_SINCE = "3.41.0";
 
     /**
      * First version whose read-lock watchdog renews only its own read leases;
@@ -124,6 +130,17 @@ final class Env {
      * recorded as not applicable, never counted as passed.
      */
     static Method requireMethod(String since, String what, Class<?> type, String name, Class<?>... parameters) {
+        Method method = methodSince(since, type, name, parameters);
+        requireVersion(since, what);
+        return method;
+    }
+
+    /**
+     * The same check for a method a test uses where the version has it and goes without
+     * otherwise: null before {@code since}, and a failure when the method is there before its
+     * version or missing after it.
+     */
+    static Method methodSince(String since, Class<?> type, String name, Class<?>... parameters) {
         Method method;
         try {
             method = type.getMethod(name, parameters);
@@ -134,7 +151,6 @@ final class Env {
             throw new AssertionError(type.getSimpleName() + "." + name + " is " + (method == null ? "missing from" : "in")
                     + " Redisson " + VERSION + ", against the table (first in " + since + ")");
         }
-        requireVersion(since, what);
         return method;
     }
 

@@ -10,15 +10,13 @@ import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
-import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import rwlock.redisson.Contention.Side;
+import rwlock.redisson.Contention.Taker;
 import org.redisson.api.RSemaphore;
 
 /**
@@ -64,64 +62,6 @@ class SemaphoreTest extends OneServer {
     }
 
     // ---- contention ------------------------------------------------------------------------
-
-    /** The guard shared by every side: more permits held at once than the semaphore has is a violation. */
-    private static final class Guard {
-        final AtomicLong violations = new AtomicLong();
-        final AtomicLong mostHeld = new AtomicLong();
-
-        /**
-         * The section: the guard counts the permits held now (INCRBY on entry, DECRBY on leaving);
-         * above the semaphore's permits, more holders than permits were inside at once.
-         */
-        void section(Raw conn, String name, int permits) {
-            String key = "guard:{" + name + "}";
-            long inside = (Long) conn.call("INCRBY", key, String.valueOf(permits));
-            mostHeld.accumulateAndGet(inside, Math::max);
-            if (inside > PERMITS) {
-                violations.incrementAndGet();
-            }
-            conn.call("INCR", "sections:{" + name + "}");
-            conn.call("DECRBY", key, String.valueOf(permits));
-        }
-    }
-
-    /** One worker's way to take and give back permits, on connections of its own. */
-    private interface Taker extends AutoCloseable {
-        boolean acquire(int permits, long waitMs) throws Exception;
-
-        void release(int permits) throws Exception;
-
-        /** Closes the worker's own connections; Redisson's workers share its client and have none. */
-        @Override
-        default void close() {
-        }
-    }
-
-    /** A side of the contention run: its workers' takers and its figures. */
-    private static final class Side {
-        final String what;
-        final int workers;
-        final Callable<Taker> open;
-        final AtomicLong sections = new AtomicLong();
-        final AtomicLong timeouts = new AtomicLong();
-        final AtomicLong maxWaitMicros = new AtomicLong();
-
-        Side(String what, int workers, Callable<Taker> open) {
-            this.what = what;
-            this.workers = workers;
-            this.open = open;
-        }
-
-        String figures() {
-            return String.format(Locale.ROOT, "%s: %d workers, %d sections, longest wait %.1f ms, %d timed out", what,
-                    workers, sections.get(), maxWaitMicros.get() / 1000.0, timeouts.get());
-        }
-    }
-
-    private static int somePermits() {
-        return 1 + ThreadLocalRandom.current().nextInt(2);
-    }
 
     /** Redisson's {@code tryAcquire(n, wait)} and {@code release(n)}. */
     private static Taker redissonTaker(String name) {
@@ -196,65 +136,10 @@ class SemaphoreTest extends OneServer {
     }
 
     private static void contend(String name, List<Side> sides) throws Exception {
-        Guard guard = new Guard();
         assertEquals(1L, raw.call("SEMAPHORE.TRYSETPERMITS", name, String.valueOf(PERMITS)));
-        long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RUN_MS);
-        ExecutorService pool = Executors.newCachedThreadPool();
-        try {
-            List<Future<?>> workers = new ArrayList<>();
-            for (Side side : sides) {
-                for (int w = 0; w < side.workers; w++) {
-                    workers.add(pool.submit(worker(name, end, side, guard)));
-                }
-            }
-            for (Future<?> worker : workers) {
-                worker.get(RUN_MS + 3 * WAIT, TimeUnit.MILLISECONDS);
-            }
-            long sections = 0;
-            List<String> figures = new ArrayList<>();
-            for (Side side : sides) {
-                sections += side.sections.get();
-                figures.add(side.figures());
-            }
-            Env.record("semaphore contention", String.format(Locale.ROOT,
-                    "%d s, %d permits, sections of 1-2 permits: %d sections, violations %d, most permits held at once"
-                            + " %d; %s", RUN_MS / 1000, PERMITS, sections, guard.violations.get(), guard.mostHeld.get(),
-                    String.join("; ", figures)));
-            assertEquals(0, guard.violations.get(), "more permits held than the semaphore has");
-            for (Side side : sides) {
-                assertEquals(0, side.timeouts.get(), side.what + ": a waiter was not served within " + WAIT + " ms");
-                assertTrue(side.maxWaitMicros.get() / 1000 < WAIT / 2, side.what + ": the longest wait, "
-                        + side.maxWaitMicros.get() / 1000 + " ms, was near its limit: a lost wake-up");
-                assertTrue(side.sections.get() > 0, side.what + " held permits");
-            }
-            assertEquals(String.valueOf(sections), raw.call("GET", "sections:{" + name + "}"),
-                    "every section counted once");
-            assertEquals(PERMITS, available(name), "every permit back (module's read)");
-            assertEquals(PERMITS, redisson.getSemaphore(name).availablePermits(), "every permit back (Redisson's read)");
-            assertEquals("0", raw.call("GET", "guard:{" + name + "}"));
-        } finally {
-            pool.shutdownNow();
-        }
-    }
-
-    private static Callable<Void> worker(String name, long end, Side side, Guard guard) {
-        return () -> {
-            try (Taker taker = side.open.call(); Raw guardConn = new Raw(server.port)) {
-                while (System.nanoTime() < end) {
-                    int permits = somePermits();
-                    long start = System.nanoTime();
-                    if (!taker.acquire(permits, WAIT)) {
-                        side.timeouts.incrementAndGet();
-                        continue;
-                    }
-                    side.maxWaitMicros.accumulateAndGet((System.nanoTime() - start) / 1_000, Math::max);
-                    guard.section(guardConn, name, permits);
-                    taker.release(permits);
-                    side.sections.incrementAndGet();
-                }
-            }
-            return null;
-        };
+        Contention.contend(server, raw, "semaphore contention", name, PERMITS, RUN_MS, WAIT, sides);
+        assertEquals(PERMITS, available(name), "every permit back (module's read)");
+        assertEquals(PERMITS, redisson.getSemaphore(name).availablePermits(), "every permit back (Redisson's read)");
     }
 
     // ---- wake-ups ---------------------------------------------------------------------------
