@@ -22,7 +22,7 @@ from faultproxy import DropReplyProxy
 from rwlock_client import NEVER, Client, NotAcquired, NotHeld, NotSynced, PermitExpirableSemaphore, ReplicaSync
 from test_asyncio import run
 from test_request_ids import calls, latches
-from test_semaphore import SOCKET_TIMEOUT, behind_proxy, cancel_a_wait, waiters
+from test_semaphore import SOCKET_TIMEOUT, behind_proxy, cancel_a_wait, contend, waiters
 
 ID = re.compile(r"[0-9a-f]{32}")
 
@@ -115,6 +115,19 @@ def test_a_waiter_is_served_by_another_connections_release(server: Server) -> No
     assert counters["waits_started"] == 1 and counters["waits_served"] == 1, "one parked call"
     assert held_ids(client, "p:served") == [permit_id]
     sem.release(permit_id)
+
+
+def test_no_more_holders_than_permits_under_contention(server: Server) -> None:
+    """Five workers (threads, two redis clients, a semaphore object each)
+    take one or two of three permits with watchdog leases and release
+    their ids, 20 times each."""
+    clients = [server.client(), server.client()]
+    PermitExpirableSemaphore(clients[0], "p:guard").try_set_permits(3)
+    semaphores = [PermitExpirableSemaphore(clients[i % 2], "p:guard") for i in range(5)]
+    contend(3, lambda index, n: semaphores[index].hold_many(n, wait=60))
+    assert semaphores[0].available_permits() == 3 and semaphores[0].acquired_permits() == 0
+    for c in clients:
+        c.close()
 
 
 def test_a_crashed_holders_permit_serves_a_waiter_at_its_expiry(server: Server) -> None:
