@@ -24,10 +24,10 @@ use std::sync::Arc;
 
 use redis::Value;
 use testkit::{
-    assert_restored, crash_round, env_usize, flatten, int_of, is_disconnect, latch_key, seed,
-    timeout_key, wall_us, Rng, Server,
+    assert_restored, crash_round, env_usize, flatten, int_of, latch_key, seed, timeout_key,
+    wall_us, Rng, Server,
 };
-use testkit::{Acked, AckedLatch, Conn};
+use testkit::{Acked, AckedLatch, Conn, Pending, WorkerLog};
 
 const WORKERS: usize = 4;
 const LOCKS_PER_WORKER: usize = 3;
@@ -165,20 +165,8 @@ fn next_command(
     (args, latch)
 }
 
-/// The command a worker had sent when the server died, unanswered.
-struct Pending {
-    lock: usize,
-    args: Vec<String>,
-    latch: Option<String>,
-    sent_ms: i64,
-}
-
-struct WorkerLog {
-    acked: usize,
-    states: Vec<LockState>,
-    latches: Vec<AckedLatch>,
-    pending: Option<Pending>,
-}
+/// A worker's acknowledgements and its locks' states.
+type Log = WorkerLog<usize, Vec<LockState>>;
 
 fn worker(
     w: usize,
@@ -186,36 +174,26 @@ fn worker(
     mut rng: Rng,
     mut serial: u64,
     acks: Arc<AtomicUsize>,
-) -> (WorkerLog, u64) {
+) -> (Log, u64) {
     let locks: Vec<String> = (0..LOCKS_PER_WORKER).map(|k| lock_name(w, k)).collect();
-    let mut log = WorkerLog {
+    let mut log: Log = WorkerLog {
         acked: 0,
-        states: locks.iter().map(|l| read_state(&mut conn, l)).collect(),
+        state: locks.iter().map(|l| read_state(&mut conn, l)).collect(),
         latches: Vec::new(),
         pending: None,
     };
     loop {
         let k = rng.below(LOCKS_PER_WORKER as u64) as usize;
-        let (args, latch) = next_command(&mut rng, &locks[k], &log.states[k], &mut serial);
+        let (args, latch) = next_command(&mut rng, &locks[k], &log.state[k], &mut serial);
         let sent_ms = wall_us() / 1000;
-        match transact(&mut conn, &locks[k], &args, latch.as_deref()) {
-            Ok((ack, state)) => {
-                log.acked += 1;
-                acks.fetch_add(1, Ordering::Relaxed);
-                log.states[k] = state;
-                log.latches.extend(ack.latch_of(latch, args));
-            }
-            Err(e) if is_disconnect(&e) => {
-                log.pending = Some(Pending {
-                    lock: k,
-                    args,
-                    latch,
-                    sent_ms,
-                });
-                return (log, serial);
-            }
-            Err(e) => panic!("{args:?}: {e}"),
-        }
+        let result = transact(&mut conn, &locks[k], &args, latch.as_deref());
+        let Some((ack, state)) = log.answer(result, &args, latch.as_deref(), sent_ms) else {
+            return (log, serial);
+        };
+        log.acked += 1;
+        acks.fetch_add(1, Ordering::Relaxed);
+        log.state[k] = state;
+        log.latches.extend(ack.latch_of(latch, args));
     }
 }
 
@@ -338,7 +316,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
         }
         latches.extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
         for (w, (log, now)) in logs.iter().zip(&actual).enumerate() {
-            for (k, (want, got)) in log.states.iter().zip(now).enumerate() {
+            for (k, (want, got)) in log.state.iter().zip(now).enumerate() {
                 let lock = lock_name(w, k);
                 if want == got {
                     continue;
@@ -346,7 +324,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
                 let pending = log
                     .pending
                     .as_ref()
-                    .filter(|p| p.lock == k)
+                    .filter(|p| p.args[1] == lock)
                     .unwrap_or_else(|| {
                         panic!(
                             "round {round}: {lock} lost acknowledged state\n  acknowledged: {want:?}\n  after restart: {got:?}"

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use redis::Value;
 use testkit::{
-    assert_restored, crash_round, env_usize, int_of, is_disconnect, opt_text, prefix_of,
-    request_latch_key, seed, wall_us, Acked, AckedLatch, Conn, Rng, Server,
+    assert_restored, crash_round, env_usize, int_of, opt_text, prefix_of, request_latch_key, seed,
+    wall_us, Acked, AckedLatch, Conn, Rng, Server, WorkerLog,
 };
 
 const WORKERS: usize = 4;
@@ -347,19 +347,8 @@ fn explained(
     }
 }
 
-/// The command a worker had sent when the server died, unanswered.
-struct Pending {
-    args: Vec<String>,
-    latch: Option<String>,
-    sent_ms: i64,
-}
-
-struct WorkerLog {
-    acked: BTreeMap<String, usize>,
-    state: State,
-    latches: Vec<AckedLatch>,
-    pending: Option<Pending>,
-}
+/// A worker's acknowledgements by command and its objects' state.
+type Log = WorkerLog<BTreeMap<String, usize>, State>;
 
 fn worker(
     w: usize,
@@ -367,7 +356,7 @@ fn worker(
     mut rng: Rng,
     mut serial: u64,
     acks: Arc<AtomicUsize>,
-) -> (WorkerLog, u64) {
+) -> (Log, u64) {
     let n = names(w);
     let mut log = WorkerLog {
         acked: BTreeMap::new(),
@@ -378,38 +367,29 @@ fn worker(
     loop {
         let (args, latch) = next_command(&mut rng, w, &n, &log.state, &mut serial);
         let sent_ms = wall_us() / 1000;
-        match transact(&mut conn, &n, &args, latch.as_deref()) {
-            Ok((ack, state)) => {
-                let done_ms = wall_us() / 1000 + 1;
-                if let Err(why) = explained(&args, &log.state, &state, sent_ms, done_ms) {
-                    panic!("worker {w}: an acknowledged command: {why}");
-                }
-                if let Value::Array(ids) = &ack.reply {
-                    // A grant replies the ids it added, as hex.
-                    let replied: BTreeSet<String> = ids.iter().filter_map(opt_text).collect();
-                    let added: BTreeSet<String> = state
-                        .taken
-                        .keys()
-                        .filter(|id| !log.state.taken.contains_key(*id))
-                        .cloned()
-                        .collect();
-                    assert_eq!(replied, added, "worker {w}: {args:?} replied {ids:?}");
-                }
-                *log.acked.entry(args[0].clone()).or_default() += 1;
-                acks.fetch_add(1, Ordering::Relaxed);
-                log.state = state;
-                log.latches.extend(ack.latch_of(latch, args));
-            }
-            Err(e) if is_disconnect(&e) => {
-                log.pending = Some(Pending {
-                    args,
-                    latch,
-                    sent_ms,
-                });
-                return (log, serial);
-            }
-            Err(e) => panic!("{args:?}: {e}"),
+        let result = transact(&mut conn, &n, &args, latch.as_deref());
+        let Some((ack, state)) = log.answer(result, &args, latch.as_deref(), sent_ms) else {
+            return (log, serial);
+        };
+        let done_ms = wall_us() / 1000 + 1;
+        if let Err(why) = explained(&args, &log.state, &state, sent_ms, done_ms) {
+            panic!("worker {w}: an acknowledged command: {why}");
         }
+        if let Value::Array(ids) = &ack.reply {
+            // A grant replies the ids it added, as hex.
+            let replied: BTreeSet<String> = ids.iter().filter_map(opt_text).collect();
+            let added: BTreeSet<String> = state
+                .taken
+                .keys()
+                .filter(|id| !log.state.taken.contains_key(*id))
+                .cloned()
+                .collect();
+            assert_eq!(replied, added, "worker {w}: {args:?} replied {ids:?}");
+        }
+        *log.acked.entry(args[0].clone()).or_default() += 1;
+        acks.fetch_add(1, Ordering::Relaxed);
+        log.state = state;
+        log.latches.extend(ack.latch_of(latch, args));
     }
 }
 

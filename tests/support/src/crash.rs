@@ -200,3 +200,47 @@ pub fn transact(
         latch,
     })
 }
+
+/// The command a worker had sent when the server died, unanswered, and its
+/// request latch's key.
+pub struct Pending {
+    pub args: Vec<String>,
+    pub latch: Option<String>,
+    pub sent_ms: i64,
+}
+
+/// What a crash round's worker saw: its count of acknowledgements `acked`,
+/// the last acknowledged `state` of its objects, the latches its
+/// acknowledged commands left, and the command in flight at the kill.
+pub struct WorkerLog<A, S> {
+    pub acked: A,
+    pub state: S,
+    pub latches: Vec<AckedLatch>,
+    pub pending: Option<Pending>,
+}
+
+impl<A, S> WorkerLog<A, S> {
+    /// The answer to `args` sent at `sent_ms`; `None` when the connection
+    /// dropped (the kill), which makes `args` the command in flight. Any
+    /// other error fails the test: the workload sends well-formed commands.
+    pub fn answer<T>(
+        &mut self,
+        result: redis::RedisResult<T>,
+        args: &[String],
+        latch: Option<&str>,
+        sent_ms: i64,
+    ) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) if is_disconnect(&e) => {
+                self.pending = Some(Pending {
+                    args: args.to_vec(),
+                    latch: latch.map(str::to_string),
+                    sent_ms,
+                });
+                None
+            }
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+}
