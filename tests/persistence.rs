@@ -24,10 +24,9 @@ use std::sync::Arc;
 
 use redis::Value;
 use testkit::{
-    assert_restored, crash_round, env_usize, flatten, int_of, latch_key, seed, timeout_key,
-    wall_us, Rng, Server,
+    assert_restored, crash_round, flatten, int_of, latch_key, timeout_key, wall_us, Acked, Conn,
+    CrashTest, Pending, Rng, WorkerLog,
 };
-use testkit::{Acked, AckedLatch, Conn, Pending, WorkerLog};
 
 const WORKERS: usize = 4;
 const LOCKS_PER_WORKER: usize = 3;
@@ -277,16 +276,11 @@ fn explained_by_pending(
 
 #[test]
 fn acknowledged_effects_survive_kill_9_at_random_moments() {
-    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let mut rng = Rng(seed(0x5EED_A0F5));
-    let rounds = env_usize("RWLOCK_PERSISTENCE_ROUNDS", 3);
-    let mut latches: Vec<AckedLatch> = Vec::new();
-    // Latches of unacknowledged unlocks: they may or may not exist.
-    let mut pending_latches = BTreeSet::new();
+    let mut t = CrashTest::start(0x5EED_A0F5);
     let mut serials = [0u64; WORKERS];
     let (mut total_acked, mut total_pending, mut applied_pending) = (0, 0, 0);
-    for round in 0..rounds {
-        let crash = crash_round(&mut server, &mut rng, &mut serials, MAX_RUN_MS, worker);
+    for round in 0..t.rounds {
+        let crash = crash_round(&mut t.server, &mut t.rng, &mut serials, MAX_RUN_MS, worker);
         let (logs, killed_ms) = (crash.logs, crash.killed_ms);
         let acked: usize = logs.iter().map(|l| l.acked).sum();
         eprintln!(
@@ -300,8 +294,8 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
         );
         total_acked += acked;
 
-        server.restart();
-        let mut conn = server.conn();
+        t.server.restart();
+        let mut conn = t.server.conn();
         // Read everything first: the checks below write scratch keys.
         let mut expected_keys: BTreeSet<String> = BTreeSet::new();
         let mut actual: Vec<Vec<LockState>> = Vec::new();
@@ -314,7 +308,8 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             }
             actual.push(row);
         }
-        latches.extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
+        t.latches
+            .extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
         for (w, (log, now)) in logs.iter().zip(&actual).enumerate() {
             for (k, (want, got)) in log.state.iter().zip(now).enumerate() {
                 let lock = lock_name(w, k);
@@ -341,16 +336,16 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             }
             if let Some(p) = &log.pending {
                 total_pending += 1;
-                pending_latches.extend(p.latch.clone());
+                t.maybe.extend(p.latch.clone());
             }
         }
         // Acknowledged latches: same value, same deadline (and, below, the
         // same reply on retry).
-        assert_restored(&mut conn, round, &latches, expected_keys, &pending_latches);
-        if round + 1 == rounds {
+        assert_restored(&mut conn, round, &t.latches, expected_keys, &t.maybe);
+        if round + 1 == t.rounds {
             // A retry replies the latch: what the acknowledged unlock replied
             // (1 when it found no lock, where it replied nil).
-            for l in &latches {
+            for l in &t.latches {
                 let Some(value) = &l.value else { continue };
                 let stored: i64 = value.parse().expect("an integer latch");
                 assert!(
@@ -365,8 +360,9 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
         }
     }
     eprintln!(
-        "{rounds} kill -9 rounds: {total_acked} acknowledged commands verified, {} latches, \
+        "{} kill -9 rounds: {total_acked} acknowledged commands verified, {} latches, \
          {total_pending} in flight at the kills ({applied_pending} of them applied)",
-        latches.len()
+        t.rounds,
+        t.latches.len()
     );
 }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use redis::Value;
 use testkit::{
-    assert_restored, crash_round, env_usize, int_of, opt_text, prefix_of, request_latch_key, seed,
-    wall_us, Acked, AckedLatch, Conn, Rng, Server, WorkerLog,
+    assert_restored, crash_round, int_of, opt_text, prefix_of, request_latch_key, wall_us, Acked,
+    Conn, CrashTest, Rng, WorkerLog,
 };
 
 const WORKERS: usize = 4;
@@ -395,17 +395,12 @@ fn worker(
 
 #[test]
 fn acknowledged_permits_survive_kill_9_at_random_moments() {
-    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let mut rng = Rng(seed(0x5EED_5E4A));
-    let rounds = env_usize("RWLOCK_PERSISTENCE_ROUNDS", 3);
-    let mut latches: Vec<AckedLatch> = Vec::new();
-    // Latches of unacknowledged acquisitions: they may or may not exist.
-    let mut pending_latches = BTreeSet::new();
+    let mut t = CrashTest::start(0x5EED_5E4A);
     let mut serials = [0u64; WORKERS];
     let mut verified: BTreeMap<String, usize> = BTreeMap::new();
     let (mut total_pending, mut applied_pending) = (0, 0);
-    for round in 0..rounds {
-        let crash = crash_round(&mut server, &mut rng, &mut serials, MAX_RUN_MS, worker);
+    for round in 0..t.rounds {
+        let crash = crash_round(&mut t.server, &mut t.rng, &mut serials, MAX_RUN_MS, worker);
         let logs = crash.logs;
         let acked: usize = logs.iter().flat_map(|l| l.acked.values()).sum();
         eprintln!(
@@ -414,8 +409,8 @@ fn acknowledged_permits_survive_kill_9_at_random_moments() {
             logs.iter().filter(|l| l.pending.is_some()).count()
         );
 
-        server.restart();
-        let mut conn = server.conn();
+        t.server.restart();
+        let mut conn = t.server.conn();
         let mut expected_keys: BTreeSet<String> = BTreeSet::new();
         for (w, log) in logs.iter().enumerate() {
             let n = names(w);
@@ -428,7 +423,7 @@ fn acknowledged_permits_survive_kill_9_at_random_moments() {
             let got = read_state(&mut conn, &n);
             if let Some(p) = &log.pending {
                 total_pending += 1;
-                pending_latches.extend(p.latch.clone());
+                t.maybe.extend(p.latch.clone());
             }
             if got == log.state {
                 continue;
@@ -455,12 +450,13 @@ fn acknowledged_permits_survive_kill_9_at_random_moments() {
                 *verified.entry(kind.clone()).or_default() += k;
             }
         }
-        latches.extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
-        assert_restored(&mut conn, round, &latches, expected_keys, &pending_latches);
-        if round + 1 == rounds {
+        t.latches
+            .extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
+        assert_restored(&mut conn, round, &t.latches, expected_keys, &t.maybe);
+        if round + 1 == t.rounds {
             // A retry of a granted acquisition replies its ids and takes nothing.
             let mut retried = 0;
-            for l in latches.iter().filter(|l| l.value.is_some()) {
+            for l in t.latches.iter().filter(|l| l.value.is_some()) {
                 assert!(
                     matches!(&l.reply, Value::Array(ids) if ids.len().to_string() == l.args[2]),
                     "{:?} replied {:?} but left a latch",
@@ -487,8 +483,9 @@ fn acknowledged_permits_survive_kill_9_at_random_moments() {
     }
     let total: usize = verified.values().sum();
     eprintln!(
-        "{rounds} kill -9 rounds: {total} acknowledged commands verified ({verified:?}), {} request latches, \
+        "{} kill -9 rounds: {total} acknowledged commands verified ({verified:?}), {} request latches, \
          {total_pending} in flight at the kills ({applied_pending} of them applied)",
-        latches.len()
+        t.rounds,
+        t.latches.len()
     );
 }

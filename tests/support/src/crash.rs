@@ -10,7 +10,33 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::{wait_until, wall_us, Conn, Rng, Server};
+use crate::{env_usize, seed, wait_until, wall_us, Conn, Rng, Server};
+
+/// A kill -9 test's run: a server with `appendonly yes` and `appendfsync
+/// always`, the seeded generator (`RWLOCK_TEST_SEED`), the number of rounds
+/// (`RWLOCK_PERSISTENCE_ROUNDS`, default 3), and the request latches the
+/// rounds leave.
+pub struct CrashTest {
+    pub server: Server,
+    pub rng: Rng,
+    pub rounds: usize,
+    /// Every acknowledged command's latch so far.
+    pub latches: Vec<AckedLatch>,
+    /// Latches of the commands in flight at a kill: they may or may not exist.
+    pub maybe: BTreeSet<String>,
+}
+
+impl CrashTest {
+    pub fn start(default_seed: u64) -> CrashTest {
+        CrashTest {
+            server: Server::start(&["--appendonly", "yes", "--appendfsync", "always"]),
+            rng: Rng(seed(default_seed)),
+            rounds: env_usize("RWLOCK_PERSISTENCE_ROUNDS", 3),
+            latches: Vec::new(),
+            maybe: BTreeSet::new(),
+        }
+    }
+}
 
 /// What one crash round left: each worker's result, the wall-clock ms by
 /// which the server was dead, and how long the workers ran.
