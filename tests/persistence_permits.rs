@@ -15,8 +15,10 @@
 //! state that command produces (new expiries between its send time plus
 //! the lease and the kill plus the lease). A retried `PERMIT.ACQUIRE …
 //! REQUEST` of an acknowledged grant replies the same ids and takes nothing.
-//! Nothing else may exist. Leases are long (or `-1`), so nothing expires
-//! during the test.
+//! Nothing else may exist. Leases, TTLs and latches last two hours or more
+//! (or a lease is `-1`), so nothing expires during a run: a run of more
+//! rounds than that allows would see permits reclaimed the model does not
+//! expect.
 //!
 //! Seeded: `RWLOCK_TEST_SEED` replays a run. `RWLOCK_PERSISTENCE_ROUNDS`
 //! sets the number of crash rounds (default 3).
@@ -37,7 +39,8 @@ const MAX_RUN_MS: i64 = 2_500;
 /// Redisson's score of a permit without lease (`nonExpirableTimeout`).
 const NEVER: i64 = 922_337_203_685_477;
 /// TTL of the acquisition latches: they outlive the test.
-const REQUEST_TTL: i64 = 3_600_000;
+const REQUEST_TTL: i64 = 6 * HOUR;
+const HOUR: i64 = 3_600_000;
 
 /// The three objects of worker `w`; odd workers use braced names.
 struct Names {
@@ -150,7 +153,7 @@ fn lease(rng: &mut Rng) -> i64 {
     if rng.chance(25) {
         -1
     } else {
-        rng.range(600_000, 3_600_000)
+        rng.range(2 * HOUR, 6 * HOUR)
     }
 }
 
@@ -185,7 +188,7 @@ fn next_command(
             n.sem.clone(),
             rng.range(0, 5).to_string(),
             "TTL".into(),
-            rng.range(3_600_000, 7_200_000).to_string(),
+            rng.range(2 * HOUR, 6 * HOUR).to_string(),
         ],
         // So that a try-set finds no count again.
         34..=36 => vec!["DEL".into(), n.sem.clone()],
