@@ -93,6 +93,30 @@ class Conn:
                 self.reply()
 
 
+def connect_own(proc, port, tries=300):
+    """A connection to the server `proc` started on `port`, once it answers.
+
+    The port may have been taken between free_port() and the bind by another
+    process's server (a test suite's, beside us): never run commands on, or
+    SHUTDOWN, someone else's server. Its process id must be ours.
+    """
+    for _ in range(tries):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server on port {port} exited at start (port taken?)")
+        try:
+            conn = Conn(port)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        raise RuntimeError(f"the server on port {port} did not start")
+    info = conn.reply_to(resp("INFO", "server")).decode()
+    pid = int(re.search(r"process_id:(\d+)", info).group(1))
+    if pid != proc.pid:
+        raise RuntimeError(f"port {port} answers process {pid}, not our server {proc.pid}")
+    return conn
+
+
 def handoff_rounds(port):
     """Write handoffs: the holder releases while another client waits with
     BLOCK, which then releases in turn. Counted per round: the waiter's
@@ -246,14 +270,7 @@ def count(module, scripts, name, per, setup, work):
              "--appendonly", "no", "--dir", tmp, "--loadmodule", str(module)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(300):
-                try:
-                    conn = Conn(port)
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            else:
-                raise RuntimeError("redis-server under valgrind did not start")
+            conn = connect_own(server, port)
             conn.run([resp("SCRIPT", "LOAD", body) for body in scripts.values()])
             conn.run(setup)
             run = work if callable(work) else lambda _: conn.run(work)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from callgrind import ROOT, free_port, resp  # noqa: E402
+from callgrind import ROOT, connect_own, free_port, resp  # noqa: E402
 
 N = 1000
 ASKS = 200
@@ -121,12 +121,7 @@ def main():
              "--appendonly", "no", "--maxclients", "4000", "--loadmodule", module],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(200):
-                try:
-                    Conn(port).call("PING")
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            connect_own(proc, port)
             rows = []
             for chain in (False, True):
                 for detection in ("no", "yes"):

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from callgrind import LATCH_TTL, ROOT, Conn, free_port, resp  # noqa: E402
+from callgrind import LATCH_TTL, ROOT, Conn, connect_own, free_port, resp  # noqa: E402
 
 # (N, K): the line's length and how many locks each row's count divides by.
 LINES = [(10, 100), (1000, 10)]
@@ -120,13 +120,7 @@ class Server:
              "--appendonly", "no", "--dir", tmp, "--hz", "1", "--loadmodule", str(module)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.dumps = 0
-        for _ in range(300):
-            try:
-                self.conn = Conn(self.port)
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("redis-server under valgrind did not start")
+        self.conn = connect_own(self.proc, self.port)
 
     def control(self, *args):
         subprocess.run(["callgrind_control", *args, str(self.proc.pid)], check=True,
