@@ -103,7 +103,7 @@ unsafe extern "C" fn on_keyspace_event(
     fair_waiting::on_keyspace_event(&ctx, db, event, key);
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
-    if event != "zadd" && !sessions::idle() {
+    if !sessions::idle() && event != "zadd" {
         // Session permits released or reclaimed by a script, or their set
         // deleted: they are no longer the connection's to give back.
         for name in permit_names(key) {
