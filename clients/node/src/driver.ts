@@ -9,7 +9,7 @@
  * `Acquisition`; the I/O and its rules are here, once.
  */
 
-import { requestId, type Args, type Outcome } from "./commands";
+import { int, requestId, type Args, type Outcome } from "./commands";
 import { NotReentrant, NotSynced } from "./errors";
 import { isMoved, isReplyError, type Link, type Links, type Settled } from "./link";
 import { blockOf, LATCH_TTL_MS, remaining, type ReplicaSync } from "./options";
@@ -423,6 +423,28 @@ export async function once(ctx: ClientContext, key: string, args: Args): Promise
   return reply.reply;
 }
 
+/**
+ * What an abort of a grant without a lease of its own (a semaphore's
+ * permits) needs after the abort closed `link` (null: the try on the
+ * application's connection): once the server dropped that connection
+ * nothing more can be granted to it; the acquisition's `latch` then says
+ * whether it was (a grant stores it, a refusal nothing), and `giveBack`
+ * runs when it was. Best effort: with the server unreachable, the abort's
+ * reason stays the error to see.
+ */
+export async function recoverGrant(ctx: ClientContext, key: string, link: Link | null, latch: string, giveBack: () => Promise<unknown>): Promise<void> {
+  try {
+    if (link !== null) {
+      await ctx.links.gone(link, ctx.replyMargin);
+    }
+    if (int(await ctx.links.command(key, ["EXISTS", latch])) === 1) {
+      await giveBack();
+    }
+  } catch {
+    // The server is unreachable: the abort's reason is the error to see.
+  }
+}
+
 /** How many acquisitions' latches a handle keeps for its next release's `DEL`. */
 const MAX_KEPT = 64;
 
@@ -479,7 +501,7 @@ export async function release(ctx: ClientContext, key: string, args: Args, latch
   const earlier = [...latches.released, ...latches.acquired];
   latches.acquired = [];
   latches.released = [];
-  const commands: Args[] = latch !== null && earlier.length > 0 ? [args, ["DEL", ...earlier]] : [args];
+  const commands: Args[] = earlier.length > 0 ? [args, ["DEL", ...earlier]] : [args];
   let replies: Settled[] | null = null;
   let kept = latch;
   try {

@@ -1,5 +1,5 @@
 /**
- * rwlock-client: Redisson's distributed locks, semaphore and count-down
+ * rwlock-client: Redisson's distributed locks, semaphores and count-down
  * latch for Node.js, on the rwlock Redis module and ioredis. Start with
  * `Client`.
  */
@@ -9,6 +9,7 @@ export { Lock, Hold, type AcquireOptions, type HandleOptions, type LostCallback 
 export { ReadWriteLock } from "./rwlock";
 export { MultiLock, type MultiHold } from "./multi";
 export { Semaphore, Permits, type PermitOptions } from "./semaphore";
+export { PermitExpirableSemaphore, PermitIds, type PermitAcquireOptions, type PermitsLostCallback } from "./permit";
 export { CountDownLatch } from "./latch";
 export type { WaitOptions } from "./driver";
 export { RedLock, quorum, drift, type RedLockOptions, type RedLockAcquireOptions } from "./redlock";

@@ -1,8 +1,8 @@
 /** `Semaphore`: Redisson's `RSemaphore` on the module's `SEMAPHORE.*` commands (design.md §15). */
 
-import { asyncDispose } from "./dispose";
+import { Releasable } from "./dispose";
 import { int, prefixed, requestId, type Args, type Outcome } from "./commands";
-import { acquire, Latches, once, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
+import { acquire, Latches, once, recoverGrant, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
 import { LockError, NotAcquired } from "./errors";
 import { LATCH_TTL_MS, toMs } from "./options";
 
@@ -16,32 +16,22 @@ export interface PermitOptions extends WaitOptions {
  * Permits one acquisition took, for `await using` (`Symbol.asyncDispose`
  * gives them back) or `try … finally { await permits.release() }`.
  */
-export class Permits implements AsyncDisposable {
-  private done = false;
-
+export class Permits extends Releasable {
   /** `semaphore`: where they were taken; `permits`: how many. */
   constructor(
     readonly semaphore: Semaphore,
     readonly permits: number,
-  ) {}
-
-  /** Gives the permits back (once; a second call does nothing). */
-  async release(): Promise<void> {
-    if (this.done) {
-      return;
-    }
-    this.done = true;
-    await this.semaphore.release(this.permits);
+  ) {
+    super();
   }
 
-  /** `await using`: gives the permits back at the end of the block. */
-  [asyncDispose](): Promise<void> {
-    return this.release();
+  protected giveBack(): Promise<void> {
+    return this.semaphore.release(this.permits);
   }
 }
 
 /** A count of permits to take or give back: a whole number from 1. */
-function countOf(permits: number, what = "permits"): number {
+export function countOf(permits: number, what = "permits"): number {
   if (!Number.isSafeInteger(permits) || permits < 1) {
     throw new RangeError(`${what} must be a whole number from 1, not ${String(permits)}`);
   }
@@ -49,7 +39,7 @@ function countOf(permits: number, what = "permits"): number {
 }
 
 /** A count the semaphore is set to or changed by: any whole number (JavaScript's safe integers). */
-function amountOf(permits: number): number {
+export function amountOf(permits: number): number {
   if (!Number.isSafeInteger(permits)) {
     throw new RangeError(`permits must be a whole number, not ${String(permits)}`);
   }
@@ -205,22 +195,9 @@ export class Semaphore {
       },
       recover: async (link, request) => {
         // Permits have no lease: one granted at the moment the wait was
-        // cancelled would stay taken for good. Once the server dropped the
-        // waiting connection nothing more can be granted to it; the
-        // acquisition's latch then says whether it was (a grant stores it,
-        // a refusal nothing).
-        if (request === null) {
-          return;
-        }
-        try {
-          if (link !== null) {
-            await ctx.links.gone(link, ctx.replyMargin);
-          }
-          if (int(await ctx.links.command(name, ["EXISTS", acquireLatch(request)])) === 1) {
-            await ctx.links.command(name, giveBack());
-          }
-        } catch {
-          // The server is unreachable: the abort's reason is the error to see.
+        // cancelled would stay taken for good.
+        if (request !== null) {
+          await recoverGrant(ctx, name, link, acquireLatch(request), () => ctx.links.command(name, giveBack()));
         }
       },
     };

@@ -167,6 +167,11 @@ describe("replica acknowledgement on real servers", () => {
       await redis.set("known-sem", "2");
       await assert.rejects(locks.semaphore("known-sem").acquire({ permits: 2, wait: 0 }), (e: Error) => e instanceof NotSynced && /WAIT 1 replied 0/.test(e.message));
       assert.equal(await redis.get("known-sem"), "2", "given back");
+      // So does a permit semaphore's: its ids released.
+      await redis.call("PERMIT.TRYSETPERMITS", "known-permit", "2");
+      await assert.rejects(locks.permitExpirableSemaphore("known-permit").acquire({ permits: 2, lease: -1, wait: 0 }), (e: Error) => e instanceof NotSynced && /WAIT 1 replied 0/.test(e.message));
+      assert.equal(await redis.call("PERMIT.AVAILABLE", "known-permit"), 2, "released");
+      assert.equal(await redis.exists("{known-permit}:timeout"), 0);
 
       await using alone = new Client(redis, { sync: { replicas: 0 } });
       const quick = alone.lock("known");
@@ -189,6 +194,7 @@ describe("replica acknowledgement on real servers", () => {
         (e: Error) => e instanceof NotSynced && /NOREPLICAS/.test(e.message));
       await assert.rejects(locks.fairLock("refused-fair").acquire({ wait: 0, lease: 10_000 }), NotSynced);
       await assert.rejects(locks.semaphore("refused-sem").acquire({ wait: 0 }), NotSynced);
+      await assert.rejects(locks.permitExpirableSemaphore("refused-permit").acquire({ lease: -1, wait: 0 }), NotSynced);
       assert.equal(await redis.dbsize(), 0, "nothing written");
     } finally {
       redis.disconnect();

@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Client, type CountDownLatch, type Lock, type ReadWriteLock, type Semaphore } from "../src/index";
+import { Client, type CountDownLatch, type Lock, type PermitExpirableSemaphore, type ReadWriteLock, type Semaphore } from "../src/index";
 import { REPO, Server } from "./support";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -76,14 +76,17 @@ function integer(step: Obj, field: string, fallback?: number): number {
  * `expect` when that is a field).
  */
 const CALLS: Record<string, { fields: string[]; run: (run: Run, step: Obj, target: Json | undefined) => Promise<unknown> }> = {
-  try_set_permits: { fields: ["permits", "expect"], run: (r, s, t) => r.semaphore(t).trySetPermits(integer(s, "permits")) },
-  add_permits: { fields: ["permits"], run: (r, s, t) => r.semaphore(t).addPermits(integer(s, "permits")) },
-  available: { fields: ["expect"], run: (r, _, t) => r.semaphore(t).availablePermits() },
+  try_set_permits: { fields: ["permits", "expect"], run: (r, s, t) => r.counted(t).trySetPermits(integer(s, "permits")) },
+  add_permits: { fields: ["permits"], run: (r, s, t) => r.counted(t).addPermits(integer(s, "permits")) },
+  available: { fields: ["expect"], run: (r, _, t) => r.counted(t).availablePermits() },
   drain: { fields: ["expect"], run: (r, _, t) => r.semaphore(t).drainPermits() },
   try_set_count: { fields: ["count", "expect"], run: (r, s, t) => r.latch(t).trySetCount(integer(s, "count")) },
   count_down: { fields: [], run: (r, _, t) => r.latch(t).countDown() },
   count: { fields: ["expect"], run: (r, _, t) => r.latch(t).getCount() },
   delete: { fields: ["expect"], run: (r, _, t) => r.latch(t).delete() },
+  update_lease: { fields: ["ids", "lease_ms", "expect"], run: (r, s, t) => r.permit(t).updateLeaseTime(r.oneId(s), integer(s, "lease_ms")) },
+  lease_left: { fields: ["ids", "expect"], run: (r, s, t) => r.permit(t).leaseTime(r.oneId(s)) },
+  acquired: { fields: ["expect"], run: (r, _, t) => r.permit(t).acquiredPermits() },
 };
 
 /** Every step's action (clients/contract/README.md). */
@@ -94,6 +97,7 @@ class Run {
   readonly saved = new Map<string, unknown>();
   readonly locks = new Map<string, Lock>();
   readonly semaphores = new Map<string, Semaphore>();
+  readonly permits = new Map<string, PermitExpirableSemaphore>();
   readonly latches = new Map<string, CountDownLatch>();
   readonly clients = new Map<string, Client>();
   readonly connections: Redis[] = [];
@@ -126,6 +130,33 @@ class Run {
     const found = typeof name === "string" ? this.semaphores.get(name) : undefined;
     assert.ok(found !== undefined, `no semaphore ${JSON.stringify(name)} in the scenario`);
     return found;
+  }
+
+  permit(name: Json | undefined): PermitExpirableSemaphore {
+    const found = typeof name === "string" ? this.permits.get(name) : undefined;
+    assert.ok(found !== undefined, `no permit semaphore ${JSON.stringify(name)} in the scenario`);
+    return found;
+  }
+
+  /** The semaphore or the permit semaphore `name`: the steps both kinds take. */
+  counted(name: Json | undefined): Semaphore | PermitExpirableSemaphore {
+    return typeof name === "string" && this.permits.has(name) ? this.permit(name) : this.semaphore(name);
+  }
+
+  /** The ids an acquisition saved under a step's `ids`. */
+  ids(step: Obj): string[] {
+    const name = step["ids"];
+    assert.ok(typeof name === "string" && this.saved.has(name), `no ids saved as ${JSON.stringify(name)}`);
+    const ids = this.saved.get(name);
+    assert.ok(Array.isArray(ids), `${name} holds no ids: ${JSON.stringify(ids)}`);
+    return ids as string[];
+  }
+
+  /** The one id saved under a step's `ids`. */
+  oneId(step: Obj): string {
+    const ids = this.ids(step);
+    assert.equal(ids.length, 1, `${String(step["ids"])} holds ${ids.length} ids, not one`);
+    return ids[0]!;
   }
 
   latch(name: Json | undefined): CountDownLatch {
@@ -221,12 +252,37 @@ class Run {
       onlyFields(action, step, [action, ...call.fields]);
       const result = await call.run(this, step, step[action]);
       if (call.fields.includes("expect")) {
-        assert.equal(result, step["expect"], action);
+        this.check(result, step["expect"]!, action);
       }
       return;
     }
     switch (action) {
       case "acquire": {
+        if (typeof step["acquire"] === "string" && this.permits.has(step["acquire"])) {
+          onlyFields("acquire", step, ["acquire", "permits", "lease_ms", "wait_ms", "expect", "elapsed_ms", "save_ids"]);
+          assert.ok("wait_ms" in step && "lease_ms" in step && "expect" in step, "a permit acquire needs lease_ms, wait_ms and expect");
+          const permit = this.permit(step["acquire"]);
+          const permits = integer(step, "permits", 1);
+          const started = performance.now();
+          let ids: string[] | null = null;
+          const outcome = await outcomeOf(async () => {
+            ids = await permit.acquire({ permits, lease: step["lease_ms"] as number | null, wait: step["wait_ms"] as number | null });
+            return ids !== null;
+          });
+          assert.equal(outcome, step["expect"], "the acquisition's outcome");
+          checkElapsed(step, started);
+          if (ids !== null) {
+            const taken: string[] = ids;
+            assert.equal(taken.length, permits, "one id per permit");
+            for (const id of taken) {
+              assert.match(id, /^[0-9a-f]+$/, "a permit id is hex");
+            }
+          }
+          if (step["save_ids"] !== undefined) {
+            this.saved.set(String(step["save_ids"]), ids);
+          }
+          return;
+        }
         if (typeof step["acquire"] === "string" && this.semaphores.has(step["acquire"])) {
           onlyFields("acquire", step, ["acquire", "permits", "wait_ms", "expect", "elapsed_ms"]);
           assert.ok("wait_ms" in step && "expect" in step, "a semaphore's acquire needs wait_ms and expect");
@@ -251,6 +307,18 @@ class Run {
         return;
       }
       case "release": {
+        if (typeof step["release"] === "string" && this.permits.has(step["release"])) {
+          onlyFields("release", step, ["release", "ids", "expect"]);
+          const permit = this.permit(step["release"]);
+          let outcome = "ok";
+          try {
+            await permit.release(this.ids(step));
+          } catch (error) {
+            outcome = error instanceof Error ? error.name : String(error);
+          }
+          assert.equal(outcome, step["expect"], "the release's outcome");
+          return;
+        }
         const semaphore = typeof step["release"] === "string" ? this.semaphores.get(step["release"]) : undefined;
         onlyFields("release", step, semaphore === undefined ? ["release", "expect"] : ["release", "permits", "expect"]);
         let outcome = "ok";
@@ -355,11 +423,13 @@ class Run {
       assert.ok(client !== undefined, `lock ${name}: no client ${JSON.stringify(spec["client"])}`);
       const session = spec["session"] === true;
       const lockName = String(spec["name"]);
-      if (spec["kind"] === "semaphore" || spec["kind"] === "latch") {
+      if (spec["kind"] === "semaphore" || spec["kind"] === "permit" || spec["kind"] === "latch") {
         onlyFields(`lock ${name}`, spec, ["client", "kind", "name", "session"]);
         assert.ok(!session, `lock ${name}: a ${spec["kind"]} takes no session holds`);
         if (spec["kind"] === "semaphore") {
           this.semaphores.set(name, client.semaphore(lockName));
+        } else if (spec["kind"] === "permit") {
+          this.permits.set(name, client.permitExpirableSemaphore(lockName));
         } else {
           this.latches.set(name, client.countDownLatch(lockName));
         }

@@ -8,10 +8,9 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { setTimeout as sleep } from "node:timers/promises";
 import { Client, NotAcquired } from "../src/index";
 import { throughProxy } from "./proxy";
-import { infoField, suiteServer, waitUntil, withClients } from "./support";
+import { contend, infoField, suiteServer, waitUntil, withClients } from "./support";
 
 describe("semaphore", () => {
   const suite = suiteServer();
@@ -49,24 +48,7 @@ describe("semaphore", () => {
     const count = 2;
     await withClients(suite.server, 3, async (clients) => {
       await clients[0]!.semaphore("sem:guard").trySetPermits(count);
-      let inUse = 0;
-      let violations = 0;
-      let cycles = 0;
-      const worker = async (client: Client, permits: number): Promise<void> => {
-        const semaphore = client.semaphore("sem:guard");
-        for (let i = 0; i < 15; i++) {
-          await semaphore.withPermits(async () => {
-            inUse += permits;
-            if (inUse > count) {
-              violations += 1;
-            }
-            await sleep(2); // others run meanwhile
-            inUse -= permits;
-            cycles += 1;
-          }, { permits });
-        }
-      };
-      await Promise.all(clients.flatMap((client) => [worker(client, 1), worker(client, 2)]));
+      const { violations, cycles } = await contend(clients, count, 15, (client, permits, body) => client.semaphore("sem:guard").withPermits(body, { permits }));
       assert.equal(violations, 0);
       assert.equal(cycles, 90);
       assert.equal(await clients[1]!.semaphore("sem:guard").availablePermits(), count);

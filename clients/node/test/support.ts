@@ -281,3 +281,31 @@ export async function withClients(server: Server, n: number, body: (clients: Cli
     await Promise.all(clients.map((client) => client.close()));
   }
 }
+
+/**
+ * Two workers per client object, one taking 1 permit and one 2, each
+ * `rounds` times through `withPermits(client, permits, body)` (the kind's
+ * own `withPermits`, which runs `body` holding them): counts the permits in
+ * use meanwhile. Resolves how many times more than `count` were in use,
+ * and how many bodies ran.
+ */
+export async function contend(clients: Client[], count: number, rounds: number, withPermits: (client: Client, permits: number, body: () => Promise<void>) => Promise<void>): Promise<{ violations: number; cycles: number }> {
+  let inUse = 0;
+  let violations = 0;
+  let cycles = 0;
+  const worker = async (client: Client, permits: number): Promise<void> => {
+    for (let i = 0; i < rounds; i++) {
+      await withPermits(client, permits, async () => {
+        inUse += permits;
+        if (inUse > count) {
+          violations += 1;
+        }
+        await sleep(2); // others run meanwhile
+        inUse -= permits;
+        cycles += 1;
+      });
+    }
+  };
+  await Promise.all(clients.flatMap((client) => [worker(client, 1), worker(client, 2)]));
+  return { violations, cycles };
+}

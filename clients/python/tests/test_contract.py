@@ -27,6 +27,8 @@ from rwlock_client import (
     MultiLock,
     NotReentrant,
     NotSynced,
+    NEVER,
+    PermitExpirableSemaphore,
     ReadWriteLock,
     Semaphore,
 )
@@ -36,7 +38,9 @@ SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/
 ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
-SEMAPHORE_STEPS = {"try_set_permits", "add_permits", "available", "drain"}
+COUNT_STEPS = {"try_set_permits", "add_permits", "available"}
+SEMAPHORE_STEPS = COUNT_STEPS | {"drain"}
+PERMIT_STEPS = {"update_lease", "lease_left", "acquired"}
 LATCH_STEPS = {"try_set_count", "count_down", "count", "await", "delete"}
 
 
@@ -95,6 +99,7 @@ class Run:
         self.locks: Dict[str, LockBase] = {}
         self.semaphores: Dict[str, Semaphore] = {}
         self.latches: Dict[str, CountDownLatch] = {}
+        self.permits: Dict[str, PermitExpirableSemaphore] = {}
         rwlocks: Dict[Tuple[str, str], ReadWriteLock] = {}
         for key, spec in scenario["locks"].items():
             unknown = set(spec) - LOCK_FIELDS
@@ -104,11 +109,13 @@ class Run:
             if "watchdog_timeout_ms" in self.specs[spec["client"]]:
                 options["watchdog_timeout"] = self.specs[spec["client"]]["watchdog_timeout_ms"] / 1000
             kind = spec["kind"]
-            if kind in ("semaphore", "latch"):
+            if kind in ("semaphore", "latch", "permit"):
                 assert not options.pop("session"), f"lock {key}: a {kind} has no session holds"
                 assert "holds" not in spec, f"lock {key}: a {kind} has no holds"
                 if kind == "semaphore":
                     self.semaphores[key] = Semaphore(client, spec["name"])
+                elif kind == "permit":
+                    self.permits[key] = PermitExpirableSemaphore(client, spec["name"], **options)
                 else:
                     self.latches[key] = CountDownLatch(client, spec["name"])
                 continue
@@ -173,7 +180,9 @@ class Run:
     def step(self, step: Dict[str, Any], what: str) -> None:
         action = next(iter(step))
         fields = set(step)
-        if action in ("acquire", "release") and step[action] in self.semaphores:
+        if action in {"acquire", "release"} | COUNT_STEPS | PERMIT_STEPS and step[action] in self.permits:
+            self.permit_step(action, step, what)
+        elif action in ("acquire", "release") and step[action] in self.semaphores:
             self.semaphore_step(action, step, what)
         elif action in SEMAPHORE_STEPS:
             self.semaphore_step(action, step, what)
@@ -258,18 +267,76 @@ class Run:
 
             outcome = self.outcome(release)
             assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
-        elif action == "try_set_permits":
+        elif action in COUNT_STEPS:
+            self.count_step(sem, action, step, what)
+        else:
+            assert action == "drain" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.drain_permits(), what)
+
+    def count_step(self, sem: Any, action: str, step: Dict[str, Any], what: str) -> None:
+        """A step a `semaphore` and a `permit` semaphore share."""
+        fields = set(step)
+        if action == "try_set_permits":
             assert fields == {action, "permits", "expect"}, what
             self.check(step["expect"], sem.try_set_permits(step["permits"]), what)
         elif action == "add_permits":
             assert fields == {action, "permits"}, what
             sem.add_permits(step["permits"])
-        elif action == "available":
-            assert fields == {action, "expect"}, what
-            self.check(step["expect"], sem.available_permits(), what)
         else:
-            assert action == "drain" and fields == {action, "expect"}, what
-            self.check(step["expect"], sem.drain_permits(), what)
+            assert action == "available" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.available_permits(), what)
+
+    def permit_step(self, action: str, step: Dict[str, Any], what: str) -> None:
+        """A step of a `permit` semaphore (clients/contract/README.md)."""
+        fields = set(step)
+        sem = self.permits[step[action]]
+
+        def lease(ms: Any) -> Any:
+            return None if ms is None else NEVER if ms == -1 else ms / 1000
+
+        if action == "acquire":
+            allowed = {"acquire", "permits", "lease_ms", "wait_ms", "expect", "elapsed_ms", "save_ids"}
+            assert fields <= allowed and {"lease_ms", "wait_ms", "expect"} <= fields, what
+            wait = None if step["wait_ms"] is None else step["wait_ms"] / 1000
+            ids: List[List[str]] = []
+
+            def acquire() -> str:
+                got = sem.acquire_many(step.get("permits", 1), wait=wait, lease=lease(step["lease_ms"]))
+                ids.extend([got] if got is not None else [])
+                return "acquired" if got is not None else "refused"
+
+            start = time.monotonic()
+            outcome = self.outcome(acquire)
+            elapsed = (time.monotonic() - start) * 1000
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+            self.elapsed(step, elapsed, what)
+            if "save_ids" in step:
+                assert ids, f"{what}: no ids to save"
+                assert all(re.fullmatch("[0-9a-f]{32}", i) for i in ids[0]), f"{what}: ids {ids[0]}"
+                self.saved[step["save_ids"]] = ids[0]
+        elif action == "release":
+            assert fields == {"release", "ids", "expect"}, what
+
+            def release() -> str:
+                sem.release(*self.saved[step["ids"]])
+                return "ok"
+
+            outcome = self.outcome(release)
+            assert outcome == step["expect"], f"{what}: {outcome} != {step['expect']}"
+        elif action in ("update_lease", "lease_left"):
+            (permit_id,) = self.saved[step["ids"]]
+            if action == "update_lease":
+                assert fields == {action, "ids", "lease_ms", "expect"}, what
+                self.check(step["expect"], sem.update_lease(permit_id, lease(step["lease_ms"])), what)
+            else:
+                assert fields == {action, "ids", "expect"}, what
+                left = sem.lease_left(permit_id)
+                self.check(step["expect"], -1 if left is None else round(left * 1000), what)
+        elif action in COUNT_STEPS:
+            self.count_step(sem, action, step, what)
+        else:
+            assert action == "acquired" and fields == {action, "expect"}, what
+            self.check(step["expect"], sem.acquired_permits(), what)
 
     def latch_step(self, action: str, step: Dict[str, Any], what: str) -> None:
         """A step of a `latch` (clients/contract/README.md)."""

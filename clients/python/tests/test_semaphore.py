@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Awaitable, Callable, List, Tuple
+from typing import Any, Awaitable, Callable, ContextManager, List, Tuple
 
 import pytest
 import redis
@@ -128,13 +128,10 @@ def test_a_wait_past_the_socket_timeout_is_served_by_another_connections_release
     sem.release(3)
 
 
-def test_no_more_holders_than_permits_under_contention(server: Server) -> None:
-    """Five workers (threads, two redis clients, a semaphore object each)
-    take one or two of three permits and give them back, 20 times each; a
-    guard counter of permits held never exceeds three."""
-    permits, workers, rounds = 3, 5, 20
-    clients = [server.client(), server.client()]
-    Semaphore(clients[0], "s:guard").try_set_permits(permits)
+def contend(permits: int, hold: Callable[[int, int], ContextManager[Any]], workers: int = 5, rounds: int = 20) -> None:
+    """Worker threads `hold(index, n)` one or two of `permits` and give them
+    back, `rounds` times each; a guard counter of permits held never
+    exceeds `permits`, and the workers did overlap."""
     guard = threading.Lock()
     held = [0]
     most = [0]
@@ -142,11 +139,10 @@ def test_no_more_holders_than_permits_under_contention(server: Server) -> None:
     failures: List[BaseException] = []
 
     def work(index: int) -> None:
-        sem = Semaphore(clients[index % 2], "s:guard")
         n = 1 + index % 2
         try:
             for _ in range(rounds):
-                with sem.hold(n, wait=60):
+                with hold(index, n):
                     with guard:
                         held[0] += n
                         most[0] = max(most[0], held[0])
@@ -167,7 +163,16 @@ def test_no_more_holders_than_permits_under_contention(server: Server) -> None:
     assert not any(t.is_alive() for t in threads)
     assert violations[0] == 0, f"{violations[0]} times more than {permits} permits held"
     assert most[0] >= 2, "the workers did overlap"
-    assert Semaphore(clients[0], "s:guard").available_permits() == permits
+
+
+def test_no_more_holders_than_permits_under_contention(server: Server) -> None:
+    """Five workers (threads, two redis clients, a semaphore object each)
+    take one or two of three permits and give them back, 20 times each."""
+    clients = [server.client(), server.client()]
+    Semaphore(clients[0], "s:guard").try_set_permits(3)
+    semaphores = [Semaphore(clients[i % 2], "s:guard") for i in range(5)]
+    contend(3, lambda index, n: semaphores[index].hold(n, wait=60))
+    assert Semaphore(clients[0], "s:guard").available_permits() == 3
     for c in clients:
         c.close()
 

@@ -3,8 +3,11 @@
 //! a client's (`client_builders!`: its constructors but the Sentinel's,
 //! its settings and the lock makers), a lock handle's builders
 //! (`lock_builders!`, a multi-lock's `multi_builders!`) and its calls
-//! (`hold_calls!`, blocking or `async`), a guard's accessors
-//! (`guard_calls!`) and a RedLock's builders (`redlock_builders!`). Each
+//! (`hold_calls!`, blocking or `async`), a semaphore's and a
+//! permit-expirable semaphore's calls (`semaphore_calls!`,
+//! `permit_calls!`, sharing `take_calls!` and `count_calls!`), a latch's
+//! (`latch_calls!`), a guard's accessors (`guard_calls!`) and a RedLock's
+//! builders (`redlock_builders!`). Each
 //! type wraps a `handle::Client` or a `handle::Handle`, whose own method a
 //! method calls, so the two clients' types differ in their I/O only. The
 //! makers expect `Lock`, `ReadWriteLock` and `MultiLock` (tuple structs
@@ -122,6 +125,19 @@ macro_rules! client_builders {
         pub fn semaphore(&self, name: &str) -> Semaphore {
             Semaphore(
                 self.handle($crate::command::Target::semaphore(name))
+                    .with_owner(""),
+            )
+        }
+
+        /// The permit-expirable semaphore `name` (Redisson's
+        /// `getPermitExpirableSemaphore`, `RPermitExpirableSemaphore`,
+        /// `PERMIT.*`): its free count is the key `name` and its permits
+        /// taken the sorted set `{name}:timeout` of id to expiry, shared
+        /// with Redisson's clients. Each permit taken is an id with a lease
+        /// of its own (the watchdog's by default, renewed by it).
+        pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
+            PermitExpirableSemaphore(
+                self.handle($crate::command::Target::permit_semaphore(name))
                     .with_owner(""),
             )
         }
@@ -278,40 +294,18 @@ macro_rules! hold_calls {
 macro_rules! semaphore_calls {
     ($guard:ident $(, $async:tt $await:tt)?) => {
         impl Semaphore {
-            /// The semaphore's name (the key of its count).
-            pub fn name(&self) -> &str {
-                self.0.name()
-            }
-
-            /// Takes `permits` (1 or more), waiting on the server as long as
-            /// it takes (Redisson's `acquire(n)`: `BLOCK 0`), in arrival
-            /// order behind the clients waiting already: a wait for many is
-            /// never passed by takers of few. [`crate::Error::NotAcquired`]
-            /// only when the server ended the wait (`CLIENT UNBLOCK`).
-            pub $($async)? fn acquire(&self, permits: u64) -> $crate::error::Result<Permits> {
-                let forever = $crate::command::Wait::Forever;
-                let target = self.0.target.taking(permits);
-                let guard = self.0.acquire(&target, forever)$(.$await)?;
-                Ok(Permits { guard: guard?, permits })
-            }
-
-            /// Takes `permits` (1 or more), waiting on the server at most
-            /// `wait` (zero: one attempt, refused while others wait);
-            /// `None` when they were not free in time (Redisson's
-            /// `tryAcquire(n, wait)`).
-            pub $($async)? fn try_acquire(
-                &self,
-                permits: u64,
-                wait: std::time::Duration,
-            ) -> $crate::error::Result<Option<Permits>> {
-                let wait = $crate::command::Wait::of(wait);
-                let target = self.0.target.taking(permits);
-                match self.0.acquire(&target, wait)$(.$await)? {
-                    Ok(guard) => Ok(Some(Permits { guard, permits })),
-                    Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
+            $crate::builders::take_calls!(
+                Permits, |guard, permits| Permits { guard, permits },
+                "Takes `permits` (1 or more), waiting on the server as long as it \
+                 takes (Redisson's `acquire(n)`: `BLOCK 0`), in arrival order \
+                 behind the clients waiting already: a wait for many is never \
+                 passed by takers of few. [`crate::Error::NotAcquired`] only when \
+                 the server ended the wait (`CLIENT UNBLOCK`).",
+                "Takes `permits` (1 or more), waiting on the server at most `wait` \
+                 (zero: one attempt, refused while others wait); `None` when they \
+                 were not free in time (Redisson's `tryAcquire(n, wait)`)."
+                $(, $async $await)?
+            );
 
             /// Gives `permits` (1 or more) back without a guard (Redisson's
             /// `release(n)`; anyone may), serving the waiters they cover. A
@@ -321,13 +315,6 @@ macro_rules! semaphore_calls {
                 self.0.unlock(&self.0.target.taking(permits))$(.$await)?
             }
 
-            /// Sets the count to `permits` when the semaphore has none
-            /// (Redisson's `trySetPermits`); false when it has one.
-            pub $($async)? fn try_set_permits(&self, permits: i64) -> $crate::error::Result<bool> {
-                let cmd = $crate::command::try_set_permits(self.name(), permits, None);
-                $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
-            }
-
             /// [`Semaphore::try_set_permits`] for a semaphore that lives
             /// `ttl` (Redisson's `trySetPermits(n, ttl)`).
             pub $($async)? fn try_set_permits_for(
@@ -335,16 +322,8 @@ macro_rules! semaphore_calls {
                 permits: i64,
                 ttl: std::time::Duration,
             ) -> $crate::error::Result<bool> {
-                let cmd = $crate::command::try_set_permits(self.name(), permits, Some(ttl));
+                let cmd = $crate::command::try_set_permits(&self.0.target, permits, Some(ttl));
                 $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
-            }
-
-            /// Adds `permits` to the count (negative: takes them away, the
-            /// count may go below zero), serving the waiters they cover
-            /// (Redisson's `addPermits`).
-            pub $($async)? fn add_permits(&self, permits: i64) -> $crate::error::Result<()> {
-                let cmd = $crate::command::add_permits(self.name(), permits);
-                $crate::command::nil(self.0.call(&cmd, false)$(.$await)??)
             }
 
             /// Takes every free permit; how many there were (Redisson's
@@ -354,12 +333,7 @@ macro_rules! semaphore_calls {
                 $crate::command::integer(self.0.call(&cmd, false)$(.$await)??)
             }
 
-            /// The free permits, 0 without a semaphore (Redisson's
-            /// `availablePermits`).
-            pub $($async)? fn available_permits(&self) -> $crate::error::Result<i64> {
-                let cmd = $crate::command::on("SEMAPHORE.AVAILABLE", self.name());
-                $crate::command::integer(self.0.call(&cmd, true)$(.$await)??)
-            }
+            $crate::builders::count_calls!($($async $await)?);
         }
 
         /// Permits taken from a [`Semaphore`], given back when dropped (or
@@ -398,6 +372,254 @@ macro_rules! semaphore_calls {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct("Permits")
                     .field("permits", &self.permits)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// A semaphore's two acquisitions (`acquire`, `try_acquire`) of `permits`
+/// through the locks' driver, returning `$taken` as `$make` builds it from
+/// the `$guard` and the `$permits` taken, with the docs given, inside its
+/// `impl`, blocking or futures with `async await` at the end.
+macro_rules! take_calls {
+    (
+        $taken:ident, |$guard:ident, $permits:ident| $make:expr,
+        $acquire_doc:literal, $try_doc:literal $(, $async:tt $await:tt)?
+    ) => {
+        #[doc = $acquire_doc]
+        pub $($async)? fn acquire(&self, $permits: u64) -> $crate::error::Result<$taken> {
+            let forever = $crate::command::Wait::Forever;
+            let target = self.0.target.taking($permits);
+            let $guard = self.0.acquire(&target, forever)$(.$await)??;
+            Ok($make)
+        }
+
+        #[doc = $try_doc]
+        pub $($async)? fn try_acquire(
+            &self,
+            $permits: u64,
+            wait: std::time::Duration,
+        ) -> $crate::error::Result<Option<$taken>> {
+            let wait = $crate::command::Wait::of(wait);
+            let target = self.0.target.taking($permits);
+            match self.0.acquire(&target, wait)$(.$await)? {
+                Ok($guard) => Ok(Some($make)),
+                Err($crate::error::Error::NotAcquired { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    };
+}
+
+/// The calls a semaphore and a permit-expirable semaphore share, on their
+/// count (`SEMAPHORE.*` or `PERMIT.*`, as the handle's target says), inside
+/// their `impl`, blocking or futures with `async await` at the end.
+macro_rules! count_calls {
+    ($($async:tt $await:tt)?) => {
+        /// The semaphore's name (the key of its count).
+        pub fn name(&self) -> &str {
+            self.0.name()
+        }
+
+        /// Sets the count to `permits` when the semaphore has none
+        /// (Redisson's `trySetPermits`); false when it has one.
+        pub $($async)? fn try_set_permits(&self, permits: i64) -> $crate::error::Result<bool> {
+            let cmd = $crate::command::try_set_permits(&self.0.target, permits, None);
+            $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+        }
+
+        /// Adds `permits` to the count (negative: takes them away, the
+        /// count may go below zero), serving the waiters they cover
+        /// (Redisson's `addPermits`).
+        pub $($async)? fn add_permits(&self, permits: i64) -> $crate::error::Result<()> {
+            let cmd = $crate::command::with_permits(&self.0.target, "ADDPERMITS", permits);
+            $crate::command::nil(self.0.call(&cmd, false)$(.$await)??)
+        }
+
+        /// The free permits, 0 without a semaphore (Redisson's
+        /// `availablePermits`).
+        pub $($async)? fn available_permits(&self) -> $crate::error::Result<i64> {
+            self.count("AVAILABLE")$(.$await)?
+        }
+
+        /// The integer reply of the count's command `verb`, which changes
+        /// nothing a resend could change again.
+        $($async)? fn count(&self, verb: &str) -> $crate::error::Result<i64> {
+            let cmd = $crate::command::on(&self.0.target.family(verb), self.name());
+            $crate::command::integer(self.0.call(&cmd, true)$(.$await)??)
+        }
+    };
+}
+
+/// A permit-expirable semaphore's calls and its guard of permits, for the
+/// types `PermitExpirableSemaphore` (a tuple struct over the client's
+/// handle) and `LeasedPermits` (written here: `$guard`, the client's
+/// `Guard`, inside), blocking or futures with `async await` at the end.
+macro_rules! permit_calls {
+    ($guard:ident, $watchdog:literal $(, $async:tt $await:tt)?) => {
+        impl PermitExpirableSemaphore {
+            $crate::builders::count_calls!($($async $await)?);
+
+            /// Permits leased for `lease` each, with no watchdog (Redisson's
+            /// `acquire(n, lease, unit)`). Without it (and without
+            /// [`PermitExpirableSemaphore::never_expiring`]) they are leased
+            /// for the watchdog timeout and renewed every third of it
+            /// (`PERMIT.UPDATELEASE`) until released.
+            pub fn with_lease(self, lease: std::time::Duration) -> PermitExpirableSemaphore {
+                PermitExpirableSemaphore(self.0.with_lease(lease))
+            }
+
+            /// Permits that never expire (lease -1, what Redisson's
+            /// `acquire()` takes), with no watchdog: only a release gives
+            /// them back.
+            pub fn never_expiring(self) -> PermitExpirableSemaphore {
+                PermitExpirableSemaphore(self.0.never_expiring())
+            }
+
+            #[doc = concat!(
+                "Calls `on_lost`, on ",
+                $watchdog,
+                ", when the watchdog renewing permits of this semaphore finds \
+                 one gone (its lease ran out, or it was released by id \
+                 elsewhere): what they protected is no longer protected."
+            )]
+            pub fn on_lost(
+                self,
+                on_lost: impl Fn(&$crate::watchdog::LostHold) + Send + Sync + 'static,
+            ) -> PermitExpirableSemaphore {
+                PermitExpirableSemaphore(self.0.on_lost(on_lost))
+            }
+
+            $crate::builders::take_calls!(
+                LeasedPermits,
+                |guard, permits| LeasedPermits { guard },
+                "Takes `permits` (1 or more), each an id with its own lease, \
+                 waiting on the server as long as it takes, in arrival order \
+                 (Redisson's `acquire(n)`: `BLOCK 0`). A lost reply is sent again \
+                 once with the same request id: the server replies the same ids \
+                 and takes nothing more. [`crate::Error::NotAcquired`] only when \
+                 the server ended the wait (`CLIENT UNBLOCK`).",
+                "Takes `permits` (1 or more), waiting on the server at most `wait` \
+                 (zero: one attempt, refused while others wait); `None` when they \
+                 were not free in time (Redisson's `tryAcquire(n, wait, lease, \
+                 unit)`). Permits expiring meanwhile come back and serve the wait \
+                 when they expire."
+                $(, $async $await)?
+            );
+
+            /// Releases the permits `ids` without a guard, all or none
+            /// (Redisson's `release(ids)`); [`crate::Error::NotHeld`] when
+            /// one is not held or has expired (then none was released). A
+            /// lost reply is raised, never sent again: a resend could not
+            /// tell its own release from an expiry.
+            pub $($async)? fn release<S: AsRef<str>>(&self, ids: &[S]) -> $crate::error::Result<()> {
+                let ids: Vec<String> = ids.iter().map(|id| id.as_ref().to_string()).collect();
+                if ids.is_empty() {
+                    return Err($crate::error::Error::InvalidArgument("no permit id to release"));
+                }
+                let cmd = $crate::command::release_ids(self.name(), &ids);
+                self.0.target.released(&self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// Releases the permit `id` (Redisson's `tryRelease(id)`): false
+            /// when it is not held, or its lease had run out (it is back all
+            /// the same).
+            pub $($async)? fn try_release(&self, id: &str) -> $crate::error::Result<bool> {
+                let cmd = $crate::command::on_id("PERMIT.TRYRELEASE", self.name(), id);
+                $crate::command::flag(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// Gives the held permit `id` a new lease from now, `None`: it
+            /// never expires (Redisson's `updateLeaseTime`); false when it
+            /// is not held.
+            pub $($async)? fn update_lease_time(
+                &self,
+                id: &str,
+                lease: Option<std::time::Duration>,
+            ) -> $crate::error::Result<bool> {
+                let cmd = $crate::command::update_lease(self.name(), id, lease);
+                $crate::command::flag(self.0.call(&cmd, true)$(.$await)??)
+            }
+
+            /// What is left of the permit `id`'s lease, `None` when it never
+            /// expires (Redisson's `getLeaseTime`);
+            /// [`crate::Error::NotHeld`] when it is not held.
+            pub $($async)? fn lease_time(
+                &self,
+                id: &str,
+            ) -> $crate::error::Result<Option<std::time::Duration>> {
+                let cmd = $crate::command::on_id("PERMIT.LEASETIME", self.name(), id);
+                match $crate::command::integer(self.0.call(&cmd, true)$(.$await)??)? {
+                    -1 => Ok(None),
+                    0 => Err($crate::error::Error::NotHeld),
+                    ms => Ok(Some(std::time::Duration::from_millis(ms.unsigned_abs()))),
+                }
+            }
+
+            /// Makes free plus taken permits `permits` (Redisson's
+            /// `setPermits`), serving the waiters it frees.
+            pub $($async)? fn set_permits(&self, permits: i64) -> $crate::error::Result<()> {
+                let cmd = $crate::command::with_permits(&self.0.target, "SETPERMITS", permits);
+                $crate::command::nil(self.0.call(&cmd, false)$(.$await)??)
+            }
+
+            /// The permits taken (Redisson's `acquiredPermits`), expired
+            /// ones reclaimed first.
+            pub $($async)? fn acquired_permits(&self) -> $crate::error::Result<i64> {
+                self.count("ACQUIRED")$(.$await)?
+            }
+
+            /// Free plus taken permits, 0 without a semaphore (Redisson's
+            /// `getPermits`).
+            pub $($async)? fn permits(&self) -> $crate::error::Result<i64> {
+                self.count("PERMITS")$(.$await)?
+            }
+        }
+
+        /// Permits taken from a [`PermitExpirableSemaphore`]: their ids,
+        /// released all at once when dropped (or by
+        /// [`LeasedPermits::release`]), with the acquisition's latches
+        /// deleted in the same round trip; renewed meanwhile by the
+        /// watchdog when taken without a lease. A release that fails leaves
+        /// them taken until their lease ends (never-expiring ones: until
+        /// [`PermitExpirableSemaphore::release`] gives them back), as does
+        /// an async guard dropped outside a tokio runtime.
+        pub struct LeasedPermits {
+            guard: $guard,
+        }
+
+        impl LeasedPermits {
+            /// The permits' ids (32 hex digits each), as Redisson's are.
+            pub fn ids(&self) -> &[String] {
+                self.guard.ids()
+            }
+
+            /// True once the watchdog found one of them gone (its lease ran
+            /// out, or it was released by id elsewhere). Always false
+            /// without a watchdog.
+            pub fn is_lost(&self) -> bool {
+                self.guard.is_lost()
+            }
+
+            /// Releases them now, all or none: [`crate::Error::NotHeld`]
+            /// when one was no longer held (none was released).
+            pub $($async)? fn release(self) -> $crate::error::Result<()> {
+                self.guard.release()$(.$await)?
+            }
+
+            /// Keeps the permits taken and stops renewing them: dropped, it
+            /// releases nothing (release them by id with
+            /// [`PermitExpirableSemaphore::release`]).
+            pub fn forget(self) {
+                self.guard.forget();
+            }
+        }
+
+        impl std::fmt::Debug for LeasedPermits {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("LeasedPermits")
+                    .field("ids", &self.ids())
                     .finish_non_exhaustive()
             }
         }
@@ -484,6 +706,11 @@ macro_rules! guard_calls {
             self.hold.token
         }
 
+        /// A permit-expirable semaphore's permits' ids (none for a lock).
+        pub(crate) fn ids(&self) -> &[String] {
+            &self.hold.ids
+        }
+
         /// The owner holding it.
         pub fn owner(&self) -> &str {
             &self.hold.owner
@@ -539,10 +766,13 @@ macro_rules! redlock_builders {
 }
 
 pub(crate) use client_builders;
+pub(crate) use count_calls;
 pub(crate) use guard_calls;
 pub(crate) use hold_calls;
 pub(crate) use latch_calls;
 pub(crate) use lock_builders;
 pub(crate) use multi_builders;
+pub(crate) use permit_calls;
 pub(crate) use redlock_builders;
 pub(crate) use semaphore_calls;
+pub(crate) use take_calls;

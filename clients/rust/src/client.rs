@@ -10,6 +10,7 @@ use crate::handle;
 use crate::latch::CountDownLatch;
 use crate::lock::Lock;
 use crate::multi::MultiLock;
+use crate::permit::PermitExpirableSemaphore;
 use crate::rwlock::ReadWriteLock;
 use crate::semaphore::Semaphore;
 use crate::sentinel::{self, Sentinels};

@@ -47,6 +47,19 @@ pub(crate) struct Target {
     /// acquisition takes this many and the release gives them back. The
     /// hold is the semaphore's name; permits have no owner and no lease.
     pub permits: Option<u64>,
+    /// With `permits`, a permit-expirable semaphore's (`PERMIT.*`,
+    /// Redisson's `RPermitExpirableSemaphore`): each permit taken is an id
+    /// with a lease of its own, released by id.
+    pub expiry: Option<Expiry>,
+}
+
+/// How long a permit-expirable semaphore's permits last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// The handle's lease, or without one the watchdog's, renewed by it.
+    Leased,
+    /// Never (lease -1, Redisson's default): nothing renews them.
+    Never,
 }
 
 /// How long an acquisition may wait for the lock.
@@ -130,6 +143,7 @@ impl Target {
             non_reentrant: false,
             fair: false,
             permits: None,
+            expiry: None,
         }
     }
 
@@ -142,6 +156,14 @@ impl Target {
         }
     }
 
+    /// The permit-expirable semaphore `name`, its permits leased.
+    pub fn permit_semaphore(name: &str) -> Target {
+        Target {
+            expiry: Some(Expiry::Leased),
+            ..Target::semaphore(name)
+        }
+    }
+
     /// The same semaphore, for an acquisition or a release of `permits`.
     pub fn taking(&self, permits: u64) -> Target {
         Target {
@@ -150,10 +172,12 @@ impl Target {
         }
     }
 
-    /// True when a watchdog renews what it holds: a lock's hold does (as
-    /// the options say), a semaphore's permits have no lease to renew.
+    /// True when a watchdog renews what it holds: a lock's hold and a
+    /// leased permit of a permit-expirable semaphore do (as the options
+    /// say); a semaphore's permits and never-expiring ones have no lease to
+    /// renew.
     pub fn renewable(&self) -> bool {
-        self.permits.is_none()
+        self.permits.is_none() || self.expiry == Some(Expiry::Leased)
     }
 
     /// A multi-lock with no holds yet.
@@ -165,6 +189,7 @@ impl Target {
             non_reentrant: false,
             fair: false,
             permits: None,
+            expiry: None,
         }
     }
 
@@ -241,8 +266,13 @@ impl Target {
         }
         let block = |cmd: &mut Cmd| wait.block(cmd);
         if let Some(permits) = self.permits {
-            let mut cmd = redis::cmd("SEMAPHORE.ACQUIRE");
+            let mut cmd = redis::cmd(&self.family("ACQUIRE"));
             cmd.arg(self.name()).arg(permits);
+            match self.expiry {
+                Some(Expiry::Leased) => cmd.arg(lease_ms),
+                Some(Expiry::Never) => cmd.arg(-1),
+                None => &mut cmd,
+            };
             block(&mut cmd);
             return with_request(cmd);
         }
@@ -274,6 +304,17 @@ impl Target {
             cmd.arg("SESSION");
         }
         with_request(cmd)
+    }
+
+    /// A semaphore's command `verb`: `SEMAPHORE.<verb>`, or a
+    /// permit-expirable semaphore's `PERMIT.<verb>`.
+    pub fn family(&self, verb: &str) -> String {
+        let family = if self.expiry.is_some() {
+            "PERMIT"
+        } else {
+            "SEMAPHORE"
+        };
+        format!("{family}.{verb}")
     }
 
     /// `FAIRLOCK.ACQUIRE name owner lease` and: one attempt `NOQUEUE`
@@ -389,11 +430,14 @@ impl Target {
     }
 
     /// Ok when the owner held what it released (0 or 1; a multi-lock:
-    /// every hold; a semaphore's nil: anyone may give permits back),
+    /// every hold; a semaphore's nil: anyone may give permits back; a
+    /// permit-expirable semaphore's count of the ids released, not 0),
     /// [`Error::NotHeld`] when it held nothing (nil; a multi-lock: any
     /// hold).
     pub fn released(&self, reply: &Value) -> Result<()> {
         match reply {
+            // `PERMIT.RELEASE`'s all or none: none was released.
+            Value::Int(0) if self.expiry.is_some() => Err(Error::NotHeld),
             Value::Nil if self.permits.is_some() => Ok(()),
             Value::Nil => Err(Error::NotHeld),
             Value::Int(_) => Ok(()),
@@ -444,27 +488,81 @@ impl Target {
     pub fn renewed(reply: &Value) -> Result<bool> {
         match reply {
             Value::Int(n) => Ok(*n == 1),
-            Value::Array(items) => Ok(items.iter().all(|v| *v == Value::Int(1))),
+            // A multi-lock's reply, or the replies of a pipeline of
+            // renewals (a permit-expirable semaphore's, one per id).
+            Value::Array(items) => {
+                for item in items {
+                    if !Target::renewed(item)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
             other => Err(Error::UnexpectedReply(format!("{other:?}"))),
         }
     }
 }
 
-/// `SEMAPHORE.TRYSETPERMITS name permits [TTL ms]`: sets the count when
-/// there is none (Redisson's `trySetPermits`), for `ttl` when given.
-pub(crate) fn try_set_permits(name: &str, permits: i64, ttl: Option<Duration>) -> Cmd {
-    let mut cmd = redis::cmd("SEMAPHORE.TRYSETPERMITS");
-    cmd.arg(name).arg(permits);
+/// `PERMIT.RELEASE name id [id ...]`: all of them or none.
+pub(crate) fn release_ids(name: &str, ids: &[String]) -> Cmd {
+    let mut cmd = redis::cmd("PERMIT.RELEASE");
+    cmd.arg(name).arg(ids);
+    cmd
+}
+
+/// `PERMIT.UPDATELEASE name id lease`: a permit's new lease from now, `None`
+/// never expiring (-1).
+pub(crate) fn update_lease(name: &str, id: &str, lease: Option<Duration>) -> Cmd {
+    let mut cmd = redis::cmd("PERMIT.UPDATELEASE");
+    cmd.arg(name).arg(id);
+    match lease {
+        Some(lease) => cmd.arg(millis(lease)),
+        None => cmd.arg(-1),
+    };
+    cmd
+}
+
+/// `<command> name id`: `PERMIT.TRYRELEASE`, `PERMIT.LEASETIME`.
+pub(crate) fn on_id(command: &str, name: &str, id: &str) -> Cmd {
+    let mut cmd = on(command, name);
+    cmd.arg(id);
+    cmd
+}
+
+/// The ids a granted `PERMIT.ACQUIRE` replied: one (a string) or several
+/// (an array); refused, [`Error::NotAcquired`] (its reply, the nearest
+/// expiry as absolute server time or nil, is no PTTL: 0, unknown).
+pub(crate) fn permit_ids(reply: Value) -> Result<Vec<String>> {
+    let id = |v: Value| match v {
+        Value::BulkString(b) => {
+            String::from_utf8(b).map_err(|e| Error::UnexpectedReply(e.to_string()))
+        }
+        other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+    };
+    match reply {
+        Value::Nil | Value::Int(_) => Err(Error::NotAcquired { pttl: 0 }),
+        Value::Array(items) => items.into_iter().map(id).collect(),
+        one => Ok(vec![id(one)?]),
+    }
+}
+
+/// `<family>.TRYSETPERMITS name permits [TTL ms]` (`target`'s family):
+/// sets the count when there is none (Redisson's `trySetPermits`), for
+/// `ttl` when given (`SEMAPHORE.*` only).
+pub(crate) fn try_set_permits(target: &Target, permits: i64, ttl: Option<Duration>) -> Cmd {
+    let mut cmd = redis::cmd(&target.family("TRYSETPERMITS"));
+    cmd.arg(target.name()).arg(permits);
     if let Some(ttl) = ttl {
         cmd.arg("TTL").arg(millis(ttl));
     }
     cmd
 }
 
-/// `SEMAPHORE.ADDPERMITS name permits` (negative: takes them away).
-pub(crate) fn add_permits(name: &str, permits: i64) -> Cmd {
-    let mut cmd = redis::cmd("SEMAPHORE.ADDPERMITS");
-    cmd.arg(name).arg(permits);
+/// `<family>.<verb> name permits` (`target`'s family): `ADDPERMITS`
+/// (negative: takes them away), `SETPERMITS`.
+pub(crate) fn with_permits(target: &Target, verb: &str, permits: i64) -> Cmd {
+    let mut cmd = redis::cmd(&target.family(verb));
+    cmd.arg(target.name()).arg(permits);
     cmd
 }
 
@@ -680,11 +778,11 @@ mod tests {
         ));
         assert!(Target::semaphore("s").taking(1 << 63).check().is_err());
         assert_eq!(
-            args(&try_set_permits("s", 2, Some(Duration::from_secs(5)))),
+            args(&try_set_permits(&sem, 2, Some(Duration::from_secs(5)))),
             words("SEMAPHORE.TRYSETPERMITS s 2 TTL 5000")
         );
         assert_eq!(
-            args(&add_permits("s", -4)),
+            args(&with_permits(&sem, "ADDPERMITS", -4)),
             words("SEMAPHORE.ADDPERMITS s -4")
         );
         assert_eq!(args(&try_set_count("l", 2)), words("LATCH.TRYSETCOUNT l 2"));
@@ -701,6 +799,78 @@ mod tests {
         assert!(flag(Value::Int(2)).is_err());
         assert_eq!(integer(Value::Int(-1)).ok(), Some(-1));
         assert!(nil(Value::Int(0)).is_err());
+    }
+
+    #[test]
+    fn permit_semaphores_are_spelled_as_the_module_takes_them() {
+        let leased = Target::permit_semaphore("p").taking(2);
+        assert!(leased.requests() && leased.renewable());
+        let wait = Wait::For(Duration::from_millis(700));
+        assert_eq!(
+            args(&leased.acquire("", 900, wait, false, Some(("id", wait.request_ttl())))),
+            words("PERMIT.ACQUIRE p 2 900 BLOCK 700 REQUEST id 14200")
+        );
+        let never = Target {
+            expiry: Some(Expiry::Never),
+            ..leased.clone()
+        };
+        assert!(
+            !never.renewable(),
+            "a permit that never expires is not renewed"
+        );
+        assert_eq!(
+            args(&never.acquire("", 900, Wait::No, false, None)),
+            words("PERMIT.ACQUIRE p 2 -1")
+        );
+        assert_eq!(
+            args(&release_ids("p", &["a".into(), "b".into()])),
+            words("PERMIT.RELEASE p a b")
+        );
+        assert_eq!(
+            args(&update_lease("p", "a", Some(Duration::from_secs(3)))),
+            words("PERMIT.UPDATELEASE p a 3000")
+        );
+        assert_eq!(
+            args(&update_lease("p", "a", None)),
+            words("PERMIT.UPDATELEASE p a -1")
+        );
+        assert_eq!(
+            args(&on_id("PERMIT.LEASETIME", "p", "a")),
+            words("PERMIT.LEASETIME p a")
+        );
+        assert_eq!(
+            args(&try_set_permits(&leased, 3, None)),
+            words("PERMIT.TRYSETPERMITS p 3")
+        );
+        assert_eq!(
+            args(&with_permits(&leased, "SETPERMITS", 4)),
+            words("PERMIT.SETPERMITS p 4")
+        );
+        assert_eq!(
+            leased.request_latch("id"),
+            "redisson_lock_request_latch:{p}:id"
+        );
+        let id = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(permit_ids(id("a")).ok(), Some(vec!["a".to_string()]));
+        assert_eq!(
+            permit_ids(Value::Array(vec![id("a"), id("b")])).ok(),
+            Some(vec!["a".to_string(), "b".to_string()])
+        );
+        assert!(matches!(
+            permit_ids(Value::Int(1_700_000_000_000)),
+            Err(Error::NotAcquired { pttl: 0 })
+        ));
+        assert!(matches!(
+            permit_ids(Value::Nil),
+            Err(Error::NotAcquired { .. })
+        ));
+        assert!(leased.released(&Value::Int(2)).is_ok());
+        assert!(matches!(
+            leased.released(&Value::Int(0)),
+            Err(Error::NotHeld)
+        ));
+        let nested = Value::Array(vec![Value::Array(vec![Value::Int(1), Value::Int(0)])]);
+        assert_eq!(Target::renewed(&nested).ok(), Some(false));
     }
 
     #[test]

@@ -304,8 +304,14 @@ impl<O> Handle<O> {
             give_back(&answered.client, conn);
             None
         };
-        let token = target.acquired(answered.reply, acquisition.wait)?;
-        let hold = Hold::new(answered.client, self, target, acquisition, token);
+        let (token, ids) = match target.expiry {
+            Some(_) => (None, command::permit_ids(answered.reply)?),
+            None => (
+                target.acquired(answered.reply, acquisition.wait)?,
+                Vec::new(),
+            ),
+        };
+        let hold = Hold::new(answered.client, self, target, acquisition, token, ids);
         Ok(Granted {
             hold,
             session,
@@ -322,6 +328,7 @@ impl<O> Handle<O> {
             target: target.clone(),
             owner,
             token: None,
+            ids: Vec::new(),
             lease_ms: self.options.lease_ms(),
             session: self.options.session,
             response_timeout: self.options.response_timeout,
@@ -352,6 +359,12 @@ impl<O> Handle<O> {
         self
     }
 
+    /// A permit-expirable semaphore's permits never expire (lease -1).
+    pub fn never_expiring(mut self) -> Self {
+        self.target.expiry = Some(command::Expiry::Never);
+        self
+    }
+
     pub fn with_session(mut self) -> Self {
         self.options.session = true;
         self
@@ -371,8 +384,9 @@ impl<O> Handle<O> {
     }
 
     /// True when a watchdog renews what an acquisition of `target` takes:
-    /// a lock's hold without a lease or a session; never a semaphore's
-    /// permits, which have no lease.
+    /// a lock's hold or a permit-expirable semaphore's leased permits
+    /// without a lease or a session; never a semaphore's permits, which
+    /// have no lease, nor never-expiring ones.
     pub fn watched(&self, target: &Target) -> bool {
         self.options.watchdog() && target.renewable()
     }
@@ -455,6 +469,8 @@ pub(crate) struct Hold {
     pub target: Target,
     pub owner: String,
     pub token: Option<i64>,
+    /// A permit-expirable semaphore's permits: their ids.
+    pub ids: Vec<String>,
     pub lease_ms: u64,
     pub session: bool,
     pub response_timeout: Option<Duration>,
@@ -482,12 +498,14 @@ impl Hold {
         target: &Target,
         acquisition: Acquisition<'_>,
         token: Option<i64>,
+        ids: Vec<String>,
     ) -> Hold {
         let hold = Hold {
             place: handle.endpoint.place(client),
             target: target.clone(),
             owner: acquisition.owner,
             token,
+            ids,
             lease_ms: acquisition.lease_ms,
             session: handle.options.session,
             response_timeout: handle.options.response_timeout,
@@ -502,9 +520,10 @@ impl Hold {
     }
 
     /// Where the client counts this hold: a single lock's outside a session
-    /// (whose release carries a request id); None for the others.
+    /// (whose release carries a request id); None for the others (a
+    /// permit-expirable semaphore's: `PERMIT.RELEASE` takes no request id).
     fn key(&self) -> Option<HoldKey> {
-        if self.target.multi || self.session {
+        if self.target.multi || self.session || self.target.expiry.is_some() {
             return None;
         }
         let (kind, name) = self.target.holds.first()?;
@@ -516,6 +535,7 @@ impl Hold {
         Renewal {
             target: self.target.clone(),
             owner: self.owner.clone(),
+            ids: self.ids.clone(),
             lease_ms: self.lease_ms,
             response_timeout: self.response_timeout,
             on_lost: self.on_lost.clone(),
@@ -533,22 +553,28 @@ impl Hold {
     /// it with what the first send replied, never inferred (a hold already
     /// gone before the first send is not held, not released). A session's
     /// hold (ended with its connection anyway) and a multi-lock's take no
-    /// request id. The `DEL`'s reply is not looked at: latches it missed
-    /// expire.
+    /// request id. A permit-expirable semaphore's permits are released by
+    /// their ids (`PERMIT.RELEASE`, no request id: a lost reply is raised),
+    /// with their acquisition's latches deleted. The `DEL`'s reply is not
+    /// looked at: latches it missed expire.
     pub fn release(&self) -> Release {
         let request = self.key().map(|key| {
             let id = command::request_id();
             let earlier = self.holds.releasing(key, self.target.latch(&id));
             (id, earlier)
         });
-        let cmd = self.target.release(
-            &self.owner,
-            self.lease_ms,
-            request.as_ref().map(|(id, _)| id.as_str()),
-        );
+        let cmd = match self.target.expiry {
+            Some(_) => command::release_ids(self.target.name(), &self.ids),
+            None => self.target.release(
+                &self.owner,
+                self.lease_ms,
+                request.as_ref().map(|(id, _)| id.as_str()),
+            ),
+        };
         let mut pipe = redis::pipe();
         pipe.ignore_errors().add_command(cmd);
-        if let Some((_, earlier)) = &request {
+        let forgets = request.as_ref().map(|(_, earlier)| earlier.as_slice());
+        if let Some(earlier) = forgets.or(self.target.expiry.map(|_| &[][..])) {
             if !earlier.is_empty() || !self.requests.is_empty() {
                 let mut forget = redis::cmd("DEL");
                 forget.arg(earlier);
@@ -614,6 +640,7 @@ mod tests {
             target: Target::single(Kind::Lock, "l"),
             owner: "o:1".into(),
             token: None,
+            ids: Vec::new(),
             lease_ms: 1000,
             session: false,
             response_timeout: None,

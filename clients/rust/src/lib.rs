@@ -1,10 +1,12 @@
 //! Redisson's locks for Rust, on the rwlock Redis module (`RWLOCK.*`,
-//! `LOCK.*`, `SEMAPHORE.*`, `LATCH.*`; the repository's README): the
-//! read-write lock (`RReadWriteLock`), the plain lock (`RLock`), fenced
-//! (`RFencedLock`, returning the fencing token) or non-reentrant, the
-//! multi-lock (taken by the server in one atomic command), RedLock over
-//! several independent masters, the semaphore (`RSemaphore`) and the
-//! count-down latch (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
+//! `LOCK.*`, `SEMAPHORE.*`, `PERMIT.*`, `LATCH.*`; the repository's
+//! README): the read-write lock (`RReadWriteLock`), the plain lock
+//! (`RLock`), fenced (`RFencedLock`, returning the fencing token) or
+//! non-reentrant, the multi-lock (taken by the server in one atomic
+//! command), RedLock over several independent masters, the semaphore
+//! (`RSemaphore`), the permit-expirable semaphore
+//! (`RPermitExpirableSemaphore`) and the count-down latch
+//! (`RCountDownLatch`); blocking ([`Client`]) and async on tokio
 //! ([`aio::Client`]), on the [`redis`] crate.
 //!
 //! # Quick start
@@ -93,6 +95,11 @@
 //!   `SEMAPHORE.*`): permits taken n at a time in arrival order, a
 //!   [`Permits`] guard giving them back on drop; acquisitions and releases
 //!   carry request ids and are checked against the replicas as a lock's.
+//! - **Permit-expirable semaphore**: [`Client::permit_expirable_semaphore`]
+//!   (Redisson's `RPermitExpirableSemaphore`, `PERMIT.*`): permits taken
+//!   as ids, each with its own lease (renewed by the watchdog when taken
+//!   without one, or never expiring), a [`LeasedPermits`] guard releasing
+//!   them on drop; an expired permit serves a waiter when it expires.
 //! - **Count-down latch**: [`Client::count_down_latch`] (Redisson's
 //!   `RCountDownLatch`, `LATCH.*`): a wait for zero waits on the server.
 //! - **RedLock**: [`RedLock`] over independent masters; read its
@@ -133,7 +140,8 @@
 //   connection → sync, watchdog
 //   → handle (what both clients share) → builders (the methods both
 //   clients' types share, as macros) → guard (the blocking acquisition
-//   and its guard) → lock, rwlock, multi, semaphore, latch → client;
+//   and its guard) → lock, rwlock, multi, semaphore, permit, latch →
+//   client;
 //   redlock → aio::redlock → aio (on handle, sync and
 //   watchdog too).
 pub mod aio;
@@ -150,6 +158,7 @@ mod lock;
 mod multi;
 mod options;
 mod owner;
+mod permit;
 mod pool;
 mod redlock;
 mod rwlock;
@@ -166,6 +175,7 @@ pub use latch::CountDownLatch;
 pub use lock::Lock;
 pub use multi::MultiLock;
 pub use options::{Aof, Options, Replicas, SyncOptions};
+pub use permit::{LeasedPermits, PermitExpirableSemaphore};
 pub use redlock::{RedLock, RedLockGuard, DEFAULT_LEASE};
 pub use rwlock::ReadWriteLock;
 pub use semaphore::{Permits, Semaphore};

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::command::{is_io, Target};
+use crate::command::{self, is_io, Target};
 use crate::sentinel::{self, Place};
 
 /// A hold a watchdog found gone, as its lock's `on_lost` callback is told.
@@ -34,6 +34,8 @@ pub(crate) type OnLost = Arc<dyn Fn(&LostHold) + Send + Sync>;
 pub(crate) struct Renewal {
     pub target: Target,
     pub owner: String,
+    /// A permit-expirable semaphore's permits: each id is renewed.
+    pub ids: Vec<String>,
     pub lease_ms: u64,
     pub response_timeout: Option<Duration>,
     pub on_lost: Option<OnLost>,
@@ -44,8 +46,19 @@ impl Renewal {
         Duration::from_millis((self.lease_ms / 3).max(1))
     }
 
-    fn cmd(&self) -> redis::Cmd {
-        self.target.renew(&self.owner, self.lease_ms)
+    /// A lock's renewal, or one `PERMIT.UPDATELEASE` per permit id: gone
+    /// when any replies 0.
+    fn cmd(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        if self.target.expiry.is_some() {
+            let lease = Some(Duration::from_millis(self.lease_ms));
+            for id in &self.ids {
+                pipe.add_command(command::update_lease(self.target.name(), id, lease));
+            }
+        } else {
+            pipe.add_command(self.target.renew(&self.owner, self.lease_ms));
+        }
+        pipe
     }
 
     /// Marks the hold lost, then tells the lock's callback.

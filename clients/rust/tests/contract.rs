@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 use rwlock_client::{
-    Client, CountDownLatch, Error, Guard, Lock, MultiLock, Options, Permits, ReadWriteLock,
-    Semaphore,
+    Client, CountDownLatch, Error, Guard, LeasedPermits, Lock, MultiLock, Options,
+    PermitExpirableSemaphore, Permits, ReadWriteLock, Semaphore,
 };
 use serde_json::{Map, Value as Json};
 use testkit::{workspace_root, Server};
@@ -161,7 +161,7 @@ fn lock_spec(label: &str, json: &Json) -> Outcome<LockSpec> {
         Some(flag) => boolean("session", flag)?,
     };
     fields.done()?;
-    if session && matches!(kind.as_str(), "semaphore" | "latch" | "fair") {
+    if session && matches!(kind.as_str(), "semaphore" | "permit" | "latch" | "fair") {
         return Err(format!("lock {label}: a {kind} has no session holds"));
     }
     let multi = kind == "multi";
@@ -254,6 +254,39 @@ enum Step {
         semaphore: String,
         expect: Json,
     },
+    /// A permit-expirable semaphore's acquisition: `lease_ms` None leaves
+    /// the permits to the watchdog, -1 never expires; the ids saved under
+    /// `save_ids`.
+    TakeIds {
+        permit: String,
+        permits: u64,
+        lease_ms: Option<i64>,
+        wait_ms: Option<u64>,
+        expect: String,
+        elapsed_ms: Option<(u64, u64)>,
+        save_ids: Option<String>,
+    },
+    /// A release of the ids saved under `ids`, all or none.
+    ReleaseIds {
+        permit: String,
+        ids: String,
+        expect: String,
+    },
+    UpdateLease {
+        permit: String,
+        ids: String,
+        lease_ms: i64,
+        expect: bool,
+    },
+    LeaseLeft {
+        permit: String,
+        ids: String,
+        expect: Json,
+    },
+    Acquired {
+        permit: String,
+        expect: Json,
+    },
     TrySetCount {
         latch: String,
         count: u64,
@@ -279,7 +312,7 @@ enum Step {
 }
 
 /// The action keys a step may have, exactly one of them.
-const ACTIONS: [&str; 19] = [
+const ACTIONS: [&str; 22] = [
     "acquire",
     "release",
     "held",
@@ -299,6 +332,9 @@ const ACTIONS: [&str; 19] = [
     "count",
     "await",
     "delete",
+    "update_lease",
+    "lease_left",
+    "acquired",
 ];
 
 /// An optional `elapsed_ms: [lo, hi]`.
@@ -324,6 +360,29 @@ fn entry_of(
         Some(k) if k == kind => Ok(label),
         Some(k) => Err(format!("{action}: `{label}` is a {k}, not a {kind}")),
         None => Err(format!("{action}: no lock `{label}` in the scenario")),
+    }
+}
+
+/// The label `action` names, which must be a semaphore's or a
+/// permit-expirable semaphore's entry (the steps on their counts).
+fn counted_entry(
+    fields: &mut Fields,
+    action: &'static str,
+    kinds: &HashMap<String, String>,
+) -> Outcome<String> {
+    let label = string(action, fields.need(action)?)?;
+    match kinds.get(&label).map(String::as_str) {
+        Some("semaphore" | "permit") => Ok(label),
+        Some(k) => Err(format!("{action}: `{label}` is a {k}, not a semaphore")),
+        None => Err(format!("{action}: no lock `{label}` in the scenario")),
+    }
+}
+
+/// A permit step's `lease_ms`: null (the watchdog's), -1 (never) or ms.
+fn lease_field(json: &Json) -> Outcome<Option<i64>> {
+    match json {
+        Json::Null => Ok(None),
+        other => integer_field("lease_ms", other).map(Some),
     }
 }
 
@@ -354,12 +413,45 @@ fn step(json: &Json, kinds: &HashMap<String, String>) -> Outcome<Step> {
         ));
     };
     let map = fields.map;
-    let on_semaphore = map
+    let kind_of_entry = map
         .get(*action)
         .and_then(Json::as_str)
-        .and_then(|label| kinds.get(label))
-        .is_some_and(|kind| kind == "semaphore");
+        .and_then(|label| kinds.get(label));
+    let on_semaphore = kind_of_entry.is_some_and(|kind| kind == "semaphore");
+    let on_permit = kind_of_entry.is_some_and(|kind| kind == "permit");
     let step = match *action {
+        "acquire" if on_permit => Step::TakeIds {
+            permit: string("acquire", fields.need("acquire")?)?,
+            permits: permits(&mut fields)?,
+            lease_ms: lease_field(fields.need("lease_ms")?)?,
+            wait_ms: maybe_millis("wait_ms", fields.need("wait_ms")?)?,
+            expect: string("expect", fields.need("expect")?)?,
+            elapsed_ms: elapsed(&mut fields)?,
+            save_ids: fields
+                .take("save_ids")
+                .map(|n| string("save_ids", n))
+                .transpose()?,
+        },
+        "release" if on_permit => Step::ReleaseIds {
+            permit: string("release", fields.need("release")?)?,
+            ids: string("ids", fields.need("ids")?)?,
+            expect: string("expect", fields.need("expect")?)?,
+        },
+        "update_lease" => Step::UpdateLease {
+            permit: entry_of(&mut fields, "update_lease", "permit", kinds)?,
+            ids: string("ids", fields.need("ids")?)?,
+            lease_ms: integer_field("lease_ms", fields.need("lease_ms")?)?,
+            expect: boolean("expect", fields.need("expect")?)?,
+        },
+        "lease_left" => Step::LeaseLeft {
+            permit: entry_of(&mut fields, "lease_left", "permit", kinds)?,
+            ids: string("ids", fields.need("ids")?)?,
+            expect: fields.need("expect")?.clone(),
+        },
+        "acquired" => Step::Acquired {
+            permit: entry_of(&mut fields, "acquired", "permit", kinds)?,
+            expect: fields.need("expect")?.clone(),
+        },
         "acquire" if on_semaphore => Step::Take {
             semaphore: string("acquire", fields.need("acquire")?)?,
             permits: permits(&mut fields)?,
@@ -373,16 +465,16 @@ fn step(json: &Json, kinds: &HashMap<String, String>) -> Outcome<Step> {
             expect: string("expect", fields.need("expect")?)?,
         },
         "try_set_permits" => Step::TrySetPermits {
-            semaphore: entry_of(&mut fields, "try_set_permits", "semaphore", kinds)?,
+            semaphore: counted_entry(&mut fields, "try_set_permits", kinds)?,
             permits: integer_field("permits", fields.need("permits")?)?,
             expect: boolean("expect", fields.need("expect")?)?,
         },
         "add_permits" => Step::AddPermits {
-            semaphore: entry_of(&mut fields, "add_permits", "semaphore", kinds)?,
+            semaphore: counted_entry(&mut fields, "add_permits", kinds)?,
             permits: integer_field("permits", fields.need("permits")?)?,
         },
         "available" => Step::Available {
-            semaphore: entry_of(&mut fields, "available", "semaphore", kinds)?,
+            semaphore: counted_entry(&mut fields, "available", kinds)?,
             expect: fields.need("expect")?.clone(),
         },
         "drain" => Step::Drain {
@@ -701,6 +793,7 @@ enum LockObject {
     Write(ReadWriteLock),
     Multi(MultiLock),
     Semaphore(Semaphore),
+    Permit(PermitExpirableSemaphore),
     Latch(CountDownLatch),
 }
 
@@ -764,6 +857,7 @@ impl LockObject {
                 LockObject::Multi(multi)
             }
             "semaphore" => LockObject::Semaphore(locks.semaphore(name)),
+            "permit" => LockObject::Permit(locks.permit_expirable_semaphore(name)),
             "latch" => LockObject::Latch(locks.count_down_latch(name)),
             other => return Err(format!("unknown lock kind `{other}`")),
         })
@@ -774,7 +868,7 @@ impl LockObject {
             LockObject::Plain(l) => Ok(l.owner()),
             LockObject::Read(l) | LockObject::Write(l) => Ok(l.owner()),
             LockObject::Multi(l) => Ok(l.owner()),
-            LockObject::Semaphore(_) | LockObject::Latch(_) => {
+            LockObject::Semaphore(_) | LockObject::Permit(_) | LockObject::Latch(_) => {
                 Err("a semaphore or a latch has no owner".into())
             }
         }
@@ -784,6 +878,36 @@ impl LockObject {
         match self {
             LockObject::Semaphore(s) => Ok(s),
             _ => Err("not a semaphore".into()),
+        }
+    }
+
+    fn permit(&self) -> Outcome<&PermitExpirableSemaphore> {
+        match self {
+            LockObject::Permit(p) => Ok(p),
+            _ => Err("not a permit-expirable semaphore".into()),
+        }
+    }
+
+    /// `try_set_permits`, `add_permits`, `available` on a semaphore's or a
+    /// permit-expirable semaphore's count.
+    fn try_set_permits(&self, permits: i64) -> Outcome<rwlock_client::Result<bool>> {
+        match self {
+            LockObject::Semaphore(s) => Ok(s.try_set_permits(permits)),
+            other => Ok(other.permit()?.try_set_permits(permits)),
+        }
+    }
+
+    fn add_permits(&self, permits: i64) -> Outcome<rwlock_client::Result<()>> {
+        match self {
+            LockObject::Semaphore(s) => Ok(s.add_permits(permits)),
+            other => Ok(other.permit()?.add_permits(permits)),
+        }
+    }
+
+    fn available_permits(&self) -> Outcome<rwlock_client::Result<i64>> {
+        match self {
+            LockObject::Semaphore(s) => Ok(s.available_permits()),
+            other => Ok(other.permit()?.available_permits()),
         }
     }
 
@@ -822,7 +946,9 @@ impl LockObject {
                 let multi = lease.map_or_else(|| multi.clone(), |l| multi.clone().with_lease(l));
                 wait.map_or_else(|| multi.acquire(), |w| multi.try_acquire(w))
             }
-            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
+            LockObject::Semaphore(_) | LockObject::Permit(_) | LockObject::Latch(_) => {
+                self.not_a_lock()
+            }
         }
     }
 
@@ -832,7 +958,9 @@ impl LockObject {
             LockObject::Read(l) => l.is_read_held(),
             LockObject::Write(l) => l.is_write_held(),
             LockObject::Multi(l) => l.is_held(),
-            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
+            LockObject::Semaphore(_) | LockObject::Permit(_) | LockObject::Latch(_) => {
+                self.not_a_lock()
+            }
         }
     }
 
@@ -843,7 +971,9 @@ impl LockObject {
             LockObject::Read(l) => l.unlock_read(),
             LockObject::Write(l) => l.unlock_write(),
             LockObject::Multi(l) => l.unlock(),
-            LockObject::Semaphore(_) | LockObject::Latch(_) => self.not_a_lock(),
+            LockObject::Semaphore(_) | LockObject::Permit(_) | LockObject::Latch(_) => {
+                self.not_a_lock()
+            }
         }
     }
 }
@@ -899,6 +1029,29 @@ fn within(took: Duration, elapsed_ms: Option<(u64, u64)>) -> Outcome {
     }
 }
 
+/// A semaphore's acquisition as a step runs it: `wait_ms` None waits
+/// without limit (`acquire`), else `try_acquire` waits up to it; checked
+/// against `expect` (refused is `None` to the library, `NotAcquired` to
+/// the checks) and `elapsed_ms`. What was taken, if anything.
+fn timed_take<T>(
+    wait_ms: Option<u64>,
+    expect: &str,
+    elapsed_ms: Option<(u64, u64)>,
+    acquire: impl FnOnce() -> rwlock_client::Result<T>,
+    try_acquire: impl FnOnce(Duration) -> rwlock_client::Result<Option<T>>,
+) -> Outcome<Option<T>> {
+    let started = Instant::now();
+    let outcome = match wait_ms {
+        None => acquire().map(Some),
+        Some(ms) => try_acquire(Duration::from_millis(ms)),
+    };
+    let took = started.elapsed();
+    let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
+    check_kind(expect, "acquired", &outcome)?;
+    within(took, elapsed_ms)?;
+    Ok(outcome.ok())
+}
+
 /// A `later` step under way: its index and its thread.
 type Later = (usize, JoinHandle<Outcome>);
 
@@ -912,6 +1065,11 @@ struct Run<'s> {
     /// The permits taken and not yet given back, per semaphore, the last
     /// last.
     permits: HashMap<String, Vec<Permits>>,
+    /// A permit-expirable semaphore's permits taken and not released, by
+    /// the name their ids were saved under (`""`: not saved).
+    leased: Vec<(String, LeasedPermits)>,
+    /// The ids each acquisition saved, by name: they outlive the guard.
+    ids: HashMap<String, Vec<String>>,
     saved: HashMap<String, Json>,
     later: Vec<Later>,
 }
@@ -1102,17 +1260,14 @@ impl Run<'_> {
                 elapsed_ms,
             } => {
                 let object = self.lock(semaphore)?.semaphore()?;
-                let started = Instant::now();
-                let outcome = match wait_ms {
-                    None => object.acquire(*permits).map(Some),
-                    Some(ms) => object.try_acquire(*permits, Duration::from_millis(*ms)),
-                };
-                let took = started.elapsed();
-                // Refused is `None` here, `NotAcquired` to the checks.
-                let outcome = outcome.and_then(|p| p.ok_or(Error::NotAcquired { pttl: 0 }));
-                check_kind(expect, "acquired", &outcome)?;
-                within(took, *elapsed_ms)?;
-                if let Ok(taken) = outcome {
+                let outcome = timed_take(
+                    *wait_ms,
+                    expect,
+                    *elapsed_ms,
+                    || object.acquire(*permits),
+                    |wait| object.try_acquire(*permits, wait),
+                )?;
+                if let Some(taken) = outcome {
                     self.permits
                         .entry(semaphore.clone())
                         .or_default()
@@ -1143,16 +1298,100 @@ impl Run<'_> {
                 permits,
                 expect,
             } => {
-                let set = self.lock(semaphore)?.semaphore()?.try_set_permits(*permits);
+                let set = self.lock(semaphore)?.try_set_permits(*permits)?;
                 equal(set, *expect)
             }
             Step::AddPermits { semaphore, permits } => self
                 .lock(semaphore)?
-                .semaphore()?
-                .add_permits(*permits)
+                .add_permits(*permits)?
                 .map_err(|e| format!("add_permits: {e}")),
             Step::Available { semaphore, expect } => {
-                let n = self.lock(semaphore)?.semaphore()?.available_permits();
+                let n = self.lock(semaphore)?.available_permits()?;
+                self.integer_is(n, expect)
+            }
+            Step::TakeIds {
+                permit,
+                permits,
+                lease_ms,
+                wait_ms,
+                expect,
+                elapsed_ms,
+                save_ids,
+            } => {
+                let object = self.lock(permit)?.permit()?.clone();
+                let object = match lease_ms {
+                    None => object,
+                    Some(-1) => object.never_expiring(),
+                    Some(ms) => {
+                        let ms = u64::try_from(*ms).map_err(|_| format!("lease_ms {ms}"))?;
+                        object.with_lease(Duration::from_millis(ms))
+                    }
+                };
+                let outcome = timed_take(
+                    *wait_ms,
+                    expect,
+                    *elapsed_ms,
+                    || object.acquire(*permits),
+                    |wait| object.try_acquire(*permits, wait),
+                )?;
+                match (outcome, save_ids) {
+                    (Some(taken), name) => {
+                        let name = name.clone().unwrap_or_default();
+                        if taken.ids().len() as u64 != *permits {
+                            return Err(format!("{} ids for {permits} permits", taken.ids().len()));
+                        }
+                        self.ids.insert(name.clone(), taken.ids().to_vec());
+                        self.leased.push((name, taken));
+                        Ok(())
+                    }
+                    (None, Some(_)) => Err("no ids to save: nothing was acquired".into()),
+                    (None, None) => Ok(()),
+                }
+            }
+            Step::ReleaseIds {
+                permit,
+                ids,
+                expect,
+            } => {
+                // The guard of the permits saved under `ids` while it is
+                // left; else a release of the ids of its own.
+                let at = self.leased.iter().position(|(name, _)| name == ids);
+                let outcome = match at {
+                    Some(at) => self.leased.remove(at).1.release(),
+                    None => {
+                        let saved = self.saved_ids(ids)?.to_vec();
+                        self.lock(permit)?.permit()?.release(&saved)
+                    }
+                };
+                check_kind(expect, "ok", &outcome)
+            }
+            Step::UpdateLease {
+                permit,
+                ids,
+                lease_ms,
+                expect,
+            } => {
+                let id = self.saved_id(ids)?;
+                let lease = u64::try_from(*lease_ms).ok().map(Duration::from_millis);
+                let updated = self.lock(permit)?.permit()?.update_lease_time(&id, lease);
+                equal(updated, *expect)
+            }
+            Step::LeaseLeft {
+                permit,
+                ids,
+                expect,
+            } => {
+                let id = self.saved_id(ids)?;
+                let left = match self.lock(permit)?.permit()?.lease_time(&id) {
+                    Ok(Some(left)) => Ok(left.as_millis() as i64),
+                    Ok(None) => Ok(-1),
+                    Err(Error::NotHeld) => Ok(0),
+                    Err(e) => Err(e),
+                };
+                self.integer_is(left, expect)
+            }
+            Step::Acquired { permit, expect } => {
+                let n = self.lock(permit)?.permit()?.acquired_permits();
                 self.integer_is(n, expect)
             }
             Step::Drain { semaphore, expect } => {
@@ -1190,6 +1429,22 @@ impl Run<'_> {
                 within(took, *elapsed_ms)
             }
             Step::Delete { latch, expect } => equal(self.lock(latch)?.latch()?.delete(), *expect),
+        }
+    }
+
+    /// The ids an acquisition saved under `name`.
+    fn saved_ids(&self, name: &str) -> Outcome<&[String]> {
+        self.ids
+            .get(name)
+            .map(Vec::as_slice)
+            .ok_or_else(|| format!("no ids saved as `{name}`"))
+    }
+
+    /// The one id saved under `name`.
+    fn saved_id(&self, name: &str) -> Outcome<String> {
+        match self.saved_ids(name)? {
+            [id] => Ok(id.clone()),
+            many => Err(format!("`{name}` holds {} ids, not one", many.len())),
         }
     }
 
@@ -1248,6 +1503,8 @@ fn run(server: &Server, scenario: &Scenario) -> Outcome {
         locks,
         guards: HashMap::new(),
         permits: HashMap::new(),
+        leased: Vec::new(),
+        ids: HashMap::new(),
         saved: HashMap::new(),
         later: Vec::new(),
     };

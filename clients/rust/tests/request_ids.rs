@@ -18,7 +18,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use rwlock_client::{aio, Client, Error, Guard, Options};
-use testkit::{keys_but_unlock_latches, query, wait_for_waiters, Server};
+use testkit::{command_calls, keys_but_unlock_latches, query, wait_for_waiters, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
 /// except that once the client sent a chunk containing `trigger` (a
@@ -151,14 +151,6 @@ fn relay(
     });
 }
 
-fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
-    let info: String = query(conn, &["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn keys(conn: &mut testkit::Conn, pattern: &str) -> Vec<String> {
     let mut keys: Vec<String> = query(conn, &["KEYS", pattern]);
     keys.sort();
@@ -272,10 +264,14 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
         let swallowed = proxy.swallowed();
         assert_eq!(swallowed.len(), 1, "{kind:?}: the first reply was lost");
         let command = String::from_utf8_lossy(kind.command()).to_lowercase();
-        assert_eq!(calls(&mut conn, &command), 2, "{kind:?}: sent twice");
+        assert_eq!(
+            command_calls(&mut conn, &command),
+            2,
+            "{kind:?}: sent twice"
+        );
         // One write on the new connection, for the replica check's WAIT to
         // cover the grant the first send wrote.
-        assert_eq!(calls(&mut conn, "pexpire"), 1, "{kind:?}");
+        assert_eq!(command_calls(&mut conn, "pexpire"), 1, "{kind:?}");
         let count: String = query(&mut conn, &["HGET", &name, &field]);
         assert_eq!(count, "1", "{kind:?}: counted once");
         if kind.fenced() {
@@ -337,7 +333,7 @@ fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
         );
         let stat = acquire.to_lowercase();
         assert_eq!(
-            calls(&mut conn, &stat),
+            command_calls(&mut conn, &stat),
             3,
             "{family}: the holder's, the wait, its resend"
         );
@@ -482,7 +478,7 @@ fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
         inner.release().expect("the re-entered release");
         assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
-        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
         let count: String = query(&mut conn, &["HGET", &name, &field]);
         assert_eq!(count, "1", "{kind:?}: one level released, not two");
         let first = unlock_latch_left(&mut conn, &name);
@@ -491,7 +487,7 @@ fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
         outer.release().expect("the last release, its reply lost");
         assert_eq!(proxy.swallowed().len(), 2, "{kind:?}: its reply was lost");
-        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
         let exists: i64 = query(&mut conn, &["EXISTS", &name]);
         assert_eq!(exists, 0, "{kind:?}: free");
         let last = unlock_latch_left(&mut conn, &name);
@@ -528,7 +524,7 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
         assert_eq!(proxy.swallowed().len(), 2);
     });
     assert_eq!(
-        calls(&mut conn, "lock.unlock"),
+        command_calls(&mut conn, "lock.unlock"),
         4,
         "each release sent twice"
     );
@@ -572,7 +568,7 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
         );
         assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
         let stat = String::from_utf8_lossy(kind.unlock()).to_lowercase();
-        assert_eq!(calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
     }
     let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -590,7 +586,11 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
         assert!(matches!(outcome, Err(Error::NotHeld)), "async: {outcome:?}");
     });
     assert_eq!(proxy.swallowed().len(), 1, "async: its reply was lost");
-    assert_eq!(calls(&mut conn, "lock.unlock"), 2, "async: sent twice");
+    assert_eq!(
+        command_calls(&mut conn, "lock.unlock"),
+        2,
+        "async: sent twice"
+    );
 }
 
 #[test]
@@ -611,8 +611,16 @@ fn a_semaphores_lost_replies_take_and_give_permits_once() {
     let swallowed = proxy.swallowed();
     assert_eq!(swallowed.len(), 1);
     assert!(swallowed[0].starts_with(b":1\r\n"), "granted, lost");
-    assert_eq!(calls(&mut conn, "semaphore.acquire"), 2, "sent twice");
-    assert_eq!(calls(&mut conn, "pexpire"), 1, "the replica check's write");
+    assert_eq!(
+        command_calls(&mut conn, "semaphore.acquire"),
+        2,
+        "sent twice"
+    );
+    assert_eq!(
+        command_calls(&mut conn, "pexpire"),
+        1,
+        "the replica check's write"
+    );
     let count: String = query(&mut conn, &["GET", name]);
     assert_eq!(count, "1", "two permits taken once");
     let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
@@ -637,7 +645,11 @@ fn a_semaphores_lost_replies_take_and_give_permits_once() {
     let swallowed = proxy.swallowed();
     assert_eq!(swallowed.len(), 1);
     assert!(swallowed[0].starts_with(b"$-1\r\n"), "released, lost");
-    assert_eq!(calls(&mut conn, "semaphore.release"), 2, "sent twice");
+    assert_eq!(
+        command_calls(&mut conn, "semaphore.release"),
+        2,
+        "sent twice"
+    );
     let count: String = query(&mut conn, &["GET", name]);
     assert_eq!(count, "3", "given back once");
     // Each client object's last release left its own latch, for its next
@@ -662,7 +674,7 @@ fn a_latch_wait_is_asked_again_and_a_count_down_never_resent() {
         other => panic!("expected the connection's error, got {other:?}"),
     }
     assert_eq!(proxy.swallowed().len(), 1);
-    assert_eq!(calls(&mut conn, "latch.countdown"), 1, "sent once");
+    assert_eq!(command_calls(&mut conn, "latch.countdown"), 1, "sent once");
     let count: String = query(&mut conn, &["GET", name]);
     assert_eq!(count, "1", "counted down once");
     // A wait's reply lost: it only reads, so it is asked again, on a new
@@ -679,5 +691,68 @@ fn a_latch_wait_is_asked_again_and_a_count_down_never_resent() {
     let swallowed = proxy.swallowed();
     assert_eq!(swallowed.len(), 1);
     assert!(swallowed[0].starts_with(b":1\r\n"), "reached, lost");
-    assert_eq!(calls(&mut conn, "latch.await"), 2, "asked twice");
+    assert_eq!(command_calls(&mut conn, "latch.await"), 2, "asked twice");
+}
+
+#[test]
+fn a_permit_acquisitions_lost_reply_gives_the_same_ids_once() {
+    let (server, mut conn) = Server::started(&[]);
+    let name = "req:permit";
+    let set: i64 = query(&mut conn, &["PERMIT.TRYSETPERMITS", name, "3"]);
+    assert_eq!(set, 1);
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    // The acquisition's reply lost: resent once with its id, answered from
+    // its latch with the ids the first send took.
+    let proxy = DropReplyProxy::start(server.port, b"PERMIT.ACQUIRE");
+    let sem = locks_on(&proxy.url())
+        .permit_expirable_semaphore(name)
+        .never_expiring();
+    let taken = sem
+        .try_acquire(2, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let swallowed = proxy.swallowed();
+    assert_eq!(swallowed.len(), 1);
+    let lost = String::from_utf8_lossy(&swallowed[0]).into_owned();
+    assert!(lost.starts_with("*2\r\n"), "granted, lost: {lost:?}");
+    assert_eq!(taken.ids().len(), 2);
+    for id in taken.ids() {
+        assert!(
+            lost.contains(id.as_str()),
+            "{id} was the first send's: {lost:?}"
+        );
+    }
+    assert_eq!(command_calls(&mut conn, "permit.acquire"), 2, "sent twice");
+    assert_eq!(
+        command_calls(&mut conn, "pexpire"),
+        1,
+        "the replica check's write"
+    );
+    let held: i64 = query(&mut conn, &["PERMIT.ACQUIRED", name]);
+    assert_eq!(held, 2, "two permits taken once");
+    let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
+    assert_eq!(keys(&mut conn, &pattern).len(), 1);
+    taken.release().expect("release");
+    let free: i64 = query(&mut conn, &["PERMIT.AVAILABLE", name]);
+    assert_eq!(free, 3);
+    assert!(
+        keys(&mut conn, &pattern).is_empty(),
+        "the release's DEL took the acquisition's latch"
+    );
+    // A release's lost reply is raised, never resent: a resend could not
+    // tell its own release from an expiry.
+    let proxy = DropReplyProxy::start(server.port, b"PERMIT.RELEASE");
+    let sem = locks_on(&proxy.url())
+        .permit_expirable_semaphore(name)
+        .never_expiring();
+    let taken = sem
+        .try_acquire(1, Duration::ZERO)
+        .expect("try")
+        .expect("taken");
+    let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
+    assert!(matches!(taken.release(), Err(Error::Redis(_))));
+    assert_eq!(proxy.swallowed().len(), 1, "released, lost");
+    assert_eq!(command_calls(&mut conn, "permit.release"), 1, "sent once");
+    let free: i64 = query(&mut conn, &["PERMIT.AVAILABLE", name]);
+    assert_eq!(free, 3, "released once");
 }

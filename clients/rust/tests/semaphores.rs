@@ -319,15 +319,23 @@ fn permits_no_replica_acknowledged_are_given_back_as_not_synced() {
         },
         ..Options::default()
     };
-    let sem = Client::new(server.client())
-        .with_options(options)
-        .semaphore("sem:unsynced");
+    let locks = Client::new(server.client()).with_options(options);
+    let sem = locks.semaphore("sem:unsynced");
     assert!(sem.try_set_permits(2).expect("set"));
     assert!(matches!(
         sem.try_acquire(2, Duration::ZERO),
         Err(Error::NotSynced { replicas: 1, .. })
     ));
     assert_eq!(sem.available_permits().expect("available"), 2, "given back");
+    // A permit-expirable semaphore's ids are released.
+    let permits = locks.permit_expirable_semaphore("permit:unsynced");
+    assert!(permits.try_set_permits(2).expect("set"));
+    assert!(matches!(
+        permits.try_acquire(2, Duration::ZERO),
+        Err(Error::NotSynced { replicas: 1, .. })
+    ));
+    assert_eq!(permits.available_permits().expect("available"), 2);
+    assert_eq!(permits.acquired_permits().expect("acquired"), 0);
 }
 
 #[test]

@@ -54,6 +54,14 @@ pub fn latch_key(lock: &str, id: &str) -> String {
     format!("{}:{id}", channel_style("redisson_unlock_latch", lock))
 }
 
+/// The acquisition latch of request `id` on `name` (§14.7).
+pub fn request_latch_key(name: &str, id: &str) -> String {
+    format!(
+        "{}:{id}",
+        channel_style("redisson_lock_request_latch", name)
+    )
+}
+
 /// How long a server may take to answer PING after it was started.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read/write timeout of connections returned by [`Server::conn`].

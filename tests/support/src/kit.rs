@@ -548,6 +548,16 @@ pub fn assert_counters(conn: &mut Conn, expected: &[(&str, u64)]) {
     }
 }
 
+/// How many times `command` (lower case, as `INFO commandstats` names it)
+/// ran since the statistics were last reset; 0 when it never did.
+pub fn command_calls(conn: &mut Conn, command: &str) -> u64 {
+    let info: String = query(conn, &["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Clients parked in the module (`INFO rwlock`'s `waiters`).
 pub fn waiters(conn: &mut Conn) -> u64 {
     rwlock_counter(conn, "waiters")

@@ -2,7 +2,8 @@
 //! crate both take as a dev-dependency: redis-server processes with the
 //! module (`Server`), their connections (`Conn`), pub/sub collection (`Collector`), Redisson's key names
 //! and seed scripts, and the fault tests' kit (a seeded generator, key
-//! snapshots, raw calls, INFO and config readers, bounded waits), and the
+//! snapshots, raw calls, INFO and config readers, bounded waits), the kill -9
+//! tests' crash rounds (`testkit::crash_round`), and the
 //! differential tests' two servers and runner (`testkit::differential`).
 //!
 //! Environment:
@@ -16,10 +17,12 @@
 //! - `RWLOCK_KEEP_TEST_DIRS`: when set, server directories are not removed on drop.
 
 mod conn;
+mod crash;
 pub mod differential;
 mod harness;
 mod kit;
 
 pub use conn::{Conn, Message};
+pub use crash::*;
 pub use harness::*;
 pub use kit::*;

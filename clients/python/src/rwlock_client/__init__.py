@@ -9,6 +9,8 @@
 - `RedLock`: the Redlock algorithm over independent masters (deprecated by
   Redisson; prefer a fenced `Lock`, see `rwlock_client.redlock`).
 - `Semaphore`: RSemaphore (`SEMAPHORE.*`), permits taken and released.
+- `PermitExpirableSemaphore`: RPermitExpirableSemaphore (`PERMIT.*`), permits
+  taken as ids with leases.
 - `CountDownLatch`: RCountDownLatch (`LATCH.*`), a wait for zero.
 
 ::
@@ -32,6 +34,7 @@ from .fair import FairLock
 from .latch import CountDownLatch
 from .lock import Lock, LockBase
 from .multi import MultiLock
+from .permit import NEVER, PermitExpirableSemaphore
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 from .semaphore import Semaphore
@@ -48,6 +51,8 @@ __all__ = [
     "NotHeld",
     "NotReentrant",
     "NotSynced",
+    "NEVER",
+    "PermitExpirableSemaphore",
     "ReadLock",
     "ReadWriteLock",
     "RedLock",

@@ -223,8 +223,9 @@ class Attempt:
     command: Callable[[Optional[int], Optional[AcquireRequest]], Args]
     #: What its reply (sent with that wait) says.
     outcome: Callable[[Any, Optional[int]], Outcome]
-    #: What gives a grant back when the replicas did not acknowledge it.
-    undo: Args
+    #: What gives a grant back when the replicas did not acknowledge it
+    #: (made from the grant when what was taken is known only from it).
+    undo: Union[Args, Callable[[Outcome], Args]]
     #: Where the server keeps a granted request id's reply.
     latch: Callable[[str], str]
     #: Whether it carries `REQUEST id ttl` (`LOCK.ACQUIREALL` takes none).
@@ -284,9 +285,14 @@ def acquiring(a: Attempt) -> Conversation[Outcome]:
     if outcome.acquired:
         failed = _unsynced(a.sync, syncs, learned)
         if failed is not None:
-            yield a.undo, DEFAULT
+            yield undo_of(a, outcome), DEFAULT
             raise NotSynced(f"{a.name}: {failed} within {a.sync.timeout} s; what it took was given back")
     return outcome
+
+
+def undo_of(a: Attempt, outcome: Outcome) -> Args:
+    """What gives `outcome`'s grant back."""
+    return a.undo(outcome) if callable(a.undo) else a.undo
 
 
 def acquire_batch(

@@ -18,11 +18,12 @@ ReadWriteT = TypeVar("ReadWriteT")
 MultiT = TypeVar("MultiT")
 SemaphoreT = TypeVar("SemaphoreT")
 LatchT = TypeVar("LatchT")
+PermitT = TypeVar("PermitT")
 CallbackT = TypeVar("CallbackT")
 
 
 @dataclass(frozen=True)
-class Kinds(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT]):
+class Kinds(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT, PermitT]):
     """The classes a client makes (their constructors)."""
 
     lock: Callable[..., LockT]
@@ -31,9 +32,10 @@ class Kinds(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT]):
     multi_lock: Callable[..., MultiT]
     semaphore: Callable[..., SemaphoreT]
     count_down_latch: Callable[..., LatchT]
+    permit_expirable_semaphore: Callable[..., PermitT]
 
 
-class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT, CallbackT]):
+class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT, PermitT, CallbackT]):
     """The locks of one redis client, as a `RedissonClient` gives them: every
     lock it makes shares the client UUID of its owners (default: the redis
     client's own), the watchdog timeout and the replica acknowledgement;
@@ -55,7 +57,7 @@ class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT,
         self.sync = sync
         self.client_id = client_id or _owner.client_id(redis_client)
 
-    def _kinds(self) -> Kinds[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT]:
+    def _kinds(self) -> Kinds[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT, PermitT]:
         raise NotImplementedError
 
     def _make(self, make: Callable[..., Any], target: Any, **options: Any) -> Any:
@@ -114,6 +116,16 @@ class ClientCommon(Generic[LockT, FairT, ReadWriteT, MultiT, SemaphoreT, LatchT,
     def count_down_latch(self, name: str) -> LatchT:
         """`CountDownLatch(redis, name)`: Redisson's RCountDownLatch."""
         made: LatchT = self._kinds().count_down_latch(self.redis, name)
+        return made
+
+    def permit_expirable_semaphore(self, name: str, *, on_lost: Optional[Callable[..., Any]] = None) -> PermitT:
+        """`PermitExpirableSemaphore(redis, name, ...)`: Redisson's
+        RPermitExpirableSemaphore, with the client's watchdog timeout (the
+        lease of a permit taken without one) and `sync` (ids have no
+        owner: the UUID does not apply)."""
+        made: PermitT = self._kinds().permit_expirable_semaphore(
+            self.redis, name, watchdog_timeout=self.watchdog_timeout, sync=self.sync, on_lost=on_lost
+        )
         return made
 
     def __repr__(self) -> str:

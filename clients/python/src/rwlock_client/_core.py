@@ -314,6 +314,8 @@ class Outcome:
     token: Optional[int] = None
     #: The request ids the acquisition was sent with (their latches).
     requests: Tuple[str, ...] = ()
+    #: A permit semaphore's grant: the ids of the permits taken.
+    ids: Tuple[str, ...] = ()
 
 
 def release_latch(key: str, request: str) -> str:

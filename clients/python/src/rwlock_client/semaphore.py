@@ -32,7 +32,7 @@ class Semaphore(SemaphoreCommon):
         False when the wait ran out first. `wait`: seconds on the server,
         any longer than the socket timeout; None (the default) without
         limit (Redisson's `acquire`), 0 one try (`tryAcquire`)."""
-        return converse(self.client, self.name, self._acquiring(permits, wait))
+        return converse(self.client, self.name, self._acquiring(self._attempt(permits, wait))).acquired
 
     def release(self, permits: int = 1) -> None:
         """Gives `permits` back (a missing count starts at 0), serving the

@@ -28,7 +28,7 @@ use redis::{AsyncConnectionConfig, Value};
 
 use crate::builders::{
     client_builders, guard_calls, hold_calls, latch_calls, lock_builders, multi_builders,
-    semaphore_calls,
+    permit_calls, semaphore_calls,
 };
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
@@ -513,6 +513,14 @@ impl MultiLock {
 pub struct Semaphore(Handle);
 
 semaphore_calls!(Guard, async await);
+
+/// The permit-expirable semaphore, as [`crate::PermitExpirableSemaphore`]:
+/// a wait is a future, and dropping it closes its connection, which takes
+/// the waiter off the server; the watchdog is a tokio task.
+#[derive(Clone)]
+pub struct PermitExpirableSemaphore(Handle);
+
+permit_calls!(Guard, "the watchdog's tokio task", async await);
 
 /// The count-down latch, as [`crate::CountDownLatch`]: a wait is a future,
 /// and dropping it closes its connection, which takes the waiter off the

@@ -20,6 +20,7 @@ from .fair import FairLock
 from .latch import CountDownLatch
 from .lock import Lock, LockBase
 from .multi import MultiLock
+from .permit import NEVER, PermitExpirableSemaphore
 from .redlock import RedLock
 from .rwlock import ReadLock, ReadWriteLock, WriteLock
 from .semaphore import Semaphore
@@ -36,6 +37,8 @@ __all__ = [
     "MultiLock",
     "NotReentrant",
     "NotSynced",
+    "NEVER",
+    "PermitExpirableSemaphore",
     "ReadLock",
     "ReadWriteLock",
     "RedLock",

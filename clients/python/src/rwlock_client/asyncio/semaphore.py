@@ -6,7 +6,6 @@ import asyncio
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Optional, Type
 
-from .._core import new_request_id
 from .._semaphore import SemaphoreCommon
 from ._link import converse
 
@@ -28,11 +27,11 @@ class Semaphore(SemaphoreCommon):
         """As the sync `acquire`. Cancelled, it leaves nothing taken: a grant
         the server made as the task was cancelled (its reply unread) is
         found by the request id and released again."""
-        request = new_request_id()
+        attempt = self._attempt(permits, wait)
         try:
-            return await converse(self.client, self.name, self._acquiring(permits, wait, request))
+            return (await converse(self.client, self.name, self._acquiring(attempt))).acquired
         except asyncio.CancelledError:
-            await asyncio.shield(converse(self.client, self.name, self._giving_back(permits, request)))
+            await asyncio.shield(converse(self.client, self.name, self._giving_back(attempt)))
             raise
 
     async def release(self, permits: int = 1) -> None:
