@@ -1,8 +1,8 @@
 //! A connection closed (QUIT, `CLIENT KILL`, its peer gone, a timeout): the
 //! session holds it took (`sessions`) are released at once, each as its owner's unlock
 //! would (the same writes, replicated, the lock's message published), its
-//! session permits given back as `SEMAPHORE.RELEASE` would, and the
-//! waiters served. The disconnect arrives inside Redis freeing
+//! session permits given back as `SEMAPHORE.RELEASE` or `PERMIT.RELEASE`
+//! would, and the waiters served. The disconnect arrives inside Redis freeing
 //! the client, maybe in the middle of another client's command (`CLIENT
 //! KILL`), where writing is unsafe: the release runs from a timer that
 //! fires in the next turn of the event loop, which the module wakes in case
@@ -12,6 +12,7 @@
 //! (who is served after the release), which know nothing of each other's
 //! reaction to a close.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use redis_module::Context;
@@ -19,7 +20,8 @@ use redis_module::Context;
 use crate::engine::hold::{Release, Unlocked};
 use crate::engine::kinds;
 use crate::engine::names::LockNames;
-use crate::engine::semaphore;
+use crate::engine::store::{KeyKind, Line, Store};
+use crate::engine::{permit, semaphore};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
@@ -68,6 +70,7 @@ fn release(ctx: &Context, orphan: Orphan) {
             release_holds(ctx, &mut store, &names, &bond, &levels, lease);
         }
         Bound::Permits(permits) => give_back(ctx, &mut store, &names, permits),
+        Bound::Ids(ids) => give_back_ids(ctx, &mut store, &names, &ids),
     }
 }
 
@@ -113,5 +116,41 @@ fn give_back(ctx: &Context, store: &mut RedisStore, names: &LockNames, permits: 
     if matches!(given, Ok(Unlocked::Ran(Release::Released))) {
         metrics::bump(Counter::PermitsReleased);
         metrics::add(Counter::SessionPermitsReleased, permits as u64);
+    }
+}
+
+/// Gives the connection's session permits of a permit-expirable semaphore
+/// back as `PERMIT.RELEASE name id…` of those still held would (the expired
+/// permits reclaimed, one `ZREM`, `INCRBY`, how many published, all
+/// replicated), then serves its waiters. An id released by anyone or
+/// reclaimed at its expiry since is skipped, and so is an id whose lease ran
+/// out and that is not yet reclaimed (the release's reclaim takes it back
+/// all the same). A semaphore whose count is gone (expired after the close)
+/// gets nothing, and is not made again.
+fn give_back_ids(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    ids: &BTreeSet<Vec<u8>>,
+) {
+    let given = waiting::serve_after(ctx, store, names, |store| {
+        if store.kind(names.hash()) != KeyKind::String {
+            return Ok(0);
+        }
+        let now = store.now_ms();
+        let set = names.permit_timeout();
+        let held: Vec<Vec<u8>> = ids
+            .iter()
+            .filter(|id| store.zscore(&set, id).is_some_and(|at| at > now))
+            .cloned()
+            .collect();
+        if held.is_empty() {
+            return Ok(0);
+        }
+        permit::release(store, names, &held)
+    });
+    if let Some(n) = given.ok().filter(|n| *n > 0) {
+        metrics::bump(Counter::PermitsReleased);
+        metrics::add(Counter::SessionPermitsReleased, n as u64);
     }
 }

@@ -103,6 +103,13 @@ unsafe extern "C" fn on_keyspace_event(
     fair_waiting::on_keyspace_event(&ctx, db, event, key);
     leases::on_keyspace_event(db, event, key);
     sessions::on_keyspace_event(&ctx, db, key);
+    if !sessions::idle() && event != "zadd" {
+        // Session permits released or reclaimed by a script, or their set
+        // deleted: they are no longer the connection's to give back.
+        for name in permit_names(key) {
+            sessions::on_permit_set_event(&ctx, db, name);
+        }
+    }
     raw::REDISMODULE_OK as c_int
 }
 

@@ -5,7 +5,8 @@
 //! replies, the count, the set of permits with its scores, the messages and
 //! the keyspace events compared after every step), `BLOCK` (arrival order,
 //! every wake path, a waiter served at a permit's expiry with no other
-//! call, timeouts, idempotent retries, demotion), bad input, ACL key
+//! call, timeouts, idempotent retries, demotion), `SESSION` (permits
+//! released when their connection closes, §17.6), bad input, ACL key
 //! patterns, and a replica and an AOF reload equal to the master.
 
 use std::thread;
@@ -13,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 use testkit::{
-    assert_counters, call, events_str, expect_reply, info_field, lua_script_of, ok, query,
-    rwlock_counter, seed, snapshot, snapshot_of, timer_slack, wait_replica, waiters, Call,
-    Collector, Conn, Rng, Server, Snapshot, LOCK_LUA,
+    assert_counters, call, events_str, expect_reply, lua_script_of, ok, query, rwlock_counter,
+    seed, snapshot, snapshot_of, timer_slack, wait_replica, waiters, Call, Collector, Conn, Rng,
+    Server, Snapshot, LOCK_LUA,
 };
 
 /// Redisson's `nonExpirableTimeout`: the score of a permit without lease.
@@ -866,22 +867,9 @@ fn workload(c: &mut Conn, rng: &mut Rng, ops: usize) {
 
 #[test]
 fn replica_and_aof_reload_equal_the_master() {
-    let master = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let port = master.port.to_string();
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let master = Server::start(&testkit::DURABLE_MASTER);
+    let replica = master.start_replica(&[]);
     let mut r = replica.conn();
-    let up = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut r, "replication", "master_link_status").as_deref() != Some("up") {
-        assert!(Instant::now() < up, "replica link not up");
-        thread::sleep(Duration::from_millis(20));
-    }
     let mut m = master.conn();
     let mut rng = Rng(seed(0x9E41_0035));
     workload(&mut m, &mut rng, 300);
@@ -901,6 +889,291 @@ fn replica_and_aof_reload_equal_the_master() {
     );
     let mut master = master;
     thread::sleep(Duration::from_millis(300));
+    master.kill9();
+    master.restart();
+    let reloaded = snapshot(&mut master.conn());
+    assert_eq!(
+        testkit::diff(&on_master, &reloaded, "master", "AOF reload"),
+        ""
+    );
+}
+
+// ---------------------------------------------------------------------------
+// SESSION: permits released when their connection closes
+// ---------------------------------------------------------------------------
+
+/// How soon the release must follow the close on a server started with
+/// `--hz 1`, whose idle event loop wakes for its own `serverCron` once a
+/// second: one turn of the loop, with room for a loaded machine, and half
+/// the second such a server may wait.
+fn prompt() -> Duration {
+    testkit::scaled(Duration::from_millis(500))
+}
+
+/// Polls until `what` holds.
+fn until(c: &mut Conn, what: &str, mut holds: impl FnMut(&mut Conn) -> bool) {
+    testkit::wait_until(Duration::from_secs(5), what, || {
+        if holds(c) {
+            return Some(());
+        }
+        thread::sleep(Duration::from_millis(2));
+        None
+    });
+}
+
+/// `PERMIT.ACQUIRE name permits lease SESSION` on `c`: the ids taken.
+fn take_bound(c: &mut Conn, name: &str, permits: i64, lease: i64) -> Vec<String> {
+    let (n, lease) = (permits.to_string(), lease.to_string());
+    ids_of(&call(c, &["PERMIT.ACQUIRE", name, &n, &lease, "SESSION"]).expect("acquire"))
+}
+
+#[test]
+fn session_permits_come_back_on_client_kill_and_serve_the_waiter() {
+    let server = Server::start(&["--hz", "1"]);
+    let mut c = server.conn();
+    let mut holder = server.conn();
+    let id: i64 = query(&mut holder, &["CLIENT", "ID"]);
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "K", "3"], Value::Int(1));
+    let bound = take_bound(&mut holder, "K", 2, 60_000);
+    // A permit taken without SESSION on the same connection stays taken.
+    let plain = ids_of(&call(&mut holder, &["PERMIT.ACQUIRE", "K", "1", "-1"]).expect("acquire"));
+    let waiter = park(&server, &mut c, "K", 2, -1);
+    assert_counters(
+        &mut c,
+        &[
+            ("session_clients", 1),
+            ("session_permits", 2),
+            ("session_binds", 1),
+        ],
+    );
+    let killed = Instant::now();
+    let n: i64 = query(&mut c, &["CLIENT", "KILL", "ID", &id.to_string()]);
+    assert_eq!(n, 1, "client {id} killed");
+    let got = ids_of(&reply_of(waiter));
+    let served = killed.elapsed();
+    eprintln!("CLIENT KILL to the permit waiter served: {served:?}");
+    assert!(served < prompt(), "served after {served:?}");
+    assert_eq!(got.len(), 2);
+    for gone in &bound {
+        expect_reply(&mut c, &["PERMIT.LEASETIME", "K", gone], Value::Int(0));
+    }
+    expect_reply(
+        &mut c,
+        &["PERMIT.LEASETIME", "K", &plain[0]],
+        Value::Int(-1),
+    );
+    expect_reply(&mut c, &["PERMIT.ACQUIRED", "K"], Value::Int(3));
+    assert_eq!(count(&mut c, "K"), Some(0), "2 back, 2 to the waiter");
+    assert_counters(&mut c, &[("session_permits", 0), ("waits_served", 1)]);
+    // One release of the two ids.
+    assert_counters(
+        &mut c,
+        &[("session_permits_released", 2), ("permits_released", 1)],
+    );
+}
+
+#[test]
+fn a_killed_client_process_gives_its_session_permits_back() {
+    let server = Server::start(&["--hz", "1"]);
+    let mut c = server.conn();
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "X", "1"], Value::Int(1));
+    // Its own process takes the permit with SESSION and sleeps, its socket
+    // open, until killed. The reply: `*1`, `$32`, the id.
+    let (mut child, reply) = server.client_process("PERMIT.ACQUIRE X 1 -1 SESSION", 43);
+    let reply = String::from_utf8(reply).expect("utf-8");
+    assert!(reply.starts_with("*1\r\n$32\r\n"), "{reply:?}");
+    let held = reply[9..41].to_string();
+    let waiter = park(&server, &mut c, "X", 1, 60_000);
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let got = ids_of(&reply_of(waiter));
+    let served = killed.elapsed();
+    eprintln!("kill -9 of the client process to the permit waiter served: {served:?}");
+    assert!(served < prompt(), "served after {served:?}");
+    assert_ne!(got, vec![held.clone()]);
+    expect_reply(&mut c, &["PERMIT.LEASETIME", "X", &held], Value::Int(0));
+    assert_eq!(rwlock_counter(&mut c, "session_permits_released"), 1);
+}
+
+#[test]
+fn block_and_session_bind_the_ids_when_the_waiter_is_served() {
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "B", "2"], Value::Int(1));
+    let held = ids_of(&call(&mut c, &["PERMIT.ACQUIRE", "B", "2", "-1"]).expect("acquire"));
+    // The waiter's connection outlives its call: it is handed back.
+    let mut w = server.conn();
+    let before = waiters(&mut c);
+    let waiter = thread::spawn(move || {
+        let wait = [
+            "PERMIT.ACQUIRE",
+            "B",
+            "2",
+            "60000",
+            "BLOCK",
+            "10000",
+            "SESSION",
+        ];
+        (call(&mut w, &wait), w)
+    });
+    testkit::wait_for_waiters(&mut c, before + 1);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 0, "none yet");
+    expect_reply(
+        &mut c,
+        &["PERMIT.RELEASE", "B", &held[0], &held[1]],
+        Value::Int(2),
+    );
+    let (reply, w) = waiter.join().expect("the waiter's thread");
+    let got = ids_of(&reply.expect("its reply"));
+    assert_counters(&mut c, &[("session_permits", 2), ("session_binds", 1)]);
+    drop(w);
+    until(&mut c, "the give-back", |c| count(c, "B") == Some(2));
+    for id in &got {
+        expect_reply(&mut c, &["PERMIT.LEASETIME", "B", id], Value::Int(0));
+    }
+    assert_counters(
+        &mut c,
+        &[("session_permits", 0), ("session_permits_released", 2)],
+    );
+}
+
+/// Ids are owned: whoever gives one back (a `PERMIT.RELEASE` or
+/// `TRYRELEASE` of another connection, a script, its expiry) unbinds it,
+/// and the close releases only the ids still held, each once.
+#[test]
+fn a_bound_id_given_back_by_anyone_is_not_released_again() {
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "U", "6"], Value::Int(1));
+    let mut holder = server.conn();
+    let id: i64 = query(&mut holder, &["CLIENT", "ID"]);
+    let bound = take_bound(&mut holder, "U", 4, 60_000);
+    let short = take_bound(&mut holder, "U", 1, 100);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 5);
+    expect_reply(&mut c, &["PERMIT.RELEASE", "U", &bound[0]], Value::Int(1));
+    expect_reply(
+        &mut c,
+        &["PERMIT.TRYRELEASE", "U", &bound[1]],
+        Value::Int(1),
+    );
+    // A script's ZREM and INCRBY, as Redisson's release makes them.
+    let released = redis::cmd("EVAL")
+        .arg("redis.call('ZREM', KEYS[2], ARGV[1]); return redis.call('INCRBY', KEYS[1], 1)")
+        .arg(2)
+        .arg("U")
+        .arg(timeouts("U"))
+        .arg(unhex(&bound[2]))
+        .query::<i64>(&mut c)
+        .expect("the script's release");
+    assert_eq!(released, 4);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 2);
+    // The short lease runs out; a read reclaims it.
+    until(&mut c, "the reclaim", |c| {
+        query::<i64, _>(c, &["PERMIT.LEASETIME", "U", &short[0]]) == 0
+    });
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 1);
+    // Another taker now holds what came back: the close gives back the one
+    // bound id left, and nothing of theirs.
+    let others = ids_of(&call(&mut c, &["PERMIT.ACQUIRE", "U", "5", "-1"]).expect("acquire"));
+    drop(holder);
+    until(&mut c, "the give-back", |c| count(c, "U") == Some(1));
+    assert_counters(
+        &mut c,
+        &[("session_permits", 0), ("session_permits_released", 1)],
+    );
+    for mine in &others {
+        expect_reply(&mut c, &["PERMIT.LEASETIME", "U", mine], Value::Int(-1));
+    }
+    let listed: String = query(&mut c, &["CLIENT", "LIST", "ID", &id.to_string()]);
+    assert!(listed.is_empty(), "closed: {listed}");
+}
+
+#[test]
+fn a_semaphore_gone_forgets_its_session_ids() {
+    let (server, mut c) = Server::started(&[]);
+    // What each case does between the acquisition of 2 of 5 permits with
+    // SESSION and the close: each leaves the permits nobody's to give back.
+    let cases: [(&str, &[&[&str]]); 4] = [
+        (
+            "count deleted",
+            &[&["DEL", "G"], &["PERMIT.TRYSETPERMITS", "G", "5"]],
+        ),
+        ("set deleted", &[&["DEL", "{G}:timeout"]]),
+        ("count replaced", &[&["DEL", "G"], &["HSET", "G", "f", "1"]]),
+        ("flushed", &[&["FLUSHALL"], &["SET", "G", "5"]]),
+    ];
+    for (what, between) in cases {
+        ok(&mut c, &["FLUSHALL"]);
+        expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "G", "5"], Value::Int(1));
+        let mut holder = server.conn();
+        let id: i64 = query(&mut holder, &["CLIENT", "ID"]);
+        take_bound(&mut holder, "G", 2, 60_000);
+        for args in between {
+            ok(&mut c, args);
+        }
+        assert_eq!(rwlock_counter(&mut c, "session_permits"), 0, "{what}");
+        let before = ok(&mut c, &["DUMP", "G"]);
+        let closes = rwlock_counter(&mut c, "session_permits_released");
+        drop(holder);
+        let id = id.to_string();
+        until(&mut c, "the close", |c| {
+            query::<String, _>(c, &["CLIENT", "LIST", "ID", &id]).is_empty()
+        });
+        assert_eq!(ok(&mut c, &["DUMP", "G"]), before, "{what}");
+        assert_eq!(rwlock_counter(&mut c, "session_permits_released"), closes);
+    }
+}
+
+#[test]
+fn session_twice_or_in_a_script_is_refused_and_in_multi_binds_to_the_client() {
+    let (server, mut c) = Server::started(&[]);
+    expect_reply(&mut c, &["PERMIT.TRYSETPERMITS", "M", "3"], Value::Int(1));
+    let twice = ["PERMIT.ACQUIRE", "M", "1", "-1", "SESSION", "SESSION"];
+    assert!(call(&mut c, &twice).is_err(), "SESSION twice");
+    let script = "return redis.call('PERMIT.ACQUIRE', KEYS[1], '1', '-1', 'SESSION')";
+    let e = call(&mut c, &["EVAL", script, "1", "M"]).expect_err("no connection in a script");
+    assert!(e.to_string().contains("SESSION binds"), "{e}");
+    assert_eq!(count(&mut c, "M"), Some(3), "nothing taken");
+    let mut holder = server.conn();
+    ok(&mut holder, &["MULTI"]);
+    ok(&mut holder, &["PERMIT.ACQUIRE", "M", "2", "-1", "SESSION"]);
+    let replies = ok(&mut holder, &["EXEC"]);
+    let Value::Array(replies) = replies else {
+        panic!("EXEC replied {replies:?}")
+    };
+    assert_eq!(ids_of(&replies[0]).len(), 2);
+    assert_eq!(rwlock_counter(&mut c, "session_permits"), 2);
+    drop(holder);
+    until(&mut c, "the give-back", |c| count(c, "M") == Some(3));
+}
+
+#[test]
+fn a_replica_and_the_aof_equal_the_master_after_a_give_back() {
+    let master = Server::start(&testkit::DURABLE_MASTER);
+    let replica = master.start_replica(&[]);
+    let mut r = replica.conn();
+    let mut m = master.conn();
+    ok(&mut m, &["SET", "A", "4", "PX", "600000"]);
+    let mut holder = master.conn();
+    take_bound(&mut holder, "A", 3, 600_000);
+    let kept = ids_of(&call(&mut m, &["PERMIT.ACQUIRE", "A", "1", "600000"]).expect("acquire"));
+    let waiter = park(&master, &mut m, "A", 2, 600_000);
+    drop(holder);
+    assert_eq!(ids_of(&reply_of(waiter)).len(), 2);
+    expect_reply(&mut m, &["PERMIT.ACQUIRED", "A"], Value::Int(3));
+    let left: i64 = query(&mut m, &["PERMIT.LEASETIME", "A", &kept[0]]);
+    assert!(
+        left > 0,
+        "the permit taken without SESSION is still held: {left}"
+    );
+    wait_replica(&mut m);
+    let on_master = snapshot(&mut m);
+    assert_eq!(count(&mut m, "A"), Some(1), "3 back, 2 served");
+    assert!(on_master.values().any(|s| s.expire_at > 0), "a deadline");
+    assert_eq!(
+        testkit::diff(&on_master, &snapshot(&mut r), "master", "replica"),
+        ""
+    );
+    let mut master = master;
     master.kill9();
     master.restart();
     let reloaded = snapshot(&mut master.conn());

@@ -1280,14 +1280,7 @@ fn workload(c: &mut Conn, rng: &mut Rng, ops: usize) {
 
 /// A master writing its AOF on every write, and its replica, linked.
 fn master_and_replica() -> (Server, Server) {
-    let master = Server::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
+    let master = Server::start(&testkit::DURABLE_MASTER);
     let port = master.port.to_string();
     let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
     let mut r = replica.conn();

@@ -4,7 +4,7 @@
 
 use redis_module::RedisError;
 
-use super::{millis, names, options, wait_option, Acquire, Arg, OwnerLease};
+use super::{is, millis, names, options, wait_option, Acquire, Arg, OwnerLease};
 use crate::engine::error::{ERR_PERMITS_COUNT, ERR_PERMIT_COUNT, ERR_PERMIT_ID, ERR_PERMIT_LEASE};
 use crate::engine::int::parse_i64;
 use crate::engine::names::LockNames;
@@ -31,12 +31,12 @@ fn id(arg: &impl Arg) -> Result<Vec<u8>, RedisError> {
     permit::parse_id(arg.bytes()).ok_or(RedisError::Str(ERR_PERMIT_ID))
 }
 
-/// `name permits lease [BLOCK ms] [REQUEST id ttl]`: PERMIT.ACQUIRE, as the
-/// acquisition the one driver takes, with the permits. Permits have no
-/// owner: the owner is empty; the lease is the permits'. Options are read
-/// by one loop, so another (a `SESSION`) is one more arm.
+/// `name permits lease [BLOCK ms] [SESSION] [REQUEST id ttl]`:
+/// PERMIT.ACQUIRE, as the acquisition the one driver takes, with the
+/// permits. Permits have no owner: the owner is empty; the lease is the
+/// permits'. Each option at most once, in any order.
 pub fn acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), RedisError> {
-    if args.len() < 4 || args.len() > 9 {
+    if args.len() < 4 || args.len() > 10 {
         return Err(RedisError::WrongArity);
     }
     let mut parsed = Acquire {
@@ -51,6 +51,10 @@ pub fn acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), RedisError> {
     };
     let permits = permits(&args[2])?;
     options(&args[4..], |word, rest| {
+        if is(word, "SESSION") && !parsed.session {
+            parsed.session = true;
+            return Ok(Some(1));
+        }
         wait_option(word, rest, &mut parsed.block, &mut parsed.request)
     })?;
     Ok((parsed, permits))

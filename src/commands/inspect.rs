@@ -44,7 +44,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::Read => "read",
         Kind::Write => "write",
         Kind::Lock => "lock",
-        Kind::Permits => "permits",
+        Kind::Permits | Kind::PermitIds => "permits",
     }
 }
 

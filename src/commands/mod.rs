@@ -411,7 +411,7 @@ mod tests {
                 "LATCH.COUNT name",
                 "LATCH.DELETE name",
                 "LATCH.AWAIT name [BLOCK ms]",
-                "PERMIT.ACQUIRE name permits lease [BLOCK ms] [REQUEST id ttl]",
+                "PERMIT.ACQUIRE name permits lease [BLOCK ms] [SESSION] [REQUEST id ttl]",
                 "PERMIT.RELEASE name id [id ...]",
                 "PERMIT.TRYRELEASE name id",
                 "PERMIT.UPDATELEASE name id lease",

@@ -13,7 +13,8 @@ use redis_module::{Context, RedisResult, RedisValue};
 
 use super::apply::{acquire, change};
 use super::docs::{
-    acquire_request_option, arg, block, ArgDoc, ArgKind, Command, ACQUIRE_KEY, RELEASE_KEY, V4,
+    acquire_request_option, arg, block, flag, ArgDoc, ArgKind, Command, ACQUIRE_KEY, RELEASE_KEY,
+    V4,
 };
 use crate::args::permits as parse;
 use crate::args::{self, ArgString};
@@ -24,6 +25,7 @@ use crate::engine::queue::Hold;
 use crate::engine::semaphore;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
+use crate::sessions;
 
 thread_local! {
     // Module code only ever runs on Redis's main thread.
@@ -48,15 +50,16 @@ fn name_arg(args: &[ArgString]) -> &[ArgString] {
     args.get(1..2).unwrap_or_default()
 }
 
-/// `PERMIT.ACQUIRE name permits lease [BLOCK ms] [REQUEST id ttl]`
+/// `PERMIT.ACQUIRE name permits lease [BLOCK ms] [SESSION] [REQUEST id ttl]`
 ///
 /// Takes `permits` when that many are free (after reclaiming expired
 /// ones), each expiring `lease` ms from now (-1: never): replies their ids,
 /// as Redisson's `tryAcquire(n, lease)`; refused, the lowest expiry held
 /// (absolute ms), or nil when none will expire. While clients wait a new
-/// acquisition queues behind them (`BLOCK`) or is refused. With `REQUEST`
-/// the ids are made from the request id: a retry replies them again and
-/// takes nothing.
+/// acquisition queues behind them (`BLOCK`) or is refused. `SESSION` binds
+/// the ids taken to the calling connection: those still held are released
+/// when it closes. With `REQUEST` the ids are made from the request id: a
+/// retry replies them again and takes nothing.
 pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (a, permits) = parse::acquire(args)?;
     let seed = match &a.request {
@@ -70,7 +73,8 @@ pub fn acquire_permits(ctx: &Context, args: &[ArgString]) -> RedisResult {
 ///
 /// Gives the permits back, all or none, as Redisson's `tryRelease(ids)`:
 /// replies how many were released, 0 (nothing done) when one is not held
-/// or has expired; publishes that number and serves the waiters.
+/// or has expired; publishes that number and serves the waiters. Ids bound
+/// to a connection (`SESSION`), whoever releases them, are unbound.
 pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let (names, ids) = parse::release(args)?;
     let removed = change(ctx, name_arg(args), &names, |store| {
@@ -78,6 +82,7 @@ pub fn release(ctx: &Context, args: &[ArgString]) -> RedisResult {
     })?;
     if removed > 0 {
         metrics::bump(Counter::PermitsReleased);
+        sessions::unbind_ids(ctx, &names, &ids);
     }
     Ok(RedisValue::Integer(removed))
 }
@@ -94,6 +99,7 @@ pub fn release_one(ctx: &Context, args: &[ArgString]) -> RedisResult {
     })?;
     if released.is_some() {
         metrics::bump(Counter::PermitsReleased);
+        sessions::unbind_ids(ctx, &names, std::slice::from_ref(&id));
     }
     Ok(RedisValue::Integer(released.unwrap_or(false).into()))
 }
@@ -241,13 +247,18 @@ pub(super) fn commands() -> Vec<Command> {
                 c"permit.acquire",
                 entry!(acquire_permits),
                 c"write deny-oom blocking",
-                c"Takes permits of a Redisson permit-expirable semaphore, each with a lease, when that many are free and nobody waits before. Replies their ids; refused, the first expiry held or nil; BLOCK waits on the server in arrival order",
+                c"Takes permits of a Redisson permit-expirable semaphore, each with a lease, when that many are free and nobody waits before. Replies their ids; refused, the first expiry held or nil; BLOCK waits on the server in arrival order; SESSION releases them when the connection closes",
                 -4,
                 vec![
                     semaphore_name(),
                     count(c"How many permits to take (1 to 100000)"),
                     lease(c"Milliseconds each permit lasts, or -1: it never expires"),
                     block(),
+                    flag(
+                        c"session",
+                        c"SESSION",
+                        c"Bind the permits to this connection: those still held are released when it closes",
+                    ),
                     acquire_request_option(),
                 ],
             )

@@ -26,6 +26,9 @@ pub enum Kind {
     /// A semaphore's permits (contract §15): no owner holds them, so no
     /// owner has a count of them to release or renew.
     Permits,
+    /// A permit-expirable semaphore's permits (contract §17): no owner
+    /// either; each is its id, which a session keeps to give it back.
+    PermitIds,
 }
 
 /// A latch's wait is no hold: nothing to count, release or renew.
@@ -54,7 +57,7 @@ pub fn held<S: Store>(s: &mut S, names: &LockNames, kind: Kind, owner: &[u8]) ->
     let count = match kind {
         Kind::Read | Kind::Lock => count_of(s, hash, owner),
         Kind::Write => count_of(s, hash, &write_field(owner)),
-        Kind::Permits => return 0,
+        Kind::Permits | Kind::PermitIds => return 0,
     };
     count.ok().flatten().unwrap_or(0)
 }
@@ -72,7 +75,7 @@ pub fn release<S: Store>(
         Kind::Read => rwlock::unlock(s, names, owner, Mode::Read, lease, None),
         Kind::Write => rwlock::unlock(s, names, owner, Mode::Write, lease, None),
         Kind::Lock => lock::unlock(s, names, owner, lease, None),
-        Kind::Permits => Ok(Unlocked::Ran(Release::NotHeld)),
+        Kind::Permits | Kind::PermitIds => Ok(Unlocked::Ran(Release::NotHeld)),
     }
 }
 
@@ -88,6 +91,6 @@ pub fn renew<S: Store>(
     match kind {
         Kind::Read | Kind::Write => rwlock::renew(s, names, owner, lease),
         Kind::Lock => lock::renew(s, names, owner, lease),
-        Kind::Permits => Ok(false),
+        Kind::Permits | Kind::PermitIds => Ok(false),
     }
 }

@@ -7,9 +7,10 @@
 //!
 //! The API an acquisition uses is [`caller`] and [`bind`], once per hold
 //! taken: `LOCK.ACQUIRE`, `RWLOCK.READ`, `RWLOCK.WRITE`, `SEMAPHORE.ACQUIRE`
-//! (at once, or when a parked waiter is served) and any command that takes
-//! several holds; a semaphore's release by the binding connection calls
-//! [`unbind_permits`].
+//! (at once, or when a parked waiter is served), `PERMIT.ACQUIRE` and any
+//! command that takes several holds; a semaphore's release by the binding
+//! connection calls [`unbind_permits`], a permit-expirable semaphore's
+//! release by anyone [`unbind_ids`].
 
 pub mod registry;
 
@@ -17,13 +18,14 @@ use std::cell::RefCell;
 
 use redis_module::Context;
 
-use self::registry::{Bond, ClientId, Orphan, Sessions};
+use self::registry::{permit_ids_of, Bond, ClientId, Orphan, Sessions};
 use crate::engine::kinds::{self, Kind};
 use crate::engine::multi::Want;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
+use crate::engine::permit;
 use crate::engine::queue::Hold;
-use crate::engine::store::{KeyKind, Store};
+use crate::engine::store::{KeyKind, Line, Store};
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
 use crate::server;
@@ -55,7 +57,9 @@ pub fn caller(ctx: &Context) -> Option<ClientId> {
 /// database selected in `ctx`) to the connection `client`: renewed every
 /// lease/3 while it is open, released when it closes; a semaphore's
 /// permits (no owner, no lease) are added to what the connection bound
-/// there, given back when it closes. Call it once per hold granted with
+/// there, given back when it closes, and so are a permit-expirable
+/// semaphore's permit ids (made again from the hold's seed, as its reply
+/// makes them). Call it once per hold granted with
 /// `SESSION`, after the grant, with the store that made it.
 pub fn bind(
     ctx: &Context,
@@ -71,6 +75,12 @@ pub fn bind(
     let kind = match hold {
         Hold::Semaphore { permits } => {
             with(|r| r.bind_permits(client, lock, permits));
+            metrics::bump(Counter::SessionBinds);
+            return;
+        }
+        Hold::Permit { permits, seed } => {
+            let ids = permit::ids(seed, permits).map(Vec::from);
+            with(|r| r.bind_ids(client, lock, ids));
             metrics::bump(Counter::SessionBinds);
             return;
         }
@@ -124,6 +134,18 @@ pub fn unbind_permits(ctx: &Context, names: &LockNames, permits: i64) {
     with(|r| r.unbind_permits(client, lock, permits));
 }
 
+/// The permits `ids` of the permit-expirable semaphore `names` (of the
+/// database selected in `ctx`) were given back, by any connection or
+/// script: they are no longer bound to whichever connection took them, so
+/// no close gives them back again. Ids are owned: a release names them.
+pub fn unbind_ids(ctx: &Context, names: &LockNames, ids: &[Vec<u8>]) {
+    if idle() {
+        return;
+    }
+    let bond = permit_ids_of((server::selected_db(ctx), names.hash().to_vec()));
+    with(|r| r.unbind_ids(&bond, ids));
+}
+
 /// The session permits of the semaphore `names` (of the database selected
 /// in `ctx`), by connection, for `LOCK.WAITING`.
 pub fn permits_on(ctx: &Context, names: &LockNames) -> Vec<(ClientId, i64)> {
@@ -148,7 +170,7 @@ pub fn bound(ctx: &Context, names: &LockNames, owner: &[u8], kind: Kind) -> i64 
 /// keyspace events only when `notify-keyspace-events` asks for them.
 pub fn settle(ctx: &Context, names: &LockNames) {
     if !idle() {
-        on_keyspace_event(ctx, server::selected_db(ctx), names.hash());
+        observe(ctx, server::selected_db(ctx), names.hash(), true);
     }
 }
 
@@ -156,9 +178,27 @@ pub fn settle(ctx: &Context, names: &LockNames) {
 /// it are read again, and holds given back forgotten. Reads only, as a
 /// keyspace event callback must.
 pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
-    if idle() {
-        return;
+    if !idle() {
+        observe(ctx, db, key, false);
     }
+}
+
+/// A write by anyone that may have taken permits out of the set of the
+/// permit-expirable semaphore `name` of `db` (a `ZREM` by Redisson's
+/// release or reclaim, the set deleted, expired or renamed; not a `ZADD`,
+/// which takes none and comes once per permit acquired): the permits bound
+/// there that are no longer in the set are unbound.
+pub fn on_permit_set_event(ctx: &Context, db: i32, name: &[u8]) {
+    if !idle() {
+        observe(ctx, db, name, true);
+    }
+}
+
+/// Reads the lock `key` of `db` again for every bond held there; with
+/// `ids`, looks each bound permit id up in the permit-expirable
+/// semaphore's set too (one read per id, so only where the set may have
+/// lost some).
+fn observe(ctx: &Context, db: i32, key: &[u8], ids: bool) {
     let lock: LockId = (db, key.to_vec());
     // The registry is not borrowed while reading: a read may expire the key,
     // whose event comes back here.
@@ -172,10 +212,20 @@ pub fn on_keyspace_event(ctx: &Context, db: i32, key: &[u8]) {
             // Permits stay bound while the semaphore's count is a string:
             // a write to it (an add, a drain, anyone's SET) keeps the
             // semaphore; a deletion, an expiry or another type ends it.
-            Kind::Permits => i64::from(store.kind(key) == KeyKind::String),
+            Kind::Permits | Kind::PermitIds => i64::from(store.kind(key) == KeyKind::String),
             kind => kinds::held(&mut store, &names, kind, &bond.owner),
         };
         with(|r| r.observe(&bond, count));
+        if ids && count > 0 && bond.kind == Kind::PermitIds {
+            let set = names.permit_timeout();
+            let gone: Vec<Vec<u8>> = with(|r| r.ids_of(&bond))
+                .into_iter()
+                .filter(|id| store.zscore(&set, id).is_none())
+                .collect();
+            if !gone.is_empty() {
+                with(|r| r.unbind_ids(&bond, &gone));
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! a non-session re-entry is never taken for a session hold, and another
 //! owner's never touched (docs/design.md, contract §12).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::engine::agenda::{Agenda, Slot};
 use crate::engine::kinds::Kind;
@@ -42,6 +42,10 @@ pub enum Bound {
     /// A semaphore's permits (`Kind::Permits`, no owner): how many the
     /// connection took and has not given back. Nothing to renew.
     Permits(i64),
+    /// A permit-expirable semaphore's permits (`Kind::PermitIds`, no
+    /// owner): the ids the connection took and the module has not seen
+    /// given back. Nothing to renew: each runs to its own lease.
+    Ids(BTreeSet<Vec<u8>>),
 }
 
 impl Bound {
@@ -50,6 +54,7 @@ impl Bound {
         match self {
             Bound::Holds { levels, .. } => levels.len() as i64,
             Bound::Permits(n) => *n,
+            Bound::Ids(ids) => ids.len() as i64,
         }
     }
 }
@@ -91,6 +96,15 @@ pub fn permits_of(lock: LockId) -> Bond {
     Bond {
         lock,
         kind: Kind::Permits,
+        owner: Vec::new(),
+    }
+}
+
+/// The bond of a permit-expirable semaphore's session permits: nobody's.
+pub fn permit_ids_of(lock: LockId) -> Bond {
+    Bond {
+        lock,
+        kind: Kind::PermitIds,
         owner: Vec::new(),
     }
 }
@@ -157,6 +171,52 @@ impl Sessions {
         unbound
     }
 
+    /// `client` took the permits `ids` of the permit-expirable semaphore
+    /// `lock` with `SESSION`.
+    pub fn bind_ids(&mut self, client: ClientId, lock: LockId, ids: impl Iterator<Item = Vec<u8>>) {
+        let entry = self.entry(
+            client,
+            permit_ids_of(lock),
+            Bound::Ids(BTreeSet::new()),
+            None,
+        );
+        if let Bound::Ids(bound) = &mut entry.bound {
+            bound.extend(ids);
+        }
+    }
+
+    /// Every id bound of `bond`, by any connection, ascending: what to
+    /// look for in the semaphore's set after a write to it.
+    pub fn ids_of(&self, bond: &Bond) -> Vec<Vec<u8>> {
+        let mut ids: Vec<Vec<u8>> = self
+            .by_lock
+            .get(&bond.lock)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| self.by_client.get(c)?.get(bond))
+            .flat_map(|entry| match &entry.bound {
+                Bound::Ids(ids) => ids.iter().cloned().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The permits `gone` of `bond` are no longer held (released by
+    /// anyone, reclaimed at their expiry): whoever bound them, they are
+    /// unbound, never given back on close.
+    pub fn unbind_ids(&mut self, bond: &Bond, gone: &[Vec<u8>]) {
+        self.each_entry(bond, |bound| {
+            if let Bound::Ids(ids) = bound {
+                for id in gone {
+                    ids.remove(id);
+                }
+            }
+        });
+    }
+
     /// The entry of `client` for `bond`, made with `bound` and `renewal`
     /// when it has none, and listed by the lock.
     fn entry(
@@ -193,7 +253,7 @@ impl Sessions {
     }
 
     /// The owner's count of `bond` is `count` now: session holds above it
-    /// were given back, and are forgotten. For permits the count is 1
+    /// were given back, and are forgotten. For permits (and permit ids) the count is 1
     /// while the semaphore exists and 0 once it is gone (deleted, expired,
     /// replaced by another type): permits bound before are then nobody's to
     /// give back, even to a semaphore made again under the name.
@@ -201,7 +261,8 @@ impl Sessions {
         self.each_entry(bond, |bound| match bound {
             Bound::Holds { levels, .. } => levels.retain(|&l| l <= count),
             Bound::Permits(n) if count == 0 => *n = 0,
-            Bound::Permits(_) => {}
+            Bound::Ids(ids) if count == 0 => ids.clear(),
+            Bound::Permits(_) | Bound::Ids(_) => {}
         });
     }
 
@@ -335,13 +396,14 @@ impl Sessions {
     }
 
     /// Connections with session holds or permits, those holds, and those
-    /// permits, for `INFO rwlock`.
+    /// permits (of semaphores and permit-expirable semaphores alike), for
+    /// `INFO rwlock`.
     pub fn counts(&self) -> (usize, i64, i64) {
         let (mut holds, mut permits) = (0, 0);
         for entry in self.by_client.values().flat_map(HashMap::values) {
             match entry.bound {
                 Bound::Holds { .. } => holds += entry.bound.size(),
-                Bound::Permits(n) => permits += n,
+                Bound::Permits(_) | Bound::Ids(_) => permits += entry.bound.size(),
             }
         }
         (self.by_client.len(), holds, permits)
@@ -414,6 +476,7 @@ mod tests {
             .map(|o| match &o.bound {
                 Bound::Holds { levels, .. } => (o.bond.kind, levels.clone()),
                 Bound::Permits(n) => (o.bond.kind, vec![*n]),
+                Bound::Ids(ids) => (o.bond.kind, vec![ids.len() as i64]),
             })
             .collect()
     }
@@ -598,6 +661,34 @@ mod tests {
         r.forget(Some(3));
         assert_eq!(r.counts(), (1, 1, 0), "flushed");
         assert_eq!(levels(&r.close(1)), vec![(Kind::Lock, vec![1])]);
+    }
+
+    #[test]
+    fn permit_ids_are_unbound_by_whoever_gives_them_back() {
+        let lock: LockId = (0, b"P".to_vec());
+        let id = |n: u8| vec![n; 16];
+        let mut r = Sessions::default();
+        r.bind_ids(1, lock.clone(), [id(1), id(2)].into_iter());
+        r.bind_ids(2, lock.clone(), [id(3)].into_iter());
+        // A plain semaphore of the same name is another bond.
+        r.bind_permits(1, lock.clone(), 4);
+        assert_eq!(r.counts(), (2, 0, 7));
+        let bond = permit_ids_of(lock.clone());
+        assert_eq!(r.ids_of(&bond), vec![id(1), id(2), id(3)]);
+        r.unbind_ids(&bond, &[id(2), id(3), id(9)]);
+        assert!(!r.binds_client(2), "its one id was given back");
+        assert_eq!(r.ids_of(&bond), vec![id(1)]);
+        r.observe(&bond, 1);
+        assert_eq!(r.ids_of(&bond), vec![id(1)], "the semaphore is still there");
+        let orphans = r.close(1);
+        assert_eq!(
+            levels(&orphans),
+            vec![(Kind::Permits, vec![4]), (Kind::PermitIds, vec![1])]
+        );
+        assert_eq!(orphans[1].bound, Bound::Ids([id(1)].into_iter().collect()));
+        r.bind_ids(3, lock, [id(4)].into_iter());
+        r.observe(&bond, 0);
+        assert!(r.idle(), "a semaphore gone forgets its ids");
     }
 
     /// One owner's holds of one kind on one lock, each tagged with the

@@ -125,6 +125,17 @@ pub fn redis_server_bin() -> String {
     }
 }
 
+/// A master's arguments for the replica and AOF tests: every write is in
+/// its AOF before the reply, and a replica is synced at once.
+pub const DURABLE_MASTER: [&str; 6] = [
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    "--repl-diskless-sync-delay",
+    "0",
+];
+
 /// Redisson's seed-era read-write lock scripts, the read-write lock's oracle.
 pub const SEED_LUA: &str = "RWLOCK_REDISSON_LUA";
 /// Redisson 4.7's scripts of the plain lock family (lock, fenced lock,
