@@ -34,25 +34,38 @@ pub fn semaphore_acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), Redis
     if args.len() < 3 || args.len() > 9 {
         return Err(RedisError::WrongArity);
     }
+    let names = names(&args[1])?;
+    let permits = permits(&args[2])?;
+    Ok((unowned_acquisition(names, 0, &args[3..])?, permits))
+}
+
+/// An acquisition of permits, which have no owner (the owner is empty):
+/// its names and `lease` already read, then `[BLOCK ms] [SESSION] [REQUEST id
+/// ttl]` in `rest`, each at most once, in any order. SEMAPHORE.ACQUIRE's
+/// and PERMIT.ACQUIRE's options.
+pub(super) fn unowned_acquisition<'a, A: Arg>(
+    names: LockNames<'a>,
+    lease: i64,
+    rest: &'a [A],
+) -> Result<Acquire<'a>, RedisError> {
     let mut parsed = Acquire {
         lock: OwnerLease {
-            names: names(&args[1])?,
+            names,
             owner: b"",
-            lease: 0,
+            lease,
         },
         block: None,
         session: false,
         request: None,
     };
-    let permits = permits(&args[2])?;
-    options(&args[3..], |word, rest| {
+    options(rest, |word, rest| {
         if is(word, "SESSION") && !parsed.session {
             parsed.session = true;
             return Ok(Some(1));
         }
         wait_option(word, rest, &mut parsed.block, &mut parsed.request)
     })?;
-    Ok((parsed, permits))
+    Ok(parsed)
 }
 
 /// `name permits [IFEXISTS] [REQUEST id ttl]`: SEMAPHORE.RELEASE.

@@ -4,7 +4,8 @@
 
 use redis_module::RedisError;
 
-use super::{is, millis, names, options, wait_option, Acquire, Arg, OwnerLease};
+use super::counts::unowned_acquisition;
+use super::{millis, names, Acquire, Arg};
 use crate::engine::error::{ERR_PERMITS_COUNT, ERR_PERMIT_COUNT, ERR_PERMIT_ID, ERR_PERMIT_LEASE};
 use crate::engine::int::parse_i64;
 use crate::engine::names::LockNames;
@@ -39,25 +40,10 @@ pub fn acquire<A: Arg>(args: &[A]) -> Result<(Acquire<'_>, i64), RedisError> {
     if args.len() < 4 || args.len() > 10 {
         return Err(RedisError::WrongArity);
     }
-    let mut parsed = Acquire {
-        lock: OwnerLease {
-            names: names(&args[1])?,
-            owner: b"",
-            lease: lease(&args[3])?,
-        },
-        block: None,
-        session: false,
-        request: None,
-    };
+    let names = names(&args[1])?;
+    let lease = lease(&args[3])?;
     let permits = permits(&args[2])?;
-    options(&args[4..], |word, rest| {
-        if is(word, "SESSION") && !parsed.session {
-            parsed.session = true;
-            return Ok(Some(1));
-        }
-        wait_option(word, rest, &mut parsed.block, &mut parsed.request)
-    })?;
-    Ok((parsed, permits))
+    Ok((unowned_acquisition(names, lease, &args[4..])?, permits))
 }
 
 /// `name id [id ...]`: PERMIT.RELEASE, at most `MAX_PERMITS` ids.
