@@ -821,21 +821,7 @@ fn acl_key_patterns_confine_a_user_to_its_own_semaphores() {
         &["PERMIT.PERMITS", "NAME"],
         &["PERMIT.ACQUIRED", "NAME"],
     ];
-    for args in calls {
-        let theirs: Vec<&str> = args
-            .iter()
-            .map(|a| if *a == "NAME" { "other" } else { a })
-            .collect();
-        match call(&mut app, &theirs) {
-            Ok(v) => panic!("{theirs:?} was allowed: {v:?}"),
-            Err(e) => assert_eq!(e.code(), Some("NOPERM"), "{theirs:?}: {e}"),
-        }
-        let mine: Vec<&str> = args
-            .iter()
-            .map(|a| if *a == "NAME" { "app:p" } else { a })
-            .collect();
-        ok(&mut app, &mine);
-    }
+    testkit::denied_theirs_allowed_mine(&mut app, &calls, "other", "app:p");
     assert_eq!(count(&mut admin, "other"), Some(5));
 }
 

@@ -294,6 +294,33 @@ pub fn ok<A: AsRef<[u8]>>(conn: &mut impl redis::ConnectionLike, args: &[A]) -> 
     }
 }
 
+/// ACL key patterns through a command's key specs: each of `calls` (whose
+/// key is the placeholder `NAME`) is refused `NOPERM` on `theirs` and runs
+/// on `mine` for the user of `conn`.
+#[track_caller]
+pub fn denied_theirs_allowed_mine(
+    conn: &mut impl redis::ConnectionLike,
+    calls: &[&[&str]],
+    theirs: &str,
+    mine: &str,
+) {
+    for args in calls {
+        let theirs_args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "NAME" { theirs } else { a })
+            .collect();
+        match call(conn, &theirs_args) {
+            Ok(v) => panic!("{theirs_args:?} was allowed: {v:?}"),
+            Err(e) => assert_eq!(e.code(), Some("NOPERM"), "{theirs_args:?}: {e}"),
+        }
+        let mine_args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "NAME" { mine } else { a })
+            .collect();
+        ok(conn, &mine_args);
+    }
+}
+
 /// Runs the commands as one MULTI/EXEC, in one turn of the event loop;
 /// returns EXEC's replies.
 #[track_caller]
