@@ -12,9 +12,52 @@ use crate::error::{Error, Result};
 /// same request id: Redisson's default.
 pub(crate) const LATCH_TTL_MS: u64 = 13_500;
 
+/// The most holds `HELD n` may say (the module refuses more).
+const HELD_MAX: u64 = 100_000;
+
+/// What makes a resend of an acquisition or a release after a lost reply
+/// safe (docs/design.md §14.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend<'a> {
+    /// `REQUEST id ttl` (a semaphore's, a permit-expirable semaphore's):
+    /// the server keeps the first send's reply in a latch for `ttl` ms and
+    /// answers a resend with that id from it.
+    Request(&'a str, u64),
+    /// `HELD n` (a single lock's): the owner held `n` holds of this kind
+    /// before the call, so the server tells a resend whose first send ran
+    /// (the owner's count one past `n`, or one short for a release) from a
+    /// first send, from the lock's hash alone, writing no latch.
+    Held(u64),
+}
+
+impl Resend<'_> {
+    /// `HELD count` for an acquisition made while the owner held `count`,
+    /// None past what the module takes (then nothing makes it resendable).
+    pub fn held_acquisition(count: u64) -> Option<Resend<'static>> {
+        (count <= HELD_MAX).then_some(Resend::Held(count))
+    }
+
+    /// `HELD count` for a release made while the owner held `count`; None
+    /// for a count the client does not know (0: a hold it did not take, or
+    /// one forgotten after `NotHeld`) or past what the module takes: such
+    /// a release cannot tell its own resend from a first send.
+    pub fn held_release(count: u64) -> Option<Resend<'static>> {
+        (1..=HELD_MAX)
+            .contains(&count)
+            .then_some(Resend::Held(count))
+    }
+
+    fn push(self, cmd: &mut Cmd) {
+        match self {
+            Resend::Request(id, ttl) => cmd.arg("REQUEST").arg(id).arg(ttl),
+            Resend::Held(n) => cmd.arg("HELD").arg(n),
+        };
+    }
+}
+
 /// One lock a hold covers, by its kind: what `LOCK.ACQUIREALL` calls
 /// `LOCK`, `READ` or `WRITE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     /// A plain lock (Redisson's `RLock`).
     Lock,
@@ -193,10 +236,18 @@ impl Target {
         }
     }
 
-    /// Whether its acquisition takes `REQUEST id ttl`: a single lock's
-    /// does (the fair lock's too), `LOCK.ACQUIREALL` does not.
-    pub fn requests(&self) -> bool {
+    /// Whether its acquisition can be sent again after a lost reply: a
+    /// single lock's (the fair lock's too, with `HELD`) and a semaphore's
+    /// (with `REQUEST`) can, `LOCK.ACQUIREALL` cannot.
+    pub fn resendable(&self) -> bool {
         !self.multi
+    }
+
+    /// Whether its acquisitions and releases carry `REQUEST id ttl`: a
+    /// semaphore's and a permit-expirable semaphore's (a lock's carry
+    /// `HELD`, a multi-lock's nothing).
+    pub fn requests(&self) -> bool {
+        self.permits.is_some()
     }
 
     /// The single lock's name (the first of a multi-lock's).
@@ -244,20 +295,19 @@ impl Target {
             .map_or((Kind::Lock, ""), |(k, n)| (*k, n.as_str()))
     }
 
-    /// The acquisition; `request` (an id and its ttl) makes it idempotent:
-    /// a resend with that id within ttl ms of the grant replies the grant
-    /// again and takes nothing more (docs/design.md §14.7).
+    /// The acquisition; `resend` makes it idempotent: a resend answers a
+    /// granted first send as granted and takes nothing more.
     pub fn acquire(
         &self,
         owner: &str,
         lease_ms: u64,
         wait: Wait,
         session: bool,
-        request: Option<(&str, u64)>,
+        resend: Option<Resend<'_>>,
     ) -> Cmd {
         let with_request = |mut cmd: Cmd| {
-            if let Some((id, ttl)) = request {
-                cmd.arg("REQUEST").arg(id).arg(ttl);
+            if let Some(resend) = resend {
+                resend.push(&mut cmd);
             }
             cmd
         };
@@ -378,14 +428,14 @@ impl Target {
     }
 
     /// A release; a hold still held after it (a re-entered one) lasts
-    /// `lease_ms` again, as Redisson's unlock re-arms it; `request` makes a
-    /// retry of it idempotent (single locks).
-    pub fn release(&self, owner: &str, lease_ms: u64, request: Option<&str>) -> Cmd {
+    /// `lease_ms` again, as Redisson's unlock re-arms it; `resend` makes a
+    /// retry of it idempotent (single locks, semaphores).
+    pub fn release(&self, owner: &str, lease_ms: u64, resend: Option<Resend<'_>>) -> Cmd {
         if let Some(permits) = self.permits {
             let mut cmd = redis::cmd("SEMAPHORE.RELEASE");
             cmd.arg(self.name()).arg(permits);
-            if let Some(id) = request {
-                cmd.arg("REQUEST").arg(id).arg(LATCH_TTL_MS);
+            if let Some(resend) = resend {
+                resend.push(&mut cmd);
             }
             return cmd;
         }
@@ -400,8 +450,8 @@ impl Target {
             cmd.arg(kind.word());
         }
         cmd.arg("LEASE").arg(lease_ms);
-        if let Some(id) = request {
-            cmd.arg("REQUEST").arg(id).arg(LATCH_TTL_MS);
+        if let Some(resend) = resend {
+            resend.push(&mut cmd);
         }
         cmd
     }
@@ -660,10 +710,15 @@ mod tests {
         lock.fenced = true;
         lock.non_reentrant = true;
         let two_s = Wait::For(Duration::from_secs(2));
-        let cmd = lock.acquire("o:1", 500, two_s, true, Some(("id", two_s.request_ttl())));
+        let cmd = lock.acquire("o:1", 500, two_s, true, None);
         assert_eq!(
             args(&cmd),
-            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION REQUEST id 15500")
+            words("LOCK.ACQUIRE a o:1 500 BLOCK 2000 FENCED NOREENTRY SESSION")
+        );
+        let cmd = lock.acquire("o:1", 500, Wait::No, false, Some(Resend::Held(0)));
+        assert_eq!(
+            args(&cmd),
+            words("LOCK.ACQUIRE a o:1 500 FENCED NOREENTRY HELD 0")
         );
         let read = Target::single(Kind::Read, "r");
         assert_eq!(
@@ -672,8 +727,11 @@ mod tests {
         );
         let mut multi = Target::multi();
         multi.holds = vec![(Kind::Lock, "a".into()), (Kind::Write, "b".into())];
-        assert!(!multi.requests(), "LOCK.ACQUIREALL takes no REQUEST");
-        assert!(read.requests());
+        assert!(
+            !multi.resendable(),
+            "LOCK.ACQUIREALL takes nothing to resend it"
+        );
+        assert!(read.resendable() && !read.requests(), "a lock takes HELD");
         assert_eq!(
             args(&multi.acquire("o:1", 9, Wait::No, true, None)),
             words("LOCK.ACQUIREALL o:1 9 SESSION HOLDS 2 LOCK a WRITE b")
@@ -683,9 +741,18 @@ mod tests {
             words("LOCK.RENEWALL o:1 9 HOLDS 2 LOCK a WRITE b")
         );
         assert_eq!(
-            args(&read.release("o:1", 9, Some("id"))),
-            words("RWLOCK.UNLOCK r o:1 READ LEASE 9 REQUEST id 13500")
+            args(&read.release("o:1", 9, Some(Resend::Held(2)))),
+            words("RWLOCK.UNLOCK r o:1 READ LEASE 9 HELD 2")
         );
+        assert_eq!(Resend::held_acquisition(0), Some(Resend::Held(0)));
+        assert_eq!(Resend::held_acquisition(100_001), None);
+        assert_eq!(
+            Resend::held_release(0),
+            None,
+            "a count the client does not know"
+        );
+        assert_eq!(Resend::held_release(100_000), Some(Resend::Held(100_000)));
+        assert_eq!(Resend::held_release(100_001), None);
         let plain = Target::single(Kind::Lock, "a");
         assert_eq!(
             args(&plain.release("o:1", 9, None)),
@@ -712,15 +779,15 @@ mod tests {
     fn fair_locks_are_spelled_as_the_module_takes_them() {
         let mut fair = Target::single(Kind::Lock, "f");
         fair.fair = true;
-        assert!(fair.requests(), "FAIRLOCK.ACQUIRE takes REQUEST");
+        assert!(fair.resendable(), "FAIRLOCK.ACQUIRE takes HELD");
         assert_eq!(
             args(&fair.acquire("o:1", 9, Wait::No, false, None)),
             words("FAIRLOCK.ACQUIRE f o:1 9 NOQUEUE")
         );
         let wait = Wait::For(Duration::from_millis(700));
         assert_eq!(
-            args(&fair.acquire("o:1", 9, wait, false, Some(("id", 14_200)))),
-            words("FAIRLOCK.ACQUIRE f o:1 9 WAIT 700 BLOCK 700 REQUEST id 14200")
+            args(&fair.acquire("o:1", 9, wait, false, Some(Resend::Held(1)))),
+            words("FAIRLOCK.ACQUIRE f o:1 9 WAIT 700 BLOCK 700 HELD 1")
         );
         fair.non_reentrant = true;
         assert_eq!(
@@ -728,8 +795,8 @@ mod tests {
             words("FAIRLOCK.ACQUIRE f o:1 9 BLOCK 0 NOREENTRY")
         );
         assert_eq!(
-            args(&fair.release("o:1", 9, Some("id"))),
-            words("FAIRLOCK.UNLOCK f o:1 LEASE 9 REQUEST id 13500")
+            args(&fair.release("o:1", 9, Some(Resend::Held(1)))),
+            words("FAIRLOCK.UNLOCK f o:1 LEASE 9 HELD 1")
         );
         assert_eq!(args(&fair.renew("o:1", 9)), words("LOCK.RENEW f o:1 9"));
         assert!(matches!(
@@ -747,10 +814,11 @@ mod tests {
     #[test]
     fn semaphores_and_latches_are_spelled_as_the_module_takes_them() {
         let sem = Target::semaphore("s").taking(3);
-        assert!(sem.requests() && !sem.renewable());
+        assert!(sem.requests() && sem.resendable() && !sem.renewable());
         let wait = Wait::For(Duration::from_millis(700));
+        let request = Some(Resend::Request("id", wait.request_ttl()));
         assert_eq!(
-            args(&sem.acquire("", 9, wait, false, Some(("id", wait.request_ttl())))),
+            args(&sem.acquire("", 9, wait, false, request)),
             words("SEMAPHORE.ACQUIRE s 3 BLOCK 700 REQUEST id 14200")
         );
         assert_eq!(
@@ -758,7 +826,7 @@ mod tests {
             words("SEMAPHORE.ACQUIRE s 3")
         );
         assert_eq!(
-            args(&sem.release("", 9, Some("id"))),
+            args(&sem.release("", 9, Some(Resend::Request("id", LATCH_TTL_MS)))),
             words("SEMAPHORE.RELEASE s 3 REQUEST id 13500")
         );
         assert_eq!(sem.latch("id"), "redisson_unlock_latch:{s}:id");
@@ -806,8 +874,9 @@ mod tests {
         let leased = Target::permit_semaphore("p").taking(2);
         assert!(leased.requests() && leased.renewable());
         let wait = Wait::For(Duration::from_millis(700));
+        let request = Some(Resend::Request("id", wait.request_ttl()));
         assert_eq!(
-            args(&leased.acquire("", 900, wait, false, Some(("id", wait.request_ttl())))),
+            args(&leased.acquire("", 900, wait, false, request)),
             words("PERMIT.ACQUIRE p 2 900 BLOCK 700 REQUEST id 14200")
         );
         let never = Target {

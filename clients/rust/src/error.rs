@@ -17,6 +17,13 @@ pub enum Error {
     /// the lock, released it already, or lost it (its lease ran out, or it
     /// was forced open: [`crate::Guard::is_lost`]).
     NotHeld,
+    /// A last release (the owner's only hold of the lock) whose reply was
+    /// lost and whose resend found the owner holding nothing: the first
+    /// send freed it, or the hold was gone before it (its lease ran out, a
+    /// failover lost it, its key was deleted); nobody can tell which. The
+    /// owner holds nothing either way. Not [`Error::NotHeld`], which says
+    /// the owner held nothing when it released.
+    ReleaseUnknown,
     /// A non-reentrant lock ([`crate::Lock::non_reentrant`]) asked for
     /// again by its holder (the server's `NON_REENTRANT_REACQUIRE`): nothing
     /// changed, the first hold stays.
@@ -60,6 +67,10 @@ impl fmt::Display for Error {
         match self {
             Error::NotAcquired { pttl } => write!(f, "lock held by others for {pttl} ms more"),
             Error::NotHeld => write!(f, "the lock is not held by this owner"),
+            Error::ReleaseUnknown => write!(
+                f,
+                "the release's reply was lost and the owner no longer holds the lock: this release freed it or the hold was gone before it"
+            ),
             Error::NotReentrant => write!(f, "the holder asked again for a non-reentrant lock"),
             Error::NotSynced {
                 replicas,

@@ -12,7 +12,7 @@ use crate::cluster::Route;
 use crate::command::{acquire_error, is_io, Target, Wait};
 use crate::connection::{checkout, connect};
 use crate::error::{Error, Result};
-use crate::handle::{self, exists, first, single, Granted, Hold, Sent};
+use crate::handle::{self, exists, first, hold_keys, single, Granted, Hold, Release, Sent};
 use crate::pool::Pool;
 use crate::sentinel::Followed;
 use crate::sync;
@@ -64,19 +64,20 @@ impl Handle {
     }
 
     fn take(&self, target: &Target, wait: Wait) -> Result<Guard> {
-        let mut acquisition = self.acquisition(target, wait, self.thread_owner())?;
+        let owner = self.thread_owner();
+        let turn = self.holds.turn_blocking(hold_keys(target, &owner));
+        let mut acquisition = self.acquisition(target, wait, owner, turn)?;
         // Each acquisition has a connection to itself while it runs: a
         // BLOCK parks it. One that can be sent again borrows an idle one.
         let name = acquisition.name;
         let reuse = acquisition.resendable();
         let sent = match self.send(name, &acquisition.cmd, None, wait, reuse) {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
-                // The reply was lost: once more, on a new connection, with
-                // the same request id (see `Acquisition::resend`); the idle
-                // connections to that server are suspect too. Followed
-                // through Sentinel, on the master named now: a grant the
-                // first send made and replicated answers from its latch
-                // there too.
+                // The reply was lost: once more, on a new connection (see
+                // `Acquisition::resend`); the idle connections to that
+                // server are suspect too. Followed through Sentinel, on the
+                // master named now: a grant the first send made and
+                // replicated is answered granted there too.
                 self.lost(name, e);
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
@@ -148,7 +149,7 @@ impl Handle {
         for (name, cmd) in target.held(&self.thread_owner()) {
             // A read: asked again on a new connection when an idle one
             // failed (the server closed it meanwhile).
-            if !exists(self.resent(&name, Wait::No, true, |_| single(&cmd))?)? {
+            if !exists(self.resent(&name, Wait::No, true, |_| single(&cmd))?.0)? {
                 return Ok(false);
             }
         }
@@ -174,12 +175,17 @@ impl Handle {
         resendable: bool,
     ) -> Result<Value> {
         self.target.check()?;
-        self.followed(|| first(self.resent(self.name(), wait, resendable, |w| single(&cmd(w)))?))
+        self.followed(|| {
+            first(
+                self.resent(self.name(), wait, resendable, |w| single(&cmd(w)))?
+                    .0,
+            )
+        })
     }
 
     /// Releases one hold of `target` of this thread's owner without its
-    /// guard, as a guard's release does (a single lock's with a request
-    /// id, sent again once on a connection failure).
+    /// guard, as a guard's release does (a single lock's with `HELD`, sent
+    /// again once on a connection failure).
     pub fn unlock(&self, target: &Target) -> Result<()> {
         target.check()?;
         self.followed(|| self.release(target))
@@ -187,32 +193,34 @@ impl Handle {
 
     fn release(&self, target: &Target) -> Result<()> {
         let hold = self.unguarded(target, self.thread_owner());
-        let release = hold.release();
-        let replies = self.resent(target.name(), Wait::No, release.resendable, |_| {
+        let turn = self.holds.turn_blocking(hold.keys());
+        let release = hold.release(&turn);
+        let sent = self.resent(target.name(), Wait::No, release.resendable, |_| {
             release.pipe.clone()
-        })?;
-        hold.released(replies)
+        });
+        hold.settled(&turn, &release, sent)
     }
 
     /// Sends the pipeline `pipe` makes for `wait` about the lock `name` as
     /// `routed` does, on an idle connection when it can be sent again
     /// (`resendable`), and then once more on a new one when its reply was
-    /// lost, waiting for what is left of `wait`.
+    /// lost, waiting for what is left of `wait`: the replies, and whether
+    /// they are the resend's.
     fn resent(
         &self,
         name: &str,
         wait: Wait,
         resendable: bool,
         pipe: impl Fn(Wait) -> Pipeline,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<(Vec<Value>, bool)> {
         let started = Instant::now();
         match self.routed(name, &pipe(wait), resendable, wait) {
             Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e);
                 let left = wait.left(started.elapsed());
-                self.routed(name, &pipe(left), false, left)
+                Ok((self.routed(name, &pipe(left), false, left)?, true))
             }
-            other => other,
+            other => Ok((other?, false)),
         }
     }
 
@@ -279,7 +287,9 @@ impl Guard {
     }
 
     /// Releases the hold now. [`crate::Error::NotHeld`]: the owner no
-    /// longer held it (its lease ran out, or it was forced open).
+    /// longer held it (its lease ran out, or it was forced open);
+    /// [`crate::Error::ReleaseUnknown`]: its last hold's release lost its
+    /// reply and its resend found nothing held (it holds nothing now).
     pub fn release(mut self) -> Result<()> {
         self.release_now()
     }
@@ -308,13 +318,25 @@ impl Guard {
         }
     }
 
-    /// The release, sent on the session's connection or a connection to the
-    /// hold's master, and sent again once on a new one when the reply was
-    /// lost and it can be (followed through Sentinel, to the master named
-    /// then).
+    /// The release, sent with the owner's turn on the hold (see
+    /// `handle::Holds`), its outcome settled.
     fn send_release(&mut self, followed: Option<&Followed>) -> Result<()> {
+        let turn = self.hold.holds.turn_blocking(self.hold.keys());
+        let release = self.hold.release(&turn);
+        let sent = self.send(&release, followed);
+        self.hold.settled(&turn, &release, sent)
+    }
+
+    /// Sends `release` on the session's connection or a connection to the
+    /// hold's master, and again once on a new one when the reply was lost
+    /// and it can be (followed through Sentinel, to the master named then):
+    /// the replies, and whether they are the resend's.
+    fn send(
+        &mut self,
+        release: &Release,
+        followed: Option<&Followed>,
+    ) -> Result<(Vec<Value>, bool)> {
         let hold = &self.hold;
-        let release = hold.release();
         let timeout = hold.response_timeout;
         let mut client = hold.place.client();
         // A session's connection is closed after its release (dropped
@@ -327,8 +349,8 @@ impl Guard {
             }
             None => checkout(&self.pool, &client, release.resendable, timeout, timeout)?,
         };
-        let replies: Vec<Value> = match release.pipe.query(&mut conn) {
-            Ok(v) => v,
+        let sent = match release.pipe.query(&mut conn) {
+            Ok(v) => (v, false),
             Err(e) if is_io(&e) && release.resendable => {
                 self.pool.clear(&client);
                 if let Some(followed) = followed {
@@ -337,14 +359,14 @@ impl Guard {
                     client = followed.master();
                 }
                 conn = connect(&client, timeout)?;
-                release.pipe.query(&mut conn)?
+                (release.pipe.query(&mut conn)?, true)
             }
             Err(e) => return Err(e.into()),
         };
         if !hold.session {
             self.pool.give_back(&client, conn);
         }
-        hold.released(replies)
+        Ok(sent)
     }
 }
 

@@ -5,13 +5,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::pin::pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, Pipeline, Value};
+use tokio::sync::Notify;
 
 use crate::cluster::{Endpoint, Route};
-use crate::command::{self, Kind, Target, Wait};
+use crate::command::{self, Kind, Resend, Target, Wait};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::owner;
@@ -92,67 +94,223 @@ impl Client {
 }
 
 /// The key of an owner's holds of one lock: the lock's kind and name (its
-/// hash, and the field the owner's count is in), the owner. A semaphore's
-/// permits have no owner (the empty one): the client's releases of one
-/// semaphore share their latches.
+/// hash, and the field the owner's count is in: `<owner>`, or
+/// `<owner>:write` for a write hold), the owner.
 type HoldKey = (Kind, String, String);
 
-/// The holds a client's guards took and have not released yet, per lock
-/// and owner (only those whose release carries a request id: a single
-/// lock's, outside a session), with the unlock latches of the owner's
-/// releases waiting for its next release's `DEL` (see [`Hold::release`]).
-/// As far as this client knows: holds the owner took through another
-/// client object are not counted.
+/// The keys of `owner`'s holds of `target` the client counts: a lock's (a
+/// multi-lock's, one per hold); none of a semaphore's permits, which have
+/// no owner's count.
+pub(crate) fn hold_keys(target: &Target, owner: &str) -> Vec<HoldKey> {
+    if target.permits.is_some() {
+        return Vec::new();
+    }
+    target
+        .holds
+        .iter()
+        .map(|(kind, name)| (*kind, name.clone(), owner.to_string()))
+        .collect()
+}
+
+/// What a client's owners hold, shared by its handles: per lock, kind and
+/// owner, the count the server's hash keeps in the owner's field, as far as
+/// this client knows (holds the owner took through another client object
+/// are not counted: an owner is one client object's); and the semaphores'
+/// unlock latches waiting for their next release's `DEL`.
+///
+/// A lock's acquisition and release send the count they found (`HELD n`),
+/// which is how the server tells a resend from a first send, so they take
+/// turns per key ([`Turn`]): a count read while another call of the same
+/// owner's was answered on the server but not yet here would make a first
+/// send look like a resend.
 #[derive(Clone, Default)]
-pub(crate) struct Holds(Arc<Mutex<HashMap<HoldKey, Counted>>>);
+pub(crate) struct Holds(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    books: Mutex<Books>,
+    /// Wakes the blocking callers waiting for a turn.
+    freed: Condvar,
+    /// Wakes the async callers waiting for a turn.
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct Books {
+    /// Only keys held or in a call: an entry goes when its count is 0 and
+    /// no call has its turn, so the map does not grow.
+    counts: HashMap<HoldKey, Counted>,
+    /// Per semaphore name.
+    latches: HashMap<String, Latches>,
+}
 
 /// One owner's holds of one lock.
 #[derive(Default)]
 struct Counted {
-    count: usize,
-    /// The latches of releases sent since the last `DEL`.
-    latches: Vec<String>,
-    /// When the last of them was sent: once no hold is left and they have
-    /// expired on the server, the entry is dropped.
-    released_at: Option<Instant>,
+    count: u64,
+    /// A call has the key's turn.
+    busy: bool,
+}
+
+/// The unlock latches of a semaphore's releases sent since the last `DEL`.
+struct Latches {
+    keys: Vec<String>,
+    /// When the last of them was sent: once they have expired on the
+    /// server, the entry is dropped.
+    released_at: Instant,
 }
 
 impl Holds {
-    fn map(&self) -> MutexGuard<'_, HashMap<HoldKey, Counted>> {
-        // A panic elsewhere leaves the map as consistent as before it.
+    fn books(&self) -> MutexGuard<'_, Books> {
+        // A panic elsewhere leaves the books as consistent as before it.
         self.0
+            .books
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A hold of `key` granted.
-    fn taken(&self, key: HoldKey) {
-        self.map().entry(key).or_default().count += 1;
+    /// The turn of `keys` when no call has any of them (taken all at once,
+    /// so two calls over several keys cannot each wait for the other).
+    fn try_turn(&self, books: &mut Books, keys: &[HoldKey]) -> Option<Turn> {
+        if keys
+            .iter()
+            .any(|k| books.counts.get(k).is_some_and(|c| c.busy))
+        {
+            return None;
+        }
+        for key in keys {
+            books.counts.entry(key.clone()).or_default().busy = true;
+        }
+        Some(Turn {
+            holds: self.clone(),
+            keys: keys.to_vec(),
+        })
     }
 
-    /// A release of one hold of `key`, whose own latch is `latch`, about to
-    /// be sent: counted released (a release is sent once, resent at most
-    /// once with the same id, and whatever it replies the guard is spent).
-    /// It keeps `latch` for the owner's next release's `DEL` (or to expire)
-    /// and gets the latches kept before it. Entries whose holds are all
-    /// released and whose latches have expired on the server are dropped.
-    fn releasing(&self, key: HoldKey, latch: String) -> Vec<String> {
-        let mut map = self.map();
+    /// The turn of `keys`, waiting (blocking the thread) for the calls that
+    /// have one of them.
+    pub fn turn_blocking(&self, keys: Vec<HoldKey>) -> Turn {
+        let mut books = self.books();
+        loop {
+            if let Some(turn) = self.try_turn(&mut books, &keys) {
+                return turn;
+            }
+            books = self
+                .0
+                .freed
+                .wait(books)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    /// The turn of `keys`, waiting for the calls that have one of them.
+    /// Cancelled, it takes nothing.
+    pub async fn turn(&self, keys: Vec<HoldKey>) -> Turn {
+        loop {
+            // Listening before looking: a turn given back in between wakes
+            // it.
+            let mut notified = pin!(self.0.notify.notified());
+            notified.as_mut().enable();
+            if let Some(turn) = self.try_turn(&mut self.books(), &keys) {
+                return turn;
+            }
+            notified.await;
+        }
+    }
+
+    /// A semaphore's release whose own latch is `latch` about to be sent:
+    /// it keeps `latch` for the semaphore's next release's `DEL` (or to
+    /// expire) and gets the latches kept before it, whose replies came
+    /// (a release is sent once, resent at most once with the same id).
+    /// Entries whose latches have expired on the server are dropped.
+    fn releasing(&self, name: &str, latch: String) -> Vec<String> {
+        let mut books = self.books();
         let now = Instant::now();
         let ttl = Duration::from_millis(command::LATCH_TTL_MS);
-        map.retain(|_, c| c.count > 0 || c.released_at.is_some_and(|at| now - at < ttl));
-        let counted = map.entry(key).or_default();
-        let earlier = std::mem::take(&mut counted.latches);
-        counted.count = counted.count.saturating_sub(1);
-        counted.latches.push(latch);
-        counted.released_at = Some(now);
-        earlier
+        books.latches.retain(|_, l| now - l.released_at < ttl);
+        let kept = books.latches.insert(
+            name.to_string(),
+            Latches {
+                keys: vec![latch],
+                released_at: now,
+            },
+        );
+        kept.map(|l| l.keys).unwrap_or_default()
     }
 
-    /// The number of holds of `key` known, for the tests.
+    /// The count of `key` known, for the tests.
     #[cfg(test)]
-    fn count(&self, key: &HoldKey) -> usize {
-        self.map().get(key).map_or(0, |c| c.count)
+    fn count(&self, key: &HoldKey) -> u64 {
+        self.books().counts.get(key).map_or(0, |c| c.count)
+    }
+}
+
+/// The turn of an owner's call on some of its holds (an acquisition or a
+/// release): the counts it reads stay what the server has until it is
+/// answered, and it changes them by what the server said. Given back when
+/// dropped.
+pub(crate) struct Turn {
+    holds: Holds,
+    keys: Vec<HoldKey>,
+}
+
+impl Turn {
+    /// The owner's count of its (first) hold.
+    pub fn count(&self) -> u64 {
+        let Some(key) = self.keys.first() else {
+            return 0;
+        };
+        self.holds.books().counts.get(key).map_or(0, |c| c.count)
+    }
+
+    /// Every hold taken once more.
+    fn taken(&self) {
+        let mut books = self.holds.books();
+        for key in &self.keys {
+            books.counts.entry(key.clone()).or_default().count += 1;
+        }
+    }
+
+    /// A release answered `reply` (a multi-lock's: one per hold; None: no
+    /// reply, or an error): a hold answered nil is not the owner's at all
+    /// any more (count 0); any other, released once. Without a reply the
+    /// guard is spent too: its level counted released (the server's, if it
+    /// is still there, is adopted by the owner's next acquisition, which
+    /// finds one more than it says and answers it granted).
+    fn released(&self, reply: Option<&Value>) {
+        let mut books = self.holds.books();
+        for (i, key) in self.keys.iter().enumerate() {
+            let answer = match reply {
+                Some(Value::Array(items)) => items.get(i),
+                other => other,
+            };
+            if let Some(counted) = books.counts.get_mut(key) {
+                counted.count = match answer {
+                    Some(Value::Nil) => 0,
+                    _ => counted.count.saturating_sub(1),
+                };
+            }
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let mut books = self.holds.books();
+        for key in &self.keys {
+            if let Some(counted) = books.counts.get_mut(key) {
+                counted.busy = false;
+                if counted.count == 0 {
+                    books.counts.remove(key);
+                }
+            }
+        }
+        drop(books);
+        self.holds.0.freed.notify_all();
+        self.holds.0.notify.notify_waiters();
     }
 }
 
@@ -185,9 +343,15 @@ pub(crate) struct Acquisition<'a> {
     pub cmd: Cmd,
     /// The wait `cmd` carries.
     pub wait: Wait,
-    /// The request ids it was sent with, the latest last: the latches the
-    /// hold's release deletes. Empty: it takes none (a multi-lock).
+    /// A semaphore's: the request ids it was sent with, the latest last,
+    /// whose latches the release deletes. Empty for a lock.
     pub requests: Vec<String>,
+    /// A lock's outside a session: the owner's count before it (`HELD n`).
+    held: Option<u64>,
+    /// It may be sent again after a lost reply.
+    resendable: bool,
+    /// The owner's turn on what it takes, until it is answered.
+    turn: Turn,
     target: &'a Target,
     session: bool,
     started: Instant,
@@ -195,38 +359,55 @@ pub(crate) struct Acquisition<'a> {
 }
 
 impl Acquisition<'_> {
-    /// True when a lost reply may be sent again: it carries a request id.
+    /// True when a lost reply may be sent again: it carries a request id
+    /// or `HELD`, or it is a session's single lock (see
+    /// [`Acquisition::resend`]).
     pub fn resendable(&self) -> bool {
-        !self.requests.is_empty()
+        self.resendable
     }
 
     /// The command again, for a new connection after the reply was lost
     /// (a connection error or a timeout: it may or may not have run), with
-    /// the same request id and what is left of the wait: the server answers
-    /// a granted first send from its latch, taking nothing more, so the
-    /// hold is counted once and none is orphaned. A session's acquisition
-    /// gets a new id: the lost connection took what the first send bound
-    /// to it, and a replay would answer granted while binding nothing.
+    /// what is left of the wait. A lock's carries the same `HELD n`: the
+    /// server answers a granted first send as granted, taking nothing
+    /// more, so the hold is counted once and none is orphaned. A session's
+    /// lock carries none: the server gives back what the lost connection
+    /// held in its next event-loop turn, so a resend arriving before that
+    /// would find the first send's level and be answered granted, binding
+    /// nothing; sent plain it re-enters, and the give-back takes the dead
+    /// connection's level. A semaphore's carries the same request id (a
+    /// session's a new one: the lost connection took what the first send
+    /// bound to it).
     pub fn resend(&mut self) -> &Cmd {
         self.wait = self.wait.left(self.started.elapsed());
         self.resent = true;
-        if self.session {
+        if self.session && !self.requests.is_empty() {
             self.requests.push(command::request_id());
         }
-        let request = self
-            .requests
-            .last()
-            .map(|id| (id.as_str(), self.wait.request_ttl()));
-        self.cmd =
-            self.target
-                .acquire(&self.owner, self.lease_ms, self.wait, self.session, request);
+        self.cmd = self.target.acquire(
+            &self.owner,
+            self.lease_ms,
+            self.wait,
+            self.session,
+            self.idempotence(),
+        );
         &self.cmd
     }
 
-    /// After a resend, a write for the replica check to count: a replay
-    /// writes nothing on the new connection, so its `WAIT` would not cover
-    /// the grant the first send wrote; the latch's expiry set again (the
-    /// latch exists once granted) is one write on it. None without a resend.
+    /// What makes a resend of it safe: the latest request id, or `HELD`.
+    fn idempotence(&self) -> Option<Resend<'_>> {
+        match self.requests.last() {
+            Some(id) => Some(Resend::Request(id, self.wait.request_ttl())),
+            None => self.held.map(Resend::Held),
+        }
+    }
+
+    /// After a semaphore's resend, a write for the replica check to count:
+    /// a replay writes nothing on the new connection, so its `WAIT` would
+    /// not cover the grant the first send wrote; the latch's expiry set
+    /// again (the latch exists once granted) is one write on it. None
+    /// without a resend, and for a lock (the server replicates a write of
+    /// its own when it answers a `HELD` resend from the hash).
     pub fn touch(&self) -> Option<Cmd> {
         let id = self.requests.last().filter(|_| self.resent)?;
         let mut cmd = redis::cmd("PEXPIRE");
@@ -416,12 +597,13 @@ impl<O> Handle<O> {
     }
 
     /// Refuses what the server would refuse, then builds the acquisition of
-    /// `target` for `owner`.
+    /// `target` for `owner`, who has `turn` on it (see [`Holds`]).
     pub fn acquisition<'a>(
         &self,
         target: &'a Target,
         wait: Wait,
         owner: String,
+        turn: Turn,
     ) -> Result<Acquisition<'a>> {
         target.check()?;
         self.options.check()?;
@@ -435,20 +617,34 @@ impl<O> Handle<O> {
             .then(command::request_id)
             .into_iter()
             .collect();
-        let request = requests.first().map(|id| (id.as_str(), wait.request_ttl()));
-        let cmd = target.acquire(&owner, lease_ms, wait, session, request);
-        Ok(Acquisition {
+        let lock = target.resendable() && !target.requests();
+        let held = (lock && !session)
+            .then(|| turn.count())
+            .filter(|&n| Resend::held_acquisition(n).is_some());
+        let resendable = target.resendable() && (!requests.is_empty() || held.is_some() || session);
+        let mut acquisition = Acquisition {
             owner,
             lease_ms,
             name: target.name(),
-            cmd,
+            cmd: Cmd::new(),
             wait,
             requests,
+            held,
+            resendable,
+            turn,
             target,
             session,
             started: Instant::now(),
             resent: false,
-        })
+        };
+        acquisition.cmd = target.acquire(
+            &acquisition.owner,
+            lease_ms,
+            wait,
+            session,
+            acquisition.idempotence(),
+        );
+        Ok(acquisition)
     }
 }
 
@@ -475,19 +671,21 @@ pub(crate) struct Hold {
     pub session: bool,
     pub response_timeout: Option<Duration>,
     pub on_lost: Option<OnLost>,
-    /// The request ids of its acquisition: their latches go with the
-    /// release's (one `DEL`), or expire.
+    /// A semaphore's: the request ids of its acquisition, whose latches go
+    /// with the release (one `DEL`), or expire.
     pub requests: Vec<String>,
-    /// The client's holds, this one counted among them when its release
-    /// carries a request id.
+    /// The client's holds, this one counted among them (a lock's).
     pub holds: Holds,
 }
 
 /// A release about to be sent: its pipeline, and what its reply means.
 pub(crate) struct Release {
     pub pipe: Pipeline,
-    /// It carries a request id: it may be sent again after a lost reply.
+    /// It carries a request id or `HELD`: it may be sent again after a
+    /// lost reply.
     pub resendable: bool,
+    /// The `n` of the `HELD n` it carries.
+    held: Option<u64>,
 }
 
 impl Hold {
@@ -500,7 +698,8 @@ impl Hold {
         token: Option<i64>,
         ids: Vec<String>,
     ) -> Hold {
-        let hold = Hold {
+        acquisition.turn.taken();
+        Hold {
             place: handle.endpoint.place(client),
             target: target.clone(),
             owner: acquisition.owner,
@@ -512,22 +711,12 @@ impl Hold {
             on_lost: handle.on_lost.clone(),
             requests: acquisition.requests,
             holds: handle.holds.clone(),
-        };
-        if let Some(key) = hold.key() {
-            hold.holds.taken(key);
         }
-        hold
     }
 
-    /// Where the client counts this hold: a single lock's outside a session
-    /// (whose release carries a request id); None for the others (a
-    /// permit-expirable semaphore's: `PERMIT.RELEASE` takes no request id).
-    fn key(&self) -> Option<HoldKey> {
-        if self.target.multi || self.session || self.target.expiry.is_some() {
-            return None;
-        }
-        let (kind, name) = self.target.holds.first()?;
-        Some((*kind, name.clone(), self.owner.clone()))
+    /// The keys the client counts this hold under (see [`Holds`]).
+    pub fn keys(&self) -> Vec<HoldKey> {
+        hold_keys(&self.target, &self.owner)
     }
 
     /// What its watchdog renews.
@@ -542,25 +731,45 @@ impl Hold {
         }
     }
 
-    /// The release, in one round trip: the release command and, when it
-    /// carries a request id, a `DEL` pipelined after it of the latches
-    /// whose replies came: the acquisition's request latches (nothing
-    /// resends the acquisition), and the unlock latches of the owner's
-    /// releases before it. The release's own latch (the reply the server
-    /// kept for it) is never in its own `DEL`, even the owner's last
-    /// release's: it is left to the owner's next release's `DEL` (or to
-    /// expire), so that a resend after a lost reply is always answered from
-    /// it with what the first send replied, never inferred (a hold already
-    /// gone before the first send is not held, not released). A session's
-    /// hold (ended with its connection anyway) and a multi-lock's take no
-    /// request id. A permit-expirable semaphore's permits are released by
-    /// their ids (`PERMIT.RELEASE`, no request id: a lost reply is raised),
-    /// with their acquisition's latches deleted. The `DEL`'s reply is not
-    /// looked at: latches it missed expire.
-    pub fn release(&self) -> Release {
-        let request = self.key().map(|key| {
+    /// The release, in one round trip, sent with the owner's `turn` on the
+    /// hold. A lock's is one command carrying `HELD <count>` (the owner's
+    /// count before it), so that its resend after a lost reply is told from
+    /// a first send by the server (see [`Hold::settled`]); none when the
+    /// client knows of no hold of the owner's there (it did not take it:
+    /// then a lost reply is raised, not sent again). A session's hold
+    /// (ended with its connection anyway) and a multi-lock's carry nothing
+    /// and are not sent again either. A semaphore's release carries a
+    /// request id and pipelines a `DEL` of the latches whose replies came:
+    /// the acquisition's request latches and the unlock latches of the
+    /// semaphore's releases before it, never its own (left to the next
+    /// release's `DEL`, or to expire), so that a resend is always answered
+    /// from it with what the first send replied. A permit-expirable
+    /// semaphore's permits are released by their ids (`PERMIT.RELEASE`, no
+    /// request id: a lost reply is raised), with their acquisition's
+    /// latches deleted. The `DEL`'s reply is not looked at: latches it
+    /// missed expire.
+    pub fn release(&self, turn: &Turn) -> Release {
+        if !self.target.requests() {
+            let held = if self.session || self.target.multi {
+                None
+            } else {
+                Resend::held_release(turn.count())
+            };
+            let cmd = self.target.release(&self.owner, self.lease_ms, held);
+            return Release {
+                pipe: single(&cmd),
+                resendable: held.is_some(),
+                held: match held {
+                    Some(Resend::Held(n)) => Some(n),
+                    _ => None,
+                },
+            };
+        }
+        let request = (self.target.expiry.is_none() && !self.session).then(|| {
             let id = command::request_id();
-            let earlier = self.holds.releasing(key, self.target.latch(&id));
+            let earlier = self
+                .holds
+                .releasing(self.target.name(), self.target.latch(&id));
             (id, earlier)
         });
         let cmd = match self.target.expiry {
@@ -568,7 +777,9 @@ impl Hold {
             None => self.target.release(
                 &self.owner,
                 self.lease_ms,
-                request.as_ref().map(|(id, _)| id.as_str()),
+                request
+                    .as_ref()
+                    .map(|(id, _)| Resend::Request(id, command::LATCH_TTL_MS)),
             ),
         };
         let mut pipe = redis::pipe();
@@ -587,14 +798,33 @@ impl Hold {
         Release {
             pipe,
             resendable: request.is_some(),
+            held: None,
         }
     }
 
-    /// Ok when the release's reply (the first of `replies`, the first
-    /// send's or its resend's, answered from its latch) says the owner held
-    /// what it released.
-    pub fn released(&self, replies: Vec<Value>) -> Result<()> {
-        self.target.released(&first(replies)?)
+    /// What the release `release` sent with `turn` came to: `sent`, its
+    /// replies and whether they are its resend's (after a lost reply), or
+    /// its failure. The owner's counts follow what the server said. Ok when
+    /// the owner held what it released; [`Error::NotHeld`] when it held
+    /// nothing. A lock's resend answered nil is `NotHeld` only when the
+    /// owner held more than one (`HELD n`, n >= 2: the server answers a
+    /// resend whose first send ran as released, so nil says the holds were
+    /// gone); for its last hold nil cannot tell the first send's release
+    /// from a hold gone before it: [`Error::ReleaseUnknown`]. Never
+    /// inferred released.
+    pub fn settled(
+        &self,
+        turn: &Turn,
+        release: &Release,
+        sent: Result<(Vec<Value>, bool)>,
+    ) -> Result<()> {
+        let answered = sent.and_then(|(replies, resent)| Ok((first(replies)?, resent)));
+        turn.released(answered.as_ref().ok().map(|(reply, _)| reply));
+        let (reply, resent) = answered?;
+        match self.target.released(&reply) {
+            Err(Error::NotHeld) if resent && release.held == Some(1) => Err(Error::ReleaseUnknown),
+            other => other,
+        }
     }
 
     /// A guard's `Debug`.
@@ -634,10 +864,14 @@ mod tests {
     use super::*;
     use crate::command::args;
 
-    fn hold(holds: &Holds, requests: &[&str]) -> Hold {
+    fn key(name: &str) -> HoldKey {
+        (Kind::Lock, name.into(), "o:1".into())
+    }
+
+    fn hold(holds: &Holds, target: Target, requests: &[&str]) -> Hold {
         Hold {
             place: Place::Fixed(redis::Client::open("redis://127.0.0.1:1/").expect("url")),
-            target: Target::single(Kind::Lock, "l"),
+            target,
             owner: "o:1".into(),
             token: None,
             ids: Vec::new(),
@@ -650,8 +884,142 @@ mod tests {
         }
     }
 
-    /// The release's request id and the `DEL`'s keys, if it has one.
-    fn sent(release: &Release) -> (String, Option<Vec<String>>) {
+    /// `hold`'s release sent with its turn, answered `reply` (by a resend
+    /// when `resent`): its commands and outcome.
+    fn released(hold: &Hold, reply: Value, resent: bool) -> (Vec<Vec<String>>, Result<()>) {
+        let turn = hold.holds.turn_blocking(hold.keys());
+        let release = hold.release(&turn);
+        let sent: Vec<Vec<String>> = release.pipe.cmd_iter().map(args).collect();
+        let outcome = hold.settled(&turn, &release, Ok((vec![reply], resent)));
+        (sent, outcome)
+    }
+
+    /// `count` holds of `key` taken.
+    fn take(holds: &Holds, key: &HoldKey, count: u64) {
+        for _ in 0..count {
+            holds.turn_blocking(vec![key.clone()]).taken();
+        }
+    }
+
+    fn words(line: &str) -> Vec<Vec<String>> {
+        vec![line.split(' ').map(String::from).collect()]
+    }
+
+    #[test]
+    fn a_locks_release_is_one_command_saying_the_owners_count() {
+        let holds = Holds::default();
+        let l = hold(&holds, Target::single(Kind::Lock, "l"), &[]);
+        take(&holds, &key("l"), 2);
+        let (sent, outcome) = released(&l, Value::Int(0), false);
+        assert_eq!(sent, words("LOCK.UNLOCK l o:1 LEASE 1000 HELD 2"));
+        assert!(outcome.is_ok());
+        assert_eq!(holds.count(&key("l")), 1);
+        let (sent, outcome) = released(&l, Value::Int(1), false);
+        assert_eq!(sent, words("LOCK.UNLOCK l o:1 LEASE 1000 HELD 1"));
+        assert!(outcome.is_ok());
+        assert!(holds.books().counts.is_empty(), "no entry left at 0");
+    }
+
+    #[test]
+    fn a_resent_last_release_answered_nil_is_unknown_and_a_reentered_one_not_held() {
+        let holds = Holds::default();
+        let l = hold(&holds, Target::single(Kind::Lock, "l"), &[]);
+        take(&holds, &key("l"), 1);
+        let (_, outcome) = released(&l, Value::Nil, true);
+        assert!(matches!(outcome, Err(Error::ReleaseUnknown)), "{outcome:?}");
+        assert_eq!(holds.count(&key("l")), 0);
+        // Its first send answered nil: the owner held nothing.
+        take(&holds, &key("l"), 1);
+        let (_, outcome) = released(&l, Value::Nil, false);
+        assert!(matches!(outcome, Err(Error::NotHeld)));
+        // Re-entered: the server answers a resend whose first send ran as
+        // released, so nil says the holds were gone; the count is forgotten.
+        take(&holds, &key("l"), 3);
+        let (_, outcome) = released(&l, Value::Nil, true);
+        assert!(matches!(outcome, Err(Error::NotHeld)));
+        assert_eq!(holds.count(&key("l")), 0);
+        // A resend answered released is released.
+        take(&holds, &key("l"), 2);
+        let (_, outcome) = released(&l, Value::Int(0), true);
+        assert!(outcome.is_ok());
+        assert_eq!(holds.count(&key("l")), 1);
+    }
+
+    #[test]
+    fn a_release_of_a_hold_the_client_did_not_take_says_no_count_and_is_not_resent() {
+        let holds = Holds::default();
+        let rw = hold(&holds, Target::single(Kind::Write, "w"), &[]);
+        let turn = holds.turn_blocking(rw.keys());
+        let release = rw.release(&turn);
+        assert!(!release.resendable);
+        let sent: Vec<Vec<String>> = release.pipe.cmd_iter().map(args).collect();
+        assert_eq!(sent, words("RWLOCK.UNLOCK w o:1 WRITE LEASE 1000"));
+        drop(turn);
+        // A failed send: the guard is spent, its level counted released.
+        take(&holds, &(Kind::Write, "w".into(), "o:1".into()), 2);
+        let turn = holds.turn_blocking(rw.keys());
+        let release = rw.release(&turn);
+        assert!(release.resendable);
+        let lost = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(rw.settled(&turn, &release, Err(lost.into())).is_err());
+        assert_eq!(turn.count(), 1);
+    }
+
+    #[test]
+    fn a_multi_locks_release_counts_each_hold_by_its_reply() {
+        let holds = Holds::default();
+        let mut target = Target::multi();
+        target.holds = vec![(Kind::Lock, "a".into()), (Kind::Lock, "b".into())];
+        let multi = hold(&holds, target, &[]);
+        take(&holds, &key("a"), 2);
+        take(&holds, &key("b"), 1);
+        let (sent, outcome) =
+            released(&multi, Value::Array(vec![Value::Int(0), Value::Nil]), false);
+        assert_eq!(sent, words("LOCK.UNLOCKALL o:1 HOLDS 2 LOCK a LOCK b"));
+        assert!(matches!(outcome, Err(Error::NotHeld)));
+        assert_eq!((holds.count(&key("a")), holds.count(&key("b"))), (1, 0));
+    }
+
+    #[test]
+    fn an_owners_calls_on_one_hold_take_turns() {
+        let holds = Holds::default();
+        let first = holds.turn_blocking(vec![key("a")]);
+        let b = {
+            let mut books = holds.books();
+            assert!(
+                holds.try_turn(&mut books, &[key("b"), key("a")]).is_none(),
+                "all the keys or none"
+            );
+            holds.try_turn(&mut books, &[key("b")])
+        };
+        assert!(b.is_some(), "another key's turn is free");
+        drop(b);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let waiting = tokio::spawn({
+                let holds = holds.clone();
+                async move { holds.turn(vec![key("a")]).await.count() }
+            });
+            tokio::task::yield_now().await;
+            assert!(!waiting.is_finished(), "waits for the first turn");
+            drop(first);
+            assert_eq!(waiting.await.expect("turn"), 0);
+        });
+        let other = holds.turn_blocking(vec![key("a")]);
+        let blocked = std::thread::spawn({
+            let holds = holds.clone();
+            move || holds.turn_blocking(vec![key("a")]).count()
+        });
+        other.taken();
+        drop(other);
+        assert_eq!(blocked.join().expect("turn"), 1, "after the first turn's");
+    }
+
+    /// The semaphore's release's request id and the `DEL`'s keys, if it
+    /// has one.
+    fn semaphore_sent(release: &Release) -> (String, Option<Vec<String>>) {
         let cmds: Vec<Vec<String>> = release.pipe.cmd_iter().map(args).collect();
         let at = cmds[0]
             .iter()
@@ -665,92 +1033,37 @@ mod tests {
     }
 
     #[test]
-    fn a_release_keeps_its_latch_for_the_owners_next_release() {
+    fn a_semaphores_release_keeps_its_latch_for_the_next_release() {
         let holds = Holds::default();
-        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
-        holds.taken(key.clone());
-        holds.taken(key.clone());
-        let first = hold(&holds, &["a1"]).release();
+        let sem = |requests: &[&str]| {
+            let mut h = hold(&holds, Target::semaphore("s"), requests);
+            h.owner = String::new();
+            h
+        };
+        let turn = holds.turn_blocking(Vec::new());
+        let first = sem(&["a1"]).release(&turn);
         assert!(first.resendable);
-        let (first_id, del) = sent(&first);
+        let (first_id, del) = semaphore_sent(&first);
         assert_eq!(
             del,
-            Some(vec!["redisson_lock_request_latch:{l}:a1".to_string()]),
+            Some(vec!["redisson_lock_request_latch:{s}:a1".to_string()]),
             "the acquisition's latch only: the release's own outlives its reply"
         );
-        assert_eq!(holds.count(&key), 1);
-        let last = hold(&holds, &["a2"]).release();
-        assert!(last.resendable);
-        let (last_id, del) = sent(&last);
+        let next = sem(&[]).release(&turn);
+        let (next_id, del) = semaphore_sent(&next);
         assert_eq!(
             del,
-            Some(vec![
-                format!("redisson_unlock_latch:{{l}}:{first_id}"),
-                "redisson_lock_request_latch:{l}:a2".to_string(),
-            ]),
-            "the last release's own latch is not in its DEL either"
+            Some(vec![format!("redisson_unlock_latch:{{s}}:{first_id}")])
         );
-        assert_eq!(holds.count(&key), 0);
-        // The next cycle's release deletes it.
-        holds.taken(key.clone());
-        let next = hold(&holds, &[]).release();
-        assert_eq!(
-            sent(&next).1,
-            Some(vec![format!("redisson_unlock_latch:{{l}}:{last_id}")])
-        );
-    }
-
-    #[test]
-    fn a_release_with_nothing_to_delete_sends_no_del() {
-        let holds = Holds::default();
-        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
-        holds.taken(key);
-        let release = hold(&holds, &[]).release();
-        assert_eq!(sent(&release).1, None);
-    }
-
-    #[test]
-    fn a_release_unknown_to_the_client_keeps_its_latch_too() {
-        let holds = Holds::default();
-        let key: HoldKey = (Kind::Lock, "l".into(), "o:1".into());
-        let release = hold(&holds, &[]).release();
-        let (id, del) = sent(&release);
-        assert_eq!(del, None);
-        assert_eq!(
-            holds.map().get(&key).map(|c| c.latches.clone()),
-            Some(vec![format!("redisson_unlock_latch:{{l}}:{id}")])
-        );
-    }
-
-    #[test]
-    fn expired_latches_of_released_holds_are_dropped() {
-        let holds = Holds::default();
-        let gone: HoldKey = (Kind::Lock, "gone".into(), "o:1".into());
-        let held: HoldKey = (Kind::Lock, "held".into(), "o:1".into());
-        holds.taken(held.clone());
-        holds.map().insert(
-            gone.clone(),
-            Counted {
-                count: 0,
-                latches: vec!["redisson_unlock_latch:{gone}:x".into()],
-                released_at: Some(
-                    Instant::now() - Duration::from_millis(command::LATCH_TTL_MS + 1),
-                ),
-            },
-        );
-        hold(&holds, &[]).release();
-        let map = holds.map();
-        assert!(!map.contains_key(&gone), "its latch expired on the server");
-        assert!(map.contains_key(&held), "still held");
-    }
-
-    #[test]
-    fn not_held_is_not_held_however_the_reply_came() {
-        let holds = Holds::default();
-        holds.taken((Kind::Lock, "l".into(), "o:1".into()));
-        let h = hold(&holds, &[]);
-        h.release();
-        assert!(matches!(h.released(vec![Value::Nil]), Err(Error::NotHeld)));
-        assert!(h.released(vec![Value::Int(1)]).is_ok());
+        assert!(holds.books().counts.is_empty(), "permits are not counted");
+        // Latches expired on the server are not deleted.
+        holds
+            .books()
+            .latches
+            .get_mut("s")
+            .expect("kept")
+            .released_at = Instant::now() - Duration::from_millis(command::LATCH_TTL_MS + 1);
+        let (_, del) = semaphore_sent(&sem(&[]).release(&turn));
+        assert_eq!(del, None, "{next_id}'s latch expired");
     }
 }

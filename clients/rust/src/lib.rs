@@ -83,18 +83,27 @@
 //! - **Fair lock**: [`Client::fair_lock`] (Redisson's `RFairLock`,
 //!   `FAIRLOCK.*`) grants holds in arrival order, waiting in the line on
 //!   the server.
-//! - **Request ids**: every single lock's acquisition carries a fresh
-//!   request id (`REQUEST id ttl`) and a lost reply is sent again once,
-//!   with the same id, on a new connection: the server answers a granted
-//!   first send from its latch, so the hold counts once. A release does
-//!   the same; a re-entered hold's release keeps its latch until the
-//!   owner's last release, so that its resend never frees a second level.
+//! - **Lost replies**: the client object counts each owner's holds of each
+//!   lock (as the server's hash does), and a single lock's acquisition and
+//!   release say the count they found (`HELD n`). A lost reply is sent
+//!   again once, the same, on a new connection: the server tells the resend
+//!   of a call that ran from the hash (a grant answered granted, taking
+//!   nothing more; a re-entered hold's release answered released, freeing
+//!   no second level) and writes nothing else, so a cycle is one
+//!   acquisition and one release. A last release's resend that finds
+//!   nothing held is [`Error::ReleaseUnknown`] (it freed the lock, or the
+//!   hold was gone before it). An owner's acquisitions and releases of one
+//!   lock take turns in the client (the count they send must be the
+//!   server's); an owner is one client object's. A session's acquisition
+//!   carries no count (its resend re-enters); the semaphores carry request
+//!   ids (`REQUEST id ttl`).
 //! - **Multi-lock**: [`Client::multi_lock`] takes plain locks and read or
 //!   write holds all at once, or none (`LOCK.ACQUIREALL`).
 //! - **Semaphore**: [`Client::semaphore`] (Redisson's `RSemaphore`,
 //!   `SEMAPHORE.*`): permits taken n at a time in arrival order, a
 //!   [`Permits`] guard giving them back on drop; acquisitions and releases
-//!   carry request ids and are checked against the replicas as a lock's.
+//!   carry request ids (`REQUEST id ttl`) and are checked against the
+//!   replicas as a lock's.
 //! - **Permit-expirable semaphore**: [`Client::permit_expirable_semaphore`]
 //!   (Redisson's `RPermitExpirableSemaphore`, `PERMIT.*`): permits taken
 //!   as ids, each with its own lease (renewed by the watchdog when taken
@@ -130,7 +139,9 @@
 //! (`clients/contract`, the same names in every client of this
 //! repository): [`Error::NotAcquired`] with the PTTL of the hold in the way
 //! when a lock is taken (and stays so for the wait), [`Error::NotHeld`] when
-//! a release finds nothing of the owner's, [`Error::NotReentrant`] when a
+//! a release finds nothing of the owner's, [`Error::ReleaseUnknown`] when
+//! a last release's reply was lost and its resend found nothing held,
+//! [`Error::NotReentrant`] when a
 //! non-reentrant lock's holder asks again, [`Error::NotSynced`]; the
 //! server's or the connection's errors as [`Error::Redis`].
 

@@ -984,6 +984,7 @@ fn kind_of(e: &Error) -> String {
     match e {
         Error::NotAcquired { .. } => "NotAcquired".into(),
         Error::NotHeld => "NotHeld".into(),
+        Error::ReleaseUnknown => "ReleaseUnknown".into(),
         Error::NotReentrant => "NotReentrant".into(),
         Error::NotSynced { .. } => "NotSynced".into(),
         other => format!("{other}"),
@@ -998,7 +999,15 @@ fn check_kind<T>(expect: &str, done: &str, outcome: &rwlock_client::Result<T>) -
     } else {
         expect
     };
-    if ![done, "NotAcquired", "NotHeld", "NotReentrant", "NotSynced"].contains(&expect) {
+    let kinds = [
+        done,
+        "NotAcquired",
+        "NotHeld",
+        "ReleaseUnknown",
+        "NotReentrant",
+        "NotSynced",
+    ];
+    if !kinds.contains(&expect) {
         return Err(format!("unknown expectation `{expect}`"));
     }
     match outcome {

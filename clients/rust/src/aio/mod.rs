@@ -15,7 +15,11 @@
 //! An async task moves between threads, so an async lock's owner is not
 //! the thread's: each handle ([`Client::lock`] and the like) gets its own,
 //! `<client id>:<number>`, shared by its clones. The holds of one handle
-//! re-enter each other; two handles of the same name are two owners.
+//! re-enter each other; two handles of the same name are two owners. Its
+//! clones' acquisitions and releases of one lock take turns (each says the
+//! owner's count, `HELD n`), guards dropped together included: a wait of
+//! one clone's holds up a release of the same hold by another until it
+//! ends.
 
 mod redlock;
 
@@ -33,7 +37,7 @@ use crate::builders::{
 use crate::cluster::{Endpoint, Route};
 use crate::command::{acquire_error, is_io, Kind, Target, Wait};
 use crate::error::{Error, Result};
-use crate::handle::{self, exists, first, single, Granted, Hold, Sent};
+use crate::handle::{self, exists, first, hold_keys, single, Granted, Hold, Release, Sent};
 use crate::owner;
 use crate::pool::Pools;
 use crate::sentinel::{self, Followed, Sentinels};
@@ -219,7 +223,7 @@ impl Handle {
     /// wait would join it a round trip later), on a master where an
     /// acquisition waits for nothing else (replicas, the AOF).
     fn tries_first(&self, target: &Target) -> bool {
-        if !target.requests() || target.fair || self.options.session {
+        if !target.resendable() || target.fair || self.options.session {
             return false;
         }
         let master = self
@@ -233,7 +237,8 @@ impl Handle {
     /// One acquisition of `target`, waiting on the server as `wait` says.
     async fn attempt(&self, target: &Target, wait: Wait) -> Result<Guard> {
         let options = &self.options;
-        let mut acquisition = self.acquisition(target, wait, self.owner.clone())?;
+        let turn = self.holds.turn(hold_keys(target, &self.owner)).await;
+        let mut acquisition = self.acquisition(target, wait, self.owner.clone(), turn)?;
         let name = acquisition.name;
         let via = if !acquisition.resendable() {
             Via::New
@@ -244,10 +249,10 @@ impl Handle {
         };
         let sent = match self.send(name, &acquisition.cmd, None, wait, via).await {
             Err(Error::Redis(e)) if is_io(&e) && acquisition.resendable() => {
-                // The reply was lost: once more, on a new connection, with
-                // the same request id, as the blocking client (followed
-                // through Sentinel, on the master named now); the other
-                // connections to that server are suspect too.
+                // The reply was lost: once more, on a new connection, as
+                // the blocking client (followed through Sentinel, on the
+                // master named now); the other connections to that server
+                // are suspect too.
                 self.lost(name, e).await;
                 let cmd = acquisition.resend().clone();
                 let touch = acquisition.touch();
@@ -326,7 +331,11 @@ impl Handle {
         for (name, cmd) in target.held(&self.owner) {
             // A read: asked again on a new connection when the shared one
             // failed (the server closed it meanwhile).
-            if !exists(self.resent(&name, Wait::No, true, |_| single(&cmd)).await?)? {
+            if !exists(
+                self.resent(&name, Wait::No, true, |_| single(&cmd))
+                    .await?
+                    .0,
+            )? {
                 return Ok(false);
             }
         }
@@ -355,7 +364,7 @@ impl Handle {
         let outcome = self
             .resent(self.name(), wait, resendable, |w| single(&cmd(w)))
             .await;
-        self.settled(outcome.and_then(first))
+        self.settled(outcome.and_then(|(replies, _)| first(replies)))
     }
 
     /// Releases one hold of `target` of this handle's owner without its
@@ -369,27 +378,29 @@ impl Handle {
 
     async fn release(&self, target: &Target) -> Result<()> {
         let hold = self.unguarded(target, self.owner.clone());
-        let release = hold.release();
-        let replies = self
+        let turn = self.holds.turn(hold.keys()).await;
+        let release = hold.release(&turn);
+        let sent = self
             .resent(target.name(), Wait::No, release.resendable, |_| {
                 release.pipe.clone()
             })
-            .await?;
-        hold.released(replies)
+            .await;
+        hold.settled(&turn, &release, sent)
     }
 
     /// Sends the pipeline `pipe` makes for `wait` about the lock `name` as
     /// `routed` does: when it can be sent again (`resendable`) on the
     /// shared connection (a wait: an idle one of its own), and then once
     /// more on a new one when its reply was lost, waiting for what is left
-    /// of `wait`; else on a new one.
+    /// of `wait`; else on a new one: the replies, and whether they are the
+    /// resend's.
     async fn resent(
         &self,
         name: &str,
         wait: Wait,
         resendable: bool,
         pipe: impl Fn(Wait) -> redis::Pipeline,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<(Vec<Value>, bool)> {
         let via = match (resendable, wait) {
             (false, _) => Via::New,
             (true, Wait::No) => Via::Shared,
@@ -400,9 +411,9 @@ impl Handle {
             Err(Error::Redis(e)) if is_io(&e) && resendable => {
                 self.lost(name, e).await;
                 let left = wait.left(started.elapsed());
-                self.routed(name, &pipe(left), Via::New, left).await
+                Ok((self.routed(name, &pipe(left), Via::New, left).await?, true))
             }
-            other => other,
+            other => Ok((other?, false)),
         }
     }
 
@@ -583,28 +594,34 @@ impl Guard {
     }
 }
 
-/// Sends `hold`'s release on its session's connection, or on the shared
-/// one (a new one when it cannot be sent again), again on a new connection
-/// if that one failed and the release can be resent (followed through
-/// Sentinel, to the master named then). A session's connection is closed
-/// after it (dropped here), never reused: the server may have bound more
-/// to it (the owner's other levels of the hold).
+/// Sends `hold`'s release (followed through Sentinel, to the master named
+/// then), with its owner's turn on the hold (see `handle::Holds`), and
+/// settles its outcome.
 async fn release(hold: &Hold, pools: &Pools, session: Option<MultiplexedConnection>) -> Result<()> {
     let followed = hold.place.followed();
     follow(followed, pools).await;
-    let outcome = send_release(hold, pools, session).await;
+    let turn = hold.holds.turn(hold.keys()).await;
+    let release = hold.release(&turn);
+    let sent = send_release(hold, &release, pools, session).await;
+    let outcome = hold.settled(&turn, &release, sent);
     if let (Err(e), Some(followed)) = (&outcome, followed) {
         followed.failed(e);
     }
     outcome
 }
 
+/// Sends `release` on its session's connection, or on the shared one (a
+/// new one when it cannot be sent again), again on a new connection if that
+/// one failed and the release can be resent: the replies, and whether they
+/// are the resend's. A session's connection is closed after it (dropped
+/// here), never reused: the server may have bound more to it (the owner's
+/// other levels of the hold).
 async fn send_release(
     hold: &Hold,
+    release: &Release,
     pools: &Pools,
     session: Option<MultiplexedConnection>,
-) -> Result<()> {
-    let release = hold.release();
+) -> Result<(Vec<Value>, bool)> {
     let timeout = hold.response_timeout;
     let client = hold.place.client();
     let conn = match session {
@@ -621,12 +638,12 @@ async fn send_release(
             borrow(pools, &client, via, timeout).await?
         }
     };
-    let replies: Vec<Value> = match release.pipe.query_async(&mut conn.timed(timeout)).await {
+    match release.pipe.query_async(&mut conn.timed(timeout)).await {
         Ok(v) => {
             if !hold.session {
                 conn.give_back(pools, &client);
             }
-            v
+            Ok((v, false))
         }
         Err(e) if is_io(&e) && release.resendable => {
             pools.forget_multiplexed(&client);
@@ -641,11 +658,10 @@ async fn send_release(
             if !hold.session {
                 conn.give_back(pools, &client);
             }
-            replies
+            Ok((replies, true))
         }
-        Err(e) => return Err(e.into()),
-    };
-    hold.released(replies)
+        Err(e) => Err(e.into()),
+    }
 }
 
 impl Drop for Guard {
