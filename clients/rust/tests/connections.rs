@@ -1,13 +1,15 @@
 //! What a lock cycle costs the server (issue 35): once the client knows the
-//! master, an acquisition and its release open no connection and send the
-//! acquiring command, the release and the latches' `DEL` (pipelined with
-//! the release), nothing else; blocking and async, waiting and not. A
+//! master, an acquisition and its release open no connection and send two
+//! commands, the acquiring one and the release (each saying the owner's
+//! count, `HELD`: no latch to delete), nothing else; blocking and async,
+//! waiting and not. A
 //! cancelled async wait closes its connection (the server drops the
 //! waiter), and the next acquisition still works.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use redis::Value;
 use rwlock_client::{aio, Client};
 use testkit::{info_field, query, wait_until, Server};
 
@@ -38,11 +40,11 @@ fn reset(conn: &mut testkit::Conn) {
     let _: () = query(conn, &["CONFIG", "RESETSTAT"]);
 }
 
-/// The commands `CYCLES` cycles must have sent, nothing else: `acquire`
-/// (`LOCK.ACQUIRE`) once each, `LOCK.UNLOCK` and `DEL` once each.
+/// The commands `CYCLES` cycles must have sent, nothing else:
+/// `LOCK.ACQUIRE` and `LOCK.UNLOCK` once each.
 fn assert_two_requests_a_cycle(conn: &mut testkit::Conn, opened_before: u64) {
     let n = CYCLES as u64;
-    let expected: BTreeMap<String, u64> = [("lock.acquire", n), ("lock.unlock", n), ("del", n)]
+    let expected: BTreeMap<String, u64> = [("lock.acquire", n), ("lock.unlock", n)]
         .into_iter()
         .map(|(c, n)| (c.to_string(), n))
         .collect();
@@ -68,6 +70,73 @@ fn a_blocking_cycle_reuses_its_connection() {
         guard.expect("acquire").release().expect("release");
     }
     assert_two_requests_a_cycle(&mut conn, opened);
+}
+
+/// The next `n` lock commands (`LOCK.*`) a `MONITOR` connection sees, as
+/// their quoted words.
+fn monitored(monitor: &mut testkit::Conn, n: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let line = match monitor.recv_response().expect("a MONITOR line") {
+            Value::SimpleString(line) => line,
+            other => panic!("{other:?}"),
+        };
+        // `<time> [<db> <address>] "WORD" "WORD"...`
+        let words = line.split_once("] ").map_or(line.as_str(), |(_, w)| w);
+        if words.starts_with("\"LOCK.") {
+            seen.push(words.to_string());
+        }
+    }
+    seen
+}
+
+/// What a cycle sends, word for word: each acquisition and release says
+/// the owner's count before it (`HELD n`), re-entered ones too; a
+/// multi-lock's says nothing.
+#[test]
+fn a_cycle_says_the_owners_count_and_nothing_else() {
+    let (server, _conn) = Server::started(&[]);
+    let locks = Client::new(server.client());
+    let lock = locks.lock("c:held").with_lease(Duration::from_secs(10));
+    lock.acquire().expect("acquire").release().expect("release");
+    let mut monitor = server.conn();
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    monitor
+        .send_packed_command(&redis::cmd("MONITOR").get_packed_command())
+        .expect("MONITOR");
+    assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
+    let outer = lock.acquire().expect("acquire");
+    let inner = lock.acquire().expect("re-entry");
+    inner.release().expect("release");
+    outer.release().expect("release");
+    let multi = locks
+        .multi_lock()
+        .lock("{c}:a")
+        .with_lease(Duration::from_secs(10));
+    multi.acquire().expect("multi").release().expect("release");
+    let owner = lock.owner();
+    let quoted = |words: &str| {
+        words
+            .replace("OWNER", &owner)
+            .split(' ')
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let expected: Vec<String> = [
+        "LOCK.ACQUIRE c:held OWNER 10000 HELD 0",
+        "LOCK.ACQUIRE c:held OWNER 10000 HELD 1",
+        "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 2",
+        "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
+        "LOCK.ACQUIREALL OWNER 10000 HOLDS 1 LOCK {c}:a",
+        "LOCK.UNLOCKALL OWNER HOLDS 1 LOCK {c}:a",
+    ]
+    .iter()
+    .map(|w| quoted(w))
+    .collect();
+    assert_eq!(monitored(&mut monitor, expected.len()), expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{aio, Client, Error, Options};
-use testkit::{keys_but_unlock_latches, query, wait_until, Server};
+use testkit::{all_keys, query, wait_until, Server};
 
 /// The owners waiting in `name`'s line, in order.
 fn line(conn: &mut testkit::Conn, name: &str) -> Vec<String> {
@@ -71,8 +71,8 @@ fn waiters_are_served_in_arrival_order_and_leave_no_key() {
     }
     assert_eq!(*served.lock().expect("served"), vec![0, 1, 2, 3]);
     assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "no lock, line, deadline or request latch left"
+        all_keys(&mut conn).is_empty(),
+        "no lock, line, deadline or latch left"
     );
 }
 
@@ -114,8 +114,8 @@ fn a_wait_that_runs_out_leaves_the_line_and_a_try_never_joins_it() {
     assert!(!waiter.is_held().expect("is_held"));
     holder.release().expect("released");
     assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "no line, no deadlines, no request latch left"
+        all_keys(&mut conn).is_empty(),
+        "no line, no deadlines, no latch left"
     );
 }
 
@@ -131,7 +131,7 @@ fn reentry_and_the_non_reentrant_fair_lock() {
     second.release().expect("released");
     assert_eq!(count(&mut conn, "fair:reentry", &lock.owner()), Some(1));
     first.release().expect("released");
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 
     let once = locks.fair_lock("fair:once").non_reentrant();
     let held = once.try_acquire(Duration::ZERO).expect("first");
@@ -174,7 +174,7 @@ fn the_watchdog_renews_a_fair_hold_and_reports_it_lost() {
         "renewed with LOCK.RENEW"
     );
     guard.release().expect("released");
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 
     let guard = lock.acquire().expect("acquired");
     let forced: i64 = query(&mut conn, &["FAIRLOCK.FORCEUNLOCK", "fair:watchdog"]);
@@ -222,5 +222,5 @@ fn the_async_fair_lock_serves_in_arrival_order() {
         }
     });
     assert_eq!(*served.lock().expect("served"), vec![0, 1, 2]);
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 }

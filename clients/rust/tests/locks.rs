@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{Client, Error, Options};
-use testkit::{all_keys, keys_but_unlock_latches, query, rwlock_counter, wait_until, Server};
+use testkit::{all_keys, query, rwlock_counter, wait_until, Server};
 
 fn locks(server: &Server, options: Options) -> Client {
     let client = redis::Client::open(server.url()).expect("url");
@@ -42,10 +42,7 @@ fn read_write_lock_readers_share_writers_exclude_and_reenter() {
         "a reader cannot upgrade"
     );
     drop(read);
-    assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "released on drop"
-    );
+    assert!(all_keys(&mut conn).is_empty(), "released on drop");
 
     let write = lock.write().expect("write");
     let reentered = lock.try_read(Duration::ZERO).expect("the writer may read");
@@ -59,7 +56,7 @@ fn read_write_lock_readers_share_writers_exclude_and_reenter() {
     drop(again);
     drop(reentered);
     write.release().expect("the last hold released");
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 }
 
 #[test]
@@ -113,26 +110,8 @@ fn plain_lock_reenters_excludes_and_can_refuse_reentry() {
         "still held once"
     );
     drop(held);
-    // The last release's own latch is left (never in its own DEL, so that
-    // a resend is answered from it), expiring within 13.5 s; the re-entered
-    // release's went with the last release's DEL.
-    let first: Vec<String> = query(&mut conn, &["KEYS", "*"]);
-    assert_eq!(first.len(), 1, "released, one unlock latch left: {first:?}");
-    assert!(
-        first[0].starts_with("redisson_unlock_latch:{job}:"),
-        "{first:?}"
-    );
-    let pttl: i64 = query(&mut conn, &["PTTL", &first[0]]);
-    assert!(pttl > 0 && pttl <= 13_500, "{pttl}");
-    // The owner's next release deletes it and leaves its own.
-    drop(lock.acquire().expect("lock again"));
-    let second: Vec<String> = query(&mut conn, &["KEYS", "*"]);
-    assert_eq!(second.len(), 1, "{second:?}");
-    assert!(
-        second[0].starts_with("redisson_unlock_latch:{job}:"),
-        "{second:?}"
-    );
-    assert_ne!(first, second, "the first release's latch deleted");
+    // Acquisitions and releases say the owner's count (HELD): no latch.
+    assert!(all_keys(&mut conn).is_empty(), "released, nothing left");
 
     let strict = a.lock("strict").non_reentrant();
     let _held = strict.acquire().expect("lock");
@@ -293,7 +272,7 @@ fn the_watchdog_keeps_a_one_second_lease_for_three_and_a_half() {
         "about 10 renewals each"
     );
     drop((plain, write, multi_free));
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 }
 
 #[test]
@@ -353,12 +332,7 @@ fn a_fixed_lease_has_no_watchdog() {
     let pttl: i64 = query(&mut conn, &["PTTL", "leased"]);
     assert!(pttl > 0 && pttl <= 600, "{pttl}");
     thread::sleep(Duration::from_millis(900));
-    // The acquisition's latch (its request id) outlives the hold: it goes
-    // with a release, or expires on its own.
-    let left: Vec<String> = all_keys(&mut conn)
-        .into_iter()
-        .filter(|k| !k.starts_with("redisson_lock_request_latch:"))
-        .collect();
+    let left = all_keys(&mut conn);
     assert!(left.is_empty(), "the lease ended the hold: {left:?}");
     assert!(!held.is_lost(), "nothing watched it");
     assert_eq!(rwlock_counter(&mut conn, "renewals"), 0);
@@ -391,7 +365,7 @@ fn a_release_of_a_reentered_hold_rearms_the_lease_it_was_taken_with() {
         assert!(pttl > 4_000 && pttl <= 5_000, "{key}: PTTL {pttl}");
     }
     drop(outer);
-    assert!(keys_but_unlock_latches(&mut conn).is_empty());
+    assert!(all_keys(&mut conn).is_empty());
 }
 
 #[test]
@@ -434,16 +408,43 @@ fn a_lock_asks_the_server_whether_it_holds_and_unlocks_without_a_guard() {
     multi.unlock().expect("unlock");
     assert!(!multi.is_held().expect("is_held"));
     assert!(matches!(multi.unlock(), Err(Error::NotHeld)));
-    // Nothing left but latches: the acquisitions' (a release without its
-    // guard does not know their request ids) and the last releases' own,
-    // which expire on their own.
-    let latches: Vec<String> = query(&mut conn, &["KEYS", "*"]);
-    let left: Vec<&String> = latches
-        .iter()
-        .filter(|k| {
-            !k.starts_with("redisson_lock_request_latch:")
-                && !k.starts_with("redisson_unlock_latch:")
-        })
-        .collect();
+    // Acquisitions and releases say the owner's count (HELD): no latch.
+    let left = all_keys(&mut conn);
     assert!(left.is_empty(), "nothing left: {left:?}");
+}
+
+/// Two lock objects on one name used by one thread share its owner: their
+/// holds are counted together (the count each acquisition and release
+/// says is the server's), so the inner release leaves the lock held and
+/// the outer one frees it.
+#[test]
+fn two_lock_objects_of_one_thread_count_together() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = locks(&server, Options::default());
+    let (a, b) = (locks.lock("shared"), locks.lock("shared"));
+    let (rw_a, rw_b) = (
+        locks.read_write_lock("shared-rw"),
+        locks.read_write_lock("shared-rw"),
+    );
+    let outer = a.acquire().expect("a");
+    let inner = b.acquire().expect("b re-enters");
+    let (read_outer, read_inner) = (rw_a.read().expect("read a"), rw_b.read().expect("read b"));
+    let owner = a.owner();
+    let field = |conn: &mut testkit::Conn, key: &str| -> Option<String> {
+        query(conn, &["HGET", key, owner.as_str()])
+    };
+    assert_eq!(field(&mut conn, "shared").as_deref(), Some("2"));
+    assert_eq!(field(&mut conn, "shared-rw").as_deref(), Some("2"));
+    inner.release().expect("b");
+    read_inner.release().expect("read b");
+    assert_eq!(
+        field(&mut conn, "shared").as_deref(),
+        Some("1"),
+        "still held"
+    );
+    assert_eq!(field(&mut conn, "shared-rw").as_deref(), Some("1"));
+    assert!(b.is_held().expect("is_held"), "by the thread's owner");
+    outer.release().expect("a");
+    read_outer.release().expect("read a");
+    assert!(all_keys(&mut conn).is_empty(), "free");
 }

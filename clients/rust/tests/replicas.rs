@@ -18,7 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rwlock_client::{aio, Aof, Client, Error, Options, Replicas, SyncOptions};
-use testkit::{all_keys, info_field, keys_but_unlock_latches, query, wait_until, Server};
+use testkit::{all_keys, info_field, query, wait_until, Server};
 
 /// How many times the server ran `command` (INFO commandstats).
 fn calls(conn: &mut testkit::Conn, command: &str) -> u64 {
@@ -197,11 +197,7 @@ fn an_uncontended_cycle_is_two_round_trips() {
         proxy.turns() - before
     });
     assert_eq!(turns, 6, "two round trips per cycle (async)");
-    assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "{:?}",
-        all_keys(&mut conn)
-    );
+    assert!(all_keys(&mut conn).is_empty(), "{:?}", all_keys(&mut conn));
 }
 
 /// The paused-master failover in miniature: the client learned the master
@@ -261,7 +257,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
         "{lost_async:?}"
     );
     assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
+        all_keys(&mut conn).is_empty(),
         "released again: {:?}",
         all_keys(&mut conn)
     );
@@ -281,10 +277,7 @@ fn a_master_that_lost_its_replica_fails_acquisitions() {
         matches!(moved_async, Err(Error::NotSynced { replicas: 1, .. })),
         "{moved_async:?}"
     );
-    assert!(
-        keys_but_unlock_latches(&mut on_replica).is_empty(),
-        "released again"
-    );
+    assert!(all_keys(&mut on_replica).is_empty(), "released again");
     // The user says no replica is needed: acknowledged by the master alone.
     let alone = Client::new(master.client()).with_options(replicas(0));
     let _held = alone.lock("lost").acquire().expect("no replica expected");
@@ -315,11 +308,7 @@ fn a_master_refusing_writes_without_replicas_fails_acquisitions() {
         matches!(refused, Err(Error::NotSynced { .. })),
         "{refused:?}"
     );
-    assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "{:?}",
-        all_keys(&mut conn)
-    );
+    assert!(all_keys(&mut conn).is_empty(), "{:?}", all_keys(&mut conn));
 }
 
 #[test]
@@ -429,7 +418,7 @@ fn a_replica_acknowledges_the_lock_and_a_frozen_one_makes_it_fail() {
         "waited 300 ms each"
     );
     assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
+        all_keys(&mut conn).is_empty(),
         "both released again: {:?}",
         all_keys(&mut conn)
     );

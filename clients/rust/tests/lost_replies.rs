@@ -1,14 +1,15 @@
-//! Request ids on acquisitions (issue 26): every single-lock acquisition
-//! sends `REQUEST <fresh id> <ttl>`, and a reply lost in flight (a real
+//! Lost replies (issues 26, 35): a single lock's acquisition and release
+//! say the owner's count (`HELD n`), and a reply lost in flight (a real
 //! fault: `DropReplyProxy` forwards the command, reads its reply and closes
-//! the connection instead of delivering it) is sent again once on a new
-//! connection with the same id: the server answers from its latch, so the
-//! hold is counted once, with the first grant's fencing token. Without the
-//! fault, the grant's latch shows the id was sent; the multi-lock sends
-//! none. A release's lost reply too: its resend is answered from its latch,
-//! which the release's own `DEL` never takes (a re-entered hold: one level
-//! released; a hold already gone: not held, never counted released); the
-//! owner's next release deletes it, or it expires.
+//! the connection instead of delivering it) is sent again once, the same,
+//! on a new connection: the server tells from the lock's hash that the
+//! first send ran, so a grant is counted once (with the first grant's
+//! fencing token) and a re-entered hold's release frees one level. No
+//! latch is written. A last release's resend finding nothing held is
+//! `ReleaseUnknown` (it freed the lock, or the hold was gone before it). A
+//! session's acquisition is resent plain. The semaphores keep their
+//! request ids and latches; a count-down and a permit release are never
+//! resent.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -18,7 +19,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use rwlock_client::{aio, Client, Error, Guard, Options};
-use testkit::{command_calls, keys_but_unlock_latches, query, wait_for_waiters, Server};
+use testkit::{all_keys, command_calls, query, wait_for_waiters, Server};
 
 /// A TCP proxy that loses one reply: every byte is forwarded both ways,
 /// except that once the client sent a chunk containing `trigger` (a
@@ -157,14 +158,18 @@ fn keys(conn: &mut testkit::Conn, pattern: &str) -> Vec<String> {
     keys
 }
 
-/// The one unlock latch a release of `name` left (its own, kept for the
-/// owner's next release), which expires on its own within 13.5 s.
-fn unlock_latch_left(conn: &mut testkit::Conn, name: &str) -> String {
-    let latches = keys(conn, &format!("redisson_unlock_latch:{{{name}}}:*"));
-    assert_eq!(latches.len(), 1, "{name}: {latches:?}");
-    let pttl: i64 = query(conn, &["PTTL", &latches[0]]);
-    assert!(pttl > 0 && pttl <= 13_500, "{name}: {pttl}");
-    latches[0].clone()
+/// No latch of any kind (a request's or a release's) on the server.
+fn assert_no_latch(conn: &mut testkit::Conn, what: &str) {
+    let latches = keys(conn, "redisson_*latch:*");
+    assert!(latches.is_empty(), "{what}: {latches:?}");
+}
+
+/// Nothing left of the lock `name` but a fenced lock's counter (which stays,
+/// as Redisson's does).
+fn assert_free(conn: &mut testkit::Conn, name: &str, what: &str) {
+    let token = format!("redisson_lock_token:{{{name}}}");
+    let left: Vec<String> = all_keys(conn).into_iter().filter(|k| *k != token).collect();
+    assert!(left.is_empty(), "{what}: nothing left: {left:?}");
 }
 
 /// The token of a swallowed `[-1, token]` reply.
@@ -254,7 +259,7 @@ fn locks_on(url: &str) -> Client {
 }
 
 #[test]
-fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
+fn a_lost_reply_is_resent_with_its_count_and_holds_once_for_each_kind() {
     let (server, mut conn) = Server::started(&[]);
     for kind in KINDS {
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
@@ -269,9 +274,9 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
             2,
             "{kind:?}: sent twice"
         );
-        // One write on the new connection, for the replica check's WAIT to
-        // cover the grant the first send wrote.
-        assert_eq!(command_calls(&mut conn, "pexpire"), 1, "{kind:?}");
+        // The server's replay replicates a write of its own for the replica
+        // check's WAIT: the client writes nothing more.
+        assert_eq!(command_calls(&mut conn, "pexpire"), 0, "{kind:?}");
         let count: String = query(&mut conn, &["HGET", &name, &field]);
         assert_eq!(count, "1", "{kind:?}: counted once");
         if kind.fenced() {
@@ -283,16 +288,11 @@ fn a_lost_reply_is_resent_with_its_id_and_holds_once_for_each_kind() {
             );
             assert_eq!(stored, token, "{kind:?}: no second token");
         }
-        let pattern = format!("redisson_lock_request_latch:{{{name}}}:*");
-        assert_eq!(keys(&mut conn, &pattern).len(), 1, "{kind:?}");
+        assert_no_latch(&mut conn, &format!("{kind:?}"));
         guard.release().expect("released");
         let exists: i64 = query(&mut conn, &["EXISTS", &name]);
         assert_eq!(exists, 0, "{kind:?}: one release frees it: held once");
-        assert!(
-            keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
-            "{kind:?}: the release's DEL took the acquisition's latch too"
-        );
-        unlock_latch_left(&mut conn, &name);
+        assert_free(&mut conn, &name, &format!("{kind:?}"));
     }
 }
 
@@ -340,18 +340,16 @@ fn a_lost_reply_to_a_wait_is_resent_with_what_is_left_of_it() {
         let count: String = query(&mut conn, &["HGET", &name, &lock.owner()]);
         assert_eq!(count, "1", "{family}");
         guard.release().expect("released");
-        unlock_latch_left(&mut conn, &name);
-        assert!(
-            keys_but_unlock_latches(&mut conn).is_empty(),
-            "{family}: nothing else left"
-        );
+        assert_free(&mut conn, &name, family);
     }
 }
 
 #[test]
-fn a_session_acquisition_resends_with_a_new_id() {
+fn a_session_acquisition_resends_plain() {
     // The lost reply's connection closed, and with it what the first send
-    // bound to it: a replay would answer granted and bind nothing.
+    // bound to it (given back in the server's next event-loop turn): a
+    // replay would answer granted and bind nothing; sent plain it
+    // re-enters, and the give-back takes the dead connection's level.
     let (server, mut conn) = Server::started(&[]);
     let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
     let lock = locks_on(&proxy.url()).lock("req:session").with_session();
@@ -375,18 +373,14 @@ fn a_session_acquisition_resends_with_a_new_id() {
         (1, 1, 1),
         "one hold, bound to the live connection"
     );
-    assert_eq!(
-        keys(&mut conn, "redisson_lock_request_latch:*").len(),
-        2,
-        "two ids sent"
-    );
+    assert_eq!(command_calls(&mut conn, "lock.acquire"), 2, "sent twice");
+    assert_no_latch(&mut conn, "session");
     guard.release().expect("released");
-    let exists: i64 = query(&mut conn, &["EXISTS", "req:session"]);
-    assert_eq!(exists, 0);
+    assert_free(&mut conn, "req:session", "session");
 }
 
 #[test]
-fn the_async_client_resends_a_lost_reply_with_its_id() {
+fn the_async_client_resends_a_lost_reply_with_its_count() {
     let (server, mut conn) = Server::started(&[]);
     let proxy = DropReplyProxy::start(server.port, b"LOCK.ACQUIRE");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -406,63 +400,18 @@ fn the_async_client_resends_a_lost_reply_with_its_id() {
         assert_eq!(count, "1");
         guard.release().await.expect("released");
     });
-    let exists: i64 = query(&mut conn, &["EXISTS", "req:async"]);
-    assert_eq!(exists, 0);
-    assert!(keys(&mut conn, "redisson_lock_request_latch:*").is_empty());
-    unlock_latch_left(&mut conn, "req:async");
+    assert_eq!(command_calls(&mut conn, "lock.acquire"), 2, "sent twice");
+    assert_free(&mut conn, "req:async", "async");
 }
 
+/// A re-entered hold (count 2): the inner release's reply lost after it
+/// ran, its resend (`HELD 2`, the owner's count now 1) is answered
+/// released and frees no second level. The outer (last) release's reply
+/// lost too: its resend (`HELD 1`) finds nothing held, which cannot tell
+/// its own release from a hold gone before it: `ReleaseUnknown`, and the
+/// lock is free.
 #[test]
-fn every_single_lock_acquisition_sends_a_request_id_and_the_multi_lock_none() {
-    let (server, mut conn) = Server::started(&[]);
-    let locks = locks_on(&server.url());
-    for kind in KINDS {
-        let name = format!("sent:{kind:?}");
-        let (guard, _) = kind.acquire(&locks, &name, Duration::from_secs(2));
-        let latches = keys(&mut conn, &format!("redisson_*latch:{{{name}}}:*"));
-        assert_eq!(latches.len(), 1, "{kind:?}: {latches:?}");
-        assert!(latches[0].starts_with(&format!("redisson_lock_request_latch:{{{name}}}:")));
-        let pttl: i64 = query(&mut conn, &["PTTL", &latches[0]]);
-        assert!(
-            (13_500..=15_500).contains(&pttl),
-            "{kind:?}: 13.5 s and the wait: {pttl}"
-        );
-        guard.release().expect("released");
-        assert!(
-            keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
-            "{kind:?}"
-        );
-        unlock_latch_left(&mut conn, &name);
-    }
-    let multi = locks.multi_lock().lock("{m}:a").write("{m}:b");
-    let guard = multi.try_acquire(Duration::ZERO).expect("multi");
-    assert!(
-        keys(&mut conn, "redisson_lock_request_latch:*").is_empty(),
-        "no REQUEST on LOCK.ACQUIREALL"
-    );
-    guard.release().expect("released");
-    // A refusal records nothing.
-    let _: () = query(
-        &mut conn,
-        &["LOCK.ACQUIRE", "sent:busy", "holder:1", "10000"],
-    );
-    let refused = locks
-        .lock("sent:busy")
-        .try_acquire(Duration::from_millis(200));
-    assert!(matches!(
-        refused,
-        Err(rwlock_client::Error::NotAcquired { .. })
-    ));
-    assert!(keys(&mut conn, "redisson_lock_request_latch:*").is_empty());
-}
-
-/// A release's pipeline (the release, the `DEL` of latches) whose reply is
-/// lost after both ran, for a hold re-entered once: each resend is answered
-/// from its latch, which its own `DEL` left: the first release's, one level
-/// released (the owner still holds one); the last release's, released. The
-/// last release's `DEL` took the first's latch; its own is left.
-#[test]
-fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
+fn a_lost_release_reply_frees_one_level_and_a_last_ones_is_unknown() {
     let (server, mut conn) = Server::started(&[]);
     for kind in [KindOf::Plain, KindOf::Read, KindOf::Write, KindOf::Fair] {
         let unlock = kind.unlock();
@@ -479,26 +428,20 @@ fn a_lost_release_reply_of_a_reentered_hold_releases_one_level() {
         inner.release().expect("the re-entered release");
         assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
         assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
+        assert_eq!(command_calls(&mut conn, "del"), 0, "{kind:?}: no latch");
         let count: String = query(&mut conn, &["HGET", &name, &field]);
         assert_eq!(count, "1", "{kind:?}: one level released, not two");
-        let first = unlock_latch_left(&mut conn, &name);
 
         proxy.arm();
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
-        outer.release().expect("the last release, its reply lost");
+        let outcome = outer.release();
+        assert!(
+            matches!(outcome, Err(Error::ReleaseUnknown)),
+            "{kind:?}: {outcome:?}"
+        );
         assert_eq!(proxy.swallowed().len(), 2, "{kind:?}: its reply was lost");
         assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
-        let exists: i64 = query(&mut conn, &["EXISTS", &name]);
-        assert_eq!(exists, 0, "{kind:?}: free");
-        let last = unlock_latch_left(&mut conn, &name);
-        assert_ne!(first, last, "{kind:?}: the first release's latch deleted");
-        // A fenced lock's counter stays, as Redisson's does.
-        let token = format!("redisson_lock_token:{{{name}}}");
-        let left: Vec<String> = keys(&mut conn, &format!("*{name}*"))
-            .into_iter()
-            .filter(|k| *k != token && *k != last)
-            .collect();
-        assert!(left.is_empty(), "{kind:?}: nothing else left: {left:?}");
+        assert_free(&mut conn, &name, &format!("{kind:?}"));
     }
 }
 
@@ -520,7 +463,8 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
         let count: String = query(&mut conn, &["HGET", "rel:async", lock.owner()]);
         assert_eq!(count, "1", "one level released, not two");
         proxy.arm();
-        outer.release().await.expect("the last release");
+        let outcome = outer.release().await;
+        assert!(matches!(outcome, Err(Error::ReleaseUnknown)), "{outcome:?}");
         assert_eq!(proxy.swallowed().len(), 2);
     });
     assert_eq!(
@@ -528,23 +472,17 @@ fn the_async_client_resends_a_lost_release_reply_without_releasing_twice() {
         4,
         "each release sent twice"
     );
-    let exists: i64 = query(&mut conn, &["EXISTS", "rel:async"]);
-    assert_eq!(exists, 0);
-    unlock_latch_left(&mut conn, "rel:async");
-    assert!(
-        keys_but_unlock_latches(&mut conn).is_empty(),
-        "nothing else left"
-    );
+    assert_free(&mut conn, "rel:async", "async");
 }
 
 /// A hold gone before its release (here its key deleted, as a lease run
 /// out or a failover would leave it), the release's reply lost after it
-/// ran: the resend is answered from the release's latch, not held, and the
-/// release reports `NotHeld`, never released (nothing may infer that the
-/// first send released it). Every kind: a release of a missing lock replies
-/// nil and stores no latch (Redisson's read-write and fair scripts latch 1).
+/// ran: the resend finds nothing held either. The owner's last hold:
+/// `ReleaseUnknown` (nothing can tell this from the first send's release);
+/// a re-entered one: `NotHeld` (a resend whose first send released would
+/// have found the owner's count one lower). Never released.
 #[test]
-fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
+fn a_lost_release_reply_of_a_hold_already_gone_is_never_released() {
     let (server, mut conn) = Server::started(&[]);
     for kind in [
         KindOf::Plain,
@@ -563,13 +501,25 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
         let _: () = query(&mut conn, &["CONFIG", "RESETSTAT"]);
         let outcome = guard.release();
         assert!(
-            matches!(outcome, Err(Error::NotHeld)),
+            matches!(outcome, Err(Error::ReleaseUnknown)),
             "{kind:?}: {outcome:?}"
         );
         assert_eq!(proxy.swallowed().len(), 1, "{kind:?}: its reply was lost");
         let stat = String::from_utf8_lossy(kind.unlock()).to_lowercase();
         assert_eq!(command_calls(&mut conn, &stat), 2, "{kind:?}: sent twice");
     }
+    let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
+    let locks = locks_on(&proxy.url());
+    let (outer, _) = KindOf::Plain.acquire(&locks, "gone:reentered", Duration::ZERO);
+    let (inner, _) = KindOf::Plain.acquire(&locks, "gone:reentered", Duration::ZERO);
+    let deleted: i64 = query(&mut conn, &["DEL", "gone:reentered"]);
+    assert_eq!(deleted, 1, "the holds gone");
+    let outcome = inner.release();
+    assert!(matches!(outcome, Err(Error::NotHeld)), "{outcome:?}");
+    assert_eq!(proxy.swallowed().len(), 1, "its reply was lost");
+    // The client forgot the owner's count: the outer release, sent once
+    // (saying no count), finds nothing either.
+    assert!(matches!(outer.release(), Err(Error::NotHeld)));
     let proxy = DropReplyProxy::start(server.port, b"LOCK.UNLOCK");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -583,7 +533,10 @@ fn a_lost_release_reply_of_a_hold_already_gone_is_not_held() {
         let deleted: i64 = query(&mut conn, &["DEL", "gone:async"]);
         assert_eq!(deleted, 1, "the hold gone");
         let outcome = guard.release().await;
-        assert!(matches!(outcome, Err(Error::NotHeld)), "async: {outcome:?}");
+        assert!(
+            matches!(outcome, Err(Error::ReleaseUnknown)),
+            "async: {outcome:?}"
+        );
     });
     assert_eq!(proxy.swallowed().len(), 1, "async: its reply was lost");
     assert_eq!(
