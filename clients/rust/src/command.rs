@@ -16,7 +16,7 @@ pub(crate) const LATCH_TTL_MS: u64 = 13_500;
 const HELD_MAX: u64 = 100_000;
 
 /// What makes a resend of an acquisition or a release after a lost reply
-/// safe (docs/design.md §14.7).
+/// safe (docs/design.md §14.7, §14.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resend<'a> {
     /// `REQUEST id ttl` (a semaphore's, a permit-expirable semaphore's):

@@ -126,11 +126,11 @@ fn a_cycle_says_the_owners_count_and_nothing_else() {
             .join(" ")
     };
     let expected: Vec<String> = [
-        "LOCK.ACQUIRE c:held OWNER 10000 HELD 0",
-        "LOCK.ACQUIRE c:held OWNER 10000 HELD 1",
+        "LOCK.ACQUIRE c:held OWNER 10000 BLOCK 0 HELD 0",
+        "LOCK.ACQUIRE c:held OWNER 10000 BLOCK 0 HELD 1",
         "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 2",
         "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
-        "LOCK.ACQUIREALL OWNER 10000 HOLDS 1 LOCK {c}:a",
+        "LOCK.ACQUIREALL OWNER 10000 BLOCK 0 HOLDS 1 LOCK {c}:a",
         "LOCK.UNLOCKALL OWNER HOLDS 1 LOCK {c}:a",
     ]
     .iter()

@@ -164,12 +164,14 @@ fn assert_no_latch(conn: &mut testkit::Conn, what: &str) {
     assert!(latches.is_empty(), "{what}: {latches:?}");
 }
 
-/// Nothing left of the lock `name` but a fenced lock's counter (which stays,
-/// as Redisson's does).
+/// Nothing left of the lock `name` (nor of the locks before it) but
+/// fenced locks' counters (which stay, as Redisson's do).
 fn assert_free(conn: &mut testkit::Conn, name: &str, what: &str) {
-    let token = format!("redisson_lock_token:{{{name}}}");
-    let left: Vec<String> = all_keys(conn).into_iter().filter(|k| *k != token).collect();
-    assert!(left.is_empty(), "{what}: nothing left: {left:?}");
+    let left: Vec<String> = all_keys(conn)
+        .into_iter()
+        .filter(|k| !k.starts_with("redisson_lock_token:"))
+        .collect();
+    assert!(left.is_empty(), "{what} ({name}): nothing left: {left:?}");
 }
 
 /// The token of a swallowed `[-1, token]` reply.
