@@ -225,3 +225,39 @@ async fn a_handle_asks_the_server_whether_it_holds_and_unlocks_without_a_guard()
     multi.unlock().await.expect("unlock");
     assert!(!multi.is_held().await.expect("is_held"));
 }
+
+/// A handle's clones share its owner, so their holds re-enter each other
+/// and each acquisition and release says the owner's count (`HELD`): used
+/// from several tasks at once (and guards dropped together, released by
+/// spawned tasks), their calls on the lock take turns, so no count sent is
+/// stale and every release releases: the lock ends free, each release Ok.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handles_clones_used_at_once_take_turns() {
+    let (server, mut conn) = Server::started(&[]);
+    let lock = locks(&server, Options::default())
+        .lock("clones")
+        .with_lease(Duration::from_secs(30));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    let outer = lock.acquire().await?;
+                    let inner = lock.try_acquire(Duration::ZERO).await?;
+                    inner.release().await?;
+                    outer.release().await?;
+                    // Dropped together: two spawned releases.
+                    drop((lock.acquire().await?, lock.acquire().await?));
+                }
+                Ok::<_, Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task").expect("every cycle");
+    }
+    wait_until(Duration::from_secs(30), "every guard released", || {
+        all_keys(&mut conn).is_empty().then_some(())
+    });
+    assert!(!lock.is_held().await.expect("is_held"));
+}
