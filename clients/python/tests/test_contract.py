@@ -30,12 +30,18 @@ from rwlock_client import (
     NEVER,
     PermitExpirableSemaphore,
     ReadWriteLock,
+    ReleaseUnknown,
     Semaphore,
 )
 from rwlock_client.lock import LockBase
 
 SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/scenarios.json")
-ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
+ERROR_KINDS = {
+    "NotHeld": NotHeld,
+    "NotReentrant": NotReentrant,
+    "NotSynced": NotSynced,
+    "ReleaseUnknown": ReleaseUnknown,
+}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
 COUNT_STEPS = {"try_set_permits", "add_permits", "available"}
