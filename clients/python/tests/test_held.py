@@ -434,6 +434,40 @@ def test_asyncio_a_lost_release_reply_of_a_hold_gone_before_is_unknown(
     assert direct.keys("*") == []
 
 
+def test_an_acquisition_without_an_answer_leaves_the_count_unsure(
+    server: Server, proxies: Callable[..., DropReplyProxy]
+) -> None:
+    """Both sends' replies lost: the first was granted, so the server
+    counts one hold the client does not know of. A `HELD 0` now would be
+    answered granted without taking anything or re-arming the lease: the
+    owner's acquisitions send none, and are not resent, until a release
+    finds none left."""
+    direct = server.client()
+    proxy = proxies(b"LOCK.ACQUIRE", 2)
+    client = redis.Redis(host="127.0.0.1", port=proxy.port, socket_timeout=10)
+    lock = Lock(client, "held:unsure")
+    with pytest.raises(redis.ConnectionError):
+        lock.acquire(wait=0, lease=10)
+    assert len(proxy.swallowed) == 2 and not lock.held
+    assert direct.hget("held:unsure", lock.owner()) == b"1", "granted, unknown to the client"
+
+    def again() -> None:
+        assert lock.acquire(wait=0, lease=60)
+
+    assert [c.split(" ")[-1] for c in monitored(server, again)] == ["60000"], "no HELD"
+    assert direct.hget("held:unsure", lock.owner()) == b"2"
+    assert 10_000 < direct.pttl("held:unsure") <= 60_000, "the lease re-armed"
+    lock.release()
+    assert direct.hget("held:unsure", lock.owner()) == b"1", "the unknown hold, which its lease ends"
+    assert direct.delete("held:unsure") == 1
+    assert lock.acquire(wait=0, lease=10)
+    lock.release()  # "released": none left, the count exact again
+    assert [c.split(" ")[-2:] for c in monitored(server, again)] == [["HELD", "0"]]
+    lock.release()
+    assert direct.exists("held:unsure") == 0
+    client.close()
+
+
 def test_a_hold_found_lost_counts_0_again(server: Server) -> None:
     """The watchdog finds the hold gone: its count is 0 from then on, so
     the next acquisition is the first again (`HELD 0`) and one release
@@ -506,8 +540,10 @@ def test_counts_go_at_0_and_send_at_most_the_servers_ceiling() -> None:
     assert counts._by_field == {}, "never below 0"
     counts.add([field], _core.HELD_MAX + 5)
     assert counts.held(field) == _core.HELD_MAX
+    counts.unsure([field])
+    assert counts.acquiring(field) is None and counts.held(field) == _core.HELD_MAX
     counts.clear([field])
-    assert counts._by_field == {}
+    assert counts._by_field == {} and counts.acquiring(field) == 0
 
 
 def test_release_unknown_is_no_not_held() -> None:

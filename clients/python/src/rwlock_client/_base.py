@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
@@ -452,11 +453,13 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         the closed connection held only in its next event-loop turn, so the
         resend could find the count at n + 1 before that and be answered
         granted while binding nothing; sent plain it takes a hold of its
-        own, and the give-back then takes the closed connection's."""
+        own, and the give-back then takes the closed connection's. Nor
+        does one whose count is unsure (`Counts`): it is then not resent
+        either (a plain resend could take a second hold)."""
         plan = self._plan
         held = None
         if plan.held and not self.session:
-            held = self._counts.held(plan.fields(request.owner)[0])
+            held = self._counts.acquiring(plan.fields(request.owner)[0])
         return Attempt(
             self.name,
             self.sync,
@@ -466,8 +469,21 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             ),
             plan.outcome,
             undo=plan.release(request.owner),
-            resend=resend and plan.held,
+            resend=resend and plan.held and (held is not None or self.session),
         )
+
+    @contextmanager
+    def _answering(self, owner: str) -> Iterator[None]:
+        """Around an acquisition's I/O: one that ends without an answer
+        (an error but the server's or this package's, a cancellation)
+        leaves the owner's count unsure (`Counts`)."""
+        try:
+            yield
+        except (LockError, ResponseError):
+            raise
+        except BaseException:
+            self._counts.unsure(self._plan.fields(owner))
+            raise
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""

@@ -11,7 +11,7 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .errors import LockError
 
@@ -288,11 +288,27 @@ class Counts:
     the server (docs/design.md). One per client object, so every lock
     object of it on one name that one owner (a thread, a task) uses counts
     together, as the server does. A count is dropped at 0: the map holds
-    only what is held."""
+    only what is held.
+
+    A field is `unsure` after an acquisition of it ended without an answer
+    (its reply lost twice, a cancellation): it may have been granted, so
+    the server may count one more than here, and an acquisition sending
+    this count could be answered as granted without taking anything or
+    re-arming the lease. Until a release or a renewal finds none left
+    (when the count is exact again), its acquisitions send no `HELD`. Its
+    releases still do: a count too low is never answered as done."""
 
     def __init__(self) -> None:
         self._by_field: Dict[Field, int] = {}
+        self._unsure: Set[Field] = set()
         self._guard = threading.Lock()
+
+    def acquiring(self, field: Field) -> Optional[int]:
+        """What an acquisition's `HELD` sends (`held`); None when unsure."""
+        with self._guard:
+            if field in self._unsure:
+                return None
+        return self.held(field)
 
     def held(self, field: Field) -> int:
         """The count, as `HELD` sends it: at most `HELD_MAX`. A count
@@ -318,6 +334,12 @@ class Counts:
         with self._guard:
             for field in fields:
                 self._by_field.pop(field, None)
+                self._unsure.discard(field)
+
+    def unsure(self, fields: Sequence[Field]) -> None:
+        """An acquisition of these ended without an answer."""
+        with self._guard:
+            self._unsure.update(fields)
 
 
 _per_client: "weakref.WeakKeyDictionary[Any, Tuple[Masters, Counts]]" = weakref.WeakKeyDictionary()

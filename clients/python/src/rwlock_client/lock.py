@@ -52,7 +52,8 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         link = session_link or Link(self.client, self._plan.key)
         keep = False
         try:
-            outcome = link.converse(self._acquiring(request, resend=link is not session_link))
+            with self._answering(request.owner):
+                outcome = link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:

@@ -42,7 +42,8 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         link = session_link or await Link.open(self.client, self._plan.key)
         keep = False
         try:
-            outcome = await link.converse(self._acquiring(request, resend=link is not session_link))
+            with self._answering(request.owner):
+                outcome = await link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
