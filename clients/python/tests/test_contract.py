@@ -80,7 +80,11 @@ def raw_call(client: redis.Redis, args: List[str]) -> Any:
         conn.send_command(*args)
         return decoded(conn.read_response())
     except redis.ResponseError as e:
-        return {"error": str(e)}
+        # redis-py takes the code of the errors it knows off the message
+        # (`ERR`, `NOPERM`, ...) and keeps it apart: put back, the error
+        # reads as the server sent it.
+        code = getattr(e, "status_code", None)
+        return {"error": f"{code} {e}" if code else str(e)}
     finally:
         client.connection_pool.release(conn)
 

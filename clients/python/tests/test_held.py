@@ -64,7 +64,8 @@ def monitored(server: Server, action: Callable[[], None]) -> List[str]:
     """The commands the server ran while `action` ran, as MONITOR shows
     them (`"NAME arg arg"`), whoever sent them, but the periodic `INFO`
     (one every 5 s rides in an acquisition's pipeline, however slow the
-    machine is)."""
+    machine is) and a new connection's handshake (redis-py's `HELLO`,
+    `CLIENT SETINFO`)."""
     marker = server.client()
     assert marker.ping()  # connected before MONITOR starts: its hello is not seen
     with server.client().monitor() as seen:
@@ -75,7 +76,7 @@ def monitored(server: Server, action: Callable[[], None]) -> List[str]:
             command = seen.next_command()["command"]
             if command == "ECHO monitored:end":
                 return commands
-            if not command.startswith("INFO "):
+            if not command.startswith(("INFO ", "HELLO ", "CLIENT SETINFO ")):
                 commands.append(command)
 
 
