@@ -20,7 +20,7 @@ use crate::owner;
 use crate::pool::Pools;
 use crate::sentinel::Place;
 use crate::sync::{Answered, Masters, Plan, Trip};
-use crate::watchdog::{LostHold, OnLost, Renewal};
+use crate::watchdog::{HoldCount, LostHold, OnLost, Renewal};
 
 /// A client's locks: one client id, where they live, the options.
 #[derive(Clone)]
@@ -140,6 +140,8 @@ struct Books {
     /// Only keys held or in a call: an entry goes when its count is 0 and
     /// no call has its turn, so the map does not grow.
     counts: HashMap<HoldKey, Counted>,
+    /// Changes of counts so far: each change is stamped with it.
+    changes: u64,
     /// Per semaphore name.
     latches: HashMap<String, Latches>,
 }
@@ -150,6 +152,20 @@ struct Counted {
     count: u64,
     /// A call has the key's turn.
     busy: bool,
+    /// [`Books::changes`] when the count last changed (an entry made anew
+    /// gets a later one than any before).
+    changed: u64,
+}
+
+impl Books {
+    /// `key`'s count set to what `count` makes of it.
+    fn change(&mut self, key: &HoldKey, count: impl FnOnce(u64) -> u64) {
+        self.changes += 1;
+        let changed = self.changes;
+        let counted = self.counts.entry(key.clone()).or_default();
+        counted.count = count(counted.count);
+        counted.changed = changed;
+    }
 }
 
 /// The unlock latches of a semaphore's releases sent since the last `DEL`.
@@ -267,7 +283,7 @@ impl Turn {
     fn taken(&self) {
         let mut books = self.holds.books();
         for key in &self.keys {
-            books.counts.entry(key.clone()).or_default().count += 1;
+            books.change(key, |n| n + 1);
         }
     }
 
@@ -284,12 +300,36 @@ impl Turn {
                 Some(Value::Array(items)) => items.get(i),
                 other => other,
             };
-            if let Some(counted) = books.counts.get_mut(key) {
-                counted.count = match answer {
-                    Some(Value::Nil) => 0,
-                    _ => counted.count.saturating_sub(1),
-                };
-            }
+            books.change(key, |n| match answer {
+                Some(Value::Nil) => 0,
+                _ => n.saturating_sub(1),
+            });
+        }
+    }
+}
+
+/// The client's count of one owner's hold of a single lock, for the
+/// watchdog renewing it.
+struct Tally {
+    holds: Holds,
+    key: HoldKey,
+}
+
+impl HoldCount for Tally {
+    fn mark(&self) -> Option<u64> {
+        let books = self.holds.books();
+        let counted = books.counts.get(&self.key)?;
+        (!counted.busy).then_some(books.changes)
+    }
+
+    fn gone(&self, mark: u64) {
+        let mut books = self.holds.books();
+        let unchanged = books
+            .counts
+            .get(&self.key)
+            .is_some_and(|c| !c.busy && c.changed <= mark);
+        if unchanged {
+            books.counts.remove(&self.key);
         }
     }
 }
@@ -728,7 +768,21 @@ impl Hold {
             lease_ms: self.lease_ms,
             response_timeout: self.response_timeout,
             on_lost: self.on_lost.clone(),
+            count: self.tally(),
         }
+    }
+
+    /// A single lock's count, for its watchdog to forget when it finds the
+    /// hold gone (a multi-lock's renewal does not say which hold is gone).
+    fn tally(&self) -> Option<Arc<dyn HoldCount>> {
+        if self.target.multi {
+            return None;
+        }
+        let key = self.keys().into_iter().next()?;
+        Some(Arc::new(Tally {
+            holds: self.holds.clone(),
+            key,
+        }))
     }
 
     /// The release, in one round trip, sent with the owner's `turn` on the
@@ -1015,6 +1069,33 @@ mod tests {
         other.taken();
         drop(other);
         assert_eq!(blocked.join().expect("turn"), 1, "after the first turn's");
+    }
+
+    #[test]
+    fn a_hold_the_watchdog_found_gone_is_forgotten_unless_a_call_changed_it() {
+        let holds = Holds::default();
+        let l = hold(&holds, Target::single(Kind::Lock, "l"), &[]);
+        let tally = l.tally().expect("a single lock's");
+        assert_eq!(tally.mark(), None, "nothing counted");
+        take(&holds, &key("l"), 2);
+        let mark = tally.mark().expect("counted");
+        tally.gone(mark);
+        assert_eq!(holds.count(&key("l")), 0, "the server has none");
+        // An acquisition answered after the renewal was sent: kept.
+        take(&holds, &key("l"), 1);
+        let mark = tally.mark().expect("counted");
+        take(&holds, &key("l"), 1);
+        tally.gone(mark);
+        assert_eq!(holds.count(&key("l")), 2);
+        // A call under way: nothing marked, and nothing forgotten.
+        let turn = holds.turn_blocking(l.keys());
+        assert_eq!(tally.mark(), None);
+        tally.gone(u64::MAX);
+        drop(turn);
+        assert_eq!(holds.count(&key("l")), 2);
+        let mut multi = Target::multi();
+        multi.holds = vec![(Kind::Lock, "l".into())];
+        assert!(hold(&holds, multi, &[]).tally().is_none());
     }
 
     /// The semaphore's release's request id and the `DEL`'s keys, if it

@@ -30,6 +30,18 @@ pub struct LostHold {
 /// gone.
 pub(crate) type OnLost = Arc<dyn Fn(&LostHold) + Send + Sync>;
 
+/// The client's count of the owner's holds a watchdog renews (see
+/// `handle::Holds`): a renewal finding the hold gone says the server's is 0,
+/// unless the owner's own calls changed it since the renewal was sent.
+pub(crate) trait HoldCount: Send + Sync {
+    /// A mark of the count as it is before a renewal is sent; None when
+    /// there is nothing to forget or a call of the owner's is under way.
+    fn mark(&self) -> Option<u64>;
+    /// The renewal sent after `mark` found the hold gone: the count is
+    /// forgotten if nothing changed it since.
+    fn gone(&self, mark: u64);
+}
+
 /// What a watchdog renews, and how often.
 pub(crate) struct Renewal {
     pub target: Target,
@@ -39,6 +51,8 @@ pub(crate) struct Renewal {
     pub lease_ms: u64,
     pub response_timeout: Option<Duration>,
     pub on_lost: Option<OnLost>,
+    /// A single lock's: the client's count of it.
+    pub count: Option<Arc<dyn HoldCount>>,
 }
 
 impl Renewal {
@@ -61,9 +75,18 @@ impl Renewal {
         pipe
     }
 
-    /// Marks the hold lost, then tells the lock's callback.
-    fn lost(&self, flag: &AtomicBool) {
+    /// The mark of the client's count before a renewal.
+    fn mark(&self) -> Option<u64> {
+        self.count.as_ref().and_then(|count| count.mark())
+    }
+
+    /// Marks the hold lost, forgets the client's count of it (as it was at
+    /// `mark`), then tells the lock's callback.
+    fn lost(&self, flag: &AtomicBool, mark: Option<u64>) {
         flag.store(true, Ordering::SeqCst);
+        if let (Some(count), Some(mark)) = (&self.count, mark) {
+            count.gone(mark);
+        }
         if let Some(on_lost) = &self.on_lost {
             on_lost(&LostHold {
                 names: self.target.holds.iter().map(|(_, n)| n.clone()).collect(),
@@ -177,10 +200,11 @@ impl Watchdog {
                     let Some(c) = Renewing::conn(&mut conn, &client, made) else {
                         continue;
                     };
+                    let mark = renewal.mark();
                     match Turn::of(renewal.cmd().query(c), &place) {
                         Turn::Held => break,
                         Turn::Reconnect => conn = None,
-                        Turn::Lost => return renewal.lost(&flag),
+                        Turn::Lost => return renewal.lost(&flag, mark),
                     }
                 }
             }
@@ -251,10 +275,11 @@ impl AsyncWatchdog {
                     let Some(c) = Renewing::conn(&mut conn, &client, made) else {
                         continue;
                     };
+                    let mark = renewal.mark();
                     match Turn::of(renewal.cmd().query_async(c).await, &place) {
                         Turn::Held => break,
                         Turn::Reconnect => conn = None,
-                        Turn::Lost => return renewal.lost(&flag),
+                        Turn::Lost => return renewal.lost(&flag, mark),
                     }
                 }
             }

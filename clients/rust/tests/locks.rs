@@ -304,6 +304,14 @@ fn the_watchdog_finds_the_hold_gone() {
         (vec!["forced".to_string()], forced.owner())
     );
     assert!(lost.try_recv().is_err(), "called once");
+    // The client forgot its count of the lost hold: the owner's next
+    // acquisition says 0 held (HELD 0), so its release frees the lock. Had
+    // it said 1, the release (HELD 2, the server finding 1) would have been
+    // answered as a resend of one that ran, leaving the lock held.
+    let again = locks.lock("forced").acquire().expect("again");
+    again.release().expect("released");
+    let exists: i64 = query(&mut conn, &["EXISTS", "forced"]);
+    assert_eq!(exists, 0, "free");
     assert!(deleted.is_lost(), "deleted");
     assert!(replaced.is_lost(), "replaced");
     drop(replaced);
