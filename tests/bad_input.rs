@@ -1448,6 +1448,8 @@ fn fair_lock_bad_input() {
             "REQUEST",
             "i",
             "1",
+            "HELD",
+            "0",
             "x",
         ],
         &["FAIRLOCK.CANCEL", "F"],

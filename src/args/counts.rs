@@ -57,6 +57,7 @@ pub(super) fn unowned_acquisition<'a, A: Arg>(
         block: None,
         session: false,
         request: None,
+        held: None,
     };
     options(rest, |word, rest| {
         if is(word, "SESSION") && !parsed.session {
@@ -163,5 +164,6 @@ pub fn latch_await<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
         block,
         session: false,
         request: None,
+        held: None,
     })
 }

@@ -5,9 +5,11 @@
 use redis_module::RedisError;
 
 use crate::engine::error::{
-    LockError, ERR_BLOCK_NOQUEUE, ERR_DUPLICATE, ERR_HOLDS, ERR_KIND, ERR_LEASE, ERR_REQUEST_ID,
-    ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, ERR_WAIT, MAX_HOLDS_LISTED, MAX_MILLIS,
+    LockError, ERR_BLOCK_NOQUEUE, ERR_DUPLICATE, ERR_HELD_ACQUIRE, ERR_HELD_RELEASE, ERR_HOLDS,
+    ERR_KIND, ERR_LEASE, ERR_REQUEST_ID, ERR_SYNTAX, ERR_TIMEOUT, ERR_TTL, ERR_WAIT,
+    MAX_HOLDS_LISTED, MAX_MILLIS,
 };
+use crate::engine::hold::MAX_HOLDS;
 use crate::engine::int::parse_i64;
 use crate::engine::lock::Options;
 use crate::engine::multi::Want;
@@ -100,11 +102,12 @@ fn acquisition_head<A: Arg>(args: &[A], most: usize) -> Result<Acquire<'_>, Redi
         block: None,
         session: false,
         request: None,
+        held: None,
     })
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: what every
-/// acquisition takes.
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl] [HELD n]`: what
+/// every acquisition takes (`HELD` only a lock's).
 pub struct Acquire<'a> {
     pub lock: OwnerLease<'a>,
     /// How long to wait on the server; 0 waits without limit.
@@ -113,9 +116,13 @@ pub struct Acquire<'a> {
     pub session: bool,
     /// `REQUEST id ttl`: an idempotent acquisition (docs/design.md §14.7).
     pub request: Option<Request<'a>>,
+    /// `HELD n`: the owner's holds of the kind before the call, which tell
+    /// a resend granted before (docs/design.md §14.8).
+    pub held: Option<i64>,
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]`: RWLOCK.READ.
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl] [HELD n]`:
+/// RWLOCK.READ.
 pub fn acquire<A: Arg>(args: &[A]) -> Result<Acquire<'_>, RedisError> {
     acquire_with(args, Flags::default()).map(|(a, _)| a)
 }
@@ -130,14 +137,14 @@ pub struct Flags {
     pub non_reentrant: bool,
 }
 
-/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]` and, in any order, the `flags`
-/// the command accepts, each at most once: RWLOCK.WRITE (`FENCED`) and
-/// LOCK.ACQUIRE (`FENCED`, `NOREENTRY`).
+/// `lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl] [HELD n]` and, in
+/// any order, the `flags` the command accepts, each at most once:
+/// RWLOCK.WRITE (`FENCED`) and LOCK.ACQUIRE (`FENCED`, `NOREENTRY`).
 pub fn acquire_with<A: Arg>(
     args: &[A],
     accepted: Flags,
 ) -> Result<(Acquire<'_>, Flags), RedisError> {
-    let most = 10 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
+    let most = 12 + usize::from(accepted.fenced) + usize::from(accepted.non_reentrant);
     let mut parsed = acquisition_head(args, most)?;
     let mut flags = Flags::default();
     options(&args[4..], |word, rest| {
@@ -150,6 +157,8 @@ pub fn acquire_with<A: Arg>(
         } else if is(word, "NOREENTRY") && accepted.non_reentrant && !flags.non_reentrant {
             flags.non_reentrant = true;
             Some(1)
+        } else if let Some(used) = held_option(word, rest, &mut parsed.held, ACQUIRED)? {
+            Some(used)
         } else {
             wait_option(word, rest, &mut parsed.block, &mut parsed.request)?
         })
@@ -190,6 +199,30 @@ fn request_option<'a, A: Arg>(
     )
 }
 
+/// The least `HELD n` of an acquisition (the owner held nothing before) and
+/// of a release (it releases one of the holds it states).
+const ACQUIRED: (i64, &str) = (0, ERR_HELD_ACQUIRE);
+const RELEASED: (i64, &str) = (1, ERR_HELD_RELEASE);
+
+/// `HELD n` heading `rest`, into `held` when not given yet: 2 (the
+/// arguments it used), None when `word` is not it. `n` ranges from `least`
+/// to `MAX_HOLDS`, else the error `least` comes with.
+fn held_option<A: Arg>(
+    word: &[u8],
+    rest: &[A],
+    held: &mut Option<i64>,
+    (least, err): (i64, &'static str),
+) -> Result<Option<usize>, RedisError> {
+    if !(is(word, "HELD") && held.is_none() && rest.len() >= 2) {
+        return Ok(None);
+    }
+    let n = parse_i64(rest[1].bytes())
+        .filter(|n| (least..=MAX_HOLDS).contains(n))
+        .ok_or(RedisError::Str(err))?;
+    *held = Some(n);
+    Ok(Some(2))
+}
+
 /// Options in any order: `take(word, rest)` takes the option whose keyword
 /// `word` heads `rest` and says how many arguments it used, or None when it
 /// takes no such option there (a syntax error).
@@ -206,24 +239,29 @@ fn options<'a, A: Arg>(
     Ok(())
 }
 
-/// `lock owner [LEASE ms] [REQUEST id ttl]`: LOCK.UNLOCK.
+/// `lock owner [LEASE ms] [REQUEST id ttl] [HELD n]`: LOCK.UNLOCK and
+/// FAIRLOCK.UNLOCK.
 pub struct LockUnlock<'a> {
     pub names: LockNames<'a>,
     pub owner: &'a [u8],
     pub lease: Option<i64>,
     pub request: Option<Request<'a>>,
+    /// `HELD n`: the owner's holds before the call, which tell a resend
+    /// done before (docs/design.md §14.8).
+    pub held: Option<i64>,
 }
 
 pub fn lock_unlock<A: Arg>(args: &[A]) -> Result<LockUnlock<'_>, RedisError> {
     if args.len() < 3 {
         return Err(RedisError::WrongArity);
     }
-    let (lease, request) = release_options(&args[3..])?;
+    let (lease, request, held) = release_options(&args[3..])?;
     Ok(LockUnlock {
         names: names(&args[1])?,
         owner: owner(&args[2])?,
         lease,
         request,
+        held,
     })
 }
 
@@ -238,26 +276,34 @@ fn request<A: Arg>(rest: &[A]) -> Result<Request<'_>, RedisError> {
     Ok(Request { id, ttl })
 }
 
-/// `[LEASE ms] [REQUEST id ttl]`, in any order, each at most once.
-fn release_options<A: Arg>(rest: &[A]) -> Result<(Option<i64>, Option<Request<'_>>), RedisError> {
-    let (mut lease, mut request) = (None, None);
+/// A release's `LEASE ms`, `REQUEST id ttl` and `HELD n`.
+type ReleaseOptions<'a> = (Option<i64>, Option<Request<'a>>, Option<i64>);
+
+/// `[LEASE ms] [REQUEST id ttl] [HELD n]`, in any order, each at most once.
+fn release_options<A: Arg>(rest: &[A]) -> Result<ReleaseOptions<'_>, RedisError> {
+    let (mut lease, mut request, mut held) = (None, None, None);
     options(rest, |word, rest| {
         if is(word, "LEASE") && lease.is_none() && rest.len() >= 2 {
             lease = Some(self::lease(&rest[1])?);
             return Ok(Some(2));
         }
+        if let Some(used) = held_option(word, rest, &mut held, RELEASED)? {
+            return Ok(Some(used));
+        }
         request_option(word, rest, &mut request)
     })?;
-    Ok((lease, request))
+    Ok((lease, request, held))
 }
 
-/// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`.
+/// `lock owner READ|WRITE [LEASE ms] [REQUEST id ttl] [HELD n]`.
 pub struct Unlock<'a> {
     pub names: LockNames<'a>,
     pub owner: &'a [u8],
     pub mode: Mode,
     pub lease: Option<i64>,
     pub request: Option<Request<'a>>,
+    /// `HELD n`, as [`LockUnlock::held`].
+    pub held: Option<i64>,
 }
 
 pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
@@ -267,13 +313,14 @@ pub fn unlock<A: Arg>(args: &[A]) -> Result<Unlock<'_>, RedisError> {
     let names = names(&args[1])?;
     let owner = owner(&args[2])?;
     let mode = mode(&args[3])?;
-    let (lease, request) = release_options(&args[4..])?;
+    let (lease, request, held) = release_options(&args[4..])?;
     Ok(Unlock {
         names,
         owner,
         mode,
         lease,
         request,
+        held,
     })
 }
 
@@ -295,7 +342,7 @@ pub fn lock_only<A: Arg>(args: &[A]) -> Result<LockNames<'_>, RedisError> {
 }
 
 /// `lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id
-/// ttl]`: FAIRLOCK.ACQUIRE.
+/// ttl] [HELD n]`: FAIRLOCK.ACQUIRE.
 pub struct FairAcquire<'a> {
     /// The lock, `BLOCK ms` (waiting in the line on the server) and
     /// `REQUEST id ttl`; never `SESSION`.
@@ -309,11 +356,11 @@ pub struct FairAcquire<'a> {
 }
 
 /// `lock owner lease` then `WAIT ms`, `NOQUEUE`, `NOREENTRY`, `BLOCK ms`,
-/// `REQUEST id ttl` in any order, each at most once; `BLOCK` never with
+/// `REQUEST id ttl`, `HELD n` in any order, each at most once; `BLOCK` never with
 /// `NOQUEUE`.
 pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
     let mut parsed = FairAcquire {
-        call: acquisition_head(args, 13)?,
+        call: acquisition_head(args, 15)?,
         wait: None,
         no_queue: false,
         non_reentrant: false,
@@ -329,6 +376,8 @@ pub fn fair_acquire<A: Arg>(args: &[A]) -> Result<FairAcquire<'_>, RedisError> {
             } else if is(word, "NOREENTRY") && !parsed.non_reentrant {
                 parsed.non_reentrant = true;
                 Some(1)
+            } else if let Some(used) = held_option(word, rest, &mut parsed.call.held, ACQUIRED)? {
+                Some(used)
             } else {
                 let call = &mut parsed.call;
                 wait_option(word, rest, &mut call.block, &mut call.request)?

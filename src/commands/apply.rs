@@ -11,7 +11,7 @@ use crate::config;
 use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::hold::{self, GrantLatch, Granting, Request};
 use crate::engine::hold::{Attempt, Granted};
-use crate::engine::names::LockNames;
+use crate::engine::names::{write_field, LockNames};
 use crate::engine::permit;
 use crate::engine::queue::{self, Hold};
 use crate::engine::rwlock::Unlocked;
@@ -36,9 +36,20 @@ pub trait Acquisition {
     type Outcome;
     /// What the call asks, as every way of acquiring words it.
     fn terms(&self) -> Terms<'_>;
-    /// What a retry of a granted request replies (`token`: the latch's).
+    /// What a retry of a granted request replies (`token`: the latch's, or
+    /// with `HELD` the counter's).
     fn replay(&self, _token: i64) -> RedisValue {
         RedisValue::Null
+    }
+    /// With `HELD n`: the reply of a call whose owner's count shows it was
+    /// granted before (docs/design.md §14.8), nothing changed; None runs
+    /// it. Only the single-lock ways take `HELD`.
+    fn granted_before(
+        &self,
+        _store: &mut RedisStore,
+        _held: i64,
+    ) -> Result<Option<RedisValue>, LockError> {
+        Ok(None)
     }
     /// The `DEADLOCK` error of a client that may park, asked before the
     /// attempt: for a way whose refused attempt writes (joining a line),
@@ -88,6 +99,8 @@ pub struct Terms<'s> {
     pub block: Option<i64>,
     /// `REQUEST id ttl` and the lock its latch is kept on.
     pub request: Option<(&'s LockNames<'s>, Request<'s>)>,
+    /// `HELD n`: the owner's holds of the kind before the call.
+    pub held: Option<i64>,
 }
 
 /// The one acquisition driver of every command that takes holds, whatever
@@ -108,6 +121,13 @@ pub fn drive<A: Acquisition>(ctx: &Context, lent: &[ArgString], a: &A) -> RedisR
             Err(e) => return Err(lock_error(e)),
         },
     };
+    // `HELD`: a resend its owner's count shows granted replies so, changing
+    // nothing; the normal path reads nothing more.
+    if let Some(held) = terms.held {
+        if let Some(reply) = a.granted_before(&mut store, held).map_err(lock_error)? {
+            return Ok(reply);
+        }
+    }
     if terms.block.is_some() {
         if let Some(cycle) = a.cycle_before(ctx) {
             return Err(RedisError::String(cycle));
@@ -165,6 +185,7 @@ impl<W> OneLock<'_, '_, W> {
             session: a.session,
             block: a.block,
             request: a.request.map(|r| (&a.lock.names, r)),
+            held: a.held,
         }
     }
 }
@@ -183,6 +204,26 @@ impl Acquisition for OneLock<'_, '_, Hold> {
             token,
         };
         reply::attempt(Attempt::Granted(granted), self.way)
+    }
+
+    fn granted_before(
+        &self,
+        store: &mut RedisStore,
+        held: i64,
+    ) -> Result<Option<RedisValue>, LockError> {
+        let owner = self.a.lock.owner;
+        let write;
+        let (field, fenced): (&[u8], bool) = match self.way {
+            Hold::Read => (owner, false),
+            Hold::Lock(options) => (owner, options.fenced),
+            Hold::Write { fenced } => {
+                write = write_field(owner);
+                (&write, fenced)
+            }
+            Hold::Semaphore { .. } | Hold::Latch | Hold::Permit { .. } => return Ok(None),
+        };
+        let token = hold::granted_before(store, &self.a.lock.names, field, held, fenced)?;
+        Ok(token.map(|token| self.replay(token)))
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
@@ -314,7 +355,8 @@ pub fn read_info<'a, T>(
 }
 
 /// `LOCK.UNLOCK` and `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id
-/// ttl]`: `unlock` (the plain or the fair machine's) releases one hold of
+/// ttl] [HELD n]`: a release its owner's count shows done before replies
+/// 0, changing nothing (docs/design.md §14.8); else `unlock` (the plain or the fair machine's) releases one hold of
 /// the hash the two kinds share, re-arming it to `LEASE` (default
 /// `rwlock.default-lease`) while held, then its waiters of both kinds are
 /// served. Counted here; each kind words its reply.
@@ -332,6 +374,11 @@ pub fn unlock_hash(
     let a = args::lock_unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
+        if let Some(held) = a.held {
+            if hold::released_before(store, &a.names, a.owner, held)? {
+                return Ok(Unlocked::Replayed(0));
+            }
+        }
         unlock(store, &a.names, a.owner, lease, a.request)
     })?;
     metrics::unlocked(outcome);

@@ -456,7 +456,7 @@ fn shown(a: &ArgDoc) -> String {
 }
 
 /// `lock owner lease [BLOCK ms] [SESSION]`, the `flags` the command
-/// takes and `[REQUEST id ttl]`: may park the client.
+/// takes, `[REQUEST id ttl]` and `[HELD n]`: may park the client.
 pub fn acquisition(
     name: &'static CStr,
     since: &'static CStr,
@@ -468,6 +468,7 @@ pub fn acquisition(
     let mut args = vec![lock(), owner(), lease(), block(), session(V3)];
     args.extend(flags);
     args.push(acquire_request_option());
+    args.push(held_acquire_option());
     Command {
         name,
         entry,
@@ -525,6 +526,30 @@ pub fn acquire_request_option() -> ArgDoc {
             c"Makes a retried acquisition idempotent: the grant is remembered in redisson_lock_request_latch:{lock}:id",
         )
     }
+}
+
+/// `[HELD n]` of a lock's acquisition (docs/design.md §14.8).
+pub fn held_acquire_option() -> ArgDoc {
+    optional(
+        c"HELD",
+        arg(
+            c"n",
+            ArgKind::Int,
+            c"The owner's holds of this kind before the call: when it holds one more, the call was granted before and replies so, changing nothing",
+        ),
+    )
+}
+
+/// `[HELD n]` of a lock's release (docs/design.md §14.8).
+pub fn held_release_option() -> ArgDoc {
+    optional(
+        c"HELD",
+        arg(
+            c"n",
+            ArgKind::Int,
+            c"The owner's holds of this kind before the call: when 2 or more and it holds one fewer, the release was done before and replies 0, changing nothing",
+        ),
+    )
 }
 
 /// The module versions the commands appeared in: the read-write lock, the

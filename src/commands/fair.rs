@@ -12,8 +12,9 @@ use super::apply::{
 };
 use crate::args::{self, lock_error, ArgString};
 use crate::config;
+use crate::engine::error::LockError;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
-use crate::engine::hold::{GrantLatch, Granted};
+use crate::engine::hold::{self, GrantLatch, Granted};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -22,7 +23,7 @@ use crate::waiting::clients as waiting;
 use crate::waiting::fair as fair_waiting;
 use crate::waiting::parking::Parking;
 
-/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]`
+/// `FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl] [HELD n]`
 ///
 /// As `fair_lock.lua`: nil when held (a re-entry resets the TTL to
 /// `lease`), else the caller joins the line and gets the script's `ttl`
@@ -54,6 +55,16 @@ impl Acquisition for OneLock<'_, '_, FairOptions> {
 
     fn terms(&self) -> Terms<'_> {
         OneLock::terms(self)
+    }
+
+    fn granted_before(
+        &self,
+        store: &mut RedisStore,
+        held: i64,
+    ) -> Result<Option<RedisValue>, LockError> {
+        let l = &self.a.lock;
+        let token = hold::granted_before(store, &l.names, l.owner, held, false)?;
+        Ok(token.map(|token| self.replay(token)))
     }
 
     fn cycle_before(&self, ctx: &Context) -> Option<String> {
@@ -139,13 +150,14 @@ pub fn cancel(ctx: &Context, args: &[ArgString]) -> RedisResult {
     Ok(RedisValue::Integer(was.into()))
 }
 
-/// `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]`
+/// `FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl] [HELD n]`
 ///
 /// As `fair_unlock.lua`: nil (the owner holds nothing, the lock missing
 /// included, where the script replies 1), 0 (still held, TTL re-armed to
 /// `LEASE`) or 1 (released); `0` is published on the head waiter's channel
 /// `redisson_lock__channel:{lock}:<owner>`. With `REQUEST` a retry replies
-/// what the first call did.
+/// what the first call did; with `HELD n` (2 or more) a resend finding
+/// n - 1 holds replies 0, changing nothing.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
         fair::unlock(s, names, owner, lease, request)

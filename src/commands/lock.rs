@@ -12,7 +12,7 @@ use crate::engine::queue::Hold;
 use crate::reply;
 use crate::sessions;
 
-/// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY]`
+/// `LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl] [HELD n]`
 ///
 /// Takes the lock for `lease` ms (a re-entry by its owner resets the TTL to
 /// `lease`). Replies nil when held, else the lock's PTTL; `BLOCK` waits on
@@ -20,7 +20,9 @@ use crate::sessions;
 /// `RWLOCK.READ`. `FENCED`: every acquisition takes the
 /// next fencing token and replies `[-1, token]`, or `[pttl, -1]` when
 /// refused. `NOREENTRY`: its holder taking it again is an error
-/// (`NON_REENTRANT_REACQUIRE`) that changes nothing.
+/// (`NON_REENTRANT_REACQUIRE`) that changes nothing. `REQUEST` and `HELD`:
+/// a resend of a granted call replies as granted and changes nothing
+/// (docs/design.md §14.7, §14.8).
 pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let accepted = Flags {
         fenced: true,
@@ -34,12 +36,13 @@ pub fn acquire_lock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     acquire(ctx, args, &a, Hold::Lock(options))
 }
 
-/// `LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]`
+/// `LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl] [HELD n]`
 ///
 /// Releases one hold. Replies nil (the owner holds nothing), 0 (still held:
 /// the TTL re-armed to `LEASE`, default `rwlock.default-lease`) or 1
 /// (released, `0` published on `redisson_lock__channel:{lock}`); with
-/// `REQUEST` a retry replies what the first call did.
+/// `REQUEST` a retry replies what the first call did; with `HELD n` (2 or
+/// more) a resend finding n - 1 holds replies 0, changing nothing.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let outcome = unlock_hash(ctx, args, |s, names, owner, lease, request| {
         lock::unlock(s, names, owner, lease, request)

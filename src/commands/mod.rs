@@ -43,10 +43,10 @@ pub mod semaphore;
 use redis_module::Context;
 
 use self::docs::{
-    acquire_request_option, acquisition, arg, block, fenced, flag, lease, lease_option, lock,
-    mode_choice, multi_args, no_reentry, optional, owner, request_option, session, wait_option,
-    ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS,
-    RELEASE_KEY, RWLOCK_KEYS, V1, V2, V3, V4,
+    acquire_request_option, acquisition, arg, block, fenced, flag, held_acquire_option,
+    held_release_option, lease, lease_option, lock, mode_choice, multi_args, no_reentry, optional,
+    owner, request_option, session, wait_option, ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS,
+    FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY, RWLOCK_KEYS, V1, V2, V3, V4,
 };
 use crate::server;
 
@@ -76,6 +76,7 @@ fn fair_commands() -> Vec<Command> {
                 no_reentry(),
                 block(),
                 acquire_request_option(),
+                held_acquire_option(),
             ],
         },
         Command {
@@ -94,13 +95,19 @@ fn fair_commands() -> Vec<Command> {
             name: c"fairlock.unlock",
             entry: entry!(fair::unlock),
             flags: c"write",
-            summary: c"Releases one hold of a fair lock and tells the head waiter. Replies nil (not held), 0 (still held) or 1 (released, or no lock)",
+            summary: c"Releases one hold of a fair lock and tells the head waiter. Replies nil (not held, or no lock), 0 (still held) or 1 (released)",
             complexity: c"O(S) where S is the number of stale waiters purged from the line's head",
             since: V4,
             arity: -3,
             key: RELEASE_KEY,
             key_notes: FAIR_KEYS,
-            args: vec![lock(), owner(), lease_option(), request_option()],
+            args: vec![
+                lock(),
+                owner(),
+                lease_option(),
+                request_option(),
+                held_release_option(),
+            ],
         },
         Command {
             name: c"fairlock.forceunlock",
@@ -164,6 +171,7 @@ pub fn table() -> Vec<Command> {
                 mode_choice(c"Which kind of hold to release"),
                 lease_option(),
                 request_option(),
+                held_release_option(),
             ],
         },
         Command {
@@ -229,7 +237,13 @@ pub fn table() -> Vec<Command> {
             arity: -3,
             key: RELEASE_KEY,
             key_notes: LOCK_KEYS,
-            args: vec![lock(), owner(), lease_option(), request_option()],
+            args: vec![
+                lock(),
+                owner(),
+                lease_option(),
+                request_option(),
+                held_release_option(),
+            ],
         },
         Command {
             name: c"lock.renew",
@@ -379,14 +393,14 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl]",
-                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl]",
-                "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]",
+                "RWLOCK.READ lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl] [HELD n]",
+                "RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl] [HELD n]",
+                "RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl] [HELD n]",
                 "RWLOCK.RENEW lock owner lease",
                 "RWLOCK.FORCEUNLOCK lock [READ|WRITE]",
                 "RWLOCK.INFO lock",
-                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]",
-                "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
+                "LOCK.ACQUIRE lock owner lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl] [HELD n]",
+                "LOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl] [HELD n]",
                 "LOCK.RENEW lock owner lease",
                 "LOCK.FORCEUNLOCK lock",
                 "LOCK.INFO lock",
@@ -395,9 +409,9 @@ mod tests {
                 "LOCK.RENEWALL owner lease HOLDS n LOCK|READ|WRITE name [LOCK|READ|WRITE name ...]",
                 "LOCK.WAITING [COUNT n]",
                 "RWLOCK.DEADLOCKS",
-                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl]",
+                "FAIRLOCK.ACQUIRE lock owner lease [WAIT ms] [NOQUEUE] [NOREENTRY] [BLOCK ms] [REQUEST id ttl] [HELD n]",
                 "FAIRLOCK.CANCEL lock owner [WAIT ms]",
-                "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl]",
+                "FAIRLOCK.UNLOCK lock owner [LEASE ms] [REQUEST id ttl] [HELD n]",
                 "FAIRLOCK.FORCEUNLOCK lock",
                 "FAIRLOCK.INFO lock",
                 "SEMAPHORE.ACQUIRE name permits [BLOCK ms] [SESSION] [REQUEST id ttl]",

@@ -81,6 +81,7 @@ impl Acquisition for All<'_, '_> {
             session: self.a.session,
             block: self.a.block,
             request: None,
+            held: None,
         }
     }
 

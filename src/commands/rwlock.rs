@@ -7,27 +7,30 @@ use super::apply::{acquire, change, forced, lock_and_owner, read_info, released,
 use super::inspect;
 use crate::args::{self, ArgString, Flags};
 use crate::config;
+use crate::engine::hold::{self, Unlocked};
 use crate::engine::kinds::Kind;
+use crate::engine::names::write_field;
 use crate::engine::queue::Hold;
-use crate::engine::rwlock::{self, RwLockInfo};
+use crate::engine::rwlock::{self, Mode, RwLockInfo};
 use crate::events;
 use crate::reply;
 use crate::sessions;
 
-/// `RWLOCK.READ lock owner lease [BLOCK ms] [SESSION]`
+/// `RWLOCK.READ lock owner lease [BLOCK ms] [SESSION] [REQUEST id ttl] [HELD n]`
 ///
 /// Takes a read hold for `lease` ms. Replies nil when held, else the lock's
 /// PTTL (a writer holds it). With `BLOCK` the client waits on the server for
 /// up to `ms` (0: no limit) and gets nil once it holds the lock, or the PTTL
 /// at the timeout. With `SESSION` the hold is bound to the connection: the
 /// module renews it every lease/3 while the connection is open and releases
-/// it when it closes.
+/// it when it closes. `REQUEST` and `HELD`: a resend of a granted call
+/// replies as granted and changes nothing (docs/design.md §14.7, §14.8).
 pub fn read(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::acquire(args)?;
     acquire(ctx, args, &a, Hold::Read)
 }
 
-/// `RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED]`
+/// `RWLOCK.WRITE lock owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl] [HELD n]`
 ///
 /// Takes the write hold for `lease` ms. Replies nil when held, else the
 /// lock's PTTL; `BLOCK` and `SESSION` as for `RWLOCK.READ`. With `FENCED` every
@@ -49,14 +52,29 @@ pub fn write(ctx: &Context, args: &[ArgString]) -> RedisResult {
     )
 }
 
-/// `RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl]`
+/// `RWLOCK.UNLOCK lock owner READ|WRITE [LEASE ms] [REQUEST id ttl] [HELD n]`
 ///
 /// Releases one hold. Replies nil (nothing held), 0 (still held) or 1
-/// (released); with `REQUEST` a retry replies what the first call did.
+/// (released); with `REQUEST` a retry replies what the first call did,
+/// with `HELD n` (2 or more) a resend finding n - 1 holds of the kind
+/// replies 0, changing nothing.
 pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let a = args::unlock(args)?;
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
+        if let Some(held) = a.held {
+            let write;
+            let field = match a.mode {
+                Mode::Read => a.owner,
+                Mode::Write => {
+                    write = write_field(a.owner);
+                    &write
+                }
+            };
+            if hold::released_before(store, &a.names, field, held)? {
+                return Ok(Unlocked::Replayed(0));
+            }
+        }
         rwlock::unlock(store, &a.names, a.owner, a.mode, lease, a.request)
     })?;
     // A read unlock may have kept the lock's lease index, which other

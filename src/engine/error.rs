@@ -15,6 +15,10 @@ pub const ERR_TTL: &str =
     "ERR request ttl must be an integer number of milliseconds from 1 to 315360000000";
 pub const ERR_OWNER: &str = "ERR owner must be non-empty, not 'mode', and not end in ':write'";
 pub const ERR_REQUEST_ID: &str = "ERR request id must be non-empty";
+/// `HELD n` (docs/design.md §14.8): an owner's count before an acquisition,
+/// or before a release (which needs a hold to release).
+pub const ERR_HELD_ACQUIRE: &str = "ERR HELD must be an integer from 0 to 100000";
+pub const ERR_HELD_RELEASE: &str = "ERR HELD must be an integer from 1 to 100000";
 pub const ERR_SPREAD_NAME: &str =
     "ERR lock name must be non-empty with balanced braces: its derived keys would leave its hash slot";
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -109,6 +109,12 @@ pub trait Store {
             Moot::Hdel { key, field } => self.hdel(key, field),
         }
     }
+    /// Sends the replicas `HINCRBY key field 0`, which changes nothing and
+    /// raises no event: a call answered from the lock as it is (`HELD n`,
+    /// docs/design.md §14.8) writes this so that a `WAIT` behind it on its
+    /// connection covers what the call it repeats wrote. A store without
+    /// replicas sends nothing.
+    fn replicate_unchanged(&mut self, _key: &[u8], _field: &[u8]) {}
     /// A string value, `None` when missing (the caller checked the kind).
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>>;
     /// `SET key value` then `PEXPIREAT key deadline`: events `set`, `expire`.

@@ -482,6 +482,11 @@ impl Store for RedisStore<'_> {
         }
     }
 
+    fn replicate_unchanged(&mut self, key: &[u8], field: &[u8]) {
+        let r = self.replication();
+        r.hincrby(self.ctx, key, field, 0);
+    }
+
     fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
         // Reading a string's bytes needs a writable handle.
         let (_, handle, _) = self.write(key);
