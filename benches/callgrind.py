@@ -12,7 +12,8 @@ release) for the module, EVALSHA of Redisson's seed scripts, the layout floor
 rwlock raises every keyspace event) and HINCRBY, per read unlock among 1,000
 readers, and per write handoff to a BLOCK waiter. The module's cycles also
 run over 50 locks in turn, as the bench's clients do. The plain lock's
-cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, and FENCED, against
+cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, with HELD
+(the clients' cycle) and with both latches and their DEL (theirs before HELD), and FENCED, against
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
 unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
 SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
@@ -173,6 +174,8 @@ def plain_workloads(sha):
                     "PUBLISH", LATCH_TTL)
 
     acquire = resp("LOCK.ACQUIRE", lock, owner, 30000)
+    held_acquire = resp("LOCK.ACQUIRE", lock, owner, 30000, "HELD", 0)
+    held_release = resp("LOCK.UNLOCK", lock, owner, "HELD", 1)
     fenced = resp("LOCK.ACQUIRE", lock, owner, 30000, "FENCED")
     by_script = resp("EVALSHA", sha["plain_lock"], 1, lock, 30000, owner)
     fenced_by_script = resp("EVALSHA", sha["fenced_lock"], 2, lock, token, 30000, owner)
@@ -183,6 +186,16 @@ def plain_workloads(sha):
          latched(lock, lambda request: (acquire, release(request)))),
         ("plain lock + unlock, EVALSHA", CYCLES, MODULE, [],
          latched(lock, lambda request: (by_script, script_release(request)))),
+        # The clients' cycle since issue 35's HELD (design §14.8), and the one
+        # they sent before it: both latches written, then deleted.
+        ("plain lock + unlock HELD (clients), module", CYCLES, MODULE, [],
+         [r for _ in range(CYCLES) for r in (held_acquire, held_release)]),
+        ("plain lock + unlock REQUEST both + DEL (clients before), module", CYCLES, MODULE, [],
+         latched(lock, lambda request: (
+             resp("LOCK.ACQUIRE", lock, owner, 30000, "REQUEST", "a" + request, LATCH_TTL),
+             release(request),
+             resp("DEL", "redisson_lock_request_latch:{%s}:a%s" % (lock, request),
+                  "redisson_unlock_latch:{%s}:%s" % (lock, request))))),
         ("fenced lock + unlock REQUEST, module", CYCLES, MODULE, [],
          latched(lock, lambda request: (fenced, release(request)))),
         ("fenced lock + unlock, EVALSHA", CYCLES, MODULE, [],

@@ -5,7 +5,6 @@
 
 import { randomUUID } from "node:crypto";
 import { LockError } from "./errors";
-import { LATCH_TTL_MS } from "./options";
 
 /** A command and its arguments, as `redis.call(...)` takes them. */
 export type Args = [string, ...(string | number)[]];
@@ -42,7 +41,7 @@ export function int(reply: unknown): number {
   return n;
 }
 
-/** A random request id for a release or an acquisition (Redisson sends a UUID). */
+/** A random request id for a semaphore's release or acquisition (Redisson sends a UUID). */
 export function requestId(): string {
   return randomUUID().replace(/-/g, "");
 }
@@ -110,33 +109,25 @@ export class Target {
   }
 
   /**
-   * Whether acquisitions send `REQUEST id ttl`, so that a resend after a
-   * lost reply is answered as the first send was: single locks, fair ones
-   * too (`LOCK.ACQUIREALL` has no `REQUEST`).
-   */
-  get requested(): boolean {
-    return !this.multi;
-  }
-
-  /**
-   * `… lease [BLOCK ms] [SESSION] [REQUEST id ttl] [FENCED] [NOREENTRY]`
-   * (`blockMs` null: no BLOCK; `request` null: no REQUEST; `waitMs`: the
-   * bounded wait asked for, which a resend's smaller `blockMs` keeps). A
-   * fair lock's try (no wait) is Redisson's `tryLock()`, `NOQUEUE`: it never
+   * `… lease [BLOCK ms] [SESSION] [HELD n] [FENCED] [NOREENTRY]`
+   * (`blockMs` null: no BLOCK; `waitMs`: the bounded wait asked for, which
+   * a resend's smaller `blockMs` keeps; `held`: the owner's holds of this
+   * kind before the call, null: no HELD). With `HELD n` the server answers
+   * a resend whose first send was granted (the owner then holds n + 1) as
+   * a grant and changes nothing, so a lost reply is resent as it is. A
+   * multi-lock (`LOCK.ACQUIREALL` has no `HELD`) never sends it. A fair
+   * lock's try (no wait) is Redisson's `tryLock()`, `NOQUEUE`: it never
    * joins the line; a wait joins it and waits in it on the server.
    */
-  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean, request: string | null = null, waitMs: number | null = blockMs || null): Args {
-    // The latch lives the release's 13.5 s plus a bounded wait: a parked
-    // call's latch is stored when it is served, and its lost reply is seen
-    // at the latest the wait plus the reply margin after the send.
-    const requestArgs = request === null ? [] : ["REQUEST", request, LATCH_TTL_MS + (waitMs ?? 0)];
+  acquire(owner: string, leaseMs: number, blockMs: number | null, session: boolean, held: number | null = null, waitMs: number | null = blockMs || null): Args {
+    const heldArgs = held === null || this.multi ? [] : ["HELD", held];
     if (this.fair) {
       const args: Args = ["FAIRLOCK.ACQUIRE", this.key, owner, leaseMs, ...this.waitArgs(waitMs)];
       args.push(...(blockMs === null ? ["NOQUEUE"] : ["BLOCK", blockMs]));
       if (!this.reentrant) {
         args.push("NOREENTRY");
       }
-      args.push(...requestArgs);
+      args.push(...heldArgs);
       return args;
     }
     const options: (string | number)[] = [];
@@ -149,7 +140,7 @@ export class Target {
     if (this.multi) {
       return ["LOCK.ACQUIREALL", owner, leaseMs, ...options, ...this.holdArgs()];
     }
-    options.push(...requestArgs);
+    options.push(...heldArgs);
     if (this.fenced) {
       options.push("FENCED");
     }
@@ -209,10 +200,14 @@ export class Target {
 
   /**
    * A release. A hold still held after it (re-entered) lasts `leaseMs`
-   * again, as Redisson's unlock re-arms it; `request` (single locks) makes a
-   * retry of it idempotent.
+   * again, as Redisson's unlock re-arms it. `held` (single locks): the
+   * owner's holds of this kind before it, null: no HELD. With `HELD n`,
+   * n >= 2, the server answers a resend whose first send was done (the
+   * owner then holds n - 1) with 0 and changes nothing; a last release
+   * (`HELD 1`) is never replayed: its resend's nil cannot tell "this
+   * release freed it" from "the hold was gone before it".
    */
-  release(owner: string, leaseMs: number, request: string | null): Args {
+  release(owner: string, leaseMs: number, held: number | null): Args {
     if (this.multi) {
       return ["LOCK.UNLOCKALL", owner, ...this.holdArgs()];
     }
@@ -222,8 +217,8 @@ export class Target {
         ? ["LOCK.UNLOCK", this.key, owner]
         : ["RWLOCK.UNLOCK", this.key, owner, this.kind];
     args.push("LEASE", leaseMs);
-    if (request !== null) {
-      args.push("REQUEST", request, LATCH_TTL_MS);
+    if (held !== null) {
+      args.push("HELD", held);
     }
     return args;
   }
@@ -259,24 +254,6 @@ export class Target {
       return reply.every((r) => !isNil(r) && int(r) === 1);
     }
     return int(reply) === 1;
-  }
-
-  /**
-   * The key where the server keeps a release's reply for `request`
-   * (Redisson's `redisson_unlock_latch:{lock}:id`; a name already holding a
-   * `{tag}` is used as it is), deleted once the reply is in.
-   */
-  latch(request: string): string {
-    return prefixed("redisson_unlock_latch", this.key, request);
-  }
-
-  /**
-   * The key where the server keeps an acquisition's grant for `request`
-   * (`redisson_lock_request_latch:{lock}:id`, design.md §14.7), named as
-   * the release's latch is.
-   */
-  acquireLatch(request: string): string {
-    return prefixed("redisson_lock_request_latch", this.key, request);
   }
 }
 

@@ -1,12 +1,14 @@
 /**
- * The one acquisition path and the one release path every kind's handle
- * drives (locks, the semaphore, the latch's wait): the try on the
- * application's connection, the wait on the server (`BLOCK`) on a
- * dedicated connection, the request ids and the one resend of a lost
- * reply, the replica check (`NotSynced`), cancellation by `AbortSignal`,
- * and the latches a handle's next release deletes. What differs by kind
- * (the commands, what a reply means, what a grant records) is the kind's
- * `Acquisition`; the I/O and its rules are here, once.
+ * The one acquisition path every kind's handle drives (locks, the
+ * semaphore, the latch's wait), and the two release paths (a lock's, one
+ * command with `HELD`; a semaphore's, with its request id and the `DEL` of
+ * its latches): the try on the application's connection, the wait on the
+ * server (`BLOCK`) on a dedicated connection, the one resend of a lost
+ * reply (made idempotent by a lock's `HELD` or a semaphore's request id),
+ * the replica check (`NotSynced`), cancellation by `AbortSignal`. What
+ * differs by kind (the commands, what a reply means, what a grant
+ * records) is the kind's `Acquisition`; the I/O and its rules are here,
+ * once.
  */
 
 import { int, requestId, type Args, type Outcome } from "./commands";
@@ -60,14 +62,24 @@ export interface Acquisition {
   readonly sessionLink: Link | null;
   /**
    * Whether a grant writes: the replicas must acknowledge it (`WAIT`,
-   * `WAITAOF`), and a lost reply is resent only with a request id. One
-   * that writes nothing (the latch's wait) is asked again as it is.
+   * `WAITAOF`), and a lost reply is resent only with a request id or when
+   * `idempotent`. One that writes nothing (the latch's wait) is asked
+   * again as it is.
    */
   readonly writes: boolean;
   /**
+   * Whether the command, sent again as it is after a lost reply, cannot
+   * take a second hold: a lock's `HELD n` (a granted first send leaves the
+   * owner n + 1 holds, and the server answers the resend as a grant,
+   * changing nothing) and a session's (the closed connection's holds are
+   * given back by the server: the resend simply takes one).
+   */
+  readonly idempotent: boolean;
+  /**
    * The acquisition (`blockMs` null: no `BLOCK`; `request` null: no
    * `REQUEST`; `waitMs`: the bounded wait asked for, which a resend's
-   * smaller `blockMs` keeps).
+   * smaller `blockMs` keeps). Built at each send: a lock's `HELD` says
+   * what the owner held then.
    */
   command(blockMs: number | null, request: string | null, waitMs: number | null): Args;
   /** Its reply (`blockMs`: null for a try). */
@@ -121,12 +133,13 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
   let blockMs = blockOf(options.wait);
   const signal = options.signal;
   signal?.throwIfAborted();
-  // A fresh request id per acquisition: its one resend below is answered
-  // from the server's latch.
+  // A fresh request id per acquisition of a semaphore: its one resend
+  // below is answered from the server's latch.
   let request = kind.acquireLatch !== null ? requestId() : null;
   // Whether a lost reply may be sent once more: answered from the latch,
-  // or by a command that changes nothing.
-  const resendable = request !== null || !kind.writes;
+  // by the command itself (a lock's HELD, a session's), or by a command
+  // that changes nothing.
+  const resendable = request !== null || kind.idempotent || !kind.writes;
   const waitMs = blockMs || null; // the bounded wait asked for, kept by a resend
   const started = performance.now();
   const sessionLink = kind.sessionLink;
@@ -144,7 +157,7 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
           throw error;
         }
         // The reply was lost (the connection failed or did not answer in
-        // time): resent below, with the same request id.
+        // time): resent below, with the same request id or HELD.
         lost = true;
       }
       if (tried !== null && "reply" in tried) {
@@ -183,15 +196,12 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
       } else if (!isReplyError(error) && !signal?.aborted && resendable) {
         // The reply was lost (the connection failed or timed out): the
         // server may or may not have granted it. Once more, on a new
-        // connection, with the same request id and what is left of the
-        // wait: a grant is answered again instead of counted twice (a wait
-        // that writes nothing is simply asked again). A
-        // session's hold is bound to its connection and was freed with
-        // it, while its latch would answer "taken" and bind nothing: a
-        // session resends with a new id, as a new acquisition.
-        if (kind.session && request !== null) {
-          request = requestId();
-        }
+        // connection, with the same request id or HELD and what is left of
+        // the wait: a grant is answered again instead of counted twice (a
+        // wait that writes nothing is simply asked again). A session's
+        // hold is bound to its connection and was freed with it: a
+        // session's acquisition carries neither, the resend is a new
+        // acquisition.
         ({ blockMs, touch } = resending(ctx, kind, blockMs, started, request, waitMs));
         links.checkin(link);
         link = await links.checkout(kind.key);
@@ -204,8 +214,9 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
     const outcome = kind.outcome(sent.reply, blockMs);
     keep = outcome.acquired && kind.session && !signal?.aborted && sent.short === null;
     // After a lost try on the application's connection ioredis may still
-    // send it: its latch is left to expire (not deleted by the release),
-    // answering a late send instead of granting a hold nobody knows of.
+    // send it: a semaphore's latch is left to expire (not deleted by the
+    // release), answering a late send instead of granting what nobody
+    // knows of.
     return await settle(ctx, kind, outcome, sent.short, link, lost ? null : request, signal);
   } catch (error) {
     if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
@@ -253,10 +264,11 @@ async function waiting<T>(ctx: ClientContext, key: string, blockMs: number | nul
 
 /**
  * What a resend of a lost acquisition waits (what is left of its wait)
- * and writes besides: a replay writes nothing on its connection, so a
- * `WAIT` after it would not cover the grant the first send wrote: one
- * write after it (the latch's expiry set again; nothing when refused),
- * in the same round trip.
+ * and writes besides: a semaphore's replay from its latch writes nothing
+ * on its connection, so a `WAIT` after it would not cover the grant the
+ * first send wrote: one write after it (the latch's expiry set again;
+ * nothing when refused), in the same round trip. A lock's replay (`HELD`)
+ * replicates a write of its own.
  */
 function resending(ctx: ClientContext, kind: Acquisition, blockMs: number | null, started: number, request: string | null, waitMs: number | null): { blockMs: number | null; touch: Args | null } {
   const latch = ctx.sync.enabled && kind.writes && kind.acquireLatch !== null && request !== null ? kind.acquireLatch(request) : null;
@@ -445,11 +457,61 @@ export async function recoverGrant(ctx: ClientContext, key: string, link: Link |
   }
 }
 
+/** A lock's release's reply, and whether it may be a resend's (see `releaseHeld`). */
+export interface Released {
+  readonly reply: unknown;
+  /**
+   * The reply may be a resend's: the first send's reply was lost (this
+   * resent it), or the application's connection closed while it was out
+   * (ioredis resends what it had not answered once it reconnects).
+   */
+  readonly resent: boolean;
+}
+
+/**
+ * A lock's release, one command that is not a session's, on the
+ * application's connection (`Links.shared`, written with whatever else goes
+ * there in the same tick). `resendable`: it carries `HELD` (a multi-lock's
+ * and a release of a handle holding nothing do not): its lost reply (the
+ * connection failed, or no reply within the margin) is sent once more, on
+ * a dedicated connection of the pool (`Links.commands`: it resends nothing
+ * behind our back); otherwise the error is raised. A `MOVED` reply (a
+ * reshard: nothing ran) sends it there too, to the slot's new master, as a
+ * first send. Resolves with its reply and whether that may be a resend's:
+ * the caller never reads a resend's nil as "released".
+ */
+export async function releaseHeld(ctx: ClientContext, key: string, args: Args, resendable: boolean): Promise<Released> {
+  const { links } = ctx;
+  const base = await links.nodeFor(key);
+  const closes = links.closes(base);
+  let reply: Settled | undefined;
+  let resent = false;
+  try {
+    const [sent] = await links.shared(base, [args], ctx.replyMargin);
+    if (!(links.cluster && isMoved(sent?.error))) {
+      reply = sent;
+      resent = links.closes(base) !== closes;
+    }
+  } catch (error) {
+    if (!resendable) {
+      throw error;
+    }
+    resent = true;
+  }
+  if (reply === undefined) {
+    [reply] = await links.commands(key, [args], ctx.replyMargin);
+  }
+  if (reply === undefined || reply.error !== null) {
+    throw reply?.error ?? new Error("no reply to the release");
+  }
+  return { reply: reply.reply, resent };
+}
+
 /** How many acquisitions' latches a handle keeps for its next release's `DEL`. */
 const MAX_KEPT = 64;
 
 /**
- * The latches a handle's acquisitions and releases left on the server,
+ * The latches a semaphore's acquisitions and releases left on the server,
  * deleted by the `DEL` pipelined with its next release (docs/clients.md,
  * "Request ids on acquisitions").
  */
@@ -476,7 +538,7 @@ export class Latches {
 }
 
 /**
- * A release that is not a session's, on the application's connection
+ * A semaphore's release, on the application's connection
  * (`Links.shared`, written with whatever else goes there in the same
  * tick). `latch`: the server's copy of its reply under its request id
  * (null: it sends none): sent once more with the same id, it gets the

@@ -36,6 +36,14 @@ export class NotAcquired extends LockError {
 export class NotHeld extends LockError {}
 
 /**
+ * The last hold's release lost its reply, and its resend found the owner
+ * holding nothing: this release freed the lock, or the hold was gone
+ * before it (lease run out, failover, key deleted). Which one cannot be
+ * known, so this is not a `NotHeld`; the handle holds nothing either way.
+ */
+export class ReleaseUnknown extends LockError {}
+
+/**
  * The holder of a non-reentrant lock asked for it again (the server's
  * `NON_REENTRANT_REACQUIRE` error); nothing changed.
  */

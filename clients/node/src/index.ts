@@ -13,7 +13,7 @@ export { PermitExpirableSemaphore, PermitIds, type PermitAcquireOptions, type Pe
 export { CountDownLatch } from "./latch";
 export type { WaitOptions } from "./driver";
 export { RedLock, quorum, drift, type RedLockOptions, type RedLockAcquireOptions } from "./redlock";
-export { LockError, NotAcquired, NotHeld, NotReentrant, NotSynced } from "./errors";
+export { LockError, NotAcquired, NotHeld, NotReentrant, NotSynced, ReleaseUnknown } from "./errors";
 export { DEFAULT_WATCHDOG_TIMEOUT, DEFAULT_SYNC_TIMEOUT, type ReplicaSync } from "./options";
 export type { HoldKind, HoldSpec } from "./commands";
 export type { RedisClient } from "./link";

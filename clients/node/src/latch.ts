@@ -86,6 +86,7 @@ export class CountDownLatch {
       // A wait writes nothing: no request id, no replica check, nothing to
       // give back; a lost reply is asked again with what is left of the wait.
       writes: false,
+      idempotent: false,
       acquireLatch: null,
       command: (blockMs) => (blockMs === null ? ["LATCH.AWAIT", name] : ["LATCH.AWAIT", name, "BLOCK", blockMs]),
       outcome: (reply) => ({ acquired: int(reply) === 1, pttl: null, token: null }),

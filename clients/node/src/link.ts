@@ -109,6 +109,9 @@ export class Links {
   // This tick's commands per application connection, written as one
   // ioredis pipeline once the tick's code ran (`flush`).
   private readonly queues = new Map<Redis, Queued[]>();
+  // How many times each application connection closed since a release
+  // first went there (`closes`), and the listener counting it.
+  private readonly closings = new Map<Redis, { count: number; readonly listener: () => void }>();
 
   /** `client`: the application's ioredis client (never closed by this package). */
   constructor(readonly client: RedisClient) {}
@@ -288,6 +291,29 @@ export class Links {
         }
       },
     );
+  }
+
+  /**
+   * How many times the application's connection `base` closed since this
+   * client object first asked (counted from then on). A command that was
+   * out while it closed may have run twice: ioredis resends what it had not
+   * answered once it reconnects (`autoResendUnfulfilledCommands`), and the
+   * reply the caller gets is then the resend's.
+   */
+  closes(base: Redis): number {
+    let counted = this.closings.get(base);
+    if (counted === undefined) {
+      const entry = {
+        count: 0,
+        listener: (): void => {
+          entry.count += 1;
+        },
+      };
+      base.on("close", entry.listener);
+      this.closings.set(base, entry);
+      counted = entry;
+    }
+    return counted.count;
   }
 
   /** `host:port` of the master `base` is connected to (`Masters` knows them by it). */
@@ -517,6 +543,10 @@ export class Links {
       this.drop(link);
     }
     this.idle.clear();
+    for (const [base, counted] of this.closings) {
+      base.off("close", counted.listener);
+    }
+    this.closings.clear();
   }
 }
 

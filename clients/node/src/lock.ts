@@ -4,15 +4,15 @@
  * read-write lock's read or write side (`RReadWriteLock`), and, through
  * `MultiLock`, several holds taken as one: what each hold counts, the
  * watchdog and session holds here; the acquisition (a wait on the server,
- * an `AbortSignal`, request ids, replica sync) and the release go through
- * `driver.ts`, as the semaphore's do.
+ * an `AbortSignal`, the resend of a lost reply, replica sync) and the
+ * release go through `driver.ts`, as the semaphore's do.
  */
 
 import { EventEmitter } from "node:events";
 import { asyncDispose } from "./dispose";
-import { requestId, type Outcome, type Target } from "./commands";
-import { acquire, Latches, release, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
-import { NotAcquired, NotHeld } from "./errors";
+import type { Outcome, Target } from "./commands";
+import { acquire, releaseHeld, type Acquisition, type ClientContext, type WaitOptions } from "./driver";
+import { NotAcquired, NotHeld, ReleaseUnknown } from "./errors";
 import { isReplyError, type Link } from "./link";
 import { toMs } from "./options";
 import { Watchdog } from "./watchdog";
@@ -60,7 +60,12 @@ export class Hold implements AsyncDisposable {
     readonly signal: AbortSignal,
   ) {}
 
-  /** Releases this hold (once; a second call does nothing). Rejects with `NotHeld` when it was lost. */
+  /**
+   * Releases this hold (once; a second call does nothing). Rejects with
+   * `NotHeld` when it was lost, `ReleaseUnknown` when the last hold's
+   * release lost its reply and the lock may have been freed by it or lost
+   * before (see `Lock.release`).
+   */
   async release(): Promise<void> {
     if (this.done) {
       return;
@@ -80,6 +85,12 @@ export class Hold implements AsyncDisposable {
  * handle), with its holds as this process knows them. Emits `lost`
  * (`(owner, cause)`) when the watchdog finds the hold gone.
  *
+ * Its acquisitions and releases tell the server how many holds the handle
+ * had before them (`HELD`), which makes a resent one idempotent: so a
+ * handle's calls must not overlap. Await each acquisition and release
+ * before the next one on the same handle; concurrent work takes a handle
+ * each (`Client.lock` again: another owner).
+ *
  * ```ts
  * const lock = locks.lock("invoice:42");
  * await using hold = await lock.hold({ wait: 5_000 }); // NotAcquired after 5 s
@@ -98,7 +109,6 @@ export class Lock extends EventEmitter {
   private sessionLink: Link | null = null;
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
-  private readonly latches = new Latches();
   private readonly onLost: LostCallback | undefined;
 
   /** Made by `Client`: `target` says what it sends; `owner` is its own. */
@@ -175,17 +185,22 @@ export class Lock extends EventEmitter {
   /**
    * Releases one hold (the lock is free once every hold is released).
    * Rejects with `NotHeld` when the server says this handle held nothing:
-   * never taken, already released, or lost.
+   * never taken, already released, or lost; with `ReleaseUnknown` when the
+   * last hold's release lost its reply and the resend found nothing held
+   * (this release freed it, or the hold was gone before it): the handle
+   * holds nothing either way.
    */
   async release(): Promise<void> {
     const { links } = this.ctx;
     const owner = this.owner;
     const wasLost = this.isLost;
+    const before = this.heldBefore;
     let reply: unknown;
+    let resent = false;
     const link = this.sessionLink;
     if (link !== null) {
       // A session's holds live on their connection: released there, with
-      // no request id (the connection's end would release them anyway).
+      // no HELD (the connection's end would release them anyway).
       try {
         reply = await links.call(link, this.target.release(owner, this.leaseMs, null), this.ctx.replyMargin);
       } catch (error) {
@@ -196,7 +211,12 @@ export class Lock extends EventEmitter {
         throw new NotHeld(`${this.name}: the session's connection closed`, { cause: error });
       }
     } else {
-      reply = await this.releaseShared(owner);
+      // HELD: a resend whose first send was done (the owner then holds
+      // one less) is answered 0, changing nothing. A multi-lock has no
+      // HELD, and a handle holding nothing sends none (1 is the least).
+      const held = this.target.multi || before === 0 ? null : before;
+      const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, held);
+      ({ reply, resent } = await releaseHeld(this.ctx, this.target.key, args, held !== null));
     }
     const released = this.target.released(reply);
     if (this.count > 0) {
@@ -205,24 +225,29 @@ export class Lock extends EventEmitter {
         this.forget();
       }
     }
-    if (released === null || wasLost) {
-      // wasLost: the watchdog found the hold gone, whatever the release
-      // replied.
+    if (wasLost) {
+      // The watchdog found the hold gone, whatever the release replied.
+      throw new NotHeld(`${this.name} is not held by ${owner}`);
+    }
+    if (released === null && resent && before === 1) {
+      // The last hold's release, its reply lost: the first send may have
+      // freed it (a last release is never replayed), or nothing was held
+      // any more (lease run out, failover, key deleted).
+      throw new ReleaseUnknown(
+        `${this.name}: the release's reply was lost and the owner no longer holds the lock: this release freed it or the hold was gone before it`,
+      );
+    }
+    if (released === null) {
       throw new NotHeld(`${this.name} is not held by ${owner}`);
     }
   }
 
   /**
-   * The release of a hold that is not a session's, on the application's
-   * connection (`driver.release`). A single lock's carries a request id:
-   * sent once more with the same id, it gets the first one's reply
-   * (released, or held nothing) instead of releasing a second hold. Its
-   * `DEL` deletes the handle's latches.
+   * The holds of this kind the server counts for this handle's owner as
+   * far as this process knows: none once the watchdog found them gone.
    */
-  private async releaseShared(owner: string): Promise<unknown> {
-    const request = this.target.multi ? null : requestId();
-    const args = this.target.release(owner, this.leaseMs || this.ctx.watchdogTimeout, request);
-    return release(this.ctx, this.target.key, args, request === null ? null : this.target.latch(request), this.latches);
+  private get heldBefore(): number {
+    return this.isLost ? 0 : this.count;
   }
 
   /** The acquisition (`driver.acquire`), its replica sync, and the bookkeeping of what it took. */
@@ -235,13 +260,19 @@ export class Lock extends EventEmitter {
       session,
       sessionLink: this.sessionLink,
       writes: true,
-      command: (blockMs, request, waitMs) => target.acquire(owner, leaseMs, blockMs, session, request, waitMs),
+      // A single lock's lost reply is resent as it was. Its HELD has the
+      // server answer a granted first send as granted. A session's carries
+      // none: a resend could reach the server before it gave back what the
+      // closed connection held, find the first send's grant and be taken
+      // for it; sent plain it takes a hold of its own, and the give-back
+      // then takes the dead connection's.
+      idempotent: !target.multi,
+      command: (blockMs, _request, waitMs) => target.acquire(owner, leaseMs, blockMs, session, session ? null : this.heldBefore, waitMs),
       outcome: (reply, blockMs) => target.outcome(reply, blockMs),
-      acquireLatch: target.requested ? (request) => target.acquireLatch(request) : null,
+      acquireLatch: null,
       undo: () => target.release(owner, leaseMs, null),
       abandon: (waitMs) => target.abandon(owner, waitMs),
-      // A session's release sends no DEL: its latch expires on its own.
-      record: (outcome, link, request) => this.record(outcome, leaseMs, watched, session ? link : null, session ? null : request),
+      record: (outcome, link) => this.record(outcome, leaseMs, watched, session ? link : null),
       recover: async () => {
         // A handle holding nothing gives back whatever it may have got.
         if (this.count === 0) {
@@ -252,19 +283,12 @@ export class Lock extends EventEmitter {
     return acquire(this.ctx, kind, options);
   }
 
-  /**
-   * Counts a hold taken (`link`: the session's connection, kept for it;
-   * `request`: the acquisition's request id, whose latch the next release
-   * deletes).
-   */
-  private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null, request: string | null): void {
+  /** Counts a hold taken (`link`: the session's connection, kept for it). */
+  private record(outcome: Outcome, leaseMs: number, watched: boolean, link: Link | null): void {
     if (this.isLost) {
       // The holds the watchdog found gone are gone on the server: this is
       // the first of a new series.
       this.count = 0;
-    }
-    if (request !== null) {
-      this.latches.keep(this.target.acquireLatch(request));
     }
     if (this.count === 0 || this.lostController === null) {
       this.lostController = new AbortController();
@@ -302,11 +326,7 @@ export class Lock extends EventEmitter {
     this.onLost?.(this, this.owner, cause);
   }
 
-  /**
-   * Drops every hold of this handle: stops the watchdog, gives the
-   * session's connection back. The releases' latches stay for the next
-   * release's `DEL`.
-   */
+  /** Drops every hold of this handle: stops the watchdog, gives the session's connection back. */
   private forget(): void {
     if (this.dog !== null) {
       this.dog.stop();
@@ -317,7 +337,6 @@ export class Lock extends EventEmitter {
     this.currentToken = null;
     this.isLost = false;
     this.lostController = null;
-    this.latches.acquired = [];
     const link = this.sessionLink;
     this.sessionLink = null;
     if (link !== null) {

@@ -12,7 +12,8 @@ export type MultiHold = Lock | HoldSpec | readonly [Lowercase<HoldSpec[0]>, stri
  * takes every hold or none (a wait waits for all of them at once),
  * `LOCK.RENEWALL` renews them, `LOCK.UNLOCKALL` releases them. In a
  * cluster every name must share one hash slot: give them one `{tag}`.
- * Its releases carry no request id (as Redisson's).
+ * Its acquisitions and releases carry no `HELD` (the commands take none):
+ * a lost reply the handle sees is raised, not resent.
  */
 export class MultiLock extends Lock {
   /** Made by `Client.multiLock`. */

@@ -258,6 +258,7 @@ export class PermitExpirableSemaphore extends EventEmitter {
       session: false,
       sessionLink: null,
       writes: true,
+      idempotent: false,
       command,
       outcome: (reply) => {
         ids = idsOf(reply);

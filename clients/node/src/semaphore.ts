@@ -173,6 +173,7 @@ export class Semaphore {
       session: false,
       sessionLink: null,
       writes: true,
+      idempotent: false,
       command: (blockMs, request, waitMs) => {
         const args: Args = ["SEMAPHORE.ACQUIRE", name, permits];
         if (blockMs !== null) {

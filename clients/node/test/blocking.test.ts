@@ -153,7 +153,7 @@ describe("waiting", () => {
     assert.match(stats, /cmdstat_lock\.unlock:calls=24,/);
     // RESETSTAT zeroes total_connections_received too: no connection since.
     assert.equal(await infoField(redis, "stats", "total_connections_received"), "0");
-    // 48 sends (acquisitions; releases with their DELs) from 8 workers at
+    // 48 sends (acquisitions; releases) from 8 workers at
     // once, each tick's in one write: 6 reads when every tick's replies
     // come in one piece, besides this test's own few; one per send (over
     // 48) without. The bound leaves a loaded machine's split replies room.

@@ -25,16 +25,13 @@ describe("commands", () => {
     assert.throws(() => blockOf(-1), RangeError);
     assert.throws(() => toMs(0, "lease"), RangeError);
     assert.throws(() => toMs(4e11, "lease"), RangeError);
-    // REQUEST on single locks' acquisitions; a resend waits what is left.
-    assert.deepEqual(fenced.acquire("u:1", 5, 100, false, "q"), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 100, "REQUEST", "q", 13600, "FENCED", "NOREENTRY"]);
-    assert.deepEqual(new Target([["READ", "r"]], false).acquire("u:1", 5, null, false, "q"), ["RWLOCK.READ", "r", "u:1", 5, "REQUEST", "q", 13500]);
-    // The latch outlives a bounded wait: 13.5 s plus the wait asked for, which a resend keeps.
-    assert.deepEqual(plain.acquire("u:1", 5, 40, false, "q", 100), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 40, "REQUEST", "q", 13600]);
-    assert.deepEqual(plain.acquire("u:1", 5, 0, false, "q"), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 0, "REQUEST", "q", 13500]);
-    assert.equal(plain.requested, true);
-    assert.equal(new Target([["LOCK", "a"]], true).requested, false);
-    assert.equal(plain.acquireLatch("q"), "redisson_lock_request_latch:{a}:q");
-    assert.equal(new Target([["LOCK", "{x}:1"]], false).acquireLatch("q"), "redisson_lock_request_latch:{x}:1:q");
+    // HELD (the holds before) on single locks' acquisitions, 0 included; a resend waits what is left.
+    assert.deepEqual(fenced.acquire("u:1", 5, 100, false, 0), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 100, "HELD", 0, "FENCED", "NOREENTRY"]);
+    assert.deepEqual(new Target([["READ", "r"]], false).acquire("u:1", 5, null, false, 2), ["RWLOCK.READ", "r", "u:1", 5, "HELD", 2]);
+    assert.deepEqual(new Target([["WRITE", "w"]], false).acquire("u:1", 5, null, false, 1), ["RWLOCK.WRITE", "w", "u:1", 5, "HELD", 1]);
+    assert.deepEqual(plain.acquire("u:1", 5, 40, false, 1, 100), ["LOCK.ACQUIRE", "a", "u:1", 5, "BLOCK", 40, "HELD", 1]);
+    // A multi-lock has none (LOCK.ACQUIREALL takes no HELD).
+    assert.deepEqual(new Target([["LOCK", "a"]], true).acquire("u:1", 5, null, false, 0), ["LOCK.ACQUIREALL", "u:1", 5, "HOLDS", 1, "LOCK", "a"]);
     assert.equal(remaining(1000, 300.5), 699);
     assert.equal(remaining(1000, 2000), null);
     assert.equal(remaining(0, 1e9), 0);
@@ -44,17 +41,17 @@ describe("commands", () => {
   it("fair locks: FAIRLOCK.ACQUIRE (a try is NOQUEUE), CANCEL, UNLOCK, and LOCK.RENEW", () => {
     const fair = new Target([["LOCK", "f"]], false, false, true, true);
     assert.deepEqual(fair.acquire("u:1", 5, null, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "NOQUEUE"]);
-    assert.deepEqual(fair.acquire("u:1", 5, 0, false, "q"), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "BLOCK", 0, "REQUEST", "q", 13500]);
+    assert.deepEqual(fair.acquire("u:1", 5, 0, false, 0), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "BLOCK", 0, "HELD", 0]);
     // A bounded wait is its own WAIT (Redisson's tryLock(w)); otherwise fairWait's, or none.
     const waited = new Target([["LOCK", "f"]], false, false, false, true, 5000);
     assert.deepEqual(waited.acquire("u:1", 5, 250, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 250, "BLOCK", 250, "NOREENTRY"]);
     assert.deepEqual(waited.acquire("u:1", 5, 0, false), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 5000, "BLOCK", 0, "NOREENTRY"]);
-    assert.deepEqual(waited.acquire("u:1", 5, null, false, "q"), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 5000, "NOQUEUE", "NOREENTRY", "REQUEST", "q", 13500]);
-    assert.deepEqual(fair.acquire("u:1", 5, 100, false, "q", 250), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 250, "BLOCK", 100, "REQUEST", "q", 13750]);
+    assert.deepEqual(waited.acquire("u:1", 5, null, false, 1), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 5000, "NOQUEUE", "NOREENTRY", "HELD", 1]);
+    assert.deepEqual(fair.acquire("u:1", 5, 100, false, 3, 250), ["FAIRLOCK.ACQUIRE", "f", "u:1", 5, "WAIT", 250, "BLOCK", 100, "HELD", 3]);
     assert.deepEqual(waited.abandon("u:1"), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 5000]);
     assert.deepEqual(waited.abandon("u:1", 250), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 250]);
     assert.equal(new Target([["LOCK", "a"]], false).abandon("u:1"), null);
-    assert.deepEqual(fair.release("u:1", 30000, "r"), ["FAIRLOCK.UNLOCK", "f", "u:1", "LEASE", 30000, "REQUEST", "r", 13500]);
+    assert.deepEqual(fair.release("u:1", 30000, 1), ["FAIRLOCK.UNLOCK", "f", "u:1", "LEASE", 30000, "HELD", 1]);
     assert.deepEqual(fair.renew("u:1", 9), ["LOCK.RENEW", "f", "u:1", 9]);
     assert.deepEqual(fair.outcome(1, null), { acquired: false, pttl: null, token: null });
     assert.deepEqual(fair.outcome(900, 100), { acquired: false, pttl: 900, token: null });
@@ -63,14 +60,13 @@ describe("commands", () => {
     assert.throws(() => new Target([["LOCK", "f"]], false, true, true, true), LockError);
   });
 
-  it("releases carry LEASE and a REQUEST for single locks; the latch keeps the name's slot", () => {
+  it("releases carry LEASE and, for single locks, HELD (the holds before)", () => {
     const plain = new Target([["LOCK", "a"]], false);
-    assert.deepEqual(plain.release("u:1", 30000, "id"), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000, "REQUEST", "id", 13500]);
+    assert.deepEqual(plain.release("u:1", 30000, 1), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000, "HELD", 1]);
     const read = new Target([["READ", "r"]], false);
-    assert.deepEqual(read.release("u:1", 9, "id"), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9, "REQUEST", "id", 13500]);
+    assert.deepEqual(read.release("u:1", 9, 2), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9, "HELD", 2]);
+    assert.deepEqual(new Target([["WRITE", "w"]], false).release("u:1", 9, 1), ["RWLOCK.UNLOCK", "w", "u:1", "WRITE", "LEASE", 9, "HELD", 1]);
     assert.deepEqual(read.release("u:1", 9, null), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9]);
-    assert.equal(read.latch("id"), "redisson_unlock_latch:{r}:id");
-    assert.equal(new Target([["LOCK", "{x}:1"]], false).latch("id"), "redisson_unlock_latch:{x}:1:id");
     assert.equal(plain.released(null), null);
     assert.equal(plain.released(0), false);
     assert.equal(plain.released(1), true);
@@ -78,11 +74,11 @@ describe("commands", () => {
     assert.notEqual(requestId(), requestId());
   });
 
-  it("multi-locks: ACQUIREALL, UNLOCKALL (no request id), RENEWALL", () => {
+  it("multi-locks: ACQUIREALL, UNLOCKALL (no HELD), RENEWALL", () => {
     const multi = new Target([["LOCK", "a"], ["WRITE", "b"]], true);
     assert.equal(multi.key, "a");
     assert.deepEqual(multi.acquire("u:1", 5, 0, true), ["LOCK.ACQUIREALL", "u:1", 5, "BLOCK", 0, "SESSION", "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
-    assert.deepEqual(multi.release("u:1", 5, null), ["LOCK.UNLOCKALL", "u:1", "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
+    assert.deepEqual(multi.release("u:1", 5, 1), ["LOCK.UNLOCKALL", "u:1", "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
     assert.deepEqual(multi.renew("u:1", 5), ["LOCK.RENEWALL", "u:1", 5, "HOLDS", 2, "LOCK", "a", "WRITE", "b"]);
     assert.equal(multi.released([1, 1]), true);
     assert.equal(multi.released([1, null]), null);

@@ -18,18 +18,9 @@ async function line(redis: Redis, name: string): Promise<string[]> {
   return ((info[at + 1] as unknown[][]) ?? []).map((entry) => String(entry[1]));
 }
 
-/**
- * Nothing left but `count` unlock latches, expiring: a handle's last
- * release keeps its own (for its resend) until the handle's next release.
- */
-async function latchesOnly(redis: Redis, count: number): Promise<void> {
-  const keys = await redis.keys("*");
-  assert.equal(keys.length, count, String(keys));
-  for (const key of keys) {
-    assert.match(key, /^redisson_unlock_latch:/);
-    const pttl = await redis.pttl(key);
-    assert.ok(pttl > 0 && pttl <= 13_500, `${key}: ${pttl}`);
-  }
+/** Nothing left on the server: no line, no timeouts, no latch (acquisitions and releases send HELD). */
+async function nothingLeft(redis: Redis): Promise<void> {
+  assert.deepEqual(await redis.keys("*"), []);
 }
 
 describe("fair lock", () => {
@@ -71,7 +62,7 @@ describe("fair lock", () => {
     await holder.release();
     await Promise.all(done);
     assert.deepEqual(served, arrived);
-    await latchesOnly(redis, 5); // one per handle
+    await nothingLeft(redis);
   });
 
   it("a wait that runs out and an aborted one leave the line; a try never joins it; nothing is left", async () => {
@@ -103,10 +94,10 @@ describe("fair lock", () => {
     await assert.rejects(lock.hold({ wait: 0 }), (e: unknown) => e instanceof NotAcquired && e.pttl === null);
     assert.deepEqual(await line(redis, "fair:leave"), []);
     await holder.release();
-    await latchesOnly(redis, 1); // the holder's
+    await nothingLeft(redis);
   });
 
-  it("re-entry and its release (the latches deleted), the watchdog, a hold forced open found lost", async () => {
+  it("re-entry and its release (no latch), the watchdog, a hold forced open found lost", async () => {
     await using locks = new Client(redis, { watchdogTimeout: 1_000 });
     const lock = locks.fairLock("fair:holds");
     assert.equal(lock.fair, true);
@@ -118,17 +109,13 @@ describe("fair lock", () => {
     assert.equal(lock.held, true);
     await lock.release();
     assert.equal(await redis.hget("fair:holds", lock.owner), "1");
-    // A re-entered release keeps its own latch (a resend after a lost reply
-    // is answered from it) until the next release's DEL, below; the
-    // acquisitions' latches went with this one's DEL.
-    assert.equal((await redis.keys("redisson_unlock_latch:*")).length, 1);
-    assert.deepEqual(await redis.keys("redisson_lock_request_latch:*"), []);
+    assert.deepEqual(await redis.keys("redisson_*"), [], "no latch");
     const lost = new Promise<string>((done) => lock.once("lost", done));
     await redis.call("FAIRLOCK.FORCEUNLOCK", "fair:holds");
     assert.equal(await lost, lock.owner);
-    // FAIRLOCK.UNLOCK of a lock gone replies nil and stores no latch.
+    // FAIRLOCK.UNLOCK of a lock gone replies nil.
     await assert.rejects(lock.release(), NotHeld);
-    await latchesOnly(redis, 0); // its DEL took the first release's
+    await nothingLeft(redis);
   });
 
   it("the non-reentrant fair lock, and the options refused", async () => {
@@ -141,6 +128,6 @@ describe("fair lock", () => {
     assert.throws(() => locks.fairLock("x", { session: true } as never), LockError);
     assert.throws(() => locks.fairLock("x", { fairWait: 0 }), RangeError);
     assert.throws(() => locks.multiLock([locks.fairLock("x")]), TypeError);
-    await latchesOnly(redis, 1);
+    await nothingLeft(redis);
   });
 });

@@ -1,18 +1,19 @@
 /**
- * Idempotent acquisitions: every single-lock acquisition sends `REQUEST`,
- * and a lost reply (the connection closed, or a reply that never comes) is
- * resent once with the same request id, through a proxy that loses it for
- * real: one hold on the server, whatever the kind. A release's lost reply
- * too: its resend is answered from the release's latch, with what the
- * first send did: a re-entered hold's frees one level only, the last one's
- * released, a hold already gone NotHeld.
+ * Idempotent acquisitions and releases: every single-lock acquisition and
+ * release (but a session's) sends `HELD n`, the owner's holds of that kind
+ * before it, and a lost reply (the connection closed, or a reply that
+ * never comes) is resent once as it is, through a proxy that loses it for
+ * real: one hold on the server, whatever the kind, and nothing else
+ * written. A release's lost reply too: a re-entered hold's resend frees
+ * one level only; the last hold's resend cannot tell "this release freed
+ * it" from "it was gone before": `ReleaseUnknown`, never "released".
  */
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import { Client, NotHeld, type Lock } from "../src/index";
+import { Client, NotHeld, ReleaseUnknown, type Lock } from "../src/index";
 import { FaultProxy } from "./proxy";
 import { infoField, Server, waitUntil } from "./support";
 
@@ -94,21 +95,14 @@ describe("idempotent acquisitions", () => {
           assert.equal(await lock.acquire(options), true);
           const served = performance.now();
           assert.ok(proxy.fired, "the proxy lost no reply");
-          // Resent on a dedicated connection (a wait's, a session's), then
-          // one PEXPIRE of its latch on the new connection, for the replica
-          // check's WAIT to cover the grant. A try without a session goes on
-          // the application's connection, which ioredis reconnects and
-          // resends it on (autoResendUnfulfilledCommands): no WAIT follows
-          // it there, so no PEXPIRE either.
-          const dedicated = waiting || k.kind === "session";
+          // Resent as it was (HELD 0; a session's plain): on a dedicated
+          // connection (a wait's, a session's), or by ioredis on the
+          // application's once reconnected (autoResendUnfulfilledCommands).
+          // The server's replay writes for a WAIT to cover: no PEXPIRE.
           const sends = waiting && k.kind !== "session" ? 3 : 2; // a wait's try first, but a session's
           const stats = await redis.info("commandstats");
           assert.match(stats, new RegExp(`cmdstat_${k.command.toLowerCase().replace(".", "\\.")}:calls=${sends},`), "the lost send and its resend");
-          if (dedicated) {
-            assert.match(stats, /cmdstat_pexpire:calls=1,/);
-          } else {
-            assert.doesNotMatch(stats, /cmdstat_pexpire:/);
-          }
+          assert.doesNotMatch(stats, /cmdstat_pexpire:/);
           if (waiting) {
             assert.ok(served >= freeing, "served before the holder left");
           }
@@ -123,12 +117,7 @@ describe("idempotent acquisitions", () => {
           }
           await lock.release();
           assert.equal(await redis.exists(name), 0, "one release left a hold");
-          // The release's DEL took the acquisition's latch too. A session's
-          // two sends each took a hold (the first freed with its
-          // connection) under an id of its own; its release sends no DEL,
-          // and the latches expire.
-          const latches = await redis.keys(`redisson_lock_request_latch:{${name}}:*`);
-          assert.equal(latches.length, k.kind === "session" ? 2 : 0, String(latches));
+          assert.deepEqual(await redis.keys("redisson_*latch*"), [], "no latch");
         } finally {
           await locks.close();
           app.disconnect();
@@ -138,34 +127,71 @@ describe("idempotent acquisitions", () => {
     }
   }
 
-  it("an acquisition sends REQUEST (the latch holds the token, 13.5 s); a multi-lock's does not", async () => {
+  it("what a handle sends (MONITOR): HELD with the holds before each acquisition and release, per kind; a session's and a multi-lock's none", async () => {
     await redis.flushall();
     await using locks = new Client(redis);
-    const lock = locks.fencedLock("req:plain");
-    await lock.acquire({ wait: 0, lease: 5_000 });
-    const keys = await redis.keys("redisson_lock_request_latch:*");
-    assert.equal(keys.length, 1);
-    assert.match(keys[0]!, /^redisson_lock_request_latch:\{req:plain\}:[0-9a-f]{32}$/);
-    const pttl = await redis.pttl(keys[0]!);
-    assert.ok(pttl > 12_000 && pttl <= 13_500, String(pttl));
-    assert.equal(await redis.get(keys[0]!), String(lock.token));
-    await lock.release();
-    const multi = locks.multiLock([["LOCK", "{req}:a"], ["WRITE", "{req}:b"]]);
-    await multi.acquire({ wait: 0, lease: 5_000 });
-    assert.deepEqual(await redis.keys("redisson_lock_request_latch:*"), []);
+    // The client object learns the master (INFO) on its first acquisition.
+    await (await locks.lock("held:warm").hold({ wait: 0 })).release();
+    const monitor = await server.client().monitor();
+    const sent: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      // The package's commands (this test's own ioredis calls are lower-case).
+      if (/^[A-Z]/.test(args[0] ?? "") && args.some((a) => a.includes("held"))) {
+        sent.push(args.join(" "));
+      }
+    });
+    const plain = locks.lock("held:plain");
+    assert.equal(await plain.acquire({ lease: 5_000 }), true);
+    assert.equal(await plain.acquire({ wait: 0, lease: 5_000 }), true);
+    assert.equal(await redis.hget("held:plain", plain.owner), "2");
+    await plain.release();
+    await plain.release();
+    assert.equal(await redis.exists("held:plain"), 0);
+    // A read-write lock's sides share the owner but count apart (two fields).
+    const rw = locks.readWriteLock("held:rw");
+    assert.equal(await rw.writeLock().acquire({ wait: 0, lease: 5_000 }), true);
+    assert.equal(await rw.readLock().acquire({ wait: 0, lease: 5_000 }), true);
+    await rw.writeLock().release();
+    await rw.readLock().release();
+    const fair = locks.fairLock("held:fair");
+    assert.equal(await fair.acquire({ wait: 0, lease: 5_000 }), true);
+    await fair.release();
+    const session = locks.lock("held:session", { session: true });
+    assert.equal(await session.acquire({ wait: 0, lease: 5_000 }), true);
+    await session.release();
+    const multi = locks.multiLock([["LOCK", "{held}:a"], ["WRITE", "{held}:b"]]);
+    assert.equal(await multi.acquire({ wait: 0, lease: 5_000 }), true);
     await multi.release();
-    // The fencing counter, and the single lock's release latch (a multi-lock's release has none).
-    const left = (await redis.keys("*")).sort();
-    assert.equal(left.length, 2, String(left));
-    assert.equal(left[0], "redisson_lock_token:{req:plain}");
-    assert.match(left[1]!, /^redisson_unlock_latch:\{req:plain\}:[0-9a-f]{32}$/);
+    // A handle holding nothing sends no HELD (a release's is 1 at least).
+    await assert.rejects(plain.release(), NotHeld);
+    const expected = [
+      `LOCK.ACQUIRE held:plain ${plain.owner} 5000 HELD 0`,
+      `LOCK.ACQUIRE held:plain ${plain.owner} 5000 HELD 1`,
+      `LOCK.UNLOCK held:plain ${plain.owner} LEASE 5000 HELD 2`,
+      `LOCK.UNLOCK held:plain ${plain.owner} LEASE 5000 HELD 1`,
+      `RWLOCK.WRITE held:rw ${rw.owner} 5000 HELD 0`,
+      `RWLOCK.READ held:rw ${rw.owner} 5000 HELD 0`,
+      `RWLOCK.UNLOCK held:rw ${rw.owner} WRITE LEASE 5000 HELD 1`,
+      `RWLOCK.UNLOCK held:rw ${rw.owner} READ LEASE 5000 HELD 1`,
+      `FAIRLOCK.ACQUIRE held:fair ${fair.owner} 5000 NOQUEUE HELD 0`,
+      `FAIRLOCK.UNLOCK held:fair ${fair.owner} LEASE 5000 HELD 1`,
+      `LOCK.ACQUIRE held:session ${session.owner} 5000 SESSION`,
+      `LOCK.UNLOCK held:session ${session.owner} LEASE 5000`,
+      `LOCK.ACQUIREALL ${multi.owner} 5000 HOLDS 2 LOCK {held}:a WRITE {held}:b`,
+      `LOCK.UNLOCKALL ${multi.owner} HOLDS 2 LOCK {held}:a WRITE {held}:b`,
+      `LOCK.UNLOCK held:plain ${plain.owner} LEASE 5000`,
+    ];
+    await waitUntil("MONITOR to show every command", () => sent.length >= expected.length);
+    monitor.disconnect();
+    assert.deepEqual(sent, expected);
+    assert.deepEqual(await redis.keys("*held*"), [], "no latch, nothing left");
   });
 
-  // A release's pipeline (the release, then the DEL of latches) lost after
-  // both ran: every release keeps its own latch out of that DEL, so its
-  // resend is answered from it: a re-entered hold's leaves one level held,
-  // the last one's says released (and its latch stays for the handle's
-  // next release, or its 13.5 s), a hold gone before its release NotHeld.
+  // A release's reply lost after it ran, its resend (by ioredis on the
+  // reconnected application's connection, or on a dedicated one) carrying
+  // the same HELD: a re-entered hold's is answered 0 (one level freed, as
+  // the first send did); the last hold's (HELD 1, never replayed) finds
+  // nothing held and cannot tell why: ReleaseUnknown, the lock free.
   const releases: { kind: string; command: string; make: (l: Client, n: string) => Lock }[] = [
     { kind: "plain", command: "LOCK.UNLOCK", make: (l, n) => l.lock(n) },
     { kind: "read", command: "RWLOCK.UNLOCK", make: (l, n) => l.readWriteLock(n).readLock() },
@@ -197,7 +223,7 @@ describe("idempotent acquisitions", () => {
 
   for (const k of releases) {
     const name = `relost-${k.kind}`;
-    it(`${name}: a re-entered release's reply lost frees one level; the last one's lost reply still releases`, async () => {
+    it(`${name}: a re-entered release's reply lost frees one level; the last one's lost reply is ReleaseUnknown, the lock free`, async () => {
       await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
         const lock = k.make(locks, name);
         const field = k.kind === "write" ? `${lock.owner}:write` : lock.owner;
@@ -209,67 +235,69 @@ describe("idempotent acquisitions", () => {
         await lock.release();
         assert.ok(proxy.fired, "the proxy lost the first release's reply");
         assert.match(await redis.info("commandstats"), calls, "the release and its resend");
-        assert.equal(await redis.hget(name, field), "1", "the resend was answered from its latch");
+        assert.equal(await redis.hget(name, field), "1", "the resend changed nothing (HELD 2, the owner holding 1)");
         assert.equal(lock.held, true);
-        assert.equal((await redis.keys(`redisson_unlock_latch:{${name}}:*`)).length, 1, "the latch outlives its reply");
 
         proxy.rearm();
         await redis.call("CONFIG", "RESETSTAT");
-        await lock.release(); // the last: its resend answered "released" from its latch
+        await assert.rejects(lock.release(), ReleaseUnknown);
         assert.ok(proxy.fired, "the proxy lost the last release's reply");
         assert.match(await redis.info("commandstats"), calls, "the last release and its resend");
         assert.equal(lock.held, false);
-        assert.equal(await redis.exists(name), 0);
-        // The re-entered release's latch went with this one's DEL; this
-        // one's own stays, expiring, for the handle's next release.
-        const left = await redis.keys(`*${name}*`);
-        assert.equal(left.length, 1, String(left));
-        assert.match(left[0]!, new RegExp(`^redisson_unlock_latch:\\{${name}\\}:[0-9a-f]{32}$`));
-        const pttl = await redis.pttl(left[0]!);
-        assert.ok(pttl > 0 && pttl <= 13_500, String(pttl));
+        assert.equal(await redis.exists(name), 0, "the first send freed it");
+        assert.deepEqual(await redis.keys("redisson_*latch*"), [], "no latch");
 
-        // A second cycle on the same handle: its release's DEL takes the first one's latch.
+        // A second cycle on the same handle starts from nothing (HELD 0).
         assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+        assert.equal(await redis.hget(name, field), "1");
         await lock.release();
-        const next = await redis.keys(`*${name}*`);
-        assert.equal(next.length, 1, String(next));
-        assert.notEqual(next[0], left[0], "the first cycle's latch deleted");
+        assert.equal(await redis.exists(name), 0);
       });
     });
   }
 
   // The hold gone before its release (as after a lease run out or a
   // failover), its key then missing or another owner's, the release's reply
-  // lost: the first send held nothing (every kind's release then replies
-  // nil and stores no latch, where Redisson's read-write and fair scripts
-  // latch 1 for a missing lock), the resend holds nothing either, and the
-  // caller hears NotHeld, not that its hold lasted until the release.
+  // lost: the first send held nothing, the resend holds nothing either.
+  // The last hold's: the caller hears ReleaseUnknown (it cannot be told
+  // from a first send that freed it), never "released"; a re-entered
+  // hold's (HELD 2, the owner holding none, not 1): NotHeld.
   for (const k of releases) {
     for (const taken of [false, true]) {
-      const name = `relost-gone-${k.kind}-${taken ? "taken" : "missing"}`;
-      it(`${name}: a hold gone before its release, the release's reply lost: NotHeld`, async () => {
-        await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
-          const lock = k.make(locks, name);
-          assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
-          assert.equal(await redis.del(name), 1);
-          const rw = k.kind === "read" || k.kind === "write";
-          if (taken) {
-            await redis.call(...raw(rw ? writeHold : plainHold, name));
-          }
+      for (const holds of [1, 2]) {
+        const name = `relost-gone-${k.kind}-${taken ? "taken" : "missing"}-${holds}`;
+        const error = holds === 1 ? ReleaseUnknown : NotHeld;
+        it(`${name}: ${holds === 1 ? "the last" : "a re-entered"} hold gone before its release, the release's reply lost: ${error.name}`, async () => {
+          await throughLostReplies(k.command, name, async (locks, proxy, calls) => {
+            const lock = k.make(locks, name);
+            for (let i = 0; i < holds; i++) {
+              assert.equal(await lock.acquire({ wait: 0, lease: 10_000 }), true);
+            }
+            assert.equal(await redis.del(name), 1);
+            const rw = k.kind === "read" || k.kind === "write";
+            if (taken) {
+              await redis.call(...raw(rw ? writeHold : plainHold, name));
+            }
 
-          await redis.call("CONFIG", "RESETSTAT");
-          await assert.rejects(lock.release(), NotHeld);
-          assert.ok(proxy.fired, "the proxy lost the release's reply");
-          assert.match(await redis.info("commandstats"), calls, "the release and its resend");
-          assert.equal(lock.held, false);
-          assert.deepEqual(await redis.keys(`redisson_unlock_latch:*${name}*`), [], "no latch stored");
-          if (taken) {
-            assert.equal(await redis.hget(name, rw ? "other:1:write" : "other:1"), "1", "the other owner's hold untouched");
-          } else {
-            assert.equal(await redis.exists(name), 0);
-          }
+            await redis.call("CONFIG", "RESETSTAT");
+            const rejected = await lock.release().then(
+              () => assert.fail("released"),
+              (e: unknown) => e,
+            );
+            assert.ok(rejected instanceof error, String(rejected));
+            assert.ok(!(rejected instanceof (holds === 1 ? NotHeld : ReleaseUnknown)), "one kind, not the other");
+            assert.ok(proxy.fired, "the proxy lost the release's reply");
+            assert.match(await redis.info("commandstats"), calls, "the release and its resend");
+            assert.equal(lock.held, false);
+            if (taken) {
+              assert.equal(await redis.hget(name, rw ? "other:1:write" : "other:1"), "1", "the other owner's hold untouched");
+            } else {
+              assert.equal(await redis.exists(name), 0);
+            }
+            assert.deepEqual(await redis.keys("redisson_*latch*"), [], "no latch");
+          });
         });
-      });
+      }
     }
   }
 
@@ -286,7 +314,10 @@ describe("idempotent acquisitions", () => {
       assert.equal(await lock.acquire({ wait: 0 }), true);
       assert.ok(proxy.fired && performance.now() - started >= 250);
       assert.equal(await redis.hget("req:stall", `${lock.owner}:write`), "1");
-      await lock.release();
+      // The release goes on the stalled connection too, runs, and its
+      // reply never comes: resent on a dedicated connection after the
+      // margin, it finds nothing held (a last release is never replayed).
+      await assert.rejects(lock.release(), ReleaseUnknown);
       assert.equal(await redis.exists("req:stall"), 0);
       // An abort is not a lost reply: no resend.
       await assert.rejects(lock.acquire({ wait: 0, signal: AbortSignal.abort() }), { name: "AbortError" });

@@ -30,12 +30,18 @@ from rwlock_client import (
     NEVER,
     PermitExpirableSemaphore,
     ReadWriteLock,
+    ReleaseUnknown,
     Semaphore,
 )
 from rwlock_client.lock import LockBase
 
 SCENARIOS = Path(os.environ.get("RWLOCK_SCENARIOS") or REPO / "clients/contract/scenarios.json")
-ERROR_KINDS = {"NotHeld": NotHeld, "NotReentrant": NotReentrant, "NotSynced": NotSynced}
+ERROR_KINDS = {
+    "NotHeld": NotHeld,
+    "NotReentrant": NotReentrant,
+    "NotSynced": NotSynced,
+    "ReleaseUnknown": ReleaseUnknown,
+}
 CLIENT_FIELDS = {"watchdog_timeout_ms", "socket_timeout_ms"}
 LOCK_FIELDS = {"client", "kind", "name", "holds", "session"}
 COUNT_STEPS = {"try_set_permits", "add_permits", "available"}
@@ -74,7 +80,11 @@ def raw_call(client: redis.Redis, args: List[str]) -> Any:
         conn.send_command(*args)
         return decoded(conn.read_response())
     except redis.ResponseError as e:
-        return {"error": str(e)}
+        # redis-py takes the code of the errors it knows off the message
+        # (`ERR`, `NOPERM`, ...) and keeps it apart: put back, the error
+        # reads as the server sent it.
+        code = getattr(e, "status_code", None)
+        return {"error": f"{code} {e}" if code else str(e)}
     finally:
         client.connection_pool.release(conn)
 

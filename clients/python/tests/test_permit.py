@@ -21,7 +21,7 @@ from conftest import Counters, Server, no_watchdog_thread, wait_until
 from faultproxy import DropReplyProxy
 from rwlock_client import NEVER, Client, NotAcquired, NotHeld, NotSynced, PermitExpirableSemaphore, ReplicaSync
 from test_asyncio import run
-from test_request_ids import calls, latches
+from test_held import calls, latches
 from test_semaphore import SOCKET_TIMEOUT, behind_proxy, cancel_a_wait, contend, waiters
 
 ID = re.compile(r"[0-9a-f]{32}")

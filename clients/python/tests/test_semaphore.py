@@ -19,7 +19,7 @@ from conftest import Counters, Server, wait_until
 from faultproxy import DropReplyProxy
 from rwlock_client import Client, CountDownLatch, NotAcquired, NotSynced, ReplicaSync, Semaphore
 from test_asyncio import run
-from test_request_ids import calls, latches
+from test_held import calls, latches
 
 SOCKET_TIMEOUT = 0.5
 

@@ -28,7 +28,7 @@ each acquisition waits for the master's replicas (`ReplicaSync`).
 """
 
 from ._core import ReplicaSync
-from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
+from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced, ReleaseUnknown
 from .client import Client
 from .fair import FairLock
 from .latch import CountDownLatch
@@ -56,6 +56,7 @@ __all__ = [
     "ReadLock",
     "ReadWriteLock",
     "RedLock",
+    "ReleaseUnknown",
     "ReplicaSync",
     "Semaphore",
     "WriteLock",

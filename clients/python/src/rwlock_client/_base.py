@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generator, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generator, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
@@ -34,14 +35,14 @@ from ._core import (
     Learned,
     ReplicaSync,
     block_of,
-    new_request_id,
+    counts_of,
     parse_info,
     reply_timeout,
     request_ttl,
     synced,
     to_ms,
 )
-from .errors import NotAcquired, NotHeld, NotReentrant, NotSynced
+from .errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced, ReleaseUnknown
 
 LinkT = TypeVar("LinkT")
 DogT = TypeVar("DogT")
@@ -127,49 +128,56 @@ class Held(Generic[LinkT, DogT]):
     lost: bool = False
     link: Optional[LinkT] = None  # a session's connection
     dog: Optional[DogT] = None
-    # The request ids of acquisitions answered since the last release: their
-    # latches go with the next release's latch (one DEL), or expire.
-    latches: List[str] = field(default_factory=list)
-    # The latches of re-entered releases answered: their DEL waits for the
-    # next release (a release's own latch must outlive its reply).
-    release_latches: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Releasing:
-    """A release's pipeline; `requested`: it carries a request id (it is
-    resent once after a lost reply); `kept`: the release's own latch, of
-    the owner's last hold here, for the handle's next release to delete
-    (never this pipeline's `DEL`: a resend is answered from it)."""
+    """A release's pipeline; `resends`: the release is idempotent (a
+    semaphore's request id, a lock's `HELD`), so it is resent once after a
+    lost reply."""
 
     commands: List[Args]
-    requested: bool
-    kept: Optional[str]
+    resends: bool
 
     @property
     def timeouts(self) -> List[Optional[float]]:
         return [DEFAULT] * len(self.commands)
 
 
-def releasing(pipeline: Releasing) -> Conversation[Any]:
-    """A release's pipeline, and the release's reply (an error reply
-    raised; the `DEL`'s is not looked at: latches it missed expire on their
-    own). When the reply is lost (a connection error or a read timeout: the
-    release may or may not have run), a release with a request id is sent
-    again, once, on a new connection: the server answers it from its latch
-    as it answered the first send (the release's own latch is in no `DEL`
-    of its), instead of releasing a re-entered hold (or permits) twice."""
+def releasing(pipeline: Releasing) -> Conversation[Tuple[Any, bool]]:
+    """A release's pipeline, the release's reply (an error reply raised;
+    a semaphore's `DEL`'s is not looked at: latches it missed expire on
+    their own), and whether that reply is a resend's. When the reply is
+    lost (a connection error or a read timeout: the release may or may not
+    have run), an idempotent release is sent again, once, on a new
+    connection: the server tells a release the first send already did
+    (from a semaphore's latch, or a lock's count below `HELD`) and replies
+    as to it, instead of releasing a re-entered hold (or permits) twice."""
     batch = Batch(pipeline.commands, pipeline.timeouts)
+    resent = False
     try:
         replies = yield batch
     except (ConnectionError, TimeoutError):
-        if not pipeline.requested:
+        if not pipeline.resends:
             raise
         yield RECONNECT
-        replies = yield batch
+        replies, resent = (yield batch), True
     if isinstance(replies[0], Exception):
         raise replies[0]
-    return replies[0]
+    return replies[0], resent
+
+
+@dataclass(frozen=True)
+class Unlock:
+    """A lock's release: its command, and the `HELD n` it carries (None:
+    none, and a lost reply is raised, not resent)."""
+
+    args: Args
+    held: Optional[int]
+
+    @property
+    def pipeline(self) -> Releasing:
+        return Releasing([self.args], self.held is not None)
 
 
 @dataclass(frozen=True)
@@ -226,15 +234,12 @@ class Attempt:
     #: What gives a grant back when the replicas did not acknowledge it
     #: (made from the grant when what was taken is known only from it).
     undo: Union[Args, Callable[[Outcome], Args]]
-    #: Where the server keeps a granted request id's reply.
-    latch: Callable[[str], str]
-    #: Whether it carries `REQUEST id ttl` (`LOCK.ACQUIREALL` takes none).
-    requests: bool = True
+    #: Where the server keeps a granted request id's reply (with `request`).
+    latch: Optional[Callable[[str], str]] = None
     #: Whether a lost reply is sent again (False: raised).
     resend: bool = True
-    #: Whether the resend takes a new request id instead of the first.
-    new_id: bool = False
-    #: The first request id (None: a fresh one).
+    #: The request id it carries (`REQUEST id ttl`, a semaphore's; None:
+    #: none, a lock's, made idempotent by `HELD` in `command` instead).
     request: Optional[str] = None
 
 
@@ -242,15 +247,17 @@ def acquiring(a: Attempt) -> Conversation[Outcome]:
     """The one acquisition driver: the acquisition, with the replica sync of
     what it takes in the same pipeline (one round trip).
 
-    It carries a fresh request id (`REQUEST id ttl`). When its reply is
-    lost (a connection error or a read timeout: the command may or may not
-    have run), it is sent again once, on a new connection, with the same id
-    (a wait with what is left of it): the server answers a granted first
-    send from its latch, taking nothing more, so what it grants is counted
-    once and nothing is left orphaned. A grant the replicas did not
-    acknowledge is given back (`undo`) and raises `NotSynced`."""
+    It is idempotent: a semaphore's carries a request id (`REQUEST id
+    ttl`), a lock's the owner's count before it (`HELD n`). When its reply
+    is lost (a connection error or a read timeout: the command may or may
+    not have run), it is sent again once, on a new connection, as it was
+    (a wait with what is left of it): the server tells a granted first
+    send (from its latch, or the count at n + 1) and replies the grant
+    again, taking nothing more, so what it grants is counted once and
+    nothing is left orphaned. A grant the replicas did not acknowledge is
+    given back (`undo`) and raises `NotSynced`."""
     block_ms = a.block_ms
-    ident = (a.request or new_request_id()) if a.requests else None
+    ident = a.request
     ids = [] if ident is None else [ident]
     started = time.monotonic()
     learned: Optional[Learned] = None
@@ -265,12 +272,9 @@ def acquiring(a: Attempt) -> Conversation[Outcome]:
             batch = acquire_batch(a, block_ms, ident, learned, resent=False)
             replies = yield batch
         except (ConnectionError, TimeoutError):
-            if ident is None or not a.resend:
+            if not a.resend:
                 raise
             yield RECONNECT
-            if a.new_id:
-                ident = new_request_id()
-                ids.append(ident)
             block_ms = _remaining(block_ms, started)
             batch = acquire_batch(a, block_ms, ident, learned, resent=True)
             replies = yield batch
@@ -302,18 +306,19 @@ def acquire_batch(
     learned: Optional[Learned],
     resent: bool,
 ) -> Batch:
-    """The acquisition's pipeline: the acquisition; after a resend, its
-    latch's expiry set again (a replay writes nothing on this connection,
-    so WAIT would not cover the grant the first send wrote: this write puts
-    the connection past it); `WAIT` and `WAITAOF` as learned; the periodic
-    INFO when due. The sync commands' replies come after the
+    """The acquisition's pipeline: the acquisition; after a resend with a
+    request id, its latch's expiry set again (a latch's replay writes
+    nothing on this connection, so WAIT would not cover the grant the
+    first send wrote: this write puts the connection past it; a `HELD`
+    replay writes a no-op itself); `WAIT` and `WAITAOF` as learned; the
+    periodic INFO when due. The sync commands' replies come after the
     acquisition's: each is read within the sync timeout and a margin."""
     requested = None if ident is None else (ident, request_ttl(block_ms))
     commands = [a.command(block_ms, requested)]
     timeouts = [reply_timeout(block_ms)]
     if learned is None:
         return Batch(commands, timeouts)
-    if resent and ident is not None:
+    if resent and ident is not None and a.latch is not None:
         commands.append(["PEXPIRE", a.latch(ident), request_ttl(block_ms)])
         timeouts.append(DEFAULT)
     for command in learned.sync_commands(a.sync):
@@ -358,8 +363,11 @@ def _unsynced(sync: ReplicaSync, syncs: List[Tuple[Args, Any]], learned: Optiona
 
 class LockCommon(Generic[LinkT, DogT, CallbackT]):
     """The state of a lock object over one `Plan` (what the kind of lock
-    sends): its options, and each owner's holds as this process knows
-    them. Subclasses give the owner, the watchdog and the I/O."""
+    sends): its options, and each owner's holds through it as this
+    process knows them (their watchdog, session, token); how many the
+    owner has of the lock through any lock object of the client object is
+    the client object's `Counts`. Subclasses give the owner, the watchdog
+    and the I/O."""
 
     def __init__(
         self,
@@ -381,9 +389,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         self.on_lost = on_lost
         self._plan = plan
         self._held: Dict[str, Held[LinkT, DogT]] = {}
-        # The own latches of last releases answered (their owners' holds
-        # forgotten): the next release's DEL takes them, or they expire.
-        self._spent_latches: List[str] = []
+        self._counts = counts_of(client)
         self._guard = threading.Lock()
 
     def owner(self) -> str:
@@ -437,36 +443,57 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         return acquiring(self._attempt(request, resend))
 
     def _attempt(self, request: Request, resend: bool) -> Attempt:
-        """What the acquisition sends. `resend` False (a session's re-entry,
-        whose connection was the session's): a lost reply is raised. A
-        session acquisition resends with a *new* id: its connection closed,
-        the server released what the first send may have bound to it, and a
-        replay would answer granted while binding nothing."""
+        """What the acquisition sends: a single lock's carries `HELD n`,
+        the owner's count before it, so that its resend after a lost reply
+        is answered as granted when the first send was. `resend` False (a
+        session's re-entry, whose connection was the session's): a lost
+        reply is raised; so is the multi-lock's (`LOCK.ACQUIREALL` has no
+        `HELD`: a hold it granted ends at its lease). A session acquisition
+        carries no `HELD`, its resend neither: the server gives back what
+        the closed connection held only in its next event-loop turn, so the
+        resend could find the count at n + 1 before that and be answered
+        granted while binding nothing; sent plain it takes a hold of its
+        own, and the give-back then takes the closed connection's. Nor
+        does one whose count is unsure (`Counts`): it is then not resent
+        either (a plain resend could take a second hold)."""
         plan = self._plan
+        held = None
+        if plan.held and not self.session:
+            held = self._counts.acquiring(plan.fields(request.owner)[0])
         return Attempt(
             self.name,
             self.sync,
             request.block_ms,
-            lambda block_ms, requested: plan.acquire(
-                Acquisition(request.owner, request.lease_ms, block_ms, self.session, requested)
+            lambda block_ms, _: plan.acquire(
+                Acquisition(request.owner, request.lease_ms, block_ms, self.session, held)
             ),
             plan.outcome,
             undo=plan.release(request.owner),
-            latch=plan.acquire_latch,
-            requests=plan.requests,
-            resend=resend,
-            new_id=self.session,
+            resend=resend and plan.held and (held is not None or self.session),
         )
+
+    @contextmanager
+    def _answering(self, owner: str) -> Iterator[None]:
+        """Around an acquisition's I/O: one that ends without an answer
+        (an error but the server's or this package's, a cancellation)
+        leaves the owner's count unsure (`Counts`)."""
+        try:
+            yield
+        except (LockError, ResponseError):
+            raise
+        except BaseException:
+            self._counts.unsure(self._plan.fields(owner))
+            raise
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
+        self._counts.add(self._plan.fields(request.owner), 1)
         with self._guard:
             state = self._held.setdefault(request.owner, Held())
             state.count += 1
             state.lease_ms = request.lease_ms
             state.token = outcome.token
             state.lost = False
-            state.latches.extend(outcome.requests)
             if link is not None and state.link is None:
                 state.link = link
             if request.watched and not self.session and state.dog is None:
@@ -482,8 +509,14 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
     # -- the watchdog -----------------------------------------------------------
 
     def _renewing(self, owner: str, lease_s: float) -> Conversation[bool]:
-        """One renewal: whether the owner still held it."""
-        return one(self._plan.renew(owner, to_ms(lease_s)), self._plan.renewed)
+        """One renewal: whether the owner still held it. What it no longer
+        held counts 0 from now on (a hold the next acquisition takes is the
+        first again)."""
+        plan = self._plan
+        reply = yield plan.renew(owner, to_ms(lease_s)), DEFAULT
+        gone = [f for f, r in zip(plan.fields(owner), plan.each(reply)) if int(r) != 1]
+        self._counts.clear(gone)
+        return not gone
 
     def _mark_lost(self, state: Held[LinkT, DogT]) -> None:
         with self._guard:
@@ -495,8 +528,9 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
     def _count_release(
         self, owner: str, state: Optional[Held[LinkT, DogT]], released: Optional[bool]
     ) -> Optional[LinkT]:
-        """Counts a release the server replied `released` to; the session's
-        connection to close when nothing of the owner's is left here."""
+        """Counts a release the server replied `released` to, on this lock
+        object; the session's connection to close when nothing of the
+        owner's is left here."""
         with self._guard:
             if state is None:
                 return None
@@ -517,71 +551,59 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
             del self._held[owner]
         return link
 
-    def _release_args(
-        self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool
-    ) -> Tuple[Args, Optional[str]]:
-        """A release's command and its request id. A single lock's release
-        outside a session carries one (`REQUEST`), as Redisson's does, so
-        the release resent after a lost reply is answered from the server's
-        latch instead of releasing a re-entered hold twice."""
+    def _unlock(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> Unlock:
+        """A release. A single lock's outside a session carries `HELD n`,
+        the owner's count before it, so that its resend after a lost reply
+        is answered as done (0, releasing nothing) when the first send
+        released a re-entered hold. With a count of 0 here (nothing held
+        that this client object knows of) it carries none, and a lost reply
+        is raised."""
         lease_ms = state.lease_ms if state is not None and state.lease_ms else to_ms(self.watchdog_timeout)
-        single = not isinstance(self._plan, MultiPlan)
-        request = new_request_id() if single and not session else None
-        return self._plan.release(owner, lease_ms, request), request
+        held = None
+        if self._plan.held and not session:
+            held = self._counts.held(self._plan.fields(owner)[0]) or None
+        return Unlock(self._plan.release(owner, lease_ms, held), held)
 
-    def _release_commands(self, owner: str, state: Optional[Held[LinkT, DogT]], session: bool) -> Releasing:
-        """A release's pipeline (one round trip): the release, and a `DEL`
-        of the latches whose replies came: the acquisitions' since the last
-        release, and those of releases before it (the owner's re-entered
-        ones, and any owner's last ones on this handle). The release's own
-        latch is never in its `DEL`: it waits for a later release's `DEL`
-        (or expires), so that this release, resent after a lost reply, is
-        answered from it (what the first send replied) instead of
-        releasing a second hold or finding nothing. A release without a
-        request id (a session's, a multi-lock's) sends no `DEL`: the
-        acquisitions' latches then expire on their own."""
-        args, request = self._release_args(owner, state, session)
-        ids: List[str] = []
-        earlier: List[str] = []
-        last = True
+    def _settle(
+        self, owner: str, state: Optional[Held[LinkT, DogT]], unlock: Unlock, reply: Any, resent: bool
+    ) -> Tuple[Optional[LinkT], Optional[LockError]]:
+        """Counts a release the server replied `reply` to (`resent`: its
+        resend did), client-wide: 1 (released) leaves none of that kind, 0
+        (still held) one less, nil (not held) none. Returns the session's connection to
+        close when nothing of the owner's is left here, and the error to
+        raise: `NotHeld` when not held, or when the watchdog found the hold
+        lost whatever the server replied; `ReleaseUnknown` when a resend of
+        a last release (`HELD 1`, which the server never answers as done)
+        found nothing: the first send released it, or the hold was gone
+        before it, and nobody can tell which. Never "released"."""
+        for counted, each in zip(self._plan.fields(owner), self._plan.each(reply)):
+            if each is None or int(each) == 1:
+                self._counts.clear([counted])
+            else:
+                self._counts.add([counted], -1)
+        lost = False
         if state is not None:
             with self._guard:
-                ids, state.latches = state.latches, []
-                earlier, state.release_latches = state.release_latches, []
-                last = state.count <= 1
-                if request is not None and not last:
-                    state.release_latches.append(self._plan.latch(request))
-        if request is None:
-            return Releasing([args], False, None)
-        with self._guard:
-            spent, self._spent_latches = self._spent_latches, []
-        keys: Args = [*earlier, *spent, *(self._plan.acquire_latch(i) for i in ids)]
-        kept = self._plan.latch(request) if last else None
-        return Releasing([args, ["DEL", *keys]] if keys else [args], True, kept)
+                lost = state.lost
+        released = None if lost else self._plan.released(reply)
+        link = self._count_release(owner, state, released)
+        if released is not None:
+            return link, None
+        if resent and unlock.held == 1 and not lost:
+            return link, ReleaseUnknown(
+                f"{self.name}: the release's reply was lost and the owner no longer holds the lock: "
+                "this release freed it or the hold was gone before it"
+            )
+        return link, self._not_held(owner)
 
     def _session_gone(self, owner: str, state: Held[LinkT, DogT]) -> Optional[LinkT]:
         """After the session's connection failed, its holds are gone with
         it: forgets them, and returns the connection, to close."""
         with self._guard:
+            count = state.count
+        self._counts.add(self._plan.fields(owner), -count)
+        with self._guard:
             return self._forget(owner, state)
-
-    def _keep_latch(self, releasing: Releasing) -> None:
-        """Once a last release is done with (no resend to come), its latch
-        is left for the handle's next release's `DEL`."""
-        if releasing.kept is not None:
-            with self._guard:
-                self._spent_latches.append(releasing.kept)
-
-    def _released(self, state: Optional[Held[LinkT, DogT]], reply: Any) -> Optional[bool]:
-        """What a release's reply says (`Plan.released`), a resend's as
-        the first send's (answered from its latch); None (not held) too
-        when the watchdog found the hold lost, whatever the server replied."""
-        released = self._plan.released(reply)
-        if state is not None:
-            with self._guard:
-                if state.lost:
-                    return None
-        return released
 
     def _not_held(self, owner: str) -> NotHeld:
         return NotHeld(f"{self.name} is not held by {owner}")

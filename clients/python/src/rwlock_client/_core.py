@@ -11,7 +11,7 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .errors import LockError
 
@@ -23,6 +23,13 @@ LATCH_TTL_MS = 13_500
 
 #: An acquisition's request id: a fresh one per acquisition, and its ttl.
 AcquireRequest = Tuple[str, int]
+
+#: One owner's count of one kind of hold on one lock: the lock's name and
+#: the hash field the server counts them in (`<owner>`, or `<owner>:write`).
+Field = Tuple[str, str]
+
+#: The largest `HELD n` the server takes.
+HELD_MAX = 100_000
 
 #: Redisson's `lockWatchdogTimeout`: the lease a hold taken without one
 #: gets, renewed every third of it.
@@ -275,34 +282,104 @@ class Masters:
             return found
 
 
-_masters: "weakref.WeakKeyDictionary[Any, Masters]" = weakref.WeakKeyDictionary()
-_masters_guard = threading.Lock()
+class Counts:
+    """How many holds each owner has of each lock, by `Field`, as the
+    server's hash counts them while no hold is lost: what `HELD n` tells
+    the server (docs/design.md). One per client object, so every lock
+    object of it on one name that one owner (a thread, a task) uses counts
+    together, as the server does. A count is dropped at 0: the map holds
+    only what is held.
+
+    A field is `unsure` after an acquisition of it ended without an answer
+    (its reply lost twice, a cancellation): it may have been granted, so
+    the server may count one more than here, and an acquisition sending
+    this count could be answered as granted without taking anything or
+    re-arming the lease. Until a release or a renewal finds none left
+    (when the count is exact again), its acquisitions send no `HELD`. Its
+    releases still do: a count too low is never answered as done."""
+
+    def __init__(self) -> None:
+        self._by_field: Dict[Field, int] = {}
+        self._unsure: Set[Field] = set()
+        self._guard = threading.Lock()
+
+    def acquiring(self, field: Field) -> Optional[int]:
+        """What an acquisition's `HELD` sends (`held`); None when unsure."""
+        with self._guard:
+            if field in self._unsure:
+                return None
+        return self.held(field)
+
+    def held(self, field: Field) -> int:
+        """The count, as `HELD` sends it: at most `HELD_MAX`. A count
+        gets that high only when holds whose lease ran out unseen are
+        never released (an owner acquiring with a lease and letting it
+        end, over and over); the server's is then far lower, so `HELD_MAX`
+        is no replay either."""
+        with self._guard:
+            return min(self._by_field.get(field, 0), HELD_MAX)
+
+    def add(self, fields: Sequence[Field], n: int) -> None:
+        """Adds n (negative: takes away, down to 0) to each field's count."""
+        with self._guard:
+            for field in fields:
+                count = self._by_field.get(field, 0) + n
+                if count > 0:
+                    self._by_field[field] = count
+                else:
+                    self._by_field.pop(field, None)
+
+    def clear(self, fields: Sequence[Field]) -> None:
+        """The server holds none of these any more."""
+        with self._guard:
+            for field in fields:
+                self._by_field.pop(field, None)
+                self._unsure.discard(field)
+
+    def unsure(self, fields: Sequence[Field]) -> None:
+        """An acquisition of these ended without an answer."""
+        with self._guard:
+            self._unsure.update(fields)
+
+
+_per_client: "weakref.WeakKeyDictionary[Any, Tuple[Masters, Counts]]" = weakref.WeakKeyDictionary()
+_per_client_guard = threading.Lock()
+
+
+def _state_of(client: Any) -> Tuple[Masters, Counts]:
+    """A redis client object's state: one per client object, so a new
+    client object starts afresh."""
+    with _per_client_guard:
+        found = _per_client.get(client)
+        if found is None:
+            found = _per_client[client] = (Masters(), Counts())
+        return found
 
 
 def masters_of(client: Any) -> Masters:
-    """The learned state of a redis client object's masters: one per client
-    object, so a new client object starts learning afresh."""
-    with _masters_guard:
-        found = _masters.get(client)
-        if found is None:
-            found = _masters[client] = Masters()
-        return found
+    """The learned state of a redis client object's masters."""
+    return _state_of(client)[0]
+
+
+def counts_of(client: Any) -> Counts:
+    """The owners' counts of holds of a redis client object's locks."""
+    return _state_of(client)[1]
 
 
 @dataclass(frozen=True)
 class Acquisition:
     """One acquisition, as a `Plan` sends it: the owner, its lease, the wait
     (`block_of`: None one attempt, 0 without limit), whether the hold is
-    the connection's (`SESSION`), and `request` (`id`, `ttl`), which makes
-    it idempotent: a resend with that id within ttl ms of the grant
-    replies the grant again and takes nothing more (docs/design.md
-    §14.7)."""
+    the connection's (`SESSION`), and `held` (`HELD n`: the owner held n
+    of this kind before), which makes it idempotent: sent again after the
+    first send was granted, the server finds n + 1, replies the grant
+    again and takes nothing more."""
 
     owner: str
     lease_ms: int
     block_ms: Optional[int] = None
     session: bool = False
-    request: Optional[AcquireRequest] = None
+    held: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -312,7 +389,8 @@ class Outcome:
     acquired: bool
     pttl: Optional[int] = None
     token: Optional[int] = None
-    #: The request ids the acquisition was sent with (their latches).
+    #: The request ids the acquisition was sent with (their latches: a
+    #: semaphore's).
     requests: Tuple[str, ...] = ()
     #: A permit semaphore's grant: the ids of the permits taken.
     ids: Tuple[str, ...] = ()
@@ -344,23 +422,30 @@ class Plan:
     def __init__(self, key: str, fenced: bool = False) -> None:
         self.key, self.fenced = key, fenced
 
-    #: Whether the acquisition takes `REQUEST id ttl` (a single lock's does;
-    #: `LOCK.ACQUIREALL` has none).
-    requests = True
+    #: Whether acquisitions and releases take `HELD n` (a single lock's do;
+    #: `LOCK.ACQUIREALL` and `LOCK.UNLOCKALL` have none).
+    held = True
+
+    def fields(self, owner: str) -> List[Field]:
+        """What the owner's holds of this lock are counted in, one per
+        reply of `each`."""
+        return [(self.key, owner)]
+
+    def each(self, reply: Any) -> List[Any]:
+        """A release's (or renewal's) reply, one per field of `fields`."""
+        return [reply]
 
     def acquire(self, a: Acquisition) -> Args:
         """The acquisition `a`."""
         raise NotImplementedError
 
     def _acquire(self, command: str, a: Acquisition) -> Args:
-        """`command key owner lease [BLOCK ms] [SESSION] [FENCED] [REQUEST id ttl]`."""
+        """`command key owner lease [BLOCK ms] [SESSION] [FENCED] [HELD n]`."""
         args: Args = [command, self.key, a.owner, a.lease_ms]
         args += _options(a)
         if self.fenced:
             args.append("FENCED")
-        if a.request is not None:
-            args += ["REQUEST", a.request[0], a.request[1]]
-        return args
+        return args + _held(a.held)
 
     def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
         """The acquisition's reply (sent with `block_ms`, as `acquire`)."""
@@ -370,20 +455,14 @@ class Plan:
             return Outcome(True)
         return Outcome(False, pttl=int(reply))
 
-    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+    def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
         """The release; a hold still held after it (re-entered) lasts
         `lease_ms` again, as Redisson's unlock re-arms it (None: the
-        server's `rwlock.default-lease`); `request` makes a
-        retry of it idempotent: the server replies the first reply again."""
+        server's `rwlock.default-lease`); `held` (`HELD n`: the owner held
+        n before) makes a resend of it idempotent: when the first send
+        released one and n >= 2, the server finds n - 1 and replies 0
+        again, releasing nothing more."""
         raise NotImplementedError
-
-    def latch(self, request: str) -> str:
-        """Where the server keeps a release's reply for `request`."""
-        return release_latch(self.key, request)
-
-    def acquire_latch(self, request: str) -> str:
-        """Where the server keeps an acquisition's grant for `request`."""
-        return acquire_latch(self.key, request)
 
     def released(self, reply: Any) -> Optional[bool]:
         """None: the owner held nothing; False: still held (re-entered);
@@ -392,9 +471,6 @@ class Plan:
 
     def renew(self, owner: str, lease_ms: int) -> Args:
         return [self.renew_command, self.key, owner, lease_ms]
-
-    def renewed(self, reply: Any) -> bool:
-        return int(reply) == 1
 
 
 def _options(a: Acquisition) -> Args:
@@ -406,11 +482,13 @@ def _options(a: Acquisition) -> Args:
     return args
 
 
-def _release_options(lease_ms: Optional[int], request: Optional[str]) -> Args:
+def _held(held: Optional[int]) -> Args:
+    return [] if held is None else ["HELD", held]
+
+
+def _release_options(lease_ms: Optional[int], held: Optional[int]) -> Args:
     args: Args = [] if lease_ms is None else ["LEASE", lease_ms]
-    if request is not None:
-        args += ["REQUEST", request, LATCH_TTL_MS]
-    return args
+    return args + _held(held)
 
 
 def _fenced_outcome(reply: Any) -> Outcome:
@@ -435,8 +513,8 @@ class PlainPlan(Plan):
             args.append("NOREENTRY")
         return args
 
-    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
-        return ["LOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
+    def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
+        return ["LOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, held)
 
 
 class ReadWritePlan(Plan):
@@ -448,11 +526,14 @@ class ReadWritePlan(Plan):
         super().__init__(key, fenced)
         self.mode = mode
 
+    def fields(self, owner: str) -> List[Field]:
+        return [(self.key, _field(self.mode, owner))]
+
     def acquire(self, a: Acquisition) -> Args:
         return self._acquire("RWLOCK." + self.mode, a)
 
-    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
-        return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, request)
+    def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
+        return ["RWLOCK.UNLOCK", self.key, owner, self.mode] + _release_options(lease_ms, held)
 
 
 class FairPlan(Plan):
@@ -485,9 +566,7 @@ class FairPlan(Plan):
             args += ["BLOCK", a.block_ms]
         if not self.reentrant:
             args.append("NOREENTRY")
-        if a.request is not None:
-            args += ["REQUEST", a.request[0], a.request[1]]
-        return args
+        return args + _held(a.held)
 
     def outcome(self, reply: Any, block_ms: Optional[int] = None) -> Outcome:
         """nil: taken. An integer: refused; after a wait the PTTL of the
@@ -496,15 +575,20 @@ class FairPlan(Plan):
             return Outcome(True)
         return Outcome(False, pttl=None if block_ms is None else int(reply))
 
-    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
+    def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
         """`FAIRLOCK.UNLOCK`: 1 released, 0 still held, nil not held (by
         others, or the lock no longer exists, where Redisson's
         `fair_unlock.lua` replies 1)."""
-        return ["FAIRLOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, request)
+        return ["FAIRLOCK.UNLOCK", self.key, owner] + _release_options(lease_ms, held)
 
 
 Hold = Tuple[str, str]
 KINDS = ("LOCK", "READ", "WRITE")
+
+
+def _field(kind: str, owner: str) -> str:
+    """The hash field an owner's holds of `kind` are counted in."""
+    return owner + ":write" if kind == "WRITE" else owner
 
 
 class MultiPlan(Plan):
@@ -527,15 +611,21 @@ class MultiPlan(Plan):
             args += [kind, name]
         return args
 
-    requests = False
+    held = False
+
+    def fields(self, owner: str) -> List[Field]:
+        return [(name, _field(kind, owner)) for kind, name in self.holds]
+
+    def each(self, reply: Any) -> List[Any]:
+        return list(reply)
 
     def acquire(self, a: Acquisition) -> Args:
-        """`LOCK.ACQUIREALL` takes no `REQUEST`: none is sent."""
+        """`LOCK.ACQUIREALL` takes no `REQUEST` or `HELD`: none is sent."""
         args: Args = ["LOCK.ACQUIREALL", a.owner, a.lease_ms]
         return args + _options(a) + self._holds()
 
-    def release(self, owner: str, lease_ms: Optional[int] = None, request: Optional[str] = None) -> Args:
-        """`LOCK.UNLOCKALL` has no lease or request: neither is sent."""
+    def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
+        """`LOCK.UNLOCKALL` has no lease or `HELD`: neither is sent."""
         args: Args = ["LOCK.UNLOCKALL", owner]
         return args + self._holds()
 
@@ -551,9 +641,6 @@ class MultiPlan(Plan):
     def renew(self, owner: str, lease_ms: int) -> Args:
         args: Args = ["LOCK.RENEWALL", owner, lease_ms]
         return args + self._holds()
-
-    def renewed(self, reply: Any) -> bool:
-        return all(int(r) == 1 for r in reply)
 
 
 def synced(command: Args, reply: Any) -> bool:

@@ -162,7 +162,8 @@ class PermitSemaphoreCommon(CountingCommon, Generic[DogT, CallbackT]):
         if keys:
             commands.append(["DEL", *keys])
         try:
-            released = int((yield from releasing(Releasing(commands, False, None))))
+            reply, _ = yield from releasing(Releasing(commands, False))
+            released = int(reply)
         finally:
             self._forget(ids)
         if released == 0:

@@ -190,7 +190,7 @@ class SemaphoreCommon(CountingCommon):
         keys = self._taken_latches()
         commands: List[Args] = [args, ["DEL", *keys]] if keys else [args]
         try:
-            yield from releasing(Releasing(commands, True, None))
+            yield from releasing(Releasing(commands, True))
         finally:
             with self._guard:
                 self._latches.append(release_latch(self.name, request))

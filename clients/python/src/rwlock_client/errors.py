@@ -25,6 +25,15 @@ class NotHeld(LockError):
     here, or lost (its lease ran out, or it was forced open)."""
 
 
+class ReleaseUnknown(LockError):
+    """A lock's last release (the owner held one hold) whose reply was
+    lost, resent, and answered "not held": the first send released it, or
+    the hold was gone before it (its lease ran out, a failover lost it,
+    its key was deleted), and nobody can tell which. The owner holds it no
+    longer either way: its count is 0 and its watchdog stopped. Not a
+    `NotHeld`, which would claim the hold was gone before the release."""
+
+
 class NotSynced(LockError):
     """The acquisition reached the master but not all of its replicas
     within the sync timeout; the hold was released again, as Redisson's

@@ -52,7 +52,8 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         link = session_link or Link(self.client, self._plan.key)
         keep = False
         try:
-            outcome = link.converse(self._acquiring(request, resend=link is not session_link))
+            with self._answering(request.owner):
+                outcome = link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -86,23 +87,22 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         the thread held nothing: never taken, or lost."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        pipeline = self._release_commands(owner, state, session_link is not None)
+        unlock = self._unlock(owner, state, session_link is not None)
         link = session_link or Link(self.client, self._plan.key)
         try:
-            reply = link.converse(releasing(pipeline))
+            reply, resent = link.converse(releasing(unlock.pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(pipeline)
             if link is not session_link:
                 link.close()
-        released = self._released(state, reply)
-        self._close(self._count_release(owner, state, released))
-        if released is None:
-            raise self._not_held(owner)
+        done, error = self._settle(owner, state, unlock, reply, resent)
+        self._close(done)
+        if error is not None:
+            raise error
 
     @staticmethod
     def _close(link: Optional[Link]) -> None:

@@ -14,7 +14,7 @@ the sync client; the watchdog renews on the event loop's timers.
 """
 
 from .._core import ReplicaSync
-from ..errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced
+from ..errors import LockError, NotAcquired, NotHeld, NotReentrant, NotSynced, ReleaseUnknown
 from .client import Client
 from .fair import FairLock
 from .latch import CountDownLatch
@@ -42,6 +42,7 @@ __all__ = [
     "ReadLock",
     "ReadWriteLock",
     "RedLock",
+    "ReleaseUnknown",
     "ReplicaSync",
     "Semaphore",
     "WriteLock",

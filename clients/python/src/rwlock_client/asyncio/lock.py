@@ -42,7 +42,8 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         link = session_link or await Link.open(self.client, self._plan.key)
         keep = False
         try:
-            outcome = await link.converse(self._acquiring(request, resend=link is not session_link))
+            with self._answering(request.owner):
+                outcome = await link.converse(self._acquiring(request, resend=link is not session_link))
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -72,23 +73,22 @@ class LockBase(LockCommon[Link, Dog, LostCallback]):
         the task held nothing."""
         owner = self.owner()
         state, session_link = self._session_link(owner)
-        pipeline = self._release_commands(owner, state, session_link is not None)
+        unlock = self._unlock(owner, state, session_link is not None)
         link = session_link or await Link.open(self.client, self._plan.key)
         try:
-            reply = await link.converse(releasing(pipeline))
+            reply, resent = await link.converse(releasing(unlock.pipeline))
         except ConnectionError:
             if session_link is None or state is None:
                 raise
             await self._close(self._session_gone(owner, state))
             raise self._session_closed() from None
         finally:
-            self._keep_latch(pipeline)
             if link is not session_link:
                 await link.close()
-        released = self._released(state, reply)
-        await self._close(self._count_release(owner, state, released))
-        if released is None:
-            raise self._not_held(owner)
+        done, error = self._settle(owner, state, unlock, reply, resent)
+        await self._close(done)
+        if error is not None:
+            raise error
 
     @staticmethod
     async def _close(link: Optional[Link]) -> None:

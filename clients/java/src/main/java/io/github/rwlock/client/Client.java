@@ -51,6 +51,8 @@ public final class Client implements AutoCloseable {
      * standalone or Sentinel deployment, whichever master it reaches; one per master in a cluster.
      */
     private final Masters masters = new Masters();
+    /** Every lock object's holds per owner, for the {@code HELD} count their calls send. */
+    private final HoldCounts holdCounts = new HoldCounts();
     private final ScheduledThreadPoolExecutor scheduler;
     private final ExecutorService waiters;
 
@@ -215,6 +217,10 @@ public final class Client implements AutoCloseable {
 
     Masters masters() {
         return masters;
+    }
+
+    HoldCounts holdCounts() {
+        return holdCounts;
     }
 
     Connector connector() {

@@ -1,11 +1,9 @@
 package io.github.rwlock.client;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -32,12 +30,15 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * reports {@link #isLost()}, calls the {@link LockLostListener}, and {@link #unlock()} throws
  * {@link NotHeldException}. With a lease, no watchdog: the hold ends when the lease does.
  *
- * <p><b>Lost replies.</b> A single lock's acquisition carries a fresh request id ({@code REQUEST
- * id 13500}); when its reply is lost (a connection error or a read timeout) it is sent once more
- * with the same id, and the server answers a granted first send from its latch, so the hold counts
- * once. Its release does the same with Redisson's unlock latch, which it leaves to the owner's
- * next release (or to expire): its resend is answered from it, so it never frees a second level,
- * and a last release whose hold was already gone reports it not held.
+ * <p><b>Lost replies.</b> A single lock's acquisition and release carry {@code HELD n}: how many
+ * holds of that kind the owner had before the call, as the client counts them across all its lock
+ * objects (two objects of one name used by one thread are one owner). When the reply is lost (a
+ * connection error or a read timeout) the call is sent once more, the same: an acquisition whose
+ * first send was granted finds the count {@code n + 1} and is answered as granted, changing
+ * nothing, so the hold counts once; a release whose first send released finds {@code n - 1} and
+ * is answered 0, so it never frees a second level. A last release's resend that finds nothing held
+ * cannot tell whether its first send freed the lock or the hold was gone before it: {@link
+ * #unlock()} throws {@link ReleaseUnknownException}. No latch is written: a cycle is two commands.
  */
 public abstract class DistributedLock implements java.util.concurrent.locks.Lock {
     /** {@code waitMs}: wait without limit. */
@@ -53,17 +54,9 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     private final LockLostListener onLost;
     private final Map<String, State> states = new ConcurrentHashMap<>();
     /**
-     * Each owner's last release's unlock latch, kept after its holds are forgotten for that
-     * owner's next release's {@code DEL} (its resend must be answered from it). One older than the
-     * latch's TTL has expired on the server and is dropped unsent, so that owners (threads) gone
-     * for good leave nothing here.
+     * One owner's holds of this lock taken through this object. Guarded by the lock object. (The
+     * count the server's hash keeps, of every object of the client, is {@link Client#holdCounts}.)
      */
-    private final Map<String, Left> lastLatches = new ConcurrentHashMap<>();
-
-    /** A last release's unlock latch and when it was sent ({@link System#nanoTime()}). */
-    private record Left(String latch, long sentNanos) {}
-
-    /** One owner's holds of this lock, as this process knows them. Guarded by the lock object. */
     private static final class State {
         int count;
         Long token;
@@ -71,13 +64,6 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         long leaseMs;
         Link sessionLink;
         Watchdog dog;
-        /** The acquisition latches of holds taken (answered already: no resend needs them). */
-        List<String> latches = new ArrayList<>();
-        /**
-         * The unlock latches of re-entered releases sent: deleted by the next release's {@code DEL}
-         * (a release's own latch must outlive its reply, for a resend to be answered from it).
-         */
-        List<String> releaseLatches = new ArrayList<>();
     }
 
     DistributedLock(Client client, Plan plan, LockOptions options) {
@@ -243,11 +229,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
 
     /**
      * Releases one of the calling thread's holds; the lock is free once every hold is released.
-     * A single lock sends a request id (Redisson's unlock latch) and retries once with it after
-     * a connection error; each release deletes the latches the owner's holds and earlier releases
-     * left, and leaves its own to the next (or to expire).
+     * One command: a single lock's carries {@code HELD n} (the thread's count before it) and is
+     * resent once, the same, after a connection error.
      *
      * @throws NotHeldException the thread held nothing here: never taken, released, or lost
+     * @throws ReleaseUnknownException a last release's reply was lost and its resend found nothing
+     *     held: it freed the lock, or the hold was gone before it; nothing is held now either way
      */
     @Override
     public void unlock() {
@@ -255,54 +242,42 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         State state = states.get(owner);
         Link sessionLink;
         long leaseMs;
-        List<String> latches = new ArrayList<>();
-        // Unknown to this object (state null): no re-entered hold here, so this is the last.
-        boolean last = true;
         synchronized (this) {
             sessionLink = state == null ? null : state.sessionLink;
             leaseMs = state == null ? client.watchdogTimeoutMs() : state.leaseMs;
-            if (state != null && sessionLink == null) {
-                latches.addAll(state.releaseLatches);
-                latches.addAll(state.latches);
-                state.releaseLatches = new ArrayList<>();
-                state.latches = new ArrayList<>();
-                last = state.count <= 1;
-            }
-            if (sessionLink == null) {
-                long now = System.nanoTime();
-                lastLatches.values().removeIf(
-                        l -> now - l.sentNanos() > TimeUnit.MILLISECONDS.toNanos(Plan.LATCH_TTL_MS));
-                Left left = lastLatches.remove(owner);
-                if (left != null) {
-                    latches.add(left.latch());
-                }
-            }
         }
-        Boolean released;
+        Object reply;
+        boolean unknown = false;
         if (sessionLink != null) {
             try {
-                released = plan.released(sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT));
+                reply = sessionLink.call(plan.release(owner, leaseMs, null), Link.DEFAULT);
             } catch (JedisConnectionException e) {
                 // The session's connection is gone, and with it its holds.
+                int gone;
                 synchronized (this) {
+                    gone = state.count;
                     forget(owner, state);
+                }
+                for (Hold hold : plan.holds) {
+                    client.holdCounts().add(countKey(hold, owner), -gone);
                 }
                 sessionLink.drop();
                 throw new NotHeldException(getName() + ": the session's connection closed");
             }
+        } else if (plan.multi) {
+            reply = exchange.release(plan.release(owner, leaseMs, null), false, List.of()).reply();
         } else {
-            String request = plan.multi ? null : UUID.randomUUID().toString();
-            if (request != null) {
-                synchronized (this) {
-                    if (last) {
-                        lastLatches.put(owner, new Left(Plan.unlockLatch(getName(), request), System.nanoTime()));
-                    } else {
-                        state.releaseLatches.add(Plan.unlockLatch(getName(), request));
-                    }
-                }
-            }
-            released = plan.released(exchange.release(plan.release(owner, leaseMs, request), request != null, latches));
+            // A count of 0 (a hold this client does not know of: another client's with its id, or
+            // a loss noticed) sends none: HELD 1 would mean the same, a release never replayed.
+            int held = client.holdCounts().get(countKey(plan.holds.get(0), owner));
+            Exchange.Released sent = exchange.release(plan.release(owner, leaseMs, held > 0 ? held : null), true, List.of());
+            reply = sent.reply();
+            // A resend's nil after a last release: the first send may have freed it. Never
+            // "released" (the hold may have been gone before it), never "not held" (it may not).
+            unknown = reply == null && sent.resent() && held <= 1;
         }
+        countReleased(owner, reply);
+        Boolean released = plan.released(reply);
         if (plan.fair && Boolean.TRUE.equals(released)) {
             synchronized (this) {
                 // A thread this object knows held nothing, or lost its hold, is told so whatever
@@ -324,8 +299,34 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         if (toClose != null) {
             toClose.close();
         }
+        if (unknown) {
+            throw new ReleaseUnknownException(getName() + ": the release's reply was lost and the owner no longer holds"
+                    + " the lock: this release freed it or the hold was gone before it");
+        }
         if (released == null) {
             throw new NotHeldException(getName() + " is not held by " + owner);
+        }
+    }
+
+    /** The key of {@code owner}'s count of {@code hold} ({@link Client#holdCounts}). */
+    private static HoldCounts.Key countKey(Hold hold, String owner) {
+        return new HoldCounts.Key(hold.name(), owner, hold.kind());
+    }
+
+    /**
+     * The client's counts after a release's {@code reply}: 1 (that kind's field is gone) or nil
+     * (none held) leaves none, 0 one fewer. A multi-lock's reply has one of those per hold.
+     */
+    private void countReleased(String owner, Object reply) {
+        List<?> each = plan.multi && reply != null ? Plan.list(reply) : null;
+        for (int i = 0; i < plan.holds.size(); i++) {
+            Object one = each == null ? reply : each.get(i);
+            HoldCounts.Key key = countKey(plan.holds.get(i), owner);
+            if (one == null || Plan.integer(one) == 1) {
+                client.holdCounts().clear(key);
+            } else {
+                client.holdCounts().add(key, -1);
+            }
         }
     }
 
@@ -393,9 +394,13 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
     /**
      * The acquisition; interrupts end it only when {@code interruptible} (and then throw).
      *
-     * <p>A single lock's acquisition carries a fresh request id and is resent once after a lost
-     * reply ({@link Exchange#acquire}); a session acquisition with a new id, and one on a session's
-     * own connection (a re-entry) not at all.
+     * <p>A single lock's acquisition carries {@code HELD n}, the thread's count before it, and is
+     * resent once, the same, after a lost reply ({@link Exchange#acquire}); one on a session's own
+     * connection (a re-entry) is not resent. A session acquisition sends no {@code HELD}, its resend
+     * neither: the server gives back what the lost reply's connection held in its next event-loop
+     * turn, so a resend arriving before that would find the count {@code n + 1} and be answered as
+     * granted, a hold about to go; sent plain it re-enters, and the give-back then takes the dead
+     * connection's level.
      */
     private Plan.Outcome acquire(long waitMs, long leaseMs, boolean interruptible) {
         String owner = getOwner();
@@ -407,11 +412,11 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             State state = states.get(owner);
             sessionLink = state == null ? null : state.sessionLink;
         }
-        String request = plan.idempotentAcquire() ? UUID.randomUUID().toString() : null;
+        Integer held = plan.multi || session ? null : client.holdCounts().get(countKey(plan.holds.get(0), owner));
         Exchange.Acquisition what = new Exchange.Acquisition() {
             @Override
-            public List<String> command(long block, String requestId) {
-                return plan.acquire(owner, lease, block, session, requestId);
+            public List<String> command(long block) {
+                return plan.acquire(owner, lease, block, session, held);
             }
 
             @Override
@@ -435,7 +440,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         };
         Exchange.Acquired got;
         try {
-            got = exchange.acquire(what, sessionLink, request, session, blockMs, interruptible);
+            got = exchange.acquire(what, sessionLink, plan.resendable(), blockMs, interruptible);
         } catch (Waiter.Cancelled cancelled) {
             cleanUpAfterInterrupt(owner, lease, blockMs, cancelled);
             throw new Waiter.Ended(getName());
@@ -446,24 +451,23 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             got.link().close();
         }
         if (outcome.acquired()) {
-            record(owner, lease, watched, outcome, keep ? got.link() : null,
-                    request != null && !session ? Plan.acquisitionLatch(getName(), request) : null);
+            record(owner, lease, watched, outcome, keep ? got.link() : null);
         }
         return outcome;
     }
 
     /**
      * The wait was ended by an interrupt. If the server served it at that moment the thread holds
-     * what it never heard of: release it, so that the interrupted call holds nothing. (A session
-     * hold went with the killed connection.)
+     * what it never heard of: release it, so that the interrupted call holds nothing; unless the
+     * thread held it before (the client's count), whose hold a release of a wait not served would
+     * take. (A session hold went with the killed connection.)
      */
     private void cleanUpAfterInterrupt(String owner, long lease, long blockMs, Waiter.Cancelled cancelled) {
         boolean servedOrUnknown = !cancelled.replied
                 || !(cancelled.reply instanceof JedisDataException) && plan.outcome(cancelled.reply).acquired();
-        boolean heldBefore;
-        synchronized (this) {
-            State state = states.get(owner);
-            heldBefore = state != null && state.count > 0;
+        boolean heldBefore = false;
+        for (Hold hold : plan.holds) {
+            heldBefore |= client.holdCounts().get(countKey(hold, owner)) > 0;
         }
         if (plan.fair) {
             // The killed connection takes its waiter out of the line at the server's next look;
@@ -490,7 +494,7 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         }
     }
 
-    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link, String latch) {
+    private void record(String owner, long leaseMs, boolean watched, Plan.Outcome outcome, Link link) {
         synchronized (this) {
             State state = states.computeIfAbsent(owner, o -> new State());
             if (state.lost) {
@@ -500,13 +504,13 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
             }
             state.count++;
             state.token = outcome.token();
-            if (latch != null) {
-                state.latches.add(latch);
-            }
             state.lost = false;
             state.leaseMs = leaseMs;
             if (link != null && state.sessionLink == null) {
                 state.sessionLink = link;
+            }
+            for (Hold hold : plan.holds) {
+                client.holdCounts().add(countKey(hold, owner), 1);
             }
             if (watched && !session && state.dog == null) {
                 Watchdog dog = new Watchdog(leaseMs, () -> renew(owner, leaseMs), () -> lost(owner, state));
@@ -531,6 +535,12 @@ public abstract class DistributedLock implements java.util.concurrent.locks.Lock
         synchronized (this) {
             state.lost = true;
             state.dog = null;
+        }
+        // The server holds none of it for the owner any more (a multi-lock: not all of it, and
+        // the renewal does not say which: every count goes, and a single lock's next release of
+        // one of its names then sends no HELD).
+        for (Hold hold : plan.holds) {
+            client.holdCounts().clear(countKey(hold, owner));
         }
         if (onLost != null) {
             onLost.lockLost(getName(), owner);

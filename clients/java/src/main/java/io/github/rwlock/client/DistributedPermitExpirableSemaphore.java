@@ -257,11 +257,16 @@ public final class DistributedPermitExpirableSemaphore {
         String request = UUID.randomUUID().toString();
         Exchange.Acquisition what = new Exchange.Acquisition() {
             @Override
-            public List<String> command(long block, String requestId) {
+            public List<String> command(long block) {
                 List<String> args = new ArrayList<>(List.of("PERMIT.ACQUIRE", name, count, Long.toString(lease)));
                 Plan.addBlock(args, block);
-                args.addAll(List.of("REQUEST", requestId, Long.toString(Plan.acquisitionLatchTtl(block))));
+                args.addAll(List.of("REQUEST", request, Long.toString(Plan.acquisitionLatchTtl(block))));
                 return args;
+            }
+
+            @Override
+            public List<String> touch(long block) {
+                return Plan.touchAcquisitionLatch(name, request, block);
             }
 
             @Override
@@ -277,7 +282,7 @@ public final class DistributedPermitExpirableSemaphore {
         };
         Exchange.Acquired got;
         try {
-            got = exchange.acquire(what, null, request, false, blockMs, interruptible);
+            got = exchange.acquire(what, null, true, blockMs, interruptible);
         } catch (Waiter.Cancelled cancelled) {
             giveBackAfterInterrupt(what, request, cancelled);
             throw new Waiter.Ended(name);
@@ -404,7 +409,7 @@ public final class DistributedPermitExpirableSemaphore {
         List<String> copy = List.copyOf(ids);
         int released;
         try {
-            released = Math.toIntExact(Plan.integer(exchange.release(releaseCommand(copy), false, latches.take())));
+            released = Math.toIntExact(Plan.integer(exchange.release(releaseCommand(copy), false, latches.take()).reply()));
         } catch (RuntimeException e) {
             // The release may have been applied: renewing would only find the permits gone.
             unwatch(copy);
@@ -430,7 +435,7 @@ public final class DistributedPermitExpirableSemaphore {
     public boolean tryRelease(String id) {
         Objects.requireNonNull(id, "id");
         try {
-            return Plan.integer(exchange.release(List.of("PERMIT.TRYRELEASE", name, id), false, latches.take())) == 1;
+            return Plan.integer(exchange.release(List.of("PERMIT.TRYRELEASE", name, id), false, latches.take()).reply()) == 1;
         } finally {
             unwatch(List.of(id));
         }

@@ -168,11 +168,16 @@ public final class DistributedSemaphore {
         String request = UUID.randomUUID().toString();
         Exchange.Acquisition what = new Exchange.Acquisition() {
             @Override
-            public List<String> command(long block, String requestId) {
+            public List<String> command(long block) {
                 List<String> args = new ArrayList<>(List.of("SEMAPHORE.ACQUIRE", name, count));
                 Plan.addBlock(args, block);
-                args.addAll(List.of("REQUEST", requestId, Long.toString(Plan.acquisitionLatchTtl(block))));
+                args.addAll(List.of("REQUEST", request, Long.toString(Plan.acquisitionLatchTtl(block))));
                 return args;
+            }
+
+            @Override
+            public List<String> touch(long block) {
+                return Plan.touchAcquisitionLatch(name, request, block);
             }
 
             @Override
@@ -187,7 +192,7 @@ public final class DistributedSemaphore {
         };
         Exchange.Acquired got;
         try {
-            got = exchange.acquire(what, null, request, false, blockMs, interruptible);
+            got = exchange.acquire(what, null, true, blockMs, interruptible);
         } catch (Waiter.Cancelled cancelled) {
             giveBackAfterInterrupt(what, permits, request, cancelled);
             throw new Waiter.Ended(name);

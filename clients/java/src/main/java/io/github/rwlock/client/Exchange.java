@@ -3,7 +3,6 @@ package io.github.rwlock.client;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongFunction;
 import redis.clients.jedis.exceptions.JedisConnectionException;
@@ -13,7 +12,7 @@ import redis.clients.jedis.exceptions.JedisMovedDataException;
 /**
  * One key's round trips with the server (a lock's, a semaphore's, a latch's), apart from what this
  * process knows of its holds: an acquisition with its replica checks in one pipeline and its one
- * resend after a lost reply, a release with its request id, its latches' {@code DEL} and its one
+ * resend after a lost reply, a release (with a semaphore's latches' {@code DEL}) and its one
  * resend, a wait that only reads, and {@code MOVED} followed.
  */
 final class Exchange {
@@ -31,10 +30,11 @@ final class Exchange {
     /** One kind's acquisition, as {@link #acquire} sends it. */
     interface Acquisition {
         /**
-         * The command, with {@code BLOCK blockMs} ({@link Plan#NO_BLOCK}: none) and {@code REQUEST
-         * requestId} ({@code null}: none).
+         * The command, with {@code BLOCK blockMs} ({@link Plan#NO_BLOCK}: none), the same on the
+         * first send and the resend but for the wait: what makes the resend idempotent ({@code
+         * HELD n}, or a semaphore's {@code REQUEST id ttl}) is in it.
          */
-        List<String> command(long blockMs, String requestId);
+        List<String> command(long blockMs);
 
         /** Whether a reply granted it. */
         boolean granted(Object reply);
@@ -44,43 +44,48 @@ final class Exchange {
 
         /** Sent on the new link before a resend after a lost reply; nothing by default. */
         default void beforeResend(Link link) {}
+
+        /**
+         * Pipelined after the resend ({@code blockMs}: its wait), before the replica check, or
+         * {@code null} (the default): a write for the check's {@code WAIT} to cover when a replay
+         * of the server writes nothing itself (a semaphore's latch: its expiry set again).
+         */
+        default List<String> touch(long blockMs) {
+            return null;
+        }
     }
 
     /** An acquisition's reply, and the link it came on: the caller's to close (or keep). */
     record Acquired(Object reply, Link link) {}
 
     /**
-     * An acquisition in one round trip ({@link #send}). It carries {@code REQUEST <request>
-     * <13500 + the wait>} (design §14.7) in the command itself. When its reply is lost (the
-     * connection broke, or the read timed out: Jedis's {@link JedisConnectionException}) it is sent
-     * once more on a new connection, with the same id and, with {@code BLOCK}, the wait that
-     * remains: if the first send acquired, the server replies what it replied then and changes
-     * nothing, so it counts once. A replay writes nothing on the new connection, so the replica
-     * check's {@code WAIT} would not cover the grant the first send wrote: one write before it (the
-     * latch's expiry set again; nothing when refused) moves the connection's replication offset
-     * past it, in the same round trip. A grant the replicas did not acknowledge is given back on
-     * the same connection ({@link Acquisition#undo}) and throws {@link NotSyncedException}: not
-     * held on a master that could lose it.
+     * An acquisition in one round trip ({@link #send}). When its reply is lost (the connection
+     * broke, or the read timed out: Jedis's {@link JedisConnectionException}) and it is {@code
+     * resendable}, it is sent once more on a new connection, the same command with, with {@code
+     * BLOCK}, the wait that remains: a lock's {@code HELD n} (the owner's count before it) or a
+     * semaphore's request id makes the server reply to a granted first send as it did then and
+     * change nothing, so it counts once. A lock's replay replicates a no-op write of its own, so
+     * the replica check's {@code WAIT} on the new connection covers the grant the first send
+     * wrote; a semaphore's {@link Acquisition#touch} does it. A grant the replicas did not
+     * acknowledge is given back on the same connection ({@link Acquisition#undo}) and throws
+     * {@link NotSyncedException}: not held on a master that could lose it.
      *
      * @param given the link to send on (a session's own: never resent, since every hold of that
      *     session went with it), or {@code null} to open one of the key's
-     * @param request the request id, or {@code null}: sent once, never resent
-     * @param freshOnResend resent with a new id and no touch: a session acquisition, whose first
-     *     connection is gone, and with it any session hold it got, so a replayed grant would be a
-     *     hold nobody has
+     * @param resendable resent once after a lost reply (with {@code given} never)
      * @return the reply and its link ({@code given} when given)
      */
-    Acquired acquire(Acquisition what, Link given, String request, boolean freshOnResend, long blockMs,
-            boolean interruptible) throws Waiter.Cancelled {
+    Acquired acquire(Acquisition what, Link given, boolean resendable, long blockMs, boolean interruptible)
+            throws Waiter.Cancelled {
         long started = System.nanoTime();
         Link link = given != null ? given : client.connector().open(key);
         boolean handed = false;
         try {
             Sent sent;
             try {
-                sent = send(link, what.command(blockMs, request), null, blockMs, interruptible);
+                sent = send(link, what.command(blockMs), null, blockMs, interruptible);
             } catch (JedisConnectionException lost) {
-                if (request == null || given != null) {
+                if (!resendable || given != null) {
                     throw lost;
                 }
                 link.close();
@@ -88,10 +93,7 @@ final class Exchange {
                 link = client.connector().open(key);
                 what.beforeResend(link);
                 long again = remainingBlock(blockMs, started);
-                List<String> touch = freshOnResend ? null : List.of("PEXPIRE", Plan.acquisitionLatch(key, request),
-                        Long.toString(Plan.acquisitionLatchTtl(again)));
-                String resend = freshOnResend ? UUID.randomUUID().toString() : request;
-                sent = send(link, what.command(again, resend), touch, again, interruptible);
+                sent = send(link, what.command(again), what.touch(again), again, interruptible);
             }
             if (sent.unsynced() != null && what.granted(sent.reply())) {
                 link.call(what.undo(sent.reply()), Link.DEFAULT);
@@ -171,11 +173,12 @@ final class Exchange {
     }
 
     /**
-     * After an interrupt ended the wait of {@code what}, sent with {@code request}: the grant the
-     * server made at that moment (its reply), or {@code null} when it granted nothing. When no reply
-     * came, the acquisition's latch says whether it was granted (the server stores it when it
-     * serves the waiter, and the kill ended the wait before it replied); a resend with the same id
-     * and no wait then replays that grant, taking nothing, so the caller learns what to give back.
+     * After an interrupt ended the wait of a semaphore's {@code what}, sent with {@code request}:
+     * the grant the server made at that moment (its reply), or {@code null} when it granted
+     * nothing. When no reply came, the acquisition's latch says whether it was granted (the server
+     * stores it when it serves the waiter, and the kill ended the wait before it replied); a resend
+     * with the same id and no wait then replays that grant, taking nothing, so the caller learns
+     * what to give back.
      *
      * @throws RuntimeException the server could not be asked
      */
@@ -184,7 +187,7 @@ final class Exchange {
         if (cancelled.replied) {
             reply = cancelled.reply;
         } else if (Plan.integer(call(List.of("EXISTS", Plan.acquisitionLatch(key, request)))) == 1) {
-            reply = call(what.command(Plan.NO_BLOCK, request));
+            reply = call(what.command(Plan.NO_BLOCK));
         } else {
             return null;
         }
@@ -236,21 +239,21 @@ final class Exchange {
         return left > 0 ? left : Plan.NO_BLOCK;
     }
 
+    /** A release's reply, and whether it answered a resend after the first send's reply was lost. */
+    record Released(Object reply, boolean resent) {}
+
     /**
-     * The release {@code command} and, in the same round trip (pipelined), one {@code DEL} of the
-     * {@code latches} whose replies came: the acquisitions' since the last release, and the unlock
-     * latches of releases before it. The release's own latch is never in it: it is left to the next
-     * release's {@code DEL} (or to expire), so that a resend after a lost reply is answered from it
-     * with what the first send replied, whether it released or found nothing held (a hold gone
-     * before the release, its lease run out or its key deleted, is not held). The {@code DEL}'s
-     * reply is not looked at: latches it missed expire on their own. The caller keeps the
-     * release's latch for the next release.
+     * The release {@code command} and, in the same round trip (pipelined), one {@code DEL} of a
+     * semaphore's {@code latches} whose replies came (a lock's release has none: it is one
+     * command). The {@code DEL}'s reply is not looked at: latches it missed expire on their own.
      *
-     * @param resendable the command carries a request id: after a connection error it is sent once
-     *     more, the same (the server replies what it replied the first time)
+     * @param resendable the command is idempotent (a lock's {@code HELD n}, a semaphore's request
+     *     id): after a connection error it is sent once more, the same, and the server releases
+     *     nothing twice; the caller reads the resend's reply knowing that the first send may have
+     *     been applied
      * @return the release's reply (an error reply thrown)
      */
-    Object release(List<String> command, boolean resendable, List<String> latches) {
+    Released release(List<String> command, boolean resendable, List<String> latches) {
         List<List<String>> commands = new ArrayList<>();
         commands.add(command);
         if (!latches.isEmpty()) {
@@ -262,23 +265,23 @@ final class Exchange {
         Link link = client.connector().open(key);
         try {
             List<Object> replies;
+            boolean resent = false;
             try {
                 replies = pipelineFollowing(link, commands);
             } catch (JedisConnectionException e) {
                 if (!resendable) {
                     throw e;
                 }
-                // Once more with the same id: if the first one was applied, the server replies
-                // what it replied then (the latch), and releases nothing twice.
                 link.close();
                 link = null; // closed: if opening another fails, the finally has nothing to close
                 link = client.connector().open(key);
+                resent = true;
                 replies = pipelineFollowing(link, commands);
             }
             if (replies.get(0) instanceof JedisDataException e) {
                 throw e;
             }
-            return replies.get(0);
+            return new Released(replies.get(0), resent);
         } finally {
             if (link != null) {
                 link.close();

@@ -33,6 +33,8 @@ public final class Held implements AutoCloseable {
      * Releases the hold (once; later calls do nothing).
      *
      * @throws NotHeldException when the hold was lost meanwhile
+     * @throws ReleaseUnknownException when the last release's reply was lost and its resend found
+     *     nothing held (see {@link DistributedLock#unlock()})
      */
     @Override
     public void close() {

@@ -51,11 +51,11 @@ final class Plan {
     }
 
     /**
-     * Whether acquisitions carry {@code REQUEST id ttl}, so that one resent after a lost reply
-     * counts once: every single lock, the fair one too (the multi-lock's {@code LOCK.ACQUIREALL}
-     * takes none).
+     * Whether an acquisition and a release are resent once after a lost reply: every single lock,
+     * the fair one too, whose calls carry {@code HELD n} (the multi-lock's {@code LOCK.*ALL} take
+     * none: their lost replies are raised).
      */
-    boolean idempotentAcquire() {
+    boolean resendable() {
         return !multi;
     }
 
@@ -89,12 +89,14 @@ final class Plan {
     }
 
     /**
-     * {@code … lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]}. The fair lock's
-     * one try ({@code blockMs} {@link #NO_BLOCK}) sends {@code NOQUEUE}: without it the caller
-     * would join the line and stay there until its deadline passed. {@code requestId}: {@code
+     * {@code … lease [BLOCK ms] [SESSION] [FENCED] [NOREENTRY] [HELD n]}. The fair lock's one try
+     * ({@code blockMs} {@link #NO_BLOCK}) sends {@code NOQUEUE}: without it the caller would join
+     * the line and stay there until its deadline passed. {@code held}: the owner's count of this
+     * hold before the call ({@link HoldCounts}), so that the server replays a resend whose first
+     * send was granted (the count is then {@code held + 1}) instead of granting it twice; {@code
      * null} sends none.
      */
-    List<String> acquire(String owner, long leaseMs, long blockMs, boolean session, String requestId) {
+    List<String> acquire(String owner, long leaseMs, long blockMs, boolean session, Integer held) {
         List<String> args = new ArrayList<>();
         if (multi) {
             args.add("LOCK.ACQUIREALL");
@@ -125,15 +127,18 @@ final class Plan {
         if (noReentry) {
             args.add("NOREENTRY");
         }
-        if (requestId != null) {
-            args.add("REQUEST");
-            args.add(requestId);
-            args.add(Long.toString(acquisitionLatchTtl(blockMs)));
-        }
+        addHeld(args, held);
         if (multi) {
             addHolds(args);
         }
         return args;
+    }
+
+    private static void addHeld(List<String> args, Integer held) {
+        if (held != null) {
+            args.add("HELD");
+            args.add(Integer.toString(held));
+        }
     }
 
     /** Adds {@code BLOCK blockMs} to a command, unless {@code blockMs} is {@link #NO_BLOCK}. */
@@ -155,11 +160,20 @@ final class Plan {
     }
 
     /**
-     * The key where the server keeps the reply of an acquisition of {@code name} (a lock's, a
-     * semaphore's) for {@code requestId}.
+     * The key where the server keeps the reply of a semaphore's acquisition of {@code name} for
+     * {@code requestId}.
      */
     static String acquisitionLatch(String name, String requestId) {
         return derived("redisson_lock_request_latch", name, requestId);
+    }
+
+    /**
+     * Pipelined after a semaphore's acquisition resent with {@code requestId} ({@code blockMs}: its
+     * wait): the latch's expiry set again, a write for the replica check's {@code WAIT} to cover
+     * (a replay from the latch writes nothing on the new connection).
+     */
+    static List<String> touchAcquisitionLatch(String name, String requestId, long blockMs) {
+        return List.of("PEXPIRE", acquisitionLatch(name, requestId), Long.toString(acquisitionLatchTtl(blockMs)));
     }
 
     /** {@code prefix:{name}:id}, or {@code prefix:name:id} when the name has a hash tag already. */
@@ -200,10 +214,13 @@ final class Plan {
 
     /**
      * A release. {@code leaseMs}: what a hold still held after it (a re-entered one) lasts again,
-     * as Redisson's unlock re-arms it. {@code requestId}: makes a retry idempotent (single locks;
-     * {@code null} sends none).
+     * as Redisson's unlock re-arms it. {@code held}: the owner's count of this hold before it
+     * ({@link HoldCounts}), so that the server answers a resend whose first send released (the
+     * count is then {@code held - 1}) with 0 and releases nothing twice; a last release ({@code
+     * held} 1) cannot be told from one of a hold gone before it; {@code null} sends none (the
+     * multi-lock never sends one).
      */
-    List<String> release(String owner, long leaseMs, String requestId) {
+    List<String> release(String owner, long leaseMs, Integer held) {
         List<String> args = new ArrayList<>();
         if (multi) {
             args.add("LOCK.UNLOCKALL");
@@ -220,17 +237,13 @@ final class Plan {
         }
         args.add("LEASE");
         args.add(Long.toString(leaseMs));
-        if (requestId != null) {
-            args.add("REQUEST");
-            args.add(requestId);
-            args.add(Long.toString(LATCH_TTL_MS));
-        }
+        addHeld(args, held);
         return args;
     }
 
     /**
-     * The key where the server keeps the reply of a release of {@code name} (a lock's, a
-     * semaphore's) for {@code requestId}, as Redisson names it.
+     * The key where the server keeps the reply of a semaphore's release of {@code name} for {@code
+     * requestId}, as Redisson names it.
      */
     static String unlockLatch(String name, String requestId) {
         return derived("redisson_unlock_latch", name, requestId);

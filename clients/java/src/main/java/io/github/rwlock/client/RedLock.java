@@ -164,7 +164,7 @@ public final class RedLock implements java.util.concurrent.locks.Lock, AutoClose
 
     private boolean tryNode(ConnectionPool node, String owner, long leaseMs) {
         try {
-            // No request id: a node is asked once, never resent (a lost reply counts as a no, and
+            // No HELD: a node is asked once, never resent (a lost reply counts as a no, and
             // the holds of a failed round are released on every node).
             return plan.outcome(call(node, plan.acquire(owner, leaseMs, Plan.NO_BLOCK, false, null))).acquired();
         } catch (JedisException e) {

@@ -1,7 +1,8 @@
 package io.github.rwlock.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -17,11 +18,11 @@ import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.JedisPooled;
 
 /**
- * Acquisitions carry {@code REQUEST id 13500}, and a lost reply is resent once with the same id:
- * a real fault, a proxy ({@link FaultProxy}) that forwards the acquisition and closes the
- * connection (or holds the reply back until the read times out) before its reply reaches the
- * client. The acquisition still succeeds, and the server shows exactly one hold, for every kind,
- * with and without {@code SESSION} and {@code BLOCK}.
+ * Acquisitions carry {@code HELD n} (the owner's count before them), and a lost reply is resent
+ * once, the same: a real fault, a proxy ({@link FaultProxy}) that forwards the acquisition and
+ * closes the connection (or holds the reply back until the read times out) before its reply
+ * reaches the client. The acquisition still succeeds, and the server shows exactly one hold, for
+ * every kind, with and without {@code SESSION} (which sends no {@code HELD}) and {@code BLOCK}.
  */
 class IdempotentAcquireTest extends ServerTest {
     private static final Set<String> ACQUISITIONS = Set.of("LOCK.ACQUIRE", "RWLOCK.READ", "RWLOCK.WRITE", "FAIRLOCK.ACQUIRE");
@@ -143,15 +144,15 @@ class IdempotentAcquireTest extends ServerTest {
             assertEquals(2, sent.size(), name + ": the acquisition and one resend: " + sent);
             assertEquals(owner, sent.get(0).get(2));
             assertEquals(owner, sent.get(1).get(2));
-            String first = requestId(sent.get(0));
-            String second = requestId(sent.get(1));
-            if (session) {
-                assertNotEquals(first, second, "a session's resend is a new acquisition: its hold went with its connection");
-            } else {
-                assertEquals(first, second, "the resend carries the same request id");
-            }
             for (List<String> command : sent) {
-                assertEquals(13_500 + Math.max(0, block(command)), requestTtl(command), "the latch outlives the wait: " + command);
+                assertFalse(command.contains("REQUEST"), "no request id, no latch: " + command);
+                if (session) {
+                    // Its hold went with its connection: a resend is a new acquisition, never a
+                    // replay of a grant the server is about to give back.
+                    assertEquals(-1L, option(command, "HELD"), "a session acquisition sends no HELD: " + command);
+                } else {
+                    assertEquals(0L, option(command, "HELD"), "both say the owner held none before: " + command);
+                }
                 if (kind.equals("fair") && block(command) > 0) {
                     assertEquals(block(command), option(command, "WAIT"), "a fair wait sends its wait as WAIT: " + command);
                 }
@@ -160,8 +161,7 @@ class IdempotentAcquireTest extends ServerTest {
                 assertEquals(way == Way.TRY ? 0 : 1, server.calls("fairlock.cancel"),
                         "a fair wait lost on I/O leaves the line before its resend (a served one stays served)");
             }
-            assertEquals(session ? 0 : 1, server.calls("pexpire"),
-                    "a resend with the same id writes the latch's expiry once more, for WAIT to cover the grant");
+            assertEquals(0, server.calls("pexpire"), "no latch to touch: a replay replicates a no-op write itself");
             if (way == Way.WAIT) {
                 long blockFirst = block(sent.get(0));
                 long blockAgain = block(sent.get(1));
@@ -209,17 +209,6 @@ class IdempotentAcquireTest extends ServerTest {
         }
     }
 
-    private static String requestId(List<String> command) {
-        int at = command.indexOf("REQUEST");
-        assertTrue(at > 0 && command.size() > at + 2, "no REQUEST in " + command);
-        return command.get(at + 1);
-    }
-
-    private static long requestTtl(List<String> command) {
-        int at = command.indexOf("REQUEST");
-        return Long.parseLong(command.get(at + 2));
-    }
-
     private static long block(List<String> command) {
         return option(command, "BLOCK");
     }
@@ -243,29 +232,56 @@ class IdempotentAcquireTest extends ServerTest {
     }
 
     @Test
-    void eachAcquisitionCarriesAFreshRequestInTheSameCommand() throws Exception {
+    void eachAcquisitionCarriesTheCountBeforeItInTheSameCommand() throws Exception {
         try (Client on = Client.create(proxied)) {
-            PlainLock lock = new PlainLock(on, "idem:fresh");
+            PlainLock lock = new PlainLock(on, "idem:count");
             int before = proxy.seen().size();
             server.call("CONFIG", "RESETSTAT");
             assertTrue(lock.tryLock());
             assertTrue(lock.tryLock(1, TimeUnit.SECONDS));
             List<List<String>> sent = proxy.seen().subList(before, proxy.seen().size());
             assertEquals(2, sent.size());
-            assertNotEquals(requestId(sent.get(0)), requestId(sent.get(1)), "a fresh id per acquisition");
+            assertEquals(0L, option(sent.get(0), "HELD"), "none held before: " + sent);
+            assertEquals(1L, option(sent.get(1), "HELD"), "a re-entry: one held before: " + sent);
             assertEquals(2, server.calls("lock.acquire"));
-            assertEquals(0, server.calls("get") + server.calls("del") + server.calls("exists"),
+            assertEquals(0, server.calls("get") + server.calls("del") + server.calls("exists") + server.calls("pexpire"),
                     "no round trip but the acquisition's");
-            assertEquals(2L, (long) ((List<?>) server.call("KEYS", "redisson_lock_request_latch:{idem:fresh}:*")).size());
             lock.unlock();
             lock.unlock();
-            assertEquals(2, server.calls("del"), "one DEL per release");
-            assertEquals(List.of(), server.call("KEYS", "redisson_lock_request_latch:*"),
-                    "each release's DEL took the acquisition latches with its own");
-            List<?> left = (List<?>) server.call("KEYS", "redisson_unlock_latch:*");
-            assertEquals(1, left.size(), "the last release's own latch, left to the next release: " + left);
-            long ttl = (Long) server.call("PTTL", (String) left.get(0));
-            assertTrue(ttl > 0 && ttl <= Plan.LATCH_TTL_MS, "it expires on its own: " + ttl);
+            assertEquals(2, server.calls("lock.unlock"));
+            assertEquals(0, server.calls("del"), "a release is one command");
+            assertEquals(List.of(), server.call("KEYS", "redisson_*latch*"), "no latch written");
+            assertEquals(0L, server.call("EXISTS", "idem:count"));
+        }
+    }
+
+    /**
+     * Two lock objects of one name used by one thread are one owner, counted together: the second
+     * object's acquisition is a re-entry ({@code HELD 1}), its release leaves the first's hold, and
+     * the first's frees the lock. For each kind, the fair lock sharing the plain lock's field.
+     */
+    @Test
+    void twoObjectsOfOneOwnerCountTogether() throws Exception {
+        for (String kind : List.of("plain", "read", "write", "fair", "fair+plain")) {
+            String name = "idem:shared:" + kind;
+            try (Client on = Client.create(proxied)) {
+                DistributedLock a = lock(on, kind.equals("fair+plain") ? "fair" : kind, name, false);
+                DistributedLock b = lock(on, kind.equals("fair+plain") ? "plain" : kind, name, false);
+                String field = field(kind, a.getOwner());
+                int before = proxy.seen().size();
+                assertTrue(a.tryLock(), name);
+                assertTrue(b.tryLock(), name + ": a re-entry of the same owner");
+                List<List<String>> sent = proxy.seen().subList(before, proxy.seen().size());
+                assertEquals(0L, option(sent.get(0), "HELD"), name + ": " + sent);
+                assertEquals(1L, option(sent.get(1), "HELD"), name + ": the other object's hold counts: " + sent);
+                assertEquals("2", server.call("HGET", name, field), name);
+                b.unlock();
+                assertEquals("1", server.call("HGET", name, field), name + ": the first object's hold stays");
+                assertTrue(a.isHeldByCurrentThread(), name);
+                a.unlock();
+                assertEquals(0L, server.call("EXISTS", name), name + ": free");
+                assertThrows(NotHeldException.class, b::unlock, name);
+            }
         }
     }
 

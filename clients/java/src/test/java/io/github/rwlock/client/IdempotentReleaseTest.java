@@ -1,6 +1,7 @@
 package io.github.rwlock.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -13,12 +14,15 @@ import redis.clients.jedis.JedisPooled;
 
 /**
  * A release's reply lost for real ({@link FaultProxy} closes the connection instead of passing it
- * on) and the release resent once with its request id. No release deletes its own unlock latch in
- * its pipeline, so every resend is answered from it: a re-entered hold's leaves the owner one
- * level, the last one's is released once, and a hold gone before its release is not held. The
- * last release's latch is left to the owner's next release or its TTL.
+ * on) and the release resent once, the same, with {@code HELD n} (the owner's count before it): a
+ * re-entered hold's resend leaves the owner one level (the server finds {@code n - 1} and releases
+ * nothing), and a last release's resend that finds nothing held throws {@link
+ * ReleaseUnknownException}, whether the first send freed the lock or the hold was gone before it.
+ * No latch is written.
  */
 class IdempotentReleaseTest extends ServerTest {
+    private static final List<String> KINDS = List.of("plain", "read", "write", "fair");
+
     private DistributedLock lock(Client on, String kind, String name) {
         return switch (kind) {
             case "plain" -> new PlainLock(on, name);
@@ -42,15 +46,17 @@ class IdempotentReleaseTest extends ServerTest {
         return kind.equals("write") ? owner + ":write" : owner;
     }
 
-    /**
-     * {@code lose}: the release command itself (its reply lost; the {@code DEL} behind it may or
-     * may not have run when the proxy closes the connection) or {@code DEL} (the pipeline's last
-     * reply lost: both commands ran, the case a resend must not release again).
-     */
-    private void reenteredThenLast(String kind, String lose) throws Exception {
+    /** The number after {@code HELD} in {@code command}. */
+    private static String held(List<String> command) {
+        int at = command.indexOf("HELD");
+        assertTrue(at > 0 && command.size() > at + 1, "no HELD in " + command);
+        return command.get(at + 1);
+    }
+
+    private void reenteredThenLast(String kind) throws Exception {
         String unlock = release(kind);
-        String name = "release:" + kind + ":" + lose;
-        try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of(lose.equals("DEL") ? "DEL" : unlock));
+        String name = "release:" + kind;
+        try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of(unlock));
                 JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
                 Client on = Client.create(proxied)) {
             DistributedLock lock = lock(on, kind, name);
@@ -61,58 +67,56 @@ class IdempotentReleaseTest extends ServerTest {
             String calls = unlock.toLowerCase(Locale.ROOT);
 
             server.call("CONFIG", "RESETSTAT");
+            int before = proxy.seen().size();
             proxy.arm();
-            lock.unlock();
+            lock.unlock(); // released: the resend found one level gone and released nothing
             assertTrue(proxy.dropped(), name + ": the proxy lost the first release's reply");
             assertEquals(2, server.calls(calls), name + ": the release and its resend");
-            assertEquals("1", server.call("HGET", name, field(kind, owner)),
-                    name + ": the resend was answered from its latch, one level still held");
+            List<List<String>> sent = proxy.seen().subList(before, proxy.seen().size());
+            assertEquals(List.of("2", "2"), sent.stream().map(IdempotentReleaseTest::held).toList(),
+                    name + ": both say the owner held 2: " + sent);
+            assertEquals("1", server.call("HGET", name, field(kind, owner)), name + ": one level still held");
             assertEquals(1, lock.getHoldCount(), name);
-            String latches = "redisson_unlock_latch:{" + name + "}:*";
-            assertEquals(1, ((List<?>) server.call("KEYS", latches)).size(),
-                    name + ": the re-entered release's latch outlives its reply");
+            assertEquals(0, server.calls("del"), name + ": a release is one command");
 
             server.call("CONFIG", "RESETSTAT");
+            before = proxy.seen().size();
             proxy.arm();
-            lock.unlock(); // the last: released, as its latch answers the resend
+            // The first send freed it; the resend cannot tell that from a hold gone before it.
+            assertThrows(ReleaseUnknownException.class, lock::unlock, name);
             assertTrue(proxy.dropped(), name + ": the proxy lost the last release's reply");
             assertEquals(2, server.calls(calls), name + ": the last release and its resend");
+            sent = proxy.seen().subList(before, proxy.seen().size());
+            assertEquals(List.of("1", "1"), sent.stream().map(IdempotentReleaseTest::held).toList(), name + ": " + sent);
             assertEquals(0, lock.getHoldCount(), name);
+            assertFalse(lock.isHeldByCurrentThread(), name);
             assertEquals(0L, server.call("EXISTS", name), name + ": free");
-            List<?> left = (List<?>) server.call("KEYS", "*{" + name + "}*");
-            assertEquals(1, left.size(), name + ": only the last release's latch is left: " + left);
-            String latch = (String) left.get(0);
-            assertTrue(latch.startsWith("redisson_unlock_latch:"), name + ": " + latch);
-            long ttl = (Long) server.call("PTTL", latch);
-            assertTrue(ttl > 0 && ttl <= Plan.LATCH_TTL_MS, name + ": it expires on its own: " + ttl);
+            assertEquals(List.of(), server.call("KEYS", "*{" + name + "}*"), name + ": no latch written");
 
-            assertTrue(lock.tryLock(), name + ": a second cycle on the same lock object");
+            assertTrue(lock.tryLock(), name + ": a second cycle on the same lock object starts from 0");
+            assertEquals("1", server.call("HGET", name, field(kind, owner)), name);
             lock.unlock();
-            assertEquals(0L, server.call("EXISTS", latch), name + ": the next release deleted it");
-            assertEquals(1, ((List<?>) server.call("KEYS", "*{" + name + "}*")).size(),
-                    name + ": that release's own is left");
+            assertEquals(0L, server.call("EXISTS", name), name);
         }
     }
 
     @Test
     void aResentReleaseOfAReenteredHoldFreesOneLevelOnly() throws Exception {
-        for (String kind : List.of("plain", "read", "write", "fair")) {
-            for (String lose : List.of("DEL", "release")) {
-                reenteredThenLast(kind, lose);
-            }
+        for (String kind : KINDS) {
+            reenteredThenLast(kind);
         }
     }
 
     /**
      * A hold gone before its release (its key deleted behind the owner's back, and then maybe
      * another owner's grant; a lease, so that no watchdog notices first) and the release's reply
-     * lost: the resend is answered "not held" as the first send was, and the owner is told so, not
-     * that it released. Every kind with the key merely gone too: its unlock then replies nil and
-     * stores no latch (Redisson's read-write and fair scripts latch 1 there).
+     * lost: the resend finds nothing held, as the first send did, and the owner is told that the
+     * release's outcome is unknown (it cannot be told from a release that freed the lock), never
+     * that it released. Every kind with the key merely gone too: its unlock then replies nil.
      */
     @Test
-    void aResentLastReleaseOfAHoldGoneBeforeItIsNotHeld() throws Exception {
-        for (String kind : List.of("plain", "read", "write", "fair")) {
+    void aResentLastReleaseOfAHoldGoneBeforeItIsUnknown() throws Exception {
+        for (String kind : KINDS) {
             for (boolean taken : List.of(false, true)) {
                 goneThenLost(kind, taken);
             }
@@ -136,7 +140,7 @@ class IdempotentReleaseTest extends ServerTest {
 
             server.call("CONFIG", "RESETSTAT");
             proxy.arm();
-            assertThrows(NotHeldException.class, lock::unlock, name);
+            assertThrows(ReleaseUnknownException.class, lock::unlock, name);
             assertTrue(proxy.dropped(), name + ": the proxy lost the release's reply");
             assertEquals(2, server.calls(unlock.toLowerCase(Locale.ROOT)), name + ": the release and its resend");
             assertEquals(0, lock.getHoldCount(), name);
@@ -145,6 +149,33 @@ class IdempotentReleaseTest extends ServerTest {
                 other.unlock();
             }
             assertEquals(0L, server.call("EXISTS", name), name);
+        }
+    }
+
+    /**
+     * Without a lost reply a release of a hold gone before it is {@link NotHeldException}, its
+     * first send's nil being certain; and a re-entered hold's resend that finds nothing held is
+     * {@link NotHeldException} too (the first send cannot have freed it: the owner held two).
+     */
+    @Test
+    void aReenteredHoldGoneBeforeItsLostReleaseIsNotHeld() throws Exception {
+        String name = "gone:reentered";
+        try (FaultProxy proxy = new FaultProxy(server.hostAndPort(), Set.of("LOCK.UNLOCK"));
+                JedisPooled proxied = new JedisPooled(proxy.hostAndPort());
+                Client on = Client.create(proxied)) {
+            PlainLock lock = new PlainLock(on, name);
+            assertTrue(lock.tryLock(0, 60, TimeUnit.SECONDS));
+            assertTrue(lock.tryLock(0, 60, TimeUnit.SECONDS));
+            assertEquals(1L, server.call("DEL", name), "the holds are gone");
+            proxy.arm();
+            assertThrows(NotHeldException.class, lock::unlock);
+            assertTrue(proxy.dropped(), "the proxy lost the release's reply");
+            assertEquals(0, lock.getHoldCount());
+
+            assertTrue(lock.tryLock(0, 60, TimeUnit.SECONDS), "counting starts from 0 again");
+            assertEquals("1", server.call("HGET", name, lock.getOwner()));
+            assertEquals(1L, server.call("DEL", name));
+            assertThrows(NotHeldException.class, lock::unlock, "no lost reply: the nil is certain");
         }
     }
 }
