@@ -41,8 +41,8 @@
 // hold is counted twice or left behind unknown. A last hold's release is
 // never replayed: its resend finding nothing held is [ErrReleaseUnknown]
 // (the first send freed it, or it was gone before). A session's
-// acquisition sends no HELD: its resend re-enters, and the hold the closed
-// connection took is given back with it. A handle's acquisitions and
+// acquisitions and releases send no HELD: an acquisition's resend
+// re-enters, and the hold the closed connection took is given back with it. A handle's acquisitions and
 // releases therefore run one at a time.
 //
 // # Leases and the watchdog

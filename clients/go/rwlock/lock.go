@@ -257,7 +257,7 @@ func (l *Lock) leaveLine(r request) {
 // earlier hold when the first one's reply was lost. Best effort, reporting
 // nothing: a hold it could not release ends at its lease.
 func (l *Lock) undo(lk *link, r request, held int) error {
-	args := l.plan.release(l.owner, r.leaseMs, held)
+	args := l.releaseArgs(r.leaseMs, held)
 	if _, err := lk.do(context.Background(), 0, args...); ioError(err) && !l.cfg.session {
 		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
 		defer cancel()
@@ -352,7 +352,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if leaseMs == 0 {
 		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
 	}
-	args := l.plan.release(l.owner, leaseMs, held)
+	args := l.releaseArgs(leaseMs, held)
 	var reply any
 	resent := false
 	switch {
@@ -395,6 +395,16 @@ func (l *Lock) Release(ctx context.Context) error {
 		return newError(ErrNotHeld, l.name, "not held by "+l.owner)
 	}
 	return nil
+}
+
+// releaseArgs is the release of one hold of held (the count before it). A
+// session's carries no HELD: it goes on the session's own connection and
+// is never resent (the connection's failure takes its holds).
+func (l *Lock) releaseArgs(leaseMs int64, held int) []any {
+	if l.cfg.session {
+		held = 0
+	}
+	return l.plan.release(l.owner, leaseMs, held)
 }
 
 // forget drops the handle's holds: stops the watchdog, ends done, gives

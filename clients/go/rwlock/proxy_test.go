@@ -284,8 +284,9 @@ func TestLostReplies(t *testing.T) {
 }
 
 // TestHeldSent: a single lock's acquisition and release carry HELD and
-// write nothing but the lock, a multi-lock's carry none, and a read timeout
-// (the reply withheld, the connection left open) is resent too.
+// write nothing but the lock, a multi-lock's and a session's carry none,
+// and a read timeout (the reply withheld, the connection left open) is
+// resent too.
 func TestHeldSent(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -300,11 +301,20 @@ func TestHeldSent(t *testing.T) {
 	m := c.MultiLock([]Hold{{KindLock, "{req}:a"}, {KindWrite, "{req}:b"}})
 	mustAcquire(t, m, WithWait(0), WithLease(5*time.Second))
 	mustRelease(t, m)
+	session := c.Lock("held:session", WithSession())
+	mustAcquire(t, session, WithWait(0))
+	mustAcquire(t, session, WithWait(0))
+	mustRelease(t, session)
+	mustRelease(t, session)
 	want := []string{
 		"LOCK.ACQUIRE held:sent " + l.Owner() + " 5000 FENCED HELD 0",
 		"LOCK.UNLOCK held:sent " + l.Owner() + " LEASE 5000 HELD 1",
 		"LOCK.ACQUIREALL " + m.Owner() + " 5000 HOLDS 2 LOCK {req}:a WRITE {req}:b",
 		"LOCK.UNLOCKALL " + m.Owner() + " HOLDS 2 LOCK {req}:a WRITE {req}:b",
+		"LOCK.ACQUIRE held:session " + session.Owner() + " 30000 SESSION",
+		"LOCK.ACQUIRE held:session " + session.Owner() + " 30000 SESSION",
+		"LOCK.UNLOCK held:session " + session.Owner() + " LEASE 30000",
+		"LOCK.UNLOCK held:session " + session.Owner() + " LEASE 30000",
 	}
 	if got := monitor.locks(t); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
