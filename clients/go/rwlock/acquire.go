@@ -30,12 +30,17 @@ type acquirer struct {
 	// requested: every send carries REQUEST id ttl, so that the one resend
 	// after a lost reply is answered from the server's latch.
 	requested bool
+	// counted: the command carries HELD, the owner's count before it (a
+	// session's carries none: see singlePlan.acquire), and a lost reply is
+	// resent as it is: the server answers a resend whose first send was
+	// granted from the lock's hash, and a session's resend re-enters while
+	// the first send's grant is given back with its connection.
+	counted bool
 	// readOnly: the command writes nothing (a latch's wait): no replica
 	// sync, and a lost reply is resent as it is.
 	readOnly bool
 	// session: what is taken is bound to the connection, which the caller
-	// keeps; a resend takes a new id (the first send's grant died with its
-	// connection).
+	// keeps.
 	session bool
 	// abandon (nil: nothing) runs after a wait failed on I/O: the owner may
 	// be left in a line the server still believes it waits in.
@@ -53,11 +58,11 @@ type acquirer struct {
 }
 
 // acquire runs one acquisition of a on session (nil: a wait connection of
-// its own): the master's INFO once, the command with a fresh request id and
-// the replica sync in one pipeline, waiting on the server as r says; a MOVED
-// reply asked again of the new master, a lost reply resent once (same id,
-// what is left of the wait). A grant made as ctx ended, or not
-// acknowledged, is undone. It returns the outcome, the connection when
+// its own): the master's INFO once, the command (with a fresh request id
+// when a.requested) and the replica sync in one pipeline, waiting on the
+// server as r says; a MOVED reply asked again of the new master, a lost
+// reply resent once (the same command, what is left of the wait). A grant
+// made as ctx ended, or not acknowledged, is undone. It returns the outcome, the connection when
 // a.session keeps it (else nil), and the request id whose latch the next
 // release deletes ("" none).
 func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *link) (o outcome, kept *link, latchID string, err error) {
@@ -95,23 +100,18 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 		}
 		rs, cancelled = lk.wait(ctx, r.block, p.extra, p.cmds)
 	}
-	if ioError(rs[0].err) && cancelled == nil && ctx.Err() == nil && session == nil && (id != "" || a.readOnly) {
+	if ioError(rs[0].err) && cancelled == nil && ctx.Err() == nil && session == nil && (id != "" || a.readOnly || a.counted) {
 		// The reply was lost (the connection failed or timed out): the
 		// server may or may not have granted it. Once more, on a new
-		// connection, with the same request id and what is left of the
-		// wait: a grant is answered again instead of counted twice. A
-		// session's hold is bound to its connection and was freed with it,
-		// while its latch would answer "taken" and bind nothing: a session
-		// resends with a new id, as a new acquisition.
+		// connection, the same command (request id or HELD) with what is
+		// left of the wait: a grant is answered again instead of counted
+		// twice.
 		retry := r.remaining(time.Since(began))
 		lk.close()
 		if lk, err = c.openLink(ctx, a.name); err != nil {
 			// No resend: the first send's fate stays unknown (below).
 			rs = failedAll(p.cmds, errors.Join(rs[0].err, err))
 		} else {
-			if a.session {
-				id = uuid.NewString()
-			}
 			p = c.acquisition(a.name, a.args(retry, id), m, retry, id)
 			rs, cancelled = lk.wait(ctx, retry.block, p.extra, p.cmds)
 		}
@@ -153,8 +153,7 @@ func (c *Client) acquire(ctx context.Context, a acquirer, r request, session *li
 		return outcome{}, nil, "", errors.Join(newError(ErrNotSynced, a.name, detail+"; released again"), undoErr)
 	}
 	if a.session {
-		// Bound to lk, which the caller keeps; a session's release sends
-		// no DEL: its latch expires on its own.
+		// Bound to lk, which the caller keeps.
 		keep = true
 		return o, lk, "", nil
 	}
@@ -205,9 +204,10 @@ type acquisition struct {
 }
 
 // acquisition is the acquisition args on the key name, then: after a
-// resend (resentID), its latch's expiry set again (a replay writes nothing
-// on this connection, so WAIT would not cover the grant the first send
-// wrote: this write puts the connection past it); WAIT and WAITAOF as
+// resend with a request id (resentID), its latch's expiry set again (a
+// latch's replay writes nothing on this connection, so WAIT would not cover
+// the grant the first send wrote: this write puts the connection past it;
+// a lock's HELD replay replicates a write of its own); WAIT and WAITAOF as
 // learned (m nil: sync off); the periodic INFO when due. One round trip.
 func (c *Client) acquisition(name string, args []any, m *learned, r request, resentID string) acquisition {
 	p := acquisition{cmds: [][]any{args}}

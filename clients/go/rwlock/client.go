@@ -291,6 +291,29 @@ func (c *Client) oncePipeline(ctx context.Context, key string, cmds [][]any) ([]
 	return rs, nil
 }
 
+// twice runs a command whose resend is answered as its first send was (a
+// lock's release with HELD) on the master of key, on a wait connection,
+// which go-redis never resends; when the reply is lost (the connection
+// failed or the reply's deadline passed, ctx still on), once more on a new
+// connection. resent tells the caller that the reply is the resend's: the
+// first send may have run.
+func (c *Client) twice(ctx context.Context, key string, args []any) (reply any, resent bool, err error) {
+	cmds := [][]any{args}
+	rs, err := c.oncePipeline(ctx, key, cmds)
+	if err != nil {
+		return nil, false, err // never sent
+	}
+	if ioError(rs[0].err) && ctx.Err() == nil {
+		again, err := c.oncePipeline(ctx, key, cmds)
+		if err != nil {
+			// No resend: the first send's fate stays unknown.
+			return nil, false, errors.Join(rs[0].err, err)
+		}
+		rs, resent = again, true
+	}
+	return rs[0].reply, resent, rs[0].err
+}
+
 // master is the learned state of the master at addr. Outside a cluster
 // every master the Client meets is the same deployment's (Sentinel promotes
 // one of its replicas), so they share one state: a newly promoted master,

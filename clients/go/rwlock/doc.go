@@ -31,14 +31,19 @@
 //
 // # Lost replies
 //
-// Every single-lock acquisition sends a fresh request id (REQUEST id ttl,
-// the ttl 13.5 s plus a bounded wait). When its reply is lost (the connection failed or the
-// reply's deadline passed, not the context ending) it is resent once, on a
-// new connection, with the same id and what is left of the wait: the
-// server answers a resent grant as it answered the first (a fenced lock:
-// the same token) and changes nothing, so no hold is counted twice or left
-// behind unknown. A session's resend takes a new id: its hold died with its
-// connection.
+// Every single-lock acquisition and release sends HELD n, the handle's
+// count of that kind of hold before it. When its reply is lost (the
+// connection failed or the reply's deadline passed, not the context
+// ending) it is resent once, on a new connection, the same command (an
+// acquisition with what is left of its wait): the server answers a resent
+// grant, or a resent release of a re-entered hold, as it answered the
+// first send (a fenced lock: the current token) and changes nothing, so no
+// hold is counted twice or left behind unknown. A last hold's release is
+// never replayed: its resend finding nothing held is [ErrReleaseUnknown]
+// (the first send freed it, or it was gone before). A session's
+// acquisitions and releases send no HELD: an acquisition's resend
+// re-enters, and the hold the closed connection took is given back with it. A handle's acquisitions and
+// releases therefore run one at a time.
 //
 // # Leases and the watchdog
 //

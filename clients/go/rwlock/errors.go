@@ -23,6 +23,12 @@ var (
 	// ErrNotSynced: the master's replicas (or its AOF) did not acknowledge
 	// the acquisition in time; the hold was released again.
 	ErrNotSynced = errors.New("NotSynced")
+	// ErrReleaseUnknown: a last release's reply was lost, and its resend
+	// found the owner holding nothing: the first send freed the lock, or
+	// the hold was gone before it (lease run out, failover, key deleted).
+	// Which one cannot be known, so it is not [ErrNotHeld]; the handle
+	// holds nothing either way.
+	ErrReleaseUnknown = errors.New("ReleaseUnknown")
 )
 
 // Error is an rwlock error: its Kind is one of the Err* values above, Name

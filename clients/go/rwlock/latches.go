@@ -13,7 +13,7 @@ import (
 // wait), which the contract allows.
 const maxLatches = 64
 
-// latchBook keeps the request latches one object (a lock handle, a
+// latchBook keeps the request latches one object (a semaphore, a permit
 // semaphore) left on the server, for its next release to delete them in
 // its own pipeline: no round trip of their own. Safe for concurrent use.
 type latchBook struct {
@@ -41,13 +41,6 @@ func bounded(keys []string, key string) []string {
 		keys = append(keys[:0:0], keys[len(keys)-maxLatches+1:]...)
 	}
 	return append(keys, key)
-}
-
-// dropAcquired forgets the acquisitions' latches: they expire.
-func (b *latchBook) dropAcquired() {
-	b.mu.Lock()
-	b.acquired = nil
-	b.mu.Unlock()
 }
 
 // withDel is the pipeline of a release: its command, then a DEL of the

@@ -127,7 +127,7 @@ func TestAcquisitionPipeline(t *testing.T) {
 	stale := &learned{}
 	stale.learn(map[string]string{"connected_slaves": "1"}, time.Now().Add(-refreshInterval))
 	l := c.Lock("p")
-	args := l.plan.acquire(l.owner, r, false, "id")
+	args := l.plan.acquire(l.owner, r, false, 0)
 	cases := []struct {
 		what string
 		p    acquisition
@@ -137,7 +137,9 @@ func TestAcquisitionPipeline(t *testing.T) {
 		{"no replicas", l.c.acquisition(l.name, args, none, r, ""), "LOCK.ACQUIRE"},
 		{"a replica", l.c.acquisition(l.name, args, one, r, ""), "LOCK.ACQUIRE WAIT"},
 		{"replicas and AOF", l.c.acquisition(l.name, args, both, r, ""), "LOCK.ACQUIRE WAIT WAITAOF"},
-		{"resent", l.c.acquisition(l.name, args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
+		// A resend with a request id (a semaphore's): its latch's expiry set
+		// again; a lock's (HELD, no id) sends none.
+		{"resent with an id", l.c.acquisition(l.name, args, one, r, "id"), "LOCK.ACQUIRE PEXPIRE WAIT"},
 		{"refresh due", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT INFO"},
 		{"refresh sent", l.c.acquisition(l.name, args, stale, r, ""), "LOCK.ACQUIRE WAIT"},
 	}
@@ -151,7 +153,7 @@ func TestAcquisitionPipeline(t *testing.T) {
 	}
 	// Every kind goes the same way.
 	for _, k := range []*Lock{c.ReadWriteLock("p").Write(), c.FairLock("p"), c.MultiLock([]Hold{{KindLock, "{p}:a"}})} {
-		p := k.c.acquisition(k.name, k.plan.acquire(k.owner, r, false, ""), one, r, "")
+		p := k.c.acquisition(k.name, k.plan.acquire(k.owner, r, false, 0), one, r, "")
 		if got := names(p); !strings.HasSuffix(got, " WAIT") || strings.Count(got, " ") != 1 {
 			t.Errorf("%s: %q", k.plan.key(), got)
 		}
@@ -363,11 +365,34 @@ func calls(t *testing.T, s *server, command string) int64 {
 	return n
 }
 
+// commands is the calls of every command the server ran, but INFO and
+// HELLO: the test reads the counts with INFO on a connection of its own
+// (the client's periodic INFO is counted apart, and a connection the
+// client opened is a round trip the proxy counts).
+func commands(t *testing.T, s *server) int64 {
+	t.Helper()
+	stats, _ := s.do(t, "INFO", "commandstats").(string)
+	var total int64
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_hello" {
+			continue
+		}
+		var n int64
+		if _, err := fmt.Sscanf(rest, "calls=%d,", &n); err != nil {
+			t.Fatalf("%s: %q", name, rest)
+		}
+		total += n
+	}
+	return total
+}
+
 // TestRoundTripsPerCycle: no replica, no AOF: after the first cycle (the
 // connections' hello, the master's first INFO), each uncontended
-// acquire+release of a lock or a semaphore is two round trips (the
-// acquisition; the release with its latches' DEL), counted by a proxy that
-// sees when the client writes after a reply. Waits (BLOCK) ask CLIENT ID
+// acquire+release is two round trips, counted by a proxy that sees when the
+// client writes after a reply: a lock's are two commands (the acquisition
+// and the release, with HELD: no DEL, no latch), a semaphore's three (its
+// release pipelines the DEL of its latches). Waits (BLOCK) ask CLIENT ID
 // once per connection.
 func TestRoundTripsPerCycle(t *testing.T) {
 	t.Parallel()
@@ -400,26 +425,33 @@ func TestRoundTripsPerCycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	rw := c.ReadWriteLock("cycle:rw")
 	for _, k := range []struct {
-		name  string
-		wait  time.Duration
-		cycle func(time.Duration)
+		name     string
+		wait     time.Duration
+		cycle    func(time.Duration)
+		commands int64 // per cycle
+		dels     int64 // per cycle
 	}{
-		{"lock", 0, lockCycle(c.Lock("cycle:0"))},
-		{"lock", 5 * time.Second, lockCycle(c.Lock("cycle:5s"))},
-		{"semaphore", 5 * time.Second, semCycle},
+		{"lock", 0, lockCycle(c.Lock("cycle:0")), 2, 0},
+		{"lock", 5 * time.Second, lockCycle(c.Lock("cycle:5s")), 2, 0},
+		{"fair", 5 * time.Second, lockCycle(c.FairLock("cycle:fair")), 2, 0},
+		{"read", 0, lockCycle(rw.Read()), 2, 0},
+		{"write", 0, lockCycle(rw.Write()), 2, 0},
+		{"semaphore", 5 * time.Second, semCycle, 3, 1},
 	} {
 		wait := k.wait
 		began := time.Now() // the first: before the master's first INFO
 		k.cycle(wait)
 		dels, ids := calls(t, s, "del"), calls(t, s, "client|id")
-		turns, infos := p.turns.Load(), calls(t, s, "info")
+		turns, infos, sent := p.turns.Load(), calls(t, s, "info"), commands(t, s)
 		for i := 0; i < cycles; i++ {
 			k.cycle(wait)
 		}
 		elapsed := time.Since(began)
-		// The test's own INFO commandstats (the one reading infos) counts 1.
-		sentInfos := calls(t, s, "info") - infos - 1
+		// The test's own INFO commandstats (the ones reading infos and
+		// sent) count 2.
+		sentInfos := calls(t, s, "info") - infos - 2
 		if got := p.turns.Load() - turns; got != 2*cycles {
 			t.Fatalf("%s, wait %v: %d round trips in %d cycles", k.name, wait, got, cycles)
 		}
@@ -428,50 +460,128 @@ func TestRoundTripsPerCycle(t *testing.T) {
 		if sentInfos > int64(elapsed/refreshInterval) {
 			t.Fatalf("%s, wait %v: %d INFO in %v", k.name, wait, sentInfos, elapsed)
 		}
-		if got := calls(t, s, "del") - dels; got != cycles {
+		// The test's own calls in between are INFO and HELLO, which
+		// commands leaves out.
+		if got := commands(t, s) - sent; got != k.commands*cycles {
+			t.Fatalf("%s, wait %v: %d commands in %d cycles", k.name, wait, got, cycles)
+		}
+		if got := calls(t, s, "del") - dels; got != k.dels*cycles {
 			t.Fatalf("%s, wait %v: %d DEL", k.name, wait, got)
 		}
 		if got := calls(t, s, "client|id") - ids; got != 0 {
 			t.Fatalf("%s, wait %v: CLIENT ID sent %d times on a connection that knew its id", k.name, wait, got)
 		}
 	}
-	// Each handle's last release keeps its own latch (for a resend after a
-	// lost reply) until the handle's next release, or it expires.
-	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 3 {
-		t.Fatalf("latches left: %v, want one unlock latch per handle", keys)
+	// The locks leave nothing; the semaphore its count and its last
+	// release's latch (for a resend after a lost reply), until its next
+	// release or its expiry.
+	if keys, _ := s.do(t, "KEYS", "*").([]any); len(keys) != 2 {
+		t.Fatalf("keys left: %v, want the semaphore's count and one unlock latch", keys)
 	}
 }
 
-// TestReenteredReleaseLatch: a release's own latch, re-entered or last,
-// outlives its reply (a resend after a lost reply is answered from it,
-// 13.5 s at most); the handle's next release's DEL takes it.
-func TestReenteredReleaseLatch(t *testing.T) {
+// TestHeldCounts: each acquisition and release sends the handle's count of
+// that kind of hold before it (HELD), the count the server's hash holds for
+// the owner: re-entries, a read-write lock's two sides apart (one owner,
+// two fields), a fenced lock's token; nothing but the lock's hash is
+// written.
+func TestHeldCounts(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	c, _ := newClient(t, s)
-	l := c.Lock("reentered")
-	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
-	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	monitor := startMonitor(t, s)
+	field := func(name, f string) any { return s.do(t, "HGET", name, f) }
+
+	l := c.Lock("held:plain", WithFenced())
+	rw := c.ReadWriteLock("held:rw")
+	for i := 0; i < 2; i++ {
+		mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
+	}
+	mustAcquire(t, rw.Write(), WithWait(0), WithLease(10*time.Second))
+	mustAcquire(t, rw.Read(), WithWait(0), WithLease(10*time.Second)) // a downgrade: the writer reads
+	mustAcquire(t, rw.Read(), WithWait(0), WithLease(10*time.Second))
+	if got := field("held:plain", l.Owner()); got != "2" {
+		t.Fatalf("plain count %v", got)
+	}
+	if got, w := field("held:rw", rw.Read().Owner()), field("held:rw", rw.Read().Owner()+":write"); got != "2" || w != "1" {
+		t.Fatalf("read count %v, write count %v", got, w)
+	}
 	mustRelease(t, l)
-	if keys, _ := s.do(t, "KEYS", "redisson_unlock_latch:*").([]any); len(keys) != 1 {
-		t.Fatalf("after a re-entered release: %v", keys)
+	mustRelease(t, rw.Read())
+	if got := field("held:plain", l.Owner()); got != "1" {
+		t.Fatalf("plain count after a release %v", got)
 	}
-	reentered, _ := s.do(t, "KEYS", "redisson_unlock_latch:*").([]any)
+	if got := field("held:rw", rw.Read().Owner()); got != "1" {
+		t.Fatalf("read count after a release %v", got)
+	}
+	if keys, _ := s.do(t, "KEYS", "redisson_*latch*").([]any); len(keys) != 0 {
+		t.Fatalf("latches %v", keys)
+	}
 	mustRelease(t, l)
-	keys, _ := s.do(t, "KEYS", "redisson_*").([]any)
-	if len(keys) != 1 || keys[0] == reentered[0] {
-		t.Fatalf("after the last release: %v (the re-entered release's: %v)", keys, reentered)
+	mustRelease(t, rw.Read())
+	mustRelease(t, rw.Write())
+	if got := s.do(t, "EXISTS", "held:plain", "held:rw"); got != int64(0) {
+		t.Fatalf("%v locks still held", got)
 	}
-	if pttl, _ := s.do(t, "PTTL", keys[0]).(int64); pttl <= 0 || pttl > 13500 {
-		t.Fatalf("the last release's latch pttl %d", pttl)
+	want := []string{
+		"LOCK.ACQUIRE held:plain " + l.Owner() + " 10000 FENCED HELD 0",
+		"LOCK.ACQUIRE held:plain " + l.Owner() + " 10000 FENCED HELD 1",
+		"RWLOCK.WRITE held:rw " + rw.Write().Owner() + " 10000 HELD 0",
+		"RWLOCK.READ held:rw " + rw.Read().Owner() + " 10000 HELD 0",
+		"RWLOCK.READ held:rw " + rw.Read().Owner() + " 10000 HELD 1",
+		"LOCK.UNLOCK held:plain " + l.Owner() + " LEASE 10000 HELD 2",
+		"RWLOCK.UNLOCK held:rw " + rw.Read().Owner() + " READ LEASE 10000 HELD 2",
+		"LOCK.UNLOCK held:plain " + l.Owner() + " LEASE 10000 HELD 1",
+		"RWLOCK.UNLOCK held:rw " + rw.Read().Owner() + " READ LEASE 10000 HELD 1",
+		"RWLOCK.UNLOCK held:rw " + rw.Write().Owner() + " WRITE LEASE 10000 HELD 1",
 	}
-	mustAcquire(t, l, WithWait(0), WithLease(10*time.Second))
-	mustRelease(t, l)
-	if got := s.do(t, "EXISTS", keys[0]); got != int64(0) {
-		t.Fatalf("the next release left %v", keys[0])
+	if got := monitor.locks(t); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if keys, _ := s.do(t, "KEYS", "redisson_*").([]any); len(keys) != 1 {
-		t.Fatalf("after the next cycle: %v", keys)
+}
+
+// TestOneHandleCallsInTurn: goroutines sharing one handle (one owner) all
+// acquire at once, then all release at once. Each call sends the count
+// before it (HELD), so they run one at a time and the server's count never
+// parts from the handle's: side by side, two acquisitions would send the
+// same count and the second be answered as a resend (one hold for two),
+// two releases likewise (the lock left held with the handle holding none).
+func TestOneHandleCallsInTurn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	c, _ := newClient(t, s)
+	l := c.Lock("turns")
+	const goroutines, rounds = 8, 5
+	together := func(call func() error) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if err := call(); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	for i := 0; i < rounds; i++ {
+		together(func() error {
+			if ok, err := l.Acquire(bg, WithWait(0), WithLease(30*time.Second)); !ok || err != nil {
+				return fmt.Errorf("acquire: %v %v", ok, err)
+			}
+			return nil
+		})
+		if got := s.do(t, "HGET", "turns", l.Owner()); got != fmt.Sprint(goroutines) {
+			t.Fatalf("round %d: %d acquisitions, the server counts %v", i, goroutines, got)
+		}
+		together(func() error { return l.Release(bg) })
+		if got := s.do(t, "EXISTS", "turns"); got != int64(0) || l.Held() {
+			t.Fatalf("round %d: after as many releases: key %v, the handle holds %v", i, got, l.Held())
+		}
 	}
 }
 

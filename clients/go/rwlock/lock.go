@@ -61,7 +61,12 @@ func WithOnLost(fn func(l *Lock)) LockOption { return func(c *lockConfig) { c.on
 // The handle is one owner (<client UUID>:<handle id>): its holds re-enter,
 // each [Lock.Acquire] adding one that one [Lock.Release] gives back. A Lock
 // is safe for concurrent use, but all its goroutines are that one owner:
-// give goroutines that must exclude each other handles of their own.
+// give goroutines that must exclude each other handles of their own. A
+// single lock's acquisitions and releases run one at a time, a wait on the
+// server included: each sends the handle's count of holds before it (HELD,
+// which makes a resend after a lost reply idempotent), which a call beside
+// it would change; a call waits for the one in progress or for its context
+// to end.
 type Lock struct {
 	c     *Client
 	plan  plan
@@ -70,7 +75,10 @@ type Lock struct {
 	cfg   lockConfig
 	err   error // a bad construction, reported by every call
 
-	sessionMu sync.Mutex // a session lock's calls share one connection, one at a time
+	// turns holds the handle's one call in progress, for the calls that
+	// must run one at a time: a single lock's (HELD), a session's (one
+	// connection).
+	turns chan struct{}
 
 	mu       sync.Mutex
 	count    int
@@ -82,14 +90,37 @@ type Lock struct {
 	ended    bool          // done is closed
 	dog      *watchdog
 	link     *link // a session's connection
-
-	latches latchBook // for the handle's next release to delete
 }
 
 func newLock(c *Client, p plan, name, owner string, cfg lockConfig, err error) *Lock {
 	done := make(chan struct{})
 	close(done)
-	return &Lock{c: c, plan: p, name: name, owner: owner, cfg: cfg, err: err, done: done, ended: true}
+	return &Lock{c: c, plan: p, name: name, owner: owner, cfg: cfg, err: err, done: done, ended: true, turns: make(chan struct{}, 1)}
+}
+
+// turn waits for the handle's turn to acquire or release, when its calls
+// run one at a time (see [Lock]), and returns what ends it; ctx's error if
+// ctx ended first.
+func (l *Lock) turn(ctx context.Context) (func(), error) {
+	if !l.plan.counted() && !l.cfg.session {
+		return func() {}, nil
+	}
+	select {
+	case l.turns <- struct{}{}:
+		return func() { <-l.turns }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// held is the handle's count of holds as the server counts them for its
+// owner and kind (HELD): none once the watchdog found the hold gone.
+// Called under mu.
+func (l *Lock) held() int {
+	if l.lost {
+		return 0
+	}
+	return l.count
 }
 
 // Name is the lock's name (a multi-lock's first).
@@ -180,28 +211,30 @@ func (l *Lock) acquire(ctx context.Context, opts []AcquireOption) (outcome, erro
 	if err != nil {
 		return outcome{}, err
 	}
-	if l.cfg.session {
-		l.sessionMu.Lock()
-		defer l.sessionMu.Unlock()
+	done, err := l.turn(ctx)
+	if err != nil {
+		return outcome{}, err
 	}
+	defer done()
 	l.mu.Lock()
-	session := l.link
+	session, held := l.link, l.held()
 	l.mu.Unlock()
 	a := acquirer{
-		name:        l.plan.key(),
-		args:        func(r request, id string) []any { return l.plan.acquire(l.owner, r, l.cfg.session, id) },
-		read:        l.plan.outcome,
-		undo:        l.undo,
-		requested:   l.plan.requested(),
+		name: l.plan.key(),
+		args: func(r request, _ string) []any { return l.plan.acquire(l.owner, r, l.cfg.session, held) },
+		read: l.plan.outcome,
+		// The grant made the count held+1.
+		undo:        func(lk *link, r request) error { return l.undo(lk, r, held+1) },
+		counted:     l.plan.counted(),
 		session:     l.cfg.session,
 		abandon:     l.leaveLine,
 		sessionLost: l.forget,
 	}
-	o, kept, id, err := l.c.acquire(ctx, a, r, session)
+	o, kept, _, err := l.c.acquire(ctx, a, r, session)
 	if err != nil || !o.acquired {
 		return o, err
 	}
-	l.record(r, o, kept, id)
+	l.record(r, o, kept)
 	return o, nil
 }
 
@@ -219,10 +252,12 @@ func (l *Lock) leaveLine(r request) {
 
 // undo releases the hold an acquisition just took on lk, or, when lk
 // failed (a replica sync's reply lost), on the client's own connection: a
-// non-session hold outlives lk, and must not be left to its lease. Best
-// effort, reporting nothing: a hold it could not release ends at its lease.
-func (l *Lock) undo(lk *link, r request) error {
-	args := l.plan.release(l.owner, r.leaseMs, "")
+// non-session hold outlives lk, and must not be left to its lease. held is
+// the count the grant made: sent as HELD, the second send never releases an
+// earlier hold when the first one's reply was lost. Best effort, reporting
+// nothing: a hold it could not release ends at its lease.
+func (l *Lock) undo(lk *link, r request, held int) error {
+	args := l.releaseArgs(r.leaseMs, held)
 	if _, err := lk.do(context.Background(), 0, args...); ioError(err) && !l.cfg.session {
 		ctx, cancel := context.WithTimeout(context.Background(), replyMargin)
 		defer cancel()
@@ -231,17 +266,13 @@ func (l *Lock) undo(lk *link, r request) error {
 	return nil
 }
 
-// record counts a hold taken (kept: the session's connection, bound to it;
-// id: the acquisition's request id, whose latch the next release deletes).
-func (l *Lock) record(r request, o outcome, kept *link, id string) {
+// record counts a hold taken (kept: the session's connection, bound to it).
+func (l *Lock) record(r request, o outcome, kept *link) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.count == 0 || l.lost {
 		l.count, l.lost = 0, false
 		l.done, l.ended = make(chan struct{}), false
-	}
-	if id != "" {
-		l.latches.acquiredAt(acquireLatchKey(l.name, id))
 	}
 	l.count++
 	l.leaseMs = r.leaseMs
@@ -297,47 +328,45 @@ func (l *Lock) end() {
 }
 
 // Release gives back one hold (the lock is free once every hold is). Single
-// locks send a request id (LOCK.UNLOCK … LEASE ms REQUEST id 13500), retry
-// once with the same id when the connection failed (the resend is answered
-// as the first send was), and the handle's next release deletes the latch
-// the server kept (or it expires). Returns [ErrNotHeld] when the server
-// says this handle held nothing: never taken, already released, or lost.
+// locks send the handle's count before it (LOCK.UNLOCK … LEASE ms HELD n):
+// one command, sent on a connection that never resends it, and once more
+// by the package when its reply was lost (the connection failed or timed
+// out): the server answers a resend whose first send released a re-entered
+// hold as that one did, from the lock's hash. Returns [ErrNotHeld] when the
+// server says this handle held nothing: never taken, already released, or
+// lost; [ErrReleaseUnknown] when a last hold's release was resent and the
+// resend found nothing held (the first send may have freed it: the server
+// cannot tell). Either way the handle holds nothing after.
 func (l *Lock) Release(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
-	if l.cfg.session {
-		l.sessionMu.Lock()
-		defer l.sessionMu.Unlock()
+	done, err := l.turn(ctx)
+	if err != nil {
+		return err
 	}
+	defer done()
 	l.mu.Lock()
-	lk, leaseMs, wasLost := l.link, l.leaseMs, l.lost
+	lk, leaseMs, wasLost, held := l.link, l.leaseMs, l.lost, l.held()
 	l.mu.Unlock()
 	if leaseMs == 0 {
 		leaseMs, _ = millis(l.c.watchdogTimeout, "watchdog timeout")
 	}
+	args := l.releaseArgs(leaseMs, held)
 	var reply any
-	var err error
+	resent := false
 	switch {
 	case lk != nil:
-		reply, err = lk.do(ctx, 0, l.plan.release(l.owner, leaseMs, "")...)
+		reply, err = lk.do(ctx, 0, args...)
 		if ioError(err) && ctx.Err() == nil {
 			// The session's connection is gone, and its holds with it.
 			l.forget()
 			return newError(ErrNotHeld, l.name, "the session's connection closed: "+err.Error())
 		}
-	case l.plan.latched() && !l.cfg.session:
-		// One round trip: the release and, in its pipeline, a DEL of the
-		// acquisitions' latches and of the handle's releases' before; the
-		// release's own latch waits for the handle's next release, so that
-		// this release, resent after a lost reply, is answered from it
-		// exactly as the first send was (released, or not held) instead of
-		// releasing a second hold or guessing.
-		reply, err = l.latches.release(ctx, l.c, l.plan.key(), func(id string) []any {
-			return l.plan.release(l.owner, leaseMs, id)
-		})
+	case l.plan.counted() && !l.cfg.session:
+		reply, resent, err = l.c.twice(ctx, l.plan.key(), args)
 	default:
-		reply, err = l.c.command(ctx, l.plan.key(), l.plan.release(l.owner, leaseMs, "")...)
+		reply, err = l.c.command(ctx, l.plan.key(), args...)
 	}
 	if err != nil {
 		return err
@@ -353,7 +382,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	if finished {
 		l.forget()
 	}
-	if state == -1 || wasLost {
+	switch {
+	case state == -1 && resent && held <= 1 && !wasLost:
+		// The server replays only a re-entered release (HELD 2 and up):
+		// a last one's resend finds nothing, whether the first send
+		// released the hold or it was gone before.
+		return newError(ErrReleaseUnknown, l.name,
+			"the release's reply was lost and the owner no longer holds the lock: this release freed it or the hold was gone before it")
+	case state == -1 || wasLost:
 		// wasLost: the watchdog found the hold gone, whatever the release
 		// replied.
 		return newError(ErrNotHeld, l.name, "not held by "+l.owner)
@@ -361,9 +397,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
+// releaseArgs is the release of one hold of held (the count before it). A
+// session's carries no HELD: it goes on the session's own connection and
+// is never resent (the connection's failure takes its holds).
+func (l *Lock) releaseArgs(leaseMs int64, held int) []any {
+	if l.cfg.session {
+		held = 0
+	}
+	return l.plan.release(l.owner, leaseMs, held)
+}
+
 // forget drops the handle's holds: stops the watchdog, ends done, gives
-// the session's connection back (nothing is bound to it any more). The
-// releases' latches stay for the handle's next release's DEL.
+// the session's connection back (nothing is bound to it any more).
 func (l *Lock) forget() {
 	l.mu.Lock()
 	if l.dog != nil {
@@ -372,7 +417,6 @@ func (l *Lock) forget() {
 	}
 	l.end()
 	l.count, l.lost, l.hasToken, l.leaseMs = 0, false, false, 0
-	l.latches.dropAcquired()
 	lk := l.link
 	l.link = nil
 	l.mu.Unlock()

@@ -33,27 +33,30 @@ type outcome struct {
 // plan is what one kind of lock sends and how its replies read; no I/O.
 type plan interface {
 	key() string
-	// acquire: requestID "" sends no REQUEST (see requested).
-	acquire(owner string, r request, session bool, requestID string) []any
-	// requested: whether acquisitions send REQUEST id ttl, so that a
-	// resend after a lost reply is answered as the first send was
-	// (single locks; LOCK.ACQUIREALL has no REQUEST).
-	requested() bool
+	// acquire: held is the owner's count of this kind of hold before the
+	// call, sent as HELD when the plan counts (see counted) and the
+	// acquisition is not a session's.
+	acquire(owner string, r request, session bool, held int) []any
+	// counted: whether acquisitions and releases carry HELD, the owner's
+	// count before them, so that a resend after a lost reply is answered
+	// as the first send was (single locks; LOCK.ACQUIREALL has no HELD).
+	counted() bool
 	// abandon: what takes the owner out of a line its failed wait may
 	// have left it in (nil: the kind has no line outside the server's
 	// own waiters, which a closed connection ends).
 	abandon(owner string, r request) []any
 	// outcome reads an acquisition's reply.
 	outcome(reply any, r request) (outcome, error)
-	release(owner string, leaseMs int64, requestID string) []any
+	// release: held as for acquire (0: none sent).
+	release(owner string, leaseMs int64, held int) []any
 	// released: -1 the owner held nothing; 0 still held; 1 released.
 	released(reply any) (int, error)
 	renew(owner string, leaseMs int64) []any
 	renewed(reply any) (bool, error)
-	// latched: whether releases send REQUEST (single locks, not multi-locks).
-	latched() bool
 }
 
+// options appends an acquisition's BLOCK, SESSION and REQUEST id ttl (none
+// for requestID "": the locks send HELD instead, the latch neither).
 func options(args []any, r request, session bool, requestID string) []any {
 	if r.block >= 0 {
 		args = append(args, "BLOCK", r.block)
@@ -61,11 +64,6 @@ func options(args []any, r request, session bool, requestID string) []any {
 	if session {
 		args = append(args, "SESSION")
 	}
-	return withAcquireRequest(args, r, requestID)
-}
-
-// withAcquireRequest appends REQUEST id ttl to an acquisition (none for "").
-func withAcquireRequest(args []any, r request, requestID string) []any {
 	if requestID != "" {
 		args = append(args, "REQUEST", requestID, r.latchTTL())
 	}
@@ -150,12 +148,16 @@ func renewedOne(reply any) (bool, error) {
 	return n == 1, err
 }
 
-func withRequest(args []any, leaseMs int64, requestID string) []any {
-	args = append(args, "LEASE", leaseMs)
-	if requestID != "" {
-		args = append(args, "REQUEST", requestID, unlockLatchTTL)
+// withHeld appends HELD n to a single lock's acquisition or release: the
+// owner's count of that kind of hold before the call, which makes the
+// server answer a resend whose first send took effect as it answered that
+// one, from the hash itself. A release of a count of 0 (the handle knows
+// of no hold) sends none: the server cannot replay it anyway.
+func withHeld(args []any, held int, release bool) []any {
+	if release && held < 1 {
+		return args
 	}
-	return args
+	return append(args, "HELD", held)
 }
 
 // latchKey is the key under which the server remembers a release's reply,
@@ -190,8 +192,7 @@ type singlePlan struct {
 }
 
 func (p singlePlan) key() string                   { return p.hold.Name }
-func (p singlePlan) latched() bool                 { return true }
-func (p singlePlan) requested() bool               { return true }
+func (p singlePlan) counted() bool                 { return true }
 func (p singlePlan) abandon(string, request) []any { return nil }
 
 // family is the commands' prefix: LOCK or RWLOCK.
@@ -202,31 +203,40 @@ func (p singlePlan) family() string {
 	return "RWLOCK"
 }
 
-func (p singlePlan) acquire(owner string, r request, session bool, requestID string) []any {
+// acquire: a session's acquisition sends no HELD. The server gives back
+// what a closed connection held only in its next turn, so a session's
+// resend after a lost reply could find the first send's grant still there
+// and be answered from it, binding nothing to the new connection; sent
+// plain, it re-enters, and the give-back then takes the dead connection's
+// hold.
+func (p singlePlan) acquire(owner string, r request, session bool, held int) []any {
 	command := "LOCK.ACQUIRE"
 	if p.hold.Kind != KindLock {
 		command = "RWLOCK." + string(p.hold.Kind)
 	}
-	args := options([]any{command, p.hold.Name, owner, r.leaseMs}, r, session, requestID)
+	args := options([]any{command, p.hold.Name, owner, r.leaseMs}, r, session, "")
 	if p.fenced {
 		args = append(args, "FENCED")
 	}
 	if p.noReentry {
 		args = append(args, "NOREENTRY")
 	}
-	return args
+	if session {
+		return args
+	}
+	return withHeld(args, held, false)
 }
 
 func (p singlePlan) outcome(reply any, _ request) (outcome, error) {
 	return readOutcome(reply, p.fenced)
 }
 
-func (p singlePlan) release(owner string, leaseMs int64, requestID string) []any {
+func (p singlePlan) release(owner string, leaseMs int64, held int) []any {
 	args := []any{p.family() + ".UNLOCK", p.hold.Name, owner}
 	if p.hold.Kind != KindLock {
 		args = append(args, string(p.hold.Kind))
 	}
-	return withRequest(args, leaseMs, requestID)
+	return withHeld(append(args, "LEASE", leaseMs), held, true)
 }
 
 func (p singlePlan) released(reply any) (int, error) { return releasedOne(reply) }
@@ -244,8 +254,7 @@ type multiPlan struct {
 }
 
 func (p multiPlan) key() string                   { return p.holds[0].Name }
-func (p multiPlan) latched() bool                 { return false }
-func (p multiPlan) requested() bool               { return false }
+func (p multiPlan) counted() bool                 { return false }
 func (p multiPlan) abandon(string, request) []any { return nil }
 
 func (p multiPlan) holdArgs(args []any) []any {
@@ -256,7 +265,7 @@ func (p multiPlan) holdArgs(args []any) []any {
 	return args
 }
 
-func (p multiPlan) acquire(owner string, r request, session bool, _ string) []any {
+func (p multiPlan) acquire(owner string, r request, session bool, _ int) []any {
 	return p.holdArgs(options([]any{"LOCK.ACQUIREALL", owner, r.leaseMs}, r, session, ""))
 }
 
@@ -264,7 +273,7 @@ func (p multiPlan) outcome(reply any, _ request) (outcome, error) {
 	return readOutcome(reply, false)
 }
 
-func (p multiPlan) release(owner string, _ int64, _ string) []any {
+func (p multiPlan) release(owner string, _ int64, _ int) []any {
 	return p.holdArgs([]any{"LOCK.UNLOCKALL", owner})
 }
 
@@ -328,9 +337,8 @@ func (p fairPlan) lineWait(r request) int64 {
 	return p.waitMs
 }
 
-func (p fairPlan) key() string     { return p.name }
-func (p fairPlan) latched() bool   { return true }
-func (p fairPlan) requested() bool { return true }
+func (p fairPlan) key() string   { return p.name }
+func (p fairPlan) counted() bool { return true }
 
 // abandon: FAIRLOCK.CANCEL, as Redisson's acquireFailed, with the
 // acquisition's WAIT (those behind move up by it).
@@ -348,7 +356,7 @@ func withWait(args []any, waitMs int64) []any {
 // acquire: one try is Redisson's tryLock() (NOQUEUE: never joins the line);
 // a wait joins the line and waits in it on the server (BLOCK), which also
 // takes it out of the line when the wait ends.
-func (p fairPlan) acquire(owner string, r request, _ bool, requestID string) []any {
+func (p fairPlan) acquire(owner string, r request, _ bool, held int) []any {
 	args := withWait([]any{"FAIRLOCK.ACQUIRE", p.name, owner, r.leaseMs}, p.lineWait(r))
 	if r.block < 0 {
 		args = append(args, "NOQUEUE")
@@ -358,7 +366,7 @@ func (p fairPlan) acquire(owner string, r request, _ bool, requestID string) []a
 	if p.noReentry {
 		args = append(args, "NOREENTRY")
 	}
-	return withAcquireRequest(args, r, requestID)
+	return withHeld(args, held, false)
 }
 
 // outcome: a refused NOQUEUE try replies 1, which is no PTTL (0: unknown).
@@ -372,8 +380,8 @@ func (p fairPlan) outcome(reply any, r request) (outcome, error) {
 
 // release: FAIRLOCK.UNLOCK replies nil when the owner holds nothing, the
 // lock gone included (where fair_unlock.lua replies 1).
-func (p fairPlan) release(owner string, leaseMs int64, requestID string) []any {
-	return withRequest([]any{"FAIRLOCK.UNLOCK", p.name, owner}, leaseMs, requestID)
+func (p fairPlan) release(owner string, leaseMs int64, held int) []any {
+	return withHeld([]any{"FAIRLOCK.UNLOCK", p.name, owner, "LEASE", leaseMs}, held, true)
 }
 
 func (p fairPlan) released(reply any) (int, error) { return releasedOne(reply) }

@@ -15,29 +15,35 @@ func TestPlans(t *testing.T) {
 		got  []any
 		want string
 	}{
-		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, ""), "[LOCK.ACQUIRE a u:1 5000]"},
-		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, "q"), "[LOCK.ACQUIRE a u:1 5000 REQUEST q 13500]"},
-		{singlePlan{hold: Hold{KindLock, "a"}, fenced: true, noReentry: true}.acquire("u:1", wait, true, ""), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
-		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, "r"), "[LOCK.UNLOCK a u:1 LEASE 30000 REQUEST r 13500]"},
-		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, ""), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
+		// HELD: the owner's count of that kind of hold before the call; a
+		// session's acquisition sends none, a release of a count of 0 none.
+		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, 0), "[LOCK.ACQUIRE a u:1 5000 HELD 0]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, 2), "[LOCK.ACQUIRE a u:1 5000 HELD 2]"},
+		{singlePlan{hold: Hold{KindLock, "a"}, fenced: true, noReentry: true}.acquire("u:1", wait, true, 1), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 1), "[LOCK.UNLOCK a u:1 LEASE 30000 HELD 1]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 0), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
 		{singlePlan{hold: Hold{KindLock, "a"}}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
-		// The latch lives 13.5 s plus a bounded wait.
-		{singlePlan{hold: Hold{KindWrite, "b"}, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, "q"), "[RWLOCK.WRITE b u:2 1 BLOCK 250 REQUEST q 13750 FENCED]"},
-		{singlePlan{hold: Hold{KindRead, "b"}}.release("u:2", 7, "r"), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 REQUEST r 13500]"},
+		{singlePlan{hold: Hold{KindWrite, "b"}, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, 0), "[RWLOCK.WRITE b u:2 1 BLOCK 250 FENCED HELD 0]"},
+		{singlePlan{hold: Hold{KindRead, "b"}}.release("u:2", 7, 3), "[RWLOCK.UNLOCK b u:2 READ LEASE 7 HELD 3]"},
 		{singlePlan{hold: Hold{KindRead, "b"}}.renew("u:2", 7), "[RWLOCK.RENEW b u:2 7]"},
-		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true, "ignored"), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
-		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, "ignored"), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
+		// The multi-lock counts nothing.
+		{multiPlan{holds: []Hold{{KindLock, "{t}1"}, {KindRead, "{t}2"}}}.acquire("u:3", wait, true, 4), "[LOCK.ACQUIREALL u:3 5000 BLOCK 0 SESSION HOLDS 2 LOCK {t}1 READ {t}2]"},
+		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.release("u:3", 5000, 4), "[LOCK.UNLOCKALL u:3 HOLDS 1 WRITE x]"},
 		{multiPlan{holds: []Hold{{KindWrite, "x"}}}.renew("u:3", 5000), "[LOCK.RENEWALL u:3 5000 HOLDS 1 WRITE x]"},
-		{fairPlan{name: "f"}.acquire("u:4", try, false, ""), "[FAIRLOCK.ACQUIRE f u:4 5000 NOQUEUE]"},
+		{fairPlan{name: "f"}.acquire("u:4", try, false, 0), "[FAIRLOCK.ACQUIRE f u:4 5000 NOQUEUE HELD 0]"},
 		// A bounded wait is its own WAIT (Redisson's tryLock(w)), else WithFairWait's.
-		{fairPlan{name: "f", noReentry: true, waitMs: 5000}.acquire("u:4", request{leaseMs: 9, block: 250, waitMs: 250}, false, ""), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 250 NOREENTRY]"},
-		{fairPlan{name: "f", waitMs: 5000}.acquire("u:4", wait, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 5000 WAIT 5000 BLOCK 0 REQUEST q 13500]"},
-		{fairPlan{name: "f"}.acquire("u:4", request{leaseMs: 9, block: 100, waitMs: 250}, false, "q"), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 100 REQUEST q 13750]"},
+		{fairPlan{name: "f", noReentry: true, waitMs: 5000}.acquire("u:4", request{leaseMs: 9, block: 250, waitMs: 250}, false, 0), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 250 NOREENTRY HELD 0]"},
+		{fairPlan{name: "f", waitMs: 5000}.acquire("u:4", wait, false, 1), "[FAIRLOCK.ACQUIRE f u:4 5000 WAIT 5000 BLOCK 0 HELD 1]"},
+		{fairPlan{name: "f"}.acquire("u:4", request{leaseMs: 9, block: 100, waitMs: 250}, false, 0), "[FAIRLOCK.ACQUIRE f u:4 9 WAIT 250 BLOCK 100 HELD 0]"},
 		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", wait), "[FAIRLOCK.CANCEL f u:4 WAIT 5000]"},
 		{fairPlan{name: "f", waitMs: 5000}.abandon("u:4", request{waitMs: 250}), "[FAIRLOCK.CANCEL f u:4 WAIT 250]"},
 		{singlePlan{hold: Hold{KindLock, "a"}}.abandon("u:4", wait), "[]"},
-		{fairPlan{name: "f"}.release("u:4", 30000, "r"), "[FAIRLOCK.UNLOCK f u:4 LEASE 30000 REQUEST r 13500]"},
+		{fairPlan{name: "f"}.release("u:4", 30000, 2), "[FAIRLOCK.UNLOCK f u:4 LEASE 30000 HELD 2]"},
 		{fairPlan{name: "f"}.renew("u:4", 900), "[LOCK.RENEW f u:4 900]"},
+		// Semaphores keep their request ids; the latch lives 13.5 s plus a
+		// bounded wait.
+		{options([]any{"SEMAPHORE.ACQUIRE", "s", 1}, request{block: 250, waitMs: 250}, false, "q"), "[SEMAPHORE.ACQUIRE s 1 BLOCK 250 REQUEST q 13750]"},
+		{options([]any{"LATCH.AWAIT", "l"}, try, false, ""), "[LATCH.AWAIT l]"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprint(c.got); got != c.want {

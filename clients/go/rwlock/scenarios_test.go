@@ -764,7 +764,7 @@ func (r *run) outcome(step map[string]json.RawMessage, began time.Time, got any)
 
 // outcomeName names a call's outcome as the scenarios do.
 func outcomeName(ok bool, err error, yes, no string) string {
-	for _, kind := range []error{ErrNotAcquired, ErrNotHeld, ErrNotReentrant, ErrNotSynced} {
+	for _, kind := range []error{ErrNotAcquired, ErrNotHeld, ErrNotReentrant, ErrNotSynced, ErrReleaseUnknown} {
 		if errors.Is(err, kind) {
 			return kind.Error()
 		}

@@ -9,12 +9,15 @@ package rwlock
 // missing one fails the tests, never skips them.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,20 +195,12 @@ func (s *server) do(t testing.TB, args ...any) any {
 	return v
 }
 
-// left is the server's keys besides the releases' own unlock latches
-// (each handle's last release keeps its latch for a resend, until the
-// handle's next release or 13.5 s), and how many of those latches there are.
-func (s *server) left(t testing.TB) (others []string, latches int) {
+// left is the server's keys: a lock's acquisitions and releases write
+// none of their own (HELD), so a lock released leaves nothing.
+func (s *server) left(t testing.TB) []any {
 	t.Helper()
 	keys, _ := s.do(t, "KEYS", "*").([]any)
-	for _, k := range keys {
-		if key := k.(string); strings.HasPrefix(key, "redisson_unlock_latch:") {
-			latches++
-		} else {
-			others = append(others, key)
-		}
-	}
-	return others, latches
+	return keys
 }
 
 // acknowledged is whether a replica acknowledges what this master streams
@@ -268,4 +263,68 @@ func impatientClient(t testing.TB, s *server) *Client {
 	}
 	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
 	return c
+}
+
+// monitor is a MONITOR connection to a server: what it ran, in order.
+type monitor struct {
+	s    *server
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func startMonitor(t testing.TB, s *server) *monitor {
+	t.Helper()
+	conn, err := net.Dial("tcp", s.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	m := &monitor{s: s, conn: conn, r: bufio.NewReader(conn)}
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := m.r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q %v", line, err)
+	}
+	return m
+}
+
+// monitorArg is one quoted argument of a MONITOR line.
+var monitorArg = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+
+// locks is the lock commands (LOCK.*, RWLOCK.*, FAIRLOCK.*) the server ran
+// since the last call, each as its words joined by spaces: the feed is
+// read up to an ECHO sent now, which the server runs after them.
+func (m *monitor) locks(t testing.TB) []string {
+	t.Helper()
+	marker := fmt.Sprintf("monitor-mark-%d", time.Now().UnixNano())
+	m.s.do(t, "ECHO", marker)
+	if err := m.conn.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		line, err := m.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("MONITOR feed: %v (so far %v)", err, got)
+		}
+		var words []string
+		for _, q := range monitorArg.FindAllString(line, -1) {
+			w, err := strconv.Unquote(q)
+			if err != nil {
+				t.Fatalf("MONITOR line %q: %v", line, err)
+			}
+			words = append(words, w)
+		}
+		if len(words) == 0 {
+			continue
+		}
+		if strings.EqualFold(words[0], "ECHO") && len(words) == 2 && words[1] == marker {
+			return got
+		}
+		name := strings.ToUpper(words[0])
+		if strings.HasPrefix(name, "LOCK.") || strings.HasPrefix(name, "RWLOCK.") || strings.HasPrefix(name, "FAIRLOCK.") {
+			got = append(got, strings.Join(words, " "))
+		}
+	}
 }
