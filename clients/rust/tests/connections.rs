@@ -92,7 +92,7 @@ fn monitored(monitor: &mut testkit::Conn, n: usize) -> Vec<String> {
 
 /// What a cycle sends, word for word: each acquisition and release says
 /// the owner's count before it (`HELD n`), re-entered ones too; a
-/// multi-lock's says nothing.
+/// multi-lock's and a session's say nothing.
 #[test]
 fn a_cycle_says_the_owners_count_and_nothing_else() {
     let (server, _conn) = Server::started(&[]);
@@ -116,6 +116,16 @@ fn a_cycle_says_the_owners_count_and_nothing_else() {
         .lock("{c}:a")
         .with_lease(Duration::from_secs(10));
     multi.acquire().expect("multi").release().expect("release");
+    lock.try_acquire(Duration::ZERO)
+        .expect("a try")
+        .release()
+        .expect("release");
+    let session = locks.lock("c:session").with_session();
+    session
+        .try_acquire(Duration::ZERO)
+        .expect("a session's")
+        .release()
+        .expect("release");
     let owner = lock.owner();
     let quoted = |words: &str| {
         words
@@ -132,6 +142,10 @@ fn a_cycle_says_the_owners_count_and_nothing_else() {
         "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
         "LOCK.ACQUIREALL OWNER 10000 BLOCK 0 HOLDS 1 LOCK {c}:a",
         "LOCK.UNLOCKALL OWNER HOLDS 1 LOCK {c}:a",
+        "LOCK.ACQUIRE c:held OWNER 10000 HELD 0",
+        "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
+        "LOCK.ACQUIRE c:session OWNER 30000 SESSION",
+        "LOCK.UNLOCK c:session OWNER LEASE 30000",
     ]
     .iter()
     .map(|w| quoted(w))
