@@ -71,9 +71,12 @@ export interface ReadWriteLockOptions extends HandleOptions {
  * await client.lock("invoice:42").withLock(async () => { ... }, { wait: 5_000 });
  * ```
  *
- * `close()` (or `await using`) closes its dedicated connections (ending
- * their session holds) and stops its watchdogs; the ioredis client stays
- * the application's.
+ * Its commands go on connections of its own (`duplicate()`s of the ioredis
+ * client's, opened as needed), never on the application's: ioredis
+ * resends there what was not answered once it reconnects, which could
+ * run a release or an acquisition given up for lost again, much later.
+ * `close()` (or `await using`) closes them (ending their session holds)
+ * and stops its watchdogs; the ioredis client stays the application's.
  */
 export class Client implements AsyncDisposable {
   /** The client UUID of this object's owners. */
@@ -98,12 +101,13 @@ export class Client implements AsyncDisposable {
     this.client = client;
     this.clientId = clientIdOf(options.clientId);
     this.owners = new Owners(this.clientId);
+    const replyMargin = toMs(options.replyMargin ?? REPLY_MARGIN, "replyMargin");
     this.ctx = {
-      links: new Links(client),
+      links: new Links(client, replyMargin),
       watchdogTimeout: toMs(options.watchdogTimeout ?? DEFAULT_WATCHDOG_TIMEOUT, "watchdogTimeout", 3),
       sync: syncOf(options.sync),
       masters: new Masters(),
-      replyMargin: toMs(options.replyMargin ?? REPLY_MARGIN, "replyMargin"),
+      replyMargin,
       dogs: new Set<Watchdog>(),
       waiters: new Map<string, number>(),
     };
@@ -181,7 +185,7 @@ export class Client implements AsyncDisposable {
     return new CountDownLatch(this.ctx, name);
   }
 
-  /** Stops the watchdogs and closes the dedicated connections (session holds end with them). */
+  /** Stops the watchdogs and closes the client object's own and dedicated connections (session holds end with them). */
   async close(): Promise<void> {
     for (const dog of this.ctx.dogs) {
       dog.stop();

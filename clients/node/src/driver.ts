@@ -2,7 +2,7 @@
  * The one acquisition path every kind's handle drives (locks, the
  * semaphore, the latch's wait), and the two release paths (a lock's, one
  * command with `HELD`; a semaphore's, with its request id and the `DEL` of
- * its latches): the try on the application's connection, the wait on the
+ * its latches): the try on the client object's own connection, the wait on the
  * server (`BLOCK`) on a dedicated connection, the one resend of a lost
  * reply (made idempotent by a lock's `HELD` or a semaphore's request id),
  * the replica check (`NotSynced`), cancellation by `AbortSignal`. What
@@ -20,7 +20,7 @@ import type { Watchdog } from "./watchdog";
 
 /** What a handle needs of its client object (`Client`). */
 export interface ClientContext {
-  /** The application's connections and the pool of dedicated ones. */
+  /** The client object's own connections and the pool of dedicated ones. */
   readonly links: Links;
   /** The lease of a hold taken without one (ms), renewed every third of it. */
   readonly watchdogTimeout: number;
@@ -94,10 +94,10 @@ export interface Acquisition {
   undo(): Args | null;
   /** What takes the caller out of a line a failed wait may have left it in (a fair lock's), or null. */
   abandon(waitMs: number | null): Args | null;
-  /** Records a grant (`link`: the dedicated connection it came on, null: the application's; `request`: its latch to delete, null: none). */
+  /** Records a grant (`link`: the dedicated connection it came on, null: the own one; `request`: its latch to delete, null: none). */
   record(outcome: Outcome, link: Link | null, request: string | null): void;
   /**
-   * After an abort that closed `link` (null: the try on the application's
+   * After an abort that closed `link` (null: the try on the own
    * connection) before its reply came: gives back what the server may have
    * granted at that moment (`request`: the acquisition's id, null: none).
    */
@@ -118,7 +118,7 @@ interface Planned {
 
 /**
  * Drives `kind`'s acquisition: its first attempt does not wait, on the
- * application's connection (`tryShared`), unless it is a session's or the
+ * client object's own connection (`tryShared`), unless it is a session's or the
  * replica check waits on this master. Only when that attempt was refused
  * and the caller may wait does it wait on the server (`BLOCK`), on a
  * dedicated connection. A wait while another acquisition of this client
@@ -213,10 +213,10 @@ export async function acquire(ctx: ClientContext, kind: Acquisition, options: Wa
     }
     const outcome = kind.outcome(sent.reply, blockMs);
     keep = outcome.acquired && kind.session && !signal?.aborted && sent.short === null;
-    // After a lost try on the application's connection ioredis may still
-    // send it: a semaphore's latch is left to expire (not deleted by the
-    // release), answering a late send instead of granting what nobody
-    // knows of.
+    // A lost try's bytes, written before its connection was given up, may
+    // still reach the server after the resend: a semaphore's latch is left
+    // to expire (not deleted by the release), answering that late send
+    // instead of granting what nobody knows of.
     return await settle(ctx, kind, outcome, sent.short, link, lost ? null : request, signal);
   } catch (error) {
     if (isReplyError(error) && (error as Error).message.startsWith("NON_REENTRANT")) {
@@ -282,7 +282,7 @@ function resending(ctx: ClientContext, kind: Acquisition, blockMs: number | null
  * What an acquisition's reply means for the caller: aborted meanwhile,
  * a grant given back (and the signal's reason or `NotSynced` thrown);
  * else a grant recorded (`link`: the dedicated connection it came on,
- * kept by a session; null: the application's).
+ * kept by a session; null: the own one).
  */
 async function settle(ctx: ClientContext, kind: Acquisition, outcome: Outcome, short: string | null, link: Link | null, request: string | null, signal: AbortSignal | undefined): Promise<Outcome> {
   if (signal?.aborted) {
@@ -309,12 +309,12 @@ function plan(ctx: ClientContext, kind: Acquisition, node: string): Checks | nul
 
 /**
  * An acquisition's first attempt, which does not wait (no `BLOCK`), on
- * the application's connection to the key's master (`Links.shared`: no
+ * the client object's own connection to the key's master (`Links.shared`: no
  * connection of its own to check out, and written with whatever else goes
  * there in the same tick), with the `INFO` the replica check asks now and
  * then. Returns the replica check's plan instead, sending nothing, when
  * it waits on this master (`WAIT`, `WAITAOF`: they would hold up the
- * application's connection, and `WAIT` counts the writes of its own
+ * shared connection, and `WAIT` counts the writes of its own
  * connection): the acquisition goes on a dedicated connection. A `MOVED`
  * reply (a reshard) re-reads the slot map and leaves the acquisition to
  * the dedicated connection too (nothing ran). Rejects with the
@@ -383,8 +383,8 @@ async function send(ctx: ClientContext, kind: Acquisition, link: Link, blockMs: 
 
 /**
  * Gives back the grant an acquisition just made on `link` (null: it came
- * on the application's connection, which gives it back); when `link`
- * failed (a replica sync's reply lost), on the application's connection:
+ * on the own connection, which gives it back); when `link`
+ * failed (a replica sync's reply lost), on the own connection:
  * a grant that is not a session's outlives `link` and must not be left.
  */
 async function giveBack(ctx: ClientContext, kind: Acquisition, link: Link | null): Promise<void> {
@@ -422,8 +422,7 @@ async function leaveLine(ctx: ClientContext, kind: Acquisition, waitMs: number |
 /**
  * A write that carries no request id (a count-down, a semaphore's
  * try-set, add or drain), sent exactly once: on a dedicated connection of
- * the pool, which resends nothing (ioredis would resend it on the
- * application's connection after a reconnect, running it twice), its reply
+ * the pool, which resends nothing, its reply
  * awaited `replyMargin`. Resolves its reply; rejects with its error reply,
  * or with the connection's error when the reply was lost (it may have run).
  */
@@ -438,7 +437,7 @@ export async function once(ctx: ClientContext, key: string, args: Args): Promise
 /**
  * What an abort of a grant without a lease of its own (a semaphore's
  * permits) needs after the abort closed `link` (null: the try on the
- * application's connection): once the server dropped that connection
+ * own connection): once the server dropped that connection
  * nothing more can be granted to it; the acquisition's `latch` then says
  * whether it was (a grant stores it, a refusal nothing), and `giveBack`
  * runs when it was. Best effort: with the server unreachable, the abort's
@@ -460,37 +459,31 @@ export async function recoverGrant(ctx: ClientContext, key: string, link: Link |
 /** A lock's release's reply, and whether it may be a resend's (see `releaseHeld`). */
 export interface Released {
   readonly reply: unknown;
-  /**
-   * The reply may be a resend's: the first send's reply was lost (this
-   * resent it), or the application's connection closed while it was out
-   * (ioredis resends what it had not answered once it reconnects).
-   */
+  /** The reply is a resend's: the first send's reply was lost, and this resent it. */
   readonly resent: boolean;
 }
 
 /**
- * A lock's release, one command that is not a session's, on the
- * application's connection (`Links.shared`, written with whatever else goes
- * there in the same tick). `resendable`: it carries `HELD` (a multi-lock's
- * and a release of a handle holding nothing do not): its lost reply (the
- * connection failed, or no reply within the margin) is sent once more, on
- * a dedicated connection of the pool (`Links.commands`: it resends nothing
- * behind our back); otherwise the error is raised. A `MOVED` reply (a
- * reshard: nothing ran) sends it there too, to the slot's new master, as a
- * first send. Resolves with its reply and whether that may be a resend's:
- * the caller never reads a resend's nil as "released".
+ * A lock's release, one command that is not a session's, on the client
+ * object's own connection (`Links.shared`, written with whatever else goes
+ * there in the same tick; it never sends a command twice, so a reply that
+ * comes there is the first send's). `resendable`: it carries `HELD` (a
+ * multi-lock's and a release of a handle holding nothing do not): its lost
+ * reply (the connection failed, or no reply within the margin) is sent
+ * once more, on a dedicated connection of the pool (`Links.commands`: it
+ * resends nothing behind our back either); otherwise the error is raised.
+ * A `MOVED` reply (a reshard: nothing ran) sends it there too, to the
+ * slot's new master, as a first send. Resolves with its reply and whether
+ * that is a resend's: the caller never reads a resend's nil as "released".
  */
 export async function releaseHeld(ctx: ClientContext, key: string, args: Args, resendable: boolean): Promise<Released> {
   const { links } = ctx;
-  const base = await links.nodeFor(key);
-  const closes = links.closes(base);
   let reply: Settled | undefined;
   let resent = false;
   try {
-    const [sent] = await links.shared(base, [args], ctx.replyMargin);
+    const [sent] = await links.shared(await links.nodeFor(key), [args], ctx.replyMargin);
     if (!(links.cluster && isMoved(sent?.error))) {
       reply = sent;
-      resent = links.closes(base) !== closes;
     }
   } catch (error) {
     if (!resendable) {
@@ -538,7 +531,7 @@ export class Latches {
 }
 
 /**
- * A semaphore's release, on the application's connection
+ * A semaphore's release, on the client object's own connection
  * (`Links.shared`, written with whatever else goes there in the same
  * tick). `latch`: the server's copy of its reply under its request id
  * (null: it sends none): sent once more with the same id, it gets the
@@ -549,11 +542,9 @@ export class Latches {
  * reply came, for the handle's next release's `DEL` (or to expire), so
  * that a resend is answered from it with what the first send did instead
  * of finding nothing and guessing; a concurrent release of the same handle
- * cannot delete it while a resend may still need it. The resends: by
- * ioredis after the application's connection reconnected
- * (`autoResendUnfulfilledCommands`), or by this when the reply was lost
- * (the connection failed, no reply within the margin), on a dedicated
- * connection of the pool (`Links.commands`: it resends nothing behind our
+ * cannot delete it while a resend may still need it. The resend: by this
+ * when the reply was lost (the connection failed, no reply within the
+ * margin), on a dedicated connection of the pool (`Links.commands`: it resends nothing behind our
  * back). A `MOVED` reply (a reshard) sends it there too, to the slot's new
  * master. The `DEL`'s reply is not looked at: latches it missed expire on
  * their own. Resolves with the release's reply.
@@ -576,8 +567,8 @@ export async function release(ctx: ClientContext, key: string, args: Args, latch
     if (latch === null) {
       throw error;
     }
-    // ioredis may still send it (it keeps what was not answered, and
-    // resends it after a reconnect): its latch is never deleted, but
+    // Its bytes, written before the connection was given up, may still
+    // reach the server after the resend: its latch is never deleted, but
     // expires, so that a late send is answered from it instead of
     // releasing what was taken since.
     kept = null;

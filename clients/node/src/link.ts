@@ -2,22 +2,31 @@
  * The connections a lock object's commands travel on.
  *
  * Commands that never wait on the server (an acquisition's first attempt,
- * releases, renewals, `DEL` of a latch) go on the application's own ioredis
- * connection: in a cluster, on the ioredis connection to the master of the
- * lock name's slot (ioredis cannot route the module's commands by key: it
- * does not know where their keys are). Those of one tick leave in one
- * write (`Links.shared`).
+ * releases, renewals, a grant given back, `CLIENT UNBLOCK`) go on the
+ * client object's *own* connection to the key's master (`Own`: a
+ * `duplicate()` of the application's connection to it, opened at its
+ * first command), shared by every handle of the client object: those of
+ * one tick leave in one write (`Links.shared`). Never on the application's
+ * connection: ioredis resends there what was not answered once it
+ * reconnects (`autoResendUnfulfilledCommands`), so a command given up for
+ * lost (and resent by the handle) could run again much later as a new
+ * one: a release freeing a hold taken since, an acquisition taking one
+ * nobody knows of. The own connection resends nothing and queues nothing
+ * while disconnected; a command whose reply does not come in time closes
+ * it, dropping whatever it carried, and the next command opens a fresh
+ * one. In a cluster: one per master (ioredis cannot route the module's
+ * commands by key: it does not know where their keys are).
  *
  * An acquisition that waits on the server (`BLOCK`), and any acquisition
  * whose replica check waits (`WAIT`, `WAITAOF`) or binds a session, goes
  * on a *dedicated* connection (a `duplicate()` of that connection, kept in
  * a small pool): a `BLOCK` or `WAIT` holds its connection until the server
- * replies, which on ioredis's one multiplexed connection would stall every
- * other command of the application, and `WAIT` counts the writes of its
- * own connection. The dedicated connection has no command or socket
- * timeout of its own: the reply is waited for as long as the wait plus a
- * margin, so a wait longer than the application's `commandTimeout` works.
- * A session hold keeps its dedicated connection for the hold's life.
+ * replies, which on the shared connection would stall every other command
+ * of the client object, and `WAIT` counts the writes of its own
+ * connection. The dedicated connection has no command or socket timeout of
+ * its own: the reply is waited for as long as the wait plus a margin, so a
+ * wait longer than the application's `commandTimeout` works. A session
+ * hold keeps its dedicated connection for the hold's life.
  */
 
 import type { Cluster, Redis } from "ioredis";
@@ -52,7 +61,8 @@ export class Link {
 
   /**
    * `conn`: the dedicated connection; `base`: the application's connection
-   * to the same master (sends `CLIENT UNBLOCK`); `node`: `host:port`;
+   * to the same master (names the client object's own connection to it,
+   * which sends `CLIENT UNBLOCK`); `node`: `host:port`;
    * `id`: the dedicated connection's `CLIENT ID`, asked for when it opened
    * (pipelined ahead of its first command, so it never waits on a `BLOCK`).
    */
@@ -94,27 +104,147 @@ const UNBLOCK_TRIES = 20;
 /** Idle dedicated connections kept per master. */
 const MAX_IDLE = 4;
 
-/** Commands waiting for this tick's write on one of the application's connections, and who waits for their replies. */
+/** Commands waiting for this tick's write on an own connection, and who waits for their replies. */
 interface Queued {
   readonly commands: readonly Args[];
+  /** Set once its replies came, or it failed or timed out: whatever comes after is not its. */
+  settled: boolean;
+  /** The connection it was written on (null: not written yet). */
+  sent: Own | null;
   readonly done: (replies: Settled[]) => void;
   readonly fail: (error: unknown) => void;
 }
 
-/** The connections of one client object: the application's, and a pool of dedicated ones per master. */
+/**
+ * The client object's own connection to one master (see the top of this
+ * file): every command on it is written once, or never. ioredis resends
+ * nothing after a reconnect, queues nothing while disconnected (the
+ * commands wait here for it to be ready, each until its own timeout, and
+ * only those still waiting then are written), and fails at once whatever
+ * was out when it closed (no retries per request): the callers learn of
+ * every lost reply and resend it themselves, knowing they did.
+ */
+class Own {
+  readonly conn: Redis;
+  private waiting: Queued[] = [];
+
+  /** `base`: the application's connection to the master (duplicated: same server, auth, TLS); `ended`: called once it can carry nothing more. */
+  constructor(
+    base: Redis,
+    readonly node: string,
+    ended: (own: Own) => void,
+  ) {
+    this.conn = base.duplicate({
+      autoResendUnfulfilledCommands: false,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      // Its calls are bounded by the callers' margins (`Links.shared`),
+      // which close it when a reply does not come: not by the
+      // application's timeouts, which would leave it open.
+      commandTimeout: undefined,
+      socketTimeout: undefined,
+      lazyConnect: false,
+    });
+    // Errors reach the calls that fail; without a listener ioredis would
+    // also print each one.
+    this.conn.on("error", () => undefined);
+    this.conn.on("ready", () => {
+      const waiting = this.waiting;
+      this.waiting = [];
+      this.write(waiting);
+    });
+    this.conn.on("end", () => {
+      const waiting = this.waiting;
+      this.waiting = [];
+      for (const entry of waiting) {
+        entry.fail(new Error("the connection closed"));
+      }
+      ended(this);
+    });
+  }
+
+  /** Writes `queue` now when the connection is ready, else once it is (a reconnect after the server went away). */
+  send(queue: Queued[]): void {
+    if (this.conn.status === "ready") {
+      this.write(queue);
+      return;
+    }
+    this.waiting = [...this.waiting.filter((entry) => !entry.settled), ...queue];
+  }
+
+  /**
+   * Writes the commands of `queue` that are still awaited as one pipeline
+   * (one command alone: as a plain call, without a pipeline's
+   * bookkeeping) and hands each caller its replies.
+   */
+  private write(queue: readonly Queued[]): void {
+    const live = queue.filter((entry) => !entry.settled);
+    if (live.length === 0) {
+      return;
+    }
+    for (const entry of live) {
+      entry.sent = this;
+    }
+    const only = live.length === 1 && live[0]!.commands.length === 1 ? live[0]! : null;
+    if (only !== null) {
+      this.conn.call(...only.commands[0]!).then(
+        (reply) => only.done([{ error: null, reply }]),
+        (error: unknown) => (isReplyError(error) ? only.done([{ error: error as Error }]) : only.fail(error)),
+      );
+      return;
+    }
+    const pipeline = this.conn.pipeline();
+    for (const entry of live) {
+      for (const [name, ...args] of entry.commands) {
+        pipeline.call(name, ...args);
+      }
+    }
+    pipeline.exec().then(
+      (results) => {
+        const replies = settle(results);
+        let at = 0;
+        for (const entry of live) {
+          const own = replies.slice(at, at + entry.commands.length);
+          at += entry.commands.length;
+          const lost = own.find((r) => r.error !== null && !isReplyError(r.error));
+          if (lost !== undefined || own.length !== entry.commands.length) {
+            entry.fail(lost?.error ?? new Error("the connection closed"));
+          } else {
+            entry.done(own);
+          }
+        }
+      },
+      (error: unknown) => {
+        for (const entry of live) {
+          entry.fail(error);
+        }
+      },
+    );
+  }
+}
+
+/** The connections of one client object: its own one per master, and a pool of dedicated ones per master. */
 export class Links {
   private readonly idle = new Map<string, Link[]>();
   private readonly open = new Set<Link>();
   private closed = false;
-  // This tick's commands per application connection, written as one
-  // ioredis pipeline once the tick's code ran (`flush`).
-  private readonly queues = new Map<Redis, Queued[]>();
-  // How many times each application connection closed since a release
-  // first went there (`closes`), and the listener counting it.
-  private readonly closings = new Map<Redis, { count: number; readonly listener: () => void }>();
+  // The own connection per master (`host:port`), opened at its first command.
+  private readonly owns = new Map<string, Own>();
+  // This tick's commands per master, written as one ioredis pipeline once
+  // the tick's code ran (`flush`), and the application's connection there.
+  private readonly queues = new Map<string, { readonly base: Redis; readonly entries: Queued[] }>();
 
-  /** `client`: the application's ioredis client (never closed by this package). */
-  constructor(readonly client: RedisClient) {}
+  /**
+   * `client`: the application's ioredis client (never closed by this
+   * package, and sent nothing on but what finds a cluster's masters:
+   * `PING`, the slot map);
+   * `replyMargin`: how long a command without a timeout of its own
+   * (`command`) waits for its reply (ms).
+   */
+  constructor(
+    readonly client: RedisClient,
+    private readonly replyMargin: number,
+  ) {}
 
   /** Whether `client` is a Redis Cluster client. */
   get cluster(): boolean {
@@ -182,138 +312,124 @@ export class Links {
   }
 
   /**
-   * A short command on the application's connection to the master serving
-   * `key`; a `MOVED` reply (a reshard) sends it once more, to the slot's
-   * new master.
+   * A short command on the own connection to the master serving `key`
+   * (`shared`), its reply awaited `replyMargin`; a `MOVED` reply (a
+   * reshard) sends it once more, to the slot's new master. Rejects with
+   * its error reply, or when its reply was lost (it may have run).
    */
   async command(key: string, args: Args): Promise<unknown> {
-    const node = await this.nodeFor(key);
+    const base = await this.nodeFor(key);
     try {
-      return await node.call(...args);
+      return await this.on(base, args);
     } catch (error) {
       if (!this.cluster || !isMoved(error)) {
         throw error;
       }
-      return (await this.redirected(error, key)).call(...args);
+      return this.on(await this.redirected(error, key), args);
     }
   }
 
+  /** One command on the own connection to the master `base` is connected to, its reply awaited `replyMargin`. */
+  private async on(base: Redis, args: Args): Promise<unknown> {
+    const [reply] = await this.shared(base, [args], this.replyMargin);
+    if (reply === undefined || reply.error !== null) {
+      throw reply?.error ?? new Error(`no reply to ${args[0]}`);
+    }
+    return reply.reply;
+  }
+
   /**
-   * `commands` in one round trip on the application's connection `base`,
-   * written together with every other command this client object sends
-   * there in the same tick (one ioredis pipeline, one socket write):
-   * concurrent workers' acquisitions and releases leave together, as they
-   * would with ioredis's auto-pipelining, which is the application's to
-   * choose. Only commands that never wait on the server go here (a `BLOCK`
-   * or `WAIT` would hold up the application's other commands). Resolves
-   * with every reply (an error reply as its error); rejects when the
-   * connection failed before the replies came, or when they did not come
-   * within `timeoutMs` (the commands may have run).
+   * `commands` in one round trip on the client object's own connection to
+   * the master `base` (the application's connection to it) is connected
+   * to, written together with every other command this client object
+   * sends there in the same tick (one ioredis pipeline, one socket write):
+   * concurrent workers' acquisitions and releases leave together. Only
+   * commands that never wait on the server go here (a `BLOCK` or `WAIT`
+   * would hold up the others). Resolves with every reply (an error reply
+   * as its error); rejects when the connection failed before the replies
+   * came, or when they did not come within `timeoutMs` (the commands may
+   * have run): the connection is then closed, and what it carried is
+   * never sent again.
    */
   shared(base: Redis, commands: readonly Args[], timeoutMs: number): Promise<Settled[]> {
     if (this.closed) {
       return Promise.reject(new Error("the client object is closed"));
     }
     return new Promise<Settled[]>((resolve, reject) => {
-      let settled = false;
       const timer = setTimeout(() => {
-        settled = true;
+        if (entry.settled) {
+          return;
+        }
+        entry.settled = true;
         reject(new Error(`no reply within ${timeoutMs} ms`));
+        if (entry.sent !== null) {
+          // Its reply may still come, or the command may still be
+          // waiting to run: the connection goes, with all it carries.
+          this.abandon(entry.sent);
+        }
       }, timeoutMs);
       const entry: Queued = {
         commands,
+        settled: false,
+        sent: null,
         done: (replies) => {
-          if (!settled) {
-            settled = true;
+          if (!entry.settled) {
+            entry.settled = true;
             clearTimeout(timer);
             resolve(replies);
           }
         },
         fail: (error) => {
-          if (!settled) {
-            settled = true;
+          if (!entry.settled) {
+            entry.settled = true;
             clearTimeout(timer);
             reject(error);
           }
         },
       };
-      const queue = this.queues.get(base);
+      const node = address(base);
+      const queue = this.queues.get(node);
       if (queue !== undefined) {
-        queue.push(entry);
+        queue.entries.push(entry);
         return;
       }
-      this.queues.set(base, [entry]);
+      this.queues.set(node, { base, entries: [entry] });
       // After the code of this tick (and its promise jobs) queued what it sends.
-      process.nextTick(() => this.flush(base));
+      process.nextTick(() => this.flush(node));
     });
   }
 
-  /**
-   * Writes the commands queued for `base` as one pipeline (one command
-   * alone: as a plain call, without a pipeline's bookkeeping) and hands
-   * each caller its replies.
-   */
-  private flush(base: Redis): void {
-    const queue = this.queues.get(base) ?? [];
-    this.queues.delete(base);
-    const only = queue.length === 1 && queue[0]!.commands.length === 1 ? queue[0]! : null;
-    if (only !== null) {
-      base.call(...only.commands[0]!).then(
-        (reply) => only.done([{ error: null, reply }]),
-        (error: unknown) => (isReplyError(error) ? only.done([{ error: error as Error }]) : only.fail(error)),
-      );
+  /** Hands the commands queued for `node` to its own connection (opened now when there is none). */
+  private flush(node: string): void {
+    const queue = this.queues.get(node);
+    if (queue === undefined) {
       return;
     }
-    const pipeline = base.pipeline();
-    for (const entry of queue) {
-      for (const [name, ...args] of entry.commands) {
-        pipeline.call(name, ...args);
+    this.queues.delete(node);
+    if (this.closed) {
+      for (const entry of queue.entries) {
+        entry.fail(new Error("the client object is closed"));
       }
+      return;
     }
-    pipeline.exec().then(
-      (results) => {
-        const replies = settle(results);
-        let at = 0;
-        for (const entry of queue) {
-          const own = replies.slice(at, at + entry.commands.length);
-          at += entry.commands.length;
-          const lost = own.find((r) => r.error !== null && !isReplyError(r.error));
-          if (lost !== undefined || own.length !== entry.commands.length) {
-            entry.fail(lost?.error ?? new Error("the connection closed"));
-          } else {
-            entry.done(own);
-          }
-        }
-      },
-      (error: unknown) => {
-        for (const entry of queue) {
-          entry.fail(error);
-        }
-      },
-    );
+    let own = this.owns.get(node);
+    if (own === undefined) {
+      own = new Own(queue.base, node, (ended) => this.forgetOwn(ended));
+      this.owns.set(node, own);
+    }
+    own.send(queue.entries);
   }
 
-  /**
-   * How many times the application's connection `base` closed since this
-   * client object first asked (counted from then on). A command that was
-   * out while it closed may have run twice: ioredis resends what it had not
-   * answered once it reconnects (`autoResendUnfulfilledCommands`), and the
-   * reply the caller gets is then the resend's.
-   */
-  closes(base: Redis): number {
-    let counted = this.closings.get(base);
-    if (counted === undefined) {
-      const entry = {
-        count: 0,
-        listener: (): void => {
-          entry.count += 1;
-        },
-      };
-      base.on("close", entry.listener);
-      this.closings.set(base, entry);
-      counted = entry;
+  /** Closes an own connection a reply did not come on (its commands fail): the next command opens a fresh one. */
+  private abandon(own: Own): void {
+    this.forgetOwn(own);
+    own.conn.disconnect();
+  }
+
+  private forgetOwn(own: Own): void {
+    if (this.owns.get(own.node) === own) {
+      this.owns.delete(own.node);
     }
-    return counted.count;
   }
 
   /** `host:port` of the master `base` is connected to (`Masters` knows them by it). */
@@ -389,7 +505,7 @@ export class Links {
    * its reply (null: without limit). A reply that did not come in time
    * leaves the connection unusable: it is closed, which also ends the
    * server's wait. `signal`: its abort ends the server-side wait with
-   * `CLIENT UNBLOCK` from the application's connection; the call then
+   * `CLIENT UNBLOCK` from the own connection; the call then
    * resolves with the server's reply to the ended wait (the caller checks
    * the signal and releases what the reply may still have granted).
    */
@@ -462,8 +578,8 @@ export class Links {
 
   /**
    * `commands` in one write on a dedicated connection to the master serving
-   * `key` (a release and its latches' `DEL`, sent again after its reply on
-   * the application's connection was lost or redirected), every reply
+   * `key` (a release, sent again after its reply on the own connection was
+   * lost or redirected; a write sent once: `once`), every reply
    * within `timeoutMs`; a `MOVED` first reply (a reshard) sends them once
    * more, to the slot's new master. Rejects when the connection failed. A
    * dedicated connection resends nothing, so the caller knows which send
@@ -490,7 +606,7 @@ export class Links {
 
   /**
    * Ends the server-side wait of `link`'s pending command: `CLIENT UNBLOCK
-   * <id>` from the application's connection to that master: the module
+   * <id>` from the own connection to that master: the module
    * answers the wait as if it ran out. It replies 0 while the command has
    * not reached the server yet (tried again a few times, `CLIENT LIST ID`
    * telling whether it waits yet) and on a module before 0.4.0, which
@@ -503,17 +619,17 @@ export class Links {
       // A connection whose CLIENT ID never answered is stalled: closed below.
       const id = await link.idWithin(UNBLOCK_TRIES * UNBLOCK_RETRY_MS);
       for (let i = 0; id !== null && i < UNBLOCK_TRIES && !settled(); i++) {
-        if (Number(await link.base.call("CLIENT", "UNBLOCK", id)) === 1 || settled()) {
+        if (Number(await this.on(link.base, ["CLIENT", "UNBLOCK", id])) === 1 || settled()) {
           return;
         }
-        const entry = String(await link.base.call("CLIENT", "LIST", "ID", id));
+        const entry = String(await this.on(link.base, ["CLIENT", "LIST", "ID", id]));
         if (/ flags=\S*b/.test(entry) || settled()) {
           break; // waiting, and not ended by CLIENT UNBLOCK
         }
         await new Promise((resolve) => setTimeout(resolve, UNBLOCK_RETRY_MS));
       }
     } catch {
-      // The application's connection failed: closing ours ends the wait.
+      // The own connection failed: closing the dedicated one ends the wait.
     }
     if (!settled()) {
       this.drop(link);
@@ -531,22 +647,21 @@ export class Links {
   async gone(link: Link, timeoutMs: number): Promise<void> {
     const deadline = performance.now() + timeoutMs;
     const id = await link.idWithin(timeoutMs);
-    while (id !== null && String(await link.base.call("CLIENT", "LIST", "ID", id)).trim() !== "" && performance.now() < deadline) {
+    while (id !== null && String(await this.on(link.base, ["CLIENT", "LIST", "ID", id])).trim() !== "" && performance.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, UNBLOCK_RETRY_MS));
     }
   }
 
-  /** Closes every dedicated connection (the pool's and those in use: session holds end). */
+  /** Closes the own connections and every dedicated one (the pool's and those in use: session holds end). */
   close(): void {
     this.closed = true;
+    for (const own of [...this.owns.values()]) {
+      this.abandon(own);
+    }
     for (const link of [...this.open]) {
       this.drop(link);
     }
     this.idle.clear();
-    for (const [base, counted] of this.closings) {
-      base.off("close", counted.listener);
-    }
-    this.closings.clear();
   }
 }
 

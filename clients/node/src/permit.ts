@@ -94,8 +94,7 @@ function idList(ids: string | readonly string[]): string[] {
  * takes nothing), the replica check (`NotSynced`: released again) and the
  * `AbortSignal`. `PERMIT.RELEASE` carries no request id: a lost reply
  * rejects and is not sent again (a resend could not tell its own release
- * from an expiry); a copy ioredis sends again after a reconnect finds the
- * ids released and does nothing (an id is never taken twice). The writes without a request id (`trySetPermits`, `setPermits`,
+ * from an expiry). The writes without a request id (`trySetPermits`, `setPermits`,
  * `addPermits`, `updateLeaseTime`, `tryRelease`) go on a dedicated
  * connection, which never resends.
  *

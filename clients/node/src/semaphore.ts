@@ -164,9 +164,8 @@ export class Semaphore {
     const permits = countOf(options.permits ?? 1);
     const { ctx, name } = this;
     const acquireLatch = (request: string): string => prefixed("redisson_lock_request_latch", name, request);
-    // The give-back of a grant carries a request id of its own: sent again
-    // on the application's connection after its reply was lost, it gives
-    // nothing back twice.
+    // The give-back of a grant carries a request id of its own: a second
+    // send of it gives nothing back twice.
     const giveBack = (): Args => ["SEMAPHORE.RELEASE", name, permits, "REQUEST", requestId(), LATCH_TTL_MS];
     const kind: Acquisition = {
       key: name,

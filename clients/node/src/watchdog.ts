@@ -33,7 +33,8 @@ export class Watchdog {
     }
     // The next renewal is scheduled when this one is done, so a slow
     // server never gets two at once. Unref'd: a hold alone does not keep
-    // the process alive (the application's connection does, while open).
+    // the process alive (the client object's connections do, until it
+    // closes).
     this.timer = setTimeout(() => void this.tick(), Math.max(1, Math.floor(this.leaseMs / 3)));
     this.timer.unref();
   }

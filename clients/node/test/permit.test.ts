@@ -205,7 +205,15 @@ describe("permit-expirable semaphore", () => {
         assert.match(await suite.redis.info("commandstats"), new RegExp(`cmdstat_permit\\.acquire:calls=${waiting ? 3 : 2},`), "the lost send and its resend");
         await semaphore.release(ids);
         assert.equal(await semaphore.availablePermits(), 3);
-        assert.deepEqual(await suite.redis.keys(`redisson_lock_request_latch:{${name}}:*`), [], "the release's DEL took the latch");
+        const latches = await suite.redis.keys(`redisson_lock_request_latch:{${name}}:*`);
+        if (waiting) {
+          assert.deepEqual(latches, [], "the release's DEL took the latch");
+        } else {
+          // A lost try's bytes may still reach the server after its resend:
+          // its latch is left to expire, answering that late send.
+          assert.equal(latches.length, 1, String(latches));
+          assert.ok((await suite.redis.pttl(latches[0]!)) > 0, "left to expire");
+        }
       }, waiting ? ["BLOCK"] : []);
     });
   }

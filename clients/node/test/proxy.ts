@@ -21,6 +21,8 @@ export class FaultProxy {
   fired = false;
   private tripped = false;
   private readonly sockets = new Set<Socket>();
+  // The connection whose reply was withheld: its two sockets.
+  private armedSockets: Socket[] = [];
 
   private constructor(
     private readonly server: NetServer,
@@ -43,6 +45,7 @@ export class FaultProxy {
         // Armed before the command goes on: its reply follows it.
         if (!proxy!.tripped && words.every((w) => chunk.includes(w))) {
           proxy!.tripped = true;
+          proxy!.armedSockets = [client, upstream];
           armed = true;
         }
         upstream.write(chunk);
@@ -82,6 +85,13 @@ export class FaultProxy {
   rearm(): void {
     this.tripped = false;
     this.fired = false;
+  }
+
+  /** Closes the connection whose reply was withheld (a stalled one: the client sees it close). */
+  cut(): void {
+    for (const socket of this.armedSockets) {
+      socket.destroy();
+    }
   }
 
   /** Closes the proxy and every connection through it. */

@@ -134,21 +134,28 @@ describe("semaphore", () => {
         assert.ok(proxy.fired, "the proxy lost no reply");
         assert.equal(await suite.redis.get(name), "1", "taken once");
         const stats = await suite.redis.info("commandstats");
-        // A try is resent by ioredis on its reconnected connection; a wait
-        // (after its refused try) on a new dedicated connection, with a
-        // PEXPIRE of its latch for the replica check's WAIT.
+        // Resent on a new dedicated connection (a wait's after its refused
+        // try), with a PEXPIRE of its latch for the replica check's WAIT.
         assert.match(stats, new RegExp(`cmdstat_semaphore\\.acquire:calls=${waiting ? 3 : 2},`), "the lost send and its resend");
         if (waiting) {
           assert.match(stats, /cmdstat_pexpire:calls=1,/);
         }
         await semaphore.release(2);
         assert.equal(await suite.redis.get(name), "3");
-        assert.deepEqual(await suite.redis.keys(`redisson_lock_request_latch:{${name}}:*`), [], "the release's DEL took the latch");
+        const latches = await suite.redis.keys(`redisson_lock_request_latch:{${name}}:*`);
+        if (waiting) {
+          assert.deepEqual(latches, [], "the release's DEL took the latch");
+        } else {
+          // A lost try's bytes may still reach the server after its resend:
+          // its latch is left to expire, answering that late send.
+          assert.equal(latches.length, 1, String(latches));
+          assert.ok((await suite.redis.pttl(latches[0]!)) > 0, "left to expire");
+        }
       }, waiting ? ["BLOCK"] : []);
     });
   }
 
-  it("a release's reply lost: resent with its request id, the permits given back once; its latch waits for the next release", async () => {
+  it("a release's reply lost: resent with its request id, the permits given back once; its latch is left to expire", async () => {
     const name = "sem:relost";
     await throughProxy(suite.server, "SEMAPHORE.RELEASE", name, async (locks, proxy) => {
       const semaphore = locks.semaphore(name);
@@ -161,9 +168,14 @@ describe("semaphore", () => {
       assert.equal(latches.length, 1, "the latch outlives its reply");
       await semaphore.release();
       assert.equal(await suite.redis.get(name), "3");
+      // The lost release's bytes may still reach the server after its
+      // resend: its latch is left to expire (not in the next release's
+      // DEL), answering that late send; the next release's own stays for
+      // the release after it.
       const next = await suite.redis.keys(`redisson_unlock_latch:{${name}}:*`);
-      assert.equal(next.length, 1, String(next));
-      assert.notEqual(next[0], latches[0], "the next release's DEL took the first one's latch");
+      assert.equal(next.length, 2, String(next));
+      assert.ok(next.includes(latches[0]!));
+      assert.ok((await suite.redis.pttl(latches[0]!)) > 0, "left to expire");
     });
   });
 
