@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -210,6 +211,7 @@ func main() {
 	workers := flag.Int("workers", 1, "workers (rw: readers)")
 	seconds := flag.Float64("seconds", 3, "measured seconds")
 	warmup := flag.Float64("warmup", 0.5, "warm-up seconds")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the measured phase to this file (go tool pprof)")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -278,7 +280,24 @@ func main() {
 	if !in.Scan() || in.Text() != "GO" {
 		log.Fatal("expected GO on standard input")
 	}
-	out, err := json.Marshal(b.phase(time.Duration(*seconds * float64(time.Second))))
+	var profile *os.File
+	if *cpuProfile != "" {
+		var err error
+		if profile, err = os.Create(*cpuProfile); err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			log.Fatal(err)
+		}
+	}
+	measured := b.phase(time.Duration(*seconds * float64(time.Second)))
+	if profile != nil {
+		pprof.StopCPUProfile()
+		if err := profile.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	out, err := json.Marshal(measured)
 	if err != nil {
 		log.Fatal(err)
 	}

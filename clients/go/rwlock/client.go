@@ -154,14 +154,20 @@ func (c *Client) waiter(template *redis.Options, addr string) (*redis.Client, er
 	}
 	// A client of its own for the node, with the node's identity (auth,
 	// TLS, dialer, database) and none of its machinery (push processors,
-	// caches): those are bound to the client that made them.
+	// caches): those are bound to the client that made them. It speaks
+	// RESP2: what the package reads on it (the module's replies, INFO,
+	// CLIENT ID, WAIT, WAITAOF) reads the same in both protocols, and a
+	// wait connection, held out of its pool between commands, subscribes to
+	// nothing; in RESP3 go-redis would look for push notifications on it
+	// around every command (three socket peeks, system calls, per command:
+	// a tenth of an uncontended cycle's CPU on the client).
 	opt := redis.Options{
 		Network:                      template.Network,
 		Addr:                         addr,
 		ClientName:                   template.ClientName,
 		Dialer:                       template.Dialer,
 		OnConnect:                    template.OnConnect,
-		Protocol:                     template.Protocol,
+		Protocol:                     2,
 		Username:                     template.Username,
 		Password:                     template.Password,
 		CredentialsProvider:          template.CredentialsProvider,

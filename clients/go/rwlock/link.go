@@ -154,7 +154,11 @@ func (l *link) wait(ctx context.Context, blockMs int64, extra time.Duration, cmd
 		}
 		l.id = id
 	}
-	callCtx := context.WithoutCancel(ctx)
+	// The wait's own deadline only: ctx's end is watched below.
+	callCtx := ctx
+	if ctx.Done() != nil {
+		callCtx = context.WithoutCancel(ctx)
+	}
 	if blockMs > 0 {
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeout(callCtx, time.Duration(blockMs)*time.Millisecond+replyMargin+extra)

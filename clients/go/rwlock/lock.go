@@ -286,10 +286,11 @@ func (l *Lock) record(r request, o outcome, kept *link) {
 	}
 }
 
+// renewer is the watchdog's renewal. Its command is built when it runs:
+// most holds end before their first renewal.
 func (l *Lock) renewer(leaseMs int64) func(context.Context) (bool, error) {
-	args := l.plan.renew(l.owner, leaseMs)
 	return func(ctx context.Context) (bool, error) {
-		reply, err := l.c.command(ctx, l.plan.key(), args...)
+		reply, err := l.c.command(ctx, l.plan.key(), l.plan.renew(l.owner, leaseMs)...)
 		if err != nil {
 			return false, err
 		}
