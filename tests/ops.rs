@@ -281,37 +281,37 @@ fn command_docs_give_summary_arguments_and_since() {
     let syntax = [
         (
             "rwlock.read",
-            "lock owner lease [BLOCK milliseconds] [SESSION] [REQUEST id ttl]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [REQUEST id ttl] [HELD n]",
         ),
         (
             "rwlock.write",
-            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [REQUEST id ttl]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [REQUEST id ttl] [HELD n]",
         ),
         (
             "rwlock.unlock",
-            "lock owner READ|WRITE [LEASE milliseconds] [REQUEST id ttl]",
+            "lock owner READ|WRITE [LEASE milliseconds] [REQUEST id ttl] [HELD n]",
         ),
         ("rwlock.renew", "lock owner lease"),
         ("rwlock.forceunlock", "lock [READ|WRITE]"),
         ("rwlock.info", "lock"),
         (
             "lock.acquire",
-            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl]",
+            "lock owner lease [BLOCK milliseconds] [SESSION] [FENCED] [NOREENTRY] [REQUEST id ttl] [HELD n]",
         ),
         (
             "lock.unlock",
-            "lock owner [LEASE milliseconds] [REQUEST id ttl]",
+            "lock owner [LEASE milliseconds] [REQUEST id ttl] [HELD n]",
         ),
         ("lock.renew", "lock owner lease"),
         ("lock.forceunlock", "lock"),
         ("lock.info", "lock"),
         (
             "fairlock.acquire",
-            "lock owner lease [WAIT milliseconds] [NOQUEUE] [NOREENTRY] [BLOCK milliseconds] [REQUEST id ttl]",
+            "lock owner lease [WAIT milliseconds] [NOQUEUE] [NOREENTRY] [BLOCK milliseconds] [REQUEST id ttl] [HELD n]",
         ),
         (
             "fairlock.unlock",
-            "lock owner [LEASE milliseconds] [REQUEST id ttl]",
+            "lock owner [LEASE milliseconds] [REQUEST id ttl] [HELD n]",
         ),
     ];
     let crate_version = encoded(env!("CARGO_PKG_VERSION"));
