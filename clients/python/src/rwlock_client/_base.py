@@ -36,6 +36,7 @@ from ._core import (
     ReplicaSync,
     block_of,
     counts_of,
+    masters_of,
     parse_info,
     reply_timeout,
     request_ttl,
@@ -69,7 +70,10 @@ class AskMaster:
 MASTER = AskMaster()
 
 
-@dataclass(frozen=True)
+# Not frozen, as the step records of every call here: a frozen dataclass's
+# __init__ sets each field through object.__setattr__, about four times the
+# cost, and these are made several times a lock cycle (never changed after).
+@dataclass
 class Batch:
     """The step that sends several commands at once (a pipeline: one round
     trip) and reads their replies, each within its own timeout (as
@@ -130,7 +134,7 @@ class Held(Generic[LinkT, DogT]):
     dog: Optional[DogT] = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Releasing:
     """A release's pipeline; `resends`: the release is idempotent (a
     semaphore's request id, a lock's `HELD`), so it is resent once after a
@@ -167,7 +171,7 @@ def releasing(pipeline: Releasing) -> Conversation[Tuple[Any, bool]]:
     return replies[0], resent
 
 
-@dataclass(frozen=True)
+@dataclass
 class Unlock:
     """A lock's release: its command, and the `HELD n` it carries (None:
     none, and a lost reply is raised, not resent)."""
@@ -180,7 +184,7 @@ class Unlock:
         return Releasing([self.args], self.held is not None)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Request:
     """One acquisition's arguments, checked before a connection is taken."""
 
@@ -216,7 +220,7 @@ def nothing(reply: Any) -> None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Attempt:
     """One acquisition of any kind (a lock's hold, a semaphore's permits), as
     `acquiring` drives it: what it sends, how its reply reads, and which
@@ -285,7 +289,11 @@ def acquiring(a: Attempt) -> Conversation[Outcome]:
         if str(e).startswith("NOREPLICAS"):
             raise NotSynced(f"{a.name}: the master refused the write: {e}") from e
         raise
-    outcome = dataclasses.replace(a.outcome(reply, block_ms), requests=tuple(ids))
+    outcome = a.outcome(reply, block_ms)
+    if ids:
+        # Only a semaphore's carry an id: `replace` rebuilds the outcome
+        # field by field, which a lock's cycle need not pay.
+        outcome = dataclasses.replace(outcome, requests=tuple(ids))
     if outcome.acquired:
         failed = _unsynced(a.sync, syncs, learned)
         if failed is not None:
@@ -390,6 +398,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         self._plan = plan
         self._held: Dict[str, Held[LinkT, DogT]] = {}
         self._counts = counts_of(client)
+        self._masters = masters_of(client)
         self._guard = threading.Lock()
 
     def owner(self) -> str:
@@ -468,7 +477,8 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
                 Acquisition(request.owner, request.lease_ms, block_ms, self.session, held)
             ),
             plan.outcome,
-            undo=plan.release(request.owner),
+            # Made only when a grant is given back: most never are.
+            undo=lambda _: plan.release(request.owner),
             resend=resend and plan.held and (held is not None or self.session),
         )
 
@@ -482,14 +492,20 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         except (LockError, ResponseError):
             raise
         except BaseException:
-            self._counts.unsure(self._plan.fields(owner))
+            self._unanswered(owner)
             raise
+
+    def _unanswered(self, owner: str) -> None:
+        """An acquisition ended without an answer (`_answering`)."""
+        self._counts.unsure(self._plan.fields(owner))
 
     def _record(self, request: Request, outcome: Outcome, link: Optional[LinkT]) -> None:
         """Counts a hold taken (`link`: the session's connection kept for it)."""
         self._counts.add(self._plan.fields(request.owner), 1)
         with self._guard:
-            state = self._held.setdefault(request.owner, Held())
+            state = self._held.get(request.owner)
+            if state is None:
+                state = self._held[request.owner] = Held()
             state.count += 1
             state.lease_ms = request.lease_ms
             state.token = outcome.token

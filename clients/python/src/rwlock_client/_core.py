@@ -107,17 +107,34 @@ def new_request_id() -> str:
     return _request_ids.next()
 
 
+#: `pack`'s encoded arguments (`$<length>\r\n<bytes>\r\n`), by encoding and
+#: argument: a lock's cycle sends the same command names, name, owner,
+#: lease and options again and again. Emptied when it reaches `PACKED_MAX`
+#: entries (request ids are never sent twice).
+_packed: Dict[Tuple[str, str], Dict[Union[str, int], bytes]] = {}
+PACKED_MAX = 4096
+
+
 def pack(commands: Sequence[Args], encoding: str, errors: str) -> bytes:
     """The commands in RESP, as one buffer for one write: what redis-py's
     `pack_commands` makes of them (text in the connection's encoding,
-    integers in decimal), at a third of its cost for a lock's few short
-    arguments."""
+    integers in decimal), at a fraction of its cost for a lock's few
+    short arguments, each encoded once (`_packed`)."""
+    cache = _packed.get((encoding, errors))
+    if cache is None:
+        cache = _packed.setdefault((encoding, errors), {})
     out: List[bytes] = []
     for args in commands:
         out.append(b"*%d\r\n" % len(args))
         for arg in args:
-            data = arg.encode(encoding, errors) if isinstance(arg, str) else b"%d" % arg
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            packed = cache.get(arg)
+            if packed is None:
+                data = arg.encode(encoding, errors) if isinstance(arg, str) else b"%d" % arg
+                packed = b"$%d\r\n%s\r\n" % (len(data), data)
+                if len(cache) >= PACKED_MAX:
+                    cache.clear()
+                cache[arg] = packed
+            out.append(packed)
     return b"".join(out)
 
 
@@ -255,14 +272,13 @@ class Learned:
         AOF is waited for."""
         if not policy.enabled:
             return []
-        timeout_ms = to_ms(policy.timeout)
         commands: List[Args] = []
         expected = self.expected if policy.replicas == AUTO else int(policy.replicas)
         if expected > 0:
-            commands.append(["WAIT", expected, timeout_ms])
+            commands.append(["WAIT", expected, to_ms(policy.timeout)])
         mode = policy.aof_mode
         if mode == REQUIRED or (mode == AUTO and self.aof and self.waitaof is not False):
-            commands.append(["WAITAOF", 1, 0, timeout_ms])
+            commands.append(["WAITAOF", 1, 0, to_ms(policy.timeout)])
         return commands
 
 
@@ -275,6 +291,11 @@ class Masters:
         self._guard = threading.Lock()
 
     def of(self, address: str) -> Learned:
+        # A master met before is found without the lock (a dict read is
+        # atomic): the lock only orders the first meeting's insertion.
+        found = self._by_address.get(address)
+        if found is not None:
+            return found
         with self._guard:
             found = self._by_address.get(address)
             if found is None:
@@ -308,7 +329,7 @@ class Counts:
         with self._guard:
             if field in self._unsure:
                 return None
-        return self.held(field)
+            return min(self._by_field.get(field, 0), HELD_MAX)
 
     def held(self, field: Field) -> int:
         """The count, as `HELD` sends it: at most `HELD_MAX`. A count
@@ -366,7 +387,8 @@ def counts_of(client: Any) -> Counts:
     return _state_of(client)[1]
 
 
-@dataclass(frozen=True)
+# Not frozen: made every acquisition (see `_base.Batch`).
+@dataclass
 class Acquisition:
     """One acquisition, as a `Plan` sends it: the owner, its lease, the wait
     (`block_of`: None one attempt, 0 without limit), whether the hold is
@@ -394,6 +416,10 @@ class Outcome:
     requests: Tuple[str, ...] = ()
     #: A permit semaphore's grant: the ids of the permits taken.
     ids: Tuple[str, ...] = ()
+
+
+#: A grant without a token, one object for all (an `Outcome` is frozen).
+GRANTED = Outcome(True)
 
 
 def release_latch(key: str, request: str) -> str:
@@ -452,7 +478,7 @@ class Plan:
         if self.fenced:
             return _fenced_outcome(reply)
         if reply is None:
-            return Outcome(True)
+            return GRANTED
         return Outcome(False, pttl=int(reply))
 
     def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:
@@ -572,7 +598,7 @@ class FairPlan(Plan):
         """nil: taken. An integer: refused; after a wait the PTTL of the
         hold in the way, after a try (`NOQUEUE`'s 1) unknown."""
         if reply is None:
-            return Outcome(True)
+            return GRANTED
         return Outcome(False, pttl=None if block_ms is None else int(reply))
 
     def release(self, owner: str, lease_ms: Optional[int] = None, held: Optional[int] = None) -> Args:

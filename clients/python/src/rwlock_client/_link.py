@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
-from typing import Any, Iterator, List, Optional, TypeVar
+from typing import Any, Dict, Iterator, List, Optional, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
@@ -14,13 +14,28 @@ from redis.connection import Connection
 from redis.exceptions import MovedError, ResponseError
 
 from ._base import AskMaster, Batch, Conversation, Reconnect, Run, Step
-from ._core import DEFAULT as DEFAULT, Args, Learned, masters_of, pack
+from ._core import DEFAULT as DEFAULT, Args, Learned, Masters, masters_of, pack
 
 #: redis-py 8 reads one reply with a timeout of its own; before, the
 #: socket's timeout is changed for the read.
 READ_TIMEOUT_ARGUMENT = "timeout" in inspect.signature(Connection.read_response).parameters
 
 T = TypeVar("T")
+
+#: `is_cluster`'s answers, by the client object's type.
+_cluster_types: Dict[type, bool] = {}
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether `client` is a `RedisCluster`. Its class is a typing
+    Protocol's, whose `isinstance` runs Python code (as much as a tenth
+    of a lock cycle's own work, one per connection checked out); the
+    answer depends on the client's type alone, so it is kept by type."""
+    kind = type(client)
+    found = _cluster_types.get(kind)
+    if found is None:
+        found = _cluster_types[kind] = isinstance(client, RedisCluster)
+    return found
 
 
 class Checkout:
@@ -29,9 +44,13 @@ class Checkout:
 
     _conn: Any
 
-    def __init__(self, client: Any, key: str, cluster: bool) -> None:
+    def __init__(self, client: Any, key: str, cluster: bool, masters: Optional[Masters] = None) -> None:
         self._client, self._key = client, key
         self._in_cluster = cluster
+        #: The client object's `Masters`, when the caller has it at hand
+        #: (a lock object keeps it): finding it by the client object takes
+        #: a process-wide lock and a weak reference per acquisition.
+        self._masters = masters
         self._moved = False
         self._broken = False
 
@@ -50,14 +69,21 @@ class Checkout:
             raise
 
     def learned(self) -> Learned:
-        """What the client object learned of this connection's server."""
-        return learned_of(self._client, self._conn, self._in_cluster)
+        """What the client object learned of this connection's server.
+        Outside a cluster every master it meets is one deployment's
+        (Sentinel promotes a replica), so they share one state: a new
+        master first met while a replica restarts reports one replica
+        fewer, and a count learned afresh from it acknowledges grants a
+        second failover loses (docs/safety.md). In a cluster each master is
+        its own shard's."""
+        masters = self._masters if self._masters is not None else masters_of(self._client)
+        return masters.of(address_of(self._conn) if self._in_cluster else "")
 
 
 class Link(Checkout):
-    def __init__(self, client: Any, key: str) -> None:
-        self._cluster: Any = client if isinstance(client, RedisCluster) else None
-        super().__init__(client, key, self._cluster is not None)
+    def __init__(self, client: Any, key: str, masters: Optional[Masters] = None) -> None:
+        self._cluster: Any = client if is_cluster(client) else None
+        super().__init__(client, key, self._cluster is not None, masters)
         self._open(client)
 
     def _open(self, client: Any) -> None:
@@ -87,13 +113,13 @@ class Link(Checkout):
         """Does what a conversation's step asks (`_base`): reconnects, tells
         what was learned of the master, or sends a batch or a command; the
         reply is the step's."""
+        if isinstance(step, Batch):
+            return self.batch(step.commands, step.timeouts)
         if isinstance(step, Reconnect):
             self.reconnect()
             return None
         if isinstance(step, AskMaster):
             return self.learned()
-        if isinstance(step, Batch):
-            return self.batch(step.commands, step.timeouts)
         return self.call(*step)
 
     def call(self, args: Args, timeout: Optional[float] = DEFAULT) -> Any:
@@ -116,9 +142,16 @@ class Link(Checkout):
             return self._call(args, timeout)
 
     def _call(self, args: Args, timeout: Optional[float]) -> Any:
-        with self._breaking():
+        # `_breaking`'s rule, written out: a context manager per call
+        # costs a generator and two resumptions of it.
+        try:
             self._conn.send_command(*args)
             return self._read(timeout)
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
 
     def _read(self, timeout: Optional[float]) -> Any:
         # Without limit on a connection without a socket timeout is the
@@ -146,9 +179,11 @@ class Link(Checkout):
         return replies
 
     def _batch(self, commands: List[Args], timeouts: List[Optional[float]]) -> List[Any]:
-        with self._breaking():
-            encoder = self._conn.encoder
-            self._conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
+        # `_breaking`'s rule, written out as in `_call`.
+        try:
+            conn = self._conn
+            encoder = conn.encoder
+            conn.send_packed_command([pack(commands, encoder.encoding, encoder.encoding_errors)])
             replies: List[Any] = []
             for timeout in timeouts:
                 try:
@@ -156,6 +191,11 @@ class Link(Checkout):
                 except ResponseError as e:
                     replies.append(e)
             return replies
+        except ResponseError:
+            raise
+        except BaseException:
+            self._broken = True
+            raise
 
     def _read_with_socket_timeout(self, timeout: Optional[float]) -> Any:
         sock = self._conn._sock
@@ -194,16 +234,6 @@ def converse(client: Any, key: str, conversation: Conversation[T]) -> T:
         return link.converse(conversation)
     finally:
         link.close()
-
-
-def learned_of(client: Any, conn: Any, cluster: bool) -> Learned:
-    """What `client` learned of `conn`'s server. Outside a cluster every
-    master it meets is one deployment's (Sentinel promotes a replica), so
-    they share one state: a new master first met while a replica restarts
-    reports one replica fewer, and a count learned afresh from it
-    acknowledges grants a second failover loses (docs/safety.md). In a
-    cluster each master is its own shard's."""
-    return masters_of(client).of(address_of(conn) if cluster else "")
 
 
 def address_of(conn: Any) -> str:

@@ -7,13 +7,14 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Callable, Iterator, Optional, Type
 
-from redis.exceptions import ConnectionError
+from redis.exceptions import ConnectionError, ResponseError
 
 from . import _owner
 from ._base import Held, LockCommon, PlainLockCommon, releasing
 from ._core import Outcome
 from ._core import block_of as block_of, reply_timeout as reply_timeout
 from ._link import Link, converse
+from .errors import LockError
 from .watchdog import SCHEDULER, Watchdog
 
 #: Called from the watchdog's thread with the lock and the owner whose hold
@@ -49,11 +50,18 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
     def _acquire(self, wait: Optional[float], lease: Optional[float]) -> Outcome:
         request = self._request(wait, lease)
         _, session_link = self._session_link(request.owner)
-        link = session_link or Link(self.client, self._plan.key)
+        link = session_link or Link(self.client, self._plan.key, self._masters)
         keep = False
         try:
-            with self._answering(request.owner):
+            # `_answering`'s rule, written out: a context manager per
+            # acquisition costs a generator and two resumptions of it.
+            try:
                 outcome = link.converse(self._acquiring(request, resend=link is not session_link))
+            except (LockError, ResponseError):
+                raise
+            except BaseException:
+                self._unanswered(request.owner)
+                raise
             keep = outcome.acquired and self.session
         finally:
             if link is not session_link and not keep:
@@ -88,7 +96,7 @@ class LockBase(LockCommon[Link, Watchdog, LostCallback]):
         owner = self.owner()
         state, session_link = self._session_link(owner)
         unlock = self._unlock(owner, state, session_link is not None)
-        link = session_link or Link(self.client, self._plan.key)
+        link = session_link or Link(self.client, self._plan.key, self._masters)
         try:
             reply, resent = link.converse(releasing(unlock.pipeline))
         except ConnectionError:
