@@ -323,7 +323,7 @@ function plan(ctx: ClientContext, kind: Acquisition, node: string): Checks | nul
  */
 async function tryShared(ctx: ClientContext, kind: Acquisition, waitMs: number | null, request: string | null): Promise<Sent | Planned | null> {
   const { links, masters, sync, replyMargin } = ctx;
-  const base = await links.nodeFor(kind.key);
+  const base = links.single ?? (await links.nodeFor(kind.key));
   const node = links.nodeOf(base);
   let checks = plan(ctx, kind, node);
   if (checks === null) {
@@ -481,7 +481,7 @@ export async function releaseHeld(ctx: ClientContext, key: string, args: Args, r
   let reply: Settled | undefined;
   let resent = false;
   try {
-    const [sent] = await links.shared(await links.nodeFor(key), [args], ctx.replyMargin);
+    const [sent] = await links.shared(links.single ?? (await links.nodeFor(key)), [args], ctx.replyMargin);
     if (!(links.cluster && isMoved(sent?.error))) {
       reply = sent;
     }
@@ -558,7 +558,7 @@ export async function release(ctx: ClientContext, key: string, args: Args, latch
   let replies: Settled[] | null = null;
   let kept = latch;
   try {
-    const sent = await links.shared(await links.nodeFor(key), commands, ctx.replyMargin);
+    const sent = await links.shared(links.single ?? (await links.nodeFor(key)), commands, ctx.replyMargin);
     const moved = links.cluster && isMoved(sent[0]?.error);
     if (!moved) {
       replies = sent;

@@ -101,8 +101,14 @@ const UNBLOCK_RETRY_MS = 10;
 /** How many `CLIENT UNBLOCK`s to try before closing the connection instead. */
 const UNBLOCK_TRIES = 20;
 
-/** Idle dedicated connections kept per master. */
-const MAX_IDLE = 4;
+/**
+ * Idle dedicated connections kept per master: as many as the acquisitions
+ * of one client object that wait at once (`BLOCK`, and with replicas every
+ * acquisition: `WAIT`) in a busy application, which would otherwise open
+ * (a connection, its ready check and `CLIENT ID`) and close one per
+ * acquisition beyond the pool's size.
+ */
+const MAX_IDLE = 16;
 
 /** Commands waiting for this tick's write on an own connection, and who waits for their replies. */
 interface Queued {
@@ -111,8 +117,12 @@ interface Queued {
   settled: boolean;
   /** The connection it was written on (null: not written yet). */
   sent: Own | null;
+  /** When its replies are given up for lost (`performance.now()` time). */
+  readonly deadline: number;
   readonly done: (replies: Settled[]) => void;
   readonly fail: (error: unknown) => void;
+  /** Its deadline passed: fails it, and closes the connection it was written on. */
+  readonly expire: () => void;
 }
 
 /**
@@ -173,53 +183,68 @@ class Own {
   }
 
   /**
-   * Writes the commands of `queue` that are still awaited as one pipeline
-   * (one command alone: as a plain call, without a pipeline's
-   * bookkeeping) and hands each caller its replies.
+   * Writes the commands of `queue` that are still awaited in one socket
+   * write and hands each caller its replies. Each command is a plain call
+   * (ioredis writes it at once on a ready connection), the socket corked
+   * meanwhile so that they leave together: the batching of a pipeline
+   * without its bookkeeping (its object, its result array, its
+   * concatenation), which cost more per command than the call itself.
    */
   private write(queue: readonly Queued[]): void {
     const live = queue.filter((entry) => !entry.settled);
     if (live.length === 0) {
       return;
     }
-    for (const entry of live) {
-      entry.sent = this;
+    const stream = this.conn.stream;
+    stream.cork();
+    try {
+      for (const entry of live) {
+        entry.sent = this;
+        this.issue(entry);
+      }
+    } finally {
+      stream.uncork();
     }
-    const only = live.length === 1 && live[0]!.commands.length === 1 ? live[0]! : null;
-    if (only !== null) {
-      this.conn.call(...only.commands[0]!).then(
-        (reply) => only.done([{ error: null, reply }]),
-        (error: unknown) => (isReplyError(error) ? only.done([{ error: error as Error }]) : only.fail(error)),
+  }
+
+  /**
+   * Sends `entry`'s commands; once every reply came, hands them over, or
+   * fails the entry when one was lost (the connection's error, not an
+   * error reply), as a pipeline's results would.
+   */
+  private issue(entry: Queued): void {
+    const { commands } = entry;
+    if (commands.length === 1) {
+      this.conn.call(...commands[0]!).then(
+        (reply) => entry.done([{ error: null, reply }]),
+        (error: unknown) => (isReplyError(error) ? entry.done([{ error: error as Error }]) : entry.fail(error)),
       );
       return;
     }
-    const pipeline = this.conn.pipeline();
-    for (const entry of live) {
-      for (const [name, ...args] of entry.commands) {
-        pipeline.call(name, ...args);
+    const replies: Settled[] = new Array<Settled>(commands.length);
+    let left = commands.length;
+    let lost: unknown = null;
+    const arrived = (at: number, reply: Settled | null, error: unknown): void => {
+      if (reply !== null) {
+        replies[at] = reply;
+      } else if (lost === null) {
+        lost = error;
       }
-    }
-    pipeline.exec().then(
-      (results) => {
-        const replies = settle(results);
-        let at = 0;
-        for (const entry of live) {
-          const own = replies.slice(at, at + entry.commands.length);
-          at += entry.commands.length;
-          const lost = own.find((r) => r.error !== null && !isReplyError(r.error));
-          if (lost !== undefined || own.length !== entry.commands.length) {
-            entry.fail(lost?.error ?? new Error("the connection closed"));
-          } else {
-            entry.done(own);
-          }
+      left -= 1;
+      if (left === 0) {
+        if (lost === null) {
+          entry.done(replies);
+        } else {
+          entry.fail(lost);
         }
-      },
-      (error: unknown) => {
-        for (const entry of live) {
-          entry.fail(error);
-        }
-      },
-    );
+      }
+    };
+    commands.forEach((args, at) => {
+      this.conn.call(...args).then(
+        (reply) => arrived(at, { error: null, reply }, null),
+        (error: unknown) => (isReplyError(error) ? arrived(at, { error: error as Error }, null) : arrived(at, null, error)),
+      );
+    });
   }
 }
 
@@ -230,9 +255,23 @@ export class Links {
   private closed = false;
   // The own connection per master (`host:port`), opened at its first command.
   private readonly owns = new Map<string, Own>();
-  // This tick's commands per master, written as one ioredis pipeline once
+  // This tick's commands per master, written in one socket write once
   // the tick's code ran (`flush`), and the application's connection there.
   private readonly queues = new Map<string, { readonly base: Redis; readonly entries: Queued[] }>();
+  // The own connections' calls awaiting their replies, each until its
+  // deadline, watched by one timer armed for the earliest (a timer per
+  // call cost as much as the rest of its bookkeeping): `watchAt` is when
+  // it fires (Infinity: not armed).
+  private readonly awaited = new Set<Queued>();
+  private watchTimer: NodeJS.Timeout | null = null;
+  private watchAt = Infinity;
+
+  /**
+   * The application's connection when it is one server, the master of
+   * every key (`nodeFor` without its await: a command's hot path); null
+   * for a cluster.
+   */
+  readonly single: Redis | null;
 
   /**
    * `client`: the application's ioredis client (never closed by this
@@ -244,7 +283,9 @@ export class Links {
   constructor(
     readonly client: RedisClient,
     private readonly replyMargin: number,
-  ) {}
+  ) {
+    this.single = this.cluster ? null : (client as Redis);
+  }
 
   /** Whether `client` is a Redis Cluster client. */
   get cluster(): boolean {
@@ -318,7 +359,7 @@ export class Links {
    * its error reply, or when its reply was lost (it may have run).
    */
   async command(key: string, args: Args): Promise<unknown> {
-    const base = await this.nodeFor(key);
+    const base = this.single ?? (await this.nodeFor(key));
     try {
       return await this.on(base, args);
     } catch (error) {
@@ -342,7 +383,7 @@ export class Links {
    * `commands` in one round trip on the client object's own connection to
    * the master `base` (the application's connection to it) is connected
    * to, written together with every other command this client object
-   * sends there in the same tick (one ioredis pipeline, one socket write):
+   * sends there in the same tick (one socket write):
    * concurrent workers' acquisitions and releases leave together. Only
    * commands that never wait on the server go here (a `BLOCK` or `WAIT`
    * would hold up the others). Resolves with every reply (an error reply
@@ -356,37 +397,43 @@ export class Links {
       return Promise.reject(new Error("the client object is closed"));
     }
     return new Promise<Settled[]>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (entry.settled) {
-          return;
-        }
-        entry.settled = true;
-        reject(new Error(`no reply within ${timeoutMs} ms`));
-        if (entry.sent !== null) {
-          // Its reply may still come, or the command may still be
-          // waiting to run: the connection goes, with all it carries.
-          this.abandon(entry.sent);
-        }
-      }, timeoutMs);
       const entry: Queued = {
         commands,
         settled: false,
         sent: null,
+        deadline: performance.now() + timeoutMs,
         done: (replies) => {
           if (!entry.settled) {
             entry.settled = true;
-            clearTimeout(timer);
+            this.awaited.delete(entry);
             resolve(replies);
           }
         },
         fail: (error) => {
           if (!entry.settled) {
             entry.settled = true;
-            clearTimeout(timer);
+            this.awaited.delete(entry);
             reject(error);
           }
         },
+        expire: () => {
+          if (entry.settled) {
+            return;
+          }
+          entry.settled = true;
+          this.awaited.delete(entry);
+          reject(new Error(`no reply within ${timeoutMs} ms`));
+          if (entry.sent !== null) {
+            // Its reply may still come, or the command may still be
+            // waiting to run: the connection goes, with all it carries.
+            this.abandon(entry.sent);
+          }
+        },
       };
+      this.awaited.add(entry);
+      if (entry.deadline < this.watchAt) {
+        this.watch(entry.deadline);
+      }
       const node = address(base);
       const queue = this.queues.get(node);
       if (queue !== undefined) {
@@ -397,6 +444,37 @@ export class Links {
       // After the code of this tick (and its promise jobs) queued what it sends.
       process.nextTick(() => this.flush(node));
     });
+  }
+
+  /** Arms the one timer of the own connections' calls for `at` (`performance.now()` time). */
+  private watch(at: number): void {
+    if (this.watchTimer !== null) {
+      clearTimeout(this.watchTimer);
+    }
+    this.watchAt = at;
+    this.watchTimer = setTimeout(() => this.expired(), Math.max(1, Math.ceil(at - performance.now())));
+    // Left armed once nothing is awaited (disarming it after every reply
+    // would cost what it saves): unref'd, it keeps no process alive (a call
+    // awaited keeps its connection, which does).
+    this.watchTimer.unref();
+  }
+
+  /** Fails the calls whose reply did not come by their deadline, and arms the timer for the next deadline. */
+  private expired(): void {
+    this.watchTimer = null;
+    this.watchAt = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const entry of [...this.awaited]) {
+      if (entry.deadline <= now) {
+        entry.expire();
+      } else if (entry.deadline < next) {
+        next = entry.deadline;
+      }
+    }
+    if (next < Infinity) {
+      this.watch(next);
+    }
   }
 
   /** Hands the commands queued for `node` to its own connection (opened now when there is none). */
@@ -655,6 +733,11 @@ export class Links {
   /** Closes the own connections and every dedicated one (the pool's and those in use: session holds end). */
   close(): void {
     this.closed = true;
+    if (this.watchTimer !== null) {
+      clearTimeout(this.watchTimer);
+      this.watchTimer = null;
+      this.watchAt = Infinity;
+    }
     for (const own of [...this.owns.values()]) {
       this.abandon(own);
     }
@@ -665,7 +748,15 @@ export class Links {
   }
 }
 
+// Each connection's `host:port`, built once: it is looked up at every command.
+const addresses = new WeakMap<Redis, string>();
+
 /** `host:port` of an ioredis connection, as a cluster's slot map names its nodes. */
 function address(node: Redis): string {
-  return `${node.options.host ?? "localhost"}:${node.options.port ?? 6379}`;
+  let known = addresses.get(node);
+  if (known === undefined) {
+    known = `${node.options.host ?? "localhost"}:${node.options.port ?? 6379}`;
+    addresses.set(node, known);
+  }
+  return known;
 }

@@ -109,6 +109,8 @@ export class Lock extends EventEmitter {
   private sessionLink: Link | null = null;
   private dog: Watchdog | null = null;
   private lostController: AbortController | null = null;
+  // What the last acquisition drove (`acquisition`), for the next with the same lease.
+  private kind: (Acquisition & { readonly leaseMs: number; readonly watched: boolean }) | null = null;
   private readonly onLost: LostCallback | undefined;
 
   /** Made by `Client`: `target` says what it sends; `owner` is its own. */
@@ -162,7 +164,11 @@ export class Lock extends EventEmitter {
     if (!outcome.acquired) {
       throw new NotAcquired(this.name, outcome.pttl);
     }
-    return new Hold(this, outcome.token, this.lostController!.signal);
+    // The signal is made for the first hold asking for it: a plain
+    // acquire() needs none (an AbortController per hold costs more than
+    // the rest of the cycle's bookkeeping).
+    this.lostController ??= new AbortController();
+    return new Hold(this, outcome.token, this.lostController.signal);
   }
 
   /**
@@ -254,11 +260,31 @@ export class Lock extends EventEmitter {
   protected async take(options: AcquireOptions): Promise<Outcome> {
     const watched = options.lease === undefined || options.lease === null;
     const leaseMs = watched ? this.ctx.watchdogTimeout : toMs(options.lease as number, "lease");
+    let kind = this.kind;
+    if (kind === null || kind.leaseMs !== leaseMs || kind.watched !== watched) {
+      kind = this.acquisition(leaseMs, watched);
+      this.kind = kind;
+    }
+    return acquire(this.ctx, kind, options);
+  }
+
+  /**
+   * What `driver.acquire` sends and records for this handle with a lease
+   * of `leaseMs` (`watched`: the watchdog's): kept for the next
+   * acquisitions with the same lease (it reads the handle's state when
+   * used, none of a call's), rather than made anew each time.
+   */
+  private acquisition(leaseMs: number, watched: boolean): Acquisition & { readonly leaseMs: number; readonly watched: boolean } {
     const { target, owner, session } = this;
-    const kind: Acquisition = {
+    const handle = this; // for the getter, whose `this` is the object
+    return {
+      leaseMs,
+      watched,
       key: target.key,
       session,
-      sessionLink: this.sessionLink,
+      get sessionLink(): Link | null {
+        return handle.sessionLink;
+      },
       writes: true,
       // A single lock's lost reply is resent as it was. Its HELD has the
       // server answer a granted first send as granted. A session's carries
@@ -280,7 +306,6 @@ export class Lock extends EventEmitter {
         }
       },
     };
-    return acquire(this.ctx, kind, options);
   }
 
   /** Counts a hold taken (`link`: the session's connection, kept for it). */
@@ -290,8 +315,9 @@ export class Lock extends EventEmitter {
       // the first of a new series.
       this.count = 0;
     }
-    if (this.count === 0 || this.lostController === null) {
-      this.lostController = new AbortController();
+    if (this.count === 0) {
+      // A new series: its holds' signal (`hold`) is a new one.
+      this.lostController = null;
     }
     this.count += 1;
     this.currentToken = outcome.token;
