@@ -349,7 +349,15 @@ fn command_docs_give_summary_arguments_and_since() {
         .collect();
     assert_eq!(
         kinds,
-        ["key", "string", "integer", "integer", "pure-token", "block"]
+        [
+            "key",
+            "string",
+            "integer",
+            "integer",
+            "pure-token",
+            "block",
+            "integer"
+        ]
     );
     // SESSION came after the commands: its own since.
     let session = fields(&list(&read["arguments"])[4]);
@@ -359,6 +367,10 @@ fn command_docs_give_summary_arguments_and_since() {
     let request = fields(&list(&read["arguments"])[5]);
     assert_eq!(text(&request["token"]), "REQUEST");
     assert_eq!(text(&request["since"]), "0.4.0");
+    // HELD (docs/design.md §14.8): a count.
+    let held = fields(&list(&read["arguments"])[6]);
+    assert_eq!(text(&held["token"]), "HELD");
+    assert_eq!(text(&held["type"]), "integer");
 }
 
 #[test]
