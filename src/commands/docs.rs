@@ -552,6 +552,18 @@ pub fn held_release_option() -> ArgDoc {
     )
 }
 
+/// `lock owner [LEASE ms] [REQUEST id ttl] [HELD n]`: the release of a
+/// plain or fair lock, which share their hash.
+pub fn hash_release_args() -> Vec<ArgDoc> {
+    vec![
+        lock(),
+        owner(),
+        lease_option(),
+        request_option(),
+        held_release_option(),
+    ]
+}
+
 /// The module versions the commands appeared in: the read-write lock, the
 /// plain lock, then the multi-hold and session holds, then the fair lock.
 pub const V1: &CStr = c"0.1.0";

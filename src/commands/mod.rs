@@ -43,10 +43,11 @@ pub mod semaphore;
 use redis_module::Context;
 
 use self::docs::{
-    acquire_request_option, acquisition, arg, block, fenced, flag, held_acquire_option,
-    held_release_option, lease, lease_option, lock, mode_choice, multi_args, no_reentry, optional,
-    owner, request_option, session, wait_option, ArgDoc, ArgKind, Command, ACQUIRE_KEY, FAIR_KEYS,
-    FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY, RWLOCK_KEYS, V1, V2, V3, V4,
+    acquire_request_option, acquisition, arg, block, fenced, flag, hash_release_args,
+    held_acquire_option, held_release_option, lease, lease_option, lock, mode_choice, multi_args,
+    no_reentry, optional, owner, request_option, session, wait_option, ArgDoc, ArgKind, Command,
+    ACQUIRE_KEY, FAIR_KEYS, FORCE_KEY, INFO_KEY, LOCK_KEYS, MULTI_KEYS, RELEASE_KEY, RWLOCK_KEYS,
+    V1, V2, V3, V4,
 };
 use crate::server;
 
@@ -101,13 +102,7 @@ fn fair_commands() -> Vec<Command> {
             arity: -3,
             key: RELEASE_KEY,
             key_notes: FAIR_KEYS,
-            args: vec![
-                lock(),
-                owner(),
-                lease_option(),
-                request_option(),
-                held_release_option(),
-            ],
+            args: hash_release_args(),
         },
         Command {
             name: c"fairlock.forceunlock",
@@ -237,13 +232,7 @@ pub fn table() -> Vec<Command> {
             arity: -3,
             key: RELEASE_KEY,
             key_notes: LOCK_KEYS,
-            args: vec![
-                lock(),
-                owner(),
-                lease_option(),
-                request_option(),
-                held_release_option(),
-            ],
+            args: hash_release_args(),
         },
         Command {
             name: c"lock.renew",
