@@ -377,9 +377,11 @@ fn session_inside_multi_binds_to_the_client_and_a_release_is_replicated() {
     kill(&mut m, &id);
     until_count(&mut m, "M", "a:1", 0);
     until_count(&mut m, "W", "a:1:write", 0);
-    wait_replica(&mut m);
-    assert_eq!(count(&mut r, "M", "a:1"), 0, "the release replicated");
-    assert_eq!(count(&mut r, "W", "a:1:write"), 0);
+    // The give-back is the module's write, not `m`'s: a WAIT on `m` would
+    // cover none of it (it returned before the replica applied it on Redis
+    // 8.2 in a lone clone), so the replica is watched itself.
+    until_count(&mut r, "M", "a:1", 0);
+    until_count(&mut r, "W", "a:1:write", 0);
     let token: i64 = query(&mut r, &["GET", "redisson_lock_token:{W}"]);
     assert_eq!(token, 1, "the fenced hold's token");
 }
