@@ -11,7 +11,8 @@ use crate::config;
 use crate::engine::error::{LockError, ERR_SESSION};
 use crate::engine::hold::{self, GrantLatch, Granting, Request};
 use crate::engine::hold::{Attempt, Granted};
-use crate::engine::names::{write_field, LockNames};
+use crate::engine::kinds::{self, Kind};
+use crate::engine::names::LockNames;
 use crate::engine::permit;
 use crate::engine::queue::{self, Hold};
 use crate::engine::rwlock::Unlocked;
@@ -211,18 +212,13 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         store: &mut RedisStore,
         held: i64,
     ) -> Result<Option<RedisValue>, LockError> {
-        let owner = self.a.lock.owner;
-        let write;
-        let (field, fenced): (&[u8], bool) = match self.way {
-            Hold::Read => (owner, false),
-            Hold::Lock(options) => (owner, options.fenced),
-            Hold::Write { fenced } => {
-                write = write_field(owner);
-                (&write, fenced)
-            }
-            Hold::Semaphore { .. } | Hold::Latch | Hold::Permit { .. } => return Ok(None),
+        // A latch's wait or a permit semaphore's takes no `HELD`.
+        let Ok(kind) = Kind::try_from(self.way) else {
+            return Ok(None);
         };
-        let token = hold::granted_before(store, &self.a.lock.names, field, held, fenced)?;
+        let fenced = reply::fenced(self.way);
+        let (names, owner) = (&self.a.lock.names, self.a.lock.owner);
+        let token = kinds::granted_before(store, names, kind, owner, held, fenced)?;
         Ok(token.map(|token| self.replay(token)))
     }
 
@@ -375,7 +371,7 @@ pub fn unlock_hash(
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         if let Some(held) = a.held {
-            if hold::released_before(store, &a.names, a.owner, held)? {
+            if kinds::released_before(store, &a.names, Kind::Lock, a.owner, held)? {
                 return Ok(Unlocked::Replayed(0));
             }
         }

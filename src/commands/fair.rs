@@ -14,7 +14,8 @@ use crate::args::{self, lock_error, ArgString};
 use crate::config;
 use crate::engine::error::LockError;
 use crate::engine::fair::{self, FairAttempt, FairOptions};
-use crate::engine::hold::{self, GrantLatch, Granted};
+use crate::engine::hold::{GrantLatch, Granted};
+use crate::engine::kinds::{self, Kind};
 use crate::events;
 use crate::keyspace::RedisStore;
 use crate::metrics::{self, Counter};
@@ -63,7 +64,7 @@ impl Acquisition for OneLock<'_, '_, FairOptions> {
         held: i64,
     ) -> Result<Option<RedisValue>, LockError> {
         let l = &self.a.lock;
-        let token = hold::granted_before(store, &l.names, l.owner, held, false)?;
+        let token = kinds::granted_before(store, &l.names, Kind::Lock, l.owner, held, false)?;
         Ok(token.map(|token| self.replay(token)))
     }
 

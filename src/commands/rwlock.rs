@@ -7,9 +7,8 @@ use super::apply::{acquire, change, forced, lock_and_owner, read_info, released,
 use super::inspect;
 use crate::args::{self, ArgString, Flags};
 use crate::config;
-use crate::engine::hold::{self, Unlocked};
-use crate::engine::kinds::Kind;
-use crate::engine::names::write_field;
+use crate::engine::hold::Unlocked;
+use crate::engine::kinds::{self, Kind};
 use crate::engine::queue::Hold;
 use crate::engine::rwlock::{self, Mode, RwLockInfo};
 use crate::events;
@@ -63,15 +62,11 @@ pub fn unlock(ctx: &Context, args: &[ArgString]) -> RedisResult {
     let lease = a.lease.unwrap_or_else(config::default_lease);
     let outcome = change(ctx, lock_and_owner(args), &a.names, |store| {
         if let Some(held) = a.held {
-            let write;
-            let field = match a.mode {
-                Mode::Read => a.owner,
-                Mode::Write => {
-                    write = write_field(a.owner);
-                    &write
-                }
+            let kind = match a.mode {
+                Mode::Read => Kind::Read,
+                Mode::Write => Kind::Write,
             };
-            if hold::released_before(store, &a.names, field, held)? {
+            if kinds::released_before(store, &a.names, kind, a.owner, held)? {
                 return Ok(Unlocked::Replayed(0));
             }
         }

@@ -5,7 +5,7 @@
 use super::error::LockError;
 use super::int::parse_i64;
 use super::names::{check_owner, KeyBuf, LockNames};
-use super::store::{integer_at, KeyKind, Store};
+use super::store::{integer_at, Store};
 
 /// Most holds one owner may stack on one lock. Commands loop over a reader's
 /// acquisitions (one timeout key each), so a bound keeps a bogus count from
@@ -293,60 +293,4 @@ pub fn remember_grant<S: Store>(s: &mut S, latch: &GrantLatch, token: Option<i64
     // grant already written must not fail here.
     let until = s.now_ms().saturating_add(latch.ttl);
     s.set_until(&latch.key, token.unwrap_or(0).to_string().as_bytes(), until);
-}
-
-/// The count `HELD n` is compared with: the owner's holds in `field` of
-/// the lock `hash` (`<owner>`, or `<owner>:write` for a write hold), 0
-/// when the lock or the field is missing. Checked as the call itself
-/// checks it, so a wrong type or a corrupt count fails before any write.
-fn owner_count<S: Store>(s: &mut S, hash: &[u8], field: &[u8]) -> Result<i64, LockError> {
-    match s.kind(hash) {
-        KeyKind::Missing => Ok(0),
-        KeyKind::Hash => Ok(count_of(s, hash, field)?.unwrap_or(0)),
-        KeyKind::String | KeyKind::Other => Err(LockError::WrongType),
-    }
-}
-
-/// An acquisition with `HELD n` (docs/design.md §14.8): when the owner
-/// holds n + 1 of its kind, the call was granted already (a resend whose
-/// reply was lost, or a late copy): the fencing token to reply (the
-/// counter's current value with `fenced`, else 0), nothing changed but a
-/// no-op sent to the replicas. None: the call runs as without `HELD`.
-pub fn granted_before<S: Store>(
-    s: &mut S,
-    names: &LockNames,
-    field: &[u8],
-    held: i64,
-    fenced: bool,
-) -> Result<Option<i64>, LockError> {
-    let hash = names.hash();
-    if owner_count(s, hash, field)? != held + 1 {
-        return Ok(None);
-    }
-    let token = if fenced {
-        integer_at(s, &names.token_key(), LockError::BadToken)?.unwrap_or(0)
-    } else {
-        0
-    };
-    s.replicate_unchanged(hash, field);
-    Ok(Some(token))
-}
-
-/// A release with `HELD n` (docs/design.md §14.8): when n is 2 or more and
-/// the owner holds n - 1 of its kind, the release was done already: true,
-/// nothing changed but a no-op sent to the replicas, and the call replies
-/// 0 (still held). A last release (n = 1) is never answered so: a lock
-/// gone could as well have been gone before it.
-pub fn released_before<S: Store>(
-    s: &mut S,
-    names: &LockNames,
-    field: &[u8],
-    held: i64,
-) -> Result<bool, LockError> {
-    let hash = names.hash();
-    if held < 2 || owner_count(s, hash, field)? != held - 1 {
-        return Ok(false);
-    }
-    s.replicate_unchanged(hash, field);
-    Ok(true)
 }

@@ -11,7 +11,7 @@ use super::lock;
 use super::names::{write_field, LockNames};
 use super::queue::Hold;
 use super::rwlock::{self, Mode};
-use super::store::{KeyKind, Store};
+use super::store::{integer_at, KeyKind, Store};
 
 /// Which of an owner's counts a session hold is part of, and which unlock
 /// gives it back.
@@ -46,20 +46,89 @@ impl TryFrom<Hold> for Kind {
     }
 }
 
+/// The owner's count of `kind` on the lock now, 0 when the lock or the
+/// owner's field is missing (or `kind` is nobody's); a key of another type
+/// or a corrupt count is the error the commands give. Reads only.
+fn count<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    kind: Kind,
+    owner: &[u8],
+) -> Result<i64, LockError> {
+    let hash = names.hash();
+    match s.kind(hash) {
+        KeyKind::Missing => return Ok(0),
+        KeyKind::Hash => {}
+        KeyKind::String | KeyKind::Other => return Err(LockError::WrongType),
+    }
+    let count = on_field(kind, owner, |field| count_of(s, hash, field));
+    Ok(count.transpose()?.flatten().unwrap_or(0))
+}
+
+/// `f` of the hash field that counts an owner's holds of `kind`: `<owner>`,
+/// or `<owner>:write` for a write hold; None for permits, nobody's.
+fn on_field<R>(kind: Kind, owner: &[u8], f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    match kind {
+        Kind::Read | Kind::Lock => Some(f(owner)),
+        Kind::Write => Some(f(&write_field(owner))),
+        Kind::Permits | Kind::PermitIds => None,
+    }
+}
+
 /// The owner's count of `kind` on the lock now: 0 when the lock is gone,
 /// replaced by another type, corrupt, or the owner holds none of `kind`.
 /// Reads only.
 pub fn held<S: Store>(s: &mut S, names: &LockNames, kind: Kind, owner: &[u8]) -> i64 {
-    let hash = names.hash();
-    if s.kind(hash) != KeyKind::Hash {
-        return 0;
+    count(s, names, kind, owner).unwrap_or(0)
+}
+
+/// An acquisition with `HELD n` (docs/design.md §14.8): when the owner
+/// holds n + 1 of `kind`, the call was granted already (a resend whose
+/// reply was lost, or a late copy): the fencing token to reply (the
+/// counter's current value with `fenced`, else 0), nothing changed but a
+/// no-op sent to the replicas. None: the call runs as without `HELD`.
+/// Checked as the call itself checks the lock, before any write.
+pub fn granted_before<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    kind: Kind,
+    owner: &[u8],
+    held: i64,
+    fenced: bool,
+) -> Result<Option<i64>, LockError> {
+    if count(s, names, kind, owner)? != held + 1 {
+        return Ok(None);
     }
-    let count = match kind {
-        Kind::Read | Kind::Lock => count_of(s, hash, owner),
-        Kind::Write => count_of(s, hash, &write_field(owner)),
-        Kind::Permits | Kind::PermitIds => return 0,
+    let token = if fenced {
+        integer_at(s, &names.token_key(), LockError::BadToken)?.unwrap_or(0)
+    } else {
+        0
     };
-    count.ok().flatten().unwrap_or(0)
+    on_field(kind, owner, |field| {
+        s.replicate_unchanged(names.hash(), field)
+    });
+    Ok(Some(token))
+}
+
+/// A release with `HELD n` (docs/design.md §14.8): when n is 2 or more and
+/// the owner holds n - 1 of `kind`, the release was done already: true,
+/// nothing changed but a no-op sent to the replicas, and the call replies
+/// 0 (still held). A last release (n = 1) is never answered so: a lock
+/// gone could as well have been gone before it.
+pub fn released_before<S: Store>(
+    s: &mut S,
+    names: &LockNames,
+    kind: Kind,
+    owner: &[u8],
+    held: i64,
+) -> Result<bool, LockError> {
+    if held < 2 || count(s, names, kind, owner)? != held - 1 {
+        return Ok(false);
+    }
+    on_field(kind, owner, |field| {
+        s.replicate_unchanged(names.hash(), field)
+    });
+    Ok(true)
 }
 
 /// Gives back one hold of `kind` as the owner's unlock would (`lease` re-arms
