@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -43,6 +44,7 @@ LOCKS = 50
 READERS = 1000
 UNLOCKS = 10
 HANDOFFS = 300
+LINE = 32
 # The plain lock's unlock latches live longer than a run under valgrind, so
 # that no latch of the warm-up expires (and is reclaimed) while counting;
 # Redisson's own lifetime is 13.5 s.
@@ -133,6 +135,43 @@ def handoff_rounds(port):
         if waiter.reply() is not None:
             raise RuntimeError("the waiter was refused the lock")
         waiter.run([resp("RWLOCK.UNLOCK", "H", "waiter:1", "WRITE")])
+
+
+def line_rounds():
+    """Write handoffs along a line of LINE BLOCK waiters, one lock: each
+    holder releases and parks again at the back, so the line stays LINE
+    long. Counted per round as `handoff_rounds` is: against it, what a
+    longer line adds to a handoff (its deadlock check read the whole line
+    once per parking, then once per waiter in it). The line forms in the
+    warm-up run; the counted run goes on with it."""
+    line = {}
+
+    def write(i, *block):
+        return resp("RWLOCK.WRITE", "LINE", "o%d:1" % i, 30000, *block)
+
+    def work(port):
+        if line.get("port") != port:
+            conns = [Conn(port) for _ in range(LINE + 1)]
+            conns[0].run([write(0)])
+            for i in range(1, LINE + 1):
+                conns[i].sock.sendall(write(i, "BLOCK", 30000))
+                # Parked in this order, even under valgrind.
+                time.sleep(0.02)
+            line.update(port=port, conns=conns, holder=0)
+        conns, holder = line["conns"], line["holder"]
+        for _ in range(HANDOFFS):
+            conns[holder].run([resp("RWLOCK.UNLOCK", "LINE", "o%d:1" % holder, "WRITE")])
+            conns[holder].sock.sendall(write(holder, "BLOCK", 30000))
+            others = [c.sock for i, c in enumerate(conns) if i != holder]
+            ready, _, _ = select.select(others, [], [], 60)
+            if len(ready) != 1:
+                raise RuntimeError(f"{len(ready)} waiters answered one release")
+            holder = next(i for i, c in enumerate(conns) if c.sock is ready[0])
+            if conns[holder].reply() is not None:
+                raise RuntimeError("a waiter was refused the lock")
+        line["holder"] = holder
+
+    return work
 
 
 # The workloads run on a server with the module, or with the floor alone.
@@ -269,6 +308,8 @@ def workloads(scripts):
         ("read unlock among 1000 readers, module", UNLOCKS, MODULE, readers_setup, readers_unlocks(False)),
         ("read unlock among 1000 readers, EVALSHA", UNLOCKS, MODULE, readers_setup, readers_unlocks(True)),
         ("write handoff to a BLOCK waiter, module", HANDOFFS, MODULE, [], handoff_rounds),
+        ("write handoff along a line of %d BLOCK waiters, module" % LINE, HANDOFFS, MODULE, [],
+         line_rounds()),
     ] + (plain_workloads(sha) if "plain_lock" in scripts else []) + (fair_workloads(sha) if "fair_lock" in scripts else []) + (semaphore_workloads(sha) if "sem_acquire" in scripts else []) + (latch_workloads(sha) if "latch_try_set_count" in scripts else []) + (permit_workloads(sha) if "permit_acquire" in scripts else [])
 
 

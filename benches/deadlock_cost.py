@@ -10,6 +10,8 @@ call of LOCK.ACQUIRE), with rwlock.deadlock-detection yes and no:
 - chain: owner i holds lock i and parks on lock i+1, parked from the end of
   the chain down, so the k-th park walks the k waiters parked before it
   (500 on average, 1,000 at most).
+- line: 1,000 waiters parked on one lock behind its holder, who waits on
+  nothing; the k-th park has k waiters before it in the lock's queue.
 - cycle over the chain: the holder of the chain's last lock asks for its
   first lock: the search walks all 1,000 waiters and fails it with
   DEADLOCK (nothing changes, so it is asked 200 times).
@@ -75,7 +77,7 @@ def wait_parked(c, n):
     raise RuntimeError(f"{n} waiters never parked")
 
 
-def scenario(port, detection, chain):
+def scenario(port, detection, graph):
     c = Conn(port)
     c.call("FLUSHALL")
     c.call("CONFIG", "SET", "rwlock.deadlock-detection", detection)
@@ -83,14 +85,17 @@ def scenario(port, detection, chain):
         c.call("LOCK.ACQUIRE", f"L{i}", f"o{i}", 600000)
     c.call("CONFIG", "RESETSTAT")
     parked = []
+    chain = graph == "chain"
     order = range(N - 1, -1, -1) if chain else range(N)
     for i in order:
         p = Conn(port)
-        # chain: o{i} parks on L{i+1}; independent: w{i} parks on L{i}.
+        # chain: o{i} parks on L{i+1}; independent: w{i} parks on L{i};
+        # line: w{i} parks on L0.
         if chain:
             p.sock.sendall(resp("LOCK.ACQUIRE", f"L{i + 1}", f"o{i}", 600000, "BLOCK", 0))
         else:
-            p.sock.sendall(resp("LOCK.ACQUIRE", f"L{i}", f"w{i}", 600000, "BLOCK", 0))
+            lock = "L0" if graph == "line" else f"L{i}"
+            p.sock.sendall(resp("LOCK.ACQUIRE", lock, f"w{i}", 600000, "BLOCK", 0))
         parked.append(p)
         # One at a time, so each park sees the ones before it.
         wait_parked(c, len(parked))
@@ -123,13 +128,12 @@ def main():
         try:
             connect_own(proc, port)
             rows = []
-            for chain in (False, True):
+            for graph in ("independent", "chain", "line"):
                 for detection in ("no", "yes"):
-                    park_us, cycle_us = scenario(port, detection, chain)
-                    rows.append((chain, detection, park_us, cycle_us))
+                    park_us, cycle_us = scenario(port, detection, graph)
+                    rows.append((graph, detection, park_us, cycle_us))
             print(f"{'graph':<12} {'detection':<10} {'park (us/call)':>15} {'cycle of 1,000 (us)':>20}")
-            for chain, detection, park_us, cycle_us in rows:
-                name = "chain" if chain else "independent"
+            for name, detection, park_us, cycle_us in rows:
                 cycle = f"{cycle_us:.1f}" if cycle_us is not None else "-"
                 print(f"{name:<12} {detection:<10} {park_us:>15.2f} {cycle:>20}")
         finally:

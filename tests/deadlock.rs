@@ -234,6 +234,52 @@ fn a_chain_of_waits_without_a_cycle_parks_everyone() {
 }
 
 #[test]
+fn a_long_line_on_one_lock_parks_without_a_cycle_and_hides_none() {
+    // Waiters behind a holder who waits on nothing park at once (their
+    // check reads the lock alone, however long its line), and no cycle
+    // through the line goes unseen: one waiter holds what the holder asks
+    // for; the holder's read hold stops its own write hold.
+    let (server, mut c) = Server::started(&[]);
+    ok(&mut c, &["LOCK.ACQUIRE", "L", "a", "30000"]);
+    ok(&mut c, &["RWLOCK.WRITE", "M", "w7", "30000"]);
+    ok(&mut c, &["RWLOCK.READ", "U", "a", "30000"]);
+    let line: Vec<Call> = (0..12)
+        .map(|i| {
+            let owner = format!("w{i}");
+            server.park(
+                &mut c,
+                &["LOCK.ACQUIRE", "L", &owner, "30000", "BLOCK", "10000"],
+            )
+        })
+        .collect();
+    let writer = server.park(
+        &mut c,
+        &["RWLOCK.WRITE", "U", "x", "30000", "BLOCK", "10000"],
+    );
+    assert_counters(&mut c, &[("deadlocks", 0), ("waiters", 13)]);
+    expect_deadlock(
+        &mut c,
+        &["RWLOCK.READ", "M", "a", "30000", "BLOCK", "10000"],
+        "a waits for M held by w7; w7 waits for L held by a",
+    );
+    expect_deadlock(
+        &mut c,
+        &["RWLOCK.WRITE", "U", "a", "30000", "BLOCK", "10000"],
+        "a waits for U held by a",
+    );
+    ok(&mut c, &["RWLOCK.UNLOCK", "U", "a", "READ"]);
+    assert_eq!(reply_of(writer).expect("x served"), Value::Nil);
+    ok(&mut c, &["RWLOCK.UNLOCK", "M", "w7", "WRITE"]);
+    // a lets go: the line is served in its order, each letting go in turn.
+    ok(&mut c, &["LOCK.UNLOCK", "L", "a"]);
+    for (i, waiter) in line.into_iter().enumerate() {
+        assert_eq!(reply_of(waiter).expect("served"), Value::Nil);
+        ok(&mut c, &["LOCK.UNLOCK", "L", &format!("w{i}")]);
+    }
+    assert_counters(&mut c, &[("deadlocks", 2), ("waiters", 0)]);
+}
+
+#[test]
 fn holds_taken_by_redissons_script_count_and_make_no_false_cycle() {
     testkit::require_lua(LOCK_LUA);
     let (server, mut c) = Server::started(&[]);

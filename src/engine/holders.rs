@@ -7,7 +7,7 @@ use super::hold::parse_count;
 use super::kinds::Kind;
 use super::names::{field_owner, MODE_FIELD};
 use super::queue::Hold;
-use super::store::{KeyKind, Store};
+use super::store::{Fields, KeyKind, Store};
 
 /// The owners holding the lock `hash` in a way that stops `owner`'s `hold`
 /// (each once, in field order), and whether `owner` holds the lock at all.
@@ -25,10 +25,21 @@ pub fn blockers<S: Store>(
     owner: &[u8],
     hold: Hold,
 ) -> (Vec<Vec<u8>>, bool) {
+    blockers_in(&read(s, hash), owner, hold)
+}
+
+/// The lock `hash`'s fields as [`blockers_in`] reads them: empty when the
+/// lock is missing or not a hash. The deadlock detector reads each lock of
+/// its walk once, however many waiters of it the walk meets.
+pub fn read<S: Store>(s: &mut S, hash: &[u8]) -> Fields {
     if s.kind(hash) != KeyKind::Hash {
-        return (Vec::new(), false);
+        return Fields::default();
     }
-    let fields = s.hgetall(hash);
+    s.hgetall(hash)
+}
+
+/// [`blockers`] of a lock whose fields were read already ([`read`]).
+pub fn blockers_in(fields: &Fields, owner: &[u8], hold: Hold) -> (Vec<Vec<u8>>, bool) {
     let mut mode: Option<&[u8]> = None;
     let mut mine = false;
     let mut i_write = false;

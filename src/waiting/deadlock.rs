@@ -13,12 +13,12 @@ use super::lines;
 use super::parking::Handle;
 use super::registry::Registry;
 use crate::config;
-use crate::engine::holders::blockers;
+use crate::engine::holders;
 use crate::engine::lock::Options;
 use crate::engine::names::LockId;
 use crate::engine::names::LockNames;
 use crate::engine::queue::Hold;
-use crate::engine::store::Line;
+use crate::engine::store::{Fields, Line};
 use crate::metrics::{self, Counter};
 use crate::server;
 
@@ -45,6 +45,19 @@ thread_local! {
 struct Live<'r, O> {
     registry: &'r Registry<Handle>,
     open: O,
+    /// The lock read last and its fields: a line of n waiters on one lock
+    /// asks for its holders n + 1 times in a row.
+    last: Option<(LockId, Fields)>,
+}
+
+impl<'r, O> Live<'r, O> {
+    fn new(registry: &'r Registry<Handle>, open: O) -> Self {
+        Live {
+            registry,
+            open,
+            last: None,
+        }
+    }
 }
 
 impl<S: Line, O: FnMut() -> S> View<Handle> for Live<'_, O> {
@@ -102,7 +115,14 @@ impl<S: Line, O: FnMut() -> S> View<Handle> for Live<'_, O> {
             Need::Hold(hold) => hold,
             Need::Line => LINE_HOLD,
         };
-        blockers(&mut (self.open)(), &lock.1, owner, hold)
+        if self.last.as_ref().is_none_or(|(id, _)| id != lock) {
+            let fields = holders::read(&mut (self.open)(), &lock.1);
+            self.last = Some((lock.clone(), fields));
+        }
+        match &self.last {
+            Some((_, fields)) => holders::blockers_in(fields, owner, hold),
+            None => (Vec::new(), false),
+        }
     }
 }
 
@@ -111,11 +131,14 @@ impl<S: Line, O: FnMut() -> S> View<Handle> for Live<'_, O> {
 /// when detection is off or no cycle would form.
 pub fn on_park<S: Line>(
     registry: &Registry<Handle>,
-    open: impl FnMut() -> S,
+    mut open: impl FnMut() -> S,
     owner: &[u8],
     wants: &[(LockId, Need)],
 ) -> Option<String> {
     if !config::deadlock_detection() {
+        return None;
+    }
+    if dead_end(registry, &mut open, owner, wants) {
         return None;
     }
     let request = WaitRequest {
@@ -123,10 +146,36 @@ pub fn on_park<S: Line>(
         wants,
         parked: None,
     };
-    let cycle = graph::find(&mut Live { registry, open }, &request)?;
+    let cycle = graph::find(&mut Live::new(registry, open), &request)?;
     let text = cycle.message();
     record(&text);
     Some(text)
+}
+
+/// The common wait, proven cycle-free with one read: a request for one
+/// lock whose queue holds single-lock waiters only. Its walk could reach the
+/// lock's holders (as owners) and the waiters queued there, whose own waits
+/// lead to the same holders; an owner leads on only through its parked
+/// clients. So when `owner` holds no part of the lock and none of its
+/// holders has a client parked, no cycle can close, and a line of n waiters
+/// costs no walk over them.
+fn dead_end<S: Line>(
+    registry: &Registry<Handle>,
+    open: &mut impl FnMut() -> S,
+    owner: &[u8],
+    wants: &[(LockId, Need)],
+) -> bool {
+    let [(lock, Need::Hold(_))] = wants else {
+        return false;
+    };
+    registry.single_only(lock)
+        && holders::all(&mut open(), &lock.1)
+            .iter()
+            .all(|(who, _, _)| {
+                who.as_slice() != owner
+                    && registry.parked_by(who).is_empty()
+                    && lines::parked_by(who).is_empty()
+            })
 }
 
 /// The one cycle a request can close while nobody else is parked: its
@@ -206,10 +255,7 @@ pub fn after_hold<S: Line>(
             wants: &wants,
             parked: Some(handle),
         };
-        let live = &mut Live {
-            registry,
-            open: &mut open,
-        };
+        let live = &mut Live::new(registry, &mut open);
         let Some(cycle) = graph::find(live, &request) else {
             continue;
         };

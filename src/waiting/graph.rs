@@ -19,7 +19,7 @@
 //! Leaving an edge out can only hide a deadlock, never report a false one,
 //! so where a wait is unsure (a lock of another database) there is none.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use crate::engine::names::LockId;
@@ -44,7 +44,10 @@ pub trait View<H> {
     fn waiter(&self, handle: H) -> Option<Wants>;
     /// The waiters parked on `lock` for `need` before `owner`'s `handle`
     /// (every one for `None`, a request that would queue last; in a fair
-    /// lock's line, those before `owner`'s entry, if it has one).
+    /// lock's line, those before `owner`'s entry, if it has one). One order
+    /// per lock and need: the waiters before one that is itself before
+    /// another are before that other too, which lets the search ask once
+    /// per line instead of once per waiter in it.
     fn ahead(&mut self, lock: &LockId, need: Need, handle: Option<H>, owner: &[u8]) -> Vec<H>;
     /// The waiters parked by `owner`.
     fn parked_by(&self, owner: &[u8]) -> Vec<H>;
@@ -132,6 +135,11 @@ pub fn find<H: Copy + Eq + Hash>(
     let mut parents: HashMap<Node<H>, Parent<H>> = HashMap::new();
     let mut todo = VecDeque::from([Node::Start]);
     let start = request.parked.map_or(Node::Start, Node::Waiter);
+    // The waiters given by `ahead` so far, per lock and need: the ones
+    // before any of them were given too (one order), so asking again for a
+    // waiter among them only finds nodes reached already. A line of n
+    // waiters costs n handles, not n²/2.
+    let mut given: HashMap<LockId, Vec<(Need, HashSet<H>)>> = HashMap::new();
     while let Some(node) = todo.pop_front() {
         let edges: Vec<Parent<H>> = match &node {
             Node::Start | Node::Waiter(_) => {
@@ -156,8 +164,21 @@ pub fn find<H: Copy + Eq + Hash>(
                     for h in held_by {
                         out.push((Node::Owner(h), Some((lock.clone(), How::HeldBy))));
                     }
-                    if !mine {
-                        for v in view.ahead(&lock, need, me, &owner) {
+                    let asked = me.is_some_and(|h| {
+                        given.get(&lock).is_some_and(|sets| {
+                            sets.iter().any(|(n, set)| *n == need && set.contains(&h))
+                        })
+                    });
+                    if !mine && !asked {
+                        let ahead = view.ahead(&lock, need, me, &owner);
+                        if !ahead.is_empty() {
+                            let sets = given.entry(lock.clone()).or_default();
+                            match sets.iter_mut().find(|(n, _)| *n == need) {
+                                Some((_, set)) => set.extend(ahead.iter().copied()),
+                                None => sets.push((need, ahead.iter().copied().collect())),
+                            }
+                        }
+                        for v in ahead {
                             out.push((Node::Waiter(v), Some((lock.clone(), How::Behind))));
                         }
                     }
@@ -242,6 +263,8 @@ mod tests {
         /// (handle, owner, locks), in arrival order.
         parked: Vec<(u32, String, Vec<String>)>,
         asked: usize,
+        /// Handles `ahead` returned, over every call.
+        given: usize,
     }
 
     fn id(name: &str) -> LockId {
@@ -255,12 +278,15 @@ mod tests {
             Some((owner.as_bytes().to_vec(), wants))
         }
         fn ahead(&mut self, lock: &LockId, _: Need, handle: Option<u32>, _: &[u8]) -> Vec<u32> {
-            self.parked
+            let ahead: Vec<u32> = self
+                .parked
                 .iter()
                 .take_while(|(h, _, _)| Some(*h) != handle)
                 .filter(|(_, _, locks)| locks.iter().any(|l| id(l) == *lock))
                 .map(|(h, _, _)| *h)
-                .collect()
+                .collect();
+            self.given += ahead.len();
+            ahead
         }
         fn parked_by(&self, owner: &[u8]) -> Vec<u32> {
             self.parked
@@ -297,6 +323,7 @@ mod tests {
                 })
                 .collect(),
             asked: 0,
+            given: 0,
         }
     }
 
@@ -408,5 +435,29 @@ mod tests {
         assert_eq!(ask(&mut w, "q", &["M"]), None);
         // M, then w5's waiter on L5, whose holder h5 waits on nothing.
         assert_eq!(w.asked, 2);
+    }
+
+    #[test]
+    fn a_line_of_waiters_is_listed_once_not_once_per_waiter() {
+        // 1,000 waiters on A behind its holder a; the last of them holds B,
+        // which the request's owner a asks for.
+        let mut w = World::default();
+        w.held.insert("A".into(), "a".into());
+        w.held.insert("B".into(), "w999".into());
+        for i in 0..1_000u32 {
+            w.parked.push((i, format!("w{i}"), vec!["A".to_string()]));
+        }
+        let cycle = ask(&mut w, "a", &["B"]).expect("a cycle");
+        assert_eq!(
+            cycle.message(),
+            "DEADLOCK a waits for B held by w999; w999 waits for A held by a"
+        );
+        // Behind the holder b, nobody waits for the asker: no cycle, and
+        // the line is listed once (the waiters before the last one are
+        // before it too), where a list per waiter made it 499,500.
+        w.held.insert("A".into(), "b".into());
+        w.given = 0;
+        assert_eq!(ask(&mut w, "a", &["B"]), None);
+        assert_eq!(w.given, 999);
     }
 }

@@ -438,6 +438,14 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         self.owners.get(owner).map_or(&[], Vec::as_slice)
     }
 
+    /// True when every client queued on `id` waits for that lock alone (no
+    /// multi-hold stands in its queue).
+    pub fn single_only(&self, id: &LockId) -> bool {
+        self.queues
+            .get(id)
+            .is_none_or(|q| q.tickets.iter().all(|t| !t.multi))
+    }
+
     /// The clients queued on `id` before `handle`, in arrival order (all of
     /// them for `None`, or when `handle` is not queued there).
     pub fn ahead(&self, id: &LockId, handle: Option<H>) -> Vec<H> {
