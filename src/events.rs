@@ -177,11 +177,14 @@ unsafe extern "C" fn on_server_event(
             waiting::on_flush(&ctx, db);
             fair_waiting::on_flush(&ctx, db);
         }
-        // SWAPDB exchanges whole databases without a keyspace event.
+        // SWAPDB exchanges whole databases without a keyspace event: every
+        // lock with waiters gets a look, as after a flush.
         raw::REDISMODULE_EVENT_SWAPDB => {
             tokens::forget_all();
             leases::forget_all(None);
             sessions::forget(None);
+            waiting::on_flush(&ctx, None);
+            fair_waiting::on_flush(&ctx, None);
         }
         raw::REDISMODULE_EVENT_FORK_CHILD
         | raw::REDISMODULE_EVENT_REPLICA_CHANGE
@@ -193,6 +196,11 @@ unsafe extern "C" fn on_server_event(
             tokens::forget_all();
             leases::forget_all(None);
             sessions::forget(None);
+            if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+                // DEBUG RELOAD on a master keeps its parked clients.
+                waiting::on_flush(&ctx, None);
+                fair_waiting::on_flush(&ctx, None);
+            }
         }
         raw::REDISMODULE_EVENT_CLIENT_CHANGE
             if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED

@@ -223,7 +223,7 @@ impl Acquisition for OneLock<'_, '_, Hold> {
     }
 
     fn serve_first(&self, ctx: &Context, store: &mut RedisStore) {
-        waiting::serve(ctx, store, &self.a.lock.names);
+        waiting::serve_first(ctx, store, &self.a.lock.names);
     }
 
     fn attempt(
@@ -233,9 +233,10 @@ impl Acquisition for OneLock<'_, '_, Hold> {
         latch: Option<&GrantLatch>,
     ) -> Result<Attempt, RedisError> {
         let (names, owner, lease) = (&self.a.lock.names, self.a.lock.owner, self.a.lock.lease);
-        // Those left waiting are served again after the attempt, which may
-        // have moved the lock's deadline; in fair mode it queues behind them.
-        waiting::serve_after(ctx, store, names, |store| {
+        // Those left waiting are served again after an attempt that wrote,
+        // which may have moved the lock's deadline; in fair mode it queues
+        // behind them.
+        waiting::serve_after_attempt(ctx, store, names, |store| {
             // Permits are nobody's: no acquisition of them goes past the
             // waiters, whatever `rwlock.fairness` says (contract §15.3).
             let permits = matches!(self.way, Hold::Semaphore { .. } | Hold::Permit { .. });

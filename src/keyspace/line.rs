@@ -89,6 +89,8 @@ impl RedisStore<'_> {
     /// and a handle kept across it would point at freed memory.
     fn around_call(&mut self, name: &[u8], f: impl FnOnce(&mut Self)) {
         self.list_changes();
+        // Replicated by the call itself, not through `replication`.
+        self.writes = self.writes.wrapping_add(1);
         let i = self.slot(name, false);
         self.kept(i).handle.close();
         f(self);

@@ -58,6 +58,9 @@ pub struct RedisStore<'c> {
     /// The command's context flags, read on first need.
     flags: Option<c_int>,
     replication: Option<Replication>,
+    /// Writes made so far (each replicated, so each asks for
+    /// `replication`): whether a change wrote anything at all.
+    writes: u32,
     /// The event classes anyone could receive, read on the first event.
     classes: Option<c_int>,
 }
@@ -70,6 +73,12 @@ fn hash_get(key: Key, field: &Str) -> Option<RedisString> {
 }
 
 impl<'c> RedisStore<'c> {
+    /// How many writes this store made so far, wrapping: two readings that
+    /// differ mean a write between them.
+    pub fn writes(&self) -> u32 {
+        self.writes
+    }
+
     pub fn new(ctx: &'c Context) -> Self {
         RedisStore::with_args(ctx, &[], false)
     }
@@ -95,6 +104,7 @@ impl<'c> RedisStore<'c> {
             now: None,
             flags: None,
             replication: None,
+            writes: 0,
             classes: None,
         }
     }
@@ -115,6 +125,7 @@ impl<'c> RedisStore<'c> {
     }
 
     fn replication(&mut self) -> Replication {
+        self.writes = self.writes.wrapping_add(1);
         if let Some(r) = self.replication {
             return r;
         }

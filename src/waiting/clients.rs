@@ -295,6 +295,55 @@ pub fn serve_after<T>(
     result
 }
 
+/// Serves the lock's waiters before a newcomer's attempt, so that a lock
+/// freed since they were last looked at goes to them first; unless nothing
+/// can have freed it: no look is due (every outside change, a timeout, a
+/// flush or a swap schedules one) and its deadline is ahead (an expiry, the
+/// one change nobody announces in time, is on the agenda). Their last look
+/// refused them then, and the lock is as it left it: a contended
+/// acquisition pays no refused attempt for the head here.
+pub fn serve_first(ctx: &Context, store: &mut RedisStore, names: &LockNames) {
+    if idle() {
+        return;
+    }
+    let (id, now) = (lock_id(ctx, names), store.now_ms());
+    if !with(|r| r.settled(&id, now)) {
+        serve(ctx, store, names);
+    }
+}
+
+/// [`serve_after`] for an acquisition's own attempt (after
+/// [`serve_first`]): its waiters are served again when the attempt wrote
+/// (a grant moves the lock's deadline; a reclaimed permit frees one). A
+/// refusal that wrote nothing left the lock as their last look did.
+pub fn serve_after_attempt<T>(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    attempt: impl FnOnce(&mut RedisStore) -> T,
+) -> T {
+    let before = store.writes();
+    if idle() {
+        let result = attempt(store);
+        if store.writes() != before {
+            sessions::settle(ctx, names);
+        }
+        return result;
+    }
+    let id = lock_id(ctx, names);
+    let outer = with(|r| r.settle(Some(id.clone())));
+    let result = attempt(store);
+    let wrote = store.writes() != before;
+    if wrote {
+        serve_now(ctx, store, names, id);
+    }
+    with(|r| r.settle(outer));
+    if wrote {
+        sessions::settle(ctx, names);
+    }
+    result
+}
+
 fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockId) {
     // The store raises keyspace events, which re-enter this module: the
     // registry must not stay borrowed while the lock machine runs.

@@ -293,6 +293,15 @@ impl<H: Copy + Eq + Hash> Registry<H> {
         }
     }
 
+    /// True when nothing can have freed the lock for its waiters since
+    /// their last look: none is scheduled, and its deadline (if any) is
+    /// after `now`. True too when nobody waits for it.
+    pub fn settled(&self, id: &LockId, now: i64) -> bool {
+        self.queues
+            .get(id)
+            .is_none_or(|q| !q.soon && q.deadline.is_none_or(|(at, _)| now < at))
+    }
+
     /// The scheduled look is happening; false when the queue is gone.
     pub fn soon_done(&mut self, id: &LockId) -> bool {
         self.queues.get_mut(id).map(|q| q.soon = false).is_some()
