@@ -139,6 +139,9 @@ wake_paths! {
     // A flush takes the token counter too: the waiter starts it again at 1.
     flushdb_wakes_the_waiter: Release::Command(&["FLUSHDB"]) => 1, 1;
     flushall_wakes_the_waiter: Release::Command(&["FLUSHALL"]) => 1, 1;
+    // SWAPDB raises no keyspace event: the swap itself gives every queue a
+    // look, and the lock (and its counter) of the other database is gone.
+    swapdb_wakes_the_waiter: Release::Command(&["SWAPDB", "0", "1"]) => 1, 1;
 }
 
 /// h:1 holds `E` for `lease` ms (or 30 s, renewed to `lease` once w:1 waits
