@@ -70,30 +70,49 @@ type attempt struct {
 // for a loaded machine and a failover.
 const closeCeiling = 10 * time.Second
 
+// noMasterCeiling is how much longer awaitGone asks while no master
+// answers: past the harness's own wait for a new master.
+const noMasterCeiling = 3 * time.Minute
+
 // sessionReports counts, per stream, the session holds whose loss the
 // holder saw before using them (the verification before its write failed),
 // with the first few reasons; and the holds ended by closing their
-// connection: how long until they were seen gone, and how many were still
-// there after closeCeiling (kept: a violation).
+// connection: how long until they were seen gone, how many a master still
+// showed after closeCeiling (kept: a violation), and how many no master
+// could be asked about for noMasterCeiling more (unverified).
 type sessionReports struct {
-	mu        sync.Mutex
-	lost      map[string]int
-	reasons   map[string][]string
-	closes    map[string]int
-	slowest   map[string]time.Duration
-	keptHolds map[string]int
+	mu         sync.Mutex
+	lost       map[string]int
+	reasons    map[string][]string
+	closes     map[string]int
+	slowest    map[string]time.Duration
+	keptHolds  map[string]int
+	unverified map[string]int
 }
 
 var reported = &sessionReports{lost: map[string]int{}, reasons: map[string][]string{},
-	closes: map[string]int{}, slowest: map[string]time.Duration{}, keptHolds: map[string]int{}}
+	closes: map[string]int{}, slowest: map[string]time.Duration{}, keptHolds: map[string]int{},
+	unverified: map[string]int{}}
 
-func (r *sessionReports) closed(stream string, gone time.Duration, kept bool) {
+// closeOutcome is what the check after a session's close found.
+type closeOutcome int
+
+const (
+	closeGone closeOutcome = iota
+	closeKept
+	closeUnverified
+)
+
+func (r *sessionReports) closed(stream string, gone time.Duration, outcome closeOutcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closes[stream]++
-	if kept {
+	switch outcome {
+	case closeKept:
 		r.keptHolds[stream]++
-	} else {
+	case closeUnverified:
+		r.unverified[stream]++
+	default:
 		r.slowest[stream] = max(r.slowest[stream], gone)
 	}
 }
@@ -131,8 +150,8 @@ func (r *sessionReports) notes() []string {
 	sort.Strings(streams)
 	var out []string
 	for _, s := range streams {
-		out = append(out, fmt.Sprintf("  %s: %d session holds reported lost by their holder before use (%s); %d ended by closing the connection, seen gone within %.2fs, %d still held %s after the close",
-			s, r.lost[s], strings.Join(r.reasons[s], "; "), r.closes[s], r.slowest[s].Seconds(), r.keptHolds[s], closeCeiling))
+		out = append(out, fmt.Sprintf("  %s: %d session holds reported lost by their holder before use (%s); %d ended by closing the connection, seen gone within %.2fs, %d still held %s after the close, %d not verified (no master answered)",
+			s, r.lost[s], strings.Join(r.reasons[s], "; "), r.closes[s], r.slowest[s].Seconds(), r.keptHolds[s], closeCeiling, r.unverified[s]))
 	}
 	return out
 }
@@ -382,7 +401,10 @@ func (w *kindWorker) cycle(ctx context.Context) {
 
 // awaitGone asks the master (as Sentinel names it now, on a new
 // connection) until the closed session's hold is gone, for at most
-// closeCeiling: a hold still there is one the close silently kept.
+// closeCeiling: a hold a master still shows then is one the close silently
+// kept. Only a master can tell: while none answers (a failover that does
+// not end), it asks on for noMasterCeiling more, then counts the close as
+// unverified.
 func (w *kindWorker) awaitGone(a attempt, closed int64) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -397,11 +419,15 @@ func (w *kindWorker) awaitGone(a attempt, closed int64) {
 		cancel()
 		at := time.Duration(w.rec.now() - closed)
 		if err == nil && !held {
-			reported.closed(w.stream, at, false)
+			reported.closed(w.stream, at, closeGone)
 			return
 		}
-		if at > closeCeiling {
-			reported.closed(w.stream, at, true)
+		if at > closeCeiling && err == nil {
+			reported.closed(w.stream, at, closeKept)
+			return
+		}
+		if at > closeCeiling+noMasterCeiling {
+			reported.closed(w.stream, at, closeUnverified)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
