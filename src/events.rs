@@ -141,6 +141,14 @@ unsafe extern "C" fn on_expired_event(
     raw::REDISMODULE_OK as c_int
 }
 
+/// The data of `db` (every database with `None`) changed without a keyspace
+/// event (a flush, a swap, a load): every lock with waiters, in a queue or
+/// a fair lock's line, gets a look.
+fn look_at_every_queue(ctx: &Context, db: Option<i32>) {
+    waiting::on_flush(ctx, db);
+    fair_waiting::on_flush(ctx, db);
+}
+
 /// Every server event the module follows, told to each part that cares.
 unsafe extern "C" fn on_server_event(
     ctx: *mut raw::RedisModuleCtx,
@@ -174,8 +182,7 @@ unsafe extern "C" fn on_server_event(
             let db = (db != -1).then_some(db);
             leases::forget_all(db);
             sessions::forget(db);
-            waiting::on_flush(&ctx, db);
-            fair_waiting::on_flush(&ctx, db);
+            look_at_every_queue(&ctx, db);
         }
         // SWAPDB exchanges whole databases without a keyspace event: every
         // lock with waiters gets a look, as after a flush.
@@ -183,8 +190,7 @@ unsafe extern "C" fn on_server_event(
             tokens::forget_all();
             leases::forget_all(None);
             sessions::forget(None);
-            waiting::on_flush(&ctx, None);
-            fair_waiting::on_flush(&ctx, None);
+            look_at_every_queue(&ctx, None);
         }
         raw::REDISMODULE_EVENT_FORK_CHILD
         | raw::REDISMODULE_EVENT_REPLICA_CHANGE
@@ -198,8 +204,7 @@ unsafe extern "C" fn on_server_event(
             sessions::forget(None);
             if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
                 // DEBUG RELOAD on a master keeps its parked clients.
-                waiting::on_flush(&ctx, None);
-                fair_waiting::on_flush(&ctx, None);
+                look_at_every_queue(&ctx, None);
             }
         }
         raw::REDISMODULE_EVENT_CLIENT_CHANGE

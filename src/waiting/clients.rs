@@ -281,17 +281,37 @@ pub fn serve_after<T>(
     names: &LockNames,
     change: impl FnOnce(&mut RedisStore) -> T,
 ) -> T {
-    let result = if idle() {
-        change(store)
+    serve_around(ctx, store, names, change, true)
+}
+
+/// [`serve_after`] for both: the lock settling while `change` runs, then
+/// its waiters served and its session holds looked at, `always`, or only
+/// when `change` wrote.
+fn serve_around<T>(
+    ctx: &Context,
+    store: &mut RedisStore,
+    names: &LockNames,
+    change: impl FnOnce(&mut RedisStore) -> T,
+    always: bool,
+) -> T {
+    let before = store.writes();
+    let (result, changed) = if idle() {
+        let result = change(store);
+        (result, always || store.writes() != before)
     } else {
         let id = lock_id(ctx, names);
         let outer = with(|r| r.settle(Some(id.clone())));
         let result = change(store);
-        serve_now(ctx, store, names, id);
+        let changed = always || store.writes() != before;
+        if changed {
+            serve_now(ctx, store, names, id);
+        }
         with(|r| r.settle(outer));
-        result
+        (result, changed)
     };
-    sessions::settle(ctx, names);
+    if changed {
+        sessions::settle(ctx, names);
+    }
     result
 }
 
@@ -322,26 +342,7 @@ pub fn serve_after_attempt<T>(
     names: &LockNames,
     attempt: impl FnOnce(&mut RedisStore) -> T,
 ) -> T {
-    let before = store.writes();
-    if idle() {
-        let result = attempt(store);
-        if store.writes() != before {
-            sessions::settle(ctx, names);
-        }
-        return result;
-    }
-    let id = lock_id(ctx, names);
-    let outer = with(|r| r.settle(Some(id.clone())));
-    let result = attempt(store);
-    let wrote = store.writes() != before;
-    if wrote {
-        serve_now(ctx, store, names, id);
-    }
-    with(|r| r.settle(outer));
-    if wrote {
-        sessions::settle(ctx, names);
-    }
-    result
+    serve_around(ctx, store, names, attempt, false)
 }
 
 fn serve_now(ctx: &Context, store: &mut RedisStore, names: &LockNames, id: LockId) {

@@ -115,14 +115,14 @@ impl<S: Line, O: FnMut() -> S> View<Handle> for Live<'_, O> {
             Need::Hold(hold) => hold,
             Need::Line => LINE_HOLD,
         };
-        if self.last.as_ref().is_none_or(|(id, _)| id != lock) {
-            let fields = holders::read(&mut (self.open)(), &lock.1);
-            self.last = Some((lock.clone(), fields));
-        }
-        match &self.last {
-            Some((_, fields)) => holders::blockers_in(fields, owner, hold),
-            None => (Vec::new(), false),
-        }
+        let (_, fields) = match self.last.take() {
+            Some(last) if last.0 == *lock => self.last.insert(last),
+            _ => {
+                let fields = holders::read(&mut (self.open)(), &lock.1);
+                self.last.insert((lock.clone(), fields))
+            }
+        };
+        holders::blockers_in(fields, owner, hold)
     }
 }
 
