@@ -329,7 +329,7 @@ class Counts:
         with self._guard:
             if field in self._unsure:
                 return None
-            return min(self._by_field.get(field, 0), HELD_MAX)
+            return self._capped(field)
 
     def held(self, field: Field) -> int:
         """The count, as `HELD` sends it: at most `HELD_MAX`. A count
@@ -338,7 +338,11 @@ class Counts:
         end, over and over); the server's is then far lower, so `HELD_MAX`
         is no replay either."""
         with self._guard:
-            return min(self._by_field.get(field, 0), HELD_MAX)
+            return self._capped(field)
+
+    def _capped(self, field: Field) -> int:
+        """`held`'s count, read under the guard the caller holds."""
+        return min(self._by_field.get(field, 0), HELD_MAX)
 
     def add(self, fields: Sequence[Field], n: int) -> None:
         """Adds n (negative: takes away, down to 0) to each field's count."""
