@@ -15,7 +15,8 @@ run over 50 locks in turn, as the bench's clients do. The plain lock's
 cycles too (Redisson 4.7's scripts): LOCK.ACQUIRE + LOCK.UNLOCK with and without REQUEST, with HELD
 (the clients' cycle) and with both latches and their DEL (theirs before HELD), and FENCED, against
 lock.lua (fenced_lock.lua) + unlock.lua by EVALSHA, each release with a fresh
-unlock latch as Redisson's. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
+unlock latch as Redisson's; the clients' cycle also against the other lock
+libraries' SET NX PX + compare-and-delete script. The semaphore's cycle (SEMAPHORE.ACQUIRE 1 +
 SEMAPHORE.RELEASE 1) against semaphore_acquire.lua + semaphore_release.lua.
 The count-down latch's cycle (try-set 1 + count down) against its two
 scripts. The permit-expirable semaphore's (PERMIT.ACQUIRE 1 with a lease +
@@ -49,6 +50,12 @@ LINE = 32
 # that no latch of the warm-up expires (and is reclaimed) while counting;
 # Redisson's own lifetime is 13.5 s.
 LATCH_TTL = 600000
+# The release the most-used lock libraries send after `SET key token NX PX`
+# (go-redsync, redis-py's `Lock`, rslock, redlock): one script that reads
+# the key, compares the token and deletes it. Their exact scripts differ
+# only in what they return.
+COMPARE_AND_DELETE = ('if redis.call("GET", KEYS[1]) == ARGV[1] then '
+                      'return redis.call("DEL", KEYS[1]) end return 0')
 
 
 def resp(*args):
@@ -213,8 +220,11 @@ def plain_workloads(sha):
                     "PUBLISH", LATCH_TTL)
 
     acquire = resp("LOCK.ACQUIRE", lock, owner, 30000)
-    held_acquire = resp("LOCK.ACQUIRE", lock, owner, 30000, "HELD", 0)
-    held_release = resp("LOCK.UNLOCK", lock, owner, "HELD", 1)
+    # The clients' `lock()` + `unlock()` (issue 35): a wait without limit
+    # stated as `BLOCK 0`, the owner's count before it, and the release's
+    # re-arming lease; a last release carries no `HELD 1` (never replayed).
+    held_acquire = resp("LOCK.ACQUIRE", lock, owner, 30000, "BLOCK", 0, "HELD", 0)
+    held_release = resp("LOCK.UNLOCK", lock, owner, "LEASE", 30000)
     fenced = resp("LOCK.ACQUIRE", lock, owner, 30000, "FENCED")
     by_script = resp("EVALSHA", sha["plain_lock"], 1, lock, 30000, owner)
     fenced_by_script = resp("EVALSHA", sha["fenced_lock"], 2, lock, token, 30000, owner)
@@ -227,7 +237,7 @@ def plain_workloads(sha):
          latched(lock, lambda request: (by_script, script_release(request)))),
         # The clients' cycle since issue 35's HELD (design §14.8), and the one
         # they sent before it: both latches written, then deleted.
-        ("plain lock + unlock HELD (clients), module", CYCLES, MODULE, [],
+        ("plain lock + unlock as the clients send it, module", CYCLES, MODULE, [],
          [r for _ in range(CYCLES) for r in (held_acquire, held_release)]),
         ("plain lock + unlock REQUEST both + DEL (clients before), module", CYCLES, MODULE, [],
          latched(lock, lambda request: (
@@ -235,6 +245,12 @@ def plain_workloads(sha):
              release(request),
              resp("DEL", "redisson_lock_request_latch:{%s}:a%s" % (lock, request),
                   "redisson_unlock_latch:{%s}:%s" % (lock, request))))),
+        # The peers' cycle the clients are measured against (issue 35): the
+        # same two requests, each a command.
+        ("SET NX PX + compare-and-delete, EVALSHA", CYCLES, MODULE, [],
+         [r for _ in range(CYCLES)
+          for r in (resp("SET", lock, owner, "NX", "PX", 30000),
+                    resp("EVALSHA", sha["compare_and_delete"], 1, lock, owner))]),
         ("fenced lock + unlock REQUEST, module", CYCLES, MODULE, [],
          latched(lock, lambda request: (fenced, release(request)))),
         ("fenced lock + unlock, EVALSHA", CYCLES, MODULE, [],
@@ -467,6 +483,9 @@ TARGETS = [
 PLAIN_TARGETS = [
     ("plain lock + unlock REQUEST, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
     ("plain lock + unlock, module", "plain lock + unlock, EVALSHA", ">=", 3.0),
+    # Issue 35: the clients' cycle costs the server no more than the cycle
+    # of the libraries they are compared with.
+    ("SET NX PX + compare-and-delete, EVALSHA", "plain lock + unlock as the clients send it, module", "<=", 1.0),
     ("fenced lock + unlock REQUEST, module", "fenced lock + unlock, EVALSHA", ">=", 3.0),
     ("fair lock + unlock REQUEST, module", "fair lock + unlock, EVALSHA", ">=", 3.0),
     ("semaphore acquire + release, module", "semaphore acquire + release, EVALSHA", ">=", 3.0),
@@ -520,6 +539,7 @@ def main():
                       ("latch_count_down", "latch_count_down"),
                       ("permit_acquire", "permit_acquire"), ("permit_release", "permit_release")):
         scripts[key] = (Path(plain) / f"{name}.lua").read_text()
+    scripts["compare_and_delete"] = COMPARE_AND_DELETE
     if not floor.is_file():
         sys.exit(f"no layout floor at {floor}: cargo build --release -p rwlock-floor")
     print(f"server instructions per operation (callgrind), module {module}, floor {floor}")

@@ -39,8 +39,8 @@
 // grant, or a resent release of a re-entered hold, as it answered the
 // first send (a fenced lock: the current token) and changes nothing, so no
 // hold is counted twice or left behind unknown. A last hold's release is
-// never replayed: its resend finding nothing held is [ErrReleaseUnknown]
-// (the first send freed it, or it was gone before). A session's
+// never replayed (so it sends no HELD 1): its resend finding nothing held
+// is [ErrReleaseUnknown] (the first send freed it, or it was gone before). A session's
 // acquisitions and releases send no HELD: an acquisition's resend
 // re-enters, and the hold the closed connection took is given back with it. A handle's acquisitions and
 // releases therefore run one at a time.

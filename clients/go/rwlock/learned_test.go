@@ -531,9 +531,9 @@ func TestHeldCounts(t *testing.T) {
 		"RWLOCK.READ held:rw " + rw.Read().Owner() + " 10000 HELD 1",
 		"LOCK.UNLOCK held:plain " + l.Owner() + " LEASE 10000 HELD 2",
 		"RWLOCK.UNLOCK held:rw " + rw.Read().Owner() + " READ LEASE 10000 HELD 2",
-		"LOCK.UNLOCK held:plain " + l.Owner() + " LEASE 10000 HELD 1",
-		"RWLOCK.UNLOCK held:rw " + rw.Read().Owner() + " READ LEASE 10000 HELD 1",
-		"RWLOCK.UNLOCK held:rw " + rw.Write().Owner() + " WRITE LEASE 10000 HELD 1",
+		"LOCK.UNLOCK held:plain " + l.Owner() + " LEASE 10000",
+		"RWLOCK.UNLOCK held:rw " + rw.Read().Owner() + " READ LEASE 10000",
+		"RWLOCK.UNLOCK held:rw " + rw.Write().Owner() + " WRITE LEASE 10000",
 	}
 	if got := monitor.locks(t); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -152,9 +152,10 @@ func renewedOne(reply any) (bool, error) {
 // owner's count of that kind of hold before the call, which makes the
 // server answer a resend whose first send took effect as it answered that
 // one, from the hash itself. A release of a count of 0 (the handle knows
-// of no hold) sends none: the server cannot replay it anyway.
+// of no hold) sends none, nor a last release (1): the server never replays
+// either, so HELD 1 would only lengthen every cycle by two arguments.
 func withHeld(args []any, held int, release bool) []any {
-	if release && held < 1 {
+	if release && held <= 1 {
 		return args
 	}
 	return append(args, "HELD", held)

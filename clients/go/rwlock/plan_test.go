@@ -16,11 +16,14 @@ func TestPlans(t *testing.T) {
 		want string
 	}{
 		// HELD: the owner's count of that kind of hold before the call; a
-		// session's acquisition sends none, a release of a count of 0 none.
+		// session's acquisition sends none, a release of a count of 0 or 1
+		// (a last release, never replayed) none.
 		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, 0), "[LOCK.ACQUIRE a u:1 5000 HELD 0]"},
 		{singlePlan{hold: Hold{KindLock, "a"}}.acquire("u:1", try, false, 2), "[LOCK.ACQUIRE a u:1 5000 HELD 2]"},
 		{singlePlan{hold: Hold{KindLock, "a"}, fenced: true, noReentry: true}.acquire("u:1", wait, true, 1), "[LOCK.ACQUIRE a u:1 5000 BLOCK 0 SESSION FENCED NOREENTRY]"},
-		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 1), "[LOCK.UNLOCK a u:1 LEASE 30000 HELD 1]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 1), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
+		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 2), "[LOCK.UNLOCK a u:1 LEASE 30000 HELD 2]"},
+		{fairPlan{name: "f"}.release("u:4", 30000, 1), "[FAIRLOCK.UNLOCK f u:4 LEASE 30000]"},
 		{singlePlan{hold: Hold{KindLock, "a"}}.release("u:1", 30000, 0), "[LOCK.UNLOCK a u:1 LEASE 30000]"},
 		{singlePlan{hold: Hold{KindLock, "a"}}.renew("u:1", 900), "[LOCK.RENEW a u:1 900]"},
 		{singlePlan{hold: Hold{KindWrite, "b"}, fenced: true}.acquire("u:2", request{leaseMs: 1, block: 250, waitMs: 250}, false, 0), "[RWLOCK.WRITE b u:2 1 BLOCK 250 FENCED HELD 0]"},

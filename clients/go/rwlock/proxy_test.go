@@ -308,7 +308,7 @@ func TestHeldSent(t *testing.T) {
 	mustRelease(t, session)
 	want := []string{
 		"LOCK.ACQUIRE held:sent " + l.Owner() + " 5000 FENCED HELD 0",
-		"LOCK.UNLOCK held:sent " + l.Owner() + " LEASE 5000 HELD 1",
+		"LOCK.UNLOCK held:sent " + l.Owner() + " LEASE 5000",
 		"LOCK.ACQUIREALL " + m.Owner() + " 5000 HOLDS 2 LOCK {req}:a WRITE {req}:b",
 		"LOCK.UNLOCKALL " + m.Owner() + " HOLDS 2 LOCK {req}:a WRITE {req}:b",
 		"LOCK.ACQUIRE held:session " + session.Owner() + " 30000 SESSION",

@@ -51,7 +51,7 @@ describe("commands", () => {
     assert.deepEqual(waited.abandon("u:1"), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 5000]);
     assert.deepEqual(waited.abandon("u:1", 250), ["FAIRLOCK.CANCEL", "f", "u:1", "WAIT", 250]);
     assert.equal(new Target([["LOCK", "a"]], false).abandon("u:1"), null);
-    assert.deepEqual(fair.release("u:1", 30000, 1), ["FAIRLOCK.UNLOCK", "f", "u:1", "LEASE", 30000, "HELD", 1]);
+    assert.deepEqual(fair.release("u:1", 30000, 1), ["FAIRLOCK.UNLOCK", "f", "u:1", "LEASE", 30000]);
     assert.deepEqual(fair.renew("u:1", 9), ["LOCK.RENEW", "f", "u:1", 9]);
     assert.deepEqual(fair.outcome(1, null), { acquired: false, pttl: null, token: null });
     assert.deepEqual(fair.outcome(900, 100), { acquired: false, pttl: 900, token: null });
@@ -60,12 +60,13 @@ describe("commands", () => {
     assert.throws(() => new Target([["LOCK", "f"]], false, true, true, true), LockError);
   });
 
-  it("releases carry LEASE and, for single locks, HELD (the holds before)", () => {
+  it("releases carry LEASE and, for single locks, HELD (the holds before; a last release's 1 never, the server never replays it)", () => {
     const plain = new Target([["LOCK", "a"]], false);
-    assert.deepEqual(plain.release("u:1", 30000, 1), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000, "HELD", 1]);
+    assert.deepEqual(plain.release("u:1", 30000, 1), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000]);
+    assert.deepEqual(plain.release("u:1", 30000, 3), ["LOCK.UNLOCK", "a", "u:1", "LEASE", 30000, "HELD", 3]);
     const read = new Target([["READ", "r"]], false);
     assert.deepEqual(read.release("u:1", 9, 2), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9, "HELD", 2]);
-    assert.deepEqual(new Target([["WRITE", "w"]], false).release("u:1", 9, 1), ["RWLOCK.UNLOCK", "w", "u:1", "WRITE", "LEASE", 9, "HELD", 1]);
+    assert.deepEqual(new Target([["WRITE", "w"]], false).release("u:1", 9, 1), ["RWLOCK.UNLOCK", "w", "u:1", "WRITE", "LEASE", 9]);
     assert.deepEqual(read.release("u:1", 9, null), ["RWLOCK.UNLOCK", "r", "u:1", "READ", "LEASE", 9]);
     assert.equal(plain.released(null), null);
     assert.equal(plain.released(0), false);

@@ -450,8 +450,12 @@ impl Target {
             cmd.arg(kind.word());
         }
         cmd.arg("LEASE").arg(lease_ms);
-        if let Some(resend) = resend {
-            resend.push(&mut cmd);
+        match resend {
+            // A last release is never replayed (design §14.8): `HELD 1`
+            // would run as without it, two arguments longer. The caller
+            // still resends it as one.
+            Some(Resend::Held(1)) | None => {}
+            Some(resend) => resend.push(&mut cmd),
         }
         cmd
     }
@@ -743,6 +747,11 @@ mod tests {
         assert_eq!(
             args(&read.release("o:1", 9, Some(Resend::Held(2)))),
             words("RWLOCK.UNLOCK r o:1 READ LEASE 9 HELD 2")
+        );
+        assert_eq!(
+            args(&read.release("o:1", 9, Some(Resend::Held(1)))),
+            words("RWLOCK.UNLOCK r o:1 READ LEASE 9"),
+            "a last release is never replayed: no HELD 1"
         );
         assert_eq!(Resend::held_acquisition(0), Some(Resend::Held(0)));
         assert_eq!(Resend::held_acquisition(100_001), None);

@@ -139,11 +139,11 @@ fn a_cycle_says_the_owners_count_and_nothing_else() {
         "LOCK.ACQUIRE c:held OWNER 10000 BLOCK 0 HELD 0",
         "LOCK.ACQUIRE c:held OWNER 10000 BLOCK 0 HELD 1",
         "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 2",
-        "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
+        "LOCK.UNLOCK c:held OWNER LEASE 10000",
         "LOCK.ACQUIREALL OWNER 10000 BLOCK 0 HOLDS 1 LOCK {c}:a",
         "LOCK.UNLOCKALL OWNER HOLDS 1 LOCK {c}:a",
         "LOCK.ACQUIRE c:held OWNER 10000 HELD 0",
-        "LOCK.UNLOCK c:held OWNER LEASE 10000 HELD 1",
+        "LOCK.UNLOCK c:held OWNER LEASE 10000",
         "LOCK.ACQUIRE c:session OWNER 30000 SESSION",
         "LOCK.UNLOCK c:session OWNER LEASE 30000",
     ]

@@ -409,7 +409,7 @@ fn the_async_client_resends_a_lost_reply_with_its_count() {
 /// A re-entered hold (count 2): the inner release's reply lost after it
 /// ran, its resend (`HELD 2`, the owner's count now 1) is answered
 /// released and frees no second level. The outer (last) release's reply
-/// lost too: its resend (`HELD 1`) finds nothing held, which cannot tell
+/// lost too: its resend (no `HELD`: 1 is never replayed) finds nothing held, which cannot tell
 /// its own release from a hold gone before it: `ReleaseUnknown`, and the
 /// lock is free.
 #[test]

@@ -571,9 +571,10 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         """A release. A single lock's outside a session carries `HELD n`,
         the owner's count before it, so that its resend after a lost reply
         is answered as done (0, releasing nothing) when the first send
-        released a re-entered hold. With a count of 0 here (nothing held
-        that this client object knows of) it carries none, and a lost reply
-        is raised."""
+        released a re-entered hold; a last release (n = 1) sends none, the
+        server never answering it from the count, but is resent as one.
+        With a count of 0 here (nothing held that this client object knows
+        of) a lost reply is raised."""
         lease_ms = state.lease_ms if state is not None and state.lease_ms else to_ms(self.watchdog_timeout)
         held = None
         if self._plan.held and not session:
@@ -589,7 +590,7 @@ class LockCommon(Generic[LinkT, DogT, CallbackT]):
         close when nothing of the owner's is left here, and the error to
         raise: `NotHeld` when not held, or when the watchdog found the hold
         lost whatever the server replied; `ReleaseUnknown` when a resend of
-        a last release (`HELD 1`, which the server never answers as done)
+        a last release (a count of 1, which the server never answers as done)
         found nothing: the first send released it, or the hold was gone
         before it, and nobody can tell which. Never "released"."""
         for counted, each in zip(self._plan.fields(owner), self._plan.each(reply)):

@@ -518,7 +518,10 @@ def _held(held: Optional[int]) -> Args:
 
 def _release_options(lease_ms: Optional[int], held: Optional[int]) -> Args:
     args: Args = [] if lease_ms is None else ["LEASE", lease_ms]
-    return args + _held(held)
+    # A last release's `HELD 1` is never answered from the count (design
+    # §14.8), so the server runs it as without: not sent, two arguments
+    # fewer per cycle. Its resend is still told apart by the caller.
+    return args + _held(None if held == 1 else held)
 
 
 def _fenced_outcome(reply: Any) -> Outcome:

@@ -217,8 +217,9 @@ final class Plan {
      * as Redisson's unlock re-arms it. {@code held}: the owner's count of this hold before it
      * ({@link HoldCounts}), so that the server answers a resend whose first send released (the
      * count is then {@code held - 1}) with 0 and releases nothing twice; a last release ({@code
-     * held} 1) cannot be told from one of a hold gone before it; {@code null} sends none (the
-     * multi-lock never sends one).
+     * held} 1) cannot be told from one of a hold gone before it, so the server never replays it
+     * and it is sent without {@code HELD} (two arguments fewer per cycle); {@code null} sends none
+     * (the multi-lock never sends one).
      */
     List<String> release(String owner, long leaseMs, Integer held) {
         List<String> args = new ArrayList<>();
@@ -237,7 +238,9 @@ final class Plan {
         }
         args.add("LEASE");
         args.add(Long.toString(leaseMs));
-        addHeld(args, held);
+        if (held == null || held != 1) {
+            addHeld(args, held);
+        }
         return args;
     }
 

@@ -87,7 +87,9 @@ class IdempotentReleaseTest extends ServerTest {
             assertTrue(proxy.dropped(), name + ": the proxy lost the last release's reply");
             assertEquals(2, server.calls(calls), name + ": the last release and its resend");
             sent = proxy.seen().subList(before, proxy.seen().size());
-            assertEquals(List.of("1", "1"), sent.stream().map(IdempotentReleaseTest::held).toList(), name + ": " + sent);
+            assertEquals(2, sent.size(), name + ": " + sent);
+            assertTrue(sent.stream().noneMatch(c -> c.contains("HELD")),
+                    name + ": a last release is never replayed, and sends no HELD 1: " + sent);
             assertEquals(0, lock.getHoldCount(), name);
             assertFalse(lock.isHeldByCurrentThread(), name);
             assertEquals(0L, server.call("EXISTS", name), name + ": free");
