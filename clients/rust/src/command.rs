@@ -805,7 +805,7 @@ mod tests {
         );
         assert_eq!(
             args(&fair.release("o:1", 9, Some(Resend::Held(1)))),
-            words("FAIRLOCK.UNLOCK f o:1 LEASE 9 HELD 1")
+            words("FAIRLOCK.UNLOCK f o:1 LEASE 9")
         );
         assert_eq!(args(&fair.renew("o:1", 9)), words("LOCK.RENEW f o:1 9"));
         assert!(matches!(
