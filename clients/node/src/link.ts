@@ -430,6 +430,12 @@ export class Links {
           }
         },
       };
+      // Nothing on its way: the first command of a tick leaves at once, so
+      // that the server runs it while this process goes on with the rest
+      // of the tick (waiting for the tick's end kept eight workers in
+      // lockstep, each side idle while the other worked); what follows it
+      // in the tick leaves together.
+      const idle = this.awaited.size === 0;
       this.awaited.add(entry);
       if (entry.deadline < this.watchAt) {
         this.watch(entry.deadline);
@@ -441,6 +447,10 @@ export class Links {
         return;
       }
       this.queues.set(node, { base, entries: [entry] });
+      if (idle) {
+        this.flush(node);
+        return;
+      }
       // After the code of this tick (and its promise jobs) queued what it sends.
       process.nextTick(() => this.flush(node));
     });
