@@ -144,6 +144,9 @@ struct Books {
     changes: u64,
     /// Per semaphore name.
     latches: HashMap<String, Latches>,
+    /// Per lock name, the acquisitions waiting on the server for it (only
+    /// names with one).
+    waiting: HashMap<String, usize>,
 }
 
 /// One owner's holds of one lock.
@@ -254,10 +257,47 @@ impl Holds {
         kept.map(|l| l.keys).unwrap_or_default()
     }
 
+    /// Counts an acquisition waiting on the server for `name` until the
+    /// returned [`Waiting`] is dropped (answered or cancelled).
+    pub fn waiting(&self, name: &str) -> Waiting {
+        *self.books().waiting.entry(name.to_string()).or_default() += 1;
+        Waiting {
+            holds: self.clone(),
+            name: name.to_string(),
+        }
+    }
+
+    /// True while an acquisition of this client waits on the server for
+    /// `name`: the lock is most likely taken, so another acquisition that
+    /// may wait goes straight to waiting (a try first would cost a round
+    /// trip and be refused).
+    pub fn has_waiters(&self, name: &str) -> bool {
+        self.books().waiting.contains_key(name)
+    }
+
     /// The count of `key` known, for the tests.
     #[cfg(test)]
     fn count(&self, key: &HoldKey) -> u64 {
         self.books().counts.get(key).map_or(0, |c| c.count)
+    }
+}
+
+/// An acquisition counted as waiting on the server ([`Holds::waiting`])
+/// while it lives.
+pub(crate) struct Waiting {
+    holds: Holds,
+    name: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut books = self.holds.books();
+        if let Some(n) = books.waiting.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                books.waiting.remove(&self.name);
+            }
+        }
     }
 }
 

@@ -200,3 +200,66 @@ async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
     again.expect("free").release().await.expect("release");
     assert!(!holder.is_held().await.expect("is_held"));
 }
+
+/// A lock this client already waits for on the server is taken: a second
+/// acquisition that may wait goes straight to waiting (one `LOCK.ACQUIRE`,
+/// where the first sent a refused try and then its wait), and they are
+/// served in turn. Once no wait is left, an acquisition tries first again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_behind_a_wait_of_the_same_client_skips_the_try() {
+    let (server, mut conn) = Server::started(&[]);
+    let locks = aio::Client::new(server.client());
+    let held = locks.lock("c:line").acquire().await.expect("held");
+    reset(&mut conn);
+    let blocked = |conn: &mut testkit::Conn| -> u64 {
+        info_field(conn, "clients", "blocked_clients")
+            .and_then(|n| n.parse().ok())
+            .expect("blocked_clients")
+    };
+    let first = locks.lock("c:line");
+    let first = tokio::spawn(async move { first.acquire().await.map(|g| g.owner().to_string()) });
+    wait_until(Duration::from_secs(10), "the first waiter parked", || {
+        (blocked(&mut conn) == 1).then_some(())
+    });
+    let second = locks.lock("c:line");
+    let second = tokio::spawn(async move { second.acquire().await.map(|g| g.owner().to_string()) });
+    wait_until(Duration::from_secs(10), "the second waiter parked", || {
+        (blocked(&mut conn) == 2).then_some(())
+    });
+    assert_eq!(
+        calls(&mut conn).get("lock.acquire"),
+        Some(&3),
+        "the first waiter's try and wait, the second's wait"
+    );
+    held.release().await.expect("release");
+    first.await.expect("first").expect("first served");
+    second.await.expect("second").expect("second served");
+    assert_eq!(blocked(&mut conn), 0);
+    // The second's guard, dropped in its task, is released by a task of
+    // its own: done once the lock is gone.
+    wait_until(Duration::from_secs(10), "the line's last release", || {
+        (query::<i64, &str>(&mut conn, &["EXISTS", "c:line"]) == 0).then_some(())
+    });
+    // No wait left: a free lock is taken by one try on the shared
+    // connection, no `BLOCK`.
+    let mut monitor = server.conn();
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    monitor
+        .send_packed_command(&redis::cmd("MONITOR").get_packed_command())
+        .expect("MONITOR");
+    assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
+    let lock = locks.lock("c:free");
+    lock.acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    let seen = monitored(&mut monitor, 2);
+    assert!(
+        seen[0].starts_with("\"LOCK.ACQUIRE\" \"c:free\"") && !seen[0].contains("\"BLOCK\""),
+        "{seen:?}"
+    );
+}

@@ -8,8 +8,10 @@
 //! pipelines across tasks. A wait (`acquire`, `try_acquire` with a wait)
 //! first tries there once; only a lock found taken parks a connection of
 //! its own (idle ones are reused), as does every wait of a fair lock or a
-//! session, and every acquisition on a master where `WAIT` or `WAITAOF`
-//! follows it (either would stall the shared connection). Dropping a
+//! session, every wait for a lock another wait of the same client is
+//! parked for (it is taken), and every acquisition on a master where
+//! `WAIT` or `WAITAOF` follows it (either would stall the shared
+//! connection). Dropping a
 //! waiting future closes its connection: the server drops the waiter.
 //!
 //! An async task moves between threads, so an async lock's owner is not
@@ -204,15 +206,20 @@ impl Handle {
     }
 
     async fn take(&self, target: &Target, wait: Wait) -> Result<Guard> {
-        if wait != Wait::No && self.tries_first(target) {
-            let started = Instant::now();
+        if wait == Wait::No {
+            return self.attempt(target, wait).await;
+        }
+        let started = Instant::now();
+        if self.tries_first(target) {
             match self.attempt(target, Wait::No).await {
                 Err(Error::NotAcquired { .. }) => {}
                 other => return other,
             }
-            return self.attempt(target, wait.left(started.elapsed())).await;
         }
-        self.attempt(target, wait).await
+        // Counted while it may wait, so that this client's next
+        // acquisitions of the lock skip the try (`tries_first`).
+        let _waiting = self.holds.waiting(target.name());
+        self.attempt(target, wait.left(started.elapsed())).await
     }
 
     /// True when a wait for `target` begins with one attempt on the shared
@@ -221,9 +228,15 @@ impl Handle {
     /// (one that can be sent again) outside a session (whose hold is bound
     /// to its connection), not fair (a try does not join the line: the
     /// wait would join it a round trip later), on a master where an
-    /// acquisition waits for nothing else (replicas, the AOF).
+    /// acquisition waits for nothing else (replicas, the AOF); and not
+    /// while another acquisition of this client waits for the lock on the
+    /// server (it is taken: the try would be refused, a round trip spent).
     fn tries_first(&self, target: &Target) -> bool {
-        if !target.resendable() || target.fair || self.options.session {
+        if !target.resendable()
+            || target.fair
+            || self.options.session
+            || self.holds.has_waiters(target.name())
+        {
             return false;
         }
         let master = self
