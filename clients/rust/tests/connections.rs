@@ -72,6 +72,26 @@ fn a_blocking_cycle_reuses_its_connection() {
     assert_two_requests_a_cycle(&mut conn, opened);
 }
 
+/// A connection to `server` in `MONITOR` mode.
+fn monitor(server: &Server) -> testkit::Conn {
+    let mut monitor = server.conn();
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    monitor
+        .send_packed_command(&redis::cmd("MONITOR").get_packed_command())
+        .expect("MONITOR");
+    assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
+    monitor
+}
+
+/// The clients the server has parked (`BLOCK`).
+fn blocked(conn: &mut testkit::Conn) -> u64 {
+    info_field(conn, "clients", "blocked_clients")
+        .and_then(|n| n.parse().ok())
+        .expect("blocked_clients")
+}
+
 /// The next `n` lock commands (`LOCK.*`) a `MONITOR` connection sees, as
 /// their quoted words.
 fn monitored(monitor: &mut testkit::Conn, n: usize) -> Vec<String> {
@@ -99,14 +119,7 @@ fn a_cycle_says_the_owners_count_and_nothing_else() {
     let locks = Client::new(server.client());
     let lock = locks.lock("c:held").with_lease(Duration::from_secs(10));
     lock.acquire().expect("acquire").release().expect("release");
-    let mut monitor = server.conn();
-    monitor
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    monitor
-        .send_packed_command(&redis::cmd("MONITOR").get_packed_command())
-        .expect("MONITOR");
-    assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
+    let mut monitor = monitor(&server);
     let outer = lock.acquire().expect("acquire");
     let inner = lock.acquire().expect("re-entry");
     inner.release().expect("release");
@@ -180,11 +193,6 @@ async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
     let holder = locks.lock("c:cancel");
     let held = holder.acquire().await.expect("held");
     let waiter = locks.lock("c:cancel");
-    let blocked = |conn: &mut testkit::Conn| -> u64 {
-        info_field(conn, "clients", "blocked_clients")
-            .and_then(|n| n.parse().ok())
-            .expect("blocked_clients")
-    };
     let wait = tokio::spawn(async move { waiter.acquire().await.map(|_| ()) });
     wait_until(Duration::from_secs(10), "the waiter parked", || {
         (blocked(&mut conn) == 1).then_some(())
@@ -211,11 +219,6 @@ async fn a_wait_behind_a_wait_of_the_same_client_skips_the_try() {
     let locks = aio::Client::new(server.client());
     let held = locks.lock("c:line").acquire().await.expect("held");
     reset(&mut conn);
-    let blocked = |conn: &mut testkit::Conn| -> u64 {
-        info_field(conn, "clients", "blocked_clients")
-            .and_then(|n| n.parse().ok())
-            .expect("blocked_clients")
-    };
     let first = locks.lock("c:line");
     let first = tokio::spawn(async move { first.acquire().await.map(|g| g.owner().to_string()) });
     wait_until(Duration::from_secs(10), "the first waiter parked", || {
@@ -242,14 +245,7 @@ async fn a_wait_behind_a_wait_of_the_same_client_skips_the_try() {
     });
     // No wait left: a free lock is taken by one try on the shared
     // connection, no `BLOCK`.
-    let mut monitor = server.conn();
-    monitor
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    monitor
-        .send_packed_command(&redis::cmd("MONITOR").get_packed_command())
-        .expect("MONITOR");
-    assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
+    let mut monitor = monitor(&server);
     let lock = locks.lock("c:free");
     lock.acquire()
         .await
