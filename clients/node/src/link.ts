@@ -6,16 +6,17 @@
  * client object's *own* connection to the key's master (`Own`: a
  * `duplicate()` of the application's connection to it, opened at its
  * first command), shared by every handle of the client object: those of
- * one tick leave together, a few per write (`Links.shared`). Never on the application's
- * connection: ioredis resends there what was not answered once it
- * reconnects (`autoResendUnfulfilledCommands`), so a command given up for
- * lost (and resent by the handle) could run again much later as a new
- * one: a release freeing a hold taken since, an acquisition taking one
- * nobody knows of. The own connection resends nothing and queues nothing
- * while disconnected; a command whose reply does not come in time closes
- * it, dropping whatever it carried, and the next command opens a fresh
- * one. In a cluster: one per master (ioredis cannot route the module's
- * commands by key: it does not know where their keys are).
+ * one tick leave together, a few per write (`Links.shared`). Never on
+ * the application's connection: ioredis resends there what was not
+ * answered once it reconnects (`autoResendUnfulfilledCommands`), so a
+ * command given up for lost (and resent by the handle) could run again
+ * much later as a new one: a release freeing a hold taken since, an
+ * acquisition taking one nobody knows of. The own connection resends
+ * nothing and queues nothing while disconnected; a command whose reply
+ * does not come in time closes it, dropping whatever it carried, and the
+ * next command opens a fresh one. In a cluster: one per master (ioredis
+ * cannot route the module's commands by key: it does not know where
+ * their keys are).
  *
  * An acquisition that waits on the server (`BLOCK`), and any acquisition
  * whose replica check waits (`WAIT`, `WAITAOF`) or binds a session, goes
@@ -117,8 +118,9 @@ const MAX_IDLE = 16;
  * server idle while this process built them and this process idle while
  * the server ran them; in writes of at most 4 the server runs the first
  * ones while the rest are built (issue 35: 8 workers' uncontended cycles
- * went from 47,600 to 63,600 a second, redlock's 59,600, medians of 16
- * alternating runs; 3 measured the same, 6 less).
+ * went from 47,600 to 62,800 and 63,600 a second, against redlock's
+ * 58,400 and 59,600, medians of two runs of 8 alternating rounds; 3
+ * measured the same, 6 less).
  */
 const MAX_BATCH = 4;
 

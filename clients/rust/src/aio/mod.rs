@@ -11,8 +11,8 @@
 //! session, every wait for a lock another wait of the same client is
 //! parked for (it is taken), and every acquisition on a master where
 //! `WAIT` or `WAITAOF` follows it (either would stall the shared
-//! connection). Dropping a
-//! waiting future closes its connection: the server drops the waiter.
+//! connection). Dropping a waiting future closes its connection: the
+//! server drops the waiter.
 //!
 //! An async task moves between threads, so an async lock's owner is not
 //! the thread's: each handle ([`Client::lock`] and the like) gets its own,
