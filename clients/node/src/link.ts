@@ -118,9 +118,9 @@ const MAX_IDLE = 16;
  * server idle while this process built them and this process idle while
  * the server ran them; in writes of at most 4 the server runs the first
  * ones while the rest are built (issue 35: 8 workers' uncontended cycles
- * went from 47,600 to 62,800 and 63,600 a second, against redlock's
- * 58,400 and 59,600, medians of two runs of 8 alternating rounds; 3
- * measured the same, 6 less).
+ * against redlock's went from 0.83x to 0.98-1.17x, medians of four runs
+ * of 6-8 alternating rounds; 3 measured the same, 6 less:
+ * docs/benchmarks.md).
  */
 const MAX_BATCH = 4;
 
