@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::Value;
 use rwlock_client::{aio, Client};
-use testkit::{info_field, query, wait_until, Server};
+use testkit::{command_calls, info_field, query, wait_for_waiters, wait_until, waiters, Server};
 
 const CYCLES: usize = 20;
 
@@ -83,13 +83,6 @@ fn monitor(server: &Server) -> testkit::Conn {
         .expect("MONITOR");
     assert_eq!(monitor.recv_response().expect("MONITOR"), Value::Okay);
     monitor
-}
-
-/// The clients the server has parked (`BLOCK`).
-fn blocked(conn: &mut testkit::Conn) -> u64 {
-    info_field(conn, "clients", "blocked_clients")
-        .and_then(|n| n.parse().ok())
-        .expect("blocked_clients")
 }
 
 /// The next `n` lock commands (`LOCK.*`) a `MONITOR` connection sees, as
@@ -193,6 +186,11 @@ async fn a_cancelled_wait_closes_its_connection_and_leaves_nothing() {
     let holder = locks.lock("c:cancel");
     let held = holder.acquire().await.expect("held");
     let waiter = locks.lock("c:cancel");
+    let blocked = |conn: &mut testkit::Conn| -> u64 {
+        info_field(conn, "clients", "blocked_clients")
+            .and_then(|n| n.parse().ok())
+            .expect("blocked_clients")
+    };
     let wait = tokio::spawn(async move { waiter.acquire().await.map(|_| ()) });
     wait_until(Duration::from_secs(10), "the waiter parked", || {
         (blocked(&mut conn) == 1).then_some(())
@@ -221,23 +219,19 @@ async fn a_wait_behind_a_wait_of_the_same_client_skips_the_try() {
     reset(&mut conn);
     let first = locks.lock("c:line");
     let first = tokio::spawn(async move { first.acquire().await.map(|g| g.owner().to_string()) });
-    wait_until(Duration::from_secs(10), "the first waiter parked", || {
-        (blocked(&mut conn) == 1).then_some(())
-    });
+    wait_for_waiters(&mut conn, 1);
     let second = locks.lock("c:line");
     let second = tokio::spawn(async move { second.acquire().await.map(|g| g.owner().to_string()) });
-    wait_until(Duration::from_secs(10), "the second waiter parked", || {
-        (blocked(&mut conn) == 2).then_some(())
-    });
+    wait_for_waiters(&mut conn, 2);
     assert_eq!(
-        calls(&mut conn).get("lock.acquire"),
-        Some(&3),
+        command_calls(&mut conn, "lock.acquire"),
+        3,
         "the first waiter's try and wait, the second's wait"
     );
     held.release().await.expect("release");
     first.await.expect("first").expect("first served");
     second.await.expect("second").expect("second served");
-    assert_eq!(blocked(&mut conn), 0);
+    assert_eq!(waiters(&mut conn), 0);
     // The second's guard, dropped in its task, is released by a task of
     // its own: done once the lock is gone.
     wait_until(Duration::from_secs(10), "the line's last release", || {
